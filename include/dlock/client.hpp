@@ -1,0 +1,110 @@
+// dlock/client.hpp: a connection to a lock service, and the lock calls.
+//
+//   auto client = dlock::Client::connect("redis://127.0.0.1:6379");
+//   dlock::Lease lease = client.acquire("orders:42", std::chrono::seconds(5)).value();
+//   write_with_fence(lease.fence());
+//   lease.release();
+//
+// A Client is a cheap, copyable handle; copies share one set of connections
+// and one background I/O thread, which pipelines the commands of all threads
+// over one connection and keeps a second one for wake-up messages. The last
+// copy to go shuts it down (held leases are released first).
+//
+// URL forms:
+//   redis://[[user]:password@]host[:port][/db]         (port 6379, db 0)
+//   rediss://[[user]:password@]host[:port][/db]?cacert=PATH[&cert=PATH&key=PATH]
+//                                                      (TLS; the server's certificate
+//                                                      is verified against cacert,
+//                                                      or the system store if absent,
+//                                                      and its name/IP is checked)
+// Percent-escapes are decoded in user and password. Unknown query parameters
+// and malformed URLs fail with Errc::invalid_argument.
+//
+// Thread safety: every method may be called from any thread. The blocking
+// methods must not be called from a callback running on the client's I/O
+// thread (they fail with Errc::invalid_argument instead of deadlocking).
+#ifndef DLOCK_CLIENT_HPP_
+#define DLOCK_CLIENT_HPP_
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "dlock/error.hpp"
+#include "dlock/lease.hpp"
+#include "dlock/options.hpp"
+
+namespace dlock {
+
+// What the server says about a lock right now (Client::inspect).
+struct LockInfo {
+  bool held = false;
+  std::uint64_t fence = 0;           // of the current grant; 0 if never granted
+  std::uint64_t last_fence = 0;      // highest fence ever issued for the name
+  milliseconds remaining{0};         // lease left (PTTL); 0 when free
+  unsigned reentry_count = 0;        // 0 when free
+  unsigned waiters = 0;              // subscribers waiting for its release
+};
+
+// Counters since the client was created; a snapshot.
+struct ClientStats {
+  std::uint64_t commands_sent = 0;
+  std::uint64_t reconnects = 0;
+  std::uint64_t grants = 0;
+  std::uint64_t renewal_round_trips = 0;
+  std::uint64_t leases_lost = 0;
+  std::uint64_t release_failures = 0;  // failed releases nobody could be told about
+  std::uint64_t leases_held = 0;       // distinct (name, owner) held now
+};
+
+class Client {
+ public:
+  // Connects, authenticates and selects the database, waiting at most
+  // options.connect_timeout. Throws Error: invalid_argument (bad URL or
+  // options), unavailable (refused, unreachable, timed out), auth_failed,
+  // tls_failed.
+  static Client connect(std::string_view url, ClientOptions options = {});
+  // The same, returning the failure instead of throwing.
+  static Result<Client> try_connect(std::string_view url, ClientOptions options = {});
+
+  // Acquires `name`, waiting up to `wait` (kForever: no limit; zero: try
+  // once). While waiting it sleeps until the holder's release is published or
+  // the holder's lease would run out, whichever is first: no polling.
+  // Errors: Errc::busy (wait == 0 and held by another owner), Errc::timeout
+  // (waited `wait`), invalid_argument, wrong_type, lease_lost (a re-entry
+  // found this owner's lease gone), and connection errors that outlasted
+  // options.error_retry (unavailable, outcome_unknown, auth_failed...).
+  Result<Lease> acquire(std::string_view name, milliseconds wait,
+                        const LockOptions& options = {}) const;
+  // acquire(name, 0, options).
+  Result<Lease> try_acquire(std::string_view name, const LockOptions& options = {}) const;
+
+  // Asynchronous acquire: `done` runs exactly once, on the client's I/O
+  // thread (it must not block). See <dlock/asio.hpp> for Asio completion
+  // tokens (use_awaitable, use_future, callbacks on your executor).
+  void async_acquire(std::string name, milliseconds wait, LockOptions options,
+                     std::function<void(Result<Lease>)> done) const;
+  // Asynchronous release of one level; `done` as for async_acquire.
+  void async_release(Lease lease, std::function<void(Status)> done) const;
+
+  // Reads the lock's state from the server (one round trip).
+  Result<LockInfo> inspect(std::string_view name) const;
+
+  // A fresh random owner id (128 bits from the OS CSPRNG, hex).
+  static std::string random_owner();
+
+  ClientStats stats() const;
+  const ClientOptions& options() const;
+
+ private:
+  explicit Client(std::shared_ptr<detail::ClientCore> core) noexcept;
+  friend class Mutex;
+  std::shared_ptr<detail::ClientCore> core_;
+};
+
+}  // namespace dlock
+
+#endif  // DLOCK_CLIENT_HPP_

@@ -1,0 +1,103 @@
+// dlock/options.hpp: plain option structs. Every duration is a std::chrono
+// duration measured on std::chrono::steady_clock; the comment of each field
+// gives its default and what it trades.
+#ifndef DLOCK_OPTIONS_HPP_
+#define DLOCK_OPTIONS_HPP_
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace dlock {
+
+using std::chrono::milliseconds;
+
+// Waits forever (wait timeouts only).
+inline constexpr milliseconds kForever = milliseconds::max();
+
+enum class LogLevel { debug, info, warning, error };
+
+// Receives the library's diagnostics. Called from the client's I/O thread:
+// must not block and must not call back into the blocking API.
+using Logger = std::function<void(LogLevel, std::string_view message)>;
+
+struct ClientOptions {
+  // Bound on one connection attempt: TCP connect, TLS handshake, AUTH, SELECT.
+  // Default: 2 s.
+  milliseconds connect_timeout{2000};
+
+  // Bound on one command's reply. A command whose reply does not arrive in
+  // time fails with Errc::outcome_unknown (it was sent) and, if the server
+  // has sent nothing at all meanwhile, the connection is dropped and
+  // re-established. Default: 2 s. Keep it well below the lock lease.
+  milliseconds command_timeout{2000};
+
+  // Reconnect backoff: doubles from min to max, with random jitter.
+  // Defaults: 50 ms .. 2 s.
+  milliseconds reconnect_backoff_min{50};
+  milliseconds reconnect_backoff_max{2000};
+
+  // Prefix of every key and channel the library touches. Default: "dlock:".
+  // A lock named N lives at "<prefix>{N}"; its fence counter at
+  // "<prefix>{N}:fence" and its wake-up channel "<prefix>{N}:wake". The hash
+  // tag {N} keeps all of them in one Redis Cluster slot.
+  std::string key_prefix = "dlock:";
+
+  // Credentials that override the URL's, so secrets need not appear in URLs.
+  // Empty: use the URL's (or none). Never logged.
+  std::string username;
+  std::string password;
+
+  // Diagnostics (failed background releases, reconnects, lost leases).
+  // Default (empty): warnings and errors go to stderr with a "dlock:" prefix.
+  Logger logger;
+};
+
+// Why a held lock was lost; passed to LockOptions::on_lost.
+enum class LossReason {
+  expired,      // the key vanished: the lease ran out, or it was deleted
+  taken,        // the key is held by another owner
+  unreachable,  // the server could not confirm the lease before it ran out
+                // (or within one renewal interval of losing the connection)
+  wrong_type,   // the key now holds another Redis type
+};
+std::string_view to_string(LossReason reason) noexcept;
+
+struct LockOptions {
+  // Fixed lease. Unset (default): the lock is held under the watchdog with
+  // `watchdog_lease`, renewed every `renew_interval` until released. Set: the
+  // lock expires this long after the grant and is never renewed; must be > 0.
+  std::optional<milliseconds> lease;
+
+  // Lease while under the watchdog. Default: 30 s. It bounds how long a
+  // crashed holder blocks others.
+  milliseconds watchdog_lease{30000};
+
+  // Renewal period under the watchdog. Default: 10 s. Must be below
+  // watchdog_lease; a third of it leaves room for two failed renewals.
+  // All leases of one Client are renewed together, in one round trip per tick.
+  milliseconds renew_interval{10000};
+
+  // The owner. Empty (default): each Mutex object, and each Client::acquire
+  // call, gets a fresh random owner (128 bits from the OS CSPRNG). Acquiring a
+  // lock again with the same owner while it holds it counts a re-entry; the
+  // lock is freed when every re-entry is released. An owner must be used
+  // through one Client only. At most 128 bytes.
+  std::string owner;
+
+  // How long acquire() keeps retrying after connection errors before
+  // reporting them. The acquire script is idempotent, so retrying after a
+  // lost reply is safe. Default: 2 s (always bounded by the wait timeout).
+  milliseconds error_retry{2000};
+
+  // Called once, on the client's I/O thread, when the lock is lost while held
+  // (see LossReason). Must not block. The lease's lost_token() fires as well.
+  std::function<void(LossReason)> on_lost;
+};
+
+}  // namespace dlock
+
+#endif  // DLOCK_OPTIONS_HPP_

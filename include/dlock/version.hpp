@@ -1,0 +1,10 @@
+// dlock/version.hpp: the library version (the one source of truth; CMake reads it).
+#ifndef DLOCK_VERSION_HPP_
+#define DLOCK_VERSION_HPP_
+
+#define DLOCK_VERSION_MAJOR 0
+#define DLOCK_VERSION_MINOR 1
+#define DLOCK_VERSION_PATCH 0
+#define DLOCK_VERSION_STRING "0.1.0"
+
+#endif  // DLOCK_VERSION_HPP_

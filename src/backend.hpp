@@ -1,0 +1,105 @@
+// The interface every lock backend implements (Redis today; Redlock,
+// ZooKeeper and SQL slot in here). It speaks in lock names and owner tokens;
+// the lock algorithms (waiting, re-entry bookkeeping, renewal scheduling, loss
+// detection) live above it in ClientCore and the state machines in core/.
+//
+// Idempotency contract: acquire and release carry the re-entry count the
+// caller believes the owner holds, so a call repeated after a lost reply is
+// recognised and not applied twice.
+//
+// Threading: all calls and all callbacks happen on the client's I/O thread.
+#ifndef DLOCK_BACKEND_HPP_
+#define DLOCK_BACKEND_HPP_
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "dlock/client.hpp"
+#include "dlock/error.hpp"
+#include "dlock/options.hpp"
+
+namespace dlock::detail {
+
+struct AcquireCall {
+  std::string name;
+  std::string owner;
+  milliseconds lease{0};
+  unsigned held = 0;  // levels the caller believes it holds (0 = fresh grant)
+};
+
+struct AcquireOutcome {
+  enum class Kind {
+    granted,   // fence, depth valid
+    busy,      // another owner holds it; holder_ttl = its remaining lease
+    lost,      // held > 0 but the owner's hold is gone (no silent re-grant)
+    mismatch,  // the server's depth differs from `held` by more than a replay
+  };
+  Kind kind = Kind::busy;
+  std::uint64_t fence = 0;
+  unsigned depth = 0;
+  milliseconds holder_ttl{-1};  // -1: no expiry set, -2: vanished meanwhile
+};
+
+struct ReleaseCall {
+  std::string name;
+  std::string owner;
+  unsigned held = 0;  // depth before this release (>= 1)
+  bool all = false;   // free every level (client shutdown)
+};
+
+struct ReleaseOutcome {
+  enum class Kind {
+    released,   // depth now `depth` (0: the lock is free and waiters were woken)
+    not_held,   // no lock under the name
+    not_owner,  // another owner holds it; nothing touched
+    mismatch,   // depth differs: someone else used this owner id
+  };
+  Kind kind = Kind::released;
+  unsigned depth = 0;
+};
+
+struct RenewCall {
+  std::string name;
+  std::string owner;
+  milliseconds lease{0};
+};
+
+enum class RenewOutcome { renewed, expired, taken, wrong_type };
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  // Opens connections; `done` gets the first attempt's outcome.
+  virtual void start(std::function<void(Status)> done) = 0;
+  // Fails everything outstanding with cancelled.
+  virtual void close() = 0;
+
+  virtual void acquire(const AcquireCall& call, std::function<void(Result<AcquireOutcome>)> done) = 0;
+  virtual void release(const ReleaseCall& call, std::function<void(Result<ReleaseOutcome>)> done) = 0;
+  // One round trip for the whole batch; outcomes in call order.
+  virtual void renew(const std::vector<RenewCall>& calls,
+                     std::function<void(Result<std::vector<RenewOutcome>>)> done) = 0;
+  virtual void inspect(const std::string& name, std::function<void(Result<LockInfo>)> done) = 0;
+
+  // Release notifications. watch() counts references per name; `ready` runs
+  // once the subscription is confirmed (or failed), so a caller can subscribe
+  // before it retries and miss nothing.
+  virtual void watch(const std::string& name, std::function<void(Status)> ready) = 0;
+  virtual void unwatch(const std::string& name) = 0;
+  // `wake(name)`: a release of `name` was published. `resync()`: messages may
+  // have been lost (the subscription connection dropped): waiters should retry.
+  virtual void set_wake_handlers(std::function<void(const std::string&)> wake, std::function<void()> resync) = 0;
+  // Called with false the moment the command connection drops, true when back.
+  virtual void set_link_handler(std::function<void(bool up)> handler) = 0;
+
+  virtual std::uint64_t commands_sent() const = 0;
+  virtual std::uint64_t reconnects() const = 0;
+};
+
+}  // namespace dlock::detail
+
+#endif  // DLOCK_BACKEND_HPP_

@@ -1,0 +1,75 @@
+#include "dlock/client.hpp"
+
+#include <future>
+
+#include "client_core.hpp"
+#include "core/token.hpp"
+
+namespace dlock {
+
+namespace {
+Status on_io_thread_error(std::string_view call) {
+  return {Errc::invalid_argument, std::string(call) +
+                                      " blocks, and was called on the client's I/O thread (from a callback); "
+                                      "use the async_ form there"};
+}
+}  // namespace
+
+Client::Client(std::shared_ptr<detail::ClientCore> core) noexcept : core_(std::move(core)) {}
+
+Result<Client> Client::try_connect(std::string_view url, ClientOptions options) {
+  auto core = detail::ClientCore::connect(url, std::move(options));
+  if (!core.ok()) return core.status();
+  return Client(std::move(core.value()));
+}
+
+Client Client::connect(std::string_view url, ClientOptions options) {
+  return try_connect(url, std::move(options)).value();
+}
+
+Result<Lease> Client::acquire(std::string_view name, milliseconds wait, const LockOptions& options) const {
+  if (core_->on_io_thread()) return on_io_thread_error("Client::acquire");
+  std::promise<Result<Lease>> p;
+  auto f = p.get_future();
+  core_->acquire(std::string(name), wait, options, [&p](Result<Lease> r) { p.set_value(std::move(r)); });
+  return f.get();
+}
+
+Result<Lease> Client::try_acquire(std::string_view name, const LockOptions& options) const {
+  return acquire(name, milliseconds(0), options);
+}
+
+void Client::async_acquire(std::string name, milliseconds wait, LockOptions options,
+                           std::function<void(Result<Lease>)> done) const {
+  core_->acquire(std::move(name), wait, std::move(options), std::move(done));
+}
+
+void Client::async_release(Lease lease, std::function<void(Status)> done) const {
+  if (!lease.hold_) {
+    core_->deliver(std::move(done), Status(Errc::not_held, "the lease is empty (already released or moved from)"));
+    return;
+  }
+  auto core = lease.core_.lock();
+  if (!core) {
+    lease.hold_.reset();
+    core_->deliver(std::move(done), Status(Errc::cancelled, "the lease's client was closed, which released it"));
+    return;
+  }
+  core->release(std::move(lease.hold_), std::move(done));
+}
+
+Result<LockInfo> Client::inspect(std::string_view name) const {
+  if (core_->on_io_thread()) return on_io_thread_error("Client::inspect");
+  std::promise<Result<LockInfo>> p;
+  auto f = p.get_future();
+  core_->inspect(std::string(name), [&p](Result<LockInfo> r) { p.set_value(std::move(r)); });
+  return f.get();
+}
+
+std::string Client::random_owner() { return detail::random_token(); }
+
+ClientStats Client::stats() const { return core_->stats(); }
+
+const ClientOptions& Client::options() const { return core_->options(); }
+
+}  // namespace dlock

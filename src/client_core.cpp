@@ -1,0 +1,663 @@
+#include "client_core.hpp"
+
+#include <boost/asio/post.hpp>
+
+#include <cstdio>
+#include <future>
+#include <iostream>
+
+#include "core/keys.hpp"
+#include "core/token.hpp"
+#include "core/url.hpp"
+#include "redis/redis_backend.hpp"
+
+namespace dlock::detail {
+
+namespace asio = boost::asio;
+using boost::system::error_code;
+
+namespace {
+// Renewal scripts are split so one script never blocks Redis for long.
+constexpr std::size_t kRenewBatch = 1000;
+
+std::int64_t ticks(std::chrono::steady_clock::time_point t) { return t.time_since_epoch().count(); }
+
+Status check_options(const ClientOptions& o) {
+  if (o.connect_timeout.count() <= 0) return {Errc::invalid_argument, "connect_timeout must be > 0"};
+  if (o.command_timeout.count() <= 0) return {Errc::invalid_argument, "command_timeout must be > 0"};
+  if (o.reconnect_backoff_min.count() <= 0 || o.reconnect_backoff_max < o.reconnect_backoff_min)
+    return {Errc::invalid_argument, "reconnect backoff must satisfy 0 < min <= max"};
+  return {};
+}
+
+Status check_lock_options(const LockOptions& o, milliseconds wait) {
+  if (wait.count() < 0) return {Errc::invalid_argument, "wait must be >= 0 ms"};
+  if (o.lease) {
+    if (o.lease->count() <= 0)
+      return {Errc::invalid_argument, "lease must be > 0 ms (got " + std::to_string(o.lease->count()) + ")"};
+  } else {
+    if (o.watchdog_lease.count() <= 0) return {Errc::invalid_argument, "watchdog_lease must be > 0 ms"};
+    if (o.renew_interval.count() <= 0 || o.renew_interval >= o.watchdog_lease)
+      return {Errc::invalid_argument, "renew_interval must be > 0 and below watchdog_lease"};
+  }
+  if (o.error_retry.count() < 0) return {Errc::invalid_argument, "error_retry must be >= 0 ms"};
+  return {};
+}
+}  // namespace
+
+struct ClientCore::Runtime {
+  asio::io_context io{1};
+  asio::executor_work_guard<asio::io_context::executor_type> work{io.get_executor()};
+  std::thread thread;
+};
+
+struct ClientCore::AcquireOp {
+  AcquireOp(asio::io_context& io, Clock::time_point now, milliseconds wait, milliseconds retry)
+      : fsm(now, wait, retry), timer(io) {}
+  std::string name;
+  LockOptions opts;
+  milliseconds lease{0};
+  milliseconds interval{0};
+  bool renew = true;
+  std::shared_ptr<Hold> hold;
+  AcquireFsm fsm;
+  asio::steady_timer timer;
+  std::function<void(Result<Lease>)> done;
+  bool in_waiters = false;
+  bool watching = false;
+  bool woken = false;  // a release notification was handed to this op
+  bool finished = false;
+  std::uint64_t attempt_epoch = 0;
+};
+
+ClientCore::ClientCore(ClientOptions options) : options_(std::move(options)), rt_(std::make_shared<Runtime>()) {}
+
+template <class F>
+void ClientCore::post(F&& f) {
+  asio::post(rt_->io, std::forward<F>(f));
+}
+
+void ClientCore::log(LogLevel level, const std::string& message) const {
+  if (options_.logger) {
+    try {
+      options_.logger(level, message);
+    } catch (...) {  // a throwing logger must not take the I/O thread down
+    }
+    return;
+  }
+  if (level == LogLevel::warning || level == LogLevel::error) std::cerr << "dlock: " << message << '\n';
+}
+
+Result<std::shared_ptr<ClientCore>> ClientCore::connect(std::string_view url, ClientOptions options) {
+  if (Status s = check_options(options); !s.ok()) return s;
+  auto ep = parse_redis_url(url);
+  if (!ep.ok()) return ep.status();
+  if (!options.username.empty()) ep->username = options.username;
+  if (!options.password.empty()) ep->password = options.password;
+  if (!ep->username.empty() && ep->password.empty())
+    return Status(Errc::invalid_argument, "a user name needs a password");
+
+  std::shared_ptr<ClientCore> core(new ClientCore(std::move(options)));
+  auto alive = core->alive_;
+  redis::ConnectionConfig cfg;
+  cfg.endpoint = std::move(*ep);
+  cfg.connect_timeout = core->options_.connect_timeout;
+  cfg.command_timeout = core->options_.command_timeout;
+  cfg.backoff_min = core->options_.reconnect_backoff_min;
+  cfg.backoff_max = core->options_.reconnect_backoff_max;
+  ClientCore* raw = core.get();
+  cfg.log = [raw, alive](LogLevel level, std::string_view msg) {
+    if (*alive) raw->log(level, std::string(msg));
+  };
+  core->backend_ = redis::make_redis_backend(core->rt_->io, std::move(cfg), core->options_.key_prefix);
+  core->backend_->set_wake_handlers(
+      [raw, alive](const std::string& name) {
+        if (*alive) raw->on_release_published(name);
+      },
+      [raw, alive] {
+        if (*alive) raw->wake_all();
+      });
+  core->backend_->set_link_handler([raw, alive](bool up) {
+    if (!*alive || up) return;
+    raw->scheduler_.link_down(Clock::now());
+    raw->rearm_renewal();
+  });
+  core->renew_timer_ = std::make_unique<asio::steady_timer>(core->rt_->io);
+  auto rt = core->rt_;
+  rt->thread = std::thread([rt] { rt->io.run(); });
+  core->io_thread_id_ = rt->thread.get_id();
+
+  std::promise<Status> started;
+  auto fut = started.get_future();
+  core->post([raw, &started] { raw->backend_->start([&started](Status s) { started.set_value(std::move(s)); }); });
+  Status s = fut.get();
+  if (!s.ok()) return s;  // ~ClientCore closes and joins
+  return core;
+}
+
+ClientCore::~ClientCore() { shutdown(); }
+
+// Frees every lock still held (one round trip, bounded by the command
+// timeout), fails waiting acquires with cancelled, then stops the I/O
+// thread. Safe on any thread, including the I/O thread itself (the last
+// handle dropped inside a callback): then the thread is detached and winds
+// down on its own, touching nothing of *this.
+void ClientCore::shutdown() {
+  if (!rt_) return;
+  auto rt = std::move(rt_);
+  auto body = [this, rt] {
+    closing_ = true;
+    *alive_ = false;
+    if (renew_timer_) renew_timer_->cancel();
+    auto waiters = std::move(waiters_);
+    waiters_.clear();
+    std::vector<ReleaseCall> calls;
+    for (auto& [key, hold] : holds_) {
+      if (hold->depth.load() > 0 && !hold->lost.load()) calls.push_back({hold->name, hold->owner, hold->depth.load(), true});
+      hold->lost.store(true);
+      hold->lost_source.request_stop();
+      hold->depth.store(0);
+    }
+    holds_.clear();
+    for (auto& [name, ops] : waiters) {
+      for (auto& op : ops) {
+        op->finished = true;
+        op->timer.cancel();
+        asio::post(rt->io, [done = std::move(op->done)]() mutable {
+          if (done) done(Status(Errc::cancelled, "client closed while waiting for the lock"));
+        });
+      }
+    }
+    std::shared_ptr<Backend> backend(std::move(backend_));
+    if (!backend) {
+      rt->work.reset();
+      return;
+    }
+    backend->set_wake_handlers(nullptr, nullptr);
+    backend->set_link_handler(nullptr);
+    auto remaining = std::make_shared<std::size_t>(calls.size());
+    auto finalize = std::make_shared<std::function<void()>>();
+    auto timer = std::make_shared<asio::steady_timer>(rt->io, options_.command_timeout);
+    *finalize = [backend, rt, timer, finalize]() mutable {
+      if (!*finalize) return;
+      timer->cancel();
+      auto self = std::move(*finalize);  // run once; breaks the cycle
+      *finalize = nullptr;
+      asio::post(rt->io, [backend, rt] {
+        backend->close();
+        rt->work.reset();
+      });
+    };
+    for (const ReleaseCall& c : calls) {
+      backend->release(c, [remaining, finalize](Result<ReleaseOutcome>) {
+        if (--*remaining == 0 && *finalize) (*finalize)();
+      });
+    }
+    if (calls.empty()) (*finalize)();
+    else
+      timer->async_wait([finalize](const error_code& ec) {
+        if (!ec && *finalize) (*finalize)();
+      });
+  };
+  if (std::this_thread::get_id() == rt->thread.get_id()) {
+    body();
+    rt->thread.detach();
+  } else {
+    asio::post(rt->io, body);
+    rt->thread.join();
+  }
+}
+
+std::shared_ptr<Hold> ClientCore::find_or_add_hold(const std::string& name, const std::string& owner) {
+  auto& slot = holds_[{name, owner}];
+  if (!slot) slot = std::make_shared<Hold>(name, owner);
+  return slot;
+}
+
+void ClientCore::maybe_forget(const std::shared_ptr<Hold>& hold) {
+  if (hold->depth.load() != 0 || hold->users != 0 || hold->op_busy || !hold->ops.empty()) return;
+  auto it = holds_.find({hold->name, hold->owner});
+  if (it != holds_.end() && it->second == hold) holds_.erase(it);
+}
+
+// Script calls of one owner on one lock go out one at a time: each carries
+// the depth the owner holds, which must not change under it.
+void ClientCore::hold_exec(const std::shared_ptr<Hold>& hold, std::function<void()> op) {
+  hold->ops.push_back(std::move(op));
+  if (hold->op_busy) return;
+  hold->op_busy = true;
+  auto next = std::move(hold->ops.front());
+  hold->ops.pop_front();
+  next();
+}
+
+void ClientCore::hold_op_done(const std::shared_ptr<Hold>& hold) {
+  hold->op_busy = false;
+  if (hold->ops.empty()) {
+    maybe_forget(hold);
+    return;
+  }
+  hold->op_busy = true;
+  auto next = std::move(hold->ops.front());
+  hold->ops.pop_front();
+  next();
+}
+
+void ClientCore::acquire(std::string name, milliseconds wait, LockOptions options,
+                         std::function<void(Result<Lease>)> done) {
+  Status bad = validate_name(name);
+  if (bad.ok()) bad = check_lock_options(options, wait);
+  if (bad.ok() && !options.owner.empty()) bad = validate_owner(options.owner);
+  if (!bad.ok()) {
+    post([done = std::move(done), bad]() mutable { done(bad); });
+    return;
+  }
+  if (options.owner.empty()) options.owner = random_token();
+  post([self = shared_from_this(), name = std::move(name), wait, options = std::move(options),
+        done = std::move(done)]() mutable {
+    if (self->closing_) return done(Status(Errc::cancelled, "client closed"));
+    auto op = std::make_shared<AcquireOp>(self->rt_->io, Clock::now(), wait, options.error_retry);
+    op->name = std::move(name);
+    op->renew = !options.lease.has_value();
+    op->lease = options.lease.value_or(options.watchdog_lease);
+    op->interval = op->renew ? options.renew_interval : op->lease;
+    op->opts = std::move(options);
+    op->done = std::move(done);
+    op->hold = self->find_or_add_hold(op->name, op->opts.owner);
+    ++op->hold->users;
+    self->step(op, op->fsm.start());
+  });
+}
+
+void ClientCore::step(const std::shared_ptr<AcquireOp>& op, AcquireFsm::Action action) {
+  using Kind = AcquireFsm::Action::Kind;
+  switch (action.kind) {
+    case Kind::attempt:
+      send_attempt(op);
+      return;
+    case Kind::watch: {
+      if (!op->in_waiters) {
+        waiters_[op->name].push_back(op);
+        op->in_waiters = true;
+      }
+      op->watching = true;
+      auto alive = alive_;
+      backend_->watch(op->name, [this, alive, op](Status) {
+        if (!*alive || op->finished) return;
+        step(op, op->fsm.on_watch_ready(Clock::now()));
+      });
+      return;
+    }
+    case Kind::wait: {
+      op->timer.expires_at(action.until);
+      auto alive = alive_;
+      op->timer.async_wait([this, alive, op](const error_code& ec) {
+        if (ec || !*alive || op->finished) return;
+        step(op, op->fsm.on_wake(Clock::now()));
+      });
+      return;
+    }
+    case Kind::done:
+      finish(op, action.status);
+      return;
+    case Kind::none:
+      return;
+  }
+}
+
+void ClientCore::send_attempt(const std::shared_ptr<AcquireOp>& op) {
+  auto alive = alive_;
+  hold_exec(op->hold, [this, alive, op] {
+    if (!*alive) return;
+    if (op->finished) return hold_op_done(op->hold);
+    AcquireCall call{op->name, op->hold->owner, op->lease, op->hold->depth.load()};
+    const auto sent_at = Clock::now();
+    op->attempt_epoch = release_epoch_[op->name];
+    backend_->acquire(call, [this, alive, op, sent_at](Result<AcquireOutcome> r) {
+      if (!*alive) return;
+      hold_op_done(op->hold);
+      if (op->finished) return;
+      const auto now = Clock::now();
+      if (!r.ok()) return step(op, op->fsm.on_error(now, r.status()));
+      switch (r->kind) {
+        case AcquireOutcome::Kind::granted:
+          (void)op->fsm.on_granted();
+          return granted(op, *r, sent_at);
+        case AcquireOutcome::Kind::busy: {
+          auto action = op->fsm.on_busy(now, r->holder_ttl);
+          // A release published while the attempt was in flight would
+          // otherwise be slept through until the holder's TTL.
+          if (action.kind == AcquireFsm::Action::Kind::wait && release_epoch_[op->name] != op->attempt_epoch)
+            action = op->fsm.on_wake(now);
+          return step(op, action);
+        }
+        case AcquireOutcome::Kind::lost:
+          mark_lost(op->hold, LossReason::expired);
+          return step(op, op->fsm.on_lost());
+        case AcquireOutcome::Kind::mismatch:
+          return step(op, op->fsm.on_error(now, Status(Errc::server_error,
+                                                       "re-entry depth on the server differs from this client's: "
+                                                       "the owner id is used by another client")));
+      }
+    });
+  });
+}
+
+void ClientCore::granted(const std::shared_ptr<AcquireOp>& op, const AcquireOutcome& outcome,
+                         Clock::time_point sent_at) {
+  Hold& h = *op->hold;
+  const bool fresh = h.depth.load() == 0;
+  h.fence.store(outcome.fence);
+  h.depth.store(outcome.depth);
+  if (fresh) {
+    h.lost.store(false);
+    h.lost_source = std::stop_source();
+    h.on_lost = op->opts.on_lost;
+    h.lease = op->lease;
+    h.id = next_id_++;
+    scheduled_[h.id] = op->hold;
+    scheduler_.add(h.id, sent_at, op->lease, op->interval, op->renew);
+    h.valid_until_ns.store(ticks(scheduler_.valid_until(h.id)));
+    leases_held_.fetch_add(1, std::memory_order_relaxed);
+    rearm_renewal();
+  }
+  grants_.fetch_add(1, std::memory_order_relaxed);
+  Lease lease(weak_from_this(), op->hold);
+  op->woken = false;
+  finish(op, Status());
+  asio::post(rt_->io, [done = std::move(op->done), lease = std::move(lease)]() mutable {
+    done(Result<Lease>(std::move(lease)));
+  });
+}
+
+// Ends an acquire: status ok means granted() already queued the lease.
+void ClientCore::finish(const std::shared_ptr<AcquireOp>& op, Status status) {
+  op->finished = true;
+  op->timer.cancel();
+  if (op->in_waiters) {
+    auto it = waiters_.find(op->name);
+    if (it != waiters_.end()) {
+      it->second.remove(op);
+      if (it->second.empty()) {
+        waiters_.erase(it);
+        release_epoch_.erase(op->name);
+      }
+    }
+    op->in_waiters = false;
+  }
+  if (op->watching) backend_->unwatch(op->name);
+  if (!status.ok()) {
+    if (op->fsm.in_doubt()) cleanup_in_doubt(op->hold);
+    if (op->woken) on_release_published(op->name);  // pass the wake-up on
+  }
+  --op->hold->users;
+  maybe_forget(op->hold);
+  if (!status.ok()) {
+    asio::post(rt_->io, [done = std::move(op->done), status = std::move(status)]() mutable {
+      done(Result<Lease>(std::move(status)));
+    });
+  }
+}
+
+// An acquire whose outcome stayed unknown may have been granted on the
+// server. Undo it with the idempotent release: it decrements only if the
+// server's depth is one more than ours, and is a no-op otherwise.
+void ClientCore::cleanup_in_doubt(const std::shared_ptr<Hold>& hold) {
+  auto alive = alive_;
+  ++hold->users;
+  hold_exec(hold, [this, alive, hold] {
+    if (!*alive) return;
+    ReleaseCall call{hold->name, hold->owner, hold->depth.load() + 1, false};
+    backend_->release(call, [this, alive, hold](Result<ReleaseOutcome> r) {
+      if (!*alive) return;
+      if (!r.ok())
+        log(LogLevel::warning, "cleanup after an in-doubt acquire of '" + hold->name +
+                                   "' failed (it expires with its lease): " + r.status().to_string());
+      --hold->users;
+      hold_op_done(hold);
+    });
+  });
+}
+
+void ClientCore::on_release_published(const std::string& name) {
+  auto it = waiters_.find(name);
+  if (it == waiters_.end()) return;
+  ++release_epoch_[name];
+  const auto now = Clock::now();
+  // Wake one waiter per release: the others would only find it taken again.
+  for (auto& op : it->second) {
+    auto action = op->fsm.on_wake(now);
+    if (action.kind == AcquireFsm::Action::Kind::none) continue;
+    op->woken = true;
+    op->timer.cancel();
+    step(op, action);  // may erase op from the list: stop iterating
+    return;
+  }
+}
+
+void ClientCore::wake_all() {
+  const auto now = Clock::now();
+  std::vector<std::shared_ptr<AcquireOp>> ops;
+  for (auto& [name, list] : waiters_) {
+    ++release_epoch_[name];
+    ops.insert(ops.end(), list.begin(), list.end());
+  }
+  for (auto& op : ops) {
+    if (op->finished) continue;
+    auto action = op->fsm.on_wake(now);
+    if (action.kind == AcquireFsm::Action::Kind::none) continue;
+    op->timer.cancel();
+    step(op, action);
+  }
+}
+
+void ClientCore::mark_lost(const std::shared_ptr<Hold>& hold, LossReason reason) {
+  if (hold->lost.exchange(true)) return;
+  scheduler_.remove(hold->id);
+  scheduled_.erase(hold->id);
+  leases_lost_.fetch_add(1, std::memory_order_relaxed);
+  log(LogLevel::warning, "lock '" + hold->name + "' lost: " + std::string(to_string(reason)));
+  hold->lost_source.request_stop();
+  if (hold->on_lost) {
+    try {
+      hold->on_lost(reason);
+    } catch (const std::exception& e) {
+      log(LogLevel::error, std::string("on_lost callback threw: ") + e.what());
+    } catch (...) {
+      log(LogLevel::error, "on_lost callback threw");
+    }
+  }
+}
+
+void ClientCore::rearm_renewal() {
+  auto next = scheduler_.next_wakeup();
+  if (!next) {
+    renew_timer_->cancel();
+    return;
+  }
+  renew_timer_->expires_at(*next);
+  auto alive = alive_;
+  renew_timer_->async_wait([this, alive](const error_code& ec) {
+    if (ec || !*alive) return;
+    on_renewal_timer();
+  });
+}
+
+void ClientCore::on_renewal_timer() {
+  const auto now = Clock::now();
+  for (auto [id, reason] : scheduler_.take_lost(now)) {
+    auto it = scheduled_.find(id);
+    if (it == scheduled_.end()) continue;
+    auto hold = it->second.lock();
+    scheduled_.erase(it);
+    if (hold) mark_lost(hold, reason);
+  }
+  auto due = scheduler_.take_due(now);
+  for (std::size_t begin = 0; begin < due.size(); begin += kRenewBatch) {
+    std::vector<RenewalScheduler::Id> ids;
+    std::vector<RenewCall> calls;
+    for (std::size_t i = begin; i < std::min(due.size(), begin + kRenewBatch); ++i) {
+      auto it = scheduled_.find(due[i]);
+      auto hold = it == scheduled_.end() ? nullptr : it->second.lock();
+      if (!hold) {
+        scheduler_.remove(due[i]);
+        continue;
+      }
+      ids.push_back(due[i]);
+      calls.push_back({hold->name, hold->owner, hold->lease});
+    }
+    if (calls.empty()) continue;
+    renewal_round_trips_.fetch_add(1, std::memory_order_relaxed);
+    auto alive = alive_;
+    backend_->renew(calls, [this, alive, ids = std::move(ids), sent_at = now](Result<std::vector<RenewOutcome>> r) {
+      if (!*alive) return;
+      const auto now2 = Clock::now();
+      for (std::size_t i = 0; i < ids.size(); ++i) {
+        const auto id = ids[i];
+        if (!scheduler_.contains(id)) continue;  // released or lost meanwhile
+        auto hold = scheduled_[id].lock();
+        if (!hold) continue;
+        if (!r.ok()) {
+          scheduler_.failed(id, now2);
+          continue;
+        }
+        switch ((*r)[i]) {
+          case RenewOutcome::renewed:
+            scheduler_.renewed(id, sent_at);
+            hold->valid_until_ns.store(ticks(scheduler_.valid_until(id)));
+            break;
+          case RenewOutcome::expired: mark_lost(hold, LossReason::expired); break;
+          case RenewOutcome::taken: mark_lost(hold, LossReason::taken); break;
+          case RenewOutcome::wrong_type: mark_lost(hold, LossReason::wrong_type); break;
+        }
+      }
+      if (!r.ok())
+        log(LogLevel::warning, "lease renewal failed (retrying until the leases can no longer be confirmed): " +
+                                   r.status().to_string());
+      rearm_renewal();
+    });
+  }
+  rearm_renewal();
+}
+
+void ClientCore::release(std::shared_ptr<Hold> hold, std::function<void(Status)> done) {
+  post([self = shared_from_this(), hold = std::move(hold), done = std::move(done)]() mutable {
+    self->release_io(std::move(hold), std::move(done));
+  });
+}
+
+struct ClientCore::ReleaseOp {
+  std::shared_ptr<Hold> hold;
+  std::function<void(Status)> done;
+  int tries = 0;
+};
+
+void ClientCore::release_io(std::shared_ptr<Hold> hold, std::function<void(Status)> done) {
+  if (closing_) return done(Status(Errc::cancelled, "client closed; its locks were released"));
+  ++hold->users;
+  auto op = std::make_shared<ReleaseOp>(ReleaseOp{std::move(hold), std::move(done)});
+  auto alive = alive_;
+  hold_exec(op->hold, [this, alive, op] {
+    if (*alive) send_release(op);
+  });
+}
+
+void ClientCore::send_release(const std::shared_ptr<ReleaseOp>& op) {
+  const unsigned held = op->hold->depth.load();
+  if (held == 0) return end_release(op, 0, Status(Errc::not_held, "the lease no longer holds the lock"));
+  auto alive = alive_;
+  backend_->release({op->hold->name, op->hold->owner, held, false}, [this, alive, op, held](Result<ReleaseOutcome> r) {
+    if (!*alive) return;
+    // The script is idempotent: after a lost reply, sending it again is safe.
+    if (!r.ok() && r.code() == Errc::outcome_unknown && op->tries < 2) {
+      ++op->tries;
+      return send_release(op);
+    }
+    const std::string& name = op->hold->name;
+    if (!r.ok()) return end_release(op, held - 1, r.status());
+    switch (r->kind) {
+      case ReleaseOutcome::Kind::released:
+        return end_release(op, r->depth, Status());
+      case ReleaseOutcome::Kind::not_held:
+        // After a retry, "gone" is what our first attempt did.
+        return end_release(op, held - 1,
+                           op->tries > 0 ? Status()
+                                         : Status(Errc::not_held, "lock '" + name +
+                                                                      "' was not held: the lease expired first"));
+      case ReleaseOutcome::Kind::not_owner:
+        return end_release(op, held - 1,
+                           op->tries > 0 ? Status()
+                                         : Status(Errc::not_owner, "lock '" + name +
+                                                                       "' is held by another owner (this lease "
+                                                                       "had expired); nothing was touched"));
+      case ReleaseOutcome::Kind::mismatch:
+        return end_release(op, held - 1,
+                           Status(Errc::server_error, "re-entry depth on the server differs from this client's"));
+    }
+  });
+}
+
+// Whatever the server said, the level is gone here: a lease we tried to give
+// up is never renewed again. If it survived on the server, it expires there.
+void ClientCore::end_release(const std::shared_ptr<ReleaseOp>& op, unsigned depth, Status status) {
+  Hold& hold = *op->hold;
+  const bool was_held = hold.depth.load() > 0;
+  hold.depth.store(depth);
+  if (depth == 0 && was_held) {
+    if (scheduler_.contains(hold.id)) {
+      scheduler_.remove(hold.id);
+      scheduled_.erase(hold.id);
+      rearm_renewal();
+    }
+    leases_held_.fetch_sub(1, std::memory_order_relaxed);
+  }
+  --hold.users;
+  auto done = std::move(op->done);
+  hold_op_done(op->hold);
+  done(std::move(status));  // last: it may drop the last Client handle
+}
+
+void ClientCore::inspect(std::string name, std::function<void(Result<LockInfo>)> done) {
+  if (Status bad = validate_name(name); !bad.ok()) {
+    post([done = std::move(done), bad]() mutable { done(bad); });
+    return;
+  }
+  post([self = shared_from_this(), name = std::move(name), done = std::move(done)]() mutable {
+    if (self->closing_) return done(Status(Errc::cancelled, "client closed"));
+    self->backend_->inspect(name, [done = std::move(done)](Result<LockInfo> r) mutable { done(std::move(r)); });
+  });
+}
+
+void ClientCore::deliver(std::function<void(Status)> done, Status status) {
+  post([done = std::move(done), status = std::move(status)]() mutable { done(std::move(status)); });
+}
+
+ClientStats ClientCore::stats() const {
+  // Backend counters live on the I/O thread: copy them from there.
+  auto refresh = [this] {
+    if (!backend_) return;
+    commands_sent_.store(backend_->commands_sent());
+    reconnects_.store(backend_->reconnects());
+  };
+  if (on_io_thread()) {
+    refresh();
+  } else if (rt_) {
+    std::promise<void> done;
+    asio::post(rt_->io, [&] {
+      refresh();
+      done.set_value();
+    });
+    done.get_future().wait();
+  }
+  ClientStats s;
+  s.grants = grants_.load();
+  s.renewal_round_trips = renewal_round_trips_.load();
+  s.leases_lost = leases_lost_.load();
+  s.release_failures = release_failures_.load();
+  s.leases_held = leases_held_.load();
+  s.commands_sent = commands_sent_.load();
+  s.reconnects = reconnects_.load();
+  return s;
+}
+
+}  // namespace dlock::detail

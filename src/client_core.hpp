@@ -1,0 +1,134 @@
+// The engine behind Client, Lease and Mutex: owns the I/O thread and the
+// backend, drives the acquire state machines, keeps the registry of held
+// locks, runs the renewal watchdog and dispatches release notifications.
+//
+// Threading: the public entry points may be called from any thread; they
+// post to the I/O thread. Everything below "I/O thread only" is touched only
+// there, so it needs no locks.
+#ifndef DLOCK_CLIENT_CORE_HPP_
+#define DLOCK_CLIENT_CORE_HPP_
+
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include <atomic>
+#include <deque>
+#include <functional>
+#include <list>
+#include <map>
+#include <memory>
+#include <stop_token>
+#include <string>
+#include <thread>
+
+#include "backend.hpp"
+#include "core/acquire_fsm.hpp"
+#include "core/renewal_scheduler.hpp"
+#include "dlock/client.hpp"
+#include "dlock/lease.hpp"
+
+namespace dlock::detail {
+
+// What this client holds of one lock for one owner (shared by its Leases).
+struct Hold {
+  Hold(std::string n, std::string o) : name(std::move(n)), owner(std::move(o)) {}
+  const std::string name;
+  const std::string owner;
+  // Read from any thread.
+  std::atomic<std::uint64_t> fence{0};
+  std::atomic<unsigned> depth{0};
+  std::atomic<std::int64_t> valid_until_ns{0};  // steady_clock ticks
+  std::atomic<bool> lost{false};
+  std::stop_source lost_source;
+
+  // I/O thread only.
+  RenewalScheduler::Id id = 0;
+  unsigned users = 0;  // acquire calls in progress for this hold
+  bool op_busy = false;
+  std::deque<std::function<void()>> ops;  // script calls, one at a time
+  std::function<void(LossReason)> on_lost;
+  milliseconds lease{0};
+};
+
+class ClientCore : public std::enable_shared_from_this<ClientCore> {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  static Result<std::shared_ptr<ClientCore>> connect(std::string_view url, ClientOptions options);
+  ClientCore(const ClientCore&) = delete;
+  ClientCore& operator=(const ClientCore&) = delete;
+  ~ClientCore();
+
+  void acquire(std::string name, milliseconds wait, LockOptions options, std::function<void(Result<Lease>)> done);
+  void release(std::shared_ptr<Hold> hold, std::function<void(Status)> done);
+  void inspect(std::string name, std::function<void(Result<LockInfo>)> done);
+  // Runs done(status) on the I/O thread.
+  void deliver(std::function<void(Status)> done, Status status);
+
+  ClientStats stats() const;
+  const ClientOptions& options() const { return options_; }
+  bool on_io_thread() const { return std::this_thread::get_id() == io_thread_id_; }
+  void log(LogLevel level, const std::string& message) const;
+  void count_release_failure() { release_failures_.fetch_add(1, std::memory_order_relaxed); }
+
+ private:
+  struct AcquireOp;
+  struct ReleaseOp;
+  struct Runtime;
+
+  explicit ClientCore(ClientOptions options);
+  void shutdown();
+
+  // I/O thread only.
+  std::shared_ptr<Hold> find_or_add_hold(const std::string& name, const std::string& owner);
+  void maybe_forget(const std::shared_ptr<Hold>& hold);
+  void hold_exec(const std::shared_ptr<Hold>& hold, std::function<void()> op);
+  void hold_op_done(const std::shared_ptr<Hold>& hold);
+  void step(const std::shared_ptr<AcquireOp>& op, AcquireFsm::Action action);
+  void send_attempt(const std::shared_ptr<AcquireOp>& op);
+  void finish(const std::shared_ptr<AcquireOp>& op, Status status);
+  void on_release_published(const std::string& name);
+  void wake_all();
+  void granted(const std::shared_ptr<AcquireOp>& op, const AcquireOutcome& outcome, Clock::time_point sent_at);
+  void mark_lost(const std::shared_ptr<Hold>& hold, LossReason reason);
+  void rearm_renewal();
+  void on_renewal_timer();
+  void release_io(std::shared_ptr<Hold> hold, std::function<void(Status)> done);
+  void send_release(const std::shared_ptr<ReleaseOp>& op);
+  void end_release(const std::shared_ptr<ReleaseOp>& op, unsigned depth, Status status);
+  void cleanup_in_doubt(const std::shared_ptr<Hold>& hold);
+
+  template <class F>
+  void post(F&& f);
+
+  ClientOptions options_;
+  std::shared_ptr<Runtime> rt_;  // io_context + thread; may outlive *this
+  std::thread::id io_thread_id_;
+  std::unique_ptr<Backend> backend_;
+
+  // I/O thread only.
+  std::map<std::pair<std::string, std::string>, std::shared_ptr<Hold>> holds_;
+  std::map<RenewalScheduler::Id, std::weak_ptr<Hold>> scheduled_;
+  RenewalScheduler::Id next_id_ = 1;
+  RenewalScheduler scheduler_;
+  std::unique_ptr<boost::asio::steady_timer> renew_timer_;
+  std::map<std::string, std::list<std::shared_ptr<AcquireOp>>> waiters_;
+  std::map<std::string, std::uint64_t> release_epoch_;  // releases seen per name
+  bool closing_ = false;
+  // Cleared at shutdown; handlers that captured `this` check it first, so a
+  // handler that runs after *this is gone touches nothing.
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+
+  std::atomic<std::uint64_t> grants_{0};
+  std::atomic<std::uint64_t> renewal_round_trips_{0};
+  std::atomic<std::uint64_t> leases_lost_{0};
+  std::atomic<std::uint64_t> release_failures_{0};
+  std::atomic<std::uint64_t> leases_held_{0};
+  mutable std::atomic<std::uint64_t> commands_sent_{0};
+  mutable std::atomic<std::uint64_t> reconnects_{0};
+};
+
+}  // namespace dlock::detail
+
+#endif  // DLOCK_CLIENT_CORE_HPP_

@@ -1,0 +1,94 @@
+#include "core/acquire_fsm.hpp"
+
+#include <algorithm>
+
+namespace dlock::detail {
+namespace {
+constexpr milliseconds kNoExpiryPoll{1000};  // holder set no TTL: re-check this often
+constexpr milliseconds kBackoffMin{10};
+constexpr milliseconds kBackoffMax{500};
+
+bool transient(Errc c) { return c == Errc::unavailable || c == Errc::outcome_unknown; }
+}  // namespace
+
+AcquireFsm::AcquireFsm(time_point now, milliseconds wait, milliseconds error_retry)
+    : forever_(wait == kForever), wait_(wait), error_retry_(error_retry) {
+  deadline_ = forever_ ? time_point::max() : now + std::max(wait, milliseconds(0));
+}
+
+AcquireFsm::Action AcquireFsm::start() { return attempt(); }
+
+AcquireFsm::Action AcquireFsm::attempt() {
+  waiting_ = false;
+  return {Action::Kind::attempt, {}, {}};
+}
+
+AcquireFsm::Action AcquireFsm::done(Status s) {
+  finished_ = true;
+  waiting_ = false;
+  return {Action::Kind::done, {}, std::move(s)};
+}
+
+AcquireFsm::Action AcquireFsm::on_granted() {
+  in_doubt_ = false;
+  return done({});
+}
+
+AcquireFsm::Action AcquireFsm::on_lost() {
+  in_doubt_ = false;
+  return done({Errc::lease_lost, "this owner's hold on the lock is gone (expired or deleted); not re-acquired"});
+}
+
+AcquireFsm::Action AcquireFsm::on_busy(time_point now, milliseconds holder_ttl) {
+  in_doubt_ = false;
+  first_error_.reset();
+  error_backoff_ = milliseconds(0);
+  if (now >= deadline_) {
+    if (wait_.count() <= 0) return done({Errc::busy, "the lock is held by another owner"});
+    return done({Errc::timeout, "the lock was still held by another owner after waiting " +
+                                    std::to_string(wait_.count()) + " ms"});
+  }
+  if (!watching_) {
+    watching_ = true;
+    return {Action::Kind::watch, {}, {}};
+  }
+  milliseconds nap = holder_ttl.count() >= 0 ? holder_ttl + milliseconds(1)
+                     : holder_ttl.count() == -1 ? kNoExpiryPoll
+                                                : milliseconds(0);
+  waiting_ = true;
+  return {Action::Kind::wait, std::min(deadline_, now + nap), {}};
+}
+
+AcquireFsm::Action AcquireFsm::on_error(time_point now, const Status& error) {
+  if (error.code() == Errc::outcome_unknown) in_doubt_ = true;
+  if (!transient(error.code())) return done(error);
+  if (!first_error_) first_error_ = now;
+  // In doubt, keep trying to settle it for the whole retry budget even when
+  // the wait is shorter: the lock may be ours on the server.
+  time_point give_up = *first_error_ + error_retry_;
+  if (!in_doubt_) give_up = std::min(give_up, std::max(deadline_, *first_error_));
+  if (now >= give_up) {
+    return done(in_doubt_ ? Status(Errc::outcome_unknown,
+                                   "acquire outcome unknown after retrying for " +
+                                       std::to_string(error_retry_.count()) + " ms: " + error.message())
+                          : error);
+  }
+  error_backoff_ = error_backoff_.count() == 0 ? kBackoffMin : std::min(error_backoff_ * 2, kBackoffMax);
+  waiting_ = true;
+  return {Action::Kind::wait, std::min(give_up, now + error_backoff_), {}};
+}
+
+AcquireFsm::Action AcquireFsm::on_watch_ready(time_point now) {
+  (void)now;
+  return attempt();
+}
+
+AcquireFsm::Action AcquireFsm::on_wake(time_point now) {
+  if (!waiting_ || finished_) return {Action::Kind::none, {}, {}};
+  if (now >= deadline_ && !first_error_)
+    return done({Errc::timeout, "the lock was still held by another owner after waiting " +
+                                    std::to_string(wait_.count()) + " ms"});
+  return attempt();
+}
+
+}  // namespace dlock::detail

@@ -1,0 +1,85 @@
+// The acquire algorithm for one acquire() call, as an I/O-free state machine.
+//
+// The caller feeds it events (replies, subscription confirmations, wake-ups,
+// timer expiries) with the current steady-clock time and performs the action
+// it returns. Algorithm:
+//   1. attempt (one atomic script call);
+//   2. busy -> subscribe to the lock's release channel (watch), and once the
+//      subscription is confirmed attempt again: a release between the busy
+//      reply and the subscription is thereby never missed;
+//   3. still busy -> sleep until a release is published or the holder's
+//      remaining lease (PTTL) runs out, capped by the wait deadline; attempt.
+//   Transient errors (unavailable, outcome_unknown) are retried with backoff
+//   for up to error_retry; an outcome_unknown leaves the call in doubt until a
+//   later reply settles it (the script is idempotent).
+#ifndef DLOCK_CORE_ACQUIRE_FSM_HPP_
+#define DLOCK_CORE_ACQUIRE_FSM_HPP_
+
+#include <chrono>
+#include <optional>
+
+#include "dlock/error.hpp"
+#include "dlock/options.hpp"
+
+namespace dlock::detail {
+
+class AcquireFsm {
+ public:
+  using Clock = std::chrono::steady_clock;
+  using time_point = Clock::time_point;
+
+  struct Action {
+    enum class Kind {
+      attempt,  // send the acquire script now
+      watch,    // subscribe to releases, then call on_watch_ready
+      wait,     // sleep until `until` or a wake-up, then call on_wake
+      done,     // finished: `status` ok = granted
+      none,     // nothing to do (a stray wake-up)
+    };
+    Kind kind = Kind::attempt;
+    time_point until{};
+    Status status;
+  };
+
+  // wait: how long to wait for a busy lock (kForever, or 0 = try once).
+  AcquireFsm(time_point now, milliseconds wait, milliseconds error_retry);
+
+  Action start();
+  Action on_granted();
+  // Another owner holds it; holder_ttl is its PTTL (-1: no expiry).
+  Action on_busy(time_point now, milliseconds holder_ttl);
+  // A re-entry found this owner's hold gone.
+  Action on_lost();
+  // Any failure of the attempt.
+  Action on_error(time_point now, const Status& error);
+  // The subscription is confirmed (or could not be made: waiting then
+  // relies on the holder's PTTL alone).
+  Action on_watch_ready(time_point now);
+  // A release was published, or the wait's deadline passed.
+  Action on_wake(time_point now);
+
+  // An attempt's outcome is unknown and no later reply settled it: the lock
+  // may be held by this owner on the server. The caller cleans up.
+  bool in_doubt() const { return in_doubt_; }
+  bool watching() const { return watching_; }
+  bool finished() const { return finished_; }
+
+ private:
+  Action done(Status s);
+  Action attempt();
+  time_point deadline_;  // of the wait
+  bool forever_;
+  milliseconds wait_;
+  milliseconds error_retry_;
+  std::optional<time_point> first_error_;
+  milliseconds error_backoff_{0};
+  bool watching_ = false;
+  bool waiting_ = false;
+  bool in_doubt_ = false;
+  bool finished_ = false;
+  Status last_error_;
+};
+
+}  // namespace dlock::detail
+
+#endif  // DLOCK_CORE_ACQUIRE_FSM_HPP_

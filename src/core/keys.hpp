@@ -1,0 +1,32 @@
+// Lock names and the Redis keys derived from them.
+#ifndef DLOCK_CORE_KEYS_HPP_
+#define DLOCK_CORE_KEYS_HPP_
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+#include "dlock/error.hpp"
+
+namespace dlock::detail {
+
+inline constexpr std::size_t kMaxNameBytes = 512;
+inline constexpr std::size_t kMaxOwnerBytes = 128;
+
+// ok, or invalid_argument saying what is wrong with the name.
+Status validate_name(std::string_view name);
+Status validate_owner(std::string_view owner);
+
+// The keys of one lock. All share the hash tag {name}, so one Redis Cluster
+// slot holds them. Braces inside a name would break the tag, so they are
+// percent-escaped, as is '%' itself; other bytes pass through.
+struct LockKeys {
+  std::string lock;     // hash: o = owner, n = re-entry count, f = fence
+  std::string fence;    // counter: last fence issued (never expires)
+  std::string channel;  // pub/sub channel: release notifications
+};
+LockKeys lock_keys(std::string_view prefix, std::string_view name);
+
+}  // namespace dlock::detail
+
+#endif  // DLOCK_CORE_KEYS_HPP_

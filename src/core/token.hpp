@@ -1,0 +1,21 @@
+// Random owner tokens.
+#ifndef DLOCK_CORE_TOKEN_HPP_
+#define DLOCK_CORE_TOKEN_HPP_
+
+#include <cstdint>
+#include <string>
+
+namespace dlock::detail {
+
+// 128 bits from OpenSSL's CSPRNG (seeded by the OS), as 32 lowercase hex
+// characters. Throws Error(server_error) if the CSPRNG fails, which it does
+// only when the OS entropy source is broken.
+std::string random_token();
+
+// A uniformly random 64-bit value from the same CSPRNG (for backoff jitter
+// that must not repeat across processes started together).
+std::uint64_t random_u64();
+
+}  // namespace dlock::detail
+
+#endif  // DLOCK_CORE_TOKEN_HPP_

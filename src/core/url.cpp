@@ -1,0 +1,151 @@
+#include "core/url.hpp"
+
+#include <charconv>
+
+namespace dlock::detail {
+namespace {
+
+Status bad(std::string what) { return {Errc::invalid_argument, "bad Redis URL: " + std::move(what)}; }
+
+int hex_value(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+bool percent_decode(std::string_view in, std::string& out) {
+  out.clear();
+  for (std::size_t i = 0; i < in.size(); ++i) {
+    if (in[i] != '%') {
+      out += in[i];
+      continue;
+    }
+    if (i + 2 >= in.size()) return false;
+    int hi = hex_value(in[i + 1]), lo = hex_value(in[i + 2]);
+    if (hi < 0 || lo < 0) return false;
+    out += static_cast<char>(hi * 16 + lo);
+    i += 2;
+  }
+  return true;
+}
+
+template <class Int>
+bool parse_int(std::string_view s, Int& out) {
+  if (s.empty()) return false;
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
+  return ec == std::errc() && p == s.data() + s.size();
+}
+
+}  // namespace
+
+std::string RedisEndpoint::describe() const {
+  std::string out = tls ? "rediss://" : "redis://";
+  if (host.find(':') != std::string::npos)
+    out += "[" + host + "]";
+  else
+    out += host;
+  out += ":" + std::to_string(port);
+  if (db != 0) out += "/" + std::to_string(db);
+  return out;
+}
+
+Result<RedisEndpoint> parse_redis_url(std::string_view url) {
+  RedisEndpoint ep;
+  std::string_view rest;
+  if (url.starts_with("redis://")) {
+    rest = url.substr(8);
+  } else if (url.starts_with("rediss://")) {
+    ep.tls = true;
+    rest = url.substr(9);
+  } else {
+    auto colon = url.find("://");
+    return bad(colon == std::string_view::npos ? "expected redis://host:port or rediss://host:port"
+                                               : "unsupported scheme '" + std::string(url.substr(0, colon)) +
+                                                     "' (expected redis or rediss)");
+  }
+
+  std::string_view query;
+  if (auto q = rest.find('?'); q != std::string_view::npos) {
+    query = rest.substr(q + 1);
+    rest = rest.substr(0, q);
+  }
+  std::string_view path;
+  if (auto slash = rest.find('/'); slash != std::string_view::npos) {
+    path = rest.substr(slash + 1);
+    rest = rest.substr(0, slash);
+  }
+  // Credentials: the last '@' separates them, so passwords may contain '@'
+  // only percent-escaped, but a stray one still parses predictably.
+  if (auto at = rest.rfind('@'); at != std::string_view::npos) {
+    std::string_view userinfo = rest.substr(0, at);
+    rest = rest.substr(at + 1);
+    std::string_view user = userinfo, pass;
+    bool has_pass = false;
+    if (auto c = userinfo.find(':'); c != std::string_view::npos) {
+      user = userinfo.substr(0, c);
+      pass = userinfo.substr(c + 1);
+      has_pass = true;
+    }
+    if (!percent_decode(user, ep.username)) return bad("invalid percent-escape in the user name");
+    if (!percent_decode(pass, ep.password)) return bad("invalid percent-escape in the password");
+    if (!has_pass) {  // "redis://secret@host": the lone part is a password, as redis-cli reads it
+      ep.password = ep.username;
+      ep.username.clear();
+    }
+    if (!ep.username.empty() && ep.password.empty()) return bad("a user name needs a password (user:password@)");
+  }
+
+  std::string_view host = rest, port;
+  if (rest.starts_with('[')) {
+    auto close = rest.find(']');
+    if (close == std::string_view::npos) return bad("unterminated '[' in IPv6 host");
+    host = rest.substr(1, close - 1);
+    std::string_view after = rest.substr(close + 1);
+    if (!after.empty()) {
+      if (after[0] != ':') return bad("unexpected text after ']'");
+      port = after.substr(1);
+      if (port.empty()) return bad("empty port");
+    }
+  } else if (auto c = rest.rfind(':'); c != std::string_view::npos) {
+    host = rest.substr(0, c);
+    port = rest.substr(c + 1);
+    if (port.empty()) return bad("empty port");
+    if (host.find(':') != std::string_view::npos) return bad("IPv6 hosts must be in brackets, e.g. [::1]:6379");
+  }
+  if (host.empty()) return bad("missing host");
+  for (char ch : host)
+    if (ch == ' ' || ch == '/' || ch == '@' || ch == '?' || ch == '#') return bad("invalid character in host");
+  ep.host = std::string(host);
+  if (!port.empty()) {
+    unsigned p = 0;
+    if (!parse_int(port, p) || p == 0 || p > 65535) return bad("port must be a number from 1 to 65535");
+    ep.port = static_cast<std::uint16_t>(p);
+  }
+  if (!path.empty()) {
+    if (!parse_int(path, ep.db) || ep.db < 0) return bad("database must be a non-negative number");
+  }
+
+  while (!query.empty()) {
+    auto amp = query.find('&');
+    std::string_view kv = query.substr(0, amp);
+    query = amp == std::string_view::npos ? std::string_view() : query.substr(amp + 1);
+    if (kv.empty()) continue;
+    auto eq = kv.find('=');
+    std::string_view key = kv.substr(0, eq);
+    std::string value;
+    if (eq == std::string_view::npos || !percent_decode(kv.substr(eq + 1), value) || value.empty())
+      return bad("parameter '" + std::string(key) + "' needs a value");
+    std::string* slot = nullptr;
+    if (key == "cacert") slot = &ep.ca_file;
+    else if (key == "cert") slot = &ep.cert_file;
+    else if (key == "key") slot = &ep.key_file;
+    if (slot == nullptr) return bad("unknown parameter '" + std::string(key) + "' (known: cacert, cert, key)");
+    if (!ep.tls) return bad("parameter '" + std::string(key) + "' needs the rediss:// scheme");
+    *slot = std::move(value);
+  }
+  if (ep.cert_file.empty() != ep.key_file.empty()) return bad("'cert' and 'key' go together");
+  return ep;
+}
+
+}  // namespace dlock::detail

@@ -1,0 +1,34 @@
+#include "redis/errors.hpp"
+
+#include <string>
+
+namespace dlock::redis {
+namespace {
+bool has(std::string_view message, std::string_view code) {
+  // Error codes stand at the start, or after "script: " text in Lua errors.
+  return message.starts_with(code) || message.find(std::string(" ") + std::string(code) + " ") != std::string_view::npos ||
+         message.find(std::string("-") + std::string(code)) != std::string_view::npos;
+}
+}  // namespace
+
+Status translate_error(std::string_view message) {
+  std::string text(message.substr(0, 300));
+  if (has(message, "WRONGTYPE"))
+    return {Errc::wrong_type, "a lock key holds another Redis type: " + text};
+  if (has(message, "WRONGPASS") || has(message, "NOAUTH") ||
+      (message.starts_with("ERR") && message.find("AUTH") != std::string_view::npos &&
+       message.find("password") != std::string_view::npos))
+    return {Errc::auth_failed, text};
+  if (has(message, "NOPERM")) return {Errc::permission_denied, text};
+  if (has(message, "LOADING") || has(message, "BUSY") || has(message, "MASTERDOWN") || has(message, "TRYAGAIN") ||
+      has(message, "READONLY") || has(message, "CLUSTERDOWN"))
+    return {Errc::unavailable, "server cannot serve the request now: " + text};
+  return {Errc::server_error, text};
+}
+
+Status unexpected_reply(std::string_view what, const Reply& reply) {
+  if (reply.is_error()) return translate_error(reply.str);
+  return {Errc::protocol_error, "unexpected reply to " + std::string(what)};
+}
+
+}  // namespace dlock::redis

@@ -1,0 +1,303 @@
+#include "redis/redis_backend.hpp"
+
+#include <map>
+
+#include "core/keys.hpp"
+#include "redis/errors.hpp"
+#include "redis/scripts.hpp"
+
+namespace dlock::redis {
+namespace {
+
+using detail::AcquireCall;
+using detail::AcquireOutcome;
+using detail::ReleaseCall;
+using detail::ReleaseOutcome;
+using detail::RenewCall;
+using detail::RenewOutcome;
+
+bool int_at(const Reply& r, std::size_t i, long long& out) {
+  if (r.type != Reply::Type::array || r.elements.size() <= i || r.elements[i].type != Reply::Type::integer)
+    return false;
+  out = r.elements[i].integer;
+  return true;
+}
+
+class RedisBackend final : public detail::Backend {
+ public:
+  RedisBackend(boost::asio::io_context& io, ConnectionConfig config, std::string prefix)
+      : io_(io), config_(std::move(config)), prefix_(std::move(prefix)) {}
+
+  ~RedisBackend() override { close(); }
+
+  void start(std::function<void(Status)> done) override {
+    cmd_ = std::make_shared<Connection>(io_, config_);
+    cmd_->on_state([this](bool up) {
+      if (link_handler_) link_handler_(up);
+    });
+    cmd_->start(std::move(done));
+  }
+
+  void close() override {
+    if (cmd_) cmd_->close();
+    if (sub_) sub_->close();
+    for (auto& [channel, w] : watches_)
+      for (auto& f : std::exchange(w.ready, {})) f(Status(Errc::cancelled, "client closed"));
+    watches_.clear();
+  }
+
+  void acquire(const AcquireCall& call, std::function<void(Result<AcquireOutcome>)> done) override {
+    auto keys = detail::lock_keys(prefix_, call.name);
+    std::string lease = std::to_string(call.lease.count());
+    std::string held = std::to_string(call.held);
+    eval(acquire_script(), {keys.lock, keys.fence}, {call.owner, lease, held},
+         [done = std::move(done)](Result<Reply> r) {
+           if (!r.ok()) return done(r.status());
+           long long code = 0, a = 0, b = 0;
+           if (!int_at(*r, 0, code) || !int_at(*r, 1, a) || !int_at(*r, 2, b))
+             return done(unexpected_reply("the acquire script", *r));
+           AcquireOutcome out;
+           switch (code) {
+             case 1:
+               out.kind = AcquireOutcome::Kind::granted;
+               out.fence = static_cast<std::uint64_t>(a);
+               out.depth = static_cast<unsigned>(b);
+               break;
+             case 0:
+               out.kind = AcquireOutcome::Kind::busy;
+               out.holder_ttl = milliseconds(a);
+               break;
+             case 2: out.kind = AcquireOutcome::Kind::lost; break;
+             default:
+               out.kind = AcquireOutcome::Kind::mismatch;
+               out.depth = static_cast<unsigned>(a);
+           }
+           done(out);
+         });
+  }
+
+  void release(const ReleaseCall& call, std::function<void(Result<ReleaseOutcome>)> done) override {
+    auto keys = detail::lock_keys(prefix_, call.name);
+    std::string held = std::to_string(call.held);
+    eval(release_script(), {keys.lock}, {call.owner, held, keys.channel, call.all ? "1" : "0"}, [done = std::move(done)](Result<Reply> r) {
+      if (!r.ok()) return done(r.status());
+      long long code = 0, depth = 0;
+      if (!int_at(*r, 0, code) || !int_at(*r, 1, depth)) return done(unexpected_reply("the release script", *r));
+      ReleaseOutcome out;
+      out.depth = static_cast<unsigned>(depth);
+      switch (code) {
+        case 0:
+        case 1: out.kind = ReleaseOutcome::Kind::released; break;
+        case -1: out.kind = ReleaseOutcome::Kind::not_held; break;
+        case -2: out.kind = ReleaseOutcome::Kind::not_owner; break;
+        default: out.kind = ReleaseOutcome::Kind::mismatch;
+      }
+      done(out);
+    });
+  }
+
+  void renew(const std::vector<RenewCall>& calls,
+             std::function<void(Result<std::vector<RenewOutcome>>)> done) override {
+    std::vector<std::string> keys, args;
+    keys.reserve(calls.size());
+    args.reserve(calls.size() * 2);
+    for (const RenewCall& c : calls) {
+      keys.push_back(detail::lock_keys(prefix_, c.name).lock);
+      args.push_back(c.owner);
+      args.push_back(std::to_string(c.lease.count()));
+    }
+    const std::size_t n = calls.size();
+    eval(renew_script(), keys, args, [done = std::move(done), n](Result<Reply> r) {
+      if (!r.ok()) return done(r.status());
+      if (r->type != Reply::Type::array || r->elements.size() != n)
+        return done(unexpected_reply("the renew script", *r));
+      std::vector<RenewOutcome> out;
+      out.reserve(n);
+      for (const Reply& e : r->elements) {
+        switch (e.integer) {
+          case 1: out.push_back(RenewOutcome::renewed); break;
+          case 2: out.push_back(RenewOutcome::taken); break;
+          case 3: out.push_back(RenewOutcome::wrong_type); break;
+          default: out.push_back(RenewOutcome::expired);
+        }
+      }
+      done(std::move(out));
+    });
+  }
+
+  void inspect(const std::string& name, std::function<void(Result<LockInfo>)> done) override {
+    auto keys = detail::lock_keys(prefix_, name);
+    std::string payload;
+    append_command(payload, {"HMGET", keys.lock, "o", "n", "f"});
+    append_command(payload, {"PTTL", keys.lock});
+    append_command(payload, {"GET", keys.fence});
+    append_command(payload, {"PUBSUB", "NUMSUB", keys.channel});
+    cmd_->exec(std::move(payload), 4, [done = std::move(done)](Status s, std::vector<Reply>&& replies) {
+      if (!s.ok()) return done(s);
+      for (const Reply& r : replies)
+        if (r.is_error()) return done(translate_error(r.str));
+      LockInfo info;
+      const Reply& fields = replies[0];
+      if (fields.type != Reply::Type::array || fields.elements.size() != 3)
+        return done(unexpected_reply("HMGET", fields));
+      auto to_u64 = [](const Reply& r) -> std::uint64_t {
+        return r.type == Reply::Type::string ? std::strtoull(r.str.c_str(), nullptr, 10) : 0;
+      };
+      info.held = fields.elements[0].type == Reply::Type::string;
+      info.reentry_count = static_cast<unsigned>(to_u64(fields.elements[1]));
+      info.fence = to_u64(fields.elements[2]);
+      info.remaining = milliseconds(info.held && replies[1].integer > 0 ? replies[1].integer : 0);
+      info.last_fence = to_u64(replies[2]);
+      const Reply& numsub = replies[3];
+      if (numsub.type == Reply::Type::array && numsub.elements.size() == 2)
+        info.waiters = static_cast<unsigned>(numsub.elements[1].integer);
+      done(info);
+    });
+  }
+
+  void watch(const std::string& name, std::function<void(Status)> ready) override {
+    std::string channel = detail::lock_keys(prefix_, name).channel;
+    Watch& w = watches_[channel];
+    w.name = name;
+    ++w.refs;
+    if (w.confirmed) {
+      ready({});
+      return;
+    }
+    w.ready.push_back(std::move(ready));
+    ensure_subscriber();
+    if (w.refs == 1 && sub_->ready()) send_sub("SUBSCRIBE", channel);
+  }
+
+  void unwatch(const std::string& name) override {
+    std::string channel = detail::lock_keys(prefix_, name).channel;
+    auto it = watches_.find(channel);
+    if (it == watches_.end() || --it->second.refs > 0) return;
+    for (auto& f : std::exchange(it->second.ready, {})) f(Status(Errc::cancelled, "unwatched"));
+    watches_.erase(it);
+    if (sub_ && sub_->ready()) send_sub("UNSUBSCRIBE", channel);
+  }
+
+  void set_wake_handlers(std::function<void(const std::string&)> wake, std::function<void()> resync) override {
+    wake_ = std::move(wake);
+    resync_ = std::move(resync);
+  }
+  void set_link_handler(std::function<void(bool)> handler) override { link_handler_ = std::move(handler); }
+
+  std::uint64_t commands_sent() const override {
+    return (cmd_ ? cmd_->requests_sent() : 0) + (sub_ ? sub_->requests_sent() : 0);
+  }
+  std::uint64_t reconnects() const override {
+    return (cmd_ ? cmd_->reconnects() : 0) + (sub_ ? sub_->reconnects() : 0);
+  }
+
+ private:
+  struct Watch {
+    std::string name;
+    unsigned refs = 0;
+    bool confirmed = false;
+    std::vector<std::function<void(Status)>> ready;
+  };
+
+  // EVALSHA, falling back to EVAL when the server has not seen the script
+  // (first use, restart, SCRIPT FLUSH). NOSCRIPT means nothing ran, so the
+  // fallback cannot apply anything twice.
+  void eval(const Script& script, const std::vector<std::string>& keys, const std::vector<std::string>& args,
+            std::function<void(Result<Reply>)> done) {
+    auto build = [&](std::string_view verb, std::string_view body_or_sha) {
+      std::vector<std::string_view> argv;
+      argv.reserve(3 + keys.size() + args.size());
+      std::string numkeys = std::to_string(keys.size());
+      argv.push_back(verb);
+      argv.push_back(body_or_sha);
+      argv.push_back(numkeys);
+      for (const auto& k : keys) argv.push_back(k);
+      for (const auto& a : args) argv.push_back(a);
+      std::string payload;
+      append_command(payload, argv);
+      return payload;
+    };
+    std::string fallback = build("EVAL", script.body);
+    cmd_->exec(build("EVALSHA", script.sha1), 1,
+               [this, fallback = std::move(fallback), done = std::move(done)](Status s,
+                                                                              std::vector<Reply>&& replies) mutable {
+                 if (!s.ok()) return done(s);
+                 Reply& r = replies.front();
+                 if (r.is_error() && r.str.starts_with("NOSCRIPT")) {
+                   cmd_->exec(std::move(fallback), 1, [done = std::move(done)](Status s2, std::vector<Reply>&& rs) {
+                     if (!s2.ok()) return done(s2);
+                     if (rs.front().is_error()) return done(translate_error(rs.front().str));
+                     done(std::move(rs.front()));
+                   });
+                   return;
+                 }
+                 if (r.is_error()) return done(translate_error(r.str));
+                 done(std::move(r));
+               });
+  }
+
+  void ensure_subscriber() {
+    if (sub_) return;
+    ConnectionConfig c = config_;
+    c.pubsub = true;
+    c.name = "pubsub";
+    sub_ = std::make_shared<Connection>(io_, c);
+    sub_->on_push([this](Reply&& r) { on_push(std::move(r)); });
+    sub_->on_state([this](bool up) {
+      if (!up) {
+        for (auto& [channel, w] : watches_) w.confirmed = false;
+        return;
+      }
+      // Resubscribe everything; releases published while we were away are
+      // lost, so every waiter retries once.
+      for (auto& [channel, w] : watches_) send_sub("SUBSCRIBE", channel);
+      if (resync_) resync_();
+    });
+    sub_->start([this](Status s) {
+      if (s.ok()) return;
+      // The first attempt failed: waiters fall back to waiting on the
+      // holder's lease and retrying; reconnects continue in the background.
+      for (auto& [channel, w] : watches_)
+        for (auto& f : std::exchange(w.ready, {})) f(s);
+    });
+  }
+
+  void send_sub(std::string_view verb, const std::string& channel) {
+    std::string payload;
+    append_command(payload, {verb, channel});
+    sub_->exec(std::move(payload), 0, [](Status, std::vector<Reply>&&) {});
+  }
+
+  void on_push(Reply&& r) {
+    if (r.type != Reply::Type::array || r.elements.size() < 3) return;
+    const std::string& kind = r.elements[0].str;
+    const std::string& channel = r.elements[1].str;
+    auto it = watches_.find(channel);
+    if (it == watches_.end()) return;
+    if (kind == "subscribe") {
+      it->second.confirmed = true;
+      for (auto& f : std::exchange(it->second.ready, {})) f({});
+    } else if (kind == "message") {
+      if (wake_) wake_(it->second.name);
+    }
+  }
+
+  boost::asio::io_context& io_;
+  ConnectionConfig config_;
+  std::string prefix_;
+  std::shared_ptr<Connection> cmd_;
+  std::shared_ptr<Connection> sub_;
+  std::map<std::string, Watch> watches_;  // by channel
+  std::function<void(const std::string&)> wake_;
+  std::function<void()> resync_;
+  std::function<void(bool)> link_handler_;
+};
+
+}  // namespace
+
+std::unique_ptr<detail::Backend> make_redis_backend(boost::asio::io_context& io, ConnectionConfig config,
+                                                    std::string key_prefix) {
+  return std::make_unique<RedisBackend>(io, std::move(config), std::move(key_prefix));
+}
+
+}  // namespace dlock::redis

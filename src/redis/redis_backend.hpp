@@ -1,0 +1,20 @@
+// The Redis backend: lock scripts on a pipelined command connection, release
+// notifications on a second, subscribed connection.
+#ifndef DLOCK_REDIS_REDIS_BACKEND_HPP_
+#define DLOCK_REDIS_REDIS_BACKEND_HPP_
+
+#include <boost/asio/io_context.hpp>
+
+#include <memory>
+
+#include "backend.hpp"
+#include "redis/connection.hpp"
+
+namespace dlock::redis {
+
+std::unique_ptr<detail::Backend> make_redis_backend(boost::asio::io_context& io, ConnectionConfig config,
+                                                    std::string key_prefix);
+
+}  // namespace dlock::redis
+
+#endif  // DLOCK_REDIS_REDIS_BACKEND_HPP_

@@ -1,0 +1,106 @@
+#include "redis/scripts.hpp"
+
+#include <openssl/sha.h>
+
+namespace dlock::redis {
+namespace {
+
+std::string sha1_hex(std::string_view body) {
+  unsigned char digest[SHA_DIGEST_LENGTH];
+  SHA1(reinterpret_cast<const unsigned char*>(body.data()), body.size(), digest);
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (unsigned char b : digest) {
+    out += kHex[b >> 4];
+    out += kHex[b & 0xF];
+  }
+  return out;
+}
+
+// A grant never re-creates a hold the caller believes it has (held > 0): that
+// would hide a break in mutual exclusion. A replayed call (reply lost, sent
+// again) finds depth == held + 1 and is answered without applying it twice.
+// The fence counter is its own key so it survives the lock key's expiry.
+constexpr std::string_view kAcquire = R"lua(
+local owner = redis.call('hget', KEYS[1], 'o')
+local held = tonumber(ARGV[3])
+if not owner then
+  if redis.call('exists', KEYS[1]) == 1 then
+    return redis.error_reply('WRONGTYPE lock key is a hash without an owner field')
+  end
+  if held > 0 then return {2, 0, 0} end
+  local ok, fence = pcall(redis.call, 'incr', KEYS[2])
+  if not ok then
+    return redis.error_reply('WRONGTYPE fence counter ' .. KEYS[2] .. ' is not an integer')
+  end
+  redis.call('hset', KEYS[1], 'o', ARGV[1], 'n', 1, 'f', fence)
+  redis.call('pexpire', KEYS[1], ARGV[2])
+  return {1, fence, 1}
+end
+if owner == ARGV[1] then
+  local n = tonumber(redis.call('hget', KEYS[1], 'n'))
+  if n == held then
+    n = redis.call('hincrby', KEYS[1], 'n', 1)
+    if redis.call('pttl', KEYS[1]) < tonumber(ARGV[2]) then redis.call('pexpire', KEYS[1], ARGV[2]) end
+  elseif n ~= held + 1 then
+    return {3, n, 0}
+  end
+  return {1, tonumber(redis.call('hget', KEYS[1], 'f')), n}
+end
+return {0, redis.call('pttl', KEYS[1]), 0}
+)lua";
+
+constexpr std::string_view kRelease = R"lua(
+local owner = redis.call('hget', KEYS[1], 'o')
+if not owner then return {-1, 0} end
+if owner ~= ARGV[1] then return {-2, 0} end
+local n = tonumber(redis.call('hget', KEYS[1], 'n'))
+local held = tonumber(ARGV[2])
+local all = ARGV[4] == '1'
+if all or n == held then
+  if all or n <= 1 then
+    redis.call('del', KEYS[1])
+    redis.call('publish', ARGV[3], '1')
+    return {0, 0}
+  end
+  return {1, redis.call('hincrby', KEYS[1], 'n', -1)}
+end
+if n == held - 1 then return {1, n} end
+return {-3, n}
+)lua";
+
+// pcall keeps one foreign key from failing the whole batch.
+constexpr std::string_view kRenew = R"lua(
+local out = {}
+for i, key in ipairs(KEYS) do
+  local ok, owner = pcall(redis.call, 'hget', key, 'o')
+  if not ok then
+    out[i] = 3
+  elseif owner == ARGV[2 * i - 1] then
+    redis.call('pexpire', key, ARGV[2 * i])
+    out[i] = 1
+  elseif owner then
+    out[i] = 2
+  else
+    out[i] = 0
+  end
+end
+return out
+)lua";
+
+}  // namespace
+
+const Script& acquire_script() {
+  static const Script s{kAcquire, sha1_hex(kAcquire)};
+  return s;
+}
+const Script& release_script() {
+  static const Script s{kRelease, sha1_hex(kRelease)};
+  return s;
+}
+const Script& renew_script() {
+  static const Script s{kRenew, sha1_hex(kRenew)};
+  return s;
+}
+
+}  // namespace dlock::redis
