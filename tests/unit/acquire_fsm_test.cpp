@@ -1,0 +1,153 @@
+// The acquire algorithm, driven by hand with a fake steady clock.
+#include <gtest/gtest.h>
+
+#include "core/acquire_fsm.hpp"
+
+namespace dlock::detail {
+namespace {
+
+using Kind = AcquireFsm::Action::Kind;
+using namespace std::chrono_literals;
+
+struct FakeClock {
+  AcquireFsm::time_point now{std::chrono::seconds(1000)};
+  void advance(milliseconds d) { now += d; }
+};
+
+TEST(AcquireFsm, FreeLockIsOneAttempt) {
+  FakeClock c;
+  AcquireFsm fsm(c.now, kForever, 2s);
+  EXPECT_EQ(fsm.start().kind, Kind::attempt);
+  auto a = fsm.on_granted();
+  EXPECT_EQ(a.kind, Kind::done);
+  EXPECT_TRUE(a.status.ok());
+}
+
+TEST(AcquireFsm, TryOnceReportsBusyWithoutSubscribing) {
+  FakeClock c;
+  AcquireFsm fsm(c.now, 0ms, 2s);
+  fsm.start();
+  auto a = fsm.on_busy(c.now, 5000ms);
+  EXPECT_EQ(a.kind, Kind::done);
+  EXPECT_EQ(a.status.code(), Errc::busy);
+  EXPECT_FALSE(fsm.watching());
+}
+
+TEST(AcquireFsm, SubscribesBeforeRetryingThenSleepsForAtMostTheHolderTtl) {
+  FakeClock c;
+  AcquireFsm fsm(c.now, 10s, 2s);
+  fsm.start();
+  EXPECT_EQ(fsm.on_busy(c.now, 3000ms).kind, Kind::watch);
+  // Subscription confirmed: attempt again (a release in between is not missed).
+  EXPECT_EQ(fsm.on_watch_ready(c.now).kind, Kind::attempt);
+  auto w = fsm.on_busy(c.now, 3000ms);
+  ASSERT_EQ(w.kind, Kind::wait);
+  EXPECT_EQ(w.until, c.now + 3001ms);  // a crashed holder costs at most its TTL
+  // The release message wakes it early.
+  c.advance(40ms);
+  EXPECT_EQ(fsm.on_wake(c.now).kind, Kind::attempt);
+  EXPECT_EQ(fsm.on_granted().kind, Kind::done);
+}
+
+TEST(AcquireFsm, WaitIsCappedByTheWaitTimeoutThenTimesOut) {
+  FakeClock c;
+  AcquireFsm fsm(c.now, 500ms, 2s);
+  fsm.start();
+  fsm.on_busy(c.now, 30000ms);
+  fsm.on_watch_ready(c.now);
+  auto w = fsm.on_busy(c.now, 30000ms);
+  ASSERT_EQ(w.kind, Kind::wait);
+  EXPECT_EQ(w.until, c.now + 500ms);
+  c.advance(500ms);
+  auto d = fsm.on_wake(c.now);
+  EXPECT_EQ(d.kind, Kind::done);
+  EXPECT_EQ(d.status.code(), Errc::timeout);
+}
+
+TEST(AcquireFsm, StrayWakeWhileAttemptingIsIgnored) {
+  FakeClock c;
+  AcquireFsm fsm(c.now, 10s, 2s);
+  fsm.start();
+  EXPECT_EQ(fsm.on_wake(c.now).kind, Kind::none);
+}
+
+TEST(AcquireFsm, HolderWithoutExpiryIsRecheckedPeriodically) {
+  FakeClock c;
+  AcquireFsm fsm(c.now, kForever, 2s);
+  fsm.start();
+  fsm.on_busy(c.now, -1ms);
+  fsm.on_watch_ready(c.now);
+  auto w = fsm.on_busy(c.now, -1ms);
+  ASSERT_EQ(w.kind, Kind::wait);
+  EXPECT_EQ(w.until, c.now + 1000ms);
+}
+
+TEST(AcquireFsm, TransientErrorsRetryWithBackoffWithinBudget) {
+  FakeClock c;
+  AcquireFsm fsm(c.now, 10s, 200ms);
+  fsm.start();
+  Status down(Errc::unavailable, "down");
+  auto w1 = fsm.on_error(c.now, down);
+  ASSERT_EQ(w1.kind, Kind::wait);
+  EXPECT_EQ(w1.until, c.now + 10ms);
+  c.advance(10ms);
+  EXPECT_EQ(fsm.on_wake(c.now).kind, Kind::attempt);
+  auto w2 = fsm.on_error(c.now, down);
+  EXPECT_EQ(w2.until, c.now + 20ms);  // doubled
+  c.advance(200ms);
+  auto d = fsm.on_error(c.now, down);
+  EXPECT_EQ(d.kind, Kind::done);
+  EXPECT_EQ(d.status.code(), Errc::unavailable);
+  EXPECT_FALSE(fsm.in_doubt());
+}
+
+TEST(AcquireFsm, UnknownOutcomeStaysInDoubtUntilAReplySettlesIt) {
+  FakeClock c;
+  AcquireFsm fsm(c.now, 0ms, 500ms);  // even a try-once settles its doubt
+  fsm.start();
+  auto w = fsm.on_error(c.now, Status(Errc::outcome_unknown, "reply lost"));
+  ASSERT_EQ(w.kind, Kind::wait);
+  EXPECT_TRUE(fsm.in_doubt());
+  c.advance(10ms);
+  EXPECT_EQ(fsm.on_wake(c.now).kind, Kind::attempt);
+  // The replayed script answers: granted (it had been applied) -> settled.
+  EXPECT_TRUE(fsm.on_granted().status.ok());
+  EXPECT_FALSE(fsm.in_doubt());
+}
+
+TEST(AcquireFsm, UnknownOutcomeThatNeverSettlesIsReportedUnknown) {
+  FakeClock c;
+  AcquireFsm fsm(c.now, 0ms, 100ms);
+  fsm.start();
+  Status lost(Errc::outcome_unknown, "reply lost");
+  fsm.on_error(c.now, lost);
+  c.advance(50ms);
+  fsm.on_wake(c.now);
+  fsm.on_error(c.now, Status(Errc::unavailable, "down"));
+  c.advance(60ms);
+  fsm.on_wake(c.now);
+  auto d = fsm.on_error(c.now, Status(Errc::unavailable, "down"));
+  ASSERT_EQ(d.kind, Kind::done);
+  EXPECT_EQ(d.status.code(), Errc::outcome_unknown) << "never report an unknown outcome as a clean failure";
+  EXPECT_TRUE(fsm.in_doubt());
+}
+
+TEST(AcquireFsm, PermanentErrorsEndAtOnce) {
+  FakeClock c;
+  AcquireFsm fsm(c.now, kForever, 2s);
+  fsm.start();
+  auto d = fsm.on_error(c.now, Status(Errc::wrong_type, "WRONGTYPE"));
+  EXPECT_EQ(d.kind, Kind::done);
+  EXPECT_EQ(d.status.code(), Errc::wrong_type);
+}
+
+TEST(AcquireFsm, LostReentryIsNotReacquired) {
+  FakeClock c;
+  AcquireFsm fsm(c.now, kForever, 2s);
+  fsm.start();
+  auto d = fsm.on_lost();
+  EXPECT_EQ(d.status.code(), Errc::lease_lost);
+}
+
+}  // namespace
+}  // namespace dlock::detail

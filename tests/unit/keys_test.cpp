@@ -1,0 +1,32 @@
+#include <gtest/gtest.h>
+
+#include "core/keys.hpp"
+
+namespace dlock::detail {
+namespace {
+
+TEST(Keys, AllKeysShareOneHashTag) {
+  auto k = lock_keys("dlock:", "orders:42");
+  EXPECT_EQ(k.lock, "dlock:{orders:42}");
+  EXPECT_EQ(k.fence, "dlock:{orders:42}:fence");
+  EXPECT_EQ(k.channel, "dlock:{orders:42}:wake");
+}
+
+TEST(Keys, BracesCannotBreakTheTag) {
+  auto k = lock_keys("p:", "a}b{c%");
+  EXPECT_EQ(k.lock, "p:{a%7Db%7Bc%25}");
+  // Distinct names never collide after escaping.
+  EXPECT_NE(lock_keys("p:", "%7D").lock, lock_keys("p:", "}").lock);
+}
+
+TEST(Keys, NameValidation) {
+  EXPECT_EQ(validate_name("").code(), Errc::invalid_argument);
+  EXPECT_EQ(validate_name(std::string(kMaxNameBytes + 1, 'x')).code(), Errc::invalid_argument);
+  EXPECT_TRUE(validate_name(std::string(kMaxNameBytes, 'x')).ok());
+  EXPECT_TRUE(validate_name("binary\0name").ok());
+  EXPECT_EQ(validate_owner("").code(), Errc::invalid_argument);
+  EXPECT_EQ(validate_owner(std::string(kMaxOwnerBytes + 1, 'o')).code(), Errc::invalid_argument);
+}
+
+}  // namespace
+}  // namespace dlock::detail

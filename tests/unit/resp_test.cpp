@@ -1,0 +1,76 @@
+#include <gtest/gtest.h>
+
+#include "redis/errors.hpp"
+#include "redis/resp.hpp"
+
+namespace dlock::redis {
+namespace {
+
+TEST(Resp, FormatsBinarySafeBulkStrings) {
+  std::string out;
+  append_command(out, {"SET", std::string_view("k\0y", 3), "v"});
+  EXPECT_EQ(out, std::string("*3\r\n$3\r\nSET\r\n$3\r\nk\0y\r\n$1\r\nv\r\n", 29));
+}
+
+TEST(Resp, ManyArgumentsGoToTheHeapPath) {
+  std::vector<std::string> storage;
+  for (int i = 0; i < 40; ++i) storage.push_back(std::to_string(i));
+  std::vector<std::string_view> args(storage.begin(), storage.end());
+  std::string out;
+  append_command(out, args);
+  EXPECT_EQ(out.substr(0, 5), "*40\r\n");
+}
+
+TEST(Resp, ReadsRepliesSplitAcrossFeeds) {
+  ReplyReader r;
+  Status err;
+  std::string wire = "*3\r\n:1\r\n$5\r\nhello\r\n$-1\r\n+OK\r\n-WRONGTYPE bad\r\n";
+  r.feed(wire.data(), 7);
+  EXPECT_FALSE(r.next(err).has_value());
+  r.feed(wire.data() + 7, wire.size() - 7);
+  auto a = r.next(err);
+  ASSERT_TRUE(a.has_value());
+  ASSERT_EQ(a->type, Reply::Type::array);
+  ASSERT_EQ(a->elements.size(), 3u);
+  EXPECT_EQ(a->elements[0].integer, 1);
+  EXPECT_EQ(a->elements[1].str, "hello");
+  EXPECT_TRUE(a->elements[2].is_nil());
+  auto ok = r.next(err);
+  ASSERT_TRUE(ok.has_value());
+  EXPECT_EQ(ok->type, Reply::Type::status);
+  auto e = r.next(err);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_TRUE(e->is_error());
+  EXPECT_TRUE(err.ok());
+}
+
+TEST(Resp, GarbageIsAProtocolError) {
+  ReplyReader r;
+  Status err;
+  r.feed("?what\r\n", 7);
+  EXPECT_FALSE(r.next(err).has_value());
+  EXPECT_EQ(err.code(), Errc::protocol_error);
+}
+
+TEST(Resp, ErrorTranslationTable) {
+  EXPECT_EQ(translate_error("WRONGTYPE Operation against a key holding the wrong kind of value").code(),
+            Errc::wrong_type);
+  EXPECT_EQ(translate_error("ERR Error running script (call to f_x): @user_script:2: WRONGTYPE Operation against "
+                            "a key holding the wrong kind of value")
+                .code(),
+            Errc::wrong_type);
+  EXPECT_EQ(translate_error("WRONGPASS invalid username-password pair or user is disabled.").code(),
+            Errc::auth_failed);
+  EXPECT_EQ(translate_error("NOAUTH Authentication required.").code(), Errc::auth_failed);
+  EXPECT_EQ(translate_error("ERR AUTH <password> called without any password configured for the default user.")
+                .code(),
+            Errc::auth_failed);
+  EXPECT_EQ(translate_error("NOPERM this user has no permissions to run the 'evalsha' command").code(),
+            Errc::permission_denied);
+  EXPECT_EQ(translate_error("LOADING Redis is loading the dataset in memory").code(), Errc::unavailable);
+  EXPECT_EQ(translate_error("READONLY You can't write against a read only replica.").code(), Errc::unavailable);
+  EXPECT_EQ(translate_error("ERR unknown command").code(), Errc::server_error);
+}
+
+}  // namespace
+}  // namespace dlock::redis
