@@ -1,0 +1,77 @@
+// Shared helpers of the integration tests.
+#ifndef DLOCK_TESTS_INTEGRATION_COMMON_HPP_
+#define DLOCK_TESTS_INTEGRATION_COMMON_HPP_
+
+#include <dlock/dlock.hpp>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <functional>
+#include <iostream>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "support/process.hpp"
+#include "support/redis_server.hpp"
+#include "support/sync_redis.hpp"
+
+namespace dlock::test {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+// Collects the library's log lines instead of printing them.
+struct LogSink {
+  std::mutex mu;
+  std::vector<std::string> lines;
+  Logger logger() {
+    return [this](LogLevel, std::string_view m) {
+      std::lock_guard lk(mu);
+      lines.emplace_back(m);
+    };
+  }
+  bool contains(const std::string& needle) {
+    std::lock_guard lk(mu);
+    for (const auto& l : lines)
+      if (l.find(needle) != std::string::npos) return true;
+    return false;
+  }
+};
+
+inline ClientOptions quiet(LogSink& sink) {
+  ClientOptions o;
+  o.logger = sink.logger();
+  return o;
+}
+
+// Polls pred every 5 ms until it holds or `limit` passes.
+inline bool eventually(const std::function<bool()>& pred, std::chrono::milliseconds limit) {
+  auto end = Clock::now() + limit;
+  while (Clock::now() < end) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(5ms);
+  }
+  return pred();
+}
+
+inline long long ms_since(Clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t).count();
+}
+
+// Figures the closing notes quote: printed as "[measure] name=value".
+inline void measure(const std::string& name, long long value, const std::string& unit = "ms") {
+  std::cout << "[measure] " << name << "=" << value << unit << std::endl;
+}
+
+inline LockOptions fast_watchdog(milliseconds lease = 1000ms, milliseconds interval = 300ms) {
+  LockOptions o;
+  o.watchdog_lease = lease;
+  o.renew_interval = interval;
+  return o;
+}
+
+}  // namespace dlock::test
+
+#endif  // DLOCK_TESTS_INTEGRATION_COMMON_HPP_

@@ -1,0 +1,115 @@
+// The loss signal: the holder learns at once when its lock is gone.
+#include "integration/common.hpp"
+
+namespace dlock::test {
+namespace {
+
+struct LossProbe {
+  std::atomic<int> calls{0};
+  std::atomic<int> reason{-1};
+  std::atomic<long long> at_ms{-1};
+  Clock::time_point t0 = Clock::now();
+  LockOptions options(milliseconds lease, milliseconds interval) {
+    LockOptions o = fast_watchdog(lease, interval);
+    o.on_lost = [this](LossReason r) {
+      reason = static_cast<int>(r);
+      at_ms = ms_since(t0);
+      ++calls;
+    };
+    return o;
+  }
+};
+
+TEST(Loss, KeyDeletedBehindTheHoldersBack) {
+  RedisServer server;
+  LogSink log;
+  auto client = Client::connect(server.url(), quiet(log));
+  LossProbe probe;
+  auto lease = client.try_acquire("l1", probe.options(3000ms, 1000ms)).value();
+  std::atomic<bool> token_fired{false};
+  std::stop_callback cb(lease.lost_token(), [&] { token_fired = true; });
+  SyncRedis(server.port()).cmd({"DEL", "dlock:{l1}"});
+  probe.t0 = Clock::now();
+  ASSERT_TRUE(eventually([&] { return probe.calls.load() == 1; }, 3s));
+  EXPECT_EQ(probe.reason.load(), static_cast<int>(LossReason::expired));
+  EXPECT_TRUE(token_fired.load());
+  EXPECT_TRUE(lease.lost());
+  measure("loss_detect_key_deleted", probe.at_ms.load());
+  EXPECT_LE(probe.at_ms.load(), 1000 + 300) << "within one renewal interval";
+  EXPECT_EQ(client.stats().leases_lost, 1u);
+  // No silent re-acquire: the key stays absent.
+  std::this_thread::sleep_for(1200ms);
+  EXPECT_FALSE(client.inspect("l1").value().held);
+}
+
+TEST(Loss, KeyOverwrittenByAnotherOwner) {
+  RedisServer server;
+  LogSink log;
+  auto client = Client::connect(server.url(), quiet(log));
+  LossProbe probe;
+  auto lease = client.try_acquire("l2", probe.options(3000ms, 500ms)).value();
+  SyncRedis(server.port()).cmd({"HSET", "dlock:{l2}", "o", "intruder"});
+  probe.t0 = Clock::now();
+  ASSERT_TRUE(eventually([&] { return probe.calls.load() == 1; }, 3s));
+  EXPECT_EQ(probe.reason.load(), static_cast<int>(LossReason::taken));
+  measure("loss_detect_key_taken", probe.at_ms.load());
+  EXPECT_EQ(lease.release().code(), Errc::not_owner) << "the intruder's lock is left alone";
+  EXPECT_EQ(SyncRedis(server.port()).cmd({"HGET", "dlock:{l2}", "o"}), "intruder");
+}
+
+TEST(Loss, RedisStoppedFiresWithinOneRenewalInterval) {
+  RedisServer server;
+  LogSink log;
+  auto client = Client::connect(server.url(), quiet(log));
+  LossProbe probe;
+  auto lease = client.try_acquire("l3", probe.options(5000ms, 1000ms)).value();
+  server.stop();
+  probe.t0 = Clock::now();
+  ASSERT_TRUE(eventually([&] { return probe.calls.load() == 1; }, 5s));
+  EXPECT_EQ(probe.reason.load(), static_cast<int>(LossReason::unreachable));
+  measure("loss_detect_redis_stopped", probe.at_ms.load());
+  EXPECT_LE(probe.at_ms.load(), 1000 + 300);
+  EXPECT_LT(Clock::now(), lease.valid_until() + 1ms) << "signalled before the lease could have run out";
+}
+
+TEST(Loss, RedisRestartedWithoutPersistence) {
+  RedisServer server;
+  LogSink log;
+  auto client = Client::connect(server.url(), quiet(log));
+  LossProbe probe;
+  auto lease = client.try_acquire("l4", probe.options(5000ms, 1000ms)).value();
+  server.stop();
+  server.start();
+  probe.t0 = Clock::now();
+  ASSERT_TRUE(eventually([&] { return probe.calls.load() == 1; }, 5s));
+  // Either the renewal found the key gone (expired) or could not confirm in
+  // time (unreachable): both are a loss, neither re-creates the key.
+  EXPECT_TRUE(probe.reason.load() == static_cast<int>(LossReason::expired) ||
+              probe.reason.load() == static_cast<int>(LossReason::unreachable));
+  measure("loss_detect_redis_restarted", probe.at_ms.load());
+  EXPECT_FALSE(client.inspect("l4").value().held);
+}
+
+TEST(Loss, ReentryAfterLossFailsInsteadOfReacquiring) {
+  RedisServer server;
+  LogSink log;
+  auto client = Client::connect(server.url(), quiet(log));
+  Mutex m(client, "l5", fast_watchdog(3000ms, 1000ms));
+  m.lock();
+  auto token = m.lost_token();
+  SyncRedis(server.port()).cmd({"DEL", "dlock:{l5}"});
+  try {
+    m.lock();  // re-entry: the server has no hold for this owner any more
+    FAIL() << "re-entry after loss must not silently re-acquire";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Errc::lease_lost);
+  }
+  EXPECT_TRUE(token.stop_requested());
+  EXPECT_FALSE(client.inspect("l5").value().held);
+  m.unlock();  // the lost level: reported, not thrown
+  EXPECT_EQ(m.last_release_status().code(), Errc::not_held);
+  EXPECT_TRUE(m.try_lock()) << "after unlocking the lost level, a fresh grant works";
+}
+
+}  // namespace
+}  // namespace dlock::test
