@@ -124,7 +124,23 @@ Result<std::shared_ptr<ClientCore>> ClientCore::connect(std::string_view url, Cl
   });
   core->renew_timer_ = std::make_unique<asio::steady_timer>(core->rt_->io);
   auto rt = core->rt_;
-  rt->thread = std::thread([rt] { rt->io.run(); });
+  // A callback that throws must not take the process down with the I/O
+  // thread: report it and keep serving.
+  rt->thread = std::thread([rt, logger = core->options_.logger] {
+    for (;;) {
+      try {
+        rt->io.run();
+        return;
+      } catch (const std::exception& e) {
+        std::string msg = std::string("a callback threw on the I/O thread: ") + e.what();
+        if (logger) logger(LogLevel::error, msg);
+        else std::cerr << "dlock: " << msg << '\n';
+      } catch (...) {
+        if (logger) logger(LogLevel::error, "a callback threw on the I/O thread");
+        else std::cerr << "dlock: a callback threw on the I/O thread\n";
+      }
+    }
+  });
   core->io_thread_id_ = rt->thread.get_id();
 
   std::promise<Status> started;

@@ -50,7 +50,7 @@ class Mutex {
   Mutex(const Mutex&) = delete;
   Mutex& operator=(const Mutex&) = delete;
 
-  void lock();  // waits for options.wait... forever; throws Error
+  void lock();  // waits as long as it takes; throws Error on anything but contention
   bool try_lock();
   template <class Rep, class Period>
   bool try_lock_for(const std::chrono::duration<Rep, Period>& d) {

@@ -203,18 +203,7 @@ void Connection::send_handshake() {
   hs.written_at = Clock::now();
   inflight_.push_front(std::move(hs));
   read_loop();
-  writing_ = true;
-  const std::uint64_t gen = generation_;
-  auto self = shared_from_this();
-  with_stream([&](auto& stream) {
-    asio::async_write(stream, asio::buffer(write_buf_), [this, self, gen](const error_code& ec, std::size_t) {
-      if (gen != generation_) return;
-      writing_ = false;
-      write_buf_.clear();
-      if (ec) connection_lost({Errc::unavailable, "write failed: " + describe(ec)});
-      else write_pending();
-    });
-  });
+  start_write();
   arm_deadline_timer();
 }
 
@@ -336,6 +325,11 @@ void Connection::write_pending() {
     inflight_.push_back(std::move(r));
     pending_.pop_front();
   }
+  start_write();
+}
+
+// Writes write_buf_; requests queued meanwhile go out in the next write.
+void Connection::start_write() {
   writing_ = true;
   const std::uint64_t gen = generation_;
   auto self = shared_from_this();

@@ -105,6 +105,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void schedule_reconnect();
   void tear_down();
   void write_pending();
+  void start_write();
   void read_loop();
   void on_bytes(std::size_t n);
   void dispatch(Reply&& reply);

@@ -107,3 +107,26 @@ TEST_F(AsyncTest, ManyConcurrentWaitersOnOneLockAreAllServed) {
 
 }  // namespace
 }  // namespace dlock::test
+
+namespace dlock::test {
+namespace {
+
+TEST(AsyncErrors, AThrowingCallbackIsReportedAndTheClientKeepsWorking) {
+  RedisServer server;
+  LogSink log;
+  auto client = Client::connect(server.url(), quiet(log));
+  std::promise<void> threw;
+  client.async_acquire("boom", 0ms, {}, [&](Result<Lease> r) {
+    ASSERT_TRUE(r.ok());
+    threw.set_value();
+    throw std::runtime_error("user bug");
+  });
+  threw.get_future().wait();
+  EXPECT_TRUE(eventually([&] { return log.contains("user bug"); }, 2s));
+  // The lease in the callback was dropped on the I/O thread: released in the
+  // background. The client still serves.
+  EXPECT_TRUE(eventually([&] { return client.try_acquire("boom").ok(); }, 2s));
+}
+
+}  // namespace
+}  // namespace dlock::test
