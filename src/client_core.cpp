@@ -164,7 +164,7 @@ void ClientCore::shutdown() {
   auto body = [this, rt] {
     closing_ = true;
     *alive_ = false;
-    if (renew_timer_) renew_timer_->cancel();
+    renew_timer_.reset();  // timers must die before their io_context
     auto waiters = std::move(waiters_);
     waiters_.clear();
     std::vector<ReleaseCall> calls;
@@ -486,6 +486,7 @@ void ClientCore::mark_lost(const std::shared_ptr<Hold>& hold, LossReason reason)
 }
 
 void ClientCore::rearm_renewal() {
+  if (!renew_timer_) return;  // shutting down
   auto next = scheduler_.next_wakeup();
   if (!next) {
     renew_timer_->cancel();
