@@ -1,0 +1,136 @@
+#!/usr/bin/env bash
+# scripts/lib.sh: helpers shared by scripts/test and scripts/demo. Source it:
+#
+#   source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+#   cd "$DLOCK_ROOT"
+#   ensure_deps
+#   build_dir build -DCMAKE_BUILD_TYPE=Debug
+#
+# Functions return non-zero on failure instead of relying on `set -e` (which
+# bash turns off inside functions called from `if` or `||`).
+set -euo pipefail
+
+DLOCK_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+
+# Debian 12 packages needed to build and test dlock.
+DLOCK_DEPS=(
+  cmake ninja-build g++ ccache pkg-config
+  redis-server redis-tools libhiredis-dev libboost1.81-dev libssl-dev openssl
+  libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev nlohmann-json3-dev python3
+)
+
+log() { printf '==> %s\n' "$*" >&2; }
+die() {
+  printf 'error: %s\n' "$*" >&2
+  exit 1
+}
+
+# Runs a command as root (directly, or through sudo).
+as_root() {
+  if [[ $EUID -eq 0 ]]; then
+    "$@"
+  elif command -v sudo >/dev/null 2>&1; then
+    sudo "$@"
+  else
+    die "root is needed to run: $*"
+  fi
+}
+
+pkg_installed() {
+  [[ "$(dpkg-query -W -f='${db:Status-Status}' "$1" 2>/dev/null)" == installed ]]
+}
+
+# PIDs of running redis-server processes that serve the packaged default
+# port 6379 (their process title is "redis-server 127.0.0.1:6379").
+system_redis_pids() {
+  local d cmdline
+  for d in /proc/[0-9]*; do
+    [[ "$(cat "$d/comm" 2>/dev/null)" == redis-server ]] || continue
+    cmdline="$(tr '\0' ' ' <"$d/cmdline" 2>/dev/null)" || continue
+    [[ $cmdline =~ :6379( |$) ]] && echo "${d#/proc/}"
+  done
+  return 0
+}
+
+# True while PID exists and is not a zombie.
+pid_alive() {
+  local stat
+  stat="$(cat "/proc/$1/stat" 2>/dev/null)" || return 1
+  stat="${stat##*) }"
+  [[ "${stat%% *}" != Z ]]
+}
+
+# Stops redis-servers on 6379 that were not in the list $1 (the ones that
+# the package installation started), each by its PID.
+stop_new_system_redis() {
+  local before=" ${1//$'\n'/ } " pid i
+  for pid in $(system_redis_pids); do
+    [[ "$before" == *" $pid "* ]] && continue
+    log "stopping redis-server $pid that the package installation started on port 6379"
+    if [[ -d /run/systemd/system ]] && systemctl is-active --quiet redis-server 2>/dev/null; then
+      as_root systemctl stop redis-server || true
+    fi
+    as_root kill -TERM "$pid" 2>/dev/null || true
+    for ((i = 0; i < 100; i++)); do
+      pid_alive "$pid" || break
+      sleep 0.05
+    done
+    if pid_alive "$pid"; then as_root kill -KILL "$pid" 2>/dev/null || true; fi
+  done
+  return 0
+}
+
+# Installs whatever of DLOCK_DEPS is missing (nothing, and no apt-get update,
+# if all are there). Services are kept from starting during the installation.
+ensure_deps() {
+  command -v dpkg-query >/dev/null 2>&1 || die "dpkg-query not found: this needs Debian 12 (bookworm)"
+  local missing=() pkg
+  for pkg in "${DLOCK_DEPS[@]}"; do
+    pkg_installed "$pkg" || missing+=("$pkg")
+  done
+  ((${#missing[@]} == 0)) && return 0
+
+  log "installing missing packages: ${missing[*]}"
+  local before rc=0
+  before="$(system_redis_pids)"
+  # policy-rc.d exiting 101 tells the maintainer scripts not to start services
+  # (redis-server would start on 6379). Only added if the system has none.
+  (
+    policy=/usr/sbin/policy-rc.d
+    if [[ ! -e $policy ]]; then
+      trap 'as_root rm -f "$policy"' EXIT
+      trap 'exit 130' INT TERM
+      # shellcheck disable=SC2016  # $1 is expanded by sh
+      as_root sh -c 'printf "#!/bin/sh\nexit 101\n" >"$1" && chmod 755 "$1"' sh "$policy"
+    fi
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get update -q &&
+      as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
+  ) || rc=$?
+  stop_new_system_redis "$before"
+  ((rc == 0)) || die "apt-get failed (exit $rc) installing: ${missing[*]}"
+  for pkg in "${missing[@]}"; do
+    pkg_installed "$pkg" || die "package $pkg is still not installed"
+  done
+}
+
+# build_dir [DIR [CMAKE_ARGS...]]: configures DIR (default: build, relative
+# to the repository root) with Ninja and RelWithDebInfo (later -D arguments
+# win) and builds it on all cores ($DLOCK_JOBS jobs if set). ccache is used
+# when installed (the top CMakeLists.txt makes it the compiler launcher).
+build_dir() {
+  local dir="${1:-build}"
+  (($# > 0)) && shift
+  [[ $dir == /* ]] || dir="$DLOCK_ROOT/$dir"
+  local generator=(-G Ninja)
+  # An existing tree keeps the generator it was made with.
+  [[ -f "$dir/CMakeCache.txt" ]] && generator=()
+  log "configuring $dir"
+  cmake -S "$DLOCK_ROOT" -B "$dir" "${generator[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@" || return 1
+  log "building $dir"
+  cmake --build "$dir" -j "${DLOCK_JOBS:-$(nproc)}" || return 1
+}
+
+# A free TCP port on 127.0.0.1 (another process may take it before use).
+free_port() {
+  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
+}
