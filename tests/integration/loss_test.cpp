@@ -20,11 +20,15 @@ struct LossProbe {
   }
 };
 
-TEST(Loss, KeyDeletedBehindTheHoldersBack) {
+class Loss : public ::testing::Test {
+ protected:
   RedisServer server;
   LogSink log;
-  auto client = Client::connect(server.url(), quiet(log));
+  Client client = Client::connect(server.url(), quiet(log));
   LossProbe probe;
+};
+
+TEST_F(Loss, KeyDeletedBehindTheHoldersBack) {
   auto lease = client.try_acquire("l1", probe.options(3000ms, 1000ms)).value();
   std::atomic<bool> token_fired{false};
   std::stop_callback cb(lease.lost_token(), [&] { token_fired = true; });
@@ -42,11 +46,7 @@ TEST(Loss, KeyDeletedBehindTheHoldersBack) {
   EXPECT_FALSE(client.inspect("l1").value().held);
 }
 
-TEST(Loss, KeyOverwrittenByAnotherOwner) {
-  RedisServer server;
-  LogSink log;
-  auto client = Client::connect(server.url(), quiet(log));
-  LossProbe probe;
+TEST_F(Loss, KeyOverwrittenByAnotherOwner) {
   auto lease = client.try_acquire("l2", probe.options(3000ms, 500ms)).value();
   SyncRedis(server.port()).cmd({"HSET", "dlock:{l2}", "o", "intruder"});
   probe.t0 = Clock::now();
@@ -57,11 +57,7 @@ TEST(Loss, KeyOverwrittenByAnotherOwner) {
   EXPECT_EQ(SyncRedis(server.port()).cmd({"HGET", "dlock:{l2}", "o"}), "intruder");
 }
 
-TEST(Loss, RedisStoppedFiresWithinOneRenewalInterval) {
-  RedisServer server;
-  LogSink log;
-  auto client = Client::connect(server.url(), quiet(log));
-  LossProbe probe;
+TEST_F(Loss, RedisStoppedFiresWithinOneRenewalInterval) {
   auto lease = client.try_acquire("l3", probe.options(5000ms, 1000ms)).value();
   server.stop();
   probe.t0 = Clock::now();
@@ -72,11 +68,7 @@ TEST(Loss, RedisStoppedFiresWithinOneRenewalInterval) {
   EXPECT_LT(Clock::now(), lease.valid_until() + 1ms) << "signalled before the lease could have run out";
 }
 
-TEST(Loss, RedisRestartedWithoutPersistence) {
-  RedisServer server;
-  LogSink log;
-  auto client = Client::connect(server.url(), quiet(log));
-  LossProbe probe;
+TEST_F(Loss, RedisRestartedWithoutPersistence) {
   auto lease = client.try_acquire("l4", probe.options(5000ms, 1000ms)).value();
   server.stop();
   server.start();
@@ -90,10 +82,7 @@ TEST(Loss, RedisRestartedWithoutPersistence) {
   EXPECT_FALSE(client.inspect("l4").value().held);
 }
 
-TEST(Loss, ReentryAfterLossFailsInsteadOfReacquiring) {
-  RedisServer server;
-  LogSink log;
-  auto client = Client::connect(server.url(), quiet(log));
+TEST_F(Loss, ReentryAfterLossFailsInsteadOfReacquiring) {
   Mutex m(client, "l5", fast_watchdog(3000ms, 1000ms));
   m.lock();
   auto token = m.lost_token();
