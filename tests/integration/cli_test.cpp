@@ -1,0 +1,161 @@
+// The dlock tool, run as a user would, against a real redis-server.
+#include <signal.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "integration/common.hpp"
+
+namespace dlock::test {
+namespace {
+
+const std::string kCli = DLOCK_CLI_PATH;
+
+class Cli : public ::testing::Test {
+ protected:
+  RedisServer server;
+  Env env() const { return {{"DLOCK_URL", server.url()}}; }
+  RunResult dlock(std::vector<std::string> args, std::chrono::milliseconds timeout = 30s) {
+    args.insert(args.begin(), kCli);
+    return run(args, timeout, env());
+  }
+};
+
+TEST_F(Cli, RunsTheCommandWithNameAndFenceAndReturnsItsStatus) {
+  auto r = dlock({"run", "job", "--", "sh", "-c", "echo \"$DLOCK_NAME $DLOCK_FENCE\"; exit 3"});
+  EXPECT_EQ(r.exit_code, 3) << r.err;
+  EXPECT_EQ(r.out, "job 1\n");
+  EXPECT_NE(r.err.find("acquired 'job' (fence 1)"), std::string::npos) << r.err;
+  auto again = dlock({"run", "--quiet", "job", "--", "sh", "-c", "echo $DLOCK_FENCE"});
+  EXPECT_EQ(again.exit_code, 0);
+  EXPECT_EQ(again.out, "2\n");
+  EXPECT_EQ(again.err, "") << "--quiet prints nothing on success";
+}
+
+TEST_F(Cli, StatusAsTextAndJson) {
+  LogSink log;
+  auto client = Client::connect(server.url(), quiet(log));
+  auto lease = client.try_acquire("st").value();
+  auto text = dlock({"status", "st"});
+  EXPECT_EQ(text.exit_code, 0);
+  EXPECT_NE(text.out.find("st: held, fence 1"), std::string::npos) << text.out;
+  auto js = dlock({"status", "--json", "st"});
+  ASSERT_EQ(js.exit_code, 0) << js.err;
+  auto j = nlohmann::json::parse(js.out);
+  EXPECT_EQ(j["held"], true);
+  EXPECT_EQ(j["fence"], 1);
+  EXPECT_EQ(j["reentry_count"], 1);
+  EXPECT_GT(j["remaining_ms"].get<long long>(), 0);
+  ASSERT_TRUE(lease.release().ok());
+  auto freed = nlohmann::json::parse(dlock({"status", "--json", "st"}).out);
+  EXPECT_EQ(freed["held"], false);
+  EXPECT_EQ(freed["last_fence"], 1);
+}
+
+TEST_F(Cli, ExitCodes) {
+  LogSink log;
+  auto client = Client::connect(server.url(), quiet(log));
+  auto held = client.try_acquire("busy").value();
+  // Not acquired within --wait: 75.
+  auto t0 = Clock::now();
+  auto busy = dlock({"run", "--wait", "300ms", "busy", "--", "true"});
+  EXPECT_EQ(busy.exit_code, 75) << busy.err;
+  EXPECT_GE(ms_since(t0), 300);
+  EXPECT_EQ(dlock({"run", "--wait", "0", "busy", "--", "true"}).exit_code, 75);
+  // Usage errors: 64, one line on stderr.
+  EXPECT_EQ(dlock({"run", "busy"}).exit_code, 64);
+  auto bad_ttl = dlock({"run", "--ttl", "soon", "x", "--", "true"});
+  EXPECT_EQ(bad_ttl.exit_code, 64);
+  EXPECT_NE(bad_ttl.err.find("soon"), std::string::npos);
+  EXPECT_EQ(dlock({"run", "--url", "http://x", "x", "--", "true"}).exit_code, 64);
+  EXPECT_EQ(dlock({"frobnicate"}).exit_code, 64);
+  // Unreachable: 69.
+  auto down = dlock({"run", "--url", "redis://127.0.0.1:" + std::to_string(free_port()), "x", "--", "true"});
+  EXPECT_EQ(down.exit_code, 69);
+  EXPECT_NE(down.err.find("reachable"), std::string::npos) << "says what to do: " << down.err;
+  // Command not found: 127, and the lock is released.
+  EXPECT_EQ(dlock({"run", "nf", "--", "/nonexistent/program"}).exit_code, 127);
+  EXPECT_FALSE(client.inspect("nf").value().held);
+  // Help: 0, lists the exit codes.
+  auto help = dlock({"run", "--help"});
+  EXPECT_EQ(help.exit_code, 0);
+  EXPECT_NE(help.out.find("79"), std::string::npos);
+}
+
+TEST_F(Cli, AuthenticationFailureIs77) {
+  RedisServerOptions o;
+  o.requirepass = "sesame";
+  RedisServer secured(o);
+  auto r = run({kCli, "status", "--url", secured.url_with_auth("", "wrong"), "x"}, 30s);
+  EXPECT_EQ(r.exit_code, 77) << r.err;
+  EXPECT_EQ(r.err.find("wrong"), std::string::npos) << "the password is not echoed";
+  auto ok = run({kCli, "status", "--url", secured.url_with_auth("", "sesame"), "x"}, 30s);
+  EXPECT_EQ(ok.exit_code, 0) << ok.err;
+}
+
+TEST_F(Cli, ConcurrentRunsAreSerialised) {
+  // Four shells, each running 10 `dlock run`s of a non-atomic increment.
+  constexpr int kShells = 4, kRounds = 10;
+  std::string incr = "v=$(redis-cli -p " + std::to_string(server.port()) +
+                     " GET counter); sleep 0.005; redis-cli -p " + std::to_string(server.port()) +
+                     " SET counter $((${v:-0}+1)) >/dev/null";
+  std::string loop = "for i in $(seq " + std::to_string(kRounds) + "); do '" + kCli +
+                     "' run --quiet counter -- sh -c '" + incr + "' || exit 1; done";
+  std::vector<pid_t> shells;
+  for (int s = 0; s < kShells; ++s) shells.push_back(spawn({"sh", "-c", loop}, env()).pid);
+  for (pid_t p : shells) EXPECT_EQ(wait_exit(p, 120s), 0);
+  EXPECT_EQ(SyncRedis(server.port()).integer({"GET", "counter"}), kShells * kRounds);
+}
+
+TEST_F(Cli, LostLockTerminatesTheCommandAndExits79) {
+  std::string marker = server.dir() + "/got-term";
+  std::string cmd = "trap 'touch " + marker + "; exit 0' TERM; redis-cli -p " + std::to_string(server.port()) +
+                    " DEL 'dlock:{lost}' >/dev/null; sleep 20 & wait";
+  auto t0 = Clock::now();
+  auto r = dlock({"run", "--ttl", "900ms", "--grace", "2s", "lost", "--", "sh", "-c", cmd});
+  EXPECT_EQ(r.exit_code, 79) << r.err;
+  EXPECT_TRUE(std::ifstream(marker).good()) << "CMD got SIGTERM";
+  EXPECT_NE(r.err.find("lost the lock"), std::string::npos) << r.err;
+  EXPECT_LT(ms_since(t0), 5000);
+}
+
+TEST_F(Cli, CommandIgnoringSigtermIsKilledAfterGrace) {
+  std::string cmd = "trap '' TERM; redis-cli -p " + std::to_string(server.port()) +
+                    " DEL 'dlock:{stubborn}' >/dev/null; sleep 20";
+  auto t0 = Clock::now();
+  auto r = dlock({"run", "--ttl", "900ms", "--grace", "300ms", "stubborn", "--", "sh", "-c", cmd});
+  EXPECT_EQ(r.exit_code, 79) << r.err;
+  EXPECT_NE(r.err.find("SIGKILL"), std::string::npos) << r.err;
+  EXPECT_LT(ms_since(t0), 5000);
+}
+
+TEST_F(Cli, SigtermToDlockIsForwardedToTheCommand) {
+  std::string out = server.dir() + "/out";
+  auto child = spawn({kCli, "run", "fwd", "--", "sh", "-c", "trap 'exit 42' TERM; sleep 20 & wait"}, env(), out);
+  LogSink log;
+  auto client = Client::connect(server.url(), quiet(log));
+  ASSERT_TRUE(eventually([&] { return client.inspect("fwd").value().held; }, 10s));
+  std::this_thread::sleep_for(100ms);  // the shell has set its trap
+  ASSERT_EQ(::kill(child.pid, SIGTERM), 0);
+  EXPECT_EQ(wait_exit(child.pid, 10s), 42);
+  EXPECT_FALSE(client.inspect("fwd").value().held) << "released after the command exited";
+}
+
+TEST_F(Cli, KilledDlockRunFreesTheLockWithinItsTtl) {
+  std::string out = server.dir() + "/out";
+  auto child = spawn({kCli, "run", "--ttl", "2s", "crash", "--", "sleep", "30"}, env(), out);
+  LogSink log;
+  auto client = Client::connect(server.url(), quiet(log));
+  ASSERT_TRUE(eventually([&] { return client.inspect("crash").value().held; }, 10s));
+  ASSERT_EQ(::kill(child.pid, SIGKILL), 0);
+  auto t0 = Clock::now();
+  EXPECT_EQ(wait_exit(child.pid, 5s), 128 + SIGKILL);
+  ::kill(-child.pid, SIGKILL);  // the orphaned `sleep` in dlock's process group
+  auto lease = client.acquire("crash", 10s);
+  ASSERT_TRUE(lease.ok()) << lease.status().to_string();
+  measure("cli_sigkill_recovery", ms_since(t0));
+  EXPECT_LE(ms_since(t0), 2000 + 500);
+}
+
+}  // namespace
+}  // namespace dlock::test

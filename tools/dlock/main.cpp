@@ -1,0 +1,348 @@
+// dlock: the command-line tool.
+//
+//   dlock run [options] NAME -- CMD [ARGS...]   run CMD while holding NAME
+//   dlock status [options] NAME                  show NAME's state
+//
+// Uses only the public API.
+#include <dlock/dlock.hpp>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/eventfd.h>
+#include <sys/signalfd.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "exit_codes.hpp"
+
+namespace {
+
+using namespace std::chrono_literals;
+using dlock::milliseconds;
+
+const char* kExitCodesHelp =
+    "Exit codes:\n"
+    "  CMD's own status    dlock run: CMD ran under the lock (128+N if a signal N ended it)\n"
+    "  64  (EX_USAGE)      bad arguments, URL or option values\n"
+    "  69  (EX_UNAVAILABLE) the lock server is unreachable (or an outcome was lost)\n"
+    "  70  (EX_SOFTWARE)   the server refused (wrong key type, unexpected reply)\n"
+    "  75  (EX_TEMPFAIL)   the lock was not acquired within --wait\n"
+    "  77  (EX_NOPERM)     authentication, permission or TLS verification failed\n"
+    "  79                  the lock was lost while CMD ran (CMD got SIGTERM, then SIGKILL after --grace)\n"
+    "  126 / 127           CMD is not executable / not found\n";
+
+// "500ms", "30s", "2m", "1h", or a bare number of seconds ("0.5").
+std::optional<milliseconds> parse_duration(const std::string& text) {
+  if (text.empty()) return std::nullopt;
+  std::size_t used = 0;
+  double value = 0;
+  try {
+    value = std::stod(text, &used);
+  } catch (...) {
+    return std::nullopt;
+  }
+  std::string unit = text.substr(used);
+  double scale = 1000;
+  if (unit == "ms") scale = 1;
+  else if (unit.empty() || unit == "s") scale = 1000;
+  else if (unit == "m") scale = 60'000;
+  else if (unit == "h") scale = 3'600'000;
+  else return std::nullopt;
+  if (!(value >= 0) || value * scale > 1e15) return std::nullopt;
+  return milliseconds(static_cast<long long>(value * scale + 0.5));
+}
+
+// CLI11 validator for durations.
+struct DurationValidator : CLI::Validator {
+  DurationValidator() {
+    name_ = "DURATION";
+    func_ = [](std::string& s) {
+      return parse_duration(s) ? std::string() : "'" + s + "' is not a duration like 500ms, 30s, 2m";
+    };
+  }
+};
+
+struct Common {
+  std::string url;
+  bool quiet = false;
+  bool json = false;
+};
+
+void say(const Common& c, const std::string& text) {
+  if (!c.quiet) std::cerr << "dlock: " << text << '\n';
+}
+
+int fail(const dlock::Status& s, const std::string& what) {
+  std::cerr << "dlock: " << what << ": " << s.to_string() << '\n';
+  std::cerr << "dlock: " << dlock::cli::advice(s.code()) << '\n';
+  return dlock::cli::exit_code_for(s.code());
+}
+
+// The library's own diagnostics (reconnects, renewal trouble) matter while
+// CMD runs; before that, the tool reports failures itself, once.
+std::atomic<bool> library_logs{false};
+
+std::optional<dlock::Client> connect(const Common& c, int& exit_code) {
+  dlock::ClientOptions options;
+  options.logger = [quiet = c.quiet](dlock::LogLevel level, std::string_view msg) {
+    if (quiet || !library_logs.load() || level == dlock::LogLevel::debug || level == dlock::LogLevel::info) return;
+    std::cerr << "dlock: " << msg << '\n';
+  };
+  auto client = dlock::Client::try_connect(c.url, options);
+  if (!client.ok()) {
+    exit_code = fail(client.status(), "cannot connect to " + dlock::cli::redact_url(c.url));
+    return std::nullopt;
+  }
+  return std::move(client.value());
+}
+
+int cmd_status(const Common& common, const std::string& name) {
+  int code = 0;
+  auto client = connect(common, code);
+  if (!client) return code;
+  auto info = client->inspect(name);
+  if (!info.ok()) return fail(info.status(), "cannot read the state of '" + name + "'");
+  if (common.json) {
+    nlohmann::json j = {{"name", name},
+                        {"held", info->held},
+                        {"fence", info->fence},
+                        {"last_fence", info->last_fence},
+                        {"remaining_ms", info->remaining.count()},
+                        {"reentry_count", info->reentry_count},
+                        {"waiters", info->waiters}};
+    std::cout << j.dump() << '\n';
+  } else if (info->held) {
+    std::cout << name << ": held, fence " << info->fence << ", lease "
+              << static_cast<double>(info->remaining.count()) / 1000.0 << " s left, re-entry count "
+              << info->reentry_count << ", " << info->waiters << " waiting\n";
+  } else {
+    std::cout << name << ": free (last fence " << info->last_fence << "), " << info->waiters << " waiting\n";
+  }
+  return 0;
+}
+
+struct RunOptions {
+  std::string name;
+  std::vector<std::string> command;
+  std::string ttl = "30s";
+  std::string wait;  // empty: forever
+  std::string grace = "10s";
+};
+
+// Signals dlock forwards to CMD. They are blocked in every thread (before the
+// client's I/O thread exists) and read from a signalfd.
+sigset_t forwarded_signals() {
+  sigset_t set;
+  sigemptyset(&set);
+  for (int s : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGCHLD}) sigaddset(&set, s);
+  return set;
+}
+
+int status_to_exit(int status) {
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return 1;
+}
+
+int cmd_run(const Common& common, const RunOptions& o) {
+  const milliseconds ttl = *parse_duration(o.ttl);
+  const milliseconds grace = *parse_duration(o.grace);
+  const milliseconds wait = o.wait.empty() ? dlock::kForever : *parse_duration(o.wait);
+  if (ttl < 3ms) {
+    std::cerr << "dlock: --ttl must be at least 3ms\n";
+    return dlock::cli::kUsage;
+  }
+
+  int code = 0;
+  auto client = connect(common, code);
+  if (!client) return code;
+
+  dlock::LockOptions lo;
+  lo.watchdog_lease = ttl;
+  lo.renew_interval = ttl / 3;
+  auto lease = client->acquire(o.name, wait, lo);
+  if (!lease.ok()) {
+    if (lease.code() == dlock::Errc::busy || lease.code() == dlock::Errc::timeout) {
+      if (!common.quiet)
+        std::cerr << "dlock: '" << o.name << "' is held by another owner"
+                  << (wait.count() == 0 ? "" : " and was not released within --wait") << '\n';
+      return dlock::cli::kTempFail;
+    }
+    return fail(lease.status(), "cannot acquire '" + o.name + "'");
+  }
+  say(common, "acquired '" + o.name + "' (fence " + std::to_string(lease->fence()) + ")");
+  library_logs = true;
+
+  // Lost-lock notification into the poll loop.
+  int lost_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  std::stop_callback on_lost(lease->lost_token(), [lost_fd] {
+    std::uint64_t one = 1;
+    (void)!write(lost_fd, &one, sizeof one);
+  });
+
+  sigset_t sigs = forwarded_signals();
+  int sig_fd = signalfd(-1, &sigs, SFD_CLOEXEC | SFD_NONBLOCK);
+
+  // Environment and argv prepared before fork: only async-signal-safe calls
+  // between fork and exec.
+  setenv("DLOCK_NAME", o.name.c_str(), 1);
+  setenv("DLOCK_FENCE", std::to_string(lease->fence()).c_str(), 1);
+  std::vector<char*> argv;
+  for (const auto& a : o.command) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  int exec_errno_pipe[2];
+  if (pipe2(exec_errno_pipe, O_CLOEXEC) != 0) return dlock::cli::kSoftware;
+
+  pid_t child = fork();
+  if (child < 0) {
+    std::cerr << "dlock: fork failed: " << std::strerror(errno) << '\n';
+    return dlock::cli::kSoftware;
+  }
+  if (child == 0) {
+    // Its own process group: on a lost lock the whole command tree (a
+    // shell's background jobs too) is stopped, not just its first process.
+    setpgid(0, 0);
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, nullptr);
+    execvp(argv[0], argv.data());
+    int e = errno;
+    (void)!write(exec_errno_pipe[1], &e, sizeof e);
+    _exit(e == ENOENT ? 127 : 126);
+  }
+  setpgid(child, child);  // also here: no race with the first signal
+  close(exec_errno_pipe[1]);
+  int exec_errno = 0;
+  bool exec_failed = read(exec_errno_pipe[0], &exec_errno, sizeof exec_errno) == sizeof exec_errno;
+  close(exec_errno_pipe[0]);
+  if (exec_failed)
+    std::cerr << "dlock: cannot run '" << o.command[0] << "': " << std::strerror(exec_errno) << '\n';
+
+  using Clock = std::chrono::steady_clock;
+  constexpr Clock::time_point kNever = Clock::time_point::max();
+  bool lost = false;
+  Clock::time_point kill_at = kNever;
+  int child_status = 0;
+  for (;;) {
+    int timeout_ms = -1;
+    if (kill_at != kNever) {
+      auto left = std::chrono::duration_cast<milliseconds>(kill_at - Clock::now()).count();
+      timeout_ms = static_cast<int>(std::max<long long>(0, left));
+    }
+    pollfd fds[2] = {{sig_fd, POLLIN, 0}, {lost_fd, POLLIN, 0}};
+    int n = poll(fds, 2, timeout_ms);
+    if (n < 0 && errno != EINTR) break;
+    if (kill_at != kNever && Clock::now() >= kill_at) {
+      say(common, "CMD still running " + o.grace + " after SIGTERM: sending SIGKILL");
+      kill(-child, SIGKILL);
+      kill_at = kNever;
+    }
+    if (n > 0 && (fds[1].revents & POLLIN) && !lost) {
+      std::uint64_t v;
+      (void)!read(lost_fd, &v, sizeof v);
+      lost = true;
+      std::cerr << "dlock: lost the lock on '" << o.name << "' while CMD ran: sending it SIGTERM\n";
+      kill(-child, SIGTERM);
+      kill_at = Clock::now() + grace;
+    }
+    if (n > 0 && (fds[0].revents & POLLIN)) {
+      signalfd_siginfo si;
+      bool exited = false;
+      while (read(sig_fd, &si, sizeof si) == sizeof si) {
+        if (si.ssi_signo == SIGCHLD) {
+          if (waitpid(child, &child_status, WNOHANG) == child) exited = true;
+          continue;
+        }
+        // CMD is in its own group, so terminal signals reach it only
+        // through here.
+        kill(-child, static_cast<int>(si.ssi_signo));
+      }
+      if (exited) break;
+    }
+  }
+  close(sig_fd);
+
+  dlock::Status released = lease->release();
+  if (lost) return dlock::cli::kLockLost;
+  if (!released.ok()) {
+    std::cerr << "dlock: releasing '" << o.name << "' failed: " << released.to_string()
+              << " (it expires by its lease)\n";
+  } else {
+    say(common, "released '" + o.name + "'");
+  }
+  return status_to_exit(child_status);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Before any thread exists: every thread inherits the blocked set, so the
+  // signals reach only the signalfd of `dlock run`.
+  sigset_t sigs = forwarded_signals();
+  pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
+
+  CLI::App app{"dlock: distributed locks from the shell (Redis).", "dlock"};
+  app.require_subcommand(1);
+  app.footer(kExitCodesHelp);
+  Common common;
+  const char* env_url = std::getenv("DLOCK_URL");
+  common.url = env_url != nullptr && *env_url != '\0' ? env_url : "redis://127.0.0.1:6379";
+  auto add_common = [&](CLI::App* sub) {
+    sub->add_option("--url", common.url, "Lock server URL (default: $DLOCK_URL, else redis://127.0.0.1:6379)");
+    sub->add_flag("-q,--quiet", common.quiet, "Print only errors");
+    sub->footer(kExitCodesHelp);
+  };
+
+  RunOptions run;
+  auto* run_cmd = app.add_subcommand(
+      "run",
+      "Run CMD while holding the lock NAME; exit with CMD's status. CMD gets DLOCK_NAME and DLOCK_FENCE in its "
+      "environment and runs in its own process group: SIGINT, SIGTERM, SIGHUP and SIGQUIT to dlock are passed to "
+      "that group, and if the lock is lost the group gets SIGTERM, then SIGKILL after --grace.");
+  add_common(run_cmd);
+  run_cmd->add_option("--ttl", run.ttl, "Lease, renewed every ttl/3 while CMD runs (default 30s)")
+      ->check(DurationValidator());
+  run_cmd->add_option("--wait", run.wait, "How long to wait for the lock (default: forever; 0: try once)")
+      ->check(DurationValidator());
+  run_cmd->add_option("--grace", run.grace, "After losing the lock: SIGTERM, then SIGKILL after this (default 10s)")
+      ->check(DurationValidator());
+  run_cmd->add_option("name", run.name, "Lock name")->required();
+  run_cmd->add_option("command", run.command, "Command and arguments, after --")->required();
+
+  std::string status_name;
+  auto* status_cmd = app.add_subcommand("status", "Show whether NAME is held, its fence, lease and waiters");
+  add_common(status_cmd);
+  status_cmd->add_flag("--json", common.json, "One JSON object on stdout");
+  status_cmd->add_option("name", status_name, "Lock name")->required();
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::cerr << "dlock: " << e.what() << " (see dlock " << (run_cmd->parsed() ? "run " : "")
+              << (status_cmd->parsed() ? "status " : "") << "--help)\n";
+    return dlock::cli::kUsage;
+  }
+  try {
+    if (run_cmd->parsed()) return cmd_run(common, run);
+    return cmd_status(common, status_name);
+  } catch (const std::exception& e) {
+    std::cerr << "dlock: " << e.what() << '\n';
+    return dlock::cli::kSoftware;
+  }
+}
