@@ -1,0 +1,193 @@
+// inventory-service: seed 001's stock service. Each POST /buy/<variant>
+// decrements the stock of one product kept in Redis (GET, think, SET: a
+// read-modify-write that is only safe under mutual exclusion) and answers
+//   200 "left N"        bought
+//   409 "sold out"      no stock left
+//   423 "lock busy"     a fail-fast lock was held by someone else
+//   500 <message>       anything else
+//
+// Variants:
+//   nolock     no lock at all
+//   mutex      a std::mutex: excludes threads of this process only
+//   setnx      seed 001 v1: SETNX key; busy -> refuse; ...; DEL key
+//   dlock      dlock::Mutex, waiting for the lock (up to 10 s)
+//   dlock-try  dlock::Mutex::try_lock, refusing when busy
+//
+//   inventory-service --port P --redis-port R [--think-ms 2]
+#include <dlock/dlock.hpp>
+#include <hiredis/hiredis.h>
+
+#include <atomic>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <chrono>
+#include <cstring>
+#include <iostream>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+
+namespace asio = boost::asio;
+namespace http = boost::beast::http;
+using tcp = asio::ip::tcp;
+
+namespace {
+
+const std::string kStockKey = "ProductStock_10000";
+const std::string kLockName = "ProductStock_10000";  // for dlock
+const std::string kSetnxKey = "lock:ProductStock_10000";
+
+struct Config {
+  int port = 0;
+  int redis_port = 6379;
+  int think_ms = 2;
+};
+
+struct Reply {
+  http::status status;
+  std::string body;
+};
+
+// One plain Redis connection per HTTP connection (hiredis contexts are not
+// thread-safe); the data path of the service, not the lock.
+class Store {
+ public:
+  explicit Store(int port) {
+    ctx_ = redisConnect("127.0.0.1", port);
+    if (ctx_ == nullptr || ctx_->err) throw std::runtime_error("cannot connect to Redis");
+  }
+  ~Store() { redisFree(ctx_); }
+  Store(const Store&) = delete;
+  Store& operator=(const Store&) = delete;
+
+  std::optional<long long> get_stock() {
+    auto* r = command({"GET", kStockKey});
+    std::optional<long long> v;
+    if (r->type == REDIS_REPLY_STRING) v = std::stoll(std::string(r->str, r->len));
+    freeReplyObject(r);
+    return v;
+  }
+  void set_stock(long long v) { freeReplyObject(command({"SET", kStockKey, std::to_string(v)})); }
+  bool setnx() {
+    auto* r = command({"SETNX", kSetnxKey, "1"});
+    bool ok = r->type == REDIS_REPLY_INTEGER && r->integer == 1;
+    freeReplyObject(r);
+    return ok;
+  }
+  void del() { freeReplyObject(command({"DEL", kSetnxKey})); }
+
+ private:
+  redisReply* command(std::initializer_list<std::string> args) {
+    std::vector<const char*> argv;
+    std::vector<size_t> lens;
+    for (const auto& a : args) {
+      argv.push_back(a.data());
+      lens.push_back(a.size());
+    }
+    auto* r = static_cast<redisReply*>(redisCommandArgv(ctx_, static_cast<int>(argv.size()), argv.data(), lens.data()));
+    if (r == nullptr) throw std::runtime_error("Redis connection failed");
+    return r;
+  }
+  redisContext* ctx_;
+};
+
+std::mutex g_process_mutex;
+
+// The unprotected read-modify-write every variant wraps.
+Reply decrement(Store& store, int think_ms) {
+  auto stock = store.get_stock();
+  if (!stock) return {http::status::internal_server_error, "stock not initialised"};
+  if (*stock <= 0) return {http::status::conflict, "sold out"};
+  std::this_thread::sleep_for(std::chrono::milliseconds(think_ms));  // pricing, logging...
+  store.set_stock(*stock - 1);
+  return {http::status::ok, "left " + std::to_string(*stock - 1)};
+}
+
+Reply handle(const std::string& variant, Store& store, const dlock::Client& client, const Config& cfg) {
+  if (variant == "nolock") return decrement(store, cfg.think_ms);
+  if (variant == "mutex") {
+    std::lock_guard lk(g_process_mutex);
+    return decrement(store, cfg.think_ms);
+  }
+  if (variant == "setnx") {
+    if (!store.setnx()) return {http::status::locked, "lock busy"};
+    Reply r = decrement(store, cfg.think_ms);
+    store.del();
+    return r;
+  }
+  if (variant == "dlock" || variant == "dlock-try") {
+    dlock::Mutex m(client, kLockName);  // one owner per request
+    if (variant == "dlock") {
+      if (!m.try_lock_for(std::chrono::seconds(10))) return {http::status::locked, "lock busy"};
+    } else if (!m.try_lock()) {
+      return {http::status::locked, "lock busy"};
+    }
+    std::lock_guard lk(m, std::adopt_lock);
+    return decrement(store, cfg.think_ms);
+  }
+  return {http::status::not_found, "unknown variant '" + variant + "'"};
+}
+
+void serve(tcp::socket socket, const dlock::Client& client, const Config& cfg) {
+  try {
+    Store store(cfg.redis_port);
+    boost::beast::flat_buffer buffer;
+    for (;;) {
+      http::request<http::string_body> req;
+      boost::system::error_code ec;
+      http::read(socket, buffer, req, ec);
+      if (ec) return;  // closed
+      std::string target(req.target());
+      Reply reply{http::status::not_found, "use POST /buy/<variant>"};
+      if (req.method() == http::verb::post && target.rfind("/buy/", 0) == 0) {
+        try {
+          reply = handle(target.substr(5), store, client, cfg);
+        } catch (const std::exception& e) {
+          reply = {http::status::internal_server_error, e.what()};
+        }
+      }
+      http::response<http::string_body> res{reply.status, req.version()};
+      res.set(http::field::content_type, "text/plain");
+      res.keep_alive(req.keep_alive());
+      res.body() = reply.body;
+      res.prepare_payload();
+      http::write(socket, res, ec);
+      if (ec || !req.keep_alive()) return;
+    }
+  } catch (const std::exception& e) {
+    std::cerr << "inventory-service: " << e.what() << '\n';
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Config cfg;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    if (std::strcmp(argv[i], "--port") == 0) cfg.port = std::atoi(argv[i + 1]);
+    else if (std::strcmp(argv[i], "--redis-port") == 0) cfg.redis_port = std::atoi(argv[i + 1]);
+    else if (std::strcmp(argv[i], "--think-ms") == 0) cfg.think_ms = std::atoi(argv[i + 1]);
+    else {
+      std::cerr << "usage: inventory-service --port P --redis-port R [--think-ms N]\n";
+      return 64;
+    }
+  }
+  try {
+    dlock::ClientOptions opts;
+    auto client = dlock::Client::connect("redis://127.0.0.1:" + std::to_string(cfg.redis_port), opts);
+    asio::io_context io;
+    tcp::acceptor acceptor(io, {asio::ip::make_address("127.0.0.1"), static_cast<unsigned short>(cfg.port)});
+    std::cout << "listening " << acceptor.local_endpoint().port() << std::endl;
+    for (;;) {
+      tcp::socket s(io);
+      acceptor.accept(s);
+      std::thread([s = std::move(s), client, &cfg]() mutable { serve(std::move(s), client, cfg); }).detach();
+    }
+  } catch (const std::exception& e) {
+    std::cerr << "inventory-service: " << e.what() << '\n';
+    return 1;
+  }
+}
