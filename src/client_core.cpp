@@ -243,7 +243,7 @@ void ClientCore::hold_exec(const std::shared_ptr<Hold>& hold, std::function<void
   if (hold->op_busy) return;
   hold->op_busy = true;
   auto next = std::move(hold->ops.front());
-  hold->ops.pop_front();
+  hold->ops.erase(hold->ops.begin());
   next();
 }
 
@@ -255,7 +255,7 @@ void ClientCore::hold_op_done(const std::shared_ptr<Hold>& hold) {
   }
   hold->op_busy = true;
   auto next = std::move(hold->ops.front());
-  hold->ops.pop_front();
+  hold->ops.erase(hold->ops.begin());
   next();
 }
 

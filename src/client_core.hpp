@@ -13,7 +13,7 @@
 #include <boost/asio/steady_timer.hpp>
 
 #include <atomic>
-#include <deque>
+#include <vector>
 #include <functional>
 #include <list>
 #include <map>
@@ -46,7 +46,9 @@ struct Hold {
   RenewalScheduler::Id id = 0;
   unsigned users = 0;  // acquire calls in progress for this hold
   bool op_busy = false;
-  std::deque<std::function<void()>> ops;  // script calls, one at a time
+  // Script calls waiting their turn (a vector: an empty deque still
+  // allocates, and most holds never queue anything).
+  std::vector<std::function<void()>> ops;
   std::function<void(LossReason)> on_lost;
   milliseconds lease{0};
 };

@@ -16,6 +16,16 @@ void RenewalScheduler::add(Id id, time_point sent_at, milliseconds lease, millis
   e.renew = renew;
   e.valid_until = sent_at + lease - drift(lease);
   e.next_due = sent_at + interval;
+  if (renew) {
+    // Join the next tick of this interval's phase (never later than one
+    // interval from now): all leases of one interval share one batch.
+    auto [it, fresh] = phase_.try_emplace(interval, e.next_due);
+    if (!fresh) {
+      time_point& tick = it->second;
+      if (tick <= sent_at) tick += interval * ((sent_at - tick) / interval + 1);
+      e.next_due = std::min(e.next_due, tick);
+    }
+  }
   entries_[id] = e;
 }
 
@@ -25,9 +35,10 @@ std::vector<RenewalScheduler::Id> RenewalScheduler::take_due(time_point now) {
   std::vector<Id> due;
   for (auto& [id, e] : entries_) {
     if (!e.renew || e.in_flight) continue;
-    // Early by up to a quarter interval: renewing early is harmless and
-    // lets leases granted at different times share one round trip.
-    if (e.next_due <= now + e.interval / 4) {
+    // Early by up to half an interval: renewing early is harmless (the
+    // lease is several intervals long) and lets leases granted at different
+    // times share one round trip from the first tick on.
+    if (e.next_due <= now + e.interval / 2) {
       e.in_flight = true;
       due.push_back(id);
     }
@@ -43,6 +54,7 @@ void RenewalScheduler::renewed(Id id, time_point sent_at) {
   e.valid_until = std::max(e.valid_until, sent_at + e.lease - drift(e.lease));
   e.next_due = sent_at + e.interval;
   e.failing_since.reset();
+  phase_[e.interval] = e.next_due;
 }
 
 void RenewalScheduler::failed(Id id, time_point now) {

@@ -1,9 +1,10 @@
 // When to renew which leases, and when a lease must be given up as lost, as
 // an I/O-free state machine over an injected steady clock.
 //
-// One scheduler serves every lease of a client, so renewals batch: when one
-// lease is due, every lease due within a quarter of its interval goes in the
-// same round trip, and after that they stay aligned.
+// One scheduler serves every lease of a client, so renewals batch: a new
+// lease joins the next tick of its interval's phase (its first renewal may
+// come early, never late), and at a tick every lease due within half an
+// interval goes too. So all leases of one interval share one round trip.
 //
 // Validity: a grant or renewal sent at t makes the lease valid until
 // t + lease - drift (drift = lease/100 + 2 ms, for clock-rate differences
@@ -73,6 +74,7 @@ class RenewalScheduler {
   };
   static time_point loss_deadline(const Entry& e);
   std::map<Id, Entry> entries_;
+  std::map<milliseconds, time_point> phase_;  // next batch tick per interval
 };
 
 }  // namespace dlock::detail

@@ -5,9 +5,14 @@
 namespace dlock::redis {
 namespace {
 bool has(std::string_view message, std::string_view code) {
-  // Error codes stand at the start, or after "script: " text in Lua errors.
-  return message.starts_with(code) || message.find(std::string(" ") + std::string(code) + " ") != std::string_view::npos ||
-         message.find(std::string("-") + std::string(code)) != std::string_view::npos;
+  // Error codes stand at the start, or inside Lua error text after a space
+  // or a '-', followed by a space or the end.
+  for (auto pos = message.find(code); pos != std::string_view::npos; pos = message.find(code, pos + 1)) {
+    const bool starts = pos == 0 || message[pos - 1] == ' ' || message[pos - 1] == '-';
+    const auto end = pos + code.size();
+    if (starts && (end == message.size() || message[end] == ' ')) return true;
+  }
+  return false;
 }
 }  // namespace
 

@@ -18,24 +18,35 @@ TEST(RenewalScheduler, ValidityCountsFromTheSendTimeMinusDrift) {
   EXPECT_EQ(s.next_wakeup(), t0 + 10000ms);
 }
 
-TEST(RenewalScheduler, LeasesDueTogetherShareOneBatchAndStayAligned) {
+TEST(RenewalScheduler, LeasesOfDifferentIntervalsShareATickWhenCloseEnough) {
   RenewalScheduler s;
-  s.add(1, t0, 30000ms, 10000ms, true);
-  s.add(2, t0 + 1500ms, 30000ms, 10000ms, true);  // within a quarter interval
-  s.add(3, t0 + 6000ms, 30000ms, 10000ms, true);  // not yet
-  EXPECT_TRUE(s.take_due(t0 + 7000ms).empty());
-  EXPECT_EQ(s.next_wakeup(), t0 + 10000ms);
-  auto due = s.take_due(t0 + 10000ms);
-  EXPECT_EQ(due, (std::vector<RenewalScheduler::Id>{1, 2}));
-  EXPECT_TRUE(s.take_due(t0 + 10000ms).empty()) << "in flight entries are not sent twice";
-  s.renewed(1, t0 + 10000ms);
-  s.renewed(2, t0 + 10000ms);
-  EXPECT_EQ(s.valid_until(2), t0 + 10000ms + 30000ms - 302ms);
-  // Entry 3 (due at 16 s) goes alone: 1 and 2 are not due within a quarter
-  // interval of it.
-  EXPECT_EQ(s.take_due(t0 + 16000ms), (std::vector<RenewalScheduler::Id>{3}));
-  s.renewed(3, t0 + 16000ms);
-  EXPECT_EQ(s.take_due(t0 + 20000ms), (std::vector<RenewalScheduler::Id>{1, 2}));
+  s.add(1, t0, 30000ms, 10000ms, true);  // due at 10 s
+  s.add(2, t0, 24000ms, 8000ms, true);   // due at 8 s
+  s.add(3, t0, 60000ms, 20000ms, true);  // due at 20 s
+  EXPECT_TRUE(s.take_due(t0 + 3000ms).empty());
+  EXPECT_EQ(s.next_wakeup(), t0 + 8000ms);
+  // At 8 s, lease 1 (due at 10 s, within half its interval) comes along.
+  EXPECT_EQ(s.take_due(t0 + 8000ms), (std::vector<RenewalScheduler::Id>{1, 2}));
+  EXPECT_TRUE(s.take_due(t0 + 8000ms).empty()) << "in flight entries are not sent twice";
+  s.renewed(1, t0 + 8000ms);
+  s.renewed(2, t0 + 8000ms);
+  EXPECT_EQ(s.valid_until(1), t0 + 8000ms + 30000ms - 302ms);
+  EXPECT_EQ(s.next_wakeup(), t0 + 16000ms);
+  // At 16 s lease 2 is due and 1 (due at 18 s) comes along; 3 (20 s) too.
+  EXPECT_EQ(s.take_due(t0 + 16000ms), (std::vector<RenewalScheduler::Id>{1, 2, 3}));
+}
+
+TEST(RenewalScheduler, LeasesGrantedOverAWholeIntervalJoinOnePhase) {
+  RenewalScheduler s;
+  for (RenewalScheduler::Id id = 1; id <= 100; ++id)
+    s.add(id, t0 + std::chrono::milliseconds(90 * id), 30000ms, 10000ms, true);  // spread over 9 s
+  auto due = s.take_due(t0 + 90ms + 10000ms);  // the first lease's tick
+  EXPECT_EQ(due.size(), 100u) << "every lease joins the first lease's tick";
+  for (auto id : due) s.renewed(id, t0 + 10090ms);
+  EXPECT_EQ(s.take_due(t0 + 20090ms).size(), 100u);
+  // A lease granted later still joins the phase.
+  s.add(500, t0 + 21000ms, 30000ms, 10000ms, true);
+  EXPECT_EQ(s.next_wakeup(), t0 + 30090ms);
 }
 
 TEST(RenewalScheduler, FailingRenewalsAreRetriedAndLostAfterOneInterval) {
