@@ -1,0 +1,443 @@
+// dlock-bench: end-to-end workloads against a real Redis, one per run,
+// writing one JSON result (and, for W3, raw critical-section events that the
+// report script analyses the same way for every library).
+//
+//   W1  one client, sequential acquire+release (--keys distinct|same)
+//   W2  one process, --tasks asynchronous tasks on distinct keys, one Client
+//   W3  --procs processes, one key, critical section = GET/SET counter
+//   W4  --locks leases held under the watchdog for 3 renewal periods:
+//       renewal round trips per period (INFO commandstats) and client CPU
+//   W6  memory per held lock: client RSS and Redis used_memory
+//
+// The lock calls use only the public API; the protected resource and the
+// server statistics go through a plain hiredis connection.
+#include <dlock/dlock.hpp>
+#include <hiredis/hiredis.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <future>
+#include <memory>
+#include <iostream>
+#include <map>
+#include <mutex>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using namespace std::chrono_literals;
+
+struct Args {
+  std::string url = "redis://127.0.0.1:6379";
+  std::string workload = "W1";
+  std::string keys = "distinct";
+  double seconds = 5;
+  int procs = 8;
+  int tasks = 64;
+  int locks = 10000;
+  int renew_ms = 10000;
+  std::string out;
+  std::string events;
+};
+
+long long mono_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);  // shared by every process on the host
+  return static_cast<long long>(ts.tv_sec) * 1'000'000'000LL + ts.tv_nsec;
+}
+
+int port_of(const std::string& url) {
+  auto colon = url.rfind(':');
+  return std::stoi(url.substr(colon + 1));
+}
+
+// The application's own Redis access (data and statistics), not the lock.
+class Plain {
+ public:
+  explicit Plain(int port) : ctx_(redisConnect("127.0.0.1", port)) {
+    if (ctx_ == nullptr || ctx_->err) throw std::runtime_error("cannot connect to Redis on port " + std::to_string(port));
+  }
+  ~Plain() { redisFree(ctx_); }
+  std::string cmd(const std::vector<std::string>& args) {
+    std::vector<const char*> argv;
+    std::vector<size_t> lens;
+    for (const auto& a : args) {
+      argv.push_back(a.data());
+      lens.push_back(a.size());
+    }
+    auto* r = static_cast<redisReply*>(redisCommandArgv(ctx_, static_cast<int>(args.size()), argv.data(), lens.data()));
+    if (r == nullptr) throw std::runtime_error("Redis connection failed");
+    std::string out = r->type == REDIS_REPLY_INTEGER ? std::to_string(r->integer)
+                      : r->str != nullptr            ? std::string(r->str, r->len)
+                                                     : std::string();
+    freeReplyObject(r);
+    return out;
+  }
+  // One field of INFO <section>.
+  std::string info(const std::string& section, const std::string& field) {
+    std::istringstream in(cmd({"INFO", section}));
+    std::string line;
+    while (std::getline(in, line)) {
+      if (!line.empty() && line.back() == '\r') line.pop_back();
+      if (line.rfind(field + ":", 0) == 0) return line.substr(field.size() + 1);
+    }
+    return {};
+  }
+  // Calls of a command so far (INFO commandstats "calls=").
+  long long calls(const std::string& command) {
+    std::string v = info("commandstats", "cmdstat_" + command);
+    auto p = v.find("calls=");
+    return p == std::string::npos ? 0 : std::stoll(v.substr(p + 6));
+  }
+
+ private:
+  redisContext* ctx_;
+};
+
+double percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  auto i = static_cast<std::size_t>(p * static_cast<double>(v.size() - 1) + 0.5);
+  return v[std::min(i, v.size() - 1)];
+}
+
+std::string json_kv(const std::map<std::string, std::string>& kv) {
+  std::string out = "{";
+  for (const auto& [k, v] : kv) {
+    if (out.size() > 1) out += ", ";
+    out += "\"" + k + "\": " + v;
+  }
+  return out + "}";
+}
+std::string q(const std::string& s) { return "\"" + s + "\""; }
+std::string num(double v) {
+  std::ostringstream o;
+  o.precision(10);
+  o << v;
+  return o.str();
+}
+
+dlock::Client connect(const Args& a) {
+  dlock::ClientOptions o;
+  o.command_timeout = 5000ms;
+  return dlock::Client::connect(a.url, o);
+}
+
+std::map<std::string, std::string> base(const Args& a) {
+  return {{"library", q("dlock")}, {"settings", q("default")}, {"workload", q(a.workload)},
+          {"version", q(DLOCK_VERSION_STRING)}};
+}
+
+// Sequential pairs on one client.
+std::map<std::string, std::string> w1(const Args& a) {
+  auto client = connect(a);
+  std::vector<double> lat_us;
+  lat_us.reserve(200000);
+  const auto end = Clock::now() + std::chrono::duration<double>(a.seconds);
+  const auto start = Clock::now();
+  long long i = 0;
+  while (Clock::now() < end) {
+    std::string name = a.keys == "same" ? std::string("bench:w1:same") : "bench:w1:" + std::to_string(i);
+    auto t0 = Clock::now();
+    auto lease = client.try_acquire(name);
+    if (!lease.ok()) throw dlock::Error(lease.status());
+    if (auto s = lease->release(); !s.ok()) throw dlock::Error(s);
+    lat_us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
+    ++i;
+  }
+  double secs = std::chrono::duration<double>(Clock::now() - start).count();
+  auto r = base(a);
+  r["keys"] = q(a.keys);
+  r["pairs"] = std::to_string(i);
+  r["seconds"] = num(secs);
+  r["pairs_per_s"] = num(static_cast<double>(i) / secs);
+  r["p50_us"] = num(percentile(lat_us, 0.50));
+  r["p99_us"] = num(percentile(lat_us, 0.99));
+  return r;
+}
+
+// --tasks concurrent tasks on one client, distinct keys: throughput through
+// the pipeline. Each task is a chain of asynchronous calls (acquire, then
+// release, then the next acquire), so 64 tasks need no 64 threads.
+struct W2Task : std::enable_shared_from_this<W2Task> {
+  dlock::Client* client;
+  int id;
+  Clock::time_point end;
+  long long done = 0;
+  std::vector<double> lat_us;
+  std::promise<void>* finished;
+  void next() {
+    if (Clock::now() >= end) {
+      finished->set_value();
+      return;
+    }
+    auto self = shared_from_this();
+    auto t0 = Clock::now();
+    client->async_acquire("bench:w2:" + std::to_string(id) + ":" + std::to_string(done), std::chrono::milliseconds(0),
+                          {}, [self, t0](dlock::Result<dlock::Lease> r) {
+                            if (!r.ok()) throw dlock::Error(r.status());
+                            self->client->async_release(std::move(r.value()), [self, t0](dlock::Status s) {
+                              if (!s.ok()) throw dlock::Error(s);
+                              self->lat_us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
+                              ++self->done;
+                              self->next();
+                            });
+                          });
+  }
+};
+
+std::map<std::string, std::string> w2(const Args& a) {
+  auto client = connect(a);
+  const auto start = Clock::now();
+  std::vector<std::shared_ptr<W2Task>> tasks;
+  std::vector<std::promise<void>> finished(a.tasks);
+  for (int t = 0; t < a.tasks; ++t) {
+    auto task = std::make_shared<W2Task>();
+    task->client = &client;
+    task->id = t;
+    task->end = start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(a.seconds));
+    task->finished = &finished[t];
+    tasks.push_back(task);
+  }
+  for (auto& t : tasks) t->next();
+  for (auto& f : finished) f.get_future().wait();
+  double secs = std::chrono::duration<double>(Clock::now() - start).count();
+  long long pairs = 0;
+  std::vector<double> all;
+  for (auto& t : tasks) {
+    pairs += t->done;
+    all.insert(all.end(), t->lat_us.begin(), t->lat_us.end());
+  }
+  auto r = base(a);
+  r["tasks"] = std::to_string(a.tasks);
+  r["pairs"] = std::to_string(pairs);
+  r["seconds"] = num(secs);
+  r["pairs_per_s"] = num(static_cast<double>(pairs) / secs);
+  r["p50_us"] = num(percentile(all, 0.50));
+  r["p99_us"] = num(percentile(all, 0.99));
+  return r;
+}
+
+// Contended: processes forked before any client exists; each has its own.
+std::map<std::string, std::string> w3(const Args& a, bool with_lock) {
+  const int port = port_of(a.url);
+  const std::string counter = "bench:w3:ctr";
+  {
+    Plain p(port);
+    p.cmd({"DEL", counter});
+  }
+  std::vector<pid_t> kids;
+  for (int k = 0; k < a.procs; ++k) {
+    pid_t pid = fork();
+    if (pid == 0) {
+      int rc = 0;
+      try {
+        auto client = connect(a);
+        Plain data(port);
+        dlock::Mutex m(client, "bench:w3");
+        std::ofstream ev(a.events + "." + std::to_string(k));
+        const auto end = Clock::now() + std::chrono::duration<double>(a.seconds);
+        while (Clock::now() < end) {
+          long long acq_call = mono_ns();
+          if (with_lock) m.lock();
+          long long acq_ret = mono_ns();
+          std::string v = data.cmd({"GET", counter});
+          data.cmd({"SET", counter, std::to_string((v.empty() ? 0 : std::stoll(v)) + 1)});
+          long long rel_call = mono_ns();
+          if (with_lock) m.unlock();
+          long long rel_ret = mono_ns();
+          ev << "{\"pid\": " << getpid() << ", \"acq_call\": " << acq_call << ", \"acq_ret\": " << acq_ret
+             << ", \"rel_call\": " << rel_call << ", \"rel_ret\": " << rel_ret << "}\n";
+        }
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "dlock-bench W3 worker: %s\n", e.what());
+        rc = 1;
+      }
+      std::fflush(nullptr);
+      _exit(rc);
+    }
+    kids.push_back(pid);
+  }
+  int failures = 0;
+  for (pid_t k : kids) {
+    int st = 0;
+    waitpid(k, &st, 0);
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) ++failures;
+  }
+  // Merge the per-process event files.
+  long long cs = 0;
+  {
+    std::ofstream merged(a.events);
+    for (int k = 0; k < a.procs; ++k) {
+      std::string part = a.events + "." + std::to_string(k);
+      std::ifstream in(part);
+      std::string line;
+      while (std::getline(in, line)) {
+        merged << line << '\n';
+        ++cs;
+      }
+      std::remove(part.c_str());
+    }
+  }
+  Plain p(port);
+  std::string v = p.cmd({"GET", counter});
+  long long final_value = v.empty() ? 0 : std::stoll(v);
+  auto r = base(a);
+  r["procs"] = std::to_string(a.procs);
+  r["seconds"] = num(a.seconds);
+  r["critical_sections"] = std::to_string(cs);
+  r["acquire_failures"] = "0";
+  r["worker_failures"] = std::to_string(failures);
+  r["counter"] = std::to_string(final_value);
+  r["counter_ok"] = final_value == cs ? "true" : "false";
+  r["events"] = q(a.events);
+  return r;
+}
+
+double cpu_seconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+         static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
+}
+
+long long rss_bytes() {
+  std::ifstream in("/proc/self/statm");
+  long long pages = 0, resident = 0;
+  in >> pages >> resident;
+  return resident * sysconf(_SC_PAGESIZE);
+}
+
+std::vector<dlock::Lease> hold_many(dlock::Client& client, int n, const dlock::LockOptions& o, const std::string& tag) {
+  std::vector<dlock::Lease> leases;
+  leases.reserve(static_cast<std::size_t>(n));
+  // Acquire concurrently through the pipeline: a few threads suffice.
+  std::mutex mu;
+  std::vector<std::thread> ts;
+  constexpr int kThreads = 16;
+  for (int t = 0; t < kThreads; ++t) {
+    ts.emplace_back([&, t] {
+      for (int i = t; i < n; i += kThreads) {
+        auto l = client.try_acquire("bench:" + tag + ":" + std::to_string(i), o);
+        if (!l.ok()) throw dlock::Error(l.status());
+        std::lock_guard lk(mu);
+        leases.push_back(std::move(l.value()));
+      }
+    });
+  }
+  for (auto& th : ts) th.join();
+  return leases;
+}
+
+// Renewal cost: round trips per period and client CPU while idle-holding.
+std::map<std::string, std::string> w4(const Args& a) {
+  auto client = connect(a);
+  Plain stats(port_of(a.url));
+  dlock::LockOptions o;
+  o.renew_interval = std::chrono::milliseconds(a.renew_ms);
+  o.watchdog_lease = o.renew_interval * 3;
+  auto leases = hold_many(client, a.locks, o, "w4");
+  // Window: from just after one renewal tick to half a period after the
+  // third next one, so it holds exactly three ticks.
+  const auto period = std::chrono::milliseconds(a.renew_ms);
+  auto trips_before = client.stats().renewal_round_trips;
+  const auto give_up = Clock::now() + 3 * period;
+  while (client.stats().renewal_round_trips == trips_before && Clock::now() < give_up)
+    std::this_thread::sleep_for(1ms);
+  std::this_thread::sleep_for(period / 4);  // let that tick's batch finish
+  long long evalsha0 = stats.calls("evalsha"), eval0 = stats.calls("eval");
+  auto trips0 = client.stats().renewal_round_trips;
+  double cpu0 = cpu_seconds();
+  auto t0 = Clock::now();
+  std::this_thread::sleep_for(3 * period);
+  double wall = std::chrono::duration<double>(Clock::now() - t0).count();
+  double cpu = cpu_seconds() - cpu0;
+  long long calls = stats.calls("evalsha") - evalsha0 + stats.calls("eval") - eval0;
+  auto trips = client.stats().renewal_round_trips - trips0;
+  bool all_held = client.stats().leases_lost == 0;
+  auto r = base(a);
+  r["locks"] = std::to_string(a.locks);
+  r["renew_interval_ms"] = std::to_string(a.renew_ms);
+  r["periods"] = "3";
+  r["server_script_calls"] = std::to_string(calls);
+  r["round_trips_per_period"] = num(static_cast<double>(calls) / 3.0);
+  r["client_renewal_round_trips"] = std::to_string(trips);
+  r["client_cpu_percent"] = num(100.0 * cpu / wall);
+  r["all_still_held"] = all_held ? "true" : "false";
+  return r;
+}
+
+// Memory per held lock, client and server.
+std::map<std::string, std::string> w6(const Args& a) {
+  auto client = connect(a);
+  Plain stats(port_of(a.url));
+  stats.cmd({"FLUSHALL"});
+  // Warm up allocator and connection buffers first.
+  { auto warm = hold_many(client, 100, {}, "w6warm"); }
+  long long used0 = std::stoll(stats.info("memory", "used_memory"));
+  long long rss0 = rss_bytes();
+  auto leases = hold_many(client, a.locks, {}, "w6");
+  long long rss1 = rss_bytes();
+  long long used1 = std::stoll(stats.info("memory", "used_memory"));
+  auto r = base(a);
+  r["locks"] = std::to_string(a.locks);
+  r["client_bytes_per_lock"] = num(static_cast<double>(rss1 - rss0) / a.locks);
+  r["redis_bytes_per_lock"] = num(static_cast<double>(used1 - used0) / a.locks);
+  r["note"] = q("client: RSS delta; redis: used_memory delta (lock hash + fence counter key per name)");
+  return r;
+}
+
+int usage() {
+  std::cerr << "usage: dlock-bench --url URL --workload W1|W2|W3|W3-nolock|W4|W6 [--keys distinct|same]\n"
+               "                   [--seconds S] [--procs N] [--tasks N] [--locks N] [--renew-ms MS]\n"
+               "                   --out FILE [--events FILE]\n";
+  return 64;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    std::string k = argv[i], v = argv[i + 1];
+    if (k == "--url") a.url = v;
+    else if (k == "--workload") a.workload = v;
+    else if (k == "--keys") a.keys = v;
+    else if (k == "--seconds") a.seconds = std::stod(v);
+    else if (k == "--procs") a.procs = std::stoi(v);
+    else if (k == "--tasks") a.tasks = std::stoi(v);
+    else if (k == "--locks") a.locks = std::stoi(v);
+    else if (k == "--renew-ms") a.renew_ms = std::stoi(v);
+    else if (k == "--out") a.out = v;
+    else if (k == "--events") a.events = v;
+    else return usage();
+  }
+  if (a.out.empty() || (a.workload.rfind("W3", 0) == 0 && a.events.empty())) return usage();
+  try {
+    std::map<std::string, std::string> r;
+    if (a.workload == "W1") r = w1(a);
+    else if (a.workload == "W2") r = w2(a);
+    else if (a.workload == "W3") r = w3(a, true);
+    else if (a.workload == "W3-nolock") r = w3(a, false);
+    else if (a.workload == "W4") r = w4(a);
+    else if (a.workload == "W6") r = w6(a);
+    else return usage();
+    std::ofstream(a.out) << json_kv(r) << '\n';
+    std::cout << json_kv(r) << '\n';
+    return 0;
+  } catch (const std::exception& e) {
+    std::cerr << "dlock-bench: " << e.what() << '\n';
+    return 1;
+  }
+}
