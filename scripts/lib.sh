@@ -134,3 +134,56 @@ build_dir() {
 free_port() {
   python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
 }
+
+# start_private_redis DIR: starts redis-server as a background child of this
+# shell (not daemonized) on a free 127.0.0.1 port, files in DIR, no
+# persistence; sets REDIS_PID and REDIS_PORT once it answers PING. Retries on
+# another port if one was taken meanwhile. Extra arguments go to redis-server.
+REDIS_PID=""
+REDIS_PORT=""
+start_private_redis() {
+  local dir="$1" attempt port i
+  shift
+  for attempt in 1 2 3 4 5; do
+    port="$(free_port)"
+    : >"$dir/redis.log"
+    redis-server --port "$port" --bind 127.0.0.1 --dir "$dir" --logfile "$dir/redis.log" \
+      --save '' --appendonly no --daemonize no "$@" >"$dir/redis.out" 2>&1 &
+    REDIS_PID=$!
+    for ((i = 0; i < 200; i++)); do
+      if ! pid_alive "$REDIS_PID"; then
+        wait "$REDIS_PID" 2>/dev/null || true
+        REDIS_PID=""
+        break
+      fi
+      if [[ "$(timeout 1 redis-cli -h 127.0.0.1 -p "$port" ping 2>/dev/null)" == PONG ]]; then
+        REDIS_PORT="$port"
+        log "redis-server $REDIS_PID on 127.0.0.1:$port"
+        return 0
+      fi
+      sleep 0.05
+    done
+    if [[ -n $REDIS_PID ]] || ! grep -qs 'Address already in use' "$dir/redis.log" "$dir/redis.out"; then
+      tail -n 20 "$dir/redis.log" "$dir/redis.out" >&2 || true
+      stop_private_redis
+      return 1
+    fi
+    log "port $port was taken (attempt $attempt), trying another"
+  done
+  return 1
+}
+
+# stop_private_redis: stops the server start_private_redis started (SIGTERM,
+# then SIGKILL after 5 s) and reaps it. No-op if none is running.
+stop_private_redis() {
+  [[ -n $REDIS_PID ]] || return 0
+  kill -TERM "$REDIS_PID" 2>/dev/null || true
+  local i
+  for ((i = 0; i < 100; i++)); do
+    pid_alive "$REDIS_PID" || break
+    sleep 0.05
+  done
+  if pid_alive "$REDIS_PID"; then kill -KILL "$REDIS_PID" 2>/dev/null || true; fi
+  wait "$REDIS_PID" 2>/dev/null || true
+  REDIS_PID=""
+}

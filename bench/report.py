@@ -1,0 +1,405 @@
+#!/usr/bin/env python3
+"""Turns one benchmark run (a folder of raw results) into a JSON record,
+BENCHMARKS.md and SVG charts.
+
+Every library's W3 events go through the same analysis here, so hand-off
+figures are comparable. Statistics: per rep first, then the median across
+reps, with the min-max of throughput. Standard library only.
+
+    report.py --run DIR --json OUT.json --markdown BENCHMARKS.md --charts DIR
+"""
+import argparse
+import csv
+import glob
+import json
+import math
+import os
+import statistics
+from collections import defaultdict
+
+
+def pct(values, p):
+    """Nearest-rank percentile (same method as the peer programs)."""
+    if not values:
+        return None
+    v = sorted(values)
+    return v[max(1, math.ceil(p / 100.0 * len(v))) - 1]
+
+
+def med(values):
+    values = [v for v in values if v is not None]
+    return statistics.median(values) if values else None
+
+
+def analyse_w3(events_path):
+    """Hand-off, fairness and exclusion figures from raw critical sections."""
+    evs = []
+    with open(events_path) as f:
+        for line in f:
+            line = line.strip()
+            if line:
+                evs.append(json.loads(line))
+    evs.sort(key=lambda e: e["acq_ret"])
+    handoff, change, waits = [], [], []
+    same = 0
+    for prev, cur in zip(evs, evs[1:]):
+        h = (cur["acq_ret"] - prev["rel_call"]) / 1000.0
+        handoff.append(h)
+        if cur["pid"] == prev["pid"]:
+            same += 1
+        else:
+            change.append(h)
+    for e in evs:
+        waits.append((e["acq_ret"] - e["acq_call"]) / 1000.0)
+    # Overlapping holds of different processes: sweep by start, keep the
+    # latest end seen so far and its owner.
+    overlaps = 0
+    end, owner = -1, None
+    for e in evs:
+        if e["acq_ret"] < end and e["pid"] != owner:
+            overlaps += 1
+        if e["rel_call"] > end:
+            end, owner = e["rel_call"], e["pid"]
+    per_proc = defaultdict(int)
+    for e in evs:
+        per_proc[e["pid"]] += 1
+    return {
+        "handoff_p50_us": pct(handoff, 50), "handoff_p99_us": pct(handoff, 99),
+        "change_p50_us": pct(change, 50), "change_p99_us": pct(change, 99), "changes": len(change),
+        "same_holder_fraction": same / max(1, len(evs) - 1),
+        "wait_p50_us": pct(waits, 50), "wait_p99_us": pct(waits, 99),
+        "wait_max_ms": (max(waits) / 1000.0) if waits else None,
+        "overlaps": overlaps,
+        "cs_per_proc_min": min(per_proc.values()) if per_proc else 0,
+        "cs_per_proc_max": max(per_proc.values()) if per_proc else 0,
+        "change_samples": change,
+    }
+
+
+def load_ceiling(run):
+    """redis-benchmark --csv files named ceiling__<config>__<command>__r<rep>.csv."""
+    out = defaultdict(list)
+    for path in sorted(glob.glob(os.path.join(run, "ceiling__*.csv"))):
+        _, config, command, _rep = os.path.basename(path)[:-4].split("__")
+        with open(path) as f:
+            for row in csv.DictReader(f):
+                out[(config, command)].append({
+                    "rps": float(row["rps"]), "p50_ms": float(row["p50_latency_ms"]),
+                    "p99_ms": float(row["p99_latency_ms"])})
+    return out
+
+
+def key_of(r):
+    return (r["library"], r.get("settings", "default"), r["workload"], r.get("keys", ""))
+
+
+def fmt(v, digits=0):
+    if v is None:
+        return "–"
+    if isinstance(v, float) and digits == 0:
+        return f"{v:,.0f}"
+    return f"{v:,.{digits}f}"
+
+
+def rate_cell(values):
+    m = med(values)
+    return f"{fmt(m)} ({fmt(min(values))}–{fmt(max(values))})" if values else "–"
+
+
+def label(lib, settings):
+    names = {"dlock": "dlock", "redis-py": "redis-py Lock", "node-redlock": "npm redlock v5"}
+    return names.get(lib, lib) + ("" if settings == "default" or lib == "dlock" else f" ({settings})")
+
+
+# ---- charts ---------------------------------------------------------------
+
+COLORS = ["#1565c0", "#c62828", "#ef6c00", "#2e7d32", "#6a1b9a", "#00838f", "#5d4037"]
+
+
+def cdf_svg(series, path, title):
+    """series: [(label, samples_us)] -> hand-off CDF, log-scaled x."""
+    w, h, l, t, r, b = 760, 400, 60, 40, 200, 50
+    lo, hi = 1.0, 1.0
+    for _, s in series:
+        if s:
+            lo, hi = min(lo, max(1.0, min(s))), max(hi, max(s))
+    hi = max(hi, lo * 10)
+    lx = lambda v: l + (math.log10(max(v, lo)) - math.log10(lo)) / (math.log10(hi) - math.log10(lo)) * (w - l - r)
+    ly = lambda q: t + (1 - q) * (h - t - b)
+    out = [f"<svg xmlns='http://www.w3.org/2000/svg' width='{w}' height='{h}' font-family='sans-serif' font-size='12'>",
+           "<rect width='100%' height='100%' fill='white'/>",
+           f"<text x='{l}' y='22' font-size='15' font-weight='bold'>{title}</text>"]
+    decade = 10 ** math.floor(math.log10(lo))
+    while decade <= hi:
+        if decade >= lo:
+            x = lx(decade)
+            out.append(f"<line x1='{x:.1f}' y1='{t}' x2='{x:.1f}' y2='{h - b}' stroke='#ddd'/>")
+            lab = f"{decade:g} µs" if decade < 1000 else f"{decade / 1000:g} ms"
+            out.append(f"<text x='{x:.1f}' y='{h - b + 16}' text-anchor='middle'>{lab}</text>")
+        decade *= 10
+    for q in (0, 0.5, 0.9, 0.99, 1):
+        y = ly(q)
+        out.append(f"<line x1='{l}' y1='{y:.1f}' x2='{w - r}' y2='{y:.1f}' stroke='#eee'/>")
+        out.append(f"<text x='{l - 6}' y='{y + 4:.1f}' text-anchor='end'>{q:g}</text>")
+    for i, (name, s) in enumerate(series):
+        if not s:
+            continue
+        s = sorted(s)
+        step = max(1, len(s) // 400)
+        pts = [(lx(s[k]), ly((k + 1) / len(s))) for k in range(0, len(s), step)] + [(lx(s[-1]), ly(1))]
+        c = COLORS[i % len(COLORS)]
+        out.append("<polyline fill='none' stroke-width='2' stroke='%s' points='%s'/>"
+                   % (c, " ".join(f"{x:.1f},{y:.1f}" for x, y in pts)))
+        out.append(f"<rect x='{w - r + 15}' y='{t + 18 * i}' width='12' height='12' fill='{c}'/>")
+        out.append(f"<text x='{w - r + 32}' y='{t + 18 * i + 10}'>{name} (n={len(s)})</text>")
+    out.append(f"<text x='{(l + w - r) / 2}' y='{h - 10}' text-anchor='middle'>holder-change hand-off "
+               "(release call → next holder's acquire return)</text>")
+    out.append("</svg>")
+    with open(path, "w") as f:
+        f.write("\n".join(out))
+
+
+def bars_svg(rows, path, title, unit):
+    """rows: [(label, value)] horizontal bars."""
+    w, l, bh = 760, 260, 22
+    h = 50 + len(rows) * (bh + 8) + 20
+    top = max([v for _, v in rows if v] + [1])
+    out = [f"<svg xmlns='http://www.w3.org/2000/svg' width='{w}' height='{h}' font-family='sans-serif' font-size='12'>",
+           "<rect width='100%' height='100%' fill='white'/>",
+           f"<text x='10' y='22' font-size='15' font-weight='bold'>{title}</text>"]
+    for i, (name, v) in enumerate(rows):
+        y = 40 + i * (bh + 8)
+        bw = (w - l - 120) * (v or 0) / top
+        c = "#1565c0" if name.startswith("dlock") else "#9e9e9e" if not name.startswith("ceiling") else "#2e7d32"
+        out.append(f"<text x='10' y='{y + 15}'>{name}</text>")
+        out.append(f"<rect x='{l}' y='{y}' width='{bw:.1f}' height='{bh}' fill='{c}'/>")
+        out.append(f"<text x='{l + bw + 6:.1f}' y='{y + 15}'>{fmt(v)} {unit}</text>")
+    out.append("</svg>")
+    with open(path, "w") as f:
+        f.write("\n".join(out))
+
+
+# ---- report ---------------------------------------------------------------
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--run", required=True)
+    ap.add_argument("--json", required=True)
+    ap.add_argument("--markdown", required=True)
+    ap.add_argument("--charts", required=True)
+    args = ap.parse_args()
+
+    meta = json.load(open(os.path.join(args.run, "meta.json")))
+    groups = defaultdict(list)
+    for path in sorted(glob.glob(os.path.join(args.run, "r__*.json"))):
+        r = json.load(open(path))
+        if r["workload"].startswith("W3") and r.get("events"):
+            ev = r["events"] if os.path.isabs(r["events"]) else os.path.join(args.run, r["events"])
+            r.update(analyse_w3(ev))
+            if "cs_per_s" not in r:
+                r["cs_per_s"] = r["critical_sections"] / float(r.get("elapsed_s", r["seconds"]))
+        groups[key_of(r)].append(r)
+    ceiling = load_ceiling(args.run)
+    micro = []
+    micro_path = os.path.join(args.run, "micro.json")
+    if os.path.exists(micro_path):
+        micro = json.load(open(micro_path)).get("benchmarks", [])
+
+    def g(lib, settings, workload, keys=""):
+        return groups.get((lib, settings, workload, keys), [])
+
+    def med_of(rs, field):
+        return med([r.get(field) for r in rs])
+
+    # Derived ceilings: acquire + release sequentially, two round trips.
+    def crate(config, command):
+        return med([x["rps"] for x in ceiling.get((config, command), [])])
+
+    def pair_ceiling(config):
+        a, rl = crate(config, "acquire"), crate(config, "release")
+        return 1.0 / (1.0 / a + 1.0 / rl) if a and rl else None
+
+    c1_pair, c50_pair = pair_ceiling("c1"), pair_ceiling("c50")
+    peers = [("redis-py", "default"), ("redis-py", "tuned"), ("node-redlock", "default"), ("node-redlock", "tuned")]
+    libs = [("dlock", "default")] + peers
+    md = []
+    md.append("# Benchmarks\n")
+    md.append("Generated by `./scripts/bench` from one run: dlock, the Redis round-trip ceiling and the peer "
+              "libraries measured side by side against the same `redis-server`. Figures are medians across "
+              "reps (min–max of throughput in brackets); latency percentiles are computed per rep, then the "
+              "median is taken. Compare ratios within this file, never absolute numbers across machines.\n")
+    md.append("## Machine and run\n")
+    for k in ("date", "host", "cpu", "cores", "memory", "kernel", "redis", "python", "redis_py", "node",
+              "redlock", "mode", "reps", "load_before", "load_after"):
+        if k in meta:
+            md.append(f"- **{k.replace('_', ' ')}**: {meta[k]}")
+    md.append("- Server, clients and load generators share the same cores, and nothing else was isolated.\n")
+
+    md.append("## Ceiling: redis-benchmark on the same server\n")
+    md.append("`acquire` is dlock's acquire script by EVALSHA on fresh random keys (always a grant); "
+              "`release` is dlock's release script by EVALSHA on random absent keys; `SET NX PX` is the "
+              "plain single-command acquire for reference.\n")
+    md.append("| config | command | ops/s median (min–max) | p50 ms | p99 ms |")
+    md.append("|---|---|---|---|---|")
+    for (config, command), xs in sorted(ceiling.items()):
+        md.append(f"| {config} | {command} | {rate_cell([x['rps'] for x in xs])} | "
+                  f"{fmt(med([x['p50_ms'] for x in xs]), 3)} | {fmt(med([x['p99_ms'] for x in xs]), 3)} |")
+    md.append("")
+    md.append(f"Derived ceiling for acquire + release in sequence (two round trips): **{fmt(c1_pair)} pairs/s** "
+              f"for one client (-c 1); {fmt(c50_pair)} pairs/s for 50 clients without pipelining (-c 50).\n")
+
+    md.append("## W1: one client, sequential acquire + release\n")
+    md.append("| library | keys | pairs/s median (min–max) | pair p50 µs | pair p99 µs | ratio to ceiling |")
+    md.append("|---|---|---|---|---|---|")
+    w1_bars = []
+    for lib, st in libs:
+        for keys in ("distinct", "same"):
+            rs = g(lib, st, "W1", keys)
+            if not rs:
+                continue
+            rate = med_of(rs, "pairs_per_s")
+            ratio = f"{rate / c1_pair:.2f}×" if c1_pair and rate else "–"
+            md.append(f"| {label(lib, st)} | {keys} | {rate_cell([r['pairs_per_s'] for r in rs])} | "
+                      f"{fmt(med_of(rs, 'p50_us'), 1)} | {fmt(med_of(rs, 'p99_us'), 1)} | {ratio} |")
+            if keys == "distinct":
+                w1_bars.append((label(lib, st), rate))
+    if c1_pair:
+        w1_bars.append(("ceiling (2 round trips, -c 1)", c1_pair))
+    md.append("")
+
+    md.append("## W2: one process, 64 concurrent tasks on distinct keys\n")
+    md.append("dlock: 64 asynchronous tasks on one Client (callbacks on its I/O thread, one pipelined "
+              "connection). redis-py: 64 threads sharing one client. redlock: 64 async tasks on one ioredis "
+              "client.\n")
+    md.append("| library | pairs/s median (min–max) | pair p50 µs | pair p99 µs | ratio to -c 50 pair ceiling |")
+    md.append("|---|---|---|---|---|")
+    w2_bars = []
+    for lib, st in libs:
+        rs = g(lib, st, "W2")
+        if not rs:
+            continue
+        rate = med_of(rs, "pairs_per_s")
+        ratio = f"{rate / c50_pair:.2f}×" if c50_pair and rate else "–"
+        md.append(f"| {label(lib, st)} | {rate_cell([r['pairs_per_s'] for r in rs])} | "
+                  f"{fmt(med_of(rs, 'p50_us'), 1)} | {fmt(med_of(rs, 'p99_us'), 1)} | {ratio} |")
+        w2_bars.append((label(lib, st), rate))
+    if c50_pair:
+        w2_bars.append(("ceiling (-c 50, no pipelining)", c50_pair))
+    md.append("")
+
+    md.append("## W3: 8 processes, one lock, critical section = GET/SET counter\n")
+    md.append("Hand-off = next holder's acquire return − previous holder's release call; *holder change* "
+              "counts only pairs where the lock moved to another process (this is where polling shows). "
+              "*Same holder* = fraction of consecutive critical sections by the same process. Overlaps = "
+              "critical sections of different processes overlapping in time (must be 0).\n")
+    md.append("| library | CS/s median (min–max) | hand-off p50/p99 µs | holder change p50/p99 µs (n/rep) | "
+              "same holder | acquire wait p50/p99 µs, max ms | CS per process | failures | counter ok | overlaps |")
+    md.append("|---|---|---|---|---|---|---|---|---|---|")
+    cdf = []
+    for lib, st in libs:
+        rs = g(lib, st, "W3")
+        if not rs:
+            continue
+        md.append(
+            f"| {label(lib, st)} | {rate_cell([r['cs_per_s'] for r in rs])} | "
+            f"{fmt(med_of(rs, 'handoff_p50_us'), 0)} / {fmt(med_of(rs, 'handoff_p99_us'), 0)} | "
+            f"{fmt(med_of(rs, 'change_p50_us'), 0)} / {fmt(med_of(rs, 'change_p99_us'), 0)} "
+            f"({fmt(med_of(rs, 'changes'), 0)}) | {med_of(rs, 'same_holder_fraction'):.2f} | "
+            f"{fmt(med_of(rs, 'wait_p50_us'), 0)} / {fmt(med_of(rs, 'wait_p99_us'), 0)}, "
+            f"{fmt(max(r['wait_max_ms'] for r in rs), 1)} | "
+            f"{min(r['cs_per_proc_min'] for r in rs)}–{max(r['cs_per_proc_max'] for r in rs)} | "
+            f"{sum(int(r.get('acquire_failures', 0)) for r in rs)} | "
+            f"{'yes' if all(r['counter_ok'] for r in rs) else 'NO'} | {sum(r['overlaps'] for r in rs)} |")
+        cdf.append((label(lib, st), [x for r in rs for x in r["change_samples"]]))
+    for lib in ("dlock", "redis-py", "node-redlock"):
+        for r in g(lib, "default", "W3-nolock"):
+            md.append(f"| negative control: no lock ({lib}) | {fmt(r['cs_per_s'])} | – | – | – | – | – | – | "
+                      f"{'yes' if r['counter_ok'] else 'NO'} ({r['counter']} of {r['critical_sections']}) | "
+                      f"{r['overlaps']} |")
+    md.append("")
+
+    md.append("## W4: 10,000 leases held under the watchdog\n")
+    md.append("| leases | renew interval | script calls per renewal period (INFO commandstats) | client CPU % | "
+              "all still held |")
+    md.append("|---|---|---|---|---|")
+    for r in g("dlock", "default", "W4"):
+        md.append(f"| {r['locks']:,} | {r['renew_interval_ms'] / 1000:g} s | {r['round_trips_per_period']:g} | "
+                  f"{r['client_cpu_percent']:.2f} | {'yes' if r['all_still_held'] else 'NO'} |")
+    md.append("")
+    md.append("## W6: memory per held lock\n")
+    md.append("| leases | client RSS per lock | Redis used_memory per lock |")
+    md.append("|---|---|---|")
+    for r in g("dlock", "default", "W6"):
+        md.append(f"| {r['locks']:,} | {r['client_bytes_per_lock']:.0f} B | {r['redis_bytes_per_lock']:.0f} B |")
+    md.append("")
+    md.append("W5 (Redlock over 5 masters) waits for the Redlock backend.\n")
+
+    if micro:
+        md.append("## Micro-benchmarks (Google Benchmark)\n")
+        md.append("| benchmark | time per op |")
+        md.append("|---|---|")
+        for m in micro:
+            if m.get("run_type", "iteration") == "iteration":
+                md.append(f"| {m['name']} | {m['real_time']:.1f} {m['time_unit']} |")
+        md.append("")
+
+    # Targets, reported as they came out.
+    def best_peer(workload, keys=""):
+        vals = [med_of(g(l, s, workload, keys), "pairs_per_s") for l, s in peers]
+        return max([v for v in vals if v] or [0])
+
+    md.append("## Targets\n")
+    w1 = med_of(g("dlock", "default", "W1", "distinct"), "pairs_per_s")
+    rp = med_of(g("redis-py", "default", "W1", "distinct"), "pairs_per_s")
+    w2 = med_of(g("dlock", "default", "W2"), "pairs_per_s")
+    w3 = g("dlock", "default", "W3")
+    w4 = g("dlock", "default", "W4")
+    w6 = g("dlock", "default", "W6")
+    lines = []
+    if w1 and c1_pair:
+        lines.append(("W1 ≥ 1.0× the two-round-trip ceiling (-c 1)", f"{w1 / c1_pair:.2f}×", w1 >= c1_pair))
+    if w1 and rp:
+        lines.append(("W1 ≥ 2× redis-py", f"{w1 / rp:.2f}×", w1 >= 2 * rp))
+    if w2 and c50_pair:
+        lines.append(("W2 ≥ 2× the -c 50 non-pipelined pair rate", f"{w2 / c50_pair:.2f}×", w2 >= 2 * c50_pair))
+    if w3:
+        p50, p99 = med_of(w3, "change_p50_us"), med_of(w3, "change_p99_us")
+        lines.append(("W3 holder-change hand-off p50 ≤ 150 µs", f"{fmt(p50)} µs", p50 is not None and p50 <= 150))
+        lines.append(("W3 holder-change hand-off p99 ≤ 1 ms", f"{fmt(p99)} µs", p99 is not None and p99 <= 1000))
+    if w4:
+        n = w4[0]["locks"]
+        lines.append((f"W4 ≤ 10 round trips per period for 10,000 locks (this run: {n:,})",
+                      f"{w4[0]['round_trips_per_period']:g}", w4[0]["round_trips_per_period"] <= 10 * n / 10000))
+        lines.append(("W4 ≤ 2 % of a core", f"{w4[0]['client_cpu_percent']:.2f} %", w4[0]["client_cpu_percent"] <= 2))
+    if w6:
+        lines.append(("W6 ≤ 1 KiB client memory per lock", f"{w6[0]['client_bytes_per_lock']:.0f} B",
+                      w6[0]["client_bytes_per_lock"] <= 1024))
+        lines.append(("W6 ≤ 200 B Redis memory per lock", f"{w6[0]['redis_bytes_per_lock']:.0f} B",
+                      w6[0]["redis_bytes_per_lock"] <= 200))
+    md.append("| target | measured | met |")
+    md.append("|---|---|---|")
+    for name, val, ok in lines:
+        md.append(f"| {name} | {val} | {'yes' if ok else '**no**'} |")
+    md.append("")
+    md.append("Charts: [hand-off CDF](bench/charts/handoff_cdf.svg), [W1 pairs/s](bench/charts/w1_pairs.svg), "
+              "[W2 pairs/s](bench/charts/w2_pairs.svg).\n")
+
+    os.makedirs(args.charts, exist_ok=True)
+    cdf_svg(cdf, os.path.join(args.charts, "handoff_cdf.svg"), "W3: holder-change hand-off, 8 processes, one lock")
+    bars_svg(w1_bars, os.path.join(args.charts, "w1_pairs.svg"), "W1: one client, sequential pairs/s (distinct keys)",
+             "pairs/s")
+    bars_svg(w2_bars, os.path.join(args.charts, "w2_pairs.svg"), "W2: 64 concurrent tasks, pairs/s", "pairs/s")
+    with open(args.markdown, "w") as f:
+        f.write("\n".join(md) + "\n")
+    record = {"meta": meta, "results": {" / ".join(k): [{kk: vv for kk, vv in r.items() if kk != "change_samples"}
+                                                         for r in v] for k, v in groups.items()},
+              "ceiling": {" / ".join(k): v for k, v in ceiling.items()}, "micro": micro,
+              "targets": [{"target": n, "measured": v, "met": ok} for n, v, ok in lines]}
+    with open(args.json, "w") as f:
+        json.dump(record, f, indent=1)
+    for name, val, ok in lines:
+        print(f"{'met ' if ok else 'MISS'}  {name}: {val}")
+
+
+if __name__ == "__main__":
+    main()
