@@ -1,9 +1,9 @@
 #include "dlock/client.hpp"
 
-#include <future>
 
 #include "client_core.hpp"
 #include "core/token.hpp"
+#include "sync_wait.hpp"
 
 namespace dlock {
 
@@ -29,10 +29,9 @@ Client Client::connect(std::string_view url, ClientOptions options) {
 
 Result<Lease> Client::acquire(std::string_view name, milliseconds wait, const LockOptions& options) const {
   if (core_->on_io_thread()) return on_io_thread_error("Client::acquire");
-  std::promise<Result<Lease>> p;
-  auto f = p.get_future();
-  core_->acquire(std::string(name), wait, options, [&p](Result<Lease> r) { p.set_value(std::move(r)); });
-  return f.get();
+  detail::SyncWait<Result<Lease>> result;
+  core_->acquire(std::string(name), wait, options, result.setter());
+  return result.wait();
 }
 
 Result<Lease> Client::try_acquire(std::string_view name, const LockOptions& options) const {
@@ -60,10 +59,9 @@ void Client::async_release(Lease lease, std::function<void(Status)> done) const 
 
 Result<LockInfo> Client::inspect(std::string_view name) const {
   if (core_->on_io_thread()) return on_io_thread_error("Client::inspect");
-  std::promise<Result<LockInfo>> p;
-  auto f = p.get_future();
-  core_->inspect(std::string(name), [&p](Result<LockInfo> r) { p.set_value(std::move(r)); });
-  return f.get();
+  detail::SyncWait<Result<LockInfo>> result;
+  core_->inspect(std::string(name), result.setter());
+  return result.wait();
 }
 
 std::string Client::random_owner() { return detail::random_token(); }

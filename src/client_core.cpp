@@ -17,6 +17,25 @@ namespace asio = boost::asio;
 using boost::system::error_code;
 
 namespace {
+// Runs the I/O loop. After any work it keeps polling for a short while,
+// yielding the CPU each turn, before it sleeps in epoll: under request /
+// reply traffic the next reply or request then arrives while the thread is
+// awake, saving a wake-up per hop. An idle client sleeps after 50 us.
+void run_io(boost::asio::io_context& io) {
+  using SteadyClock = std::chrono::steady_clock;
+  constexpr auto kSpin = std::chrono::microseconds(50);
+  auto last_work = SteadyClock::now();
+  while (!io.stopped()) {
+    if (io.poll() > 0) {
+      last_work = SteadyClock::now();
+    } else if (SteadyClock::now() - last_work < kSpin) {
+      std::this_thread::yield();
+    } else if (io.run_one() > 0) {
+      last_work = SteadyClock::now();
+    }
+  }
+}
+
 // Renewal scripts are split so one script never blocks Redis for long.
 constexpr std::size_t kRenewBatch = 1000;
 
@@ -129,7 +148,7 @@ Result<std::shared_ptr<ClientCore>> ClientCore::connect(std::string_view url, Cl
   rt->thread = std::thread([rt, logger = core->options_.logger] {
     for (;;) {
       try {
-        rt->io.run();
+        run_io(rt->io);
         return;
       } catch (const std::exception& e) {
         std::string msg = std::string("a callback threw on the I/O thread: ") + e.what();

@@ -1,8 +1,8 @@
 #include "dlock/lease.hpp"
 
-#include <future>
 
 #include "client_core.hpp"
+#include "sync_wait.hpp"
 
 namespace dlock {
 
@@ -89,10 +89,9 @@ Status Lease::release() {
   if (core->on_io_thread())
     return {Errc::invalid_argument,
             "Lease::release blocks, and was called on the client's I/O thread; use Client::async_release"};
-  std::promise<Status> p;
-  auto f = p.get_future();
-  core->release(std::move(hold_), [&p](Status s) { p.set_value(std::move(s)); });
-  return f.get();
+  detail::SyncWait<Status> result;
+  core->release(std::move(hold_), result.setter());
+  return result.wait();
 }
 
 }  // namespace dlock
