@@ -394,7 +394,7 @@ std::map<std::string, std::string> w6(const Args& a) {
   r["locks"] = std::to_string(a.locks);
   r["client_bytes_per_lock"] = num(static_cast<double>(rss1 - rss0) / a.locks);
   r["redis_bytes_per_lock"] = num(static_cast<double>(used1 - used0) / a.locks);
-  r["note"] = q("client: RSS delta; redis: used_memory delta (lock hash + fence counter key per name)");
+  r["note"] = q("client: RSS delta; redis: used_memory delta (the lock hash; fences share one counter)");
   return r;
 }
 

@@ -33,7 +33,7 @@ int main(int argc, char** argv) {
     tb.join();
 
     auto info = client.inspect("example:orders:42").value();
-    std::cout << "after both: held=" << info.held << " last fence=" << info.last_fence << '\n';
+    std::cout << "after both: held=" << info.held << ", fence counter at " << info.last_fence << '\n';
 
     int result = dlock::with_lock(client, "example:report", std::chrono::seconds(5),
                                   [](const dlock::Lease& l) { return static_cast<int>(l.fence()); });

@@ -42,8 +42,10 @@ namespace dlock {
 // What the server says about a lock right now (Client::inspect).
 struct LockInfo {
   bool held = false;
-  std::uint64_t fence = 0;           // of the current grant; 0 if never granted
-  std::uint64_t last_fence = 0;      // highest fence ever issued for the name
+  std::uint64_t fence = 0;           // of the current grant; 0 when free
+  std::uint64_t last_fence = 0;      // the fence counter now (shared by every
+                                     // name under the prefix): the next grant
+                                     // of any lock gets a higher fence
   milliseconds remaining{0};         // lease left (PTTL); 0 when free
   unsigned reentry_count = 0;        // 0 when free
   unsigned waiters = 0;              // subscribers waiting for its release
@@ -93,7 +95,7 @@ class Client {
   // Reads the lock's state from the server (one round trip).
   Result<LockInfo> inspect(std::string_view name) const;
 
-  // A fresh random owner id (128 bits from the OS CSPRNG, hex).
+  // A fresh random owner id (128 bits from the OS CSPRNG, 22 base64url chars).
   static std::string random_owner();
 
   ClientStats stats() const;

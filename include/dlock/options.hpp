@@ -41,9 +41,10 @@ struct ClientOptions {
   milliseconds reconnect_backoff_max{2000};
 
   // Prefix of every key and channel the library touches. Default: "dlock:".
-  // A lock named N lives at "<prefix>{N}"; its fence counter at
-  // "<prefix>{N}:fence" and its wake-up channel "<prefix>{N}:wake". The hash
-  // tag {N} keeps all of them in one Redis Cluster slot.
+  // A lock named N lives at "<prefix>{N}" (a hash, gone when released or
+  // expired) with its wake-up channel "<prefix>{N}:wake"; the hash tag {N}
+  // keeps them in one Redis Cluster slot. Fences come from one counter,
+  // "<prefix>fence", shared by all names (so no key stays behind per name).
   std::string key_prefix = "dlock:";
 
   // Credentials that override the URL's, so secrets need not appear in URLs.

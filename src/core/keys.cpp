@@ -34,7 +34,8 @@ LockKeys lock_keys(std::string_view prefix, std::string_view name) {
   LockKeys keys;
   keys.lock.reserve(prefix.size() + tag.size());
   keys.lock.append(prefix).append(tag);
-  keys.fence = keys.lock + ":fence";
+  keys.fence.reserve(prefix.size() + 5);
+  keys.fence.append(prefix).append("fence");
   keys.channel = keys.lock + ":wake";
   return keys;
 }

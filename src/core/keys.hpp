@@ -17,12 +17,19 @@ inline constexpr std::size_t kMaxOwnerBytes = 128;
 Status validate_name(std::string_view name);
 Status validate_owner(std::string_view owner);
 
-// The keys of one lock. All share the hash tag {name}, so one Redis Cluster
-// slot holds them. Braces inside a name would break the tag, so they are
-// percent-escaped, as is '%' itself; other bytes pass through.
+// The keys of one lock. The lock hash and its channel share the hash tag
+// {name}, so one Redis Cluster slot holds them. Braces inside a name would
+// break the tag, so they are percent-escaped, as is '%' itself; other bytes
+// pass through.
+//
+// Fences come from one counter per prefix, not one per name: a per-name
+// counter must never expire (fences would go backwards), so every distinct
+// name ever locked would leave a key behind forever. One shared counter is
+// strictly increasing for every name. (In Redis Cluster the counter will be
+// one per hash slot, named to fall in the lock's slot.)
 struct LockKeys {
   std::string lock;     // hash: o = owner, n = re-entry count, f = fence
-  std::string fence;    // counter: last fence issued (never expires)
+  std::string fence;    // counter: last fence issued under the prefix
   std::string channel;  // pub/sub channel: release notifications
 };
 LockKeys lock_keys(std::string_view prefix, std::string_view name);

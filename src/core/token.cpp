@@ -14,14 +14,18 @@ void fill(unsigned char* out, int n) {
 }  // namespace
 
 std::string random_token() {
-  std::array<unsigned char, 16> bytes{};
-  fill(bytes.data(), static_cast<int>(bytes.size()));
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out(bytes.size() * 2, '0');
-  for (std::size_t i = 0; i < bytes.size(); ++i) {
-    out[2 * i] = kHex[bytes[i] >> 4];
-    out[2 * i + 1] = kHex[bytes[i] & 0xF];
+  // 16 bytes, base64url without padding: 22 characters (the token is stored
+  // in every held lock, so its length is Redis memory).
+  std::array<unsigned char, 18> bytes{};  // 16 random + 2 zero for whole groups
+  fill(bytes.data(), 16);
+  static constexpr char kAlphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+  std::string out;
+  out.reserve(24);
+  for (std::size_t i = 0; i < bytes.size(); i += 3) {
+    const unsigned v = (unsigned{bytes[i]} << 16) | (unsigned{bytes[i + 1]} << 8) | bytes[i + 2];
+    for (int shift = 18; shift >= 0; shift -= 6) out += kAlphabet[(v >> shift) & 63];
   }
+  out.resize(22);  // 128 bits = 21 full characters + 2 bits
   return out;
 }
 

@@ -7,7 +7,7 @@
 
 namespace dlock::detail {
 
-// 128 bits from OpenSSL's CSPRNG (seeded by the OS), as 32 lowercase hex
+// 128 bits from OpenSSL's CSPRNG (seeded by the OS), as 22 base64url
 // characters. Throws Error(server_error) if the CSPRNG fails, which it does
 // only when the OS entropy source is broken.
 std::string random_token();

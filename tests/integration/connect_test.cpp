@@ -34,7 +34,9 @@ TEST(Connect, KeyPrefixIsConfigurable) {
   auto lease = client.try_acquire("job").value();
   SyncRedis redis(server.port());
   EXPECT_EQ(redis.integer({"EXISTS", "myapp:locks:{job}"}), 1);
-  EXPECT_EQ(redis.integer({"EXISTS", "myapp:locks:{job}:fence"}), 1);
+  EXPECT_EQ(redis.integer({"EXISTS", "myapp:locks:fence"}), 1);
+  lease = Lease();
+  EXPECT_EQ(redis.integer({"DBSIZE"}), 1) << "a released lock leaves only the shared fence counter";
 }
 
 TEST(Connect, ReconnectsAfterTheServerRestarts) {

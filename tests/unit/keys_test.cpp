@@ -5,11 +5,12 @@
 namespace dlock::detail {
 namespace {
 
-TEST(Keys, AllKeysShareOneHashTag) {
+TEST(Keys, LockAndChannelShareOneHashTagFencesOneCounter) {
   auto k = lock_keys("dlock:", "orders:42");
   EXPECT_EQ(k.lock, "dlock:{orders:42}");
-  EXPECT_EQ(k.fence, "dlock:{orders:42}:fence");
   EXPECT_EQ(k.channel, "dlock:{orders:42}:wake");
+  EXPECT_EQ(k.fence, "dlock:fence");
+  EXPECT_EQ(lock_keys("dlock:", "other").fence, k.fence) << "one counter per prefix: no key per name";
 }
 
 TEST(Keys, BracesCannotBreakTheTag) {

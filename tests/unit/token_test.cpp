@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <cctype>
 #include <set>
 
 #include "core/token.hpp"
@@ -7,10 +8,14 @@
 namespace dlock::detail {
 namespace {
 
-TEST(Token, HexOf128Bits) {
+TEST(Token, Base64urlOf128Bits) {
   std::string t = random_token();
-  ASSERT_EQ(t.size(), 32u);
-  for (char c : t) EXPECT_TRUE((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f')) << t;
+  ASSERT_EQ(t.size(), 22u);
+  for (char c : t) EXPECT_TRUE(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_') << t;
+  // The last character carries 2 random bits and 4 zero bits.
+  std::set<char> last;
+  for (int i = 0; i < 200; ++i) last.insert(random_token().back());
+  EXPECT_EQ(last, (std::set<char>{'A', 'Q', 'g', 'w'}));
 }
 
 TEST(Token, NoRepeatsInManyDraws) {

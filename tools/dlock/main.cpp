@@ -128,7 +128,7 @@ int cmd_status(const Common& common, const std::string& name) {
               << static_cast<double>(info->remaining.count()) / 1000.0 << " s left, re-entry count "
               << info->reentry_count << ", " << info->waiters << " waiting\n";
   } else {
-    std::cout << name << ": free (last fence " << info->last_fence << "), " << info->waiters << " waiting\n";
+    std::cout << name << ": free (fence counter at " << info->last_fence << "), " << info->waiters << " waiting\n";
   }
   return 0;
 }
