@@ -17,6 +17,19 @@ namespace asio = boost::asio;
 using boost::system::error_code;
 
 namespace {
+// To the logger, else warnings and errors to stderr. A throwing logger must
+// not take the I/O thread down.
+void emit(const Logger& logger, LogLevel level, const std::string& message) {
+  if (logger) {
+    try {
+      logger(level, message);
+    } catch (...) {
+    }
+    return;
+  }
+  if (level == LogLevel::warning || level == LogLevel::error) std::cerr << "dlock: " << message << '\n';
+}
+
 // Runs the I/O loop. After any work it keeps polling for a short while,
 // yielding the CPU each turn, before it sleeps in epoll: under request /
 // reply traffic the next reply or request then arrives while the thread is
@@ -96,16 +109,7 @@ void ClientCore::post(F&& f) {
   asio::post(rt_->io, std::forward<F>(f));
 }
 
-void ClientCore::log(LogLevel level, const std::string& message) const {
-  if (options_.logger) {
-    try {
-      options_.logger(level, message);
-    } catch (...) {  // a throwing logger must not take the I/O thread down
-    }
-    return;
-  }
-  if (level == LogLevel::warning || level == LogLevel::error) std::cerr << "dlock: " << message << '\n';
-}
+void ClientCore::log(LogLevel level, const std::string& message) const { emit(options_.logger, level, message); }
 
 Result<std::shared_ptr<ClientCore>> ClientCore::connect(std::string_view url, ClientOptions options) {
   if (Status s = check_options(options); !s.ok()) return s;
@@ -150,13 +154,10 @@ Result<std::shared_ptr<ClientCore>> ClientCore::connect(std::string_view url, Cl
       try {
         run_io(rt->io);
         return;
-      } catch (const std::exception& e) {
-        std::string msg = std::string("a callback threw on the I/O thread: ") + e.what();
-        if (logger) logger(LogLevel::error, msg);
-        else std::cerr << "dlock: " << msg << '\n';
+      } catch (const std::exception& e) {  // *this may be gone: no log()
+        emit(logger, LogLevel::error, std::string("a callback threw on the I/O thread: ") + e.what());
       } catch (...) {
-        if (logger) logger(LogLevel::error, "a callback threw on the I/O thread");
-        else std::cerr << "dlock: a callback threw on the I/O thread\n";
+        emit(logger, LogLevel::error, "a callback threw on the I/O thread");
       }
     }
   });
@@ -259,19 +260,17 @@ void ClientCore::maybe_forget(const std::shared_ptr<Hold>& hold) {
 // the depth the owner holds, which must not change under it.
 void ClientCore::hold_exec(const std::shared_ptr<Hold>& hold, std::function<void()> op) {
   hold->ops.push_back(std::move(op));
-  if (hold->op_busy) return;
-  hold->op_busy = true;
-  auto next = std::move(hold->ops.front());
-  hold->ops.erase(hold->ops.begin());
-  next();
+  if (!hold->op_busy) run_next_op(hold);
 }
 
 void ClientCore::hold_op_done(const std::shared_ptr<Hold>& hold) {
   hold->op_busy = false;
-  if (hold->ops.empty()) {
-    maybe_forget(hold);
-    return;
-  }
+  if (hold->ops.empty()) maybe_forget(hold);
+  else run_next_op(hold);
+}
+
+// REQUIRES: !hold->op_busy and ops not empty.
+void ClientCore::run_next_op(const std::shared_ptr<Hold>& hold) {
   hold->op_busy = true;
   auto next = std::move(hold->ops.front());
   hold->ops.erase(hold->ops.begin());

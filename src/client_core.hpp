@@ -87,6 +87,7 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   void maybe_forget(const std::shared_ptr<Hold>& hold);
   void hold_exec(const std::shared_ptr<Hold>& hold, std::function<void()> op);
   void hold_op_done(const std::shared_ptr<Hold>& hold);
+  void run_next_op(const std::shared_ptr<Hold>& hold);
   void step(const std::shared_ptr<AcquireOp>& op, AcquireFsm::Action action);
   void send_attempt(const std::shared_ptr<AcquireOp>& op);
   void finish(const std::shared_ptr<AcquireOp>& op, Status status);
