@@ -128,6 +128,15 @@ std::string num(double v) {
   return o.str();
 }
 
+// The fields W1 and W2 report: count, time, rate and latency percentiles.
+void pair_stats(std::map<std::string, std::string>& r, long long pairs, double secs, const std::vector<double>& lat_us) {
+  r["pairs"] = std::to_string(pairs);
+  r["seconds"] = num(secs);
+  r["pairs_per_s"] = num(static_cast<double>(pairs) / secs);
+  r["p50_us"] = num(percentile(lat_us, 0.50));
+  r["p99_us"] = num(percentile(lat_us, 0.99));
+}
+
 dlock::Client connect(const Args& a) {
   dlock::ClientOptions o;
   o.command_timeout = 5000ms;
@@ -159,11 +168,7 @@ std::map<std::string, std::string> w1(const Args& a) {
   double secs = std::chrono::duration<double>(Clock::now() - start).count();
   auto r = base(a);
   r["keys"] = q(a.keys);
-  r["pairs"] = std::to_string(i);
-  r["seconds"] = num(secs);
-  r["pairs_per_s"] = num(static_cast<double>(i) / secs);
-  r["p50_us"] = num(percentile(lat_us, 0.50));
-  r["p99_us"] = num(percentile(lat_us, 0.99));
+  pair_stats(r, i, secs, lat_us);
   return r;
 }
 
@@ -221,11 +226,7 @@ std::map<std::string, std::string> w2(const Args& a) {
   }
   auto r = base(a);
   r["tasks"] = std::to_string(a.tasks);
-  r["pairs"] = std::to_string(pairs);
-  r["seconds"] = num(secs);
-  r["pairs_per_s"] = num(static_cast<double>(pairs) / secs);
-  r["p50_us"] = num(percentile(all, 0.50));
-  r["p99_us"] = num(percentile(all, 0.99));
+  pair_stats(r, pairs, secs, all);
   return r;
 }
 

@@ -106,6 +106,12 @@ def rate_cell(values):
     return f"{fmt(m)} ({fmt(min(values))}–{fmt(max(values))})" if values else "–"
 
 
+def pair_cells(rs):
+    """The W1/W2 cells: pairs/s median (min–max) | pair p50 | pair p99."""
+    return (f"{rate_cell([r['pairs_per_s'] for r in rs])} | {fmt(med([r.get('p50_us') for r in rs]), 1)} | "
+            f"{fmt(med([r.get('p99_us') for r in rs]), 1)}")
+
+
 def label(lib, settings):
     names = {"dlock": "dlock", "redis-py": "redis-py Lock", "node-redlock": "npm redlock v5"}
     return names.get(lib, lib) + ("" if settings == "default" or lib == "dlock" else f" ({settings})")
@@ -261,8 +267,7 @@ def main():
                 continue
             rate = med_of(rs, "pairs_per_s")
             ratio = f"{rate / c1_pair:.2f}×" if c1_pair and rate else "–"
-            md.append(f"| {label(lib, st)} | {keys} | {rate_cell([r['pairs_per_s'] for r in rs])} | "
-                      f"{fmt(med_of(rs, 'p50_us'), 1)} | {fmt(med_of(rs, 'p99_us'), 1)} | {ratio} |")
+            md.append(f"| {label(lib, st)} | {keys} | {pair_cells(rs)} | {ratio} |")
             if keys == "distinct":
                 w1_bars.append((label(lib, st), rate))
     if c1_pair:
@@ -284,8 +289,7 @@ def main():
         rate = med_of(rs, "pairs_per_s")
         ratio = f"{rate / c50_pair:.2f}×" if c50_pair and rate else "–"
         ratio16 = f"{rate / p16_pair:.2f}×" if p16_pair and rate else "–"
-        md.append(f"| {label(lib, st)} | {rate_cell([r['pairs_per_s'] for r in rs])} | "
-                  f"{fmt(med_of(rs, 'p50_us'), 1)} | {fmt(med_of(rs, 'p99_us'), 1)} | {ratio} | {ratio16} |")
+        md.append(f"| {label(lib, st)} | {pair_cells(rs)} | {ratio} | {ratio16} |")
         w2_bars.append((label(lib, st), rate))
     if c50_pair:
         w2_bars.append(("ceiling (-c 50, no pipelining)", c50_pair))
