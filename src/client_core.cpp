@@ -355,6 +355,20 @@ void ClientCore::send_attempt(const std::shared_ptr<AcquireOp>& op) {
       if (!r.ok()) return step(op, op->fsm.on_error(now, r.status()));
       switch (r->kind) {
         case AcquireOutcome::Kind::granted:
+          // A grant whose reply came back after its validity (the client
+          // was paused, the reply was held up) is no grant: the key may
+          // already have expired and been given to someone else. Undo it
+          // with the idempotent release and try again within the wait.
+          if (op->hold->depth.load() == 0 &&
+              now >= sent_at + op->lease - RenewalScheduler::drift(op->lease)) {
+            late_grants_.fetch_add(1, std::memory_order_relaxed);
+            cleanup_in_doubt(op->hold);
+            const auto late_ms = std::chrono::duration_cast<milliseconds>(now - sent_at).count();
+            return step(op, op->fsm.on_error(now, Status(Errc::unavailable,
+                                                         "the grant's reply arrived " + std::to_string(late_ms) +
+                                                             " ms after the request, past the lease's validity; "
+                                                             "it was released")));
+          }
           (void)op->fsm.on_granted();
           return granted(op, *r, sent_at);
         case AcquireOutcome::Kind::busy: {
@@ -686,6 +700,7 @@ ClientStats ClientCore::stats() const {
   }
   ClientStats s;
   s.grants = grants_.load();
+  s.late_grants = late_grants_.load();
   s.renewal_round_trips = renewal_round_trips_.load();
   s.leases_lost = leases_lost_.load();
   s.release_failures = release_failures_.load();

@@ -124,6 +124,7 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 
   std::atomic<std::uint64_t> grants_{0};
+  std::atomic<std::uint64_t> late_grants_{0};
   std::atomic<std::uint64_t> renewal_round_trips_{0};
   std::atomic<std::uint64_t> leases_lost_{0};
   std::atomic<std::uint64_t> release_failures_{0};

@@ -56,6 +56,7 @@ struct ClientStats {
   std::uint64_t commands_sent = 0;
   std::uint64_t reconnects = 0;
   std::uint64_t grants = 0;
+  std::uint64_t late_grants = 0;       // replies past the lease's validity, undone
   std::uint64_t renewal_round_trips = 0;
   std::uint64_t leases_lost = 0;
   std::uint64_t release_failures = 0;  // failed releases nobody could be told about

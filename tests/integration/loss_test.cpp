@@ -100,5 +100,31 @@ TEST_F(Loss, ReentryAfterLossFailsInsteadOfReacquiring) {
   EXPECT_TRUE(m.try_lock()) << "after unlocking the lost level, a fresh grant works";
 }
 
+// A grant whose reply comes back after the lease's validity is no grant: the
+// key may already have expired and gone to someone else. Here the server
+// sleeps (DEBUG SLEEP) with the acquire queued, so its reply arrives 600 ms
+// after the request for a 300 ms lease; with a command timeout above that,
+// only the validity check stands between the caller and a stale grant.
+TEST(LateGrant, ReplyAfterValidityIsUndoneAndRetried) {
+  RedisServer server;
+  LogSink log;
+  ClientOptions options = quiet(log);
+  options.command_timeout = 3000ms;
+  Client client = Client::connect(server.url(), options);
+  std::thread sleeper([&] { SyncRedis(server.port()).cmd({"DEBUG", "SLEEP", "0.6"}); });
+  std::this_thread::sleep_for(100ms);  // the server is asleep now
+  LockOptions lo;
+  lo.lease = 300ms;
+  auto t0 = Clock::now();
+  auto lease = client.acquire("late", 5s, lo);
+  sleeper.join();
+  ASSERT_TRUE(lease.ok()) << lease.status().to_string();
+  EXPECT_EQ(client.stats().late_grants, 1u);
+  EXPECT_GE(ms_since(t0), 450);
+  // The second, timely grant is the one returned: it is valid now.
+  EXPECT_GT(lease->valid_until(), Clock::now());
+  EXPECT_EQ(lease->fence(), 2u) << "the late grant took fence 1 and was released";
+}
+
 }  // namespace
 }  // namespace dlock::test
