@@ -1,0 +1,648 @@
+// Checkers of dlock-torture on small hand-written histories.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <nlohmann/json.hpp>
+
+#include "analysis.hpp"
+#include "report.hpp"
+
+namespace torture {
+namespace {
+
+constexpr std::int64_t kMs = 1'000'000;
+
+// Builds a history in milliseconds; events() sorts it by time as the
+// verifier's reader does.
+class History {
+ public:
+  History& acquire(const std::string& grant, std::int64_t invoke, std::int64_t ok, std::uint64_t fence = 0) {
+    add(invoke, proc_of(grant), "acquire", "invoke");
+    Event& e = add(ok, proc_of(grant), "acquire", "ok", grant);
+    if (fence != 0) e.fence = fence;
+    return *this;
+  }
+  History& acquire_outcome(const std::string& proc, std::int64_t invoke, std::int64_t done,
+                           const std::string& phase) {
+    add(invoke, proc, "acquire", "invoke");
+    add(done, proc, "acquire", phase);
+    return *this;
+  }
+  History& invoke_only(const std::string& grant, std::int64_t invoke) {
+    add(invoke, proc_of(grant), "acquire", "invoke", grant);
+    return *this;
+  }
+  History& release(const std::string& grant, std::int64_t invoke, std::int64_t done,
+                   const std::string& phase = "ok") {
+    add(invoke, proc_of(grant), "release", "invoke", grant);
+    add(done, proc_of(grant), "release", phase, grant);
+    return *this;
+  }
+  History& lost(const std::string& grant, std::int64_t t) {
+    add(t, proc_of(grant), "lost", "ok", grant);
+    return *this;
+  }
+  History& fault(const std::string& kind, const std::string& target, std::int64_t start, std::int64_t end) {
+    Event& s = add(start, "nemesis", "fault", "invoke");
+    s.kind = kind;
+    s.target = target;
+    s.detail = "proof of " + kind;
+    if (end >= 0) {
+      Event& e = add(end, "nemesis", "fault", "ok");
+      e.kind = kind;
+      e.target = target;
+    }
+    return *this;
+  }
+  History& failpoint(const std::string& proc, std::int64_t t, const std::string& name, const std::string& what) {
+    Event& e = add(t, proc, "failpoint", "");
+    e.kind = name;
+    e.detail = what;
+    return *this;
+  }
+  History& write(const std::string& op, const std::string& grant, std::int64_t t, std::int64_t seq,
+                 const std::string& phase = "ok") {
+    add(t, proc_of(grant), op, phase, grant).seq = seq;
+    return *this;
+  }
+  History& counter_write(const std::string& grant, std::int64_t t, std::int64_t value) {
+    add(t, proc_of(grant), "counter_write", "ok", grant).value = value;
+    return *this;
+  }
+  History& final_counter(std::int64_t t, std::int64_t value) {
+    Event& e = add(t, "verifier", "final", "ok");
+    e.kind = "counter";
+    e.value = value;
+    return *this;
+  }
+  std::vector<Event> events() const {
+    std::vector<Event> v = events_;
+    std::stable_sort(v.begin(), v.end(), [](const Event& a, const Event& b) { return a.t < b.t; });
+    return v;
+  }
+
+ private:
+  static std::string proc_of(const std::string& grant) { return grant.substr(0, grant.find('/')); }
+  Event& add(std::int64_t t_ms, const std::string& proc, const std::string& op, const std::string& phase,
+             const std::string& grant = "") {
+    Event e;
+    e.t = t_ms * kMs;
+    e.proc = proc;
+    e.inc = proc.rfind('w', 0) == 0 ? 1 : 0;
+    e.op = op;
+    e.phase = phase;
+    e.grant = grant;
+    events_.push_back(e);
+    return events_.back();
+  }
+  std::vector<Event> events_;
+};
+
+// An expectation with the given health floor; tests switch flags on after.
+Expectation expect(std::int64_t min_grants, std::int64_t min_faults = 0) {
+  Expectation e;
+  e.min_grants = min_grants;
+  e.min_faults = min_faults;
+  return e;
+}
+
+Expectation allowing_overlap(std::int64_t min_grants, std::int64_t min_faults = 0) {
+  Expectation e = expect(min_grants, min_faults);
+  e.overlap_allowed = true;
+  return e;
+}
+
+Expectation must_catch() {
+  Expectation e = expect(1);
+  e.must_be_caught = true;
+  return e;
+}
+
+RunInfo run(std::int64_t end_ms, std::int64_t ttl_ms = 1000, std::int64_t slack_ms = 200) {
+  RunInfo info;
+  info.scenario = "test";
+  info.strategy = "dlock";
+  info.ttl_ms = ttl_ms;
+  info.recovery_slack_ms = slack_ms;
+  info.run_start_t = 0;
+  info.run_end_t = end_ms * kMs;
+  return info;
+}
+
+// Two workers taking turns, nothing overlapping.
+History sequential() {
+  History h;
+  h.acquire("w0/1/1", 0, 10, 1).release("w0/1/1", 100, 110);
+  h.acquire("w1/1/1", 50, 120, 2).release("w1/1/1", 200, 210);
+  h.acquire("w0/1/2", 150, 220, 3).release("w0/1/2", 300, 310);
+  return h;
+}
+
+// w0 holds from 10 ms, w1 is granted at 2100 ms, w0 releases at 3200 ms.
+History double_grant() {
+  History h;
+  h.acquire("w0/1/1", 0, 10, 1);
+  h.acquire("w1/1/1", 1000, 2100, 2);
+  h.release("w0/1/1", 3200, 3210, "fail");  // not the owner any more
+  h.release("w1/1/1", 4000, 4010);
+  return h;
+}
+
+// --- overlaps ---------------------------------------------------------------
+
+TEST(TortureAnalysis, SequentialHistoryHasNoOverlap) {
+  const Findings f = analyze(sequential().events(), run(1000));
+  ASSERT_EQ(f.holds.size(), 3u);
+  EXPECT_TRUE(f.overlaps.empty());
+  EXPECT_EQ(f.unexplained_overlaps, 0);
+  EXPECT_EQ(f.grants, 3);
+  EXPECT_EQ(f.holds[0].end_reason, "release");
+  EXPECT_EQ(f.holds[0].end_t, 100 * kMs);
+  EXPECT_EQ(f.holds[0].release_phase, "ok");
+  EXPECT_EQ(f.ops.at("acquire").invoke, 3);
+  EXPECT_EQ(f.ops.at("acquire").ok, 3);
+  EXPECT_EQ(f.acquire_max_ms, 70);
+  EXPECT_EQ(f.model.verdict, "valid");
+  EXPECT_EQ(f.fence_anomaly_count, 0);
+  EXPECT_TRUE(f.foreign_releases.empty());
+}
+
+TEST(TortureAnalysis, OverlapExplainedByPauseOfFirstHolder) {
+  History h = double_grant();
+  h.fault("pause", "w0", 100, 3100);
+  const Findings f = analyze(h.events(), run(5000));
+  ASSERT_EQ(f.overlaps.size(), 1u);
+  const Overlap& o = f.overlaps[0];
+  EXPECT_EQ(o.first_grant, "w0/1/1");
+  EXPECT_EQ(o.second_grant, "w1/1/1");
+  EXPECT_EQ(o.start_t, 2100 * kMs);
+  EXPECT_EQ(o.end_t, 3200 * kMs);
+  EXPECT_TRUE(o.explained);
+  EXPECT_NE(o.explanation.find("pause of w0 (3000 ms)"), std::string::npos) << o.explanation;
+  EXPECT_EQ(f.unexplained_overlaps, 0);
+  EXPECT_EQ(f.overlap_max_ms, 1100);
+  EXPECT_EQ(f.overlap_total_ms, 1100);
+  ASSERT_EQ(f.faults.size(), 1u);
+  EXPECT_EQ(f.faults[0].proof, "proof of pause");
+}
+
+TEST(TortureAnalysis, PauseOfAnotherWorkerOrHarmlessFaultExplainsNothing) {
+  History h = double_grant();
+  h.fault("pause", "w1", 100, 3100).fault("partition", "server", 100, 3100);
+  const Findings f = analyze(h.events(), run(5000));
+  ASSERT_EQ(f.overlaps.size(), 1u);
+  EXPECT_FALSE(f.overlaps[0].explained);
+  EXPECT_EQ(f.unexplained_overlaps, 1);
+}
+
+TEST(TortureAnalysis, UnexplainedOverlapWithoutFaults) {
+  const Findings f = analyze(double_grant().events(), run(5000));
+  ASSERT_EQ(f.overlaps.size(), 1u);
+  EXPECT_FALSE(f.overlaps[0].explained);
+  EXPECT_EQ(f.unexplained_overlaps, 1);
+  EXPECT_EQ(f.overlap_max_ms, 1100);
+}
+
+TEST(TortureAnalysis, HoldEndsAtLostNotificationAndDeath) {
+  History h;
+  h.acquire("w0/1/1", 0, 10).lost("w0/1/1", 900);
+  h.acquire("w1/1/1", 500, 1000);
+  h.fault("kill", "w1", 1500, -1);
+  h.acquire("w2/1/1", 1100, 2800);
+  const Findings f = analyze(h.events(), run(3000));
+  ASSERT_EQ(f.holds.size(), 3u);
+  EXPECT_EQ(f.holds[0].end_reason, "lost");
+  EXPECT_EQ(f.holds[0].end_t, 900 * kMs);
+  EXPECT_EQ(f.holds[1].end_reason, "killed");
+  EXPECT_EQ(f.holds[1].end_t, 1500 * kMs);
+  EXPECT_EQ(f.holds[2].end_reason, "end-of-run");
+  EXPECT_EQ(f.holds[2].end_t, 3000 * kMs);
+  EXPECT_TRUE(f.overlaps.empty());
+  EXPECT_EQ(f.losses_notified, 1);
+  EXPECT_EQ(f.model.verdict, "valid") << f.model.detail;
+}
+
+// --- registers and fences ------------------------------------------------------
+
+TEST(TortureAnalysis, StaleUnfencedWriteAcceptedAfterNewerGrant) {
+  History h = double_grant();
+  h.write("unfenced_write", "w0/1/1", 20, 1);
+  h.write("unfenced_write", "w1/1/1", 2200, 2);
+  h.write("unfenced_write", "w0/1/1", 3100, 3);  // the superseded holder wakes up
+  const Findings f = analyze(h.events(), run(5000));
+  EXPECT_EQ(f.stale_unfenced, 1);
+  EXPECT_EQ(f.stale_fenced, 0);
+  ASSERT_EQ(f.stale_writes.size(), 1u);
+  EXPECT_EQ(f.stale_writes[0].op, "unfenced_write");
+  EXPECT_EQ(f.stale_writes[0].stale_grant, "w0/1/1");
+  EXPECT_EQ(f.stale_writes[0].newer_grant, "w1/1/1");
+  EXPECT_EQ(f.stale_writes[0].stale_seq, 3);
+  EXPECT_EQ(f.stale_writes[0].newer_seq, 2);
+}
+
+TEST(TortureAnalysis, FencedRegisterRejectingTheStaleWriteIsClean) {
+  History h = double_grant();
+  h.write("fenced_write", "w0/1/1", 20, 1);
+  h.write("fenced_write", "w1/1/1", 2200, 2);
+  h.write("fenced_write", "w0/1/1", 3100, 3, "fail");
+  const Findings f = analyze(h.events(), run(5000));
+  EXPECT_EQ(f.stale_fenced, 0);
+  EXPECT_TRUE(f.stale_writes.empty());
+  EXPECT_EQ(f.fenced_accepted, 2);
+  EXPECT_EQ(f.fenced_rejected, 1);
+}
+
+TEST(TortureAnalysis, FencedRegisterAcceptingAStaleWriteIsCounted) {
+  History h = double_grant();
+  h.write("fenced_write", "w1/1/1", 2200, 1);
+  h.write("fenced_write", "w0/1/1", 3100, 2);
+  const Findings f = analyze(h.events(), run(5000));
+  EXPECT_EQ(f.stale_fenced, 1);
+  EXPECT_EQ(f.stale_unfenced, 0);
+}
+
+TEST(TortureAnalysis, ConcurrentGrantsWritingInEitherOrderAreNotStale) {
+  // w1's acquire began before w0's grant: neither is definitely newer.
+  History h;
+  h.acquire("w0/1/1", 0, 10).acquire("w1/1/1", 5, 20);
+  h.write("unfenced_write", "w1/1/1", 30, 1).write("unfenced_write", "w0/1/1", 40, 2);
+  const Findings f = analyze(h.events(), run(100));
+  EXPECT_EQ(f.stale_unfenced, 0);
+}
+
+TEST(TortureAnalysis, FenceNotIncreasingAfterAnEarlierGrantIsAnAnomaly) {
+  History h;
+  h.acquire("w0/1/1", 0, 10, 5).release("w0/1/1", 50, 60);
+  h.acquire("w2/1/1", 5, 70, 2).release("w2/1/1", 80, 90);      // concurrent with w0's acquire: no order
+  h.acquire("w1/1/1", 200, 210, 3).release("w1/1/1", 250, 260);  // after w0's grant, smaller fence
+  h.acquire("w3/1/1", 300, 310, 0);                               // no fence: not judged
+  const Findings f = analyze(h.events(), run(1000));
+  EXPECT_EQ(f.fence_anomaly_count, 1);
+  ASSERT_EQ(f.fence_anomalies.size(), 1u);
+  EXPECT_EQ(f.fence_anomalies[0].earlier_grant, "w0/1/1");
+  EXPECT_EQ(f.fence_anomalies[0].later_grant, "w1/1/1");
+  EXPECT_EQ(f.fence_anomalies[0].earlier_fence, 5u);
+  EXPECT_EQ(f.fence_anomalies[0].later_fence, 3u);
+}
+
+TEST(TortureAnalysis, ManyFenceAnomaliesAreCountedButListCapped) {
+  History h;
+  h.acquire("w0/1/1", 0, 10, 1000).release("w0/1/1", 20, 30);
+  for (int i = 0; i < 150; ++i) {
+    const std::string g = "w1/1/" + std::to_string(i + 1);
+    h.acquire(g, 100 + 10 * i, 102 + 10 * i, 1).release(g, 105 + 10 * i, 106 + 10 * i);
+  }
+  const Findings f = analyze(h.events(), run(5000));
+  EXPECT_EQ(f.fence_anomaly_count, 150);
+  EXPECT_EQ(f.fence_anomalies.size(), kMaxListed);
+}
+
+// --- ownership and liveness ----------------------------------------------------
+
+TEST(TortureAnalysis, ReleaseWhileALaterGrantHoldsIsForeign) {
+  History h;
+  h.acquire("w0/1/1", 0, 10);
+  h.acquire("w1/1/1", 1000, 2100);
+  h.release("w0/1/1", 3000, 3010);  // ok: deleted w1's lock
+  h.release("w1/1/1", 4000, 4010);
+  const Findings f = analyze(h.events(), run(5000));
+  ASSERT_EQ(f.foreign_releases.size(), 1u);
+  EXPECT_EQ(f.foreign_releases[0].releaser_grant, "w0/1/1");
+  EXPECT_EQ(f.foreign_releases[0].victim_grant, "w1/1/1");
+  EXPECT_EQ(f.foreign_releases[0].t, 3010 * kMs);
+}
+
+TEST(TortureAnalysis, FailedReleaseOfALostLockIsNotForeign) {
+  History h;
+  h.acquire("w0/1/1", 0, 10).lost("w0/1/1", 1000);
+  h.acquire("w1/1/1", 500, 1100);
+  h.release("w0/1/1", 1200, 1210, "fail");
+  h.release("w1/1/1", 2000, 2010);
+  const Findings f = analyze(h.events(), run(3000));
+  EXPECT_TRUE(f.foreign_releases.empty());
+  EXPECT_TRUE(f.overlaps.empty());
+  EXPECT_EQ(f.model.verdict, "valid") << f.model.detail;
+}
+
+TEST(TortureAnalysis, RecoveryAfterHolderDeathWithinBound) {
+  History h;
+  h.acquire("w0/1/1", 0, 10).fault("kill", "w0", 100, -1);
+  h.acquire("w1/1/1", 50, 1000);
+  const Findings f = analyze(h.events(), run(3000, 1000, 200));
+  ASSERT_EQ(f.recoveries.size(), 1u);
+  EXPECT_EQ(f.recoveries[0].dead_grant, "w0/1/1");
+  EXPECT_EQ(f.recoveries[0].death_t, 100 * kMs);
+  ASSERT_TRUE(f.recoveries[0].next_grant_t.has_value());
+  EXPECT_EQ(f.recoveries[0].recovery_ms, 900);
+  EXPECT_TRUE(f.recoveries[0].within_bound);
+  EXPECT_EQ(f.lockouts, 0);
+  EXPECT_EQ(f.holds[0].end_reason, "killed");
+  // w1 waited from the death to its grant with nobody holding.
+  EXPECT_EQ(f.max_unavailable_ms, 900);
+}
+
+TEST(TortureAnalysis, RecoveryPastBound) {
+  History h;
+  h.acquire("w0/1/1", 0, 10).fault("kill", "w0", 100, -1);
+  h.acquire("w1/1/1", 50, 2000);
+  const Findings f = analyze(h.events(), run(3000, 1000, 200));
+  ASSERT_EQ(f.recoveries.size(), 1u);
+  EXPECT_EQ(f.recoveries[0].recovery_ms, 1900);
+  EXPECT_FALSE(f.recoveries[0].within_bound);
+  EXPECT_EQ(f.lockouts, 0);
+  EXPECT_FALSE(judge(f, Expectation{}).pass);
+}
+
+TEST(TortureAnalysis, LockoutWhenNeverGrantedAgain) {
+  History h;
+  h.acquire("w0/1/1", 0, 10).failpoint("w0", 100, "after-grant", "kill");  // the holder kills itself
+  h.acquire_outcome("w1", 50, 4900, "fail");
+  const Findings f = analyze(h.events(), run(5000, 1000, 200));
+  ASSERT_EQ(f.recoveries.size(), 1u);
+  EXPECT_FALSE(f.recoveries[0].next_grant_t.has_value());
+  EXPECT_EQ(f.recoveries[0].recovery_ms, -1);
+  EXPECT_EQ(f.lockouts, 1);
+  const Verdict v = judge(f, expect(1));
+  EXPECT_TRUE(v.caught);
+  EXPECT_FALSE(v.pass);
+}
+
+// SETNX then EXPIRE, killed between the two: the acquire never completed,
+// yet the lock is taken for good.
+TEST(TortureAnalysis, LockoutAfterDeathWithAnAcquireInFlight) {
+  History h;
+  h.acquire("w0/1/1", 0, 10).release("w0/1/1", 20, 25);
+  h.invoke_only("w0/1/2", 30).failpoint("w0", 31, "acquire:mid", "kill").fault("crash", "w0", 40, -1);
+  h.acquire_outcome("w1", 50, 4900, "fail");
+  const Findings f = analyze(h.events(), run(5000, 1000, 200));
+  ASSERT_EQ(f.recoveries.size(), 1u);
+  EXPECT_EQ(f.recoveries[0].dead_grant, "w0/1/2 (acquire in flight)");
+  EXPECT_EQ(f.lockouts, 1);
+  EXPECT_TRUE(judge(f, must_catch()).caught);
+}
+
+TEST(TortureAnalysis, NoLockoutWhenTheRunEndsBeforeTheBound) {
+  History h;
+  h.acquire("w0/1/1", 0, 10).fault("crash", "w0", 100, -1);
+  const Findings f = analyze(h.events(), run(800, 1000, 200));
+  ASSERT_EQ(f.recoveries.size(), 1u);
+  EXPECT_EQ(f.lockouts, 0);
+}
+
+TEST(TortureAnalysis, LostUpdatesFromFinalCounter) {
+  History h = sequential();
+  for (int i = 0; i < 10; ++i) h.counter_write("w0/1/1", 20 + i, i + 1);
+  h.final_counter(900, 7);
+  const Findings f = analyze(h.events(), run(1000));
+  EXPECT_EQ(f.counter_acked, 10);
+  ASSERT_TRUE(f.counter_final.has_value());
+  EXPECT_EQ(*f.counter_final, 7);
+  EXPECT_EQ(f.lost_updates, 3);
+  EXPECT_DOUBLE_EQ(f.lost_pct, 30.0);
+}
+
+TEST(TortureAnalysis, NoLostUpdatesWhenFinalCoversAcked) {
+  History h = sequential();
+  for (int i = 0; i < 4; ++i) h.counter_write("w0/1/1", 20 + i, i + 1);
+  h.final_counter(900, 5);  // an info write that happened anyway
+  const Findings f = analyze(h.events(), run(1000));
+  EXPECT_EQ(f.lost_updates, 0);
+  EXPECT_DOUBLE_EQ(f.lost_pct, 0.0);
+}
+
+// --- mutex model ---------------------------------------------------------------
+
+TEST(TortureModel, ValidOnSequentialHistory) {
+  const auto ev = sequential().events();
+  const Findings f = analyze(ev, run(1000));
+  const ModelResult m = check_mutex_model(ev, f.holds);
+  EXPECT_EQ(m.verdict, "valid") << m.detail;
+  EXPECT_EQ(m.ops_judged, 6);
+}
+
+TEST(TortureModel, InvalidOnDoubleGrant) {
+  const auto ev = double_grant().events();
+  const Findings f = analyze(ev, run(5000));
+  const ModelResult m = check_mutex_model(ev, f.holds);
+  EXPECT_EQ(m.verdict, "invalid");
+  EXPECT_NE(m.detail.find("acquire by w1/1/1"), std::string::npos) << m.detail;
+  EXPECT_NE(m.detail.find("held by w0/1/1"), std::string::npos) << m.detail;
+}
+
+TEST(TortureModel, InfoAcquireIsSkipped) {
+  History h = sequential();
+  h.acquire_outcome("w2", 5, 400, "info");  // timed out: may or may not have taken the lock
+  h.acquire_outcome("w3", 6, 30, "fail");   // did not happen
+  const auto ev = h.events();
+  const Findings f = analyze(ev, run(1000));
+  const ModelResult m = check_mutex_model(ev, f.holds);
+  EXPECT_EQ(m.verdict, "valid") << m.detail;
+  EXPECT_EQ(m.ops_judged, 7);  // 3 acquires, 3 releases, 1 info acquire
+}
+
+TEST(TortureModel, LostEventExplainsTheNextGrant) {
+  History with_lost;
+  with_lost.acquire("w0/1/1", 0, 10).lost("w0/1/1", 500);
+  with_lost.acquire("w1/1/1", 100, 600).release("w1/1/1", 700, 710);
+  const auto ev = with_lost.events();
+  EXPECT_EQ(check_mutex_model(ev, analyze(ev, run(1000)).holds).verdict, "valid");
+
+  History without;
+  without.acquire("w0/1/1", 0, 10);
+  without.acquire("w1/1/1", 100, 600).release("w1/1/1", 700, 710);
+  const auto ev2 = without.events();
+  EXPECT_EQ(check_mutex_model(ev2, analyze(ev2, run(1000)).holds).verdict, "invalid");
+}
+
+TEST(TortureModel, DeathReleasesOnlyAfterItHappens) {
+  History h;
+  h.acquire("w0/1/1", 0, 10).fault("kill", "w0", 300, -1);
+  h.acquire("w1/1/1", 100, 200).release("w1/1/1", 250, 260);  // granted before the death
+  const auto ev = h.events();
+  EXPECT_EQ(check_mutex_model(ev, analyze(ev, run(1000)).holds).verdict, "invalid");
+}
+
+TEST(TortureModel, UnknownWhenStatesRunOut) {
+  History h;  // four workers all concurrent
+  for (int w = 0; w < 4; ++w) {
+    const std::string g = "w" + std::to_string(w) + "/1/1";
+    h.acquire(g, 0, 50).release(g, 50, 100);
+  }
+  const auto ev = h.events();
+  const auto holds = analyze(ev, run(1000)).holds;
+  const ModelResult m = check_mutex_model(ev, holds, 3);
+  EXPECT_EQ(m.verdict, "unknown");
+  EXPECT_FALSE(m.detail.empty());
+  EXPECT_EQ(check_mutex_model(ev, holds).verdict, "valid");
+}
+
+TEST(TortureModel, LongSequentialHistoryIsFast) {
+  History h;
+  for (int i = 0; i < 10000; ++i) {
+    const std::string g = "w" + std::to_string(i % 8) + "/1/" + std::to_string(i + 1);
+    const std::int64_t t = 10 * i;
+    h.acquire(g, t - 5, t + 1, static_cast<std::uint64_t>(i + 1)).release(g, t + 5, t + 6);
+    if (i % 50 == 0) h.acquire_outcome("w9", t, t + 3, "info");
+  }
+  const auto ev = h.events();
+  const auto start = std::chrono::steady_clock::now();
+  const Findings f = analyze(ev, run(101000));
+  const auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_EQ(f.model.verdict, "valid") << f.model.detail;
+  EXPECT_EQ(f.model.ops_judged, 20200);
+  EXPECT_TRUE(f.overlaps.empty());
+  EXPECT_EQ(f.fence_anomaly_count, 0);
+  EXPECT_LT(std::chrono::duration_cast<std::chrono::milliseconds>(took).count(), 2000);
+}
+
+// --- judge -----------------------------------------------------------------
+
+TEST(TortureJudge, CleanRunPasses) {
+  const Findings f = analyze(sequential().events(), run(1000));
+  const Verdict v = judge(f, expect(3));
+  EXPECT_TRUE(v.pass);
+  EXPECT_FALSE(v.caught);
+  EXPECT_TRUE(v.violations.empty());
+  EXPECT_TRUE(v.problems.empty());
+}
+
+TEST(TortureJudge, TooFewGrantsOrFaultsIsUnhealthy) {
+  const Findings f = analyze(sequential().events(), run(1000));
+  const Verdict v = judge(f, expect(5, 1));
+  EXPECT_FALSE(v.pass);
+  ASSERT_EQ(v.problems.size(), 2u);
+  EXPECT_NE(v.problems[0].find("checker health"), std::string::npos);
+  EXPECT_NE(v.problems[1].find("faults"), std::string::npos);
+}
+
+TEST(TortureJudge, UnexplainedOverlapFails) {
+  const Findings f = analyze(double_grant().events(), run(5000));
+  const Verdict v = judge(f, allowing_overlap(1));
+  EXPECT_FALSE(v.pass);
+  EXPECT_TRUE(v.caught);
+  ASSERT_FALSE(v.violations.empty());
+  EXPECT_EQ(v.violations[0], "1 unexplained overlap (max 1100 ms)");
+}
+
+TEST(TortureJudge, ExplainedOverlapPassesOnlyWhenDocumented) {
+  History h = double_grant();
+  h.fault("pause", "w0", 100, 3100);
+  const Findings f = analyze(h.events(), run(5000));
+  const Verdict allowed = judge(f, allowing_overlap(1, 1));
+  EXPECT_TRUE(allowed.pass);
+  EXPECT_TRUE(allowed.caught);
+  const Verdict strict = judge(f, expect(1));
+  EXPECT_FALSE(strict.pass);
+}
+
+TEST(TortureJudge, MustBeCaughtPassesOnlyWhenCaught) {
+  const Findings bad = analyze(double_grant().events(), run(5000));
+  EXPECT_TRUE(judge(bad, must_catch()).pass);
+  const Findings clean = analyze(sequential().events(), run(1000));
+  const Verdict missed = judge(clean, must_catch());
+  EXPECT_FALSE(missed.pass);
+  EXPECT_FALSE(missed.caught);
+  ASSERT_EQ(missed.problems.size(), 1u);
+  EXPECT_NE(missed.problems[0].find("not caught"), std::string::npos);
+}
+
+TEST(TortureJudge, StaleFencedWriteAndLostUpdatesAreNamed) {
+  History h = double_grant();
+  h.fault("pause", "w0", 100, 3100);
+  h.write("fenced_write", "w1/1/1", 2200, 1).write("fenced_write", "w0/1/1", 3100, 2);
+  h.counter_write("w1/1/1", 2300, 1).counter_write("w0/1/1", 3150, 1).final_counter(4500, 1);
+  const Findings f = analyze(h.events(), run(5000));
+  Expectation e = allowing_overlap(1);
+  e.lost_updates_allowed = true;
+  const Verdict v = judge(f, e);
+  EXPECT_FALSE(v.pass);  // overlaps and lost updates are documented, a stale fenced write never is
+  bool stale = false, lost = false;
+  for (const auto& s : v.violations) {
+    stale |= s == "1 stale write accepted by the fenced register";
+    lost |= s.find("1 lost update (50.0% of acked)") == 0;
+  }
+  EXPECT_TRUE(stale);
+  EXPECT_TRUE(lost);
+}
+
+TEST(TortureJudge, UnknownModelIsNeverAPassAndFenceAnomaliesNeedLeave) {
+  Findings f = analyze(sequential().events(), run(1000));
+  f.model.verdict = "unknown";
+  const Verdict unknown = judge(f, expect(1));
+  EXPECT_FALSE(unknown.pass);
+  EXPECT_FALSE(unknown.caught);
+  f.model.verdict = "valid";
+  f.fence_anomaly_count = 2;
+  EXPECT_FALSE(judge(f, expect(1)).pass);
+  Expectation e = expect(1);
+  e.fence_anomaly_allowed = true;
+  const Verdict allowed = judge(f, e);
+  EXPECT_TRUE(allowed.pass);
+  ASSERT_EQ(allowed.violations.size(), 1u);
+  EXPECT_EQ(allowed.violations[0].rfind("2 fence anomalies", 0), 0u);
+}
+
+// --- reports ---------------------------------------------------------------
+
+RunReport report_of(const History& h, const RunInfo& info, const Expectation& e) {
+  RunReport r;
+  r.info = info;
+  r.expect = e;
+  r.findings = analyze(h.events(), info);
+  r.verdict = judge(r.findings, e);
+  r.setup = {{"redis", "7.0.15"}, {"workers", "2"}};
+  return r;
+}
+
+TEST(TortureReport, TextJsonAndHtmlCarryTheFigures) {
+  History h = double_grant();
+  h.fault("pause", "w0", 100, 3100).lost("w1/1/1", 3900);
+  h.write("unfenced_write", "w1/1/1", 2200, 1).write("unfenced_write", "w0/1/1", 3100, 2);
+  RunInfo info = run(5000);
+  info.scenario = "pause <holder>";
+  const RunReport r = report_of(h, info, allowing_overlap(1));
+  const std::vector<Event> ev = h.events();
+
+  const std::string text = render_text(r);
+  EXPECT_NE(text.find("pause of w0 (3000 ms)"), std::string::npos) << text;
+  EXPECT_NE(text.find("unfenced 1"), std::string::npos) << text;
+  EXPECT_NE(text.find("7.0.15"), std::string::npos);
+  EXPECT_NE(text.find("VERDICT  PASS"), std::string::npos) << text;
+
+  const nlohmann::json j = nlohmann::json::parse(render_json(r));
+  EXPECT_EQ(j["grants"], 2);
+  EXPECT_EQ(j["overlaps"]["explained"], 1);
+  EXPECT_EQ(j["overlaps"]["unexplained"], 0);
+  EXPECT_EQ(j["overlaps"]["max_ms"], 1100);
+  EXPECT_EQ(j["stale_writes"]["unfenced"], 1);
+  EXPECT_EQ(j["model"]["verdict"], "invalid");
+  EXPECT_EQ(j["verdict"]["pass"], true);
+  EXPECT_EQ(j["setup"]["redis"], "7.0.15");
+
+  const std::string html = render_html(r, ev);
+  EXPECT_NE(html.find("<svg"), std::string::npos);
+  EXPECT_NE(html.find("pause &lt;holder&gt;"), std::string::npos);
+  EXPECT_EQ(html.find("pause <holder>"), std::string::npos);  // escaped everywhere
+  EXPECT_NE(html.find("lost notification of w1/1/1"), std::string::npos);
+  EXPECT_NE(html.find("explained overlap"), std::string::npos);
+  EXPECT_NE(html.find("stale unfenced_write by w0/1/1"), std::string::npos);
+}
+
+TEST(TortureReport, SuiteTablesListEveryRun) {
+  const RunReport a = report_of(sequential(), run(1000), expect(1));
+  RunInfo naive = run(5000);
+  naive.strategy = "setnx-del";
+  const RunReport b = report_of(double_grant(), naive, must_catch());
+  const std::string text = render_suite_text({a, b});
+  EXPECT_NE(text.find("setnx-del"), std::string::npos) << text;
+  EXPECT_NE(text.find("PASS (caught)"), std::string::npos) << text;
+  EXPECT_NE(text.find("2 of 2 runs met their expectation"), std::string::npos) << text;
+  const nlohmann::json j = nlohmann::json::parse(render_suite_json({a, b}));
+  ASSERT_EQ(j["runs"].size(), 2u);
+  EXPECT_EQ(j["runs"][1]["overlaps"]["unexplained"], 1);
+  EXPECT_EQ(j["passed"], 2);
+}
+
+}  // namespace
+}  // namespace torture
