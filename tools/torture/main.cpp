@@ -1,0 +1,191 @@
+// dlock-torture: runs fault scenarios against lock strategies, records every
+// operation, checks the history, and says what it found.
+//
+//   dlock-torture list
+//   dlock-torture run --scenario pause --strategy dlock [--duration 10] [--seed 1]
+//   dlock-torture suite --short|--full [--duration 8] [--seeds 1] [--out DIR]
+//
+// Exit status: 0 when every run met its expectation (a safe strategy showed no
+// violation its scenario does not document; every naive strategy that must
+// fail was caught), 1 otherwise, 2 on a set-up error, 64 on bad usage.
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+
+#include "run.hpp"
+#include "scenarios.hpp"
+#include "strategies.hpp"
+#include "worker.hpp"
+
+#ifndef DLOCK_CLOCK_SHIM_BUILD_PATH
+#define DLOCK_CLOCK_SHIM_BUILD_PATH ""
+#endif
+
+namespace fs = std::filesystem;
+using namespace torture;
+
+namespace {
+
+std::string self_exe() { return fs::read_symlink("/proc/self/exe").string(); }
+
+// The shim next to this program (bin/../lib), else where the build put it.
+std::string default_shim() {
+  const fs::path beside = fs::path(self_exe()).parent_path().parent_path() / "lib" / "libdlock_clock_shim.so";
+  if (fs::exists(beside)) return beside.string();
+  return DLOCK_CLOCK_SHIM_BUILD_PATH;
+}
+
+std::string one_line(const RunReport& r) {
+  const auto& f = r.findings;
+  char buf[512];
+  std::snprintf(buf, sizeof buf, "%-13s %-19s %5lld grants %3zu faults  overlaps %lld/%lld  stale %lld/%lld  lost %lld  %s",
+                r.info.scenario.c_str(), r.info.strategy.c_str(), static_cast<long long>(f.grants), f.faults.size(),
+                static_cast<long long>(f.unexplained_overlaps),
+                static_cast<long long>(f.overlaps.size()) - static_cast<long long>(f.unexplained_overlaps),
+                static_cast<long long>(f.stale_fenced), static_cast<long long>(f.stale_unfenced),
+                static_cast<long long>(f.lost_updates),
+                r.verdict.pass ? (r.expect.must_be_caught ? "CAUGHT as expected" : "as expected")
+                               : "UNEXPECTED");
+  return buf;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"dlock-torture: fault injection and history checks for distributed locks"};
+  app.require_subcommand(1);
+
+  auto* list = app.add_subcommand("list", "List scenarios and strategies");
+
+  RunConfig cfg;
+  double duration_s = 10;
+  std::string out = "torture-results";
+  auto add_common = [&](CLI::App* sub) {
+    sub->add_option("--duration", duration_s, "Seconds of workload per run")->capture_default_str();
+    sub->add_option("--workers", cfg.workers, "Worker processes")->capture_default_str()->check(CLI::Range(2, 8));
+    sub->add_option("--ttl", cfg.ttl_ms, "Lease in ms")->capture_default_str()->check(CLI::Range(200, 60000));
+    sub->add_option("--think", cfg.think_ms, "Max think time under the lock, ms")->capture_default_str();
+    sub->add_option("--out", out, "Directory for run directories and reports")->capture_default_str();
+    sub->add_option("--clock-shim", cfg.clock_shim, "Path of libdlock_clock_shim.so");
+    sub->add_option("--redis-server", cfg.redis_server, "redis-server binary")->capture_default_str();
+  };
+
+  auto* run = app.add_subcommand("run", "Run one scenario against one strategy");
+  run->add_option("--scenario", cfg.scenario, "Scenario (see list)")->required();
+  run->add_option("--strategy", cfg.strategy, "Strategy (see list)")->default_val("dlock");
+  run->add_option("--seed", cfg.seed, "Seed")->capture_default_str();
+  add_common(run);
+
+  auto* suite = app.add_subcommand("suite", "Run a plan of scenarios x strategies");
+  bool full = false;
+  int seeds = 1;
+  std::uint64_t first_seed = 1;
+  suite->add_flag("--full", full, "Every scenario on every strategy (default: the short suite)");
+  suite->add_flag("--short", [&](std::int64_t) { full = false; }, "Every scenario on dlock, each naive strategy once");
+  suite->add_option("--seeds", seeds, "Repetitions with seeds first..first+K-1")->capture_default_str();
+  suite->add_option("--first-seed", first_seed, "First seed")->capture_default_str();
+  add_common(suite);
+
+  WorkerArgs wa;
+  auto* worker = app.add_subcommand("worker", "(internal) one worker process");
+  worker->group("");
+  worker->add_option("--proc", wa.proc)->required();
+  worker->add_option("--inc", wa.inc);
+  worker->add_option("--slot", wa.slot);
+  worker->add_option("--slots", wa.slots)->required();
+  worker->add_option("--slot-count", wa.slot_count)->required();
+  worker->add_option("--strategy", wa.strategy)->required();
+  worker->add_option("--lock-port", wa.lock_port)->required();
+  worker->add_option("--resource-port", wa.resource_port)->required();
+  worker->add_option("--ttl", wa.ttl_ms);
+  worker->add_option("--think", wa.think_ms);
+  worker->add_option("--wait", wa.wait_ms);
+  worker->add_option("--history", wa.history)->required();
+  worker->add_option("--seed", wa.seed);
+  worker->add_option("--failpoints", wa.failpoints);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int rc = app.exit(e);
+    return rc == 0 ? 0 : 64;
+  }
+
+  if (*worker) return worker_main(wa);
+
+  if (*list) {
+    std::cout << "scenarios:\n";
+    for (const auto& s : scenarios()) std::cout << "  " << s.name << std::string(15 - s.name.size(), ' ') << s.summary << "\n";
+    std::cout << "strategies:\n";
+    for (const auto& s : strategy_names()) std::cout << "  " << s << (is_naive(s) ? "  (naive control)" : "") << "\n";
+    return 0;
+  }
+
+  cfg.duration_ms = static_cast<std::int64_t>(duration_s * 1000);
+  cfg.self_exe = self_exe();
+  if (cfg.clock_shim.empty()) cfg.clock_shim = default_shim();
+  if (cfg.clock_shim.empty() || !fs::exists(cfg.clock_shim)) {
+    std::cerr << "dlock-torture: clock shim not found; pass --clock-shim PATH\n";
+    return 2;
+  }
+  cfg.clock_shim = fs::absolute(cfg.clock_shim).string();
+  fs::create_directories(out);
+
+  std::vector<PlannedRun> plan;
+  std::vector<std::uint64_t> seed_list;
+  if (*run) {
+    if (!find_scenario(cfg.scenario)) {
+      std::cerr << "dlock-torture: unknown scenario '" << cfg.scenario << "' (see: dlock-torture list)\n";
+      return 64;
+    }
+    bool known = false;
+    for (const auto& s : strategy_names()) known = known || s == cfg.strategy;
+    if (!known) {
+      std::cerr << "dlock-torture: unknown strategy '" << cfg.strategy << "' (see: dlock-torture list)\n";
+      return 64;
+    }
+    plan.push_back({cfg.scenario, cfg.strategy});
+    seed_list.push_back(cfg.seed);
+  } else {
+    plan = full ? full_suite() : short_suite();
+    for (int i = 0; i < seeds; ++i) seed_list.push_back(first_seed + static_cast<std::uint64_t>(i));
+  }
+
+  std::vector<RunReport> reports;
+  bool all_pass = true;
+  try {
+    for (const auto seed : seed_list) {
+      for (const auto& p : plan) {
+        RunConfig rc = cfg;
+        rc.scenario = p.scenario;
+        rc.strategy = p.strategy;
+        rc.seed = seed;
+        rc.out_dir = (fs::path(out) / (p.scenario + "." + p.strategy + "." + std::to_string(seed))).string();
+        RunReport r = run_one(rc);
+        all_pass = all_pass && r.verdict.pass;
+        if (*run) {
+          std::cout << render_text(r) << "\nrun directory: " << rc.out_dir << " (timeline.html)\n";
+        } else {
+          std::cout << one_line(r) << std::endl;
+          for (const auto& why : r.verdict.problems) std::cout << "    " << why << "\n";
+        }
+        reports.push_back(std::move(r));
+      }
+    }
+  } catch (const std::exception& ex) {
+    std::cerr << "dlock-torture: " << ex.what() << "\n";
+    return 2;
+  }
+  if (*suite) {
+    const std::string table = render_suite_text(reports);
+    std::cout << "\n" << table;
+    std::ofstream(fs::path(out) / "suite.txt") << table;
+    std::ofstream(fs::path(out) / "suite.json") << render_suite_json(reports);
+    std::cout << "reports: " << out << "/suite.txt, suite.json, <run>/timeline.html\n";
+  }
+  return all_pass ? 0 : 1;
+}

@@ -1,0 +1,218 @@
+#include "run_ctx.hpp"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <thread>
+
+namespace torture {
+
+char proc_state(int pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(in, line)) return '?';
+  // "pid (comm) S ...": comm may hold spaces, so look after the last ')'.
+  const auto close = line.rfind(')');
+  if (close == std::string::npos || close + 2 >= line.size()) return '?';
+  return line[close + 2];
+}
+
+std::int64_t RunCtx::uniform(std::int64_t lo, std::int64_t hi) {
+  return std::uniform_int_distribution<std::int64_t>(lo, hi)(rng);
+}
+
+void RunCtx::log_fault(const std::string& phase, const std::string& kind, const std::string& target,
+                       const std::string& detail) {
+  Event e;
+  e.t = mono_ns();
+  e.proc = "nemesis";
+  e.pid = ::getpid();
+  e.op = "fault";
+  e.phase = phase;
+  e.kind = kind;
+  e.target = target;
+  e.detail = detail;
+  log->write(e);
+}
+
+void RunCtx::fault_start(const std::string& kind, const std::string& target, const std::string& proof) {
+  log_fault("invoke", kind, target, proof);
+}
+void RunCtx::fault_end(const std::string& kind, const std::string& target, const std::string& detail) {
+  log_fault("ok", kind, target, detail);
+}
+void RunCtx::fault_instant(const std::string& kind, const std::string& target, const std::string& proof) {
+  log_fault("invoke", kind, target, proof);
+}
+
+void RunCtx::spawn(int w) {
+  WorkerProc& p = procs[w];
+  const WorkerArgs& a = p.args;
+  std::vector<std::string> args{self_exe, "worker",
+                                "--proc", a.proc,
+                                "--inc", std::to_string(a.inc),
+                                "--slot", std::to_string(a.slot),
+                                "--slots", a.slots,
+                                "--slot-count", std::to_string(a.slot_count),
+                                "--strategy", a.strategy,
+                                "--lock-port", std::to_string(a.lock_port),
+                                "--resource-port", std::to_string(a.resource_port),
+                                "--ttl", std::to_string(a.ttl_ms),
+                                "--think", std::to_string(a.think_ms),
+                                "--wait", std::to_string(a.wait_ms),
+                                "--history", a.history,
+                                "--seed", std::to_string(a.seed),
+                                "--failpoints", a.failpoints};
+  const std::string log_path = a.history.substr(0, a.history.rfind('/')) + "/../" + a.proc + ".log";
+  const pid_t pid = ::fork();
+  if (pid < 0) throw std::runtime_error("fork failed");
+  if (pid == 0) {
+    ::setpgid(0, 0);
+    const int fd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    if (fd >= 0) {
+      ::dup2(fd, 1);
+      ::dup2(fd, 2);
+    }
+    if (!clock_shim.empty()) {
+      ::setenv("LD_PRELOAD", clock_shim.c_str(), 1);
+      ::setenv("DLOCK_CLOCK_SHIM_FILE", p.clock->path().c_str(), 1);
+    }
+    std::vector<char*> argv;
+    for (auto& s : args) argv.push_back(s.data());
+    argv.push_back(nullptr);
+    ::execv(argv[0], argv.data());
+    ::_exit(127);
+  }
+  p.pid = pid;
+  p.paused_by_nemesis = false;
+  p.killed_by_nemesis = false;
+  p.resume_at = 0;
+}
+
+void RunCtx::housekeeping() {
+  const auto now = mono_ns();
+  for (int w = 0; w < workers(); ++w) {
+    WorkerProc& p = procs[w];
+    if (p.pid > 0) {
+      int status = 0;
+      if (::waitpid(p.pid, &status, WNOHANG) == p.pid) {
+        if (!p.killed_by_nemesis) {
+          const std::string how = WIFSIGNALED(status) ? "killed by signal " + std::to_string(WTERMSIG(status))
+                                                      : "exited with " + std::to_string(WEXITSTATUS(status));
+          fault_instant("crash", p.args.proc, "pid " + std::to_string(p.pid) + " " + how + " (failpoint)");
+        }
+        p.pid = -1;
+        p.respawn_at = now + 100'000'000;
+        continue;
+      }
+      if (p.paused_by_nemesis) continue;
+      if (p.resume_at == 0 && proc_state(p.pid) == 'T') {
+        // Stopped itself at a failpoint: resume after 1.5-3 leases.
+        const auto d = uniform(ttl * 3 / 2, ttl * 3);
+        p.resume_at = now + d * 1'000'000;
+        ++self_pauses;
+        fault_start("failpoint-pause", p.args.proc,
+                    "pid " + std::to_string(p.pid) + " in state T (/proc/" + std::to_string(p.pid) +
+                        "/stat); resumed in " + std::to_string(d) + " ms");
+      } else if (p.resume_at != 0 && now >= p.resume_at) {
+        ::kill(p.pid, SIGCONT);
+        p.resume_at = 0;
+        fault_end("failpoint-pause", p.args.proc, "SIGCONT");
+      }
+    } else if (running() && now >= p.respawn_at) {
+      ++p.args.inc;
+      spawn(w);
+    }
+  }
+}
+
+void RunCtx::idle(ms d) {
+  const auto until = mono_ns() + d.count() * 1'000'000;
+  for (;;) {
+    housekeeping();
+    const auto left = until - mono_ns();
+    if (left <= 0) return;
+    std::this_thread::sleep_for(std::chrono::nanoseconds(std::min<std::int64_t>(left, 5'000'000)));
+  }
+}
+
+int RunCtx::find_worker(Phase phase, ms patience) {
+  const auto until = mono_ns() + patience.count() * 1'000'000;
+  for (;;) {
+    std::vector<int> candidates;
+    for (int w = 0; w < workers(); ++w) {
+      const WorkerProc& p = procs[w];
+      if (p.pid <= 0 || p.paused_by_nemesis || p.resume_at != 0) continue;
+      if (slots->at(w).pid.load() != p.pid) continue;  // not started yet
+      if (slots->at(w).phase.load() == static_cast<std::int32_t>(phase)) candidates.push_back(w);
+    }
+    if (!candidates.empty())
+      return candidates[static_cast<size_t>(uniform(0, static_cast<std::int64_t>(candidates.size()) - 1))];
+    if (mono_ns() >= until) return -1;
+    idle(ms(2));
+  }
+}
+
+void RunCtx::pause(int w, ms d, const std::string& kind) {
+  WorkerProc& p = procs[w];
+  if (p.pid <= 0) return;
+  p.paused_by_nemesis = true;
+  ::kill(p.pid, SIGSTOP);
+  char state = '?';
+  for (int i = 0; i < 100 && (state = proc_state(p.pid)) != 'T'; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  fault_start(kind, p.args.proc,
+              "SIGSTOP pid " + std::to_string(p.pid) + " for " + std::to_string(d.count()) + " ms; state " +
+                  std::string(1, state) + " in /proc/" + std::to_string(p.pid) + "/stat");
+  idle(d);
+  if (p.pid > 0) ::kill(p.pid, SIGCONT);
+  p.paused_by_nemesis = false;
+  fault_end(kind, p.args.proc, "SIGCONT");
+}
+
+void RunCtx::kill(int w) {
+  WorkerProc& p = procs[w];
+  if (p.pid <= 0) return;
+  p.killed_by_nemesis = true;
+  const int pid = p.pid;
+  ::kill(pid, SIGKILL);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  fault_instant("kill", p.args.proc,
+                "SIGKILL pid " + std::to_string(pid) + "; reaped, " +
+                    (WIFSIGNALED(status) ? "killed by signal " + std::to_string(WTERMSIG(status)) : "exited"));
+  p.pid = -1;
+  p.respawn_at = mono_ns() + 100'000'000;
+}
+
+void RunCtx::stop_workers() {
+  for (auto& p : procs)
+    if (p.pid > 0) {
+      ::kill(p.pid, SIGCONT);
+      ::kill(p.pid, SIGTERM);
+    }
+  // Workers finish their iteration (an acquire waits at most wait_ms).
+  const auto deadline = mono_ns() + (procs.empty() ? 0 : procs[0].args.wait_ms + 5000) * 1'000'000;
+  for (auto& p : procs) {
+    while (p.pid > 0) {
+      int status = 0;
+      if (::waitpid(p.pid, &status, WNOHANG) == p.pid) {
+        p.pid = -1;
+        break;
+      }
+      if (mono_ns() > deadline) {
+        ::kill(p.pid, SIGKILL);
+        ::waitpid(p.pid, &status, 0);
+        p.pid = -1;
+        break;
+      }
+      ::kill(p.pid, SIGCONT);  // a failpoint may have stopped it again
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  }
+}
+
+}  // namespace torture

@@ -1,0 +1,97 @@
+// What a scenario's nemesis can do during a run: find workers by what they
+// are doing, pause, kill and restart processes, drive the proxy and the
+// clocks, and log every fault with the proof that it took effect.
+#ifndef DLOCK_TORTURE_RUN_CTX_HPP_
+#define DLOCK_TORTURE_RUN_CTX_HPP_
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "clock_control.hpp"
+#include "history.hpp"
+#include "proxy.hpp"
+#include "server_proc.hpp"
+#include "slots.hpp"
+#include "sync_conn.hpp"
+#include "worker.hpp"
+
+namespace torture {
+
+struct WorkerProc {
+  WorkerArgs args;
+  int pid = -1;            // -1: dead, waiting to be respawned
+  bool paused_by_nemesis = false;
+  bool killed_by_nemesis = false;
+  std::int64_t respawn_at = 0;   // ns
+  std::int64_t resume_at = 0;    // ns, for a self-paused worker; 0: none
+  std::unique_ptr<ClockControl> clock;
+};
+
+class RunCtx {
+ public:
+  using ms = std::chrono::milliseconds;
+
+  // --- time -----------------------------------------------------------
+  bool running() const { return mono_ns() < end_t; }
+  // Sleeps `d` while keeping house: reaps and respawns workers, resumes
+  // workers that stopped themselves at a failpoint.
+  void idle(ms d);
+  std::int64_t ttl_ms() const { return ttl; }
+  std::int64_t uniform(std::int64_t lo, std::int64_t hi);
+
+  // --- workers --------------------------------------------------------
+  int workers() const { return static_cast<int>(procs.size()); }
+  // A live, running worker in `phase`, waiting up to `patience` for one; -1
+  // if none.
+  int find_worker(Phase phase, ms patience);
+  const std::string& name(int w) const { return procs[w].args.proc; }
+  void pause(int w, ms d, const std::string& kind);  // SIGSTOP, idle d, SIGCONT
+  void kill(int w);                                  // SIGKILL, respawned soon
+  ClockControl& worker_clock(int w) { return *procs[w].clock; }
+
+  // --- servers --------------------------------------------------------
+  ServerProc& lock_server() { return *lock; }
+  SyncConn& admin() { return *admin_conn; }  // direct to the lock server
+  ClockControl& server_clock() { return *server_clk; }
+  Proxy& proxy() { return *proxy_; }
+  std::string link(int w) const { return procs[w].args.proc; }
+
+  // --- history --------------------------------------------------------
+  void fault_start(const std::string& kind, const std::string& target, const std::string& proof);
+  void fault_end(const std::string& kind, const std::string& target, const std::string& detail);
+  void fault_instant(const std::string& kind, const std::string& target, const std::string& proof);
+
+  // Set up by the run.
+  std::int64_t end_t = 0;
+  std::int64_t ttl = 1000;
+  std::mt19937_64 rng;
+  std::vector<WorkerProc> procs;
+  std::unique_ptr<ServerProc> lock;
+  std::unique_ptr<SyncConn> admin_conn;
+  std::unique_ptr<ClockControl> server_clk;
+  std::unique_ptr<Proxy> proxy_;
+  std::unique_ptr<SlotTable> slots;
+  std::unique_ptr<HistoryWriter> log;
+  std::string self_exe;
+  std::string clock_shim;
+  int self_pauses = 0;
+
+  void spawn(int w);
+  void housekeeping();
+  void stop_workers();
+
+ private:
+  void log_fault(const std::string& phase, const std::string& kind, const std::string& target,
+                 const std::string& detail);
+};
+
+// State of a process from /proc/<pid>/stat ('R', 'S', 'T'...), '?' if gone.
+char proc_state(int pid);
+
+}  // namespace torture
+
+#endif  // DLOCK_TORTURE_RUN_CTX_HPP_

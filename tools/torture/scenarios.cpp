@@ -1,0 +1,348 @@
+#include "scenarios.hpp"
+
+#include <thread>
+
+#include "run_ctx.hpp"
+#include "strategies.hpp"
+
+namespace torture {
+namespace {
+
+using ms = std::chrono::milliseconds;
+
+Expectation safe(std::int64_t min_faults) {
+  Expectation e;
+  e.min_faults = min_faults;
+  e.assumption = "no overlap: the fault stays within what a lease tolerates";
+  return e;
+}
+
+Expectation overlap_ok(const std::string& why, bool fence_anomaly = false) {
+  Expectation e;
+  e.overlap_allowed = true;
+  e.lost_updates_allowed = true;
+  e.fence_anomaly_allowed = fence_anomaly;
+  e.min_faults = 1;
+  e.assumption = why;
+  return e;
+}
+
+std::string server_time(SyncConn& c) {
+  auto r = c.cmd({"TIME"});
+  if (!r.good() || r.elements.size() != 2) return "?";
+  return std::to_string(std::stoll(r.elements[0].str) * 1000 + std::stoll(r.elements[1].str) / 1000);
+}
+
+Proxy::Stats total_stats(RunCtx& c) {
+  Proxy::Stats t;
+  for (int w = 0; w < c.workers(); ++w) {
+    const auto s = c.proxy().stats(c.link(w));
+    t.connections += s.connections;
+    t.bytes_up += s.bytes_up;
+    t.bytes_down += s.bytes_down;
+    t.bytes_dropped += s.bytes_dropped;
+    t.resets += s.resets;
+    t.held_chunks += s.held_chunks;
+    t.delayed_chunks += s.delayed_chunks;
+    t.refused += s.refused;
+    t.max_delay_applied_ms = std::max(t.max_delay_applied_ms, s.max_delay_applied_ms);
+  }
+  return t;
+}
+
+// ---- nemeses ---------------------------------------------------------------
+
+void no_faults(RunCtx& c) {
+  while (c.running()) c.idle(ms(20));
+}
+
+// Kleppmann's case: the holder stops for longer than its lease.
+void pause_holder(RunCtx& c) {
+  c.idle(ms(500));
+  while (c.running()) {
+    const int w = c.find_worker(Phase::holding, ms(1000));
+    if (w >= 0) c.pause(w, ms(c.uniform(c.ttl_ms() * 3 / 2, c.ttl_ms() * 3)), "pause");
+    c.idle(ms(c.uniform(500, 1500)));
+  }
+}
+
+// Replies to an acquirer are held back past the lease: the same as the
+// client stopping right after it sent its request.
+void late_reply(RunCtx& c) {
+  c.idle(ms(300));
+  while (c.running()) {
+    const int w = c.find_worker(Phase::acquiring, ms(1000));
+    if (w >= 0) {
+      const auto before = c.proxy().stats(c.link(w));
+      const auto hold = ms(c.ttl_ms() * 3 / 2);
+      c.proxy().hold_replies(c.link(w), hold);
+      c.fault_start("late-reply", c.name(w), "replies to " + c.name(w) + " held " + std::to_string(hold.count()) +
+                                                 " ms from now for 300 ms");
+      c.idle(ms(300));
+      c.proxy().hold_replies(c.link(w), ms(0));
+      c.idle(hold);
+      const auto after = c.proxy().stats(c.link(w));
+      c.fault_end("late-reply", c.name(w),
+                  std::to_string(after.held_chunks - before.held_chunks) + " reply chunks held back");
+    }
+    c.idle(ms(c.uniform(300, 800)));
+  }
+}
+
+// One client's wall clock jumps +-60 s and back.
+void client_clock(RunCtx& c) {
+  c.idle(ms(300));
+  bool forward = true;
+  while (c.running()) {
+    const int w = static_cast<int>(c.uniform(0, c.workers() - 1));
+    const ms offset(forward ? 60000 : -60000);
+    c.worker_clock(w).set_offset(offset);
+    c.fault_start("client-clock", c.name(w),
+                  "CLOCK_REALTIME of " + c.name(w) + " shifted " + std::to_string(offset.count()) +
+                      " ms (shim file reads " + std::to_string(c.worker_clock(w).offset().count()) +
+                      "); the worker logs the jump it sees");
+    c.idle(ms(2000));
+    c.worker_clock(w).set_offset(ms(0));
+    c.fault_end("client-clock", c.name(w), "offset back to 0");
+    forward = !forward;
+    c.idle(ms(500));
+  }
+}
+
+// The lock server's wall clock jumps forward by two leases: keys expire at
+// once (Redis expires by the wall clock).
+void server_clock(RunCtx& c) {
+  c.idle(ms(500));
+  while (c.running()) {
+    c.find_worker(Phase::holding, ms(1000));
+    const auto before = server_time(c.admin());
+    const auto jump = ms(2 * c.ttl_ms());
+    c.server_clock().set_offset(c.server_clock().offset() + jump);
+    const auto after = server_time(c.admin());
+    const std::string proof = "server TIME " + before + " -> " + after + " ms (+" + std::to_string(jump.count()) +
+                              " ms written to the shim file)";
+    c.fault_start("server-clock", "server", proof);
+    c.fault_end("server-clock", "server", proof);
+    c.idle(ms(c.uniform(1500, 2500)));
+  }
+}
+
+void kill_holder(RunCtx& c) {
+  c.idle(ms(500));
+  while (c.running()) {
+    const int w = c.find_worker(Phase::holding, ms(1000));
+    if (w >= 0) c.kill(w);
+    c.idle(ms(c.uniform(c.ttl_ms() + 500, c.ttl_ms() + 1500)));
+  }
+}
+
+// SIGKILL the lock server while a lock is held, restart it at once.
+void restart_server(RunCtx& c) {
+  c.idle(ms(500));
+  while (c.running()) {
+    c.find_worker(Phase::holding, ms(1000));
+    const int old_pid = c.lock_server().pid();
+    auto keys_before = c.admin().cmd({"DBSIZE"});
+    c.lock_server().kill9();
+    c.fault_start("restart", "server",
+                  "SIGKILL redis-server pid " + std::to_string(old_pid) + " holding " +
+                      std::to_string(keys_before.integer) + " keys (aof " +
+                      (c.lock_server().spec().aof_always ? "always" : "off") + ")");
+    c.lock_server().start();
+    c.admin().disconnect();
+    auto keys_after = c.admin().cmd({"DBSIZE"});
+    c.fault_end("restart", "server",
+                "restarted as pid " + std::to_string(c.lock_server().pid()) + " with " +
+                    std::to_string(keys_after.integer) + " keys");
+    c.idle(ms(c.uniform(2000, 3000)));
+  }
+}
+
+// The holder is cut off from the lock server for two leases, then healed;
+// what it sent meanwhile arrives late, like TCP after a partition.
+void partition_holder(RunCtx& c) {
+  c.idle(ms(500));
+  while (c.running()) {
+    const int w = c.find_worker(Phase::holding, ms(1000));
+    if (w >= 0) {
+      const auto before = c.proxy().stats(c.link(w));
+      c.proxy().blackhole(c.link(w), true);
+      c.fault_start("partition", c.name(w), "proxy blackholes " + c.name(w) + " <-> lock server");
+      c.idle(ms(2 * c.ttl_ms()));
+      const auto during = c.proxy().stats(c.link(w));
+      c.proxy().blackhole(c.link(w), false);
+      c.fault_end("partition", c.name(w),
+                  "healed; " + std::to_string(during.held_chunks - before.held_chunks) +
+                      " chunks were held during the partition");
+    }
+    c.idle(ms(c.uniform(500, 1500)));
+  }
+}
+
+void net_delay(RunCtx& c) {
+  c.idle(ms(300));
+  while (c.running()) {
+    const ms d(c.uniform(20, c.ttl_ms() / 10));
+    const auto before = total_stats(c);
+    c.proxy().set_delay("", d);
+    c.fault_start("delay", "all", "proxy delays every link " + std::to_string(d.count()) + " ms each way");
+    c.idle(ms(2000));
+    c.proxy().set_delay("", ms(0));
+    const auto after = total_stats(c);
+    c.fault_end("delay", "all",
+                std::to_string(after.delayed_chunks - before.delayed_chunks) + " chunks delayed, max " +
+                    std::to_string(after.max_delay_applied_ms) + " ms");
+    c.idle(ms(1000));
+  }
+}
+
+// Replies lost: requests reach the server, the replies are dropped and the
+// connection reset (outcome unknown to the client).
+void net_drop(RunCtx& c) {
+  c.idle(ms(300));
+  while (c.running()) {
+    int w = c.find_worker(c.uniform(0, 1) ? Phase::acquiring : Phase::releasing, ms(500));
+    if (w < 0) w = static_cast<int>(c.uniform(0, c.workers() - 1));
+    const auto before = c.proxy().stats(c.link(w));
+    c.proxy().drop_replies(c.link(w), true);
+    c.fault_start("drop", c.name(w), "proxy drops replies to " + c.name(w) + " for 200 ms");
+    c.idle(ms(200));
+    c.proxy().drop_replies(c.link(w), false);
+    const auto after = c.proxy().stats(c.link(w));
+    c.fault_end("drop", c.name(w),
+                std::to_string(after.bytes_dropped - before.bytes_dropped) + " B dropped, " +
+                    std::to_string(after.resets - before.resets) + " resets");
+    c.idle(ms(c.uniform(300, 700)));
+  }
+}
+
+void net_reset(RunCtx& c) {
+  c.idle(ms(300));
+  while (c.running()) {
+    const auto before = total_stats(c);
+    c.proxy().reset("");
+    const auto after = total_stats(c);
+    c.fault_instant("reset", "all",
+                    "proxy reset every connection: " + std::to_string(after.resets - before.resets) + " resets");
+    c.idle(ms(c.uniform(400, 900)));
+  }
+}
+
+// The lock server stops serving for 1.5 leases: CLIENT PAUSE WRITE and
+// DEBUG SLEEP in turn. The nemesis keeps house on its own thread meanwhile.
+void server_stall(RunCtx& c) {
+  c.idle(ms(500));
+  bool debug_sleep = false;
+  while (c.running()) {
+    c.find_worker(Phase::holding, ms(1000));
+    const auto d = c.ttl_ms() * 3 / 2;
+    std::int64_t took_ms = -1;
+    std::string reply;
+    std::thread t([&] {
+      SyncConn conn("127.0.0.1", c.lock_server().port(), ms(10 * d));
+      const auto t0 = mono_ns();
+      if (debug_sleep) {
+        reply = conn.cmd({"DEBUG", "SLEEP", std::to_string(static_cast<double>(d) / 1000.0)}).str;
+      } else {
+        reply = conn.cmd({"CLIENT", "PAUSE", std::to_string(d), "WRITE"}).str;
+        reply += ", then SET waited";
+        conn.cmd({"SET", "torture:probe", "1"});
+      }
+      took_ms = (mono_ns() - t0) / 1'000'000;
+    });
+    const std::string kind = debug_sleep ? "debug-sleep" : "client-pause";
+    c.fault_start(kind, "server", (debug_sleep ? "DEBUG SLEEP " : "CLIENT PAUSE WRITE ") + std::to_string(d) + " ms");
+    c.idle(ms(d));
+    t.join();
+    c.fault_end(kind, "server", reply + " " + std::to_string(took_ms) + " ms");
+    debug_sleep = !debug_sleep;
+    c.idle(ms(c.uniform(1000, 2000)));
+  }
+}
+
+std::vector<Scenario> make_scenarios() {
+  std::vector<Scenario> v;
+  v.push_back({"baseline", "no faults: contention only", "", false, no_faults, {}, safe(0)});
+  v.push_back({"pause", "SIGSTOP the holder for 1.5-3 leases; some workers stop themselves after the lease check "
+                        "or between a non-atomic release's check and delete",
+               "hold:after-check=pause:0.03,release:mid=pause:0.2", false, pause_holder,
+               {"token-get-then-del", "getset-timestamp"},
+               overlap_ok("a holder paused longer than its lease still believes it holds the lock (documented); "
+                          "fencing must reject its late writes")});
+  v.push_back({"late-reply", "replies to an acquiring client held back for 1.5 leases", "", false, late_reply, {},
+               safe(1)});
+  v.push_back({"client-clock", "one client's wall clock jumps +-60 s", "", false, client_clock,
+               {"getset-timestamp"}, safe(1)});
+  v.push_back({"server-clock", "the lock server's wall clock jumps forward 2 leases", "", false, server_clock, {},
+               overlap_ok("Redis expires keys by its wall clock: a forward jump frees a held lock (documented)")});
+  v.push_back({"holder-kill", "SIGKILL the holder (and self-kills inside a non-atomic acquire)",
+               "acquire:mid=kill:0.05", false, kill_holder, {"setnx-del", "setnx-then-expire"}, safe(1)});
+  v.push_back({"restart", "SIGKILL the lock server and restart it at once, no persistence", "", false,
+               restart_server, {},
+               overlap_ok("a restart without persistence forgets held locks and the fence counter (documented: "
+                          "use appendfsync always or restart after the longest lease)",
+                          true)});
+  v.push_back({"restart-aof", "SIGKILL the lock server and restart it at once, appendfsync always", "", true,
+               restart_server, {}, safe(1)});
+  v.push_back({"partition", "the holder cut off from the lock server for 2 leases", "", false, partition_holder, {},
+               safe(1)});
+  v.push_back({"net-delay", "every link delayed 20 ms-lease/10 each way", "", false, net_delay, {}, safe(1)});
+  v.push_back({"net-drop", "replies lost and connections reset while requests are applied", "", false, net_drop, {},
+               safe(1)});
+  v.push_back({"net-reset", "every connection reset every 0.4-0.9 s", "", false, net_reset, {}, safe(1)});
+  v.push_back({"server-stall", "CLIENT PAUSE WRITE / DEBUG SLEEP for 1.5 leases", "", false, server_stall, {},
+               safe(1)});
+  return v;
+}
+
+}  // namespace
+
+const std::vector<Scenario>& scenarios() {
+  static const std::vector<Scenario> all = make_scenarios();
+  return all;
+}
+
+const Scenario* find_scenario(const std::string& name) {
+  for (const auto& s : scenarios())
+    if (s.name == name) return &s;
+  return nullptr;
+}
+
+Expectation expectation_for(const Scenario& s, const std::string& strategy, bool* judged) {
+  *judged = true;
+  if (!is_naive(strategy)) return s.dlock;
+  Expectation e;
+  e.overlap_allowed = true;
+  e.lost_updates_allowed = true;
+  e.fence_anomaly_allowed = true;
+  e.min_faults = s.dlock.min_faults;
+  for (const auto& m : s.must_catch)
+    if (m == strategy) {
+      e.must_be_caught = true;
+      e.assumption = "naive control: must be caught here";
+      return e;
+    }
+  *judged = false;
+  e.assumption = "naive control, not judged in this scenario";
+  return e;
+}
+
+std::vector<PlannedRun> short_suite() {
+  std::vector<PlannedRun> v;
+  for (const auto& s : scenarios()) v.push_back({s.name, "dlock"});
+  // Each naive strategy once, where it must fail.
+  v.push_back({"holder-kill", "setnx-del"});
+  v.push_back({"holder-kill", "setnx-then-expire"});
+  v.push_back({"client-clock", "getset-timestamp"});
+  v.push_back({"pause", "token-get-then-del"});
+  return v;
+}
+
+std::vector<PlannedRun> full_suite() {
+  std::vector<PlannedRun> v;
+  for (const auto& s : scenarios())
+    for (const auto& st : strategy_names()) v.push_back({s.name, st});
+  return v;
+}
+
+}  // namespace torture

@@ -1,0 +1,127 @@
+#include "server_proc.hpp"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <stdexcept>
+#include <thread>
+
+#include "sync_conn.hpp"
+
+namespace torture {
+
+std::uint16_t free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+    if (fd >= 0) ::close(fd);
+    throw std::runtime_error("cannot find a free port");
+  }
+  ::close(fd);
+  return ntohs(a.sin_port);
+}
+
+std::string redis_version(const std::string& binary) {
+  const std::string cmd = binary + " --version 2>/dev/null";
+  FILE* p = ::popen(cmd.c_str(), "r");
+  if (!p) return "unknown";
+  char buf[256] = {};
+  const bool got = std::fgets(buf, sizeof buf, p) != nullptr;
+  ::pclose(p);
+  if (!got) return "unknown";
+  const std::string line(buf);
+  const auto at = line.find("v=");
+  if (at == std::string::npos) return "unknown";
+  return line.substr(at + 2, line.find(' ', at) - at - 2);
+}
+
+ServerProc::ServerProc(ServerSpec spec) : spec_(std::move(spec)) {
+  if (spec_.port == 0) spec_.port = free_port();
+}
+
+ServerProc::~ServerProc() {
+  try {
+    kill9();
+  } catch (...) {
+  }
+}
+
+void ServerProc::start() {
+  std::vector<std::string> args{spec_.binary,
+                                "--port", std::to_string(spec_.port),
+                                "--bind", "127.0.0.1",
+                                "--dir", spec_.dir,
+                                "--logfile", spec_.dir + "/redis.log",
+                                "--save", "",
+                                "--daemonize", "no",
+                                "--enable-debug-command", "local"};
+  if (spec_.aof_always) {
+    for (const char* a : {"--appendonly", "yes", "--appendfsync", "always"}) args.emplace_back(a);
+  } else {
+    for (const char* a : {"--appendonly", "no"}) args.emplace_back(a);
+  }
+  const pid_t pid = ::fork();
+  if (pid < 0) throw std::runtime_error("fork failed");
+  if (pid == 0) {
+    if (!spec_.clock_shim.empty()) {
+      ::setenv("LD_PRELOAD", spec_.clock_shim.c_str(), 1);
+      ::setenv("DLOCK_CLOCK_SHIM_FILE", spec_.clock_file.c_str(), 1);
+    }
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    ::execvp(argv[0], argv.data());
+    ::_exit(127);
+  }
+  pid_ = pid;
+  SyncConn probe("127.0.0.1", spec_.port, std::chrono::milliseconds(200));
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (std::chrono::steady_clock::now() < deadline) {
+    auto r = probe.cmd({"PING"});
+    if (r.good() && r.str == "PONG") return;
+    int status = 0;
+    if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+      pid_ = -1;
+      throw std::runtime_error("redis-server exited at start; see " + spec_.dir + "/redis.log");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  kill9();
+  throw std::runtime_error("redis-server did not answer PING within 5 s on port " + std::to_string(spec_.port));
+}
+
+void ServerProc::kill9() {
+  if (pid_ <= 0) return;
+  ::kill(pid_, SIGCONT);
+  ::kill(pid_, SIGKILL);
+  int status = 0;
+  ::waitpid(pid_, &status, 0);
+  pid_ = -1;
+}
+
+void ServerProc::stop() {
+  if (pid_ <= 0) return;
+  ::kill(pid_, SIGCONT);
+  ::kill(pid_, SIGTERM);
+  for (int i = 0; i < 300; ++i) {
+    int status = 0;
+    if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+      pid_ = -1;
+      return;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  kill9();
+}
+
+}  // namespace torture

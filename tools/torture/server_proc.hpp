@@ -1,0 +1,47 @@
+// A private redis-server process for one run: started on a loopback port in
+// the run directory, optionally under the clock shim, killed and restarted on
+// the nemesis' orders, always stopped at the end.
+#ifndef DLOCK_TORTURE_SERVER_PROC_HPP_
+#define DLOCK_TORTURE_SERVER_PROC_HPP_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace torture {
+
+struct ServerSpec {
+  std::string binary = "redis-server";
+  std::string dir;              // working directory, log, AOF
+  std::uint16_t port = 0;       // 0: pick a free one
+  bool aof_always = false;      // appendonly yes + appendfsync always
+  std::string clock_shim;       // LD_PRELOAD library, empty: none
+  std::string clock_file;       // the shim's offset file
+};
+
+class ServerProc {
+ public:
+  explicit ServerProc(ServerSpec spec);
+  ~ServerProc();  // SIGKILL if still running
+  ServerProc(const ServerProc&) = delete;
+  ServerProc& operator=(const ServerProc&) = delete;
+
+  void start();  // throws std::runtime_error if it does not answer PING in 5 s
+  void kill9();  // SIGKILL and reap
+  void stop();   // SIGTERM, reap (SIGKILL after 3 s)
+  int pid() const { return pid_; }
+  std::uint16_t port() const { return spec_.port; }
+  const ServerSpec& spec() const { return spec_; }
+
+ private:
+  ServerSpec spec_;
+  int pid_ = -1;
+};
+
+std::uint16_t free_port();
+// "7.0.15", or "unknown".
+std::string redis_version(const std::string& binary);
+
+}  // namespace torture
+
+#endif  // DLOCK_TORTURE_SERVER_PROC_HPP_

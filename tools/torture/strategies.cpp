@@ -1,0 +1,233 @@
+#include "strategies.hpp"
+
+#include <sys/time.h>
+
+#include <dlock/client.hpp>
+#include <optional>
+#include <random>
+#include <stdexcept>
+#include <thread>
+
+#include "sync_conn.hpp"
+
+namespace torture {
+namespace {
+
+using std::chrono::milliseconds;
+using Clock = std::chrono::steady_clock;
+
+// ---- dlock ---------------------------------------------------------------
+
+class DlockStrategy final : public Strategy {
+ public:
+  explicit DlockStrategy(const StrategyConfig& c) : config_(c) {
+    dlock::ClientOptions options;
+    // Scaled with the lease, as a 30 s lease would have a 2 s timeout.
+    options.command_timeout = milliseconds(std::max<std::int64_t>(50, c.ttl_ms / 4));
+    options.connect_timeout = options.command_timeout;
+    options.reconnect_backoff_min = milliseconds(10);
+    options.reconnect_backoff_max = milliseconds(std::max<std::int64_t>(20, c.ttl_ms / 4));
+    options.logger = [](dlock::LogLevel, std::string_view) {};
+    client_ = dlock::Client::connect("redis://" + c.host + ":" + std::to_string(c.port), options);
+  }
+
+  AcquireResult acquire(milliseconds wait, std::function<void()> on_lost) override {
+    dlock::LockOptions lo;
+    lo.watchdog_lease = milliseconds(config_.ttl_ms);
+    lo.renew_interval = milliseconds(config_.ttl_ms / 3);
+    lo.error_retry = milliseconds(config_.ttl_ms);
+    lo.on_lost = [on_lost = std::move(on_lost)](dlock::LossReason) { on_lost(); };
+    auto r = client_->acquire(config_.key, wait, lo);
+    if (r.ok()) {
+      lease_.emplace(std::move(*r));
+      return {Outcome::ok, lease_->fence(), {}};
+    }
+    const auto step = dlock::next_step(r.status().code());
+    return {step == dlock::NextStep::unknown ? Outcome::info : Outcome::fail, 0, r.status().to_string()};
+  }
+
+  bool still_valid() const override {
+    return lease_ && !lease_->lost() && Clock::now() < lease_->valid_until();
+  }
+
+  ReleaseResult release() override {
+    if (!lease_) return {Outcome::fail, "no lease"};
+    auto s = lease_->release();
+    lease_.reset();  // an unknown release is cleaned up by the library
+    if (s.ok()) return {Outcome::ok, {}};
+    return {dlock::next_step(s.code()) == dlock::NextStep::unknown ? Outcome::info : Outcome::fail,
+            s.to_string()};
+  }
+
+ private:
+  StrategyConfig config_;
+  std::optional<dlock::Client> client_;
+  std::optional<dlock::Lease> lease_;
+};
+
+// ---- the naive ones --------------------------------------------------------
+
+// What a plain client library does: a generous socket timeout, and a reply
+// that is late is still a reply.
+constexpr milliseconds kNaiveTimeout{5000};
+constexpr milliseconds kPollEvery{10};  // the articles retry after 10 ms
+
+class NaiveBase : public Strategy {
+ public:
+  explicit NaiveBase(const StrategyConfig& c) : config_(c), conn_(c.host, c.port, kNaiveTimeout) {}
+
+ protected:
+  static Outcome outcome_of(const Reply& r) {
+    if (r.status == Reply::Status::not_sent) return Outcome::fail;
+    if (r.status == Reply::Status::unknown) return Outcome::info;
+    return r.is_error ? Outcome::fail : Outcome::ok;
+  }
+  static std::string text(const Reply& r) { return r.failure.empty() ? r.str : r.failure; }
+
+  // Retries `attempt` every 10 ms until it grants or `wait` passes. An
+  // attempt whose reply was lost ends the acquire as unknown.
+  AcquireResult poll(milliseconds wait, const std::function<std::optional<AcquireResult>()>& attempt) {
+    const auto deadline = Clock::now() + wait;
+    for (;;) {
+      if (auto r = attempt()) return *r;
+      if (Clock::now() >= deadline) return {Outcome::fail, 0, "timeout"};
+      std::this_thread::sleep_for(kPollEvery);
+    }
+  }
+
+  StrategyConfig config_;
+  SyncConn conn_;
+};
+
+// Seed 001, version 1: SETNX, work, DEL. No expiry at all.
+class SetnxDel final : public NaiveBase {
+ public:
+  using NaiveBase::NaiveBase;
+  AcquireResult acquire(milliseconds wait, std::function<void()>) override {
+    return poll(wait, [&]() -> std::optional<AcquireResult> {
+      auto r = conn_.cmd({"SETNX", config_.key, "1"});
+      if (!r.good()) return AcquireResult{outcome_of(r), 0, text(r)};
+      if (r.integer == 1) return AcquireResult{Outcome::ok, 0, {}};
+      return std::nullopt;
+    });
+  }
+  ReleaseResult release() override {
+    auto r = conn_.cmd({"DEL", config_.key});
+    if (!r.good()) return {outcome_of(r), text(r)};
+    return {r.integer == 1 ? Outcome::ok : Outcome::fail, r.integer == 1 ? "" : "nothing deleted"};
+  }
+};
+
+// Seed 000, method 1: SETNX, then EXPIRE as a second command. A crash in
+// between leaves a lock that never expires.
+class SetnxThenExpire final : public NaiveBase {
+ public:
+  using NaiveBase::NaiveBase;
+  AcquireResult acquire(milliseconds wait, std::function<void()>) override {
+    return poll(wait, [&]() -> std::optional<AcquireResult> {
+      auto r = conn_.cmd({"SETNX", config_.key, std::to_string(wall_ms() + config_.ttl_ms)});
+      if (!r.good()) return AcquireResult{outcome_of(r), 0, text(r)};
+      if (r.integer != 1) return std::nullopt;
+      config_.failpoint("acquire:mid");
+      const auto seconds = std::max<std::int64_t>(1, (config_.ttl_ms + 999) / 1000);
+      auto e = conn_.cmd({"EXPIRE", config_.key, std::to_string(seconds)});
+      (void)e;  // the article ignores EXPIRE's reply: the lock is held either way
+      return AcquireResult{Outcome::ok, 0, {}};
+    });
+  }
+  ReleaseResult release() override {
+    auto r = conn_.cmd({"DEL", config_.key});
+    if (!r.good()) return {outcome_of(r), text(r)};
+    return {r.integer == 1 ? Outcome::ok : Outcome::fail, r.integer == 1 ? "" : "nothing deleted"};
+  }
+  static std::int64_t wall_ms() {
+    timeval tv{};
+    ::gettimeofday(&tv, nullptr);
+    return std::int64_t{tv.tv_sec} * 1000 + tv.tv_usec / 1000;
+  }
+};
+
+// Seed 000 method 2 and seed 002 (the pattern the SETNX page once gave):
+// the value is the client's wall-clock expiry; a waiter that finds it in the
+// past breaks the lock with GETSET; release deletes if the holder's own
+// clock says the lock has not expired yet.
+class GetsetTimestamp final : public NaiveBase {
+ public:
+  using NaiveBase::NaiveBase;
+  AcquireResult acquire(milliseconds wait, std::function<void()>) override {
+    return poll(wait, [&]() -> std::optional<AcquireResult> {
+      const std::string expires = std::to_string(SetnxThenExpire::wall_ms() + config_.ttl_ms + 1);
+      auto r = conn_.cmd({"SETNX", config_.key, expires});
+      if (!r.good()) return AcquireResult{outcome_of(r), 0, text(r)};
+      if (r.integer == 1) return AcquireResult{Outcome::ok, 0, {}};
+      auto cur = conn_.cmd({"GET", config_.key});
+      if (!cur.good()) return AcquireResult{outcome_of(cur), 0, text(cur)};
+      if (cur.is_nil || std::stoll(cur.str) >= SetnxThenExpire::wall_ms()) return std::nullopt;
+      auto old = conn_.cmd({"GETSET", config_.key, expires});
+      if (!old.good()) return AcquireResult{outcome_of(old), 0, text(old)};
+      if (!old.is_nil && old.str == cur.str) return AcquireResult{Outcome::ok, 0, {}};
+      return std::nullopt;
+    });
+  }
+  ReleaseResult release() override {
+    auto cur = conn_.cmd({"GET", config_.key});
+    if (!cur.good()) return {outcome_of(cur), text(cur)};
+    if (cur.is_nil || SetnxThenExpire::wall_ms() >= std::stoll(cur.str))
+      return {Outcome::fail, "expired by this client's clock; not deleted"};
+    config_.failpoint("release:mid");
+    auto r = conn_.cmd({"DEL", config_.key});
+    if (!r.good()) return {outcome_of(r), text(r)};
+    return {r.integer == 1 ? Outcome::ok : Outcome::fail, {}};
+  }
+};
+
+// Seed 001, version 3: SET NX PX with a random token (right), released by
+// GET, compare, DEL as separate commands (wrong: the key can change hands
+// between the compare and the DEL).
+class TokenGetThenDel final : public NaiveBase {
+ public:
+  explicit TokenGetThenDel(const StrategyConfig& c) : NaiveBase(c), rng_(std::random_device{}()) {}
+  AcquireResult acquire(milliseconds wait, std::function<void()>) override {
+    token_ = std::to_string(rng_()) + "-" + std::to_string(rng_());
+    return poll(wait, [&]() -> std::optional<AcquireResult> {
+      auto r = conn_.cmd({"SET", config_.key, token_, "NX", "PX", std::to_string(config_.ttl_ms)});
+      if (!r.good()) return AcquireResult{outcome_of(r), 0, text(r)};
+      if (!r.is_nil) return AcquireResult{Outcome::ok, 0, {}};
+      return std::nullopt;
+    });
+  }
+  ReleaseResult release() override {
+    auto cur = conn_.cmd({"GET", config_.key});
+    if (!cur.good()) return {outcome_of(cur), text(cur)};
+    if (cur.is_nil || cur.str != token_) return {Outcome::fail, "not the owner"};
+    config_.failpoint("release:mid");
+    auto r = conn_.cmd({"DEL", config_.key});
+    if (!r.good()) return {outcome_of(r), text(r)};
+    return {r.integer == 1 ? Outcome::ok : Outcome::fail, {}};
+  }
+
+ private:
+  std::mt19937_64 rng_;
+  std::string token_;
+};
+
+}  // namespace
+
+const std::vector<std::string>& strategy_names() {
+  static const std::vector<std::string> names{"dlock", "setnx-del", "setnx-then-expire", "getset-timestamp",
+                                              "token-get-then-del"};
+  return names;
+}
+
+bool is_naive(const std::string& name) { return name != "dlock"; }
+
+std::unique_ptr<Strategy> make_strategy(const std::string& name, const StrategyConfig& config) {
+  if (name == "dlock") return std::make_unique<DlockStrategy>(config);
+  if (name == "setnx-del") return std::make_unique<SetnxDel>(config);
+  if (name == "setnx-then-expire") return std::make_unique<SetnxThenExpire>(config);
+  if (name == "getset-timestamp") return std::make_unique<GetsetTimestamp>(config);
+  if (name == "token-get-then-del") return std::make_unique<TokenGetThenDel>(config);
+  throw std::invalid_argument("unknown strategy '" + name + "'");
+}
+
+}  // namespace torture

@@ -1,0 +1,60 @@
+// The lock strategies the verifier drives: dlock itself and the naive
+// algorithms from the seed articles, each written as the articles give it, so
+// the verifier can show where they break.
+#ifndef DLOCK_TORTURE_STRATEGIES_HPP_
+#define DLOCK_TORTURE_STRATEGIES_HPP_
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace torture {
+
+enum class Outcome { ok, fail, info };  // info: unknown, may have happened
+
+struct AcquireResult {
+  Outcome outcome = Outcome::fail;
+  std::uint64_t fence = 0;  // 0: the strategy has no fencing token
+  std::string detail;
+};
+
+struct ReleaseResult {
+  Outcome outcome = Outcome::fail;
+  std::string detail;
+};
+
+struct StrategyConfig {
+  std::string host = "127.0.0.1";
+  std::uint16_t port = 0;       // the lock server (through the proxy)
+  std::string key = "torture";  // the lock's name
+  std::int64_t ttl_ms = 1000;
+  // Called at named points inside an algorithm ("acquire:mid" between the
+  // two commands of a non-atomic acquire, "release:mid" between the check
+  // and the delete of a non-atomic release); the worker may pause or kill
+  // its own process there.
+  std::function<void(const char*)> failpoint;
+};
+
+class Strategy {
+ public:
+  virtual ~Strategy() = default;
+  // Tries for up to `wait`. on_lost is called (from any thread) if the
+  // strategy learns later that this grant was lost.
+  virtual AcquireResult acquire(std::chrono::milliseconds wait, std::function<void()> on_lost) = 0;
+  virtual ReleaseResult release() = 0;
+  // Whether the holder still believes its grant is good: what a careful user
+  // checks before writing. The naive algorithms have nothing to check.
+  virtual bool still_valid() const { return true; }
+};
+
+// Throws std::invalid_argument for an unknown name.
+std::unique_ptr<Strategy> make_strategy(const std::string& name, const StrategyConfig& config);
+const std::vector<std::string>& strategy_names();
+bool is_naive(const std::string& name);
+
+}  // namespace torture
+
+#endif  // DLOCK_TORTURE_STRATEGIES_HPP_

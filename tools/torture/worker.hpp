@@ -1,0 +1,36 @@
+// One worker process of a run: acquire -> read -> think -> write -> release,
+// in a loop, logging every operation to its own history file.
+#ifndef DLOCK_TORTURE_WORKER_HPP_
+#define DLOCK_TORTURE_WORKER_HPP_
+
+#include <cstdint>
+#include <string>
+
+namespace torture {
+
+struct WorkerArgs {
+  std::string proc;  // "w0"...
+  int inc = 1;
+  int slot = 0;
+  std::string strategy;
+  std::uint16_t lock_port = 0;      // lock server, through the proxy
+  std::uint16_t resource_port = 0;  // resource server, direct
+  std::int64_t ttl_ms = 1000;
+  std::int64_t think_ms = 20;   // think U(0, think) between read and write
+  std::int64_t wait_ms = 3000;  // acquire wait
+  std::string history;          // file
+  std::string slots;            // file
+  int slot_count = 0;
+  std::uint64_t seed = 1;
+  // "name=pause:0.1,name=kill:0.05": at failpoint `name`, with that
+  // probability, stop (SIGSTOP, resumed by the nemesis) or kill itself.
+  std::string failpoints;
+};
+
+// Runs until SIGTERM, then finishes the current iteration. Returns the exit
+// status.
+int worker_main(const WorkerArgs& args);
+
+}  // namespace torture
+
+#endif  // DLOCK_TORTURE_WORKER_HPP_
