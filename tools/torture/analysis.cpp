@@ -495,7 +495,7 @@ std::vector<ModelOp> build_model_ops(const Index& ix, const std::vector<Hold>& h
 
 bool explains_overlap(const std::string& kind) {
   return kind == "pause" || kind == "failpoint-pause" || kind == "late-reply" || kind == "server-clock" ||
-         kind == "restart";
+         kind == "restart" || kind == "failover";
 }
 
 ModelResult check_mutex_model(const std::vector<Event>& events, const std::vector<Hold>& holds,

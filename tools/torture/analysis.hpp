@@ -62,7 +62,7 @@ struct FaultWindow {
 // Fault kinds after which an overlap is explained by a documented timing
 // assumption: the earlier holder stopped (pause, or its replies were held
 // back past the lease), the server's clock jumped, or the server forgot the
-// lock (restart without persistence).
+// lock (restart without persistence, failover to an asynchronous replica).
 bool explains_overlap(const std::string& kind);
 
 struct Overlap {

@@ -475,6 +475,14 @@ void Proxy::reset(const std::string& link) {
   });
 }
 
+void Proxy::set_upstream_port(std::uint16_t port) {
+  // Sessions copy the endpoints when they connect, so changing them here,
+  // on the I/O thread, only affects later connections.
+  impl_->call([&] {
+    for (auto& ep : impl_->upstream) ep.port(port);
+  });
+}
+
 Proxy::Stats Proxy::stats(const std::string& link) const {
   return impl_->call([&] {
     Stats sum;

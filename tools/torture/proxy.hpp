@@ -64,6 +64,9 @@ class Proxy {
   // Resets every open connection pair of the link now (SO_LINGER 0 + close
   // on both sides: both peers see ECONNRESET).
   void reset(const std::string& link);
+  // New connections go to this port from now on (a failover to a promoted
+  // replica); open ones are left alone: reset() them to move them.
+  void set_upstream_port(std::uint16_t port);
   // While on, new connections are accepted and immediately reset.
   void refuse(const std::string& link, bool on);
 

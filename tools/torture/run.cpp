@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <stdexcept>
+#include <thread>
 
 #include "run_ctx.hpp"
 #include "scenarios.hpp"
@@ -92,7 +93,25 @@ RunReport run_one(const RunConfig& cfg) {
     p.clock = std::make_unique<ClockControl>(fs::absolute(dir / ("clock-" + p.args.proc)).string());
     c.procs.push_back(std::move(p));
   }
+  if (scenario->replica) {
+    // The replica replicates through the proxy, so the nemesis can cut it off.
+    ServerSpec rs;
+    rs.binary = cfg.redis_server;
+    rs.dir = fs::absolute(dir / "replica-server").string();
+    fs::create_directories(rs.dir);
+    rs.extra_args = {"--replicaof", "127.0.0.1", std::to_string(c.proxy_->add_link("replication"))};
+    c.replica = std::make_unique<ServerProc>(rs);
+  }
   c.proxy_->start();
+  if (c.replica) {
+    c.replica->start();
+    SyncConn probe("127.0.0.1", c.replica->port(), std::chrono::milliseconds(500));
+    for (int i = 0; i < 500; ++i) {
+      auto info = probe.cmd({"INFO", "replication"});
+      if (info.str.find("master_link_status:up") != std::string::npos) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  }
 
   const auto run_start = mono_ns();
   c.end_t = run_start + cfg.duration_ms * 1'000'000;
@@ -112,6 +131,7 @@ RunReport run_one(const RunConfig& cfg) {
   const auto run_end = mono_ns();
   c.proxy_.reset();
   c.lock->stop();
+  if (c.replica) c.replica->stop();
   resource.stop();
 
   RunReport r;

@@ -71,6 +71,7 @@ class RunCtx {
   std::mt19937_64 rng;
   std::vector<WorkerProc> procs;
   std::unique_ptr<ServerProc> lock;
+  std::unique_ptr<ServerProc> replica;  // failover scenario only
   std::unique_ptr<SyncConn> admin_conn;
   std::unique_ptr<ClockControl> server_clk;
   std::unique_ptr<Proxy> proxy_;

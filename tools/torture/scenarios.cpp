@@ -33,23 +33,6 @@ std::string server_time(SyncConn& c) {
   return std::to_string(std::stoll(r.elements[0].str) * 1000 + std::stoll(r.elements[1].str) / 1000);
 }
 
-Proxy::Stats total_stats(RunCtx& c) {
-  Proxy::Stats t;
-  for (int w = 0; w < c.workers(); ++w) {
-    const auto s = c.proxy().stats(c.link(w));
-    t.connections += s.connections;
-    t.bytes_up += s.bytes_up;
-    t.bytes_down += s.bytes_down;
-    t.bytes_dropped += s.bytes_dropped;
-    t.resets += s.resets;
-    t.held_chunks += s.held_chunks;
-    t.delayed_chunks += s.delayed_chunks;
-    t.refused += s.refused;
-    t.max_delay_applied_ms = std::max(t.max_delay_applied_ms, s.max_delay_applied_ms);
-  }
-  return t;
-}
-
 // ---- nemeses ---------------------------------------------------------------
 
 void no_faults(RunCtx& c) {
@@ -183,12 +166,12 @@ void net_delay(RunCtx& c) {
   c.idle(ms(300));
   while (c.running()) {
     const ms d(c.uniform(20, c.ttl_ms() / 10));
-    const auto before = total_stats(c);
+    const auto before = c.proxy().stats("");
     c.proxy().set_delay("", d);
     c.fault_start("delay", "all", "proxy delays every link " + std::to_string(d.count()) + " ms each way");
     c.idle(ms(2000));
     c.proxy().set_delay("", ms(0));
-    const auto after = total_stats(c);
+    const auto after = c.proxy().stats("");
     c.fault_end("delay", "all",
                 std::to_string(after.delayed_chunks - before.delayed_chunks) + " chunks delayed, max " +
                     std::to_string(after.max_delay_applied_ms) + " ms");
@@ -219,9 +202,9 @@ void net_drop(RunCtx& c) {
 void net_reset(RunCtx& c) {
   c.idle(ms(300));
   while (c.running()) {
-    const auto before = total_stats(c);
+    const auto before = c.proxy().stats("");
     c.proxy().reset("");
-    const auto after = total_stats(c);
+    const auto after = c.proxy().stats("");
     c.fault_instant("reset", "all",
                     "proxy reset every connection: " + std::to_string(after.resets - before.resets) + " resets");
     c.idle(ms(c.uniform(400, 900)));
@@ -260,6 +243,39 @@ void server_stall(RunCtx& c) {
   }
 }
 
+// Async-replica failover (plan scenario 7): the master's replication stream
+// is cut, a grant lands on the master only, the master dies and its replica
+// is promoted; clients follow the proxy to the new master. Once per run.
+void failover(RunCtx& c) {
+  c.idle(ms(1000));
+  c.proxy().blackhole("replication", true);
+  const auto cut = mono_ns();
+  c.fault_start("replication-cut", "server", "proxy blackholes master -> replica");
+  // A grant made after the cut exists on the master only.
+  int w = -1;
+  while (c.running() && w < 0) {
+    w = c.find_worker(Phase::holding, ms(200));
+    if (w >= 0 && c.slots->at(w).since_ns.load() <= cut) w = -1;
+  }
+  if (w < 0) return;
+  auto on_master = c.admin().cmd({"EXISTS", "dlock:{torture}", "torture"});
+  const int old_pid = c.lock_server().pid();
+  c.lock_server().kill9();
+  SyncConn replica("127.0.0.1", c.replica->port(), ms(2000));
+  auto promoted = replica.cmd({"REPLICAOF", "NO", "ONE"});
+  auto on_replica = replica.cmd({"EXISTS", "dlock:{torture}", "torture"});
+  c.proxy().set_upstream_port(c.replica->port());
+  c.proxy().reset("");
+  c.fault_start("failover", "server",
+                "master pid " + std::to_string(old_pid) + " SIGKILLed while " + c.name(w) +
+                    " held a grant made after the cut (lock key on master: " + std::to_string(on_master.integer) +
+                    "); replica promoted (" + promoted.str + "), lock key on it: " +
+                    std::to_string(on_replica.integer) + "; clients moved to it");
+  c.fault_end("failover", "server", "done");
+  c.fault_end("replication-cut", "server", "master gone");
+  while (c.running()) c.idle(ms(20));
+}
+
 std::vector<Scenario> make_scenarios() {
   std::vector<Scenario> v;
   v.push_back({"baseline", "no faults: contention only", "", false, no_faults, {}, safe(0)});
@@ -284,6 +300,14 @@ std::vector<Scenario> make_scenarios() {
                           true)});
   v.push_back({"restart-aof", "SIGKILL the lock server and restart it at once, appendfsync always", "", true,
                restart_server, {}, safe(1)});
+  {
+    Scenario f{"failover", "async replica promoted after a grant that never reached it", "", false, failover, {},
+               overlap_ok("a single master with an asynchronous replica loses grants on failover (documented); "
+                          "the promoted replica's fence counter is behind, so fences repeat",
+                          true)};
+    f.replica = true;
+    v.push_back(std::move(f));
+  }
   v.push_back({"partition", "the holder cut off from the lock server for 2 leases", "", false, partition_holder, {},
                safe(1)});
   v.push_back({"net-delay", "every link delayed 20 ms-lease/10 each way", "", false, net_delay, {}, safe(1)});

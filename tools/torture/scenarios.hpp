@@ -23,6 +23,9 @@ struct Scenario {
   std::vector<std::string> must_catch;
   // For dlock: what the documentation allows here.
   Expectation dlock;
+  // The lock server has an asynchronous replica, replicating through the
+  // proxy's "replication" link.
+  bool replica = false;
 };
 
 const std::vector<Scenario>& scenarios();

@@ -70,6 +70,7 @@ void ServerProc::start() {
   } else {
     for (const char* a : {"--appendonly", "no"}) args.emplace_back(a);
   }
+  args.insert(args.end(), spec_.extra_args.begin(), spec_.extra_args.end());
   const pid_t pid = ::fork();
   if (pid < 0) throw std::runtime_error("fork failed");
   if (pid == 0) {

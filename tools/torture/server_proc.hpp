@@ -17,6 +17,7 @@ struct ServerSpec {
   bool aof_always = false;      // appendonly yes + appendfsync always
   std::string clock_shim;       // LD_PRELOAD library, empty: none
   std::string clock_file;       // the shim's offset file
+  std::vector<std::string> extra_args;  // e.g. --replicaof 127.0.0.1 PORT
 };
 
 class ServerProc {
