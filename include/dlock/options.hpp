@@ -33,6 +33,9 @@ struct ClientOptions {
   // time fails with Errc::outcome_unknown (it was sent) and, if the server
   // has sent nothing at all meanwhile, the connection is dropped and
   // re-established. Default: 2 s. Keep it well below the lock lease.
+  // Redlock: a master's answer to an acquire or renewal counts only within
+  // the per-node timeout, min(command_timeout, lease / 10) but at least
+  // 10 ms; a master silent for longer counts as "no" for that round.
   milliseconds command_timeout{2000};
 
   // Reconnect backoff: doubles from min to max, with random jitter.
