@@ -60,6 +60,9 @@ Status check_options(const ClientOptions& o) {
   if (o.command_timeout.count() <= 0) return {Errc::invalid_argument, "command_timeout must be > 0"};
   if (o.reconnect_backoff_min.count() <= 0 || o.reconnect_backoff_max < o.reconnect_backoff_min)
     return {Errc::invalid_argument, "reconnect backoff must satisfy 0 < min <= max"};
+  if (o.wait_replicas < 0) return {Errc::invalid_argument, "wait_replicas must be >= 0"};
+  if (o.wait_replicas > 0 && o.wait_timeout.count() <= 0)
+    return {Errc::invalid_argument, "wait_timeout must be > 0 ms"};
   return {};
 }
 
@@ -118,6 +121,8 @@ Result<std::shared_ptr<ClientCore>> ClientCore::connect(std::string_view url, Cl
   const bool redlock = is_redlock_url(url);
   std::vector<RedisEndpoint> endpoints;
   if (redlock) {
+    if (options.wait_replicas > 0)
+      return Status(Errc::invalid_argument, "wait_replicas applies to redis:// masters with replicas, not Redlock");
     auto eps = parse_redlock_url(url);
     if (!eps.ok()) return eps.status();
     endpoints = std::move(*eps);
@@ -153,7 +158,8 @@ Result<std::shared_ptr<ClientCore>> ClientCore::connect(std::string_view url, Cl
     core->backend_ = redlock::make_redlock_backend(core->rt_->io, std::move(configs), core->options_.key_prefix,
                                                    core->options_.command_timeout);
   else
-    core->backend_ = redis::make_redis_backend(core->rt_->io, std::move(configs.front()), core->options_.key_prefix);
+    core->backend_ = redis::make_redis_backend(core->rt_->io, std::move(configs.front()), core->options_.key_prefix,
+                                               {core->options_.wait_replicas, core->options_.wait_timeout});
   core->backend_->set_wake_handlers(
       [raw, alive](const std::string& name) {
         if (*alive) raw->on_release_published(name);

@@ -55,6 +55,19 @@ struct ClientOptions {
   std::string username;
   std::string password;
 
+  // Failover-safe single master (redis:// and rediss:// only): after every
+  // grant and renewal, wait until this many replicas acknowledged it (Redis
+  // WAIT, at most wait_timeout). A grant with fewer acknowledgements is undone
+  // and fails with Errc::unavailable ("not replicated"); a renewal with fewer
+  // counts as not renewed (retried; the lease is lost if none succeeds in
+  // time). It narrows the failover window but does not close it: WAIT does
+  // not fsync, and a failover may still promote a replica that did not
+  // acknowledge. Cost: one more round trip per grant and renewal, plus up to
+  // wait_timeout while replicas lag (the connection waits meanwhile).
+  // Default 0: off.
+  int wait_replicas = 0;
+  milliseconds wait_timeout{100};
+
   // Diagnostics (failed background releases, reconnects, lost leases).
   // Default (empty): warnings and errors go to stderr with a "dlock:" prefix.
   Logger logger;
