@@ -10,6 +10,7 @@
 #include "core/token.hpp"
 #include "core/url.hpp"
 #include "redis/redis_backend.hpp"
+#include "redlock/redlock_backend.hpp"
 
 namespace dlock::detail {
 
@@ -59,6 +60,9 @@ Status check_options(const ClientOptions& o) {
   if (o.command_timeout.count() <= 0) return {Errc::invalid_argument, "command_timeout must be > 0"};
   if (o.reconnect_backoff_min.count() <= 0 || o.reconnect_backoff_max < o.reconnect_backoff_min)
     return {Errc::invalid_argument, "reconnect backoff must satisfy 0 < min <= max"};
+  if (o.wait_replicas < 0) return {Errc::invalid_argument, "wait_replicas must be >= 0"};
+  if (o.wait_replicas > 0 && o.wait_timeout.count() <= 0)
+    return {Errc::invalid_argument, "wait_timeout must be > 0 ms"};
   return {};
 }
 
@@ -113,26 +117,49 @@ void ClientCore::log(LogLevel level, const std::string& message) const { emit(op
 
 Result<std::shared_ptr<ClientCore>> ClientCore::connect(std::string_view url, ClientOptions options) {
   if (Status s = check_options(options); !s.ok()) return s;
-  auto ep = parse_redis_url(url);
-  if (!ep.ok()) return ep.status();
-  if (!options.username.empty()) ep->username = options.username;
-  if (!options.password.empty()) ep->password = options.password;
-  if (!ep->username.empty() && ep->password.empty())
-    return Status(Errc::invalid_argument, "a user name needs a password");
+  // redlock:// names several independent masters; redis:// one.
+  const bool redlock = is_redlock_url(url);
+  std::vector<RedisEndpoint> endpoints;
+  if (redlock) {
+    if (options.wait_replicas > 0)
+      return Status(Errc::invalid_argument, "wait_replicas applies to redis:// masters with replicas, not Redlock");
+    auto eps = parse_redlock_url(url);
+    if (!eps.ok()) return eps.status();
+    endpoints = std::move(*eps);
+  } else {
+    auto ep = parse_redis_url(url);
+    if (!ep.ok()) return ep.status();
+    endpoints.push_back(std::move(*ep));
+  }
+  for (RedisEndpoint& ep : endpoints) {
+    if (!options.username.empty()) ep.username = options.username;
+    if (!options.password.empty()) ep.password = options.password;
+    if (!ep.username.empty() && ep.password.empty())
+      return Status(Errc::invalid_argument, "a user name needs a password");
+  }
 
   std::shared_ptr<ClientCore> core(new ClientCore(std::move(options)));
   auto alive = core->alive_;
-  redis::ConnectionConfig cfg;
-  cfg.endpoint = std::move(*ep);
-  cfg.connect_timeout = core->options_.connect_timeout;
-  cfg.command_timeout = core->options_.command_timeout;
-  cfg.backoff_min = core->options_.reconnect_backoff_min;
-  cfg.backoff_max = core->options_.reconnect_backoff_max;
   ClientCore* raw = core.get();
-  cfg.log = [raw, alive](LogLevel level, std::string_view msg) {
-    if (*alive) raw->log(level, std::string(msg));
-  };
-  core->backend_ = redis::make_redis_backend(core->rt_->io, std::move(cfg), core->options_.key_prefix);
+  std::vector<redis::ConnectionConfig> configs;
+  for (RedisEndpoint& ep : endpoints) {
+    redis::ConnectionConfig cfg;
+    cfg.endpoint = std::move(ep);
+    cfg.connect_timeout = core->options_.connect_timeout;
+    cfg.command_timeout = core->options_.command_timeout;
+    cfg.backoff_min = core->options_.reconnect_backoff_min;
+    cfg.backoff_max = core->options_.reconnect_backoff_max;
+    cfg.log = [raw, alive](LogLevel level, std::string_view msg) {
+      if (*alive) raw->log(level, std::string(msg));
+    };
+    configs.push_back(std::move(cfg));
+  }
+  if (redlock)
+    core->backend_ = redlock::make_redlock_backend(core->rt_->io, std::move(configs), core->options_.key_prefix,
+                                                   core->options_.command_timeout);
+  else
+    core->backend_ = redis::make_redis_backend(core->rt_->io, std::move(configs.front()), core->options_.key_prefix,
+                                               {core->options_.wait_replicas, core->options_.wait_timeout});
   core->backend_->set_wake_handlers(
       [raw, alive](const std::string& name) {
         if (*alive) raw->on_release_published(name);

@@ -17,6 +17,11 @@
 //                                                      is verified against cacert,
 //                                                      or the system store if absent,
 //                                                      and its name/IP is checked)
+//   redlock://[[user]:password@]host:port,host:port,...[/db]
+//   redlock+tls://host:port,host:port,...[/db]?cacert=PATH[&cert=PATH&key=PATH]
+//                                                      (Redlock over an odd number
+//                                                      >= 3 of independent masters;
+//                                                      see README: fences are weaker)
 // Percent-escapes are decoded in user and password. Unknown query parameters
 // and malformed URLs fail with Errc::invalid_argument.
 //

@@ -13,7 +13,8 @@
 // stale view. Pass fence() along with every write to the protected resource and
 // have the resource reject a fence lower than the highest it has seen. Fences
 // are strictly increasing per lock name across holders; a re-entry keeps the
-// fence of its grant.
+// fence of its grant. That holds for one master; Redlock's fences are weaker
+// (see fence()).
 //
 // Thread safety: const methods may be called from any thread concurrently
 // with the renewal watchdog. release() must not race with itself or with
@@ -56,6 +57,12 @@ class Lease {
   const std::string& owner() const;
 
   // Fencing token of the grant this lease belongs to (REQUIRES: not empty).
+  // With Redlock (redlock:// URLs) it is weaker: independent masters cannot
+  // make a safe monotonic token, so the fence is the first master's ("node
+  // 0's") counter, and 0 when node 0 was not part of the granting majority.
+  // Such fences increase only while node 0 keeps its counter (persistence);
+  // treat 0 as "no fence". Where fencing matters, use a single master with
+  // persistence.
   std::uint64_t fence() const;
 
   // Re-entry depth of this owner on this lock right now (1 = plain hold).

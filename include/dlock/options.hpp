@@ -33,6 +33,9 @@ struct ClientOptions {
   // time fails with Errc::outcome_unknown (it was sent) and, if the server
   // has sent nothing at all meanwhile, the connection is dropped and
   // re-established. Default: 2 s. Keep it well below the lock lease.
+  // Redlock: a master's answer to an acquire or renewal counts only within
+  // the per-node timeout, min(command_timeout, lease / 10) but at least
+  // 10 ms; a master silent for longer counts as "no" for that round.
   milliseconds command_timeout{2000};
 
   // Reconnect backoff: doubles from min to max, with random jitter.
@@ -51,6 +54,19 @@ struct ClientOptions {
   // Empty: use the URL's (or none). Never logged.
   std::string username;
   std::string password;
+
+  // Failover-safe single master (redis:// and rediss:// only): after every
+  // grant and renewal, wait until this many replicas acknowledged it (Redis
+  // WAIT, at most wait_timeout). A grant with fewer acknowledgements is undone
+  // and fails with Errc::unavailable ("not replicated"); a renewal with fewer
+  // counts as not renewed (retried; the lease is lost if none succeeds in
+  // time). It narrows the failover window but does not close it: WAIT does
+  // not fsync, and a failover may still promote a replica that did not
+  // acknowledge. Cost: one more round trip per grant and renewal, plus up to
+  // wait_timeout while replicas lag (the connection waits meanwhile).
+  // Default 0: off.
+  int wait_replicas = 0;
+  milliseconds wait_timeout{100};
 
   // Diagnostics (failed background releases, reconnects, lost leases).
   // Default (empty): warnings and errors go to stderr with a "dlock:" prefix.

@@ -1,5 +1,7 @@
 #include "core/url.hpp"
 
+#include <algorithm>
+#include <cctype>
 #include <charconv>
 
 namespace dlock::detail {
@@ -146,6 +148,73 @@ Result<RedisEndpoint> parse_redis_url(std::string_view url) {
   }
   if (ep.cert_file.empty() != ep.key_file.empty()) return bad("'cert' and 'key' go together");
   return ep;
+}
+
+bool is_redlock_url(std::string_view url) {
+  return url.starts_with("redlock://") || url.starts_with("redlock+tls://");
+}
+
+// Each node is parsed as the redis:// (or rediss://) URL it stands for, so
+// credentials, ports, IPv6, db and TLS files follow the same rules.
+Result<std::vector<RedisEndpoint>> parse_redlock_url(std::string_view url) {
+  auto fail = [](std::string what) { return Status(Errc::invalid_argument, "bad Redlock URL: " + std::move(what)); };
+  std::string_view rest;
+  bool tls = false;
+  if (url.starts_with("redlock://")) {
+    rest = url.substr(10);
+  } else if (url.starts_with("redlock+tls://")) {
+    tls = true;
+    rest = url.substr(14);
+  } else {
+    return fail("expected redlock://host:port,host:port,... or redlock+tls://...");
+  }
+  // Suffix shared by every node: "/db?query".
+  std::string_view suffix;
+  if (auto end = rest.find_first_of("/?"); end != std::string_view::npos) {
+    suffix = rest.substr(end);
+    rest = rest.substr(0, end);
+  }
+  std::string_view userinfo;
+  if (auto at = rest.rfind('@'); at != std::string_view::npos) {
+    userinfo = rest.substr(0, at + 1);
+    rest = rest.substr(at + 1);
+  }
+  std::vector<RedisEndpoint> nodes;
+  std::size_t index = 0;
+  while (true) {
+    ++index;
+    auto comma = rest.find(',');
+    std::string_view host = rest.substr(0, comma);
+    if (host.empty()) return fail("node " + std::to_string(index) + " is empty");
+    std::string one = std::string(tls ? "rediss://" : "redis://");
+    one.append(userinfo).append(host).append(suffix);
+    auto ep = parse_redis_url(one);
+    if (!ep.ok()) {
+      std::string why = ep.status().message();
+      if (auto p = why.find("bad Redis URL: "); p == 0) why = why.substr(15);
+      if (auto p = why.find("the rediss:// scheme"); p != std::string::npos) why.replace(p, 20, "redlock+tls://");
+      return fail("node " + std::to_string(index) + " ('" + std::string(host) + "'): " + why);
+    }
+    nodes.push_back(std::move(*ep));
+    if (comma == std::string_view::npos) break;
+    rest = rest.substr(comma + 1);
+  }
+  auto lower = [](std::string s) {
+    std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    return s;
+  };
+  for (std::size_t i = 0; i < nodes.size(); ++i)
+    for (std::size_t j = 0; j < i; ++j)
+      if (lower(nodes[i].host) == lower(nodes[j].host) && nodes[i].port == nodes[j].port)
+        return fail("node " + std::to_string(j + 1) + " and node " + std::to_string(i + 1) + " are the same (" +
+                    nodes[i].describe() + "): Redlock needs independent masters");
+  if (nodes.size() < 3)
+    return fail("Redlock needs at least 3 independent masters (got " + std::to_string(nodes.size()) +
+                "); for one server use redis://");
+  if (nodes.size() % 2 == 0)
+    return fail("Redlock needs an odd number of masters (got " + std::to_string(nodes.size()) +
+                "): an even number tolerates no more failures than one node fewer");
+  return nodes;
 }
 
 }  // namespace dlock::detail

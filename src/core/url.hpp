@@ -1,10 +1,11 @@
-// Parsing of redis:// and rediss:// URLs.
+// Parsing of redis://, rediss://, redlock:// and redlock+tls:// URLs.
 #ifndef DLOCK_CORE_URL_HPP_
 #define DLOCK_CORE_URL_HPP_
 
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "dlock/error.hpp"
 
@@ -27,6 +28,15 @@ struct RedisEndpoint {
 
 // invalid_argument with a message naming the problem (never the password).
 Result<RedisEndpoint> parse_redis_url(std::string_view url);
+
+// True for the redlock:// and redlock+tls:// schemes.
+bool is_redlock_url(std::string_view url);
+
+// redlock://[user:pass@]h1:p1,h2:p2,...[/db][?query] (redlock+tls:// for
+// TLS, with rediss://'s query parameters): one endpoint per independent
+// master, in URL order, sharing credentials, db and TLS files. Requires an
+// odd number >= 3 of distinct nodes.
+Result<std::vector<RedisEndpoint>> parse_redlock_url(std::string_view url);
 
 }  // namespace dlock::detail
 

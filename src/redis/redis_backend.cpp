@@ -1,5 +1,6 @@
 #include "redis/redis_backend.hpp"
 
+#include <algorithm>
 #include <map>
 
 #include "core/keys.hpp"
@@ -25,8 +26,8 @@ bool int_at(const Reply& r, std::size_t i, long long& out) {
 
 class RedisBackend final : public detail::Backend {
  public:
-  RedisBackend(boost::asio::io_context& io, ConnectionConfig config, std::string prefix)
-      : io_(io), config_(std::move(config)), prefix_(std::move(prefix)) {}
+  RedisBackend(boost::asio::io_context& io, ConnectionConfig config, std::string prefix, ReplicaWait wait)
+      : io_(io), config_(std::move(config)), prefix_(std::move(prefix)), wait_(wait) {}
 
   ~RedisBackend() override { close(); }
 
@@ -51,7 +52,7 @@ class RedisBackend final : public detail::Backend {
     std::string lease = std::to_string(call.lease.count());
     std::string held = std::to_string(call.held);
     eval(acquire_script(), {keys.lock, keys.fence}, {call.owner, lease, held},
-         [done = std::move(done)](Result<Reply> r) {
+         [this, call, done = std::move(done)](Result<Reply> r) {
            if (!r.ok()) return done(r.status());
            long long code = 0, a = 0, b = 0;
            if (!int_at(*r, 0, code) || !int_at(*r, 1, a) || !int_at(*r, 2, b))
@@ -62,6 +63,7 @@ class RedisBackend final : public detail::Backend {
                out.kind = AcquireOutcome::Kind::granted;
                out.fence = static_cast<std::uint64_t>(a);
                out.depth = static_cast<unsigned>(b);
+               if (wait_.replicas > 0) return replicate_grant(call, out, std::move(done));
                break;
              case 0:
                out.kind = AcquireOutcome::Kind::busy;
@@ -107,7 +109,7 @@ class RedisBackend final : public detail::Backend {
       args.push_back(std::to_string(c.lease.count()));
     }
     const std::size_t n = calls.size();
-    eval(renew_script(), keys, args, [done = std::move(done), n](Result<Reply> r) {
+    eval(renew_script(), keys, args, [this, done = std::move(done), n](Result<Reply> r) mutable {
       if (!r.ok()) return done(r.status());
       if (r->type != Reply::Type::array || r->elements.size() != n)
         return done(unexpected_reply("the renew script", *r));
@@ -120,6 +122,14 @@ class RedisBackend final : public detail::Backend {
           case 3: out.push_back(RenewOutcome::wrong_type); break;
           default: out.push_back(RenewOutcome::expired);
         }
+      }
+      if (wait_.replicas > 0 && std::find(out.begin(), out.end(), RenewOutcome::renewed) != out.end()) {
+        // An extension the replicas did not acknowledge could vanish in a
+        // failover: report the batch as not renewed (retried next tick).
+        return wait_replicated([done = std::move(done), out = std::move(out)](Status s) mutable {
+          if (!s.ok()) return done(Status(s.code(), "renewal " + s.message()));
+          done(std::move(out));
+        });
       }
       done(std::move(out));
     });
@@ -236,6 +246,41 @@ class RedisBackend final : public detail::Backend {
                });
   }
 
+  // WAIT right after the script on the same connection: it covers every
+  // write this connection made before it.
+  void wait_replicated(std::function<void(Status)> done) {
+    std::string payload;
+    append_command(payload, {"WAIT", std::to_string(wait_.replicas), std::to_string(wait_.timeout.count())});
+    cmd_->exec(
+        std::move(payload), 1,
+        [this, done = std::move(done)](Status s, std::vector<Reply>&& rs) {
+          if (!s.ok()) return done(s);
+          const Reply& r = rs.front();
+          if (r.is_error()) return done(translate_error(r.str));
+          if (r.type != Reply::Type::integer) return done(unexpected_reply("WAIT", r));
+          if (r.integer < wait_.replicas)
+            return done(Status(Errc::unavailable, "not replicated to " + std::to_string(wait_.replicas) +
+                                                      " replica(s): " + std::to_string(r.integer) +
+                                                      " acknowledged within " +
+                                                      std::to_string(wait_.timeout.count()) + " ms"));
+          done({});
+        },
+        wait_.timeout + config_.command_timeout);
+  }
+
+  // A grant the replicas did not acknowledge is undone (idempotently: only
+  // the level it added) and reported as unavailable.
+  void replicate_grant(const AcquireCall& call, AcquireOutcome out,
+                       std::function<void(Result<AcquireOutcome>)> done) {
+    wait_replicated([this, call, out, done = std::move(done)](Status s) mutable {
+      if (s.ok()) return done(out);
+      ReleaseCall undo{call.name, call.owner, call.held + 1, false};
+      release(undo, [s, done = std::move(done)](Result<ReleaseOutcome>) mutable {
+        done(Status(s.code(), "grant " + s.message() + "; it was released"));
+      });
+    });
+  }
+
   void ensure_subscriber() {
     if (sub_) return;
     ConnectionConfig c = config_;
@@ -285,6 +330,7 @@ class RedisBackend final : public detail::Backend {
   boost::asio::io_context& io_;
   ConnectionConfig config_;
   std::string prefix_;
+  ReplicaWait wait_;
   std::shared_ptr<Connection> cmd_;
   std::shared_ptr<Connection> sub_;
   std::map<std::string, Watch> watches_;  // by channel
@@ -296,8 +342,8 @@ class RedisBackend final : public detail::Backend {
 }  // namespace
 
 std::unique_ptr<detail::Backend> make_redis_backend(boost::asio::io_context& io, ConnectionConfig config,
-                                                    std::string key_prefix) {
-  return std::make_unique<RedisBackend>(io, std::move(config), std::move(key_prefix));
+                                                    std::string key_prefix, ReplicaWait wait) {
+  return std::make_unique<RedisBackend>(io, std::move(config), std::move(key_prefix), wait);
 }
 
 }  // namespace dlock::redis

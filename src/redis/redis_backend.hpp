@@ -12,8 +12,16 @@
 
 namespace dlock::redis {
 
+// Failover-safe mode: after each grant and renewal, WAIT for `replicas`
+// acknowledgements (at most `timeout`). A grant with fewer is undone and fails
+// with unavailable; a renewal with fewer fails (not renewed). 0: off.
+struct ReplicaWait {
+  int replicas = 0;
+  milliseconds timeout{100};
+};
+
 std::unique_ptr<detail::Backend> make_redis_backend(boost::asio::io_context& io, ConnectionConfig config,
-                                                    std::string key_prefix);
+                                                    std::string key_prefix, ReplicaWait wait = {});
 
 }  // namespace dlock::redis
 

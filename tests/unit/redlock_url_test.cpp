@@ -1,0 +1,82 @@
+#include <gtest/gtest.h>
+
+#include "core/url.hpp"
+
+namespace dlock::detail {
+namespace {
+
+TEST(RedlockUrl, NodesInOrderWithDefaults) {
+  auto nodes = parse_redlock_url("redlock://a:7001,b,[::1]:7003").value();
+  ASSERT_EQ(nodes.size(), 3u);
+  EXPECT_EQ(nodes[0].host, "a");
+  EXPECT_EQ(nodes[0].port, 7001);
+  EXPECT_EQ(nodes[1].host, "b");
+  EXPECT_EQ(nodes[1].port, 6379);
+  EXPECT_EQ(nodes[2].host, "::1");
+  EXPECT_EQ(nodes[2].port, 7003);
+  for (const auto& n : nodes) {
+    EXPECT_FALSE(n.tls);
+    EXPECT_EQ(n.db, 0);
+    EXPECT_TRUE(n.password.empty());
+  }
+}
+
+TEST(RedlockUrl, CredentialsDbAndTlsApplyToEveryNode) {
+  auto nodes = parse_redlock_url("redlock+tls://alice:p%2Cw@h1:1,h2:2,h3:3,h4:4,h5:5/2?cacert=/ca.pem").value();
+  ASSERT_EQ(nodes.size(), 5u);
+  for (const auto& n : nodes) {
+    EXPECT_TRUE(n.tls);
+    EXPECT_EQ(n.username, "alice");
+    EXPECT_EQ(n.password, "p,w");
+    EXPECT_EQ(n.db, 2);
+    EXPECT_EQ(n.ca_file, "/ca.pem");
+  }
+  EXPECT_EQ(nodes[4].host, "h5");
+  EXPECT_EQ(nodes[4].port, 5);
+}
+
+TEST(RedlockUrl, DetectsScheme) {
+  EXPECT_TRUE(is_redlock_url("redlock://a,b,c"));
+  EXPECT_TRUE(is_redlock_url("redlock+tls://a,b,c"));
+  EXPECT_FALSE(is_redlock_url("redis://a"));
+  EXPECT_FALSE(is_redlock_url("rediss://a"));
+}
+
+void expect_bad(const char* url, const char* needle) {
+  auto r = parse_redlock_url(url);
+  ASSERT_FALSE(r.ok()) << url;
+  EXPECT_EQ(r.code(), Errc::invalid_argument) << url;
+  EXPECT_NE(r.status().message().find(needle), std::string::npos) << url << ": " << r.status().message();
+}
+
+TEST(RedlockUrl, RejectsWrongNodeCounts) {
+  expect_bad("redlock://a:1,b:2", "at least 3");
+  expect_bad("redlock://a:1", "at least 3");
+  expect_bad("redlock://a:1,b:2,c:3,d:4", "odd number");
+}
+
+TEST(RedlockUrl, RejectsDuplicates) {
+  expect_bad("redlock://a:1,b:2,A:1", "same");
+  expect_bad("redlock://a,b:2,a:6379", "same");
+}
+
+TEST(RedlockUrl, RejectsBadNodes) {
+  expect_bad("redlock://a:1,,c:3", "node 2 is empty");
+  expect_bad("redlock://a:1,b:2,", "node 3 is empty");
+  expect_bad("redlock://a:1,b:0,c:3", "node 2 ('b:0')");
+  expect_bad("redlock://a:1,b:2,c:x", "port");
+  expect_bad("redlock://a:1,b:2,c:3/x", "database");
+  expect_bad("redlock://a:1,b:2,c:3?cacert=/x", "redlock+tls://");
+  expect_bad("redlock+tls://a:1,b:2,c:3?bogus=1", "unknown parameter");
+  expect_bad("redis://a:1,b:2,c:3", "expected redlock://");
+  expect_bad("redlock://", "empty");
+}
+
+TEST(RedlockUrl, ErrorsNeverEchoThePassword) {
+  auto r = parse_redlock_url("redlock://u:hunter2@a:1,b:2,c:99999");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message().find("hunter2"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace dlock::detail
