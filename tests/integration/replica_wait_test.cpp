@@ -8,12 +8,19 @@ namespace {
 class ReplicaWait : public ::testing::Test {
  protected:
   ReplicaWait() : master(master_options()), replica(replica_of(master)) {
-    EXPECT_TRUE(eventually([&] { return master.cli({"INFO", "replication"}).find("connected_slaves:1") !=
+    // "online", not just connected: WAIT counts only replicas the master has
+    // put online, which after a diskless sync waits for their first ACK.
+    EXPECT_TRUE(eventually([&] { return master.cli({"INFO", "replication"}).find("state=online") !=
                                         std::string::npos; },
                            10s));
     EXPECT_TRUE(eventually(
         [&] { return replica.cli({"INFO", "replication"}).find("master_link_status:up") != std::string::npos; },
         10s));
+    // The first acknowledgement after a full sync can take a replica's ACK
+    // period; wait for one here so the tests measure the steady state.
+    SyncRedis warm(master.port());
+    warm.cmd({"SET", "warm-up", "1"});
+    EXPECT_EQ(warm.integer({"WAIT", "1", "5000"}), 1);
   }
   // Without the default 5 s delay before the first full sync.
   static RedisServerOptions master_options() {

@@ -380,6 +380,14 @@ TEST(TortureAnalysis, LockoutAfterDeathWithAnAcquireInFlight) {
   EXPECT_EQ(f.recoveries[0].dead_grant, "w0/1/2 (acquire in flight)");
   EXPECT_EQ(f.lockouts, 1);
   EXPECT_TRUE(judge(f, must_catch()).caught);
+  // Caught with a single grant: the lock-out itself left nothing to judge.
+  Expectation e = must_catch();
+  e.min_grants = 5;
+  EXPECT_TRUE(judge(f, e).pass);
+  // The same floor still guards a run that found nothing.
+  History quiet;
+  quiet.acquire("w0/1/1", 0, 10).release("w0/1/1", 20, 25);
+  EXPECT_FALSE(judge(analyze(quiet.events(), run(100)), e).pass);
 }
 
 TEST(TortureAnalysis, NoLockoutWhenTheRunEndsBeforeTheBound) {
