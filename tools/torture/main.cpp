@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -88,6 +89,9 @@ int main(int argc, char** argv) {
   suite->add_flag("--short", [&](std::int64_t) { full = false; }, "Every scenario on dlock, each naive strategy once");
   suite->add_option("--seeds", seeds, "Repetitions with seeds first..first+K-1")->capture_default_str();
   suite->add_option("--first-seed", first_seed, "First seed")->capture_default_str();
+  std::vector<std::string> only_scenarios, only_strategies;
+  suite->add_option("--scenario", only_scenarios, "Only these scenarios (repeatable)");
+  suite->add_option("--strategy", only_strategies, "Only these strategies (repeatable)");
   add_common(suite);
 
   WorkerArgs wa;
@@ -152,6 +156,12 @@ int main(int argc, char** argv) {
     seed_list.push_back(cfg.seed);
   } else {
     plan = full ? full_suite() : short_suite();
+    auto keep = [](const std::vector<std::string>& only, const std::string& v) {
+      return only.empty() || std::find(only.begin(), only.end(), v) != only.end();
+    };
+    std::erase_if(plan, [&](const PlannedRun& p) {
+      return !keep(only_scenarios, p.scenario) || !keep(only_strategies, p.strategy);
+    });
     for (int i = 0; i < seeds; ++i) seed_list.push_back(first_seed + static_cast<std::uint64_t>(i));
   }
 
