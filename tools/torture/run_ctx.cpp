@@ -102,7 +102,7 @@ void RunCtx::housekeeping() {
         if (!p.killed_by_nemesis) {
           const std::string how = WIFSIGNALED(status) ? "killed by signal " + std::to_string(WTERMSIG(status))
                                                       : "exited with " + std::to_string(WEXITSTATUS(status));
-          fault_instant("crash", p.args.proc, "pid " + std::to_string(p.pid) + " " + how + " (failpoint)");
+          fault_instant("crash", p.args.proc, "pid " + std::to_string(p.pid) + " " + how + " (not by the nemesis)");
         }
         p.pid = -1;
         p.respawn_at = now + 100'000'000;

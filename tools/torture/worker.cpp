@@ -232,6 +232,9 @@ int worker_main(const WorkerArgs& args) {
   struct sigaction sa {};
   sa.sa_handler = on_term;
   ::sigaction(SIGTERM, &sa, nullptr);
+  // hiredis writes with plain write(2): a connection reset by the proxy
+  // must be an error reply, not a dead worker.
+  ::signal(SIGPIPE, SIG_IGN);
   try {
     Worker w(args);
     return w.run();
