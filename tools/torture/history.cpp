@@ -1,6 +1,7 @@
 #include "history.hpp"
 
 #include <fcntl.h>
+#include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -18,6 +19,12 @@ std::int64_t mono_ns() noexcept {
   timespec ts{};
   ::clock_gettime(CLOCK_MONOTONIC, &ts);
   return std::int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
+}
+
+std::int64_t wall_ms() noexcept {
+  timeval tv{};
+  ::gettimeofday(&tv, nullptr);
+  return std::int64_t{tv.tv_sec} * 1000 + tv.tv_usec / 1000;
 }
 
 std::string to_json_line(const Event& e) {

@@ -47,6 +47,9 @@ struct Event {
 
 // CLOCK_MONOTONIC in nanoseconds.
 std::int64_t mono_ns() noexcept;
+// The wall clock in milliseconds, through gettimeofday(2): what the naive
+// strategies judge expiry by, and what the clock shim shifts.
+std::int64_t wall_ms() noexcept;
 
 std::string to_json_line(const Event& e);  // no trailing newline
 Event from_json_line(const std::string& line);  // throws std::runtime_error

@@ -1,13 +1,12 @@
 #include "strategies.hpp"
 
-#include <sys/time.h>
-
 #include <dlock/client.hpp>
 #include <optional>
 #include <random>
 #include <stdexcept>
 #include <thread>
 
+#include "history.hpp"
 #include "sync_conn.hpp"
 
 namespace torture {
@@ -140,11 +139,6 @@ class SetnxThenExpire final : public NaiveBase {
     if (!r.good()) return {outcome_of(r), text(r)};
     return {r.integer == 1 ? Outcome::ok : Outcome::fail, r.integer == 1 ? "" : "nothing deleted"};
   }
-  static std::int64_t wall_ms() {
-    timeval tv{};
-    ::gettimeofday(&tv, nullptr);
-    return std::int64_t{tv.tv_sec} * 1000 + tv.tv_usec / 1000;
-  }
 };
 
 // Seed 000 method 2 and seed 002 (the pattern the SETNX page once gave):
@@ -156,13 +150,13 @@ class GetsetTimestamp final : public NaiveBase {
   using NaiveBase::NaiveBase;
   AcquireResult acquire(milliseconds wait, std::function<void()>) override {
     return poll(wait, [&]() -> std::optional<AcquireResult> {
-      const std::string expires = std::to_string(SetnxThenExpire::wall_ms() + config_.ttl_ms + 1);
+      const std::string expires = std::to_string(wall_ms() + config_.ttl_ms + 1);
       auto r = conn_.cmd({"SETNX", config_.key, expires});
       if (!r.good()) return AcquireResult{outcome_of(r), 0, text(r)};
       if (r.integer == 1) return AcquireResult{Outcome::ok, 0, {}};
       auto cur = conn_.cmd({"GET", config_.key});
       if (!cur.good()) return AcquireResult{outcome_of(cur), 0, text(cur)};
-      if (cur.is_nil || std::stoll(cur.str) >= SetnxThenExpire::wall_ms()) return std::nullopt;
+      if (cur.is_nil || std::stoll(cur.str) >= wall_ms()) return std::nullopt;
       auto old = conn_.cmd({"GETSET", config_.key, expires});
       if (!old.good()) return AcquireResult{outcome_of(old), 0, text(old)};
       if (!old.is_nil && old.str == cur.str) return AcquireResult{Outcome::ok, 0, {}};
@@ -172,7 +166,7 @@ class GetsetTimestamp final : public NaiveBase {
   ReleaseResult release() override {
     auto cur = conn_.cmd({"GET", config_.key});
     if (!cur.good()) return {outcome_of(cur), text(cur)};
-    if (cur.is_nil || SetnxThenExpire::wall_ms() >= std::stoll(cur.str))
+    if (cur.is_nil || wall_ms() >= std::stoll(cur.str))
       return {Outcome::fail, "expired by this client's clock; not deleted"};
     config_.failpoint("release:mid");
     auto r = conn_.cmd({"DEL", config_.key});

@@ -1,7 +1,6 @@
 #include "worker.hpp"
 
 #include <signal.h>
-#include <sys/time.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -45,11 +44,7 @@ const char* phase_name(Outcome o) {
   return "info";
 }
 
-std::int64_t wall_minus_mono_ms() {
-  timeval tv{};
-  ::gettimeofday(&tv, nullptr);
-  return (std::int64_t{tv.tv_sec} * 1000 + tv.tv_usec / 1000) - mono_ns() / 1'000'000;
-}
+std::int64_t wall_minus_mono_ms() { return wall_ms() - mono_ns() / 1'000'000; }
 
 class Worker {
  public:
