@@ -28,6 +28,9 @@ struct AcquireCall {
   std::string owner;
   milliseconds lease{0};
   unsigned held = 0;  // levels the caller believes it holds (0 = fresh grant)
+  // Which attempt this is (0: none). Redlock numbers its attempts so that a
+  // late undo of a failed attempt leaves a later attempt's grant alone.
+  std::uint64_t round = 0;
 };
 
 struct AcquireOutcome {
@@ -48,6 +51,9 @@ struct ReleaseCall {
   std::string owner;
   unsigned held = 0;  // depth before this release (>= 1)
   bool all = false;   // free every level (client shutdown)
+  // An undo of attempt `round` (AcquireCall::round): only while the hold is
+  // still that attempt's. 0: any.
+  std::uint64_t round = 0;
 };
 
 struct ReleaseOutcome {

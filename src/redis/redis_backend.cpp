@@ -51,7 +51,7 @@ class RedisBackend final : public detail::Backend {
     auto keys = detail::lock_keys(prefix_, call.name);
     std::string lease = std::to_string(call.lease.count());
     std::string held = std::to_string(call.held);
-    eval(acquire_script(), {keys.lock, keys.fence}, {call.owner, lease, held},
+    eval(acquire_script(), {keys.lock, keys.fence}, {call.owner, lease, held, std::to_string(call.round)},
          [this, call, done = std::move(done)](Result<Reply> r) {
            if (!r.ok()) return done(r.status());
            long long code = 0, a = 0, b = 0;
@@ -81,7 +81,7 @@ class RedisBackend final : public detail::Backend {
   void release(const ReleaseCall& call, std::function<void(Result<ReleaseOutcome>)> done) override {
     auto keys = detail::lock_keys(prefix_, call.name);
     std::string held = std::to_string(call.held);
-    eval(release_script(), {keys.lock}, {call.owner, held, keys.channel, call.all ? "1" : "0"}, [done = std::move(done)](Result<Reply> r) {
+    eval(release_script(), {keys.lock}, {call.owner, held, keys.channel, call.all ? "1" : "0", std::to_string(call.round)}, [done = std::move(done)](Result<Reply> r) {
       if (!r.ok()) return done(r.status());
       long long code = 0, depth = 0;
       if (!int_at(*r, 0, code) || !int_at(*r, 1, depth)) return done(unexpected_reply("the release script", *r));

@@ -19,11 +19,15 @@ std::string sha1_hex(std::string_view body) {
 
 // A grant never re-creates a hold the caller believes it has (held > 0): that
 // would hide a break in mutual exclusion. A replayed call (reply lost, sent
-// again) finds depth == held + 1 and is answered without applying it twice.
+// again) finds depth == held + 1 and is answered without applying it twice;
+// its lease then counts from the replay, as the caller's validity does. The
+// hold records the attempt number that last granted it ('r'): an older
+// attempt's replay does not take it back, and an undo names its attempt.
 // The fence counter is its own key so it survives the lock key's expiry.
 constexpr std::string_view kAcquire = R"lua(
 local owner = redis.call('hget', KEYS[1], 'o')
 local held = tonumber(ARGV[3])
+local round = tonumber(ARGV[4]) or 0
 if not owner then
   if redis.call('exists', KEYS[1]) == 1 then
     return redis.error_reply('WRONGTYPE lock key is a hash without an owner field')
@@ -33,17 +37,17 @@ if not owner then
   if not ok then
     return redis.error_reply('WRONGTYPE fence counter ' .. KEYS[2] .. ' is not an integer')
   end
-  redis.call('hset', KEYS[1], 'o', ARGV[1], 'n', 1, 'f', fence)
+  redis.call('hset', KEYS[1], 'o', ARGV[1], 'n', 1, 'f', fence, 'r', round)
   redis.call('pexpire', KEYS[1], ARGV[2])
   return {1, fence, 1}
 end
 if owner == ARGV[1] then
   local n = tonumber(redis.call('hget', KEYS[1], 'n'))
-  if n == held then
-    n = redis.call('hincrby', KEYS[1], 'n', 1)
+  if n ~= held and n ~= held + 1 then return {3, n, 0} end
+  if n == held then n = redis.call('hincrby', KEYS[1], 'n', 1) end
+  if n == held + 1 and round >= (tonumber(redis.call('hget', KEYS[1], 'r')) or 0) then
+    redis.call('hset', KEYS[1], 'r', round)
     if redis.call('pttl', KEYS[1]) < tonumber(ARGV[2]) then redis.call('pexpire', KEYS[1], ARGV[2]) end
-  elseif n ~= held + 1 then
-    return {3, n, 0}
   end
   return {1, tonumber(redis.call('hget', KEYS[1], 'f')), n}
 end
@@ -55,6 +59,8 @@ local owner = redis.call('hget', KEYS[1], 'o')
 if not owner then return {-1, 0} end
 if owner ~= ARGV[1] then return {-2, 0} end
 local n = tonumber(redis.call('hget', KEYS[1], 'n'))
+local round = tonumber(ARGV[5]) or 0
+if round > 0 and (tonumber(redis.call('hget', KEYS[1], 'r')) or 0) ~= round then return {-4, n} end
 local held = tonumber(ARGV[2])
 local all = ARGV[4] == '1'
 if all or n == held then

@@ -203,6 +203,9 @@ class RedlockBackend final : public detail::Backend {
   std::vector<std::unique_ptr<detail::Backend>> nodes_;
   std::vector<bool> up_;
   std::size_t up_count_ = 0;
+  // Attempt numbers (AcquireCall::round): an undo that arrives late names
+  // its attempt, so it cannot remove a later attempt's grant (same owner).
+  std::uint64_t rounds_ = 0;
   std::map<std::string, Watch> watches_;
   std::vector<std::weak_ptr<asio::steady_timer>> timers_;
   std::function<void(const std::string&)> wake_;
@@ -251,13 +254,14 @@ struct RedlockBackend::AcquireRound {
 void RedlockBackend::acquire(const AcquireCall& call, std::function<void(Result<AcquireOutcome>)> done) {
   const auto start = Clock::now();  // before the first request: validity counts from here
   auto r = std::make_shared<AcquireRound>(nodes_.size(), call, start);
+  r->call.round = ++rounds_;
   r->done = std::move(done);
   const auto per_node = per_node_timeout(command_timeout_, call.lease);
   r->timer = make_timer(std::min(start + per_node, r->round.deadline()));
   auto alive = alive_;
   using Phase = AcquireRound::Phase;
   for (std::size_t i = 0; i < nodes_.size(); ++i) {
-    nodes_[i]->acquire(call, [this, alive, r, i](Result<AcquireOutcome> res) {
+    nodes_[i]->acquire(r->call, [this, alive, r, i](Result<AcquireOutcome> res) {
       if (!*alive) return r->deliver(cancelled());
       r->replied[i] = true;
       using Vote = AcquireRound::Vote;
@@ -366,7 +370,7 @@ void RedlockBackend::decide_acquire(const std::shared_ptr<AcquireRound>& r, Cloc
 void RedlockBackend::undo_on_node(const std::shared_ptr<AcquireRound>& r, std::size_t i, bool wait) {
   // Idempotent and owner-checked: held + 1 removes only the level this call
   // added; where it was not applied, nothing is touched.
-  ReleaseCall undo{r->call.name, r->call.owner, r->call.held + 1, false};
+  ReleaseCall undo{r->call.name, r->call.owner, r->call.held + 1, false, r->call.round};
   auto alive = alive_;
   nodes_[i]->release(undo, [alive, r, wait](Result<ReleaseOutcome>) {
     if (!*alive) return r->deliver(cancelled());

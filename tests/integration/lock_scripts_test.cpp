@@ -1,0 +1,63 @@
+// The lock scripts' contract for repeated attempts, on a real redis-server:
+// a replay counts its lease from the replay, and an undo that names an
+// earlier attempt leaves a later attempt's grant alone (Redlock retries with
+// the same owner, and a failed attempt's undo may arrive after the next one).
+#include "integration/common.hpp"
+#include "redis/scripts.hpp"
+
+namespace dlock::test {
+namespace {
+
+const std::string kLock = "dlock:{s}";
+const std::string kFence = "dlock:{s}:fence";
+
+class LockScripts : public ::testing::Test {
+ protected:
+  std::string acquire(const std::string& owner, long long lease_ms, int held, int round) {
+    return redis.cmd({"EVAL", std::string(dlock::redis::acquire_script().body), "2", kLock, kFence, owner,
+                      std::to_string(lease_ms), std::to_string(held), std::to_string(round)});
+  }
+  std::string release(const std::string& owner, int held, int round) {
+    return redis.cmd({"EVAL", std::string(dlock::redis::release_script().body), "1", kLock, owner,
+                      std::to_string(held), "dlock:{s}:released", "0", std::to_string(round)});
+  }
+  RedisServer server;
+  SyncRedis redis{server.port()};
+};
+
+TEST_F(LockScripts, LateUndoOfAnEarlierAttemptLeavesTheLaterGrant) {
+  EXPECT_EQ(acquire("T", 10000, 0, 1), "1\n1\n1");
+  // Attempt 1 failed elsewhere; attempt 2 finds its grant and takes it over.
+  EXPECT_EQ(acquire("T", 10000, 0, 2), "1\n1\n1");
+  EXPECT_EQ(release("T", 1, 1), "-4\n1") << "attempt 1's undo must not remove attempt 2's grant";
+  EXPECT_EQ(redis.integer({"EXISTS", kLock}), 1);
+  EXPECT_EQ(release("T", 1, 2), "0\n0");
+  EXPECT_EQ(redis.integer({"EXISTS", kLock}), 0);
+}
+
+TEST_F(LockScripts, AnOlderAttemptDoesNotTakeTheGrantBack) {
+  EXPECT_EQ(acquire("T", 10000, 0, 5), "1\n1\n1");
+  EXPECT_EQ(acquire("T", 10000, 0, 4), "1\n1\n1");  // delivered late: answered, not applied
+  EXPECT_EQ(release("T", 1, 4), "-4\n1");
+  EXPECT_EQ(redis.integer({"EXISTS", kLock}), 1);
+}
+
+TEST_F(LockScripts, ReplayCountsItsLeaseFromTheReplay) {
+  EXPECT_EQ(acquire("T", 300, 0, 1), "1\n1\n1");
+  std::this_thread::sleep_for(200ms);
+  EXPECT_EQ(acquire("T", 1000, 0, 2), "1\n1\n1");
+  EXPECT_GT(redis.integer({"PTTL", kLock}), 900) << "the caller counts 1000 ms from the replay";
+}
+
+TEST_F(LockScripts, SingleServerCallsNameNoAttempt) {
+  // Attempt 0 (one server): replays and releases work as before.
+  EXPECT_EQ(acquire("T", 10000, 0, 0), "1\n1\n1");
+  EXPECT_EQ(acquire("T", 10000, 0, 0), "1\n1\n1");
+  EXPECT_EQ(acquire("T", 10000, 1, 0), "1\n1\n2");
+  EXPECT_EQ(release("T", 2, 0), "1\n1");
+  EXPECT_EQ(release("T", 1, 0), "0\n0");
+  EXPECT_EQ(acquire("U", 10000, 0, 0), "1\n2\n1");
+}
+
+}  // namespace
+}  // namespace dlock::test
