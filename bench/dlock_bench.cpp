@@ -8,6 +8,11 @@
 //   W4  --locks leases held under the watchdog for 3 renewal periods:
 //       renewal round trips per period (INFO commandstats) and client CPU
 //   W6  memory per held lock: client RSS and Redis used_memory
+//   W5            W1 on distinct keys, recording the number of masters in the
+//                 --url (redis:// 1, redlock:// N)
+//   W5-contended  W3 over the --url, recording the number of masters
+//   WAIT          W1 on distinct keys, recording the URL's wait_replicas
+//                 (WAIT mode, turned on by the URL's query parameters)
 //
 // The lock calls use only the public API; the protected resource and the
 // server statistics go through a plain hiredis connection.
@@ -57,9 +62,28 @@ long long mono_ns() {
   return static_cast<long long>(ts.tv_sec) * 1'000'000'000LL + ts.tv_nsec;
 }
 
+// The port of the (last) node in the URL: where the application's data goes.
 int port_of(const std::string& url) {
   auto colon = url.rfind(':');
   return std::stoi(url.substr(colon + 1));
+}
+
+// Masters named by the URL: 1 for redis://, N for redlock://h1,...,hN.
+int nodes_of(const std::string& url) {
+  if (url.rfind("redlock", 0) != 0) return 1;
+  auto start = url.find("://") + 3;
+  auto end = url.find_first_of("/?", start);
+  std::string hosts = url.substr(start, end == std::string::npos ? std::string::npos : end - start);
+  return 1 + static_cast<int>(std::count(hosts.begin(), hosts.end(), ','));
+}
+
+// The URL's wait_replicas query parameter (0 if absent).
+int wait_replicas_of(const std::string& url) {
+  auto q = url.find('?');
+  if (q == std::string::npos) return 0;
+  std::string query = "&" + url.substr(q + 1);
+  auto p = query.find("&wait_replicas=");
+  return p == std::string::npos ? 0 : std::stoi(query.substr(p + 15));
 }
 
 // The application's own Redis access (data and statistics), not the lock.
@@ -168,6 +192,8 @@ std::map<std::string, std::string> w1(const Args& a) {
   double secs = std::chrono::duration<double>(Clock::now() - start).count();
   auto r = base(a);
   r["keys"] = q(a.keys);
+  if (a.workload == "W5") r["nodes"] = std::to_string(nodes_of(a.url));
+  if (a.workload == "WAIT") r["wait_replicas"] = std::to_string(wait_replicas_of(a.url));
   pair_stats(r, i, secs, lat_us);
   return r;
 }
@@ -296,6 +322,7 @@ std::map<std::string, std::string> w3(const Args& a, bool with_lock) {
   long long final_value = v.empty() ? 0 : std::stoll(v);
   auto r = base(a);
   r["procs"] = std::to_string(a.procs);
+  if (a.workload == "W5-contended") r["nodes"] = std::to_string(nodes_of(a.url));
   r["seconds"] = num(a.seconds);
   r["critical_sections"] = std::to_string(cs);
   r["acquire_failures"] = "0";
@@ -400,7 +427,8 @@ std::map<std::string, std::string> w6(const Args& a) {
 }
 
 int usage() {
-  std::cerr << "usage: dlock-bench --url URL --workload W1|W2|W3|W3-nolock|W4|W6 [--keys distinct|same]\n"
+  std::cerr << "usage: dlock-bench --url URL --workload W1|W2|W3|W3-nolock|W4|W5|W5-contended|W6|WAIT\n"
+               "                   [--keys distinct|same]\n"
                "                   [--seconds S] [--procs N] [--tasks N] [--locks N] [--renew-ms MS]\n"
                "                   --out FILE [--events FILE]\n";
   return 64;
@@ -424,12 +452,14 @@ int main(int argc, char** argv) {
     else if (k == "--events") a.events = v;
     else return usage();
   }
-  if (a.out.empty() || (a.workload.rfind("W3", 0) == 0 && a.events.empty())) return usage();
+  if (a.workload == "W5" || a.workload == "WAIT") a.keys = "distinct";
+  const bool contended = a.workload.rfind("W3", 0) == 0 || a.workload == "W5-contended";
+  if (a.out.empty() || (contended && a.events.empty())) return usage();
   try {
     std::map<std::string, std::string> r;
-    if (a.workload == "W1") r = w1(a);
+    if (a.workload == "W1" || a.workload == "W5" || a.workload == "WAIT") r = w1(a);
     else if (a.workload == "W2") r = w2(a);
-    else if (a.workload == "W3") r = w3(a, true);
+    else if (a.workload == "W3" || a.workload == "W5-contended") r = w3(a, true);
     else if (a.workload == "W3-nolock") r = w3(a, false);
     else if (a.workload == "W4") r = w4(a);
     else if (a.workload == "W6") r = w6(a);

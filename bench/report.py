@@ -90,7 +90,14 @@ def load_ceiling(run):
 
 
 def key_of(r):
-    return (r["library"], r.get("settings", "default"), r["workload"], r.get("keys", ""))
+    """(library, settings, workload, keys), plus the variant for W5 ("n<masters>")
+    and WAIT ("wait<replicas>") results."""
+    k = (r["library"], r.get("settings", "default"), r["workload"], r.get("keys", ""))
+    if "nodes" in r:
+        k += (f"n{r['nodes']}",)
+    if "wait_replicas" in r:
+        k += (f"wait{r['wait_replicas']}",)
+    return k
 
 
 def fmt(v, digits=0):
@@ -199,7 +206,7 @@ def main():
     groups = defaultdict(list)
     for path in sorted(glob.glob(os.path.join(args.run, "r__*.json"))):
         r = json.load(open(path))
-        if r["workload"].startswith("W3") and r.get("events"):
+        if (r["workload"].startswith("W3") or r["workload"] == "W5-contended") and r.get("events"):
             ev = r["events"] if os.path.isabs(r["events"]) else os.path.join(args.run, r["events"])
             r.update(analyse_w3(ev))
             if "cs_per_s" not in r:
@@ -211,8 +218,8 @@ def main():
     if os.path.exists(micro_path):
         micro = json.load(open(micro_path)).get("benchmarks", [])
 
-    def g(lib, settings, workload, keys=""):
-        return groups.get((lib, settings, workload, keys), [])
+    def g(lib, settings, workload, keys="", variant=None):
+        return groups.get((lib, settings, workload, keys) + ((variant,) if variant else ()), [])
 
     def med_of(rs, field):
         return med([r.get(field) for r in rs])
@@ -340,7 +347,72 @@ def main():
     for r in g("dlock", "default", "W6"):
         md.append(f"| {r['locks']:,} | {r['client_bytes_per_lock']:.0f} B | {r['redis_bytes_per_lock']:.0f} B |")
     md.append("")
-    md.append("W5 (Redlock over 5 masters) waits for the Redlock backend.\n")
+    w5_libs = [("dlock", "default", n) for n in (1, 3, 5)] + [(l, s, n) for l, s in peers for n in (1, 3, 5)]
+
+    def w5_label(lib, st, n):
+        if lib == "dlock":
+            return f"dlock, {'redis://' if n == 1 else 'redlock://'}"
+        return label(lib, st)
+
+    w5_rows = [(lib, st, n, g(lib, st, "W5", "distinct", f"n{n}")) for lib, st, n in w5_libs]
+    w5c_rows = [(lib, st, n, g(lib, st, "W5-contended", "", f"n{n}")) for lib, st, n in w5_libs]
+    if any(rs for *_, rs in w5_rows + w5c_rows):
+        md.append("## W5: Redlock over 3 and 5 masters\n")
+        md.append("Every master is a private `redis-server` on loopback (the main one and four more, sharing the "
+                  "same cores), so these figures show the client-side cost of asking N masters at once, not a "
+                  "network's. dlock over `redlock://` sends each call to all masters and decides on a majority; "
+                  "npm redlock v5 gets one ioredis client per master. The single-node rows (`redis://`, the main "
+                  "server) are measured in the same loop, and the ratios are to them.\n")
+        md.append("**Uncontended:** one client, sequential acquire + release on distinct keys (as W1).\n")
+        md.append("| library | masters | pairs/s median (min–max) | pair p50 µs | pair p99 µs | "
+                  "ratio to dlock, 1 node |")
+        md.append("|---|---|---|---|---|---|")
+        base1 = med_of(g("dlock", "default", "W5", "distinct", "n1"), "pairs_per_s")
+        for lib, st, n, rs in w5_rows:
+            if rs:
+                rate = med_of(rs, "pairs_per_s")
+                ratio = f"{rate / base1:.2f}×" if base1 and rate else "–"
+                md.append(f"| {w5_label(lib, st, n)} | {n} | {pair_cells(rs)} | {ratio} |")
+        md.append("")
+        md.append("**Contended:** 8 processes, one lock, critical section = GET/SET counter (as W3; the counter "
+                  "lives on one of the masters). Lost updates = critical sections − final counter, summed over "
+                  "reps (must be 0).\n")
+        md.append("| library | masters | CS/s median (min–max) | ratio to dlock, 1 node | holder change p50/p99 µs | "
+                  "same holder | acquire wait p50/p99 µs, max ms | failures | lost updates | overlaps |")
+        md.append("|---|---|---|---|---|---|---|---|---|---|")
+        base1c = med_of(g("dlock", "default", "W5-contended", "", "n1"), "cs_per_s")
+        for lib, st, n, rs in w5c_rows:
+            if not rs:
+                continue
+            rate = med_of(rs, "cs_per_s")
+            ratio = f"{rate / base1c:.2f}×" if base1c and rate else "–"
+            lost = sum(int(r["critical_sections"]) - int(r["counter"]) for r in rs)
+            md.append(
+                f"| {w5_label(lib, st, n)} | {n} | {rate_cell([r['cs_per_s'] for r in rs])} | {ratio} | "
+                f"{fmt(med_of(rs, 'change_p50_us'), 0)} / {fmt(med_of(rs, 'change_p99_us'), 0)} | "
+                f"{med_of(rs, 'same_holder_fraction'):.2f} | "
+                f"{fmt(med_of(rs, 'wait_p50_us'), 0)} / {fmt(med_of(rs, 'wait_p99_us'), 0)}, "
+                f"{fmt(max(r['wait_max_ms'] for r in rs), 1)} | "
+                f"{sum(int(r.get('acquire_failures', 0)) + int(r.get('worker_failures', 0)) for r in rs)} | "
+                f"{'**' + str(lost) + '**' if lost else 0} | {sum(r['overlaps'] for r in rs)} |")
+        md.append("")
+
+    wait0, wait1 = g("dlock", "default", "WAIT", "distinct", "wait0"), g("dlock", "default", "WAIT", "distinct", "wait1")
+    if wait0 or wait1:
+        md.append("## WAIT mode: the cost of waiting for a replica\n")
+        md.append("dlock, one client, sequential acquire + release on distinct keys (as W1), against the main "
+                  "server while one replica (`--replicaof`, same host) is attached: plain, and with "
+                  "`?wait_replicas=1&wait_timeout_ms=1000` in the URL, where every grant waits for the replica's "
+                  "acknowledgement (`WAIT 1 1000`, one more round trip). Both in the same loop.\n")
+        md.append("| mode | pairs/s median (min–max) | pair p50 µs | pair p99 µs | ratio to no WAIT |")
+        md.append("|---|---|---|---|---|")
+        base0 = med_of(wait0, "pairs_per_s")
+        for name, rs in (("no WAIT (`redis://`)", wait0), ("`wait_replicas=1`", wait1)):
+            if rs:
+                rate = med_of(rs, "pairs_per_s")
+                ratio = f"{rate / base0:.2f}×" if base0 and rate else "–"
+                md.append(f"| {name} | {pair_cells(rs)} | {ratio} |")
+        md.append("")
 
     if micro:
         md.append("## Micro-benchmarks (Google Benchmark)\n")

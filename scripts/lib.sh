@@ -139,8 +139,12 @@ free_port() {
 # shell (not daemonized) on a free 127.0.0.1 port, files in DIR, no
 # persistence; sets REDIS_PID and REDIS_PORT once it answers PING. Retries on
 # another port if one was taken meanwhile. Extra arguments go to redis-server.
+# It may be called again (with another DIR) for more servers: each one's PID
+# is also kept in PRIVATE_REDIS_PIDS, so stop_private_redis stops them all.
+# Call it directly, not in $(...), or the PIDs are lost with the subshell.
 REDIS_PID=""
 REDIS_PORT=""
+PRIVATE_REDIS_PIDS=()
 start_private_redis() {
   local dir="$1" attempt port i
   shift
@@ -150,13 +154,15 @@ start_private_redis() {
     redis-server --port "$port" --bind 127.0.0.1 --dir "$dir" --logfile "$dir/redis.log" \
       --save '' --appendonly no --daemonize no "$@" >"$dir/redis.out" 2>&1 &
     REDIS_PID=$!
+    PRIVATE_REDIS_PIDS+=("$REDIS_PID")
     for ((i = 0; i < 200; i++)); do
       if ! pid_alive "$REDIS_PID"; then
-        wait "$REDIS_PID" 2>/dev/null || true
+        stop_redis_pid "$REDIS_PID"  # reaps it and forgets its PID
         REDIS_PID=""
         break
       fi
       if [[ "$(timeout 1 redis-cli -h 127.0.0.1 -p "$port" ping 2>/dev/null)" == PONG ]]; then
+        # shellcheck disable=SC2034  # read by the scripts that source this file
         REDIS_PORT="$port"
         log "redis-server $REDIS_PID on 127.0.0.1:$port"
         return 0
@@ -165,7 +171,7 @@ start_private_redis() {
     done
     if [[ -n $REDIS_PID ]] || ! grep -qs 'Address already in use' "$dir/redis.log" "$dir/redis.out"; then
       tail -n 20 "$dir/redis.log" "$dir/redis.out" >&2 || true
-      stop_private_redis
+      [[ -z $REDIS_PID ]] || stop_redis_pid "$REDIS_PID"
       return 1
     fi
     log "port $port was taken (attempt $attempt), trying another"
@@ -173,17 +179,30 @@ start_private_redis() {
   return 1
 }
 
-# stop_private_redis: stops the server start_private_redis started (SIGTERM,
-# then SIGKILL after 5 s) and reaps it. No-op if none is running.
-stop_private_redis() {
-  [[ -n $REDIS_PID ]] || return 0
-  kill -TERM "$REDIS_PID" 2>/dev/null || true
-  local i
+# stop_redis_pid PID: stops one server that start_private_redis started
+# (SIGTERM, then SIGKILL after 5 s), reaps it and drops it from
+# PRIVATE_REDIS_PIDS. Any other PID is left alone.
+stop_redis_pid() {
+  local pid="$1" p i keep=()
+  for p in "${PRIVATE_REDIS_PIDS[@]}"; do
+    [[ $p == "$pid" ]] || keep+=("$p")
+  done
+  ((${#keep[@]} < ${#PRIVATE_REDIS_PIDS[@]})) || return 0
+  PRIVATE_REDIS_PIDS=("${keep[@]}")
+  [[ $REDIS_PID != "$pid" ]] || REDIS_PID=""
+  kill -TERM "$pid" 2>/dev/null || true
   for ((i = 0; i < 100; i++)); do
-    pid_alive "$REDIS_PID" || break
+    pid_alive "$pid" || break
     sleep 0.05
   done
-  if pid_alive "$REDIS_PID"; then kill -KILL "$REDIS_PID" 2>/dev/null || true; fi
-  wait "$REDIS_PID" 2>/dev/null || true
-  REDIS_PID=""
+  if pid_alive "$pid"; then kill -KILL "$pid" 2>/dev/null || true; fi
+  wait "$pid" 2>/dev/null || true
+}
+
+# stop_private_redis: stops every server start_private_redis started, newest
+# first (a replica before its master). No-op if none is running.
+stop_private_redis() {
+  while ((${#PRIVATE_REDIS_PIDS[@]} > 0)); do
+    stop_redis_pid "${PRIVATE_REDIS_PIDS[-1]}"
+  done
 }

@@ -129,6 +129,12 @@ Result<std::shared_ptr<ClientCore>> ClientCore::connect(std::string_view url, Cl
   } else {
     auto ep = parse_redis_url(url);
     if (!ep.ok()) return ep.status();
+    // The URL's WAIT parameters fill in options left at their defaults.
+    const ClientOptions defaults;
+    if (ep->wait_replicas && options.wait_replicas == defaults.wait_replicas) options.wait_replicas = *ep->wait_replicas;
+    if (ep->wait_timeout_ms && options.wait_timeout == defaults.wait_timeout)
+      options.wait_timeout = milliseconds(*ep->wait_timeout_ms);
+    if (Status s = check_options(options); !s.ok()) return s;
     endpoints.push_back(std::move(*ep));
   }
   for (RedisEndpoint& ep : endpoints) {

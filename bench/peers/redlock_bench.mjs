@@ -30,7 +30,10 @@ const SETTINGS = {
   default: {},
   tuned: { retryDelay: 1, retryJitter: 0, retryCount: 5000 },
 };
-const DEFAULT_SECONDS = { W1: 5, W2: 5, W3: 10, "W3-nolock": 3 };
+const DEFAULT_SECONDS = { W1: 5, W2: 5, W3: 10, "W3-nolock": 3, W5: 5, "W5-contended": 10 };
+// W5 and W5-contended run the W1 (distinct keys) and W3 loops over one
+// Redlock spanning every --ports server; the results carry "nodes".
+const KIND = { W1: "W1", W2: "W2", W3: "W3", "W3-nolock": "W3-nolock", W5: "W1", "W5-contended": "W3" };
 const WARMUP_PAIRS = 20; // W1/W2: untimed pairs first (script load, connection)
 const MAX_PAIRS = 50_000_000; // hard bound on any loop, besides the deadline
 const SCRIPT = fileURLToPath(import.meta.url);
@@ -47,12 +50,13 @@ const nowNs = () => process.hrtime.bigint();
 // ------------------------------------------------------------ CLI ----
 function parseArgs(argv) {
   const a = {
-    port: null, workload: null, keys: "distinct", settings: "default",
+    port: null, ports: null, workload: null, keys: "distinct", settings: "default",
     seconds: null, procs: 8, tasks: 64, out: null, events: null,
     modules: null, child: false, eventsPart: null,
   };
   const usage =
-    "usage: redlock_bench.mjs --port P --workload W1|W2|W3|W3-nolock [--keys distinct|same] " +
+    "usage: redlock_bench.mjs --port P|--ports P1,P2,... --workload W1|W2|W3|W3-nolock|W5|W5-contended " +
+    "[--keys distinct|same] " +
     "[--settings default|tuned] [--seconds S] [--procs N] [--tasks N] [--out FILE] " +
     "[--events FILE] [--modules DIR]";
   for (let i = 0; i < argv.length; i++) {
@@ -63,6 +67,7 @@ function parseArgs(argv) {
     if (v === undefined) die(`${k} needs a value\n${usage}`);
     switch (k) {
       case "--port": a.port = Number(v); break;
+      case "--ports": a.ports = v.split(",").map(Number); break;
       case "--workload": a.workload = v; break;
       case "--keys": a.keys = v; break;
       case "--settings": a.settings = v; break;
@@ -76,8 +81,14 @@ function parseArgs(argv) {
       default: die(`unknown option ${k}\n${usage}`);
     }
   }
-  if (!Number.isInteger(a.port) || a.port <= 0 || a.port >= 65536) die(`--port missing or invalid\n${usage}`);
-  if (!(a.workload in DEFAULT_SECONDS)) die(`--workload must be W1, W2, W3 or W3-nolock\n${usage}`);
+  if (a.ports === null) a.ports = [a.port];
+  else if (a.port === null) a.port = a.ports[0];
+  else die(`give --port or --ports, not both\n${usage}`);
+  for (const p of a.ports)
+    if (!Number.isInteger(p) || p <= 0 || p >= 65536) die(`--port/--ports missing or invalid\n${usage}`);
+  if (new Set(a.ports).size !== a.ports.length) die("--ports names a server twice");
+  if (!(a.workload in DEFAULT_SECONDS)) die(`--workload must be W1, W2, W3, W3-nolock, W5 or W5-contended\n${usage}`);
+  if (a.workload === "W5") a.keys = "distinct";
   if (!["distinct", "same"].includes(a.keys)) die("--keys must be distinct or same");
   if (!(a.settings in SETTINGS)) die("--settings must be default or tuned");
   if (a.seconds === null) a.seconds = DEFAULT_SECONDS[a.workload];
@@ -158,8 +169,13 @@ async function connect(M, port) {
   return client;
 }
 
-function makeRedlock(M, client, settings) {
-  const redlock = new M.Redlock([client], SETTINGS[settings]);
+async function connectAll(M, ports) {
+  return Promise.all(ports.map((p) => connect(M, p)));
+}
+
+// One Redlock over every client (one per server); redlock asks them all.
+function makeRedlock(M, clients, settings) {
+  const redlock = new M.Redlock(clients, SETTINGS[settings]);
   const state = { fatal: null };
   // redlock emits "error" for every failed attempt; without a listener the
   // EventEmitter would throw. "Resource locked" is the normal contended case.
@@ -204,8 +220,9 @@ function summarizePairs(M, args, redlock, lat, elapsed) {
     p50_us: percentileUs(lat, 50), p99_us: percentileUs(lat, 99),
     version: M.redlockVersion,
   };
-  if (args.workload === "W1") res.keys = args.keys;
+  if (KIND[args.workload] === "W1") res.keys = args.keys;
   if (args.workload === "W2") res.tasks = args.tasks;
+  if (args.workload.startsWith("W5")) res.nodes = args.ports.length;
   Object.assign(res, {
     ioredis_version: M.ioredisVersion, node_version: process.version,
     lock_settings: lockSettings(redlock),
@@ -229,8 +246,8 @@ async function pair(redlock, state, name) {
 }
 
 // ------------------------------------------------------------- W1 ----
-async function runW1(M, client, args) {
-  const { redlock, state } = makeRedlock(M, client, args.settings);
+async function runW1(M, clients, args) {
+  const { redlock, state } = makeRedlock(M, clients, args.settings);
   const base = KEY_PREFIX + "w1:";
   for (let i = 0; i < WARMUP_PAIRS; i++) await pair(redlock, state, `${base}warm:${i}`);
   const same = base + "same";
@@ -251,9 +268,9 @@ async function runW1(M, client, args) {
 }
 
 // ------------------------------------------------------------- W2 ----
-async function runW2(M, client, args) {
-  // --tasks async tasks on ONE ioredis client and ONE Redlock.
-  const { redlock, state } = makeRedlock(M, client, args.settings);
+async function runW2(M, clients, args) {
+  // --tasks async tasks on ONE ioredis client (per server) and ONE Redlock.
+  const { redlock, state } = makeRedlock(M, clients, args.settings);
   const base = KEY_PREFIX + "w2:";
   for (let i = 0; i < WARMUP_PAIRS; i++) await pair(redlock, state, `${base}warm:${i}`);
   const lats = [];
@@ -289,10 +306,12 @@ const LOCK_KEY = KEY_PREFIX + "w3:lock";
 const CTR_KEY = KEY_PREFIX + "ctr";
 
 async function runW3Child(M, args) {
-  // One contending process with its own connection; waits for "go" over IPC.
+  // One contending process with its own connection (per server); waits for
+  // "go" over IPC. The counter lives on the first server.
   process.on("disconnect", () => process.exit(3)); // parent gone
-  const client = await connect(M, args.port);
-  const { redlock, state } = makeRedlock(M, client, args.settings);
+  const clients = await connectAll(M, args.ports);
+  const client = clients[0];
+  const { redlock, state } = makeRedlock(M, clients, args.settings);
   const nolock = args.workload === "W3-nolock";
   await new Promise((resolve) => {
     process.on("message", (m) => { if (m && m.type === "go") resolve(); });
@@ -335,7 +354,7 @@ async function runW3Child(M, args) {
     events.map(([a, b, c, d]) =>
       `{"pid": ${pid}, "acq_call": ${a}, "acq_ret": ${b}, "rel_call": ${c}, "rel_ret": ${d}}\n`).join(""),
   );
-  client.disconnect();
+  for (const c of clients) c.disconnect();
   await new Promise((resolve) =>
     process.send({ type: "done", cs: events.length, failures, t_go: String(tGo), t_end: String(tEnd) }, resolve));
 }
@@ -362,10 +381,11 @@ function waitAll(children, type, ms, what) {
   });
 }
 
-async function runW3(M, client, args) {
-  if (!args.events) throw new BenchError("--events FILE is required for W3 and W3-nolock");
+async function runW3(M, clients, args) {
+  if (!args.events) throw new BenchError("--events FILE is required for W3, W3-nolock and W5-contended");
   const eventsPath = path.resolve(args.events);
-  await deletePrefix(client, KEY_PREFIX);
+  const client = clients[0];
+  for (const c of clients) await deletePrefix(c, KEY_PREFIX);
   await client.set(CTR_KEY, 0);
   const children = [];
   const parts = [];
@@ -380,7 +400,7 @@ async function runW3(M, client, args) {
       const part = `${eventsPath}.part${i}`;
       parts.push(part);
       children.push(fork(SCRIPT, [
-        "--child", "--modules", M.dir, "--port", String(args.port), "--workload", args.workload,
+        "--child", "--modules", M.dir, "--ports", args.ports.join(","), "--workload", args.workload,
         "--settings", args.settings, "--seconds", String(args.seconds), "--events-part", part,
       ], { stdio: ["ignore", "inherit", "inherit", "ipc"] }));
     }
@@ -409,8 +429,8 @@ async function runW3(M, client, args) {
   const tGo = summaries.map((s) => BigInt(s.t_go)).reduce((a, b) => (a < b ? a : b));
   const tEnd = summaries.map((s) => BigInt(s.t_end)).reduce((a, b) => (a > b ? a : b));
   const elapsed = Number(tEnd - tGo) / 1e9;
-  const { redlock } = makeRedlock(M, client, args.settings);
-  return {
+  const { redlock } = makeRedlock(M, clients, args.settings);
+  const res = {
     library: LIBRARY, settings: args.settings, workload: args.workload,
     procs: args.procs, seconds: args.seconds, elapsed_s: Math.round(elapsed * 1000) / 1000,
     critical_sections: cs, cs_per_s: elapsed > 0 ? Math.round((cs / elapsed) * 10) / 10 : null,
@@ -421,6 +441,8 @@ async function runW3(M, client, args) {
     ioredis_version: M.ioredisVersion, node_version: process.version,
     lock_settings: lockSettings(redlock),
   };
+  if (args.workload.startsWith("W5")) res.nodes = args.ports.length;
+  return res;
 }
 
 // ----------------------------------------------------------- main ----
@@ -431,18 +453,19 @@ async function main() {
     await runW3Child(M, args);
     return;
   }
-  const client = await connect(M, args.port);
+  const clients = await connectAll(M, args.ports);
   let res;
   try {
-    if (args.workload === "W1" || args.workload === "W2") {
-      await deletePrefix(client, KEY_PREFIX);
-      res = args.workload === "W1" ? await runW1(M, client, args) : await runW2(M, client, args);
+    const kind = KIND[args.workload];
+    if (kind === "W1" || kind === "W2") {
+      for (const c of clients) await deletePrefix(c, KEY_PREFIX);
+      res = kind === "W1" ? await runW1(M, clients, args) : await runW2(M, clients, args);
     } else {
-      res = await runW3(M, client, args);
+      res = await runW3(M, clients, args);
     }
-    await deletePrefix(client, KEY_PREFIX);
+    for (const c of clients) await deletePrefix(c, KEY_PREFIX);
   } finally {
-    client.disconnect();
+    for (const c of clients) c.disconnect();
   }
   const text = JSON.stringify(res);
   if (args.out) fs.writeFileSync(args.out, text + "\n");

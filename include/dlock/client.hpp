@@ -17,6 +17,9 @@
 //                                                      is verified against cacert,
 //                                                      or the system store if absent,
 //                                                      and its name/IP is checked)
+//   redis[s]://...?wait_replicas=N[&wait_timeout_ms=MS]
+//                                                      (WAIT mode: see
+//                                                      ClientOptions::wait_replicas)
 //   redlock://[[user]:password@]host:port,host:port,...[/db]
 //   redlock+tls://host:port,host:port,...[/db]?cacert=PATH[&cert=PATH&key=PATH]
 //                                                      (Redlock over an odd number

@@ -65,6 +65,12 @@ struct ClientOptions {
   // acknowledge. Cost: one more round trip per grant and renewal, plus up to
   // wait_timeout while replicas lag (the connection waits meanwhile).
   // Default 0: off.
+  // The URL can set both, so tools turn it on without code:
+  // redis://host:port?wait_replicas=1&wait_timeout_ms=200. A URL value
+  // applies only to a field left at its default here (0, 100 ms); a field set
+  // to anything else wins over the URL. So a URL's wait_replicas cannot be
+  // turned off from ClientOptions: leave it out of the URL instead.
+  // Refused (invalid_argument) with redlock:// URLs, in the URL as here.
   int wait_replicas = 0;
   milliseconds wait_timeout{100};
 

@@ -138,11 +138,28 @@ Result<RedisEndpoint> parse_redis_url(std::string_view url) {
     std::string value;
     if (eq == std::string_view::npos || !percent_decode(kv.substr(eq + 1), value) || value.empty())
       return bad("parameter '" + std::string(key) + "' needs a value");
+    if (key == "wait_replicas") {
+      int n = 0;
+      if (!parse_int(value, n) || n < 0)
+        return bad("wait_replicas must be a whole number of replicas, 0 or more (got '" + value + "')");
+      ep.wait_replicas = n;
+      continue;
+    }
+    if (key == "wait_timeout_ms") {
+      int ms = 0;
+      // WAIT with timeout 0 would block forever: not a bound.
+      if (!parse_int(value, ms) || ms < 1)
+        return bad("wait_timeout_ms must be a whole number of milliseconds, 1 or more (got '" + value + "')");
+      ep.wait_timeout_ms = ms;
+      continue;
+    }
     std::string* slot = nullptr;
     if (key == "cacert") slot = &ep.ca_file;
     else if (key == "cert") slot = &ep.cert_file;
     else if (key == "key") slot = &ep.key_file;
-    if (slot == nullptr) return bad("unknown parameter '" + std::string(key) + "' (known: cacert, cert, key)");
+    if (slot == nullptr)
+      return bad("unknown parameter '" + std::string(key) +
+                 "' (known: cacert, cert, key, wait_replicas, wait_timeout_ms)");
     if (!ep.tls) return bad("parameter '" + std::string(key) + "' needs the rediss:// scheme");
     *slot = std::move(value);
   }
@@ -174,6 +191,20 @@ Result<std::vector<RedisEndpoint>> parse_redlock_url(std::string_view url) {
     suffix = rest.substr(end);
     rest = rest.substr(0, end);
   }
+  // WAIT mode belongs to a master with replicas; a Redlock master stands
+  // alone. Checked before the nodes so the message names the parameter.
+  if (auto q = suffix.find('?'); q != std::string_view::npos) {
+    std::string_view query = suffix.substr(q + 1);
+    while (!query.empty()) {
+      auto amp = query.find('&');
+      std::string_view kv = query.substr(0, amp);
+      std::string_view key = kv.substr(0, kv.find('='));
+      if (key == "wait_replicas" || key == "wait_timeout_ms")
+        return fail("parameter '" + std::string(key) +
+                    "' applies to redis:// and rediss:// (one master and its replicas), not Redlock");
+      query = amp == std::string_view::npos ? std::string_view() : query.substr(amp + 1);
+    }
+  }
   std::string_view userinfo;
   if (auto at = rest.rfind('@'); at != std::string_view::npos) {
     userinfo = rest.substr(0, at + 1);
@@ -193,6 +224,7 @@ Result<std::vector<RedisEndpoint>> parse_redlock_url(std::string_view url) {
       std::string why = ep.status().message();
       if (auto p = why.find("bad Redis URL: "); p == 0) why = why.substr(15);
       if (auto p = why.find("the rediss:// scheme"); p != std::string::npos) why.replace(p, 20, "redlock+tls://");
+      if (auto p = why.find(", wait_replicas, wait_timeout_ms"); p != std::string::npos) why.erase(p, 32);
       return fail("node " + std::to_string(index) + " ('" + std::string(host) + "'): " + why);
     }
     nodes.push_back(std::move(*ep));

@@ -3,6 +3,7 @@
 #define DLOCK_CORE_URL_HPP_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -21,6 +22,11 @@ struct RedisEndpoint {
   std::string ca_file;     // rediss only; empty: the system trust store
   std::string cert_file;   // rediss only; client certificate (with key_file)
   std::string key_file;
+  // redis:// and rediss:// only: WAIT mode from ?wait_replicas=N (N >= 0)
+  // and ?wait_timeout_ms=MS (MS >= 1); unset when absent. They fill in
+  // ClientOptions::wait_replicas / wait_timeout left at their defaults.
+  std::optional<int> wait_replicas;
+  std::optional<int> wait_timeout_ms;
 
   // "rediss://host:port/db" with credentials left out: safe to log.
   std::string describe() const;
@@ -35,7 +41,8 @@ bool is_redlock_url(std::string_view url);
 // redlock://[user:pass@]h1:p1,h2:p2,...[/db][?query] (redlock+tls:// for
 // TLS, with rediss://'s query parameters): one endpoint per independent
 // master, in URL order, sharing credentials, db and TLS files. Requires an
-// odd number >= 3 of distinct nodes.
+// odd number >= 3 of distinct nodes. The WAIT parameters are refused: each
+// master stands alone, and the majority is what survives a lost node.
 Result<std::vector<RedisEndpoint>> parse_redlock_url(std::string_view url);
 
 }  // namespace dlock::detail

@@ -91,6 +91,33 @@ TEST_F(ReplicaWait, RejectedWithRedlock) {
   EXPECT_EQ(Client::try_connect(master.url(), o).code(), Errc::invalid_argument);
 }
 
+// The URL turns WAIT mode on without code; options left at their defaults
+// take the URL's values, options set to anything else win.
+TEST_F(ReplicaWait, UrlParametersFillInDefaultOptions) {
+  {
+    Client client = Client::connect(master.url() + "?wait_replicas=2&wait_timeout_ms=50", quiet(log));
+    auto r = client.try_acquire("u1", fixed(10s));
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.code(), Errc::unavailable) << r.status().to_string();
+    EXPECT_NE(r.status().message().find("not replicated to 2"), std::string::npos) << r.status().message();
+  }
+  {
+    Client client = Client::connect(master.url() + "?wait_replicas=1", quiet(log));
+    auto lease = client.try_acquire("u2", fixed(10s)).value();
+    EXPECT_EQ(SyncRedis(replica.port()).integer({"EXISTS", "dlock:{u2}"}), 1) << "WAITed for the replica";
+    EXPECT_TRUE(lease.release().ok());
+  }
+  {
+    // wait_replicas 1 from the options wins over the URL's 2.
+    Client client = Client::connect(master.url() + "?wait_replicas=2", waiting(1));
+    EXPECT_TRUE(client.try_acquire("u3", fixed(10s)).ok());
+  }
+  EXPECT_EQ(Client::try_connect(master.url() + "?wait_replicas=-1", quiet(log)).code(), Errc::invalid_argument);
+  EXPECT_EQ(Client::try_connect(master.url() + "?wait_timeout_ms=0", quiet(log)).code(), Errc::invalid_argument);
+  EXPECT_EQ(Client::try_connect("redlock://127.0.0.1:1,127.0.0.1:2,127.0.0.1:3?wait_replicas=1", quiet(log)).code(),
+            Errc::invalid_argument);
+}
+
 // The price: one more round trip per grant (and renewal).
 TEST_F(ReplicaWait, CostPerAcquireAndRelease) {
   auto run = [&](int replicas) {

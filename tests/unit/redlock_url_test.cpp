@@ -72,6 +72,16 @@ TEST(RedlockUrl, RejectsBadNodes) {
   expect_bad("redlock://", "empty");
 }
 
+TEST(RedlockUrl, RejectsWaitParameters) {
+  expect_bad("redlock://a:1,b:2,c:3?wait_replicas=1", "'wait_replicas' applies to redis:// and rediss://");
+  expect_bad("redlock://a:1,b:2,c:3/1?wait_timeout_ms=50", "'wait_timeout_ms' applies to redis://");
+  expect_bad("redlock+tls://a:1,b:2,c:3?cacert=/x&wait_replicas=0", "not Redlock");
+  // The list of known parameters offers only what Redlock takes.
+  auto r = parse_redlock_url("redlock+tls://a:1,b:2,c:3?bogus=1");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message().find("wait_"), std::string::npos) << r.status().message();
+}
+
 TEST(RedlockUrl, ErrorsNeverEchoThePassword) {
   auto r = parse_redlock_url("redlock://u:hunter2@a:1,b:2,c:99999");
   ASSERT_FALSE(r.ok());

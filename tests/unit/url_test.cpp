@@ -45,6 +45,51 @@ TEST(Url, TlsParameters) {
   EXPECT_EQ(ep.key_file, "/k.pem");
 }
 
+TEST(Url, WaitParameters) {
+  auto none = parse_redis_url("redis://h:1").value();
+  EXPECT_FALSE(none.wait_replicas.has_value());
+  EXPECT_FALSE(none.wait_timeout_ms.has_value());
+
+  auto ep = parse_redis_url("redis://h:1/2?wait_replicas=2&wait_timeout_ms=250").value();
+  EXPECT_EQ(ep.db, 2);
+  EXPECT_EQ(ep.wait_replicas, 2);
+  EXPECT_EQ(ep.wait_timeout_ms, 250);
+
+  auto off = parse_redis_url("redis://h:1?wait_replicas=0").value();
+  EXPECT_EQ(off.wait_replicas, 0);
+  EXPECT_FALSE(off.wait_timeout_ms.has_value());
+
+  auto tls = parse_redis_url("rediss://h:1?cacert=/ca.pem&wait_timeout_ms=5&wait_replicas=1").value();
+  EXPECT_EQ(tls.ca_file, "/ca.pem");
+  EXPECT_EQ(tls.wait_replicas, 1);
+  EXPECT_EQ(tls.wait_timeout_ms, 5);
+}
+
+TEST(Url, BadWaitParametersNameTheProblem) {
+  struct Case {
+    const char* url;
+    const char* needle;
+  };
+  for (const Case& c : {Case{"redis://h:1?wait_replicas=-1", "wait_replicas must be"},
+                        Case{"redis://h:1?wait_replicas=one", "wait_replicas must be"},
+                        Case{"redis://h:1?wait_replicas=1.5", "wait_replicas must be"},
+                        Case{"redis://h:1?wait_replicas=+1", "wait_replicas must be"},
+                        Case{"redis://h:1?wait_replicas=99999999999", "wait_replicas must be"},
+                        Case{"redis://h:1?wait_replicas=", "'wait_replicas' needs a value"},
+                        Case{"redis://h:1?wait_replicas", "'wait_replicas' needs a value"},
+                        Case{"redis://h:1?wait_timeout_ms=0", "wait_timeout_ms must be"},
+                        Case{"redis://h:1?wait_timeout_ms=-5", "wait_timeout_ms must be"},
+                        Case{"redis://h:1?wait_timeout_ms=10ms", "wait_timeout_ms must be"},
+                        Case{"redis://h:1?wait_replicas=1&wait_timeout_ms=abc", "wait_timeout_ms must be"},
+                        Case{"redis://h:1?wait_replica=1", "unknown parameter 'wait_replica'"},
+                        Case{"redis://h:1?wait_timeout=100", "unknown parameter 'wait_timeout'"}}) {
+    auto r = parse_redis_url(c.url);
+    ASSERT_FALSE(r.ok()) << c.url;
+    EXPECT_EQ(r.code(), Errc::invalid_argument) << c.url;
+    EXPECT_NE(r.status().message().find(c.needle), std::string::npos) << c.url << ": " << r.status().message();
+  }
+}
+
 TEST(Url, MalformedAreInvalidArgument) {
   for (const char* bad : {"", "localhost:6379", "http://h:1", "redis://", "redis://h:", "redis://h:0",
                           "redis://h:70000", "redis://h:12ab", "redis://h:1/x", "redis://h:1/-1",
