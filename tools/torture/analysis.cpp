@@ -183,7 +183,9 @@ std::vector<FaultWindow> build_faults(const std::vector<Event>& events, std::int
 std::string explain(const Hold& first, const Hold& second, const std::vector<FaultWindow>& faults) {
   for (const FaultWindow& w : faults) {
     if (!explains_overlap(w.kind)) continue;
-    if (w.target != first.proc && w.target != "server" && w.target != "all") continue;
+    // A server fault (a Redlock node's too) can take the lock from anyone.
+    if (w.target != first.proc && w.target != "server" && w.target != "all" && w.target.rfind("node", 0) != 0)
+      continue;
     if (w.start_t > second.ok_t || w.end_t < first.ok_t) continue;
     return w.kind + " of " + w.target + " (" + std::to_string(to_ms(w.end_t - w.start_t)) + " ms) during " +
            first.grant + "'s hold";

@@ -103,7 +103,7 @@ int main(int argc, char** argv) {
   worker->add_option("--slots", wa.slots)->required();
   worker->add_option("--slot-count", wa.slot_count)->required();
   worker->add_option("--strategy", wa.strategy)->required();
-  worker->add_option("--lock-port", wa.lock_port)->required();
+  worker->add_option("--lock-ports", wa.lock_ports)->required()->delimiter(',');
   worker->add_option("--resource-port", wa.resource_port)->required();
   worker->add_option("--ttl", wa.ttl_ms);
   worker->add_option("--think", wa.think_ms);
@@ -123,7 +123,8 @@ int main(int argc, char** argv) {
 
   if (*list) {
     std::cout << "scenarios:\n";
-    for (const auto& s : scenarios()) std::cout << "  " << s.name << std::string(15 - s.name.size(), ' ') << s.summary << "\n";
+    for (const auto& s : scenarios())
+      std::cout << "  " << s.name << std::string(s.name.size() < 22 ? 22 - s.name.size() : 1, ' ') << s.summary << "\n";
     std::cout << "strategies:\n";
     for (const auto& s : strategy_names()) std::cout << "  " << s << (is_naive(s) ? "  (naive control)" : "") << "\n";
     return 0;
@@ -150,6 +151,11 @@ int main(int argc, char** argv) {
     for (const auto& s : strategy_names()) known = known || s == cfg.strategy;
     if (!known) {
       std::cerr << "dlock-torture: unknown strategy '" << cfg.strategy << "' (see: dlock-torture list)\n";
+      return 64;
+    }
+    if (!applies(*find_scenario(cfg.scenario), cfg.strategy)) {
+      std::cerr << "dlock-torture: scenario '" << cfg.scenario << "' does not apply to strategy '" << cfg.strategy
+                << "' (Redlock scenarios need redlock; failover needs one server)\n";
       return 64;
     }
     plan.push_back({cfg.scenario, cfg.strategy});

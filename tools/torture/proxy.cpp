@@ -483,23 +483,50 @@ void Proxy::set_upstream_port(std::uint16_t port) {
   });
 }
 
+namespace {
+void add_stats(Proxy::Stats& sum, const Proxy::Stats& s) {
+  sum.connections += s.connections;
+  sum.bytes_up += s.bytes_up;
+  sum.bytes_down += s.bytes_down;
+  sum.bytes_dropped += s.bytes_dropped;
+  sum.resets += s.resets;
+  sum.held_chunks += s.held_chunks;
+  sum.delayed_chunks += s.delayed_chunks;
+  sum.refused += s.refused;
+  sum.max_delay_applied_ms = std::max(sum.max_delay_applied_ms, s.max_delay_applied_ms);
+}
+}  // namespace
+
 Proxy::Stats Proxy::stats(const std::string& link) const {
   return impl_->call([&] {
     Stats sum;
-    for (const Link* l : impl_->select(link)) {
-      const Stats& s = l->stats;
-      sum.connections += s.connections;
-      sum.bytes_up += s.bytes_up;
-      sum.bytes_down += s.bytes_down;
-      sum.bytes_dropped += s.bytes_dropped;
-      sum.resets += s.resets;
-      sum.held_chunks += s.held_chunks;
-      sum.delayed_chunks += s.delayed_chunks;
-      sum.refused += s.refused;
-      sum.max_delay_applied_ms = std::max(sum.max_delay_applied_ms, s.max_delay_applied_ms);
-    }
+    for (const Link* l : impl_->select(link)) add_stats(sum, l->stats);
     return sum;
   });
+}
+
+void ProxyGroup::set_delay(const std::string& link, std::chrono::milliseconds each_way) {
+  for (Proxy* p : proxies_) p->set_delay(link, each_way);
+}
+void ProxyGroup::hold_replies(const std::string& link, std::chrono::milliseconds d) {
+  for (Proxy* p : proxies_) p->hold_replies(link, d);
+}
+void ProxyGroup::blackhole(const std::string& link, bool on) {
+  for (Proxy* p : proxies_) p->blackhole(link, on);
+}
+void ProxyGroup::drop_replies(const std::string& link, bool on) {
+  for (Proxy* p : proxies_) p->drop_replies(link, on);
+}
+void ProxyGroup::reset(const std::string& link) {
+  for (Proxy* p : proxies_) p->reset(link);
+}
+void ProxyGroup::refuse(const std::string& link, bool on) {
+  for (Proxy* p : proxies_) p->refuse(link, on);
+}
+Proxy::Stats ProxyGroup::stats(const std::string& link) const {
+  Proxy::Stats sum;
+  for (const Proxy* p : proxies_) add_stats(sum, p->stats(link));
+  return sum;
 }
 
 }  // namespace torture

@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace torture {
 
@@ -91,6 +92,24 @@ class Proxy {
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
+};
+
+// One client's whole network when its lock spans several servers (Redlock:
+// one proxy per server, the same link names on each): every fault applies to
+// every proxy, and stats() sums them.
+class ProxyGroup {
+ public:
+  void add(Proxy* p) { proxies_.push_back(p); }
+  void set_delay(const std::string& link, std::chrono::milliseconds each_way);
+  void hold_replies(const std::string& link, std::chrono::milliseconds d);
+  void blackhole(const std::string& link, bool on);
+  void drop_replies(const std::string& link, bool on);
+  void reset(const std::string& link);
+  void refuse(const std::string& link, bool on);
+  Proxy::Stats stats(const std::string& link) const;
+
+ private:
+  std::vector<Proxy*> proxies_;
 };
 
 }  // namespace torture

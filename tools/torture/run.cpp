@@ -11,6 +11,7 @@
 
 #include "run_ctx.hpp"
 #include "scenarios.hpp"
+#include "strategies.hpp"
 
 namespace torture {
 namespace {
@@ -45,7 +46,6 @@ RunReport run_one(const RunConfig& cfg) {
   const fs::path dir(cfg.out_dir);
   fs::remove_all(dir);
   fs::create_directories(dir / "history");
-  fs::create_directories(dir / "lock-server");
   fs::create_directories(dir / "resource-server");
 
   RunCtx c;
@@ -54,25 +54,36 @@ RunReport run_one(const RunConfig& cfg) {
   c.self_exe = cfg.self_exe;
   c.clock_shim = cfg.clock_shim;
   c.log = std::make_unique<HistoryWriter>((dir / "history" / "verifier.jsonl").string());
-  c.server_clk = std::make_unique<ClockControl>((dir / "clock-server").string());
 
-  ServerSpec lock_spec;
-  lock_spec.binary = cfg.redis_server;
-  lock_spec.dir = fs::absolute(dir / "lock-server").string();
-  lock_spec.aof_always = scenario->aof_always;
-  lock_spec.clock_shim = cfg.clock_shim;
-  lock_spec.clock_file = c.server_clk->path();
-  c.lock = std::make_unique<ServerProc>(lock_spec);
-  c.lock->start();
+  // The lock server(s), each behind its own proxy; the resources sit on a
+  // fault-free server reached directly.
+  const int node_count = lock_nodes(cfg.strategy);
+  for (int i = 0; i < node_count; ++i) {
+    const std::string tag = node_count == 1 ? "" : "-" + std::to_string(i);
+    LockNode n;
+    n.clock = std::make_unique<ClockControl>((dir / ("clock-server" + tag)).string());
+    ServerSpec spec;
+    spec.binary = cfg.redis_server;
+    spec.dir = fs::absolute(dir / ("lock-server" + tag)).string();
+    fs::create_directories(spec.dir);
+    spec.aof_always = scenario->aof_always;
+    spec.clock_shim = cfg.clock_shim;
+    spec.clock_file = n.clock->path();
+    n.server = std::make_unique<ServerProc>(spec);
+    n.server->start();
+    n.admin = std::make_unique<SyncConn>("127.0.0.1", n.server->port(), std::chrono::milliseconds(2000));
+    n.proxy = std::make_unique<Proxy>("127.0.0.1", n.server->port());
+    c.net.add(n.proxy.get());
+    c.nodes.push_back(std::move(n));
+  }
   ServerSpec res_spec;
   res_spec.binary = cfg.redis_server;
   res_spec.dir = fs::absolute(dir / "resource-server").string();
   ServerProc resource(res_spec);
   resource.start();
-  c.admin_conn = std::make_unique<SyncConn>("127.0.0.1", c.lock->port(), std::chrono::milliseconds(2000));
   SyncConn res_conn("127.0.0.1", resource.port(), std::chrono::milliseconds(2000));
 
-  c.proxy_ = std::make_unique<Proxy>("127.0.0.1", c.lock->port());
+  const std::int64_t think_ms = scenario->think_ms > 0 ? scenario->think_ms : cfg.think_ms;
   const std::string slots_path = fs::absolute(dir / "slots").string();
   c.slots = std::make_unique<SlotTable>(slots_path, cfg.workers, true);
   for (int w = 0; w < cfg.workers; ++w) {
@@ -82,10 +93,10 @@ RunReport run_one(const RunConfig& cfg) {
     p.args.slots = slots_path;
     p.args.slot_count = cfg.workers;
     p.args.strategy = cfg.strategy;
-    p.args.lock_port = c.proxy_->add_link(p.args.proc);
+    for (auto& n : c.nodes) p.args.lock_ports.push_back(n.proxy->add_link(p.args.proc));
     p.args.resource_port = resource.port();
     p.args.ttl_ms = cfg.ttl_ms;
-    p.args.think_ms = cfg.think_ms;
+    p.args.think_ms = think_ms;
     p.args.wait_ms = 3 * cfg.ttl_ms;
     p.args.history = fs::absolute(dir / "history" / (p.args.proc + ".jsonl")).string();
     p.args.seed = cfg.seed * 100 + static_cast<std::uint64_t>(w);
@@ -99,10 +110,10 @@ RunReport run_one(const RunConfig& cfg) {
     rs.binary = cfg.redis_server;
     rs.dir = fs::absolute(dir / "replica-server").string();
     fs::create_directories(rs.dir);
-    rs.extra_args = {"--replicaof", "127.0.0.1", std::to_string(c.proxy_->add_link("replication"))};
+    rs.extra_args = {"--replicaof", "127.0.0.1", std::to_string(c.node(0).proxy->add_link("replication"))};
     c.replica = std::make_unique<ServerProc>(rs);
   }
-  c.proxy_->start();
+  for (auto& n : c.nodes) n.proxy->start();
   if (c.replica) {
     c.replica->start();
     SyncConn probe("127.0.0.1", c.replica->port(), std::chrono::milliseconds(500));
@@ -129,8 +140,10 @@ RunReport run_one(const RunConfig& cfg) {
   fin.value = counter.good() && !counter.is_nil ? std::stoll(counter.str) : 0;
   c.log->write(fin);
   const auto run_end = mono_ns();
-  c.proxy_.reset();
-  c.lock->stop();
+  for (auto& n : c.nodes) {
+    n.proxy.reset();
+    n.server->stop();
+  }
   if (c.replica) c.replica->stop();
   resource.stop();
 
@@ -156,7 +169,7 @@ RunReport run_one(const RunConfig& cfg) {
              {"redis", redis_version(cfg.redis_server)},
              {"workers", std::to_string(cfg.workers)},
              {"lease", std::to_string(cfg.ttl_ms) + " ms (renewed every " + std::to_string(cfg.ttl_ms / 3) + " ms)"},
-             {"think", "U(0, " + std::to_string(cfg.think_ms) + ") ms"},
+             {"think", "U(0, " + std::to_string(think_ms) + ") ms"},
              {"duration", std::to_string(cfg.duration_ms) + " ms"},
              {"seed", std::to_string(cfg.seed)},
              {"failpoints", scenario->failpoints.empty() ? "none" : scenario->failpoints},

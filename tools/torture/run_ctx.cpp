@@ -51,6 +51,8 @@ void RunCtx::fault_instant(const std::string& kind, const std::string& target, c
 void RunCtx::spawn(int w) {
   WorkerProc& p = procs[w];
   const WorkerArgs& a = p.args;
+  std::string ports;
+  for (auto port : a.lock_ports) ports += (ports.empty() ? "" : ",") + std::to_string(port);
   std::vector<std::string> args{self_exe, "worker",
                                 "--proc", a.proc,
                                 "--inc", std::to_string(a.inc),
@@ -58,7 +60,7 @@ void RunCtx::spawn(int w) {
                                 "--slots", a.slots,
                                 "--slot-count", std::to_string(a.slot_count),
                                 "--strategy", a.strategy,
-                                "--lock-port", std::to_string(a.lock_port),
+                                "--lock-ports", ports,
                                 "--resource-port", std::to_string(a.resource_port),
                                 "--ttl", std::to_string(a.ttl_ms),
                                 "--think", std::to_string(a.think_ms),

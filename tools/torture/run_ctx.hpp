@@ -31,6 +31,16 @@ struct WorkerProc {
   std::unique_ptr<ClockControl> clock;
 };
 
+// One lock server with its own proxy (clients reach it only through the
+// proxy), its wall-clock control and a direct admin connection. A run has one,
+// or five for Redlock.
+struct LockNode {
+  std::unique_ptr<ClockControl> clock;
+  std::unique_ptr<ServerProc> server;
+  std::unique_ptr<SyncConn> admin;
+  std::unique_ptr<Proxy> proxy;
+};
+
 class RunCtx {
  public:
   using ms = std::chrono::milliseconds;
@@ -54,10 +64,15 @@ class RunCtx {
   ClockControl& worker_clock(int w) { return *procs[w].clock; }
 
   // --- servers --------------------------------------------------------
-  ServerProc& lock_server() { return *lock; }
-  SyncConn& admin() { return *admin_conn; }  // direct to the lock server
-  ClockControl& server_clock() { return *server_clk; }
-  Proxy& proxy() { return *proxy_; }
+  // Node 0 is "the lock server" of single-server scenarios; for Redlock it
+  // is also the node that hands out fences.
+  int node_count() const { return static_cast<int>(nodes.size()); }
+  LockNode& node(int i) { return nodes.at(static_cast<std::size_t>(i)); }
+  ServerProc& lock_server() { return *nodes[0].server; }
+  SyncConn& admin() { return *nodes[0].admin; }  // direct to node 0
+  ClockControl& server_clock() { return *nodes[0].clock; }
+  // Every node's proxy: a fault on a link cuts the client from all of them.
+  ProxyGroup& proxy() { return net; }
   std::string link(int w) const { return procs[w].args.proc; }
 
   // --- history --------------------------------------------------------
@@ -70,11 +85,9 @@ class RunCtx {
   std::int64_t ttl = 1000;
   std::mt19937_64 rng;
   std::vector<WorkerProc> procs;
-  std::unique_ptr<ServerProc> lock;
+  std::vector<LockNode> nodes;
+  ProxyGroup net;
   std::unique_ptr<ServerProc> replica;  // failover scenario only
-  std::unique_ptr<SyncConn> admin_conn;
-  std::unique_ptr<ClockControl> server_clk;
-  std::unique_ptr<Proxy> proxy_;
   std::unique_ptr<SlotTable> slots;
   std::unique_ptr<HistoryWriter> log;
   std::string self_exe;

@@ -33,6 +33,9 @@ std::string server_time(SyncConn& c) {
   return std::to_string(std::stoll(r.elements[0].str) * 1000 + std::stoll(r.elements[1].str) / 1000);
 }
 
+// "server" for a single lock server; "node<i>" in a Redlock set.
+std::string node_label(RunCtx& c, int i) { return c.node_count() == 1 ? "server" : "node" + std::to_string(i); }
+
 // ---- nemeses ---------------------------------------------------------------
 
 void no_faults(RunCtx& c) {
@@ -104,8 +107,8 @@ void server_clock(RunCtx& c) {
     const auto after = server_time(c.admin());
     const std::string proof = "server TIME " + before + " -> " + after + " ms (+" + std::to_string(jump.count()) +
                               " ms written to the shim file)";
-    c.fault_start("server-clock", "server", proof);
-    c.fault_end("server-clock", "server", proof);
+    c.fault_start("server-clock", node_label(c, 0), proof);
+    c.fault_end("server-clock", node_label(c, 0), proof);
     c.idle(ms(c.uniform(1500, 2500)));
   }
 }
@@ -127,14 +130,14 @@ void restart_server(RunCtx& c) {
     const int old_pid = c.lock_server().pid();
     auto keys_before = c.admin().cmd({"DBSIZE"});
     c.lock_server().kill9();
-    c.fault_start("restart", "server",
+    c.fault_start("restart", node_label(c, 0),
                   "SIGKILL redis-server pid " + std::to_string(old_pid) + " holding " +
                       std::to_string(keys_before.integer) + " keys (aof " +
                       (c.lock_server().spec().aof_always ? "always" : "off") + ")");
     c.lock_server().start();
     c.admin().disconnect();
     auto keys_after = c.admin().cmd({"DBSIZE"});
-    c.fault_end("restart", "server",
+    c.fault_end("restart", node_label(c, 0),
                 "restarted as pid " + std::to_string(c.lock_server().pid()) + " with " +
                     std::to_string(keys_after.integer) + " keys");
     c.idle(ms(c.uniform(2000, 3000)));
@@ -234,10 +237,10 @@ void server_stall(RunCtx& c) {
       took_ms = (mono_ns() - t0) / 1'000'000;
     });
     const std::string kind = debug_sleep ? "debug-sleep" : "client-pause";
-    c.fault_start(kind, "server", (debug_sleep ? "DEBUG SLEEP " : "CLIENT PAUSE WRITE ") + std::to_string(d) + " ms");
+    c.fault_start(kind, node_label(c, 0), (debug_sleep ? "DEBUG SLEEP " : "CLIENT PAUSE WRITE ") + std::to_string(d) + " ms");
     c.idle(ms(d));
     t.join();
-    c.fault_end(kind, "server", reply + " " + std::to_string(took_ms) + " ms");
+    c.fault_end(kind, node_label(c, 0), reply + " " + std::to_string(took_ms) + " ms");
     debug_sleep = !debug_sleep;
     c.idle(ms(c.uniform(1000, 2000)));
   }
@@ -264,7 +267,7 @@ void failover(RunCtx& c) {
   SyncConn replica("127.0.0.1", c.replica->port(), ms(2000));
   auto promoted = replica.cmd({"REPLICAOF", "NO", "ONE"});
   auto on_replica = replica.cmd({"EXISTS", "dlock:{torture}", "torture"});
-  c.proxy().set_upstream_port(c.replica->port());
+  c.node(0).proxy->set_upstream_port(c.replica->port());
   c.proxy().reset("");
   c.fault_start("failover", "server",
                 "master pid " + std::to_string(old_pid) + " SIGKILLed while " + c.name(w) +
@@ -274,6 +277,83 @@ void failover(RunCtx& c) {
   c.fault_end("failover", "server", "done");
   c.fault_end("replication-cut", "server", "master gone");
   while (c.running()) c.idle(ms(20));
+}
+
+// ---- Redlock nodes -----------------------------------------------------------
+
+std::string node_range(int from, int to) {
+  return "nodes " + std::to_string(from) + "-" + std::to_string(to);
+}
+
+// Plan scenario 6, the Redis docs' crash-restart case. The last nodes are
+// taken from every client (their proxies refuse and reset), so a grant rests
+// on a bare majority; one node of that majority is SIGKILLed and comes back
+// without persistence, at once or after staying down longer than a lease;
+// then the others return. At once, the holder's majority is gone while it
+// still believes it holds; after a lease, its keys expired everywhere first.
+void node_restart(RunCtx& c, bool delayed) {
+  const int n = c.node_count();
+  const int victim = n / 2;  // the last node of the bare majority 0..n/2
+  c.idle(ms(500));
+  while (c.running()) {
+    for (int i = victim + 1; i < n; ++i) {
+      c.node(i).proxy->refuse("", true);
+      c.node(i).proxy->reset("");
+    }
+    const auto cut = mono_ns();
+    const std::string cut_nodes = node_range(victim + 1, n - 1);
+    c.fault_start("minority-cut", cut_nodes, "proxies of " + cut_nodes + " refuse and reset every client");
+    int w = -1;
+    while (c.running() && w < 0) {
+      w = c.find_worker(Phase::holding, ms(200));
+      if (w >= 0 && c.slots->at(w).since_ns.load() <= cut) w = -1;
+    }
+    if (w >= 0) {
+      LockNode& v = c.node(victim);
+      const int old_pid = v.server->pid();
+      const auto keys_before = v.admin->cmd({"DBSIZE"});
+      v.server->kill9();
+      const auto down_from = mono_ns();
+      c.fault_start("restart", node_label(c, victim),
+                    "SIGKILL redis-server pid " + std::to_string(old_pid) + " of " + node_label(c, victim) +
+                        " holding " + std::to_string(keys_before.integer) + " keys while " + c.name(w) +
+                        " held a grant made after the cut (aof off)");
+      if (delayed) c.idle(ms(c.ttl_ms() + 500));
+      v.server->start();
+      v.admin->disconnect();
+      const auto keys_after = v.admin->cmd({"DBSIZE"});
+      c.fault_end("restart", node_label(c, victim),
+                  "restarted as pid " + std::to_string(v.server->pid()) + " with " +
+                      std::to_string(keys_after.integer) + " keys after " +
+                      std::to_string((mono_ns() - down_from) / 1'000'000) + " ms down");
+    }
+    for (int i = victim + 1; i < n; ++i) c.node(i).proxy->refuse("", false);
+    c.fault_end("minority-cut", cut_nodes, "reachable again");
+    c.idle(ms(c.uniform(1500, 2500)));
+  }
+}
+
+// Two nodes cut off from every client for two leases (blackhole: what was
+// sent meanwhile arrives on healing). A majority still answers.
+void minority_partition(RunCtx& c) {
+  const int n = c.node_count();
+  c.idle(ms(300));
+  while (c.running()) {
+    const int a = static_cast<int>(c.uniform(0, n - 1));
+    const int b = static_cast<int>((a + c.uniform(1, n - 1)) % n);
+    const std::string target = node_label(c, a) + "," + node_label(c, b);
+    const auto before = c.node(a).proxy->stats("").held_chunks + c.node(b).proxy->stats("").held_chunks;
+    c.node(a).proxy->blackhole("", true);
+    c.node(b).proxy->blackhole("", true);
+    c.fault_start("partition-minority", target, "proxies blackhole every client <-> " + target);
+    c.idle(ms(2 * c.ttl_ms()));
+    const auto during = c.node(a).proxy->stats("").held_chunks + c.node(b).proxy->stats("").held_chunks;
+    c.node(a).proxy->blackhole("", false);
+    c.node(b).proxy->blackhole("", false);
+    c.fault_end("partition-minority", target,
+                "healed; " + std::to_string(during - before) + " chunks were held during the partition");
+    c.idle(ms(c.uniform(500, 1500)));
+  }
 }
 
 std::vector<Scenario> make_scenarios() {
@@ -289,16 +369,16 @@ std::vector<Scenario> make_scenarios() {
                safe(1)});
   v.push_back({"client-clock", "one client's wall clock jumps +-60 s", "", false, client_clock,
                {"getset-timestamp"}, safe(1)});
-  v.push_back({"server-clock", "the lock server's wall clock jumps forward 2 leases", "", false, server_clock, {},
+  v.push_back({"server-clock", "the lock server's (Redlock: node 0's) wall clock jumps forward 2 leases", "", false, server_clock, {},
                overlap_ok("Redis expires keys by its wall clock: a forward jump frees a held lock (documented)")});
   v.push_back({"holder-kill", "SIGKILL the holder (and self-kills inside a non-atomic acquire)",
                "acquire:mid=kill:0.05", false, kill_holder, {"setnx-del", "setnx-then-expire"}, safe(1)});
-  v.push_back({"restart", "SIGKILL the lock server and restart it at once, no persistence", "", false,
+  v.push_back({"restart", "SIGKILL the lock server (Redlock: node 0) and restart it at once, no persistence", "", false,
                restart_server, {},
                overlap_ok("a restart without persistence forgets held locks and the fence counter (documented: "
                           "use appendfsync always or restart after the longest lease)",
                           true)});
-  v.push_back({"restart-aof", "SIGKILL the lock server and restart it at once, appendfsync always", "", true,
+  v.push_back({"restart-aof", "SIGKILL the lock server (Redlock: node 0) and restart it at once, appendfsync always", "", true,
                restart_server, {}, safe(1)});
   {
     Scenario f{"failover", "async replica promoted after a grant that never reached it", "", false, failover, {},
@@ -308,14 +388,42 @@ std::vector<Scenario> make_scenarios() {
     f.replica = true;
     v.push_back(std::move(f));
   }
-  v.push_back({"partition", "the holder cut off from the lock server for 2 leases", "", false, partition_holder, {},
+  v.push_back({"partition", "the holder cut off from the lock server (Redlock: every node) for 2 leases", "", false, partition_holder, {},
                safe(1)});
   v.push_back({"net-delay", "every link delayed 20 ms-lease/10 each way", "", false, net_delay, {}, safe(1)});
   v.push_back({"net-drop", "replies lost and connections reset while requests are applied", "", false, net_drop, {},
                safe(1)});
   v.push_back({"net-reset", "every connection reset every 0.4-0.9 s", "", false, net_reset, {}, safe(1)});
-  v.push_back({"server-stall", "CLIENT PAUSE WRITE / DEBUG SLEEP for 1.5 leases", "", false, server_stall, {},
+  v.push_back({"server-stall", "CLIENT PAUSE WRITE / DEBUG SLEEP for 1.5 leases (Redlock: on node 0)", "", false, server_stall, {},
                safe(1)});
+  {
+    Scenario r{"node-restart", "Redlock: 2 of 5 nodes cut off; a node of the holder's bare majority SIGKILLed and "
+                               "restarted at once without persistence",
+               "", false, [](RunCtx& c) { node_restart(c, false); }, {},
+               overlap_ok("a Redlock node that restarts empty at once forgets its share of a held lock "
+                          "(documented: restart after the longest lease, or use appendfsync always)")};
+    r.topology = Topology::redlock;
+    r.think_ms = 1000;  // a holder that holds while the node restarts
+    v.push_back(std::move(r));
+    Scenario d{"node-restart-delayed", "Redlock: as node-restart, but the node stays down for a lease first", "",
+               false, [](RunCtx& c) { node_restart(c, true); }, {}, safe(1)};
+    d.topology = Topology::redlock;
+    d.think_ms = 1000;
+    v.push_back(std::move(d));
+    Scenario p{"partition-minority", "Redlock: 2 of 5 nodes cut off from every client for 2 leases", "", false,
+               minority_partition, {}, safe(1)};
+    p.topology = Topology::redlock;
+    v.push_back(std::move(p));
+  }
+  for (Scenario& s : v) {
+    if (s.name == "failover") s.topology = Topology::single;
+    // On Redlock these faults hit node 0, one of five.
+    if (s.name == "server-clock") s.redlock = safe(1);
+    if (s.name == "restart")
+      s.redlock = overlap_ok("a node that restarts empty at once forgets its share of a held lock: a holder "
+                             "with a bare majority on it loses it (documented); node 0's fence counter restarts",
+                             true);
+  }
   return v;
 }
 
@@ -332,8 +440,14 @@ const Scenario* find_scenario(const std::string& name) {
   return nullptr;
 }
 
+bool applies(const Scenario& s, const std::string& strategy) {
+  const bool redlock = lock_nodes(strategy) > 1;
+  return s.topology == Topology::any || (s.topology == Topology::redlock) == redlock;
+}
+
 Expectation expectation_for(const Scenario& s, const std::string& strategy, bool* judged) {
   *judged = true;
+  if (strategy == "redlock" && s.redlock) return *s.redlock;
   if (!is_naive(strategy)) return s.dlock;
   Expectation e;
   e.overlap_allowed = true;
@@ -353,7 +467,9 @@ Expectation expectation_for(const Scenario& s, const std::string& strategy, bool
 
 std::vector<PlannedRun> short_suite() {
   std::vector<PlannedRun> v;
-  for (const auto& s : scenarios()) v.push_back({s.name, "dlock"});
+  for (const char* st : {"dlock", "redlock"})
+    for (const auto& s : scenarios())
+      if (applies(s, st)) v.push_back({s.name, st});
   // Each naive strategy once, where it must fail.
   v.push_back({"holder-kill", "setnx-del"});
   v.push_back({"holder-kill", "setnx-then-expire"});
@@ -365,7 +481,8 @@ std::vector<PlannedRun> short_suite() {
 std::vector<PlannedRun> full_suite() {
   std::vector<PlannedRun> v;
   for (const auto& s : scenarios())
-    for (const auto& st : strategy_names()) v.push_back({s.name, st});
+    for (const auto& st : strategy_names())
+      if (applies(s, st)) v.push_back({s.name, st});
   return v;
 }
 

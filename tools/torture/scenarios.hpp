@@ -4,6 +4,7 @@
 #define DLOCK_TORTURE_SCENARIOS_HPP_
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -12,6 +13,11 @@
 namespace torture {
 
 class RunCtx;
+
+// Which lock set-ups a scenario applies to: a fault on "the lock server" of
+// a single server, on nodes of a Redlock set, or on clients and the network
+// (both).
+enum class Topology { any, single, redlock };
 
 struct Scenario {
   std::string name;
@@ -26,7 +32,16 @@ struct Scenario {
   // The lock server has an asynchronous replica, replicating through the
   // proxy's "replication" link.
   bool replica = false;
+  Topology topology = Topology::any;
+  // Longest think inside the critical section, in ms (0: the run's own), for
+  // faults that need a holder that holds for a while.
+  std::int64_t think_ms = 0;
+  // For redlock, when it differs from `dlock`.
+  std::optional<Expectation> redlock = std::nullopt;
 };
+
+// Whether `strategy` runs in `s` (a Redlock scenario needs several servers).
+bool applies(const Scenario& s, const std::string& strategy);
 
 const std::vector<Scenario>& scenarios();
 const Scenario* find_scenario(const std::string& name);  // nullptr if unknown
@@ -39,9 +54,10 @@ struct PlannedRun {
   std::string scenario;
   std::string strategy;
 };
-// Every scenario on dlock, and each naive strategy where it must fail.
+// Every scenario on dlock and on redlock where it applies, and each naive
+// strategy where it must fail.
 std::vector<PlannedRun> short_suite();
-// Every scenario on every strategy.
+// Every scenario on every strategy it applies to.
 std::vector<PlannedRun> full_suite();
 
 }  // namespace torture

@@ -17,6 +17,15 @@ using Clock = std::chrono::steady_clock;
 
 // ---- dlock ---------------------------------------------------------------
 
+// redis://host:port for one server, redlock://host:p1,host:p2,... for more.
+std::string url_of(const StrategyConfig& c) {
+  std::string url = c.ports.size() == 1 ? "redis://" : "redlock://";
+  for (std::size_t i = 0; i < c.ports.size(); ++i)
+    url += (i ? "," : "") + c.host + ":" + std::to_string(c.ports[i]);
+  return url;
+}
+
+// dlock over one server, or Redlock over several (the same client code).
 class DlockStrategy final : public Strategy {
  public:
   explicit DlockStrategy(const StrategyConfig& c) : config_(c) {
@@ -27,7 +36,7 @@ class DlockStrategy final : public Strategy {
     options.reconnect_backoff_min = milliseconds(10);
     options.reconnect_backoff_max = milliseconds(std::max<std::int64_t>(20, c.ttl_ms / 4));
     options.logger = [](dlock::LogLevel, std::string_view) {};
-    client_ = dlock::Client::connect("redis://" + c.host + ":" + std::to_string(c.port), options);
+    client_ = dlock::Client::connect(url_of(c), options);
   }
 
   AcquireResult acquire(milliseconds wait, std::function<void()> on_lost) override {
@@ -73,7 +82,7 @@ constexpr milliseconds kPollEvery{10};  // the articles retry after 10 ms
 
 class NaiveBase : public Strategy {
  public:
-  explicit NaiveBase(const StrategyConfig& c) : config_(c), conn_(c.host, c.port, kNaiveTimeout) {}
+  explicit NaiveBase(const StrategyConfig& c) : config_(c), conn_(c.host, c.ports.at(0), kNaiveTimeout) {}
 
  protected:
   static Outcome outcome_of(const Reply& r) {
@@ -208,15 +217,21 @@ class TokenGetThenDel final : public NaiveBase {
 }  // namespace
 
 const std::vector<std::string>& strategy_names() {
-  static const std::vector<std::string> names{"dlock", "setnx-del", "setnx-then-expire", "getset-timestamp",
+  static const std::vector<std::string> names{"dlock", "redlock", "setnx-del", "setnx-then-expire", "getset-timestamp",
                                               "token-get-then-del"};
   return names;
 }
 
-bool is_naive(const std::string& name) { return name != "dlock"; }
+bool is_naive(const std::string& name) { return name != "dlock" && name != "redlock"; }
+
+int lock_nodes(const std::string& name) { return name == "redlock" ? 5 : 1; }
 
 std::unique_ptr<Strategy> make_strategy(const std::string& name, const StrategyConfig& config) {
-  if (name == "dlock") return std::make_unique<DlockStrategy>(config);
+  if (name == "dlock" || name == "redlock") {
+    if ((config.ports.size() == 1) != (name == "dlock"))
+      throw std::invalid_argument(name + " needs " + (name == "dlock" ? "one lock server" : "several lock servers"));
+    return std::make_unique<DlockStrategy>(config);
+  }
   if (name == "setnx-del") return std::make_unique<SetnxDel>(config);
   if (name == "setnx-then-expire") return std::make_unique<SetnxThenExpire>(config);
   if (name == "getset-timestamp") return std::make_unique<GetsetTimestamp>(config);

@@ -28,7 +28,8 @@ struct ReleaseResult {
 
 struct StrategyConfig {
   std::string host = "127.0.0.1";
-  std::uint16_t port = 0;       // the lock server (through the proxy)
+  // The lock servers (through the proxies): one, or the Redlock masters.
+  std::vector<std::uint16_t> ports;
   std::string key = "torture";  // the lock's name
   std::int64_t ttl_ms = 1000;
   // Called at named points inside an algorithm ("acquire:mid" between the
@@ -54,6 +55,8 @@ class Strategy {
 std::unique_ptr<Strategy> make_strategy(const std::string& name, const StrategyConfig& config);
 const std::vector<std::string>& strategy_names();
 bool is_naive(const std::string& name);
+// How many lock servers the strategy uses: 5 for "redlock", else 1.
+int lock_nodes(const std::string& name);
 
 }  // namespace torture
 

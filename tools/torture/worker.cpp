@@ -63,7 +63,7 @@ class Worker {
     set_phase(slot_, Phase::idle);
     emit("start", "", "", {});
     StrategyConfig sc;
-    sc.port = a_.lock_port;
+    sc.ports = a_.lock_ports;
     sc.ttl_ms = a_.ttl_ms;
     sc.failpoint = [this](const char* name) { failpoint(name); };
     std::unique_ptr<Strategy> strategy;

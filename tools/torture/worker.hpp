@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace torture {
 
@@ -13,7 +14,7 @@ struct WorkerArgs {
   int inc = 1;
   int slot = 0;
   std::string strategy;
-  std::uint16_t lock_port = 0;      // lock server, through the proxy
+  std::vector<std::uint16_t> lock_ports;  // lock server(s), through the proxies
   std::uint16_t resource_port = 0;  // resource server, direct
   std::int64_t ttl_ms = 1000;
   std::int64_t think_ms = 20;   // think U(0, think) between read and write
