@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include <dlock/dlock.hpp>
 #include <gtest/gtest.h>
 
 #include "clock_control.hpp"
@@ -329,6 +330,64 @@ class TempDir {
  private:
   std::string path_;
 };
+
+// Redlock with three of five masters answering late through the proxies
+// (their replies held past the per-node timeout, the servers themselves
+// healthy): no grant, and the late grants are undone behind them.
+TEST(RedlockThroughProxies, LateNodesDoNotCountAndAreUndone) {
+  std::vector<std::unique_ptr<RedisServer>> servers;
+  std::vector<std::unique_ptr<torture::Proxy>> proxies;
+  std::string url = "redlock://";
+  for (int i = 0; i < 5; ++i) {
+    servers.push_back(std::make_unique<RedisServer>());
+    proxies.push_back(std::make_unique<torture::Proxy>("127.0.0.1", servers.back()->port()));
+    url += (i ? ",127.0.0.1:" : "127.0.0.1:") + std::to_string(proxies.back()->add_link("c"));
+    proxies.back()->start();
+  }
+  dlock::ClientOptions o;
+  o.logger = [](dlock::LogLevel, std::string_view) {};
+  auto client = dlock::Client::connect(url, o);
+  auto holders = [&] {
+    int n = 0;
+    for (auto& s : servers) n += SyncRedis(s->port()).integer({"EXISTS", "dlock:{late}"}) == 1;
+    return n;
+  };
+
+  dlock::LockOptions lo;
+  lo.lease = 1000ms;
+  lo.error_retry = 0ms;
+  {  // Every connection up (and its scripts loaded) before the fault.
+    auto warm = client.try_acquire("warm-up", lo);
+    ASSERT_TRUE(warm.ok()) << warm.status().to_string();
+    ASSERT_TRUE(warm->release().ok());
+  }
+  // Lease 1 s: a master's answer counts within 100 ms; these come after 1.5 s.
+  for (int i = 2; i < 5; ++i) proxies[i]->hold_replies("c", 1500ms);
+  const auto t0 = Clock::now();
+  auto r = client.try_acquire("late", lo);
+  const auto took = Clock::now() - t0;
+  ASSERT_FALSE(r.ok()) << "three late masters must not make a majority";
+  EXPECT_TRUE(r.code() == dlock::Errc::outcome_unknown || r.code() == dlock::Errc::unavailable)
+      << r.status().to_string();
+  EXPECT_LT(took, 1000ms) << "decided at the per-node timeout, not when the late answers came";
+  for (int i = 2; i < 5; ++i) {
+    proxies[i]->hold_replies("c", 0ms);
+    EXPECT_GT(proxies[i]->stats("c").held_chunks, 0u) << "node " << i << "'s replies were held";
+  }
+  // The undo went behind the acquire on each connection: nothing stays locked.
+  const auto until = Clock::now() + 5s;
+  while (holders() > 0 && Clock::now() < until) std::this_thread::sleep_for(20ms);
+  EXPECT_EQ(holders(), 0);
+
+  // Healed (once the held replies drain): granted on all five.
+  dlock::LockOptions retrying;
+  retrying.lease = 1000ms;  // default error_retry: waits out the held replies
+  auto lease = client.acquire("late", 5s, retrying);
+  ASSERT_TRUE(lease.ok()) << lease.status().to_string();
+  for (const auto end = Clock::now() + 1s; holders() < 5 && Clock::now() < end;) std::this_thread::sleep_for(5ms);
+  EXPECT_EQ(holders(), 5);
+  EXPECT_TRUE(lease->release().ok());
+}
 
 TEST(ClockControl, WritesTheOffsetFile) {
   TempDir dir;
