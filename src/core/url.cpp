@@ -16,6 +16,17 @@ int hex_value(char c) {
   return -1;
 }
 
+// Cuts the next "key[=value]" off a query string ("a=1&b=2").
+std::string_view next_param(std::string_view& query) {
+  const auto amp = query.find('&');
+  const std::string_view kv = query.substr(0, amp);
+  query = amp == std::string_view::npos ? std::string_view() : query.substr(amp + 1);
+  return kv;
+}
+
+// Listed in the redis:// "unknown parameter" message; not offered by Redlock.
+constexpr std::string_view kWaitParamsListed = ", wait_replicas, wait_timeout_ms";
+
 bool percent_decode(std::string_view in, std::string& out) {
   out.clear();
   for (std::size_t i = 0; i < in.size(); ++i) {
@@ -129,9 +140,7 @@ Result<RedisEndpoint> parse_redis_url(std::string_view url) {
   }
 
   while (!query.empty()) {
-    auto amp = query.find('&');
-    std::string_view kv = query.substr(0, amp);
-    query = amp == std::string_view::npos ? std::string_view() : query.substr(amp + 1);
+    const std::string_view kv = next_param(query);
     if (kv.empty()) continue;
     auto eq = kv.find('=');
     std::string_view key = kv.substr(0, eq);
@@ -158,8 +167,8 @@ Result<RedisEndpoint> parse_redis_url(std::string_view url) {
     else if (key == "cert") slot = &ep.cert_file;
     else if (key == "key") slot = &ep.key_file;
     if (slot == nullptr)
-      return bad("unknown parameter '" + std::string(key) +
-                 "' (known: cacert, cert, key, wait_replicas, wait_timeout_ms)");
+      return bad("unknown parameter '" + std::string(key) + "' (known: cacert, cert, key" +
+                 std::string(kWaitParamsListed) + ")");
     if (!ep.tls) return bad("parameter '" + std::string(key) + "' needs the rediss:// scheme");
     *slot = std::move(value);
   }
@@ -196,13 +205,11 @@ Result<std::vector<RedisEndpoint>> parse_redlock_url(std::string_view url) {
   if (auto q = suffix.find('?'); q != std::string_view::npos) {
     std::string_view query = suffix.substr(q + 1);
     while (!query.empty()) {
-      auto amp = query.find('&');
-      std::string_view kv = query.substr(0, amp);
-      std::string_view key = kv.substr(0, kv.find('='));
+      const std::string_view kv = next_param(query);
+      const std::string_view key = kv.substr(0, kv.find('='));
       if (key == "wait_replicas" || key == "wait_timeout_ms")
         return fail("parameter '" + std::string(key) +
                     "' applies to redis:// and rediss:// (one master and its replicas), not Redlock");
-      query = amp == std::string_view::npos ? std::string_view() : query.substr(amp + 1);
     }
   }
   std::string_view userinfo;
@@ -224,7 +231,7 @@ Result<std::vector<RedisEndpoint>> parse_redlock_url(std::string_view url) {
       std::string why = ep.status().message();
       if (auto p = why.find("bad Redis URL: "); p == 0) why = why.substr(15);
       if (auto p = why.find("the rediss:// scheme"); p != std::string::npos) why.replace(p, 20, "redlock+tls://");
-      if (auto p = why.find(", wait_replicas, wait_timeout_ms"); p != std::string::npos) why.erase(p, 32);
+      if (auto p = why.find(kWaitParamsListed); p != std::string::npos) why.erase(p, kWaitParamsListed.size());
       return fail("node " + std::to_string(index) + " ('" + std::string(host) + "'): " + why);
     }
     nodes.push_back(std::move(*ep));

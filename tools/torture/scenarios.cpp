@@ -36,6 +36,38 @@ std::string server_time(SyncConn& c) {
 // "server" for a single lock server; "node<i>" in a Redlock set.
 std::string node_label(RunCtx& c, int i) { return c.node_count() == 1 ? "server" : "node" + std::to_string(i); }
 
+// A worker holding a grant made after `t` (mono ns), waiting as long as the
+// run lasts; -1 if none came.
+int holder_granted_after(RunCtx& c, std::int64_t t) {
+  while (c.running()) {
+    const int w = c.find_worker(Phase::holding, ms(200));
+    if (w >= 0 && c.slots->at(w).since_ns.load() > t) return w;
+  }
+  return -1;
+}
+
+// SIGKILLs lock node i and starts it again after `down` (0: at once), with
+// whatever its persistence kept; logs the restart with its proof (pids,
+// DBSIZE before and after). `context` ends the first line of proof.
+void restart_node(RunCtx& c, int i, ms down, const std::string& context) {
+  LockNode& n = c.node(i);
+  const int old_pid = n.server->pid();
+  const auto keys_before = n.admin->cmd({"DBSIZE"});
+  n.server->kill9();
+  const auto down_from = mono_ns();
+  c.fault_start("restart", node_label(c, i),
+                "SIGKILL redis-server pid " + std::to_string(old_pid) + " of " + node_label(c, i) + " holding " +
+                    std::to_string(keys_before.integer) + " keys (aof " +
+                    (n.server->spec().aof_always ? "always" : "off") + ")" + context);
+  if (down.count() > 0) c.idle(down);
+  n.server->start();
+  n.admin->disconnect();
+  const auto keys_after = n.admin->cmd({"DBSIZE"});
+  c.fault_end("restart", node_label(c, i),
+              "restarted as pid " + std::to_string(n.server->pid()) + " with " + std::to_string(keys_after.integer) +
+                  " keys after " + std::to_string((mono_ns() - down_from) / 1'000'000) + " ms down");
+}
+
 // ---- nemeses ---------------------------------------------------------------
 
 void no_faults(RunCtx& c) {
@@ -127,19 +159,7 @@ void restart_server(RunCtx& c) {
   c.idle(ms(500));
   while (c.running()) {
     c.find_worker(Phase::holding, ms(1000));
-    const int old_pid = c.lock_server().pid();
-    auto keys_before = c.admin().cmd({"DBSIZE"});
-    c.lock_server().kill9();
-    c.fault_start("restart", node_label(c, 0),
-                  "SIGKILL redis-server pid " + std::to_string(old_pid) + " holding " +
-                      std::to_string(keys_before.integer) + " keys (aof " +
-                      (c.lock_server().spec().aof_always ? "always" : "off") + ")");
-    c.lock_server().start();
-    c.admin().disconnect();
-    auto keys_after = c.admin().cmd({"DBSIZE"});
-    c.fault_end("restart", node_label(c, 0),
-                "restarted as pid " + std::to_string(c.lock_server().pid()) + " with " +
-                    std::to_string(keys_after.integer) + " keys");
+    restart_node(c, 0, ms(0), "");
     c.idle(ms(c.uniform(2000, 3000)));
   }
 }
@@ -237,7 +257,8 @@ void server_stall(RunCtx& c) {
       took_ms = (mono_ns() - t0) / 1'000'000;
     });
     const std::string kind = debug_sleep ? "debug-sleep" : "client-pause";
-    c.fault_start(kind, node_label(c, 0), (debug_sleep ? "DEBUG SLEEP " : "CLIENT PAUSE WRITE ") + std::to_string(d) + " ms");
+    c.fault_start(kind, node_label(c, 0),
+                  (debug_sleep ? "DEBUG SLEEP " : "CLIENT PAUSE WRITE ") + std::to_string(d) + " ms");
     c.idle(ms(d));
     t.join();
     c.fault_end(kind, node_label(c, 0), reply + " " + std::to_string(took_ms) + " ms");
@@ -255,11 +276,7 @@ void failover(RunCtx& c) {
   const auto cut = mono_ns();
   c.fault_start("replication-cut", "server", "proxy blackholes master -> replica");
   // A grant made after the cut exists on the master only.
-  int w = -1;
-  while (c.running() && w < 0) {
-    w = c.find_worker(Phase::holding, ms(200));
-    if (w >= 0 && c.slots->at(w).since_ns.load() <= cut) w = -1;
-  }
+  const int w = holder_granted_after(c, cut);
   if (w < 0) return;
   auto on_master = c.admin().cmd({"EXISTS", "dlock:{torture}", "torture"});
   const int old_pid = c.lock_server().pid();
@@ -303,30 +320,10 @@ void node_restart(RunCtx& c, bool delayed) {
     const auto cut = mono_ns();
     const std::string cut_nodes = node_range(victim + 1, n - 1);
     c.fault_start("minority-cut", cut_nodes, "proxies of " + cut_nodes + " refuse and reset every client");
-    int w = -1;
-    while (c.running() && w < 0) {
-      w = c.find_worker(Phase::holding, ms(200));
-      if (w >= 0 && c.slots->at(w).since_ns.load() <= cut) w = -1;
-    }
-    if (w >= 0) {
-      LockNode& v = c.node(victim);
-      const int old_pid = v.server->pid();
-      const auto keys_before = v.admin->cmd({"DBSIZE"});
-      v.server->kill9();
-      const auto down_from = mono_ns();
-      c.fault_start("restart", node_label(c, victim),
-                    "SIGKILL redis-server pid " + std::to_string(old_pid) + " of " + node_label(c, victim) +
-                        " holding " + std::to_string(keys_before.integer) + " keys while " + c.name(w) +
-                        " held a grant made after the cut (aof off)");
-      if (delayed) c.idle(ms(c.ttl_ms() + 500));
-      v.server->start();
-      v.admin->disconnect();
-      const auto keys_after = v.admin->cmd({"DBSIZE"});
-      c.fault_end("restart", node_label(c, victim),
-                  "restarted as pid " + std::to_string(v.server->pid()) + " with " +
-                      std::to_string(keys_after.integer) + " keys after " +
-                      std::to_string((mono_ns() - down_from) / 1'000'000) + " ms down");
-    }
+    const int w = holder_granted_after(c, cut);
+    if (w >= 0)
+      restart_node(c, victim, ms(delayed ? c.ttl_ms() + 500 : 0),
+                   " while " + c.name(w) + " held a grant made after the cut");
     for (int i = victim + 1; i < n; ++i) c.node(i).proxy->refuse("", false);
     c.fault_end("minority-cut", cut_nodes, "reachable again");
     c.idle(ms(c.uniform(1500, 2500)));
@@ -342,14 +339,15 @@ void minority_partition(RunCtx& c) {
     const int a = static_cast<int>(c.uniform(0, n - 1));
     const int b = static_cast<int>((a + c.uniform(1, n - 1)) % n);
     const std::string target = node_label(c, a) + "," + node_label(c, b);
-    const auto before = c.node(a).proxy->stats("").held_chunks + c.node(b).proxy->stats("").held_chunks;
-    c.node(a).proxy->blackhole("", true);
-    c.node(b).proxy->blackhole("", true);
+    ProxyGroup cut;
+    cut.add(c.node(a).proxy.get());
+    cut.add(c.node(b).proxy.get());
+    const auto before = cut.stats("").held_chunks;
+    cut.blackhole("", true);
     c.fault_start("partition-minority", target, "proxies blackhole every client <-> " + target);
     c.idle(ms(2 * c.ttl_ms()));
-    const auto during = c.node(a).proxy->stats("").held_chunks + c.node(b).proxy->stats("").held_chunks;
-    c.node(a).proxy->blackhole("", false);
-    c.node(b).proxy->blackhole("", false);
+    const auto during = cut.stats("").held_chunks;
+    cut.blackhole("", false);
     c.fault_end("partition-minority", target,
                 "healed; " + std::to_string(during - before) + " chunks were held during the partition");
     c.idle(ms(c.uniform(500, 1500)));
@@ -369,33 +367,41 @@ std::vector<Scenario> make_scenarios() {
                safe(1)});
   v.push_back({"client-clock", "one client's wall clock jumps +-60 s", "", false, client_clock,
                {"getset-timestamp"}, safe(1)});
-  v.push_back({"server-clock", "the lock server's (Redlock: node 0's) wall clock jumps forward 2 leases", "", false, server_clock, {},
+  v.push_back({"server-clock", "the lock server's (Redlock: node 0's) wall clock jumps forward 2 leases", "", false,
+               server_clock, {},
                overlap_ok("Redis expires keys by its wall clock: a forward jump frees a held lock (documented)")});
+  v.back().redlock = overlap_ok("Redlock assumes the masters' clocks do not jump: a jump on a node of the holder's "
+                                "bare majority frees its share, and another client can take a majority "
+                                "(documented; node 0's fences still order the writes)");
   v.push_back({"holder-kill", "SIGKILL the holder (and self-kills inside a non-atomic acquire)",
                "acquire:mid=kill:0.05", false, kill_holder, {"setnx-del", "setnx-then-expire"}, safe(1)});
-  v.push_back({"restart", "SIGKILL the lock server (Redlock: node 0) and restart it at once, no persistence", "", false,
-               restart_server, {},
+  v.push_back({"restart", "SIGKILL the lock server (Redlock: node 0) and restart it at once, no persistence", "",
+               false, restart_server, {},
                overlap_ok("a restart without persistence forgets held locks and the fence counter (documented: "
                           "use appendfsync always or restart after the longest lease)",
                           true)});
-  v.push_back({"restart-aof", "SIGKILL the lock server (Redlock: node 0) and restart it at once, appendfsync always", "", true,
-               restart_server, {}, safe(1)});
+  v.back().redlock = overlap_ok("a node that restarts empty at once forgets its share of a held lock: a holder "
+                                "with a bare majority on it loses it (documented); node 0's fence counter restarts",
+                                true);
+  v.push_back({"restart-aof", "SIGKILL the lock server (Redlock: node 0) and restart it at once, appendfsync always",
+               "", true, restart_server, {}, safe(1)});
   {
     Scenario f{"failover", "async replica promoted after a grant that never reached it", "", false, failover, {},
                overlap_ok("a single master with an asynchronous replica loses grants on failover (documented); "
                           "the promoted replica's fence counter is behind, so fences repeat",
                           true)};
     f.replica = true;
+    f.topology = Topology::single;
     v.push_back(std::move(f));
   }
-  v.push_back({"partition", "the holder cut off from the lock server (Redlock: every node) for 2 leases", "", false, partition_holder, {},
-               safe(1)});
+  v.push_back({"partition", "the holder cut off from the lock server (Redlock: every node) for 2 leases", "", false,
+               partition_holder, {}, safe(1)});
   v.push_back({"net-delay", "every link delayed 20 ms-lease/10 each way", "", false, net_delay, {}, safe(1)});
   v.push_back({"net-drop", "replies lost and connections reset while requests are applied", "", false, net_drop, {},
                safe(1)});
   v.push_back({"net-reset", "every connection reset every 0.4-0.9 s", "", false, net_reset, {}, safe(1)});
-  v.push_back({"server-stall", "CLIENT PAUSE WRITE / DEBUG SLEEP for 1.5 leases (Redlock: on node 0)", "", false, server_stall, {},
-               safe(1)});
+  v.push_back({"server-stall", "CLIENT PAUSE WRITE / DEBUG SLEEP for 1.5 leases (Redlock: on node 0)", "", false,
+               server_stall, {}, safe(1)});
   {
     Scenario r{"node-restart", "Redlock: 2 of 5 nodes cut off; a node of the holder's bare majority SIGKILLed and "
                                "restarted at once without persistence",
@@ -414,18 +420,6 @@ std::vector<Scenario> make_scenarios() {
                minority_partition, {}, safe(1)};
     p.topology = Topology::redlock;
     v.push_back(std::move(p));
-  }
-  for (Scenario& s : v) {
-    if (s.name == "failover") s.topology = Topology::single;
-    // On Redlock these faults hit node 0, one of five.
-    if (s.name == "server-clock")
-      s.redlock = overlap_ok("Redlock assumes the masters' clocks do not jump: a jump on a node of the holder's "
-                             "bare majority frees its share, and another client can take a majority (documented; "
-                             "node 0's fences still order the writes)");
-    if (s.name == "restart")
-      s.redlock = overlap_ok("a node that restarts empty at once forgets its share of a held lock: a holder "
-                             "with a bare majority on it loses it (documented); node 0's fence counter restarts",
-                             true);
   }
   return v;
 }
