@@ -7,6 +7,11 @@
 // caller believes the owner holds, so a call repeated after a lost reply is
 // recognised and not applied twice.
 //
+// Exactness contract: every call names the grant it belongs to (`grant`, an
+// id the client makes unique per fresh grant). A call only ever touches the
+// hold of that grant: a release or undo delayed in the network cannot delete
+// the same owner's next grant, and a renewal cannot extend it.
+//
 // Threading: all calls and all callbacks happen on the client's I/O thread.
 #ifndef DLOCK_BACKEND_HPP_
 #define DLOCK_BACKEND_HPP_
@@ -28,6 +33,7 @@ struct AcquireCall {
   std::string owner;
   milliseconds lease{0};
   unsigned held = 0;  // levels the caller believes it holds (0 = fresh grant)
+  std::uint64_t grant = 0;  // the grant this call creates or re-enters
   // Which attempt this is (0: none). Redlock numbers its attempts so that a
   // late undo of a failed attempt leaves a later attempt's grant alone.
   std::uint64_t round = 0;
@@ -54,6 +60,11 @@ struct ReleaseCall {
   // An undo of attempt `round` (AcquireCall::round): only while the hold is
   // still that attempt's. 0: any.
   std::uint64_t round = 0;
+  std::uint64_t grant = 0;  // the grant released (AcquireCall::grant)
+  // > 0: this grant's acquire may still be in the network (its reply was
+  // lost). Refuse that stray copy for this long, so it cannot re-create the
+  // lock once released. Set on the last release and on undos of such grants.
+  milliseconds tombstone{0};
 };
 
 struct ReleaseOutcome {
@@ -70,6 +81,7 @@ struct ReleaseOutcome {
 struct RenewCall {
   std::string name;
   std::string owner;
+  std::uint64_t grant = 0;
   milliseconds lease{0};
 };
 

@@ -66,13 +66,20 @@ Status check_options(const ClientOptions& o) {
   return {};
 }
 
+Status check_lease(const char* field, milliseconds lease) {
+  if (lease < kMinLease || lease > kMaxLease)
+    return {Errc::invalid_argument, std::string(field) + " must be between " + std::to_string(kMinLease.count()) +
+                                        " ms and " + std::to_string(kMaxLease.count()) + " ms (got " +
+                                        std::to_string(lease.count()) + " ms)"};
+  return {};
+}
+
 Status check_lock_options(const LockOptions& o, milliseconds wait) {
   if (wait.count() < 0) return {Errc::invalid_argument, "wait must be >= 0 ms"};
   if (o.lease) {
-    if (o.lease->count() <= 0)
-      return {Errc::invalid_argument, "lease must be > 0 ms (got " + std::to_string(o.lease->count()) + ")"};
+    if (Status s = check_lease("lease", *o.lease); !s.ok()) return s;
   } else {
-    if (o.watchdog_lease.count() <= 0) return {Errc::invalid_argument, "watchdog_lease must be > 0 ms"};
+    if (Status s = check_lease("watchdog_lease", o.watchdog_lease); !s.ok()) return s;
     if (o.renew_interval.count() <= 0 || o.renew_interval >= o.watchdog_lease)
       return {Errc::invalid_argument, "renew_interval must be > 0 and below watchdog_lease"};
   }
@@ -104,9 +111,17 @@ struct ClientCore::AcquireOp {
   bool woken = false;  // a release notification was handed to this op
   bool finished = false;
   std::uint64_t attempt_epoch = 0;
+  std::uint64_t fresh_grant = 0;  // the grant id this op asks for when not re-entering
+  // The last attempt sent: its depth and grant (for an undo), and whether it
+  // is still unanswered.
+  unsigned sent_held = 0;
+  std::uint64_t sent_grant = 0;
+  bool in_flight = false;
+  bool stray = false;  // a fresh attempt's reply was lost: a copy may still arrive
 };
 
-ClientCore::ClientCore(ClientOptions options) : options_(std::move(options)), rt_(std::make_shared<Runtime>()) {}
+ClientCore::ClientCore(ClientOptions options)
+    : options_(std::move(options)), rt_(std::make_shared<Runtime>()), next_grant_(random_u64() | 1) {}
 
 template <class F>
 void ClientCore::post(F&& f) {
@@ -218,24 +233,36 @@ void ClientCore::shutdown() {
     closing_ = true;
     *alive_ = false;
     renew_timer_.reset();  // timers must die before their io_context
-    auto waiters = std::move(waiters_);
     waiters_.clear();
     std::vector<ReleaseCall> calls;
     for (auto& [key, hold] : holds_) {
-      if (hold->depth.load() > 0 && !hold->lost.load()) calls.push_back({hold->name, hold->owner, hold->depth.load(), true});
+      if (hold->depth.load() > 0 && !hold->lost.load()) {
+        ReleaseCall c{hold->name, hold->owner, hold->depth.load(), true};
+        c.grant = hold->grant;
+        if (hold->stray) c.tombstone = hold->lease;
+        calls.push_back(std::move(c));
+      }
       hold->lost.store(true);
       hold->lost_source.request_stop();
       hold->depth.store(0);
     }
     holds_.clear();
-    for (auto& [name, ops] : waiters) {
-      for (auto& op : ops) {
-        op->finished = true;
-        op->timer.cancel();
-        asio::post(rt->io, [done = std::move(op->done)]() mutable {
-          if (done) done(Status(Errc::cancelled, "client closed while waiting for the lock"));
-        });
+    // Every acquire still running completes with cancelled; one whose request
+    // is out is undone behind it on the same connection (it may be granted).
+    auto ops = std::move(live_ops_);
+    live_ops_.clear();
+    for (const auto& op : ops) {
+      op->finished = true;
+      op->timer.cancel();
+      if (op->in_flight || op->stray) {
+        ReleaseCall c{op->name, op->hold->owner, op->sent_held + 1, false};
+        c.grant = op->sent_grant;
+        if (op->sent_held == 0) c.tombstone = op->lease;
+        calls.push_back(std::move(c));
       }
+      asio::post(rt->io, [done = std::move(op->done)]() mutable {
+        if (done) done(Status(Errc::cancelled, "client closed during the acquire"));
+      });
     }
     std::shared_ptr<Backend> backend(std::move(backend_));
     if (!backend) {
@@ -331,7 +358,9 @@ void ClientCore::acquire(std::string name, milliseconds wait, LockOptions option
     op->opts = std::move(options);
     op->done = std::move(done);
     op->hold = self->find_or_add_hold(op->name, op->opts.owner);
+    op->fresh_grant = self->next_grant_++;
     ++op->hold->users;
+    self->live_ops_.insert(op);
     self->step(op, op->fsm.start());
   });
 }
@@ -349,9 +378,20 @@ void ClientCore::step(const std::shared_ptr<AcquireOp>& op, AcquireFsm::Action a
       }
       op->watching = true;
       auto alive = alive_;
-      backend_->watch(op->name, [this, alive, op](Status) {
+      if (action.until != AcquireFsm::time_point::max()) {
+        op->timer.expires_at(action.until);
+        op->timer.async_wait([this, alive, op](const error_code& ec) {
+          if (ec || !*alive || op->finished) return;
+          step(op, op->fsm.on_wake(Clock::now()));
+        });
+      }
+      backend_->watch(op->name, [this, alive, op](Status s) {
         if (!*alive || op->finished) return;
-        step(op, op->fsm.on_watch_ready(Clock::now()));
+        op->timer.cancel();
+        if (!s.ok() && s.code() != Errc::cancelled && !std::exchange(warned_blind_, true))
+          log(LogLevel::warning, "waiting for locks without release notifications (polling; said once): " +
+                                     s.to_string());
+        step(op, op->fsm.on_watch_ready(Clock::now(), s.ok()));
       });
       return;
     }
@@ -377,14 +417,25 @@ void ClientCore::send_attempt(const std::shared_ptr<AcquireOp>& op) {
   hold_exec(op->hold, [this, alive, op] {
     if (!*alive) return;
     if (op->finished) return hold_op_done(op->hold);
+    if (op->hold->depth.load() > 0 && op->hold->lost.load()) {
+      // A re-entry on a hold already reported lost: never granted.
+      hold_op_done(op->hold);
+      return step(op, op->fsm.on_lost());
+    }
     AcquireCall call{op->name, op->hold->owner, op->lease, op->hold->depth.load()};
+    call.grant = call.held > 0 ? op->hold->grant : op->fresh_grant;
+    op->sent_held = call.held;
+    op->sent_grant = call.grant;
+    op->in_flight = true;
     const auto sent_at = Clock::now();
     op->attempt_epoch = release_epoch_[op->name];
     backend_->acquire(call, [this, alive, op, sent_at](Result<AcquireOutcome> r) {
       if (!*alive) return;
+      op->in_flight = false;
       hold_op_done(op->hold);
       if (op->finished) return;
       const auto now = Clock::now();
+      if (!r.ok() && r.code() == Errc::outcome_unknown && op->sent_held == 0) op->stray = true;
       if (!r.ok()) return step(op, op->fsm.on_error(now, r.status()));
       switch (r->kind) {
         case AcquireOutcome::Kind::granted:
@@ -395,7 +446,8 @@ void ClientCore::send_attempt(const std::shared_ptr<AcquireOp>& op) {
           if (op->hold->depth.load() == 0 &&
               now >= sent_at + op->lease - RenewalScheduler::drift(op->lease)) {
             late_grants_.fetch_add(1, std::memory_order_relaxed);
-            cleanup_in_doubt(op->hold);
+            // No tombstone: this op may still be granted under the same id.
+            cleanup_in_doubt(op->hold, op->sent_held, op->sent_grant, milliseconds(0));
             const auto late_ms = std::chrono::duration_cast<milliseconds>(now - sent_at).count();
             return step(op, op->fsm.on_error(now, Status(Errc::unavailable,
                                                          "the grant's reply arrived " + std::to_string(late_ms) +
@@ -431,6 +483,8 @@ void ClientCore::granted(const std::shared_ptr<AcquireOp>& op, const AcquireOutc
   h.fence.store(outcome.fence);
   h.depth.store(outcome.depth);
   if (fresh) {
+    h.grant = op->sent_grant;
+    h.stray = op->stray;
     h.lost.store(false);
     h.lost_source = std::stop_source();
     h.on_lost = op->opts.on_lost;
@@ -455,6 +509,7 @@ void ClientCore::granted(const std::shared_ptr<AcquireOp>& op, const AcquireOutc
 void ClientCore::finish(const std::shared_ptr<AcquireOp>& op, Status status) {
   op->finished = true;
   op->timer.cancel();
+  live_ops_.erase(op);
   if (op->in_waiters) {
     auto it = waiters_.find(op->name);
     if (it != waiters_.end()) {
@@ -468,7 +523,10 @@ void ClientCore::finish(const std::shared_ptr<AcquireOp>& op, Status status) {
   }
   if (op->watching) backend_->unwatch(op->name);
   if (!status.ok()) {
-    if (op->fsm.in_doubt()) cleanup_in_doubt(op->hold);
+    // An attempt in doubt may hold the lock on the server; a fresh attempt
+    // whose reply was lost may still arrive there. Undo exactly that grant.
+    if (op->fsm.in_doubt() || op->stray)
+      cleanup_in_doubt(op->hold, op->sent_held, op->sent_grant, op->stray ? op->lease : milliseconds(0));
     if (op->woken) on_release_published(op->name);  // pass the wake-up on
   }
   --op->hold->users;
@@ -481,14 +539,18 @@ void ClientCore::finish(const std::shared_ptr<AcquireOp>& op, Status status) {
 }
 
 // An acquire whose outcome stayed unknown may have been granted on the
-// server. Undo it with the idempotent release: it decrements only if the
-// server's depth is one more than ours, and is a no-op otherwise.
-void ClientCore::cleanup_in_doubt(const std::shared_ptr<Hold>& hold) {
+// server. Undo it with the idempotent release of that grant: it decrements
+// only if the server's depth is one more than `held`, and is a no-op
+// otherwise; a tombstone refuses a stray copy of a fresh attempt.
+void ClientCore::cleanup_in_doubt(const std::shared_ptr<Hold>& hold, unsigned held, std::uint64_t grant,
+                                  milliseconds tombstone) {
   auto alive = alive_;
   ++hold->users;
-  hold_exec(hold, [this, alive, hold] {
+  hold_exec(hold, [this, alive, hold, held, grant, tombstone] {
     if (!*alive) return;
-    ReleaseCall call{hold->name, hold->owner, hold->depth.load() + 1, false};
+    ReleaseCall call{hold->name, hold->owner, held + 1, false};
+    call.grant = grant;
+    call.tombstone = tombstone;
     backend_->release(call, [this, alive, hold](Result<ReleaseOutcome> r) {
       if (!*alive) return;
       if (!r.ok())
@@ -506,12 +568,15 @@ void ClientCore::on_release_published(const std::string& name) {
   ++release_epoch_[name];
   const auto now = Clock::now();
   // Wake one waiter per release: the others would only find it taken again.
-  for (auto& op : it->second) {
+  // step() may finish the op, which erases it from this very list: it gets
+  // its own reference, and the loop ends before the list is touched again.
+  for (auto pos = it->second.begin(); pos != it->second.end(); ++pos) {
+    std::shared_ptr<AcquireOp> op = *pos;
     auto action = op->fsm.on_wake(now);
     if (action.kind == AcquireFsm::Action::Kind::none) continue;
     op->woken = true;
     op->timer.cancel();
-    step(op, action);  // may erase op from the list: stop iterating
+    step(op, action);
     return;
   }
 }
@@ -539,15 +604,22 @@ void ClientCore::mark_lost(const std::shared_ptr<Hold>& hold, LossReason reason)
   leases_lost_.fetch_add(1, std::memory_order_relaxed);
   log(LogLevel::warning, "lock '" + hold->name + "' lost: " + std::string(to_string(reason)));
   hold->lost_source.request_stop();
-  if (hold->on_lost) {
+  run_on_lost(hold, reason);
+}
+
+// The user's callback runs in a handler of its own, holding nothing of
+// *this: it may drop the last Client handle, which destroys *this.
+void ClientCore::run_on_lost(const std::shared_ptr<Hold>& hold, LossReason reason) {
+  if (!hold->on_lost) return;
+  asio::post(rt_->io, [cb = hold->on_lost, reason, logger = options_.logger] {
     try {
-      hold->on_lost(reason);
+      cb(reason);
     } catch (const std::exception& e) {
-      log(LogLevel::error, std::string("on_lost callback threw: ") + e.what());
+      emit(logger, LogLevel::error, std::string("on_lost callback threw: ") + e.what());
     } catch (...) {
-      log(LogLevel::error, "on_lost callback threw");
+      emit(logger, LogLevel::error, "on_lost callback threw");
     }
-  }
+  });
 }
 
 void ClientCore::rearm_renewal() {
@@ -586,7 +658,7 @@ void ClientCore::on_renewal_timer() {
         continue;
       }
       ids.push_back(due[i]);
-      calls.push_back({hold->name, hold->owner, hold->lease});
+      calls.push_back({hold->name, hold->owner, hold->grant, hold->lease});
     }
     if (calls.empty()) continue;
     renewal_round_trips_.fetch_add(1, std::memory_order_relaxed);
@@ -648,7 +720,10 @@ void ClientCore::send_release(const std::shared_ptr<ReleaseOp>& op) {
   const unsigned held = op->hold->depth.load();
   if (held == 0) return end_release(op, 0, Status(Errc::not_held, "the lease no longer holds the lock"));
   auto alive = alive_;
-  backend_->release({op->hold->name, op->hold->owner, held, false}, [this, alive, op, held](Result<ReleaseOutcome> r) {
+  ReleaseCall call{op->hold->name, op->hold->owner, held, false};
+  call.grant = op->hold->grant;
+  if (held == 1 && op->hold->stray) call.tombstone = op->hold->lease;
+  backend_->release(call, [this, alive, op, held](Result<ReleaseOutcome> r) {
     if (!*alive) return;
     // The script is idempotent: after a lost reply, sending it again is safe.
     if (!r.ok() && r.code() == Errc::outcome_unknown && op->tries < 2) {
@@ -696,7 +771,8 @@ void ClientCore::end_release(const std::shared_ptr<ReleaseOp>& op, unsigned dept
   --hold.users;
   auto done = std::move(op->done);
   hold_op_done(op->hold);
-  done(std::move(status));  // last: it may drop the last Client handle
+  // In a handler of its own: it may drop the last Client handle.
+  asio::post(rt_->io, [done = std::move(done), status = std::move(status)]() mutable { done(std::move(status)); });
 }
 
 void ClientCore::inspect(std::string name, std::function<void(Result<LockInfo>)> done) {

@@ -17,6 +17,7 @@
 #include <functional>
 #include <list>
 #include <map>
+#include <set>
 #include <memory>
 #include <stop_token>
 #include <string>
@@ -43,6 +44,8 @@ struct Hold {
   std::stop_source lost_source;
 
   // I/O thread only.
+  std::uint64_t grant = 0;  // the grant held (BackendCall::grant), while depth > 0
+  bool stray = false;       // an acquire of this grant may still be in the network
   RenewalScheduler::Id id = 0;
   unsigned users = 0;  // acquire calls in progress for this hold
   bool op_busy = false;
@@ -100,7 +103,9 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   void release_io(std::shared_ptr<Hold> hold, std::function<void(Status)> done);
   void send_release(const std::shared_ptr<ReleaseOp>& op);
   void end_release(const std::shared_ptr<ReleaseOp>& op, unsigned depth, Status status);
-  void cleanup_in_doubt(const std::shared_ptr<Hold>& hold);
+  void cleanup_in_doubt(const std::shared_ptr<Hold>& hold, unsigned held, std::uint64_t grant,
+                        milliseconds tombstone);
+  void run_on_lost(const std::shared_ptr<Hold>& hold, LossReason reason);
 
   template <class F>
   void post(F&& f);
@@ -117,8 +122,11 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   RenewalScheduler scheduler_;
   std::unique_ptr<boost::asio::steady_timer> renew_timer_;
   std::map<std::string, std::list<std::shared_ptr<AcquireOp>>> waiters_;
+  std::set<std::shared_ptr<AcquireOp>> live_ops_;  // every acquire not yet finished
+  std::uint64_t next_grant_;                        // grant ids: random start, then +1
   std::map<std::string, std::uint64_t> release_epoch_;  // releases seen per name
   bool closing_ = false;
+  bool warned_blind_ = false;  // logged once that waiters poll
   // Cleared at shutdown; handlers that captured `this` check it first, so a
   // handler that runs after *this is gone touches nothing.
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);

@@ -54,11 +54,11 @@ class Mutex {
   bool try_lock();
   template <class Rep, class Period>
   bool try_lock_for(const std::chrono::duration<Rep, Period>& d) {
-    return acquire_for(std::chrono::ceil<milliseconds>(d));
+    return acquire_for(to_wait(d));
   }
   template <class Clock, class Duration>
   bool try_lock_until(const std::chrono::time_point<Clock, Duration>& t) {
-    return acquire_for(std::chrono::ceil<milliseconds>(t - Clock::now()));
+    return acquire_for(to_wait(t - Clock::now()));
   }
   void unlock() noexcept;
   // unlock() that says how the release went.

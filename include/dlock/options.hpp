@@ -15,8 +15,26 @@ namespace dlock {
 
 using std::chrono::milliseconds;
 
-// Waits forever (wait timeouts only).
+// Waits forever (wait timeouts only). Any wait of 100 years or more counts
+// as forever: the steady clock cannot count much further.
 inline constexpr milliseconds kForever = milliseconds::max();
+
+// Bounds of a lease (fixed or watchdog). Shorter leases are lost before a
+// holder can use them; longer ones are a lock nobody can recover from.
+inline constexpr milliseconds kMinLease{10};
+inline constexpr milliseconds kMaxLease{365LL * 24 * 3600 * 1000};  // one year
+
+// A wait in any duration type as milliseconds: rounded up, <= 0 as 0, and
+// saturated to kForever instead of overflowing.
+template <class Rep, class Period>
+constexpr milliseconds to_wait(const std::chrono::duration<Rep, Period>& d) {
+  using LongMs = std::chrono::duration<long double, std::milli>;
+  const long double ms = std::chrono::duration_cast<LongMs>(d).count();
+  if (!(ms > 0)) return milliseconds(0);
+  if (ms >= 100.0L * 365 * 24 * 3600 * 1000) return kForever;
+  const auto whole = static_cast<milliseconds::rep>(ms);
+  return milliseconds(static_cast<long double>(whole) < ms ? whole + 1 : whole);
+}
 
 enum class LogLevel { debug, info, warning, error };
 

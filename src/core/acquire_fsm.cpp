@@ -7,12 +7,14 @@ namespace {
 constexpr milliseconds kNoExpiryPoll{1000};  // holder set no TTL: re-check this often
 constexpr milliseconds kBackoffMin{10};
 constexpr milliseconds kBackoffMax{500};
+constexpr milliseconds kPollMin{10};  // waiting without release notifications
+constexpr milliseconds kPollMax{500};
 
 bool transient(Errc c) { return c == Errc::unavailable || c == Errc::outcome_unknown; }
 }  // namespace
 
 AcquireFsm::AcquireFsm(time_point now, milliseconds wait, milliseconds error_retry)
-    : forever_(wait == kForever), wait_(wait), error_retry_(error_retry) {
+    : forever_(to_wait(wait) == kForever), wait_(wait), error_retry_(std::min(error_retry, kMaxLease)) {
   deadline_ = forever_ ? time_point::max() : now + std::max(wait, milliseconds(0));
 }
 
@@ -50,11 +52,18 @@ AcquireFsm::Action AcquireFsm::on_busy(time_point now, milliseconds holder_ttl) 
   }
   if (!watching_) {
     watching_ = true;
-    return {Action::Kind::watch, {}, {}};
+    watch_pending_ = true;
+    // The deadline holds while the subscription is being made, however long
+    // that takes (a refused or unreachable subscription never confirms).
+    return {Action::Kind::watch, deadline_, {}};
   }
   milliseconds nap = holder_ttl.count() >= 0 ? holder_ttl + milliseconds(1)
                      : holder_ttl.count() == -1 ? kNoExpiryPoll
                                                 : milliseconds(0);
+  if (blind_) {
+    poll_ = poll_.count() == 0 ? kPollMin : std::min(poll_ * 2, kPollMax);
+    if (nap.count() <= 0 || nap > poll_) nap = poll_;
+  }
   waiting_ = true;
   return {Action::Kind::wait, std::min(deadline_, now + nap), {}};
 }
@@ -78,13 +87,23 @@ AcquireFsm::Action AcquireFsm::on_error(time_point now, const Status& error) {
   return {Action::Kind::wait, std::min(give_up, now + error_backoff_), {}};
 }
 
-AcquireFsm::Action AcquireFsm::on_watch_ready(time_point now) {
+AcquireFsm::Action AcquireFsm::on_watch_ready(time_point now, bool subscribed) {
   (void)now;
+  if (!watch_pending_ || finished_) return {Action::Kind::none, {}, {}};
+  watch_pending_ = false;
+  blind_ = !subscribed;
   return attempt();
 }
 
 AcquireFsm::Action AcquireFsm::on_wake(time_point now) {
-  if (!waiting_ || finished_) return {Action::Kind::none, {}, {}};
+  if (finished_) return {Action::Kind::none, {}, {}};
+  if (watch_pending_) {
+    if (now < deadline_) return {Action::Kind::none, {}, {}};
+    watch_pending_ = false;
+    return done({Errc::timeout, "the lock was still held by another owner after waiting " +
+                                    std::to_string(wait_.count()) + " ms"});
+  }
+  if (!waiting_) return {Action::Kind::none, {}, {}};
   if (now >= deadline_ && !first_error_)
     return done({Errc::timeout, "the lock was still held by another owner after waiting " +
                                     std::to_string(wait_.count()) + " ms"});

@@ -31,7 +31,8 @@ class AcquireFsm {
   struct Action {
     enum class Kind {
       attempt,  // send the acquire script now
-      watch,    // subscribe to releases, then call on_watch_ready
+      watch,    // subscribe to releases, then call on_watch_ready; call
+                // on_wake at `until` (the wait's deadline) if still pending
       wait,     // sleep until `until` or a wake-up, then call on_wake
       done,     // finished: `status` ok = granted
       none,     // nothing to do (a stray wake-up)
@@ -52,9 +53,10 @@ class AcquireFsm {
   Action on_lost();
   // Any failure of the attempt.
   Action on_error(time_point now, const Status& error);
-  // The subscription is confirmed (or could not be made: waiting then
-  // relies on the holder's PTTL alone).
-  Action on_watch_ready(time_point now);
+  // The subscription is confirmed (subscribed), or could not be made
+  // (refused by an ACL, no connection): waiting then polls, from 10 ms
+  // doubling to 500 ms, each nap capped by the holder's remaining lease.
+  Action on_watch_ready(time_point now, bool subscribed = true);
   // A release was published, or the wait's deadline passed.
   Action on_wake(time_point now);
 
@@ -74,6 +76,9 @@ class AcquireFsm {
   std::optional<time_point> first_error_;
   milliseconds error_backoff_{0};
   bool watching_ = false;
+  bool watch_pending_ = false;  // watch asked for, on_watch_ready not yet seen
+  bool blind_ = false;          // no release notifications: poll
+  milliseconds poll_{0};
   bool waiting_ = false;
   bool in_doubt_ = false;
   bool finished_ = false;

@@ -1,5 +1,7 @@
 #include "redis/connection.hpp"
 
+#include <boost/asio/post.hpp>
+
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
@@ -297,8 +299,8 @@ void Connection::close() {
 }
 
 void Connection::exec(std::string payload, std::size_t replies, ReplyHandler handler, milliseconds timeout) {
-  if (state_ == State::closed) {
-    handler({Errc::cancelled, "client closed"}, {});
+  if (state_ == State::closed) {  // never inline: the caller may be iterating
+    boost::asio::post(io_, [handler = std::move(handler)] { handler({Errc::cancelled, "client closed"}, {}); });
     return;
   }
   Request r;
@@ -460,13 +462,15 @@ void Connection::on_deadline() {
                          Status(Errc::outcome_unknown, "no reply from " + config_.endpoint.describe() + " within " +
                                                            std::to_string(config_.command_timeout.count()) + " ms"));
   }
-  for (auto& [handler, status] : expired)
-    if (handler) handler(std::move(status), {});
   if (stalled && state_ == State::ready) {
     // Nothing arrived since the oldest expired request was written: the
-    // server or the path is dead (blackhole, stall). Start over.
+    // server or the path is dead (blackhole, stall). Start over, before the
+    // handlers run: what they send now (retries) waits for the next
+    // connection instead of going to this one as it is closed.
     connection_lost({Errc::unavailable, "server sent nothing within the command timeout"});
   }
+  for (auto& [handler, status] : expired)
+    if (handler) handler(std::move(status), {});
   if (state_ != State::closed) arm_deadline_timer();
 }
 

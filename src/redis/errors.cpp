@@ -25,6 +25,9 @@ Status translate_error(std::string_view message) {
        message.find("password") != std::string_view::npos))
     return {Errc::auth_failed, text};
   if (has(message, "NOPERM")) return {Errc::permission_denied, text};
+  // maxmemory reached with noeviction: nothing was written; it may pass.
+  if (has(message, "OOM"))
+    return {Errc::unavailable, "the server is out of memory (maxmemory); nothing was written: " + text};
   if (has(message, "LOADING") || has(message, "BUSY") || has(message, "MASTERDOWN") || has(message, "TRYAGAIN") ||
       has(message, "READONLY") || has(message, "CLUSTERDOWN"))
     return {Errc::unavailable, "server cannot serve the request now: " + text};

@@ -1,6 +1,10 @@
 #include "redis/redis_backend.hpp"
 
+#include <boost/asio/post.hpp>
+
 #include <algorithm>
+#include <deque>
+#include <optional>
 #include <map>
 
 #include "core/keys.hpp"
@@ -16,6 +20,14 @@ using detail::ReleaseCall;
 using detail::ReleaseOutcome;
 using detail::RenewCall;
 using detail::RenewOutcome;
+
+// What the scripts store as the owner: one grant of one owner.
+std::string wire_owner(const std::string& owner, std::uint64_t grant) {
+  if (grant == 0) return owner;
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%llx", static_cast<unsigned long long>(grant));
+  return owner + "/" + hex;
+}
 
 bool int_at(const Reply& r, std::size_t i, long long& out) {
   if (r.type != Reply::Type::array || r.elements.size() <= i || r.elements[i].type != Reply::Type::integer)
@@ -42,8 +54,7 @@ class RedisBackend final : public detail::Backend {
   void close() override {
     if (cmd_) cmd_->close();
     if (sub_) sub_->close();
-    for (auto& [channel, w] : watches_)
-      for (auto& f : std::exchange(w.ready, {})) f(Status(Errc::cancelled, "client closed"));
+    fail_ready(Status(Errc::cancelled, "client closed"));
     watches_.clear();
   }
 
@@ -51,7 +62,10 @@ class RedisBackend final : public detail::Backend {
     auto keys = detail::lock_keys(prefix_, call.name);
     std::string lease = std::to_string(call.lease.count());
     std::string held = std::to_string(call.held);
-    eval(acquire_script(), {keys.lock, keys.fence}, {call.owner, lease, held, std::to_string(call.round)},
+    std::string owner = wire_owner(call.owner, call.grant);
+    std::string tomb = keys.lock + ":t:" + owner;
+    eval(acquire_script(), {keys.lock, keys.fence, std::move(tomb)},
+         {std::move(owner), lease, held, std::to_string(call.round)},
          [this, call, done = std::move(done)](Result<Reply> r) {
            if (!r.ok()) return done(r.status());
            long long code = 0, a = 0, b = 0;
@@ -81,7 +95,12 @@ class RedisBackend final : public detail::Backend {
   void release(const ReleaseCall& call, std::function<void(Result<ReleaseOutcome>)> done) override {
     auto keys = detail::lock_keys(prefix_, call.name);
     std::string held = std::to_string(call.held);
-    eval(release_script(), {keys.lock}, {call.owner, held, keys.channel, call.all ? "1" : "0", std::to_string(call.round)}, [done = std::move(done)](Result<Reply> r) {
+    std::string owner = wire_owner(call.owner, call.grant);
+    std::string tomb = keys.lock + ":t:" + owner;
+    eval(release_script(), {keys.lock, std::move(tomb)},
+         {std::move(owner), held, keys.channel, call.all ? "1" : "0", std::to_string(call.round),
+          std::to_string(call.tombstone.count())},
+         [done = std::move(done)](Result<Reply> r) {
       if (!r.ok()) return done(r.status());
       long long code = 0, depth = 0;
       if (!int_at(*r, 0, code) || !int_at(*r, 1, depth)) return done(unexpected_reply("the release script", *r));
@@ -105,7 +124,7 @@ class RedisBackend final : public detail::Backend {
     args.reserve(calls.size() * 2);
     for (const RenewCall& c : calls) {
       keys.push_back(detail::lock_keys(prefix_, c.name).lock);
-      args.push_back(c.owner);
+      args.push_back(wire_owner(c.owner, c.grant));
       args.push_back(std::to_string(c.lease.count()));
     }
     const std::size_t n = calls.size();
@@ -171,11 +190,17 @@ class RedisBackend final : public detail::Backend {
     w.name = name;
     ++w.refs;
     if (w.confirmed) {
-      ready({});
+      post_all({std::move(ready)}, {});
+      return;
+    }
+    ensure_subscriber();
+    // Without a subscription connection (refused, maxclients, down) the
+    // waiter is told at once and waits on the holder's lease instead.
+    if (!sub_->ready() && sub_down_) {
+      post_all({std::move(ready)}, *sub_down_);
       return;
     }
     w.ready.push_back(std::move(ready));
-    ensure_subscriber();
     if (w.refs == 1 && sub_->ready()) send_sub("SUBSCRIBE", channel);
   }
 
@@ -183,7 +208,7 @@ class RedisBackend final : public detail::Backend {
     std::string channel = detail::lock_keys(prefix_, name).channel;
     auto it = watches_.find(channel);
     if (it == watches_.end() || --it->second.refs > 0) return;
-    for (auto& f : std::exchange(it->second.ready, {})) f(Status(Errc::cancelled, "unwatched"));
+    post_all(std::exchange(it->second.ready, {}), Status(Errc::cancelled, "unwatched"));
     watches_.erase(it);
     if (sub_ && sub_->ready()) send_sub("UNSUBSCRIBE", channel);
   }
@@ -275,10 +300,20 @@ class RedisBackend final : public detail::Backend {
     wait_replicated([this, call, out, done = std::move(done)](Status s) mutable {
       if (s.ok()) return done(out);
       ReleaseCall undo{call.name, call.owner, call.held + 1, false};
+      undo.grant = call.grant;
       release(undo, [s, done = std::move(done)](Result<ReleaseOutcome>) mutable {
         done(Status(s.code(), "grant " + s.message() + "; it was released"));
       });
     });
+  }
+
+  // Watch callbacks never run inline (the caller may be iterating its own
+  // waiters, or this very map): they are posted.
+  void post_all(std::vector<std::function<void(Status)>> fs, const Status& s) {
+    for (auto& f : fs) boost::asio::post(io_, [f = std::move(f), s] { f(s); });
+  }
+  void fail_ready(const Status& s) {
+    for (auto& [channel, w] : watches_) post_all(std::exchange(w.ready, {}), s);
   }
 
   void ensure_subscriber() {
@@ -289,10 +324,14 @@ class RedisBackend final : public detail::Backend {
     sub_ = std::make_shared<Connection>(io_, c);
     sub_->on_push([this](Reply&& r) { on_push(std::move(r)); });
     sub_->on_state([this](bool up) {
+      sent_.clear();  // what was in flight on the old connection is void
       if (!up) {
+        sub_down_ = Status(Errc::unavailable, "the subscription connection is down");
         for (auto& [channel, w] : watches_) w.confirmed = false;
+        fail_ready(*sub_down_);
         return;
       }
+      sub_down_.reset();
       // Resubscribe everything; releases published while we were away are
       // lost, so every waiter retries once.
       for (auto& [channel, w] : watches_) send_sub("SUBSCRIBE", channel);
@@ -302,29 +341,52 @@ class RedisBackend final : public detail::Backend {
       if (s.ok()) return;
       // The first attempt failed: waiters fall back to waiting on the
       // holder's lease and retrying; reconnects continue in the background.
-      for (auto& [channel, w] : watches_)
-        for (auto& f : std::exchange(w.ready, {})) f(s);
+      sub_down_ = s;
+      fail_ready(s);
     });
   }
 
   void send_sub(std::string_view verb, const std::string& channel) {
     std::string payload;
     append_command(payload, {verb, channel});
+    sent_.push_back({verb == "SUBSCRIBE", channel});
     sub_->exec(std::move(payload), 0, [](Status, std::vector<Reply>&&) {});
   }
 
+  // Pushes arrive in command order: each (un)subscribe confirmation or error
+  // answers the oldest command in sent_. A subscription counts as confirmed
+  // only when its SUBSCRIBE is the last command sent for the channel, so a
+  // stale confirmation (unwatch + watch in quick succession) is not taken
+  // for the new one.
   void on_push(Reply&& r) {
+    if (r.is_error()) {  // e.g. NOPERM: an ACL user without channel rights
+      if (sent_.empty()) return;
+      Sent cmd = std::move(sent_.front());
+      sent_.pop_front();
+      auto it = watches_.find(cmd.channel);
+      if (cmd.subscribe && it != watches_.end() && !newer_command(cmd.channel))
+        post_all(std::exchange(it->second.ready, {}), translate_error(r.str));
+      return;
+    }
     if (r.type != Reply::Type::array || r.elements.size() < 3) return;
     const std::string& kind = r.elements[0].str;
     const std::string& channel = r.elements[1].str;
-    auto it = watches_.find(channel);
-    if (it == watches_.end()) return;
-    if (kind == "subscribe") {
-      it->second.confirmed = true;
-      for (auto& f : std::exchange(it->second.ready, {})) f({});
-    } else if (kind == "message") {
-      if (wake_) wake_(it->second.name);
+    if (kind == "message") {
+      auto it = watches_.find(channel);
+      if (it != watches_.end() && wake_) wake_(std::string(it->second.name));  // a copy: wake_ may unwatch
+      return;
     }
+    if (kind != "subscribe" && kind != "unsubscribe") return;
+    if (!sent_.empty()) sent_.pop_front();
+    auto it = watches_.find(channel);
+    if (kind == "subscribe" && it != watches_.end() && !newer_command(channel)) {
+      it->second.confirmed = true;
+      post_all(std::exchange(it->second.ready, {}), {});
+    }
+  }
+
+  bool newer_command(const std::string& channel) const {
+    return std::any_of(sent_.begin(), sent_.end(), [&](const Sent& c) { return c.channel == channel; });
   }
 
   boost::asio::io_context& io_;
@@ -334,6 +396,12 @@ class RedisBackend final : public detail::Backend {
   std::shared_ptr<Connection> cmd_;
   std::shared_ptr<Connection> sub_;
   std::map<std::string, Watch> watches_;  // by channel
+  struct Sent {
+    bool subscribe;
+    std::string channel;
+  };
+  std::deque<Sent> sent_;             // (UN)SUBSCRIBEs awaiting their push, oldest first
+  std::optional<Status> sub_down_;    // why the subscription connection is not up
   std::function<void(const std::string&)> wake_;
   std::function<void()> resync_;
   std::function<void(bool)> link_handler_;

@@ -17,14 +17,27 @@ std::string sha1_hex(std::string_view body) {
   return out;
 }
 
+// The owner the scripts see is the caller's owner plus the id of one grant
+// ("<owner>/<grant hex>"), so a call can only touch the grant it belongs to:
+// a release delayed in the network cannot delete the same owner's next grant.
+//
 // A grant never re-creates a hold the caller believes it has (held > 0): that
 // would hide a break in mutual exclusion. A replayed call (reply lost, sent
 // again) finds depth == held + 1 and is answered without applying it twice;
 // its lease then counts from the replay, as the caller's validity does. The
 // hold records the attempt number that last granted it ('r'): an older
 // attempt's replay does not take it back, and an undo names its attempt.
+// KEYS[3] is the grant's tombstone: a release or undo of a grant whose
+// request may still be in the network leaves it, so that stray copy cannot
+// re-create the lock after it was released ({2, 0, 0}: given up).
+// The lease is checked before anything is written: a key without a TTL
+// would be held by nobody, forever.
 // The fence counter is its own key so it survives the lock key's expiry.
 constexpr std::string_view kAcquire = R"lua(
+local lease = tonumber(ARGV[2])
+if not lease or lease <= 0 or lease > 1000000000000 then
+  return redis.error_reply('ERR dlock: lease out of range: ' .. ARGV[2])
+end
 local owner = redis.call('hget', KEYS[1], 'o')
 local held = tonumber(ARGV[3])
 local round = tonumber(ARGV[4]) or 0
@@ -32,13 +45,17 @@ if not owner then
   if redis.call('exists', KEYS[1]) == 1 then
     return redis.error_reply('WRONGTYPE lock key is a hash without an owner field')
   end
-  if held > 0 then return {2, 0, 0} end
+  if held > 0 or redis.call('exists', KEYS[3]) == 1 then return {2, 0, 0} end
   local ok, fence = pcall(redis.call, 'incr', KEYS[2])
   if not ok then
-    return redis.error_reply('WRONGTYPE fence counter ' .. KEYS[2] .. ' is not an integer')
+    local err = type(fence) == 'table' and fence.err or tostring(fence)
+    if string.find(err, 'WRONGTYPE', 1, true) or string.find(err, 'not an integer', 1, true) then
+      return redis.error_reply('WRONGTYPE fence counter ' .. KEYS[2] .. ' is not an integer')
+    end
+    return redis.error_reply(err)  -- e.g. OOM (maxmemory): what it is
   end
   redis.call('hset', KEYS[1], 'o', ARGV[1], 'n', 1, 'f', fence, 'r', round)
-  redis.call('pexpire', KEYS[1], ARGV[2])
+  redis.call('pexpire', KEYS[1], lease)
   return {1, fence, 1}
 end
 if owner == ARGV[1] then
@@ -47,7 +64,7 @@ if owner == ARGV[1] then
   if n == held then n = redis.call('hincrby', KEYS[1], 'n', 1) end
   if n == held + 1 and round >= (tonumber(redis.call('hget', KEYS[1], 'r')) or 0) then
     redis.call('hset', KEYS[1], 'r', round)
-    if redis.call('pttl', KEYS[1]) < tonumber(ARGV[2]) then redis.call('pexpire', KEYS[1], ARGV[2]) end
+    if redis.call('pttl', KEYS[1]) < lease then redis.call('pexpire', KEYS[1], lease) end
   end
   return {1, tonumber(redis.call('hget', KEYS[1], 'f')), n}
 end
@@ -55,6 +72,8 @@ return {0, redis.call('pttl', KEYS[1]), 0}
 )lua";
 
 constexpr std::string_view kRelease = R"lua(
+local tomb = tonumber(ARGV[6]) or 0
+if tomb > 0 then redis.call('set', KEYS[2], '1', 'px', tomb) end
 local owner = redis.call('hget', KEYS[1], 'o')
 if not owner then return {-1, 0} end
 if owner ~= ARGV[1] then return {-2, 0} end
@@ -66,7 +85,9 @@ local all = ARGV[4] == '1'
 if all or n == held then
   if all or n <= 1 then
     redis.call('del', KEYS[1])
-    redis.call('publish', ARGV[3], '1')
+    -- The release is done: a refused PUBLISH (an ACL user without channel
+    -- rights) must not turn it into an error. Waiters then poll.
+    pcall(redis.call, 'publish', ARGV[3], '1')
     return {0, 0}
   end
   return {1, redis.call('hincrby', KEYS[1], 'n', -1)}

@@ -14,12 +14,13 @@ const std::string kFence = "dlock:{s}:fence";
 class LockScripts : public ::testing::Test {
  protected:
   std::string acquire(const std::string& owner, long long lease_ms, int held, int round) {
-    return redis.cmd({"EVAL", std::string(dlock::redis::acquire_script().body), "2", kLock, kFence, owner,
-                      std::to_string(lease_ms), std::to_string(held), std::to_string(round)});
+    return redis.cmd({"EVAL", std::string(dlock::redis::acquire_script().body), "3", kLock, kFence, kLock + ":t:" + owner,
+                      owner, std::to_string(lease_ms), std::to_string(held), std::to_string(round)});
   }
-  std::string release(const std::string& owner, int held, int round) {
-    return redis.cmd({"EVAL", std::string(dlock::redis::release_script().body), "1", kLock, owner,
-                      std::to_string(held), "dlock:{s}:released", "0", std::to_string(round)});
+  std::string release(const std::string& owner, int held, int round, long long tombstone_ms = 0) {
+    return redis.cmd({"EVAL", std::string(dlock::redis::release_script().body), "2", kLock, kLock + ":t:" + owner,
+                      owner, std::to_string(held), "dlock:{s}:released", "0", std::to_string(round),
+                      std::to_string(tombstone_ms)});
   }
   RedisServer server;
   SyncRedis redis{server.port()};
@@ -57,6 +58,34 @@ TEST_F(LockScripts, SingleServerCallsNameNoAttempt) {
   EXPECT_EQ(release("T", 2, 0), "1\n1");
   EXPECT_EQ(release("T", 1, 0), "0\n0");
   EXPECT_EQ(acquire("U", 10000, 0, 0), "1\n2\n1");
+}
+
+// Owners on the wire are "<owner>/<grant>": calls of one grant never touch
+// another grant of the same owner.
+TEST_F(LockScripts, ACallOfAnEarlierGrantLeavesTheNextGrantAlone) {
+  EXPECT_EQ(acquire("T/1", 10000, 0, 0), "1\n1\n1");
+  EXPECT_EQ(release("T/1", 1, 0), "0\n0");
+  EXPECT_EQ(acquire("T/2", 10000, 0, 0), "1\n2\n1");
+  EXPECT_EQ(release("T/1", 1, 0), "-2\n0") << "a delayed release of grant 1";
+  EXPECT_EQ(acquire("T/1", 10000, 1, 0), "0\n" + std::to_string(redis.integer({"PTTL", kLock})) + "\n0")
+      << "a delayed re-entry of grant 1 is busy";
+  EXPECT_EQ(redis.cmd({"HGET", kLock, "n"}), "1");
+}
+
+TEST_F(LockScripts, ATombstoneRefusesAStrayCopyOfAReleasedGrant) {
+  EXPECT_EQ(acquire("T/7", 10000, 0, 0), "1\n1\n1");
+  EXPECT_EQ(release("T/7", 1, 0, 5000), "0\n0");
+  EXPECT_EQ(acquire("T/7", 10000, 0, 0), "2\n0\n0") << "the stray copy is refused";
+  EXPECT_EQ(redis.integer({"EXISTS", kLock}), 0);
+  EXPECT_EQ(acquire("T/8", 10000, 0, 0), "1\n2\n1") << "other grants are not";
+  EXPECT_GT(redis.integer({"PTTL", kLock + ":t:T/7"}), 4000);
+}
+
+TEST_F(LockScripts, ALeaseOutOfRangeWritesNothing) {
+  EXPECT_NE(acquire("T/1", 0, 0, 0).find("lease out of range"), std::string::npos);
+  EXPECT_NE(acquire("T/1", 9223372036854775807LL, 0, 0).find("lease out of range"), std::string::npos);
+  EXPECT_EQ(redis.integer({"EXISTS", kLock}), 0);
+  EXPECT_EQ(redis.integer({"EXISTS", kFence}), 0);
 }
 
 }  // namespace

@@ -1,0 +1,257 @@
+// Bugs found by a fault-injection review, one test each, against real
+// redis-servers (and the verifier's TCP proxy where the network matters).
+// Each test failed before its fix.
+#include <future>
+#include <memory>
+#include <optional>
+
+#include "integration/common.hpp"
+#include "proxy.hpp"
+
+namespace dlock::test {
+namespace {
+
+// One client whose only way to the server is a proxy link the test can slow.
+class ThroughProxy : public ::testing::Test {
+ protected:
+  ThroughProxy() : proxy("127.0.0.1", static_cast<std::uint16_t>(server.port())) {
+    port = proxy.add_link("c");
+    proxy.start();
+  }
+  std::string proxied_url() const { return "redis://127.0.0.1:" + std::to_string(port); }
+  Client connect(milliseconds command_timeout) {
+    ClientOptions o = quiet(log);
+    o.command_timeout = command_timeout;
+    o.reconnect_backoff_min = 10ms;
+    o.reconnect_backoff_max = 50ms;
+    return Client::connect(proxied_url(), o);
+  }
+  bool held(const std::string& name) { return SyncRedis(server.port()).integer({"EXISTS", "dlock:{" + name + "}"}) == 1; }
+
+  RedisServer server;
+  torture::Proxy proxy;
+  std::uint16_t port = 0;
+  LogSink log;
+};
+
+// Bug 1: a Mutex reuses one owner across lock/unlock cycles. A release held
+// up in the network, then a new lock() of the same Mutex, then the old
+// release arriving: it must not delete the new grant.
+TEST_F(ThroughProxy, DelayedReleaseDoesNotDeleteTheSameMutexsNextGrant) {
+  Client client = connect(100ms);
+  Mutex m(client, "d1");
+  m.lock();
+  proxy.set_delay("c", 1500ms);  // the release's bytes sit in the network
+  std::thread unlocker([&] { m.unlock(); });
+  std::this_thread::sleep_for(30ms);
+  proxy.set_delay("c", 0ms);     // the retries and the next lock go through
+  unlocker.join();
+  ASSERT_TRUE(m.try_lock_for(5s)) << "the next cycle's lock";
+  // Every delayed byte has arrived by now.
+  std::this_thread::sleep_for(2000ms);
+  EXPECT_TRUE(held("d1")) << "the delayed release deleted the new grant";
+  Client other = Client::connect(server.url(), quiet(log));
+  EXPECT_EQ(other.try_acquire("d1").code(), Errc::busy) << "a second holder was let in";
+  EXPECT_TRUE(m.owns());
+  m.unlock();
+  EXPECT_FALSE(held("d1"));
+}
+
+// Bug 2: an acquire held up in the network, retried and granted, released;
+// then the original arrives: it must not re-create a lock nobody tracks.
+TEST_F(ThroughProxy, DelayedAcquireDoesNotRecreateAReleasedLock) {
+  Client client = connect(100ms);
+  LockOptions o;
+  o.lease = 20s;
+  proxy.set_delay("c", 1000ms);
+  std::promise<Result<Lease>> got;
+  std::thread acquirer([&] { got.set_value(client.try_acquire("d2", o)); });
+  std::this_thread::sleep_for(30ms);
+  proxy.set_delay("c", 0ms);
+  acquirer.join();
+  auto lease = got.get_future().get();
+  ASSERT_TRUE(lease.ok()) << lease.status().to_string();
+  ASSERT_TRUE(lease->release().ok());
+  std::this_thread::sleep_for(1500ms);  // the original request arrives meanwhile
+  EXPECT_FALSE(held("d2")) << "the stray acquire re-created the lock";
+  Client other = Client::connect(server.url(), quiet(log));
+  EXPECT_TRUE(other.try_acquire("d2").ok());
+}
+
+// Bug 6: the last Client handle goes while an async acquire is in flight:
+// its callback runs (cancelled) and a grant made meanwhile is undone.
+TEST_F(ThroughProxy, AsyncAcquireCompletesWhenTheClientGoesAndLeavesNothing) {
+  std::promise<Status> got;
+  {
+    Client client = connect(2000ms);
+    proxy.set_delay("c", 300ms);
+    client.async_acquire("d6", 0ms, {}, [&](Result<Lease> r) { got.set_value(r.status()); });
+    std::this_thread::sleep_for(20ms);
+  }  // ~Client: the request is out, its reply not yet back
+  auto f = got.get_future();
+  ASSERT_EQ(f.wait_for(5s), std::future_status::ready) << "the callback never ran";
+  EXPECT_EQ(f.get().code(), Errc::cancelled);
+  std::this_thread::sleep_for(800ms);
+  EXPECT_FALSE(held("d6")) << "the grant made meanwhile stayed on the server";
+}
+
+// Bug 3: on_lost drops the last Client handle (a loss handler that shuts
+// the service down). ASan caught a use-after-free of the renewal scheduler.
+TEST(FaultReview, OnLostMayDropTheLastClientHandle) {
+  RedisServer server;
+  LogSink log;
+  auto client = std::make_shared<std::optional<Client>>(Client::connect(server.url(), quiet(log)));
+  std::promise<void> fired;
+  LockOptions o = fast_watchdog(600ms, 150ms);
+  o.on_lost = [client, &fired](LossReason) {
+    client->reset();  // the last handle
+    fired.set_value();
+  };
+  auto lease = (*client)->try_acquire("d3", o).value();
+  SyncRedis(server.port()).cmd({"DEL", "dlock:{d3}"});
+  auto f = fired.get_future();
+  ASSERT_EQ(f.wait_for(5s), std::future_status::ready);
+  EXPECT_TRUE(lease.lost());
+  EXPECT_EQ(lease.release().code(), Errc::cancelled);
+}
+
+class RefusedChannels : public ::testing::Test {
+ protected:
+  static RedisServerOptions options() {
+    RedisServerOptions o;
+    // Redis 7 gives new users no channel rights (acl-pubsub-default resetchannels).
+    o.acl_rules = {"nochan on >nochan-pw ~* resetchannels +@all"};
+    return o;
+  }
+  RedisServer server{options()};
+  LogSink log;
+  Client holder = Client::connect(server.url(), quiet(log));
+  Client waiter = Client::connect(server.url_with_auth("nochan", "nochan-pw"), quiet(log));
+};
+
+// Bug 4: a refused subscription must not make a waiter ignore its deadline
+// or miss releases.
+TEST_F(RefusedChannels, AWaiterKeepsItsDeadlineAndSeesReleases) {
+  auto lease = holder.try_acquire("d4").value();
+  auto start = Clock::now();
+  EXPECT_EQ(waiter.acquire("d4", 1000ms).code(), Errc::timeout);
+  EXPECT_LT(ms_since(start), 1800);
+  std::thread releaser([&] {
+    std::this_thread::sleep_for(300ms);
+    (void)lease.release();
+  });
+  start = Clock::now();
+  auto r = waiter.acquire("d4", 10s);
+  releaser.join();
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_LT(ms_since(start), 2000) << "found the release by polling, not at the holder's 30 s lease";
+  EXPECT_TRUE(log.contains("without release notifications"));
+}
+
+// Bug 5: PUBLISH refused after the DEL: the release happened; say so.
+TEST_F(RefusedChannels, AReleaseWhosePublishIsRefusedSucceeds) {
+  auto lease = waiter.try_acquire("d5").value();
+  EXPECT_TRUE(lease.release().ok());
+  EXPECT_FALSE(holder.inspect("d5").value().held);
+}
+
+// Bug 7: a huge lease left a key without TTL, owned by nobody, forever.
+TEST(FaultReview, HugeLeaseIsRefusedAndWritesNothing) {
+  RedisServer server;
+  LogSink log;
+  Client client = Client::connect(server.url(), quiet(log));
+  LockOptions o;
+  o.lease = milliseconds::max();
+  EXPECT_EQ(client.try_acquire("d7", o).code(), Errc::invalid_argument);
+  o.lease = std::nullopt;
+  o.watchdog_lease = milliseconds::max();
+  o.renew_interval = 1000ms;
+  EXPECT_EQ(client.try_acquire("d7", o).code(), Errc::invalid_argument);
+  EXPECT_EQ(SyncRedis(server.port()).integer({"EXISTS", "dlock:{d7}"}), 0);
+}
+
+// Bug 8: a re-entry on a hold already reported lost was granted and never
+// renewed. It is lease_lost.
+TEST(FaultReview, ReentryOnAHoldReportedLostIsLeaseLost) {
+  RedisServer server;
+  LogSink log;
+  ClientOptions co = quiet(log);
+  co.command_timeout = 100ms;
+  Client client = Client::connect(server.url(), co);
+  LockOptions o = fast_watchdog(800ms, 200ms);
+  o.owner = "reentrant";
+  auto lease = client.try_acquire("d8", o).value();
+  server.pause();  // renewals go unanswered: lost as unreachable, key still there
+  ASSERT_TRUE(eventually([&] { return lease.lost(); }, 3s));
+  server.resume();
+  auto again = client.try_acquire("d8", o);
+  EXPECT_EQ(again.code(), Errc::lease_lost) << again.status().to_string();
+}
+
+// Bug 10: out of memory is not a wrong type.
+TEST(FaultReview, OutOfMemoryIsReportedAsSuch) {
+  RedisServerOptions so;
+  so.extra_args = {"--maxmemory", "3mb", "--maxmemory-policy", "noeviction"};
+  RedisServer server(so);
+  SyncRedis filler(server.port());
+  // Fill with ever smaller values until even a tiny write is refused.
+  int n = 0;
+  bool full = false;
+  for (std::size_t size : {65536, 4096, 256, 16}) {
+    full = false;
+    const std::string blob(size, 'x');
+    for (int i = 0; i < 2000 && !full; ++i) full = filler.cmd({"SET", "fill:" + std::to_string(n++), blob}).starts_with("OOM");
+  }
+  ASSERT_TRUE(full) << "the server never ran out of memory";
+  LogSink log;
+  ClientOptions co = quiet(log);
+  Client client = Client::connect(server.url(), co);
+  LockOptions o;
+  o.error_retry = 100ms;
+  auto r = client.try_acquire("d10", o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.code(), Errc::wrong_type);
+  EXPECT_NE(r.status().message().find("out of memory"), std::string::npos) << r.status().to_string();
+}
+
+// Bug 11: waits longer than the nanosecond clock can count wait forever
+// instead of timing out at once.
+TEST(FaultReview, HugeWaitsWaitInsteadOfTimingOut) {
+  RedisServer server;
+  LogSink log;
+  Client client = Client::connect(server.url(), quiet(log));
+  auto lease = client.try_acquire("d11").value();
+  std::promise<Status> got;
+  client.async_acquire("d11", std::chrono::duration_cast<milliseconds>(std::chrono::hours(24 * 365 * 300)), {},
+                       [&](Result<Lease> r) { got.set_value(r.status()); });
+  Mutex m(client, "d11");
+  std::promise<bool> mutex_got;
+  std::thread t([&] { mutex_got.set_value(m.try_lock_for(std::chrono::seconds::max())); });
+  auto f = got.get_future();
+  auto mf = mutex_got.get_future();
+  EXPECT_EQ(f.wait_for(300ms), std::future_status::timeout) << "gave up at once";
+  EXPECT_EQ(mf.wait_for(10ms), std::future_status::timeout) << "gave up at once";
+  ASSERT_TRUE(lease.release().ok());
+  ASSERT_EQ(f.wait_for(5s), std::future_status::ready);
+  EXPECT_TRUE(f.get().ok());
+  ASSERT_EQ(mf.wait_for(10s), std::future_status::ready);
+  t.join();
+  EXPECT_TRUE(mf.get());
+  m.unlock();
+}
+
+TEST(FaultReview, LeasesTooShortToBeUsefulAreRefused) {
+  RedisServer server;
+  LogSink log;
+  Client client = Client::connect(server.url(), quiet(log));
+  LockOptions o;
+  o.lease = 3ms;
+  EXPECT_EQ(client.try_acquire("d11b", o).code(), Errc::invalid_argument);
+  o.lease = std::nullopt;
+  o.watchdog_lease = 4ms;
+  o.renew_interval = 1ms;
+  EXPECT_EQ(client.try_acquire("d11b", o).code(), Errc::invalid_argument);
+}
+
+}  // namespace
+}  // namespace dlock::test

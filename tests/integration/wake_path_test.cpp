@@ -1,0 +1,96 @@
+// The wake path's lifetime cases, driven deterministically: a release
+// delivered to a waiter whose deadline has already passed, and a wake-up
+// passed on when the woken waiter gives up.
+//
+// The trick: an async completion runs on the client's I/O thread, so a
+// completion that sleeps holds that thread while the test arranges what the
+// thread will find when it wakes (a release message already on the socket,
+// a wait deadline already past). Asio hands out socket completions before
+// expired timers in one reactor pass, so the release reaches the waiter
+// before its own deadline timer does.
+#include <future>
+
+#include "integration/common.hpp"
+
+namespace dlock::test {
+namespace {
+
+// Blocks `client`'s I/O thread until the returned promise is set.
+std::shared_ptr<std::promise<void>> block_io_thread(const Client& client) {
+  auto gate = std::make_shared<std::promise<void>>();
+  auto entered = std::make_shared<std::promise<void>>();
+  auto entered_f = entered->get_future();
+  client.async_acquire("io-blocker", 0ms, {}, [gate, entered](Result<Lease> r) {
+    entered->set_value();
+    gate->get_future().wait();
+    if (r.ok()) r->lost();  // the lease is released in the background on the I/O thread
+  });
+  entered_f.wait();
+  return gate;
+}
+
+size_t subscribers(RedisServer& server, const std::string& name) {
+  SyncRedis r(server.port());
+  // "channel\nN"
+  const std::string reply = r.cmd({"PUBSUB", "NUMSUB", "dlock:{" + name + "}:wake"});
+  return static_cast<size_t>(std::stoul(reply.substr(reply.find('\n') + 1)));
+}
+
+TEST(WakePath, ReleaseReachesAWaiterWhoseDeadlinePassed) {
+  RedisServer server;
+  LogSink log;
+  Client holder = Client::connect(server.url(), quiet(log));
+  Client waiter = Client::connect(server.url(), quiet(log));
+  auto lease = holder.try_acquire("x").value();
+
+  std::promise<Result<Lease>> got;
+  auto got_f = got.get_future();
+  waiter.async_acquire("x", 40ms, {}, [&](Result<Lease> r) { got.set_value(std::move(r)); });
+  ASSERT_TRUE(eventually([&] { return subscribers(server, "x") == 1; }, 2s)) << "the waiter subscribed";
+
+  auto gate = block_io_thread(waiter);
+  std::this_thread::sleep_for(60ms);  // the wait's deadline passes, unseen
+  ASSERT_TRUE(lease.release().ok());  // the release message waits on the socket
+  std::this_thread::sleep_for(20ms);
+  gate->set_value();
+
+  ASSERT_EQ(got_f.wait_for(5s), std::future_status::ready);
+  auto r = got_f.get();
+  // Either outcome is correct (the deadline passed; a grant is fine too); a
+  // crash or a hang is not.
+  if (!r.ok()) EXPECT_EQ(r.code(), Errc::timeout) << r.status().to_string();
+  EXPECT_TRUE(eventually([&] { return subscribers(server, "x") == 0; }, 2s)) << "the waiter unsubscribed";
+}
+
+TEST(WakePath, AWakeUpIsPassedOnWhenTheWokenWaiterTimesOut) {
+  RedisServer server;
+  LogSink log;
+  Client holder = Client::connect(server.url(), quiet(log));
+  Client waiter = Client::connect(server.url(), quiet(log));
+  auto lease = holder.try_acquire("y").value();
+
+  // The first waiter's wait runs out, the second one's does not: the one
+  // release must still reach the second.
+  std::promise<Result<Lease>> first, second;
+  auto first_f = first.get_future(), second_f = second.get_future();
+  waiter.async_acquire("y", 40ms, {}, [&](Result<Lease> r) { first.set_value(std::move(r)); });
+  ASSERT_TRUE(eventually([&] { return subscribers(server, "y") == 1; }, 2s));
+  waiter.async_acquire("y", 10s, {}, [&](Result<Lease> r) { second.set_value(std::move(r)); });
+  std::this_thread::sleep_for(50ms);  // both wait (one subscription per client)
+
+  auto gate = block_io_thread(waiter);
+  std::this_thread::sleep_for(60ms);
+  ASSERT_TRUE(lease.release().ok());
+  std::this_thread::sleep_for(20ms);
+  const auto released_at = Clock::now();
+  gate->set_value();
+
+  ASSERT_EQ(first_f.wait_for(5s), std::future_status::ready);
+  ASSERT_EQ(second_f.wait_for(5s), std::future_status::ready);
+  auto r2 = second_f.get();
+  ASSERT_TRUE(r2.ok()) << r2.status().to_string();
+  EXPECT_LT(ms_since(released_at), 2000) << "woken by the release, not by polling";
+}
+
+}  // namespace
+}  // namespace dlock::test
