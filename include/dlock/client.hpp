@@ -47,6 +47,11 @@
 
 namespace dlock {
 
+// `url` safe to print or log: a password in it (user:password@ or the
+// password-only password@ form) is replaced by "***"; the rest is kept.
+// Works on malformed URLs too, and never throws.
+std::string describe_url(std::string_view url);
+
 // What the server says about a lock right now (Client::inspect).
 struct LockInfo {
   bool held = false;

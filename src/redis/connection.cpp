@@ -2,6 +2,8 @@
 
 #include <boost/asio/post.hpp>
 
+#include <fcntl.h>
+
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
@@ -121,6 +123,10 @@ void Connection::connect_attempt() {
 
 void Connection::on_connected() {
   error_code ignored;
+  // A child the application forks and execs must not inherit the lock
+  // server's connection (Asio opens sockets without SOCK_CLOEXEC).
+  const int fd = socket_->native_handle();
+  ::fcntl(fd, F_SETFD, ::fcntl(fd, F_GETFD) | FD_CLOEXEC);
   socket_->set_option(tcp::no_delay(true), ignored);
   socket_->set_option(asio::socket_base::keep_alive(true), ignored);
   if (!config_.endpoint.tls) {
@@ -171,11 +177,6 @@ void Connection::send_handshake() {
   ++hs.expected;
   hs.deadline = Clock::now() + config_.connect_timeout;
   hs.handler = [this](Status s, std::vector<Reply>&& replies) {
-    if (s.code() == Errc::outcome_unknown) {
-      // AUTH/SELECT/PING change nothing that matters: nothing is in doubt.
-      s = Status(Errc::unavailable, "connection to " + config_.endpoint.describe() +
-                                        " closed during the handshake (wrong protocol, or a TLS port?)");
-    }
     if (s.ok()) {
       for (const Reply& r : replies) {
         if (r.is_error()) {
@@ -234,6 +235,10 @@ void Connection::connection_lost(Status status) {
   if (state_ == State::closed) return;
   const bool was_ready = state_ == State::ready;
   if (!was_ready) {
+    if (state_ == State::handshaking)
+      status = Status(Errc::unavailable, "connection to " + config_.endpoint.describe() +
+                                             " closed during the handshake (wrong protocol, or a TLS port?): " +
+                                             status.message());
     attempt_failed(std::move(status));
     return;
   }
@@ -257,9 +262,12 @@ void Connection::tear_down() {
   writing_ = false;
   write_buf_.clear();
   reader_.reset();
-  handshake_inflight_ = false;
   auto inflight = std::move(inflight_);
   inflight_.clear();
+  // The handshake's own handler is not told: whoever tears down reports why
+  // (a connect timeout, a closed connection), once.
+  if (handshake_inflight_ && !inflight.empty()) inflight.front().handler = nullptr;
+  handshake_inflight_ = false;
   for (Request& r : inflight) {
     if (!r.handler) continue;
     if (r.expected == 0) finish(r, {});  // pubsub writes need no reply

@@ -371,9 +371,9 @@ void RedlockBackend::undo_on_node(const std::shared_ptr<AcquireRound>& r, std::s
   // Idempotent and owner-checked: held + 1 removes only the level this call
   // added; where it was not applied, nothing is touched.
   ReleaseCall undo{r->call.name, r->call.owner, r->call.held + 1, false, r->call.round};
+  // No tombstone: the next round of the same acquire reuses the grant id
+  // (rounds tell them apart); the client leaves one when the acquire ends.
   undo.grant = r->call.grant;
-  // A fresh grant's request may still be on its way to a silent node.
-  if (r->call.held == 0) undo.tombstone = r->call.lease;
   auto alive = alive_;
   nodes_[i]->release(undo, [alive, r, wait](Result<ReleaseOutcome>) {
     if (!*alive) return r->deliver(cancelled());

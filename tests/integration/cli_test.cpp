@@ -157,5 +157,77 @@ TEST_F(Cli, KilledDlockRunFreesTheLockWithinItsTtl) {
   EXPECT_LE(ms_since(t0), 2000 + 500);
 }
 
+// Signals while connecting or waiting end dlock without running CMD.
+TEST_F(Cli, SignalWhileWaitingExitsWithoutRunningTheCommand) {
+  LogSink log;
+  auto client = Client::connect(server.url(), quiet(log));
+  auto held = client.try_acquire("sigwait").value();
+  for (int sig : {SIGINT, SIGTERM}) {
+    const std::string marker = server.dir() + "/ran-" + std::to_string(sig);
+    auto child = spawn({kCli, "run", "sigwait", "--", "touch", marker}, env(), server.dir() + "/out");
+    ASSERT_TRUE(eventually([&] { return client.inspect("sigwait").value().waiters == 1; }, 10s));
+    ASSERT_EQ(::kill(child.pid, sig), 0);
+    EXPECT_EQ(wait_exit(child.pid, 5s), 128 + sig);
+    EXPECT_FALSE(std::ifstream(marker).good()) << "CMD ran after the signal";
+  }
+  ASSERT_TRUE(held.release().ok());
+  EXPECT_FALSE(client.inspect("sigwait").value().held) << "nothing left behind";
+}
+
+TEST_F(Cli, SignalWhileConnectingExitsWithoutRunningTheCommand) {
+  server.pause();  // connects at the TCP level, never answers the handshake
+  const std::string marker = server.dir() + "/ran";
+  auto child = spawn({kCli, "run", "sigconn", "--", "touch", marker}, env(), server.dir() + "/out");
+  std::this_thread::sleep_for(300ms);
+  ASSERT_EQ(::kill(child.pid, SIGTERM), 0);
+  EXPECT_EQ(wait_exit(child.pid, 5s), 128 + SIGTERM);
+  server.resume();
+  EXPECT_FALSE(std::ifstream(marker).good());
+}
+
+// A loss noticed only at release (the lease ran out between renewals while
+// the server was stalled): exit 79, not CMD's status.
+TEST_F(Cli, LossNoticedOnlyAtReleaseExits79) {
+  std::string cmd = "redis-cli -p " + std::to_string(server.port()) + " DEL 'dlock:{late}' >/dev/null";
+  auto r = dlock({"run", "--ttl", "10s", "late", "--", "sh", "-c", cmd});
+  EXPECT_EQ(r.exit_code, 79) << r.err;
+  EXPECT_NE(r.err.find("was lost before CMD finished"), std::string::npos) << r.err;
+}
+
+// dlock's connections to the lock server do not leak into CMD.
+TEST_F(Cli, TheCommandInheritsNoConnectionToTheLockServer) {
+  auto r = dlock({"run", "fds", "--", "sh", "-c", "ls -l /proc/$$/fd | grep -c socket || true"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "0\n") << "CMD inherited sockets";
+}
+
+TEST_F(Cli, PasswordOnlyUrlsAreRedacted) {
+  auto r = run({kCli, "status", "--url", "redis://hunter2@127.0.0.1:1", "x"}, 30s);
+  EXPECT_EQ(r.exit_code, 69) << r.err;
+  EXPECT_EQ(r.err.find("hunter2"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("redis://***@127.0.0.1:1"), std::string::npos) << r.err;
+}
+
+TEST_F(Cli, AHungServerIsAConnectTimeout) {
+  server.pause();
+  auto r = dlock({"status", "x"});
+  server.resume();
+  EXPECT_EQ(r.exit_code, 69) << r.err;
+  EXPECT_NE(r.err.find("timed out"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("wrong protocol"), std::string::npos) << r.err;
+}
+
+TEST_F(Cli, DurationsOutOfRangeAreUsageErrorsOrForever) {
+  EXPECT_EQ(dlock({"run", "--ttl", "3ms", "x", "--", "true"}).exit_code, 64);
+  EXPECT_EQ(dlock({"run", "--ttl", "9999999999", "x", "--", "true"}).exit_code, 64);
+  LogSink log;
+  auto client = Client::connect(server.url(), quiet(log));
+  auto held = client.try_acquire("forever").value();
+  auto child = spawn({kCli, "run", "--wait", "9999999999", "forever", "--", "true"}, env(), server.dir() + "/out");
+  EXPECT_EQ(wait_exit(child.pid, 500ms), -1) << "a 317-year wait gave up at once";
+  ASSERT_TRUE(held.release().ok());
+  EXPECT_EQ(wait_exit(child.pid, 10s), 0);
+}
+
 }  // namespace
 }  // namespace dlock::test

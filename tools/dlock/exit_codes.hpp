@@ -47,15 +47,6 @@ inline std::string_view advice(Errc code) {
   }
 }
 
-// The URL without its password, for messages.
-inline std::string redact_url(std::string_view url) {
-  auto scheme = url.find("://");
-  auto at = url.rfind('@');
-  if (scheme == std::string_view::npos || at == std::string_view::npos || at < scheme) return std::string(url);
-  auto colon = url.find(':', scheme + 3);
-  if (colon == std::string_view::npos || colon > at) return std::string(url);
-  return std::string(url.substr(0, colon + 1)) + "***" + std::string(url.substr(at));
-}
 
 }  // namespace dlock::cli
 

@@ -10,6 +10,7 @@
 #include <signal.h>
 #include <sys/eventfd.h>
 #include <sys/signalfd.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -19,6 +20,9 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
+#include <mutex>
+#include <thread>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -102,7 +106,7 @@ std::optional<dlock::Client> connect(const Common& c, int& exit_code) {
   };
   auto client = dlock::Client::try_connect(c.url, options);
   if (!client.ok()) {
-    exit_code = fail(client.status(), "cannot connect to " + dlock::cli::redact_url(c.url));
+    exit_code = fail(client.status(), "cannot connect to " + dlock::describe_url(c.url));
     return std::nullopt;
   }
   return std::move(client.value());
@@ -156,44 +160,220 @@ int status_to_exit(int status) {
   return 1;
 }
 
+// Terminating signals (not SIGCHLD) read from the signalfd: the first one,
+// or 0. Every queued signal is consumed; SIGCHLD is left to the caller.
+int take_terminating_signal(int sig_fd) {
+  signalfd_siginfo si;
+  int first = 0;
+  while (read(sig_fd, &si, sizeof si) == sizeof si)
+    if (si.ssi_signo != SIGCHLD && first == 0) first = static_cast<int>(si.ssi_signo);
+  return first;
+}
+
+// Waits until `done_fd` is readable or a terminating signal arrives on
+// `sig_fd`. Returns the signal, or 0 when done_fd fired.
+int wait_or_signal(int sig_fd, int done_fd) {
+  for (;;) {
+    pollfd fds[2] = {{sig_fd, POLLIN, 0}, {done_fd, POLLIN, 0}};
+    if (poll(fds, 2, -1) < 0) {
+      if (errno == EINTR) continue;
+      return SIGTERM;  // cannot wait: give up as if told to stop
+    }
+    if (fds[0].revents & POLLIN)
+      if (int sig = take_terminating_signal(sig_fd); sig != 0) return sig;
+    if (fds[1].revents & POLLIN) return 0;
+  }
+}
+
+int interrupted(const Common& common, int sig, const std::string& phase) {
+  say(common, std::string("interrupted by ") + strsignal(sig) + " while " + phase + "; CMD was not run");
+  return 128 + sig;
+}
+
+// A one-shot result handed from the client's I/O thread to the main loop.
+template <class T>
+struct Handoff {
+  Handoff() : fd(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {}
+  ~Handoff() {
+    if (fd >= 0) close(fd);
+  }
+  void set(T v) {
+    {
+      std::lock_guard lk(mu);
+      value.emplace(std::move(v));
+    }
+    std::uint64_t one = 1;
+    (void)!write(fd, &one, sizeof one);
+  }
+  std::optional<T> take() {
+    std::lock_guard lk(mu);
+    return std::exchange(value, std::nullopt);
+  }
+  int fd;
+  std::mutex mu;
+  std::optional<T> value;
+};
+
+// Connects in the background so that a signal ends the wait at once.
+std::optional<dlock::Client> connect_interruptibly(const Common& c, int sig_fd, int& exit_code) {
+  auto result = std::make_shared<Handoff<int>>();
+  auto client = std::make_shared<std::optional<dlock::Client>>();
+  if (result->fd < 0) {
+    std::cerr << "dlock: eventfd failed: " << std::strerror(errno) << '\n';
+    exit_code = dlock::cli::kSoftware;
+    return std::nullopt;
+  }
+  std::thread([c, result, client] {
+    int code = 0;
+    *client = connect(c, code);
+    result->set(code);
+  }).detach();
+  if (int sig = wait_or_signal(sig_fd, result->fd); sig != 0) {
+    // The connecting thread cannot be stopped; nothing is held yet, so end
+    // the process here rather than race its exit.
+    std::cerr.flush();
+    _exit(interrupted(c, sig, "connecting"));
+  }
+  exit_code = *result->take();
+  return std::move(*client);
+}
+
+// Acquires NAME, waiting up to `wait`; a signal ends the wait (the Client's
+// shutdown then undoes whatever the acquire may have been granted).
+std::optional<dlock::Lease> acquire_interruptibly(const Common& common, const dlock::Client& client,
+                                                  const RunOptions& o, milliseconds wait,
+                                                  const dlock::LockOptions& lo, int sig_fd, int& exit_code) {
+  auto result = std::make_shared<Handoff<dlock::Result<dlock::Lease>>>();
+  if (result->fd < 0) {
+    std::cerr << "dlock: eventfd failed: " << std::strerror(errno) << '\n';
+    exit_code = dlock::cli::kSoftware;
+    return std::nullopt;
+  }
+  client.async_acquire(o.name, wait, lo, [result](dlock::Result<dlock::Lease> r) { result->set(std::move(r)); });
+  if (int sig = wait_or_signal(sig_fd, result->fd); sig != 0) {
+    exit_code = interrupted(common, sig, "waiting for '" + o.name + "'");
+    return std::nullopt;  // a lease granted meanwhile is released with `result`
+  }
+  auto lease = std::move(*result->take());
+  if (lease.ok()) return std::move(lease.value());
+  if (lease.code() == dlock::Errc::busy || lease.code() == dlock::Errc::timeout) {
+    if (!common.quiet)
+      std::cerr << "dlock: '" << o.name << "' is held by another owner"
+                << (wait.count() == 0 ? "" : " and was not released within --wait") << '\n';
+    exit_code = dlock::cli::kTempFail;
+  } else {
+    exit_code = fail(lease.status(), "cannot acquire '" + o.name + "'");
+  }
+  return std::nullopt;
+}
+
+// The child: own process group, default signal mask, nothing of dlock's
+// inherited but stdio (the lock server's sockets are close-on-exec anyway).
+[[noreturn]] void exec_child(std::vector<char*>& argv, int errno_fd) {
+  setpgid(0, 0);
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, nullptr);
+  constexpr unsigned kCloexec = 1u << 2;  // CLOSE_RANGE_CLOEXEC (Linux 5.11)
+  if (syscall(SYS_close_range, 3u, ~0u, kCloexec) != 0) {
+    const long max = std::min(sysconf(_SC_OPEN_MAX), 65536L);
+    for (int fd = 3; fd < max; ++fd)
+      if (fd != errno_fd) fcntl(fd, F_SETFD, FD_CLOEXEC);
+  }
+  execvp(argv[0], argv.data());
+  int e = errno;
+  (void)!write(errno_fd, &e, sizeof e);
+  _exit(e == ENOENT ? 127 : 126);
+}
+
+// Runs CMD until it exits, passing signals on and stopping it if the lock
+// is lost. Returns CMD's wait status; sets `lost`.
+int supervise(const Common& common, const RunOptions& o, pid_t child, int sig_fd, int lost_fd, milliseconds grace,
+              bool& lost) {
+  using Clock = std::chrono::steady_clock;
+  constexpr Clock::time_point kNever = Clock::time_point::max();
+  Clock::time_point kill_at = kNever;
+  int child_status = 0;
+  for (;;) {
+    int timeout_ms = -1;
+    if (kill_at != kNever) {
+      auto left = std::chrono::duration_cast<milliseconds>(kill_at - Clock::now()).count();
+      timeout_ms = static_cast<int>(std::max<long long>(0, left));
+    }
+    pollfd fds[2] = {{sig_fd, POLLIN, 0}, {lost_fd, POLLIN, 0}};
+    int n = poll(fds, 2, timeout_ms);
+    if (n < 0 && errno != EINTR) {
+      // Cannot watch any more: do not leave CMD running unsupervised.
+      std::cerr << "dlock: poll failed (" << std::strerror(errno) << "): stopping CMD\n";
+      kill(-child, SIGKILL);
+      waitpid(child, &child_status, 0);
+      return child_status;
+    }
+    if (kill_at != kNever && Clock::now() >= kill_at) {
+      say(common, "CMD still running " + o.grace + " after SIGTERM: sending SIGKILL");
+      kill(-child, SIGKILL);
+      kill_at = kNever;
+    }
+    if (n > 0 && (fds[1].revents & POLLIN) && !lost) {
+      std::uint64_t v;
+      (void)!read(lost_fd, &v, sizeof v);
+      lost = true;
+      std::cerr << "dlock: lost the lock on '" << o.name << "' while CMD ran: sending it SIGTERM\n";
+      kill(-child, SIGTERM);
+      kill_at = Clock::now() + grace;
+    }
+    if (n > 0 && (fds[0].revents & POLLIN)) {
+      signalfd_siginfo si;
+      while (read(sig_fd, &si, sizeof si) == sizeof si) {
+        // CMD is in its own group, so terminal signals reach it only
+        // through here.
+        if (si.ssi_signo != SIGCHLD) kill(-child, static_cast<int>(si.ssi_signo));
+      }
+    }
+    // SIGCHLD may coalesce: ask directly.
+    if (waitpid(child, &child_status, WNOHANG) == child) return child_status;
+  }
+}
+
 int cmd_run(const Common& common, const RunOptions& o) {
   const milliseconds ttl = *parse_duration(o.ttl);
   const milliseconds grace = *parse_duration(o.grace);
-  const milliseconds wait = o.wait.empty() ? dlock::kForever : *parse_duration(o.wait);
-  if (ttl < 3ms) {
-    std::cerr << "dlock: --ttl must be at least 3ms\n";
+  const milliseconds wait = o.wait.empty() ? dlock::kForever : dlock::to_wait(*parse_duration(o.wait));
+  if (ttl < dlock::kMinLease || ttl > dlock::kMaxLease) {
+    std::cerr << "dlock: --ttl must be between " << dlock::kMinLease.count() << "ms and "
+              << dlock::kMaxLease.count() / 3'600'000 << "h\n";
     return dlock::cli::kUsage;
+  }
+  const int sig_fd = [] {
+    sigset_t sigs = forwarded_signals();
+    return signalfd(-1, &sigs, SFD_CLOEXEC | SFD_NONBLOCK);
+  }();
+  if (sig_fd < 0) {
+    std::cerr << "dlock: signalfd failed: " << std::strerror(errno) << '\n';
+    return dlock::cli::kSoftware;
   }
 
   int code = 0;
-  auto client = connect(common, code);
+  auto client = connect_interruptibly(common, sig_fd, code);
   if (!client) return code;
-
   dlock::LockOptions lo;
   lo.watchdog_lease = ttl;
-  lo.renew_interval = ttl / 3;
-  auto lease = client->acquire(o.name, wait, lo);
-  if (!lease.ok()) {
-    if (lease.code() == dlock::Errc::busy || lease.code() == dlock::Errc::timeout) {
-      if (!common.quiet)
-        std::cerr << "dlock: '" << o.name << "' is held by another owner"
-                  << (wait.count() == 0 ? "" : " and was not released within --wait") << '\n';
-      return dlock::cli::kTempFail;
-    }
-    return fail(lease.status(), "cannot acquire '" + o.name + "'");
-  }
+  lo.renew_interval = std::max(ttl / 3, milliseconds(1));
+  auto lease = acquire_interruptibly(common, *client, o, wait, lo, sig_fd, code);
+  if (!lease) return code;
   say(common, "acquired '" + o.name + "' (fence " + std::to_string(lease->fence()) + ")");
   library_logs = true;
 
   // Lost-lock notification into the poll loop.
-  int lost_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  const int lost_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (lost_fd < 0) {
+    std::cerr << "dlock: eventfd failed: " << std::strerror(errno) << '\n';
+    return dlock::cli::kSoftware;
+  }
   std::stop_callback on_lost(lease->lost_token(), [lost_fd] {
     std::uint64_t one = 1;
     (void)!write(lost_fd, &one, sizeof one);
   });
-
-  sigset_t sigs = forwarded_signals();
-  int sig_fd = signalfd(-1, &sigs, SFD_CLOEXEC | SFD_NONBLOCK);
 
   // Environment and argv prepared before fork: only async-signal-safe calls
   // between fork and exec.
@@ -210,18 +390,7 @@ int cmd_run(const Common& common, const RunOptions& o) {
     std::cerr << "dlock: fork failed: " << std::strerror(errno) << '\n';
     return dlock::cli::kSoftware;
   }
-  if (child == 0) {
-    // Its own process group: on a lost lock the whole command tree (a
-    // shell's background jobs too) is stopped, not just its first process.
-    setpgid(0, 0);
-    sigset_t none;
-    sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, nullptr);
-    execvp(argv[0], argv.data());
-    int e = errno;
-    (void)!write(exec_errno_pipe[1], &e, sizeof e);
-    _exit(e == ENOENT ? 127 : 126);
-  }
+  if (child == 0) exec_child(argv, exec_errno_pipe[1]);
   setpgid(child, child);  // also here: no race with the first signal
   close(exec_errno_pipe[1]);
   int exec_errno = 0;
@@ -230,52 +399,20 @@ int cmd_run(const Common& common, const RunOptions& o) {
   if (exec_failed)
     std::cerr << "dlock: cannot run '" << o.command[0] << "': " << std::strerror(exec_errno) << '\n';
 
-  using Clock = std::chrono::steady_clock;
-  constexpr Clock::time_point kNever = Clock::time_point::max();
   bool lost = false;
-  Clock::time_point kill_at = kNever;
-  int child_status = 0;
-  for (;;) {
-    int timeout_ms = -1;
-    if (kill_at != kNever) {
-      auto left = std::chrono::duration_cast<milliseconds>(kill_at - Clock::now()).count();
-      timeout_ms = static_cast<int>(std::max<long long>(0, left));
-    }
-    pollfd fds[2] = {{sig_fd, POLLIN, 0}, {lost_fd, POLLIN, 0}};
-    int n = poll(fds, 2, timeout_ms);
-    if (n < 0 && errno != EINTR) break;
-    if (kill_at != kNever && Clock::now() >= kill_at) {
-      say(common, "CMD still running " + o.grace + " after SIGTERM: sending SIGKILL");
-      kill(-child, SIGKILL);
-      kill_at = kNever;
-    }
-    if (n > 0 && (fds[1].revents & POLLIN) && !lost) {
-      std::uint64_t v;
-      (void)!read(lost_fd, &v, sizeof v);
-      lost = true;
-      std::cerr << "dlock: lost the lock on '" << o.name << "' while CMD ran: sending it SIGTERM\n";
-      kill(-child, SIGTERM);
-      kill_at = Clock::now() + grace;
-    }
-    if (n > 0 && (fds[0].revents & POLLIN)) {
-      signalfd_siginfo si;
-      bool exited = false;
-      while (read(sig_fd, &si, sizeof si) == sizeof si) {
-        if (si.ssi_signo == SIGCHLD) {
-          if (waitpid(child, &child_status, WNOHANG) == child) exited = true;
-          continue;
-        }
-        // CMD is in its own group, so terminal signals reach it only
-        // through here.
-        kill(-child, static_cast<int>(si.ssi_signo));
-      }
-      if (exited) break;
-    }
-  }
+  const int child_status = supervise(common, o, child, sig_fd, lost_fd, grace, lost);
   close(sig_fd);
 
   dlock::Status released = lease->release();
   if (lost) return dlock::cli::kLockLost;
+  // A loss noticed only now (the lease ran out between renewals): CMD ran
+  // part of the time without the lock. That is the lost-lock exit, not CMD's.
+  if (released.code() == dlock::Errc::not_owner || released.code() == dlock::Errc::not_held ||
+      released.code() == dlock::Errc::lease_lost) {
+    std::cerr << "dlock: the lock on '" << o.name << "' was lost before CMD finished: " << released.to_string()
+              << '\n';
+    return dlock::cli::kLockLost;
+  }
   if (!released.ok()) {
     std::cerr << "dlock: releasing '" << o.name << "' failed: " << released.to_string()
               << " (it expires by its lease)\n";
