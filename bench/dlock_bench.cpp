@@ -32,6 +32,7 @@
 #include <memory>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <mutex>
 #include <sstream>
 #include <string>
@@ -46,6 +47,7 @@ using namespace std::chrono_literals;
 struct Args {
   std::string url = "redis://127.0.0.1:6379";
   std::string workload = "W1";
+  std::string api = "lease";  // W1: lease (acquire/release) or mutex (Mutex + std::unique_lock)
   std::string keys = "distinct";
   double seconds = 5;
   int procs = 8;
@@ -172,7 +174,8 @@ std::map<std::string, std::string> base(const Args& a) {
           {"version", q(DLOCK_VERSION_STRING)}};
 }
 
-// Sequential pairs on one client.
+// Sequential pairs on one client, through acquire()/release() (--api lease)
+// or the README's first example, a Mutex with std::unique_lock (--api mutex).
 std::map<std::string, std::string> w1(const Args& a) {
   auto client = connect(a);
   std::vector<double> lat_us;
@@ -180,17 +183,27 @@ std::map<std::string, std::string> w1(const Args& a) {
   const auto end = Clock::now() + std::chrono::duration<double>(a.seconds);
   const auto start = Clock::now();
   long long i = 0;
+  std::optional<dlock::Mutex> same;
+  if (a.api == "mutex" && a.keys == "same") same.emplace(client, "bench:w1:same");
   while (Clock::now() < end) {
     std::string name = a.keys == "same" ? std::string("bench:w1:same") : "bench:w1:" + std::to_string(i);
     auto t0 = Clock::now();
-    auto lease = client.try_acquire(name);
-    if (!lease.ok()) throw dlock::Error(lease.status());
-    if (auto s = lease->release(); !s.ok()) throw dlock::Error(s);
+    if (a.api == "mutex") {
+      std::optional<dlock::Mutex> fresh;
+      dlock::Mutex& m = same ? *same : fresh.emplace(client, name);
+      { std::unique_lock lk(m); }
+      if (auto s = m.last_release_status(); !s.ok()) throw dlock::Error(s);
+    } else {
+      auto lease = client.try_acquire(name);
+      if (!lease.ok()) throw dlock::Error(lease.status());
+      if (auto s = lease->release(); !s.ok()) throw dlock::Error(s);
+    }
     lat_us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
     ++i;
   }
   double secs = std::chrono::duration<double>(Clock::now() - start).count();
   auto r = base(a);
+  r["api"] = q(a.api);
   r["keys"] = q(a.keys);
   if (a.workload == "W5") r["nodes"] = std::to_string(nodes_of(a.url));
   if (a.workload == "WAIT") r["wait_replicas"] = std::to_string(wait_replicas_of(a.url));
@@ -426,9 +439,50 @@ std::map<std::string, std::string> w6(const Args& a) {
   return r;
 }
 
+// The limit: a minimal blocking client doing the same two round trips as a
+// lock pair (hiredis: SET key token NX PX, then compare-and-delete by
+// EVALSHA), nothing else. Reported as library "hiredis-limit".
+std::map<std::string, std::string> w1_limit(const Args& a) {
+  redisContext* c = redisConnect("127.0.0.1", port_of(a.url));
+  if (c == nullptr || c->err) throw std::runtime_error("cannot connect for the hiredis limit");
+  auto* loaded = static_cast<redisReply*>(redisCommand(
+      c, "SCRIPT LOAD %s", "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end return 0"));
+  if (loaded == nullptr || loaded->type != REDIS_REPLY_STRING) throw std::runtime_error("SCRIPT LOAD failed");
+  const std::string sha(loaded->str, loaded->len);
+  freeReplyObject(loaded);
+  const std::string token = "0123456789abcdef0123456789abcdef";
+  std::vector<double> lat_us;
+  lat_us.reserve(200000);
+  const auto end = Clock::now() + std::chrono::duration<double>(a.seconds);
+  const auto start = Clock::now();
+  long long i = 0;
+  while (Clock::now() < end) {
+    std::string name = a.keys == "same" ? std::string("bench:w1:same") : "bench:w1:" + std::to_string(i);
+    auto t0 = Clock::now();
+    auto* r1 = static_cast<redisReply*>(redisCommand(c, "SET %s %s NX PX 30000", name.c_str(), token.c_str()));
+    if (r1 == nullptr || r1->type != REDIS_REPLY_STATUS) throw std::runtime_error("SET NX failed");
+    freeReplyObject(r1);
+    auto* r2 = static_cast<redisReply*>(
+        redisCommand(c, "EVALSHA %s 1 %s %s", sha.c_str(), name.c_str(), token.c_str()));
+    if (r2 == nullptr || r2->type != REDIS_REPLY_INTEGER || r2->integer != 1) throw std::runtime_error("release failed");
+    freeReplyObject(r2);
+    lat_us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
+    ++i;
+  }
+  double secs = std::chrono::duration<double>(Clock::now() - start).count();
+  redisFree(c);
+  auto r = base(a);
+  r["library"] = q("hiredis-limit");
+  r["workload"] = q("W1");
+  r["keys"] = q(a.keys);
+  pair_stats(r, i, secs, lat_us);
+  return r;
+}
+
 int usage() {
   std::cerr << "usage: dlock-bench --url URL --workload W1|W2|W3|W3-nolock|W4|W5|W5-contended|W6|WAIT\n"
-               "                   [--keys distinct|same]\n"
+               "                   [--keys distinct|same] [--api lease|mutex] (W1)\n"
+               "       W1-limit: the same pairs by a minimal hiredis loop (SET NX PX + EVALSHA)\n"
                "                   [--seconds S] [--procs N] [--tasks N] [--locks N] [--renew-ms MS]\n"
                "                   --out FILE [--events FILE]\n";
   return 64;
@@ -443,6 +497,7 @@ int main(int argc, char** argv) {
     if (k == "--url") a.url = v;
     else if (k == "--workload") a.workload = v;
     else if (k == "--keys") a.keys = v;
+    else if (k == "--api") a.api = v;
     else if (k == "--seconds") a.seconds = std::stod(v);
     else if (k == "--procs") a.procs = std::stoi(v);
     else if (k == "--tasks") a.tasks = std::stoi(v);
@@ -458,6 +513,7 @@ int main(int argc, char** argv) {
   try {
     std::map<std::string, std::string> r;
     if (a.workload == "W1" || a.workload == "W5" || a.workload == "WAIT") r = w1(a);
+    else if (a.workload == "W1-limit") r = w1_limit(a);
     else if (a.workload == "W2") r = w2(a);
     else if (a.workload == "W3" || a.workload == "W5-contended") r = w3(a, true);
     else if (a.workload == "W3-nolock") r = w3(a, false);

@@ -19,6 +19,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -113,6 +114,18 @@ class Backend {
   virtual void set_wake_handlers(std::function<void(const std::string&)> wake, std::function<void()> resync) = 0;
   // Called with false the moment the command connection drops, true when back.
   virtual void set_link_handler(std::function<void(bool up)> handler) = 0;
+
+  // The blocking fast path, called on the caller's own thread (any thread,
+  // concurrently: the only thread-safe calls here). One round trip, no hand-
+  // off to the I/O thread. nullopt: not offered (TLS, WAIT mode, Redlock);
+  // the caller then uses acquire()/release() through the I/O thread. The
+  // same idempotency and exactness contracts hold.
+  virtual std::optional<Result<AcquireOutcome>> acquire_now(const AcquireCall&) { return std::nullopt; }
+  virtual std::optional<Result<ReleaseOutcome>> release_now(const ReleaseCall&) { return std::nullopt; }
+  // Opens the fast path's first connection now, on the caller's thread, so
+  // that the first blocking call costs one round trip. Failures are ignored
+  // (the next call opens one). Thread-safe like the two above.
+  virtual void open_blocking() {}
 
   virtual std::uint64_t commands_sent() const = 0;
   virtual std::uint64_t reconnects() const = 0;

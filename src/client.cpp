@@ -7,6 +7,25 @@
 
 namespace dlock {
 
+namespace detail {
+// A blocking acquire: on the caller's thread when the owner is fresh and the
+// backend allows it, else (or to wait) through the I/O thread.
+Result<Lease> blocking_acquire(ClientCore& core, std::string name, milliseconds wait, const LockOptions& options,
+                               bool fresh_owner) {
+  AcquireSeed seed;
+  if (fresh_owner)
+    if (auto r = core.acquire_now(name, wait, options, seed)) return std::move(*r);
+  return acquire_and_wait(core, std::move(name), wait, options, seed);
+}
+
+Result<Lease> acquire_and_wait(ClientCore& core, std::string name, milliseconds wait, const LockOptions& options,
+                               AcquireSeed seed) {
+  SyncWait<Result<Lease>> result;
+  core.acquire(std::move(name), wait, options, result.setter(), seed);
+  return result.wait();
+}
+}  // namespace detail
+
 namespace {
 Status on_io_thread_error(std::string_view call) {
   return {Errc::invalid_argument, std::string(call) +
@@ -29,9 +48,10 @@ Client Client::connect(std::string_view url, ClientOptions options) {
 
 Result<Lease> Client::acquire(std::string_view name, milliseconds wait, const LockOptions& options) const {
   if (core_->on_io_thread()) return on_io_thread_error("Client::acquire");
-  detail::SyncWait<Result<Lease>> result;
-  core_->acquire(std::string(name), wait, options, result.setter());
-  return result.wait();
+  if (!options.owner.empty()) return detail::blocking_acquire(*core_, std::string(name), wait, options, false);
+  LockOptions fresh = options;  // a new owner: nothing of it is held here
+  fresh.owner = random_owner();
+  return detail::blocking_acquire(*core_, std::string(name), wait, fresh, true);
 }
 
 Result<Lease> Client::try_acquire(std::string_view name, const LockOptions& options) const {

@@ -8,6 +8,7 @@
 
 #include "core/keys.hpp"
 #include "core/token.hpp"
+#include "core/transient.hpp"
 #include "core/url.hpp"
 #include "redis/redis_backend.hpp"
 #include "redlock/redlock_backend.hpp"
@@ -31,23 +32,12 @@ void emit(const Logger& logger, LogLevel level, const std::string& message) {
   if (level == LogLevel::warning || level == LogLevel::error) std::cerr << "dlock: " << message << '\n';
 }
 
-// Runs the I/O loop. After any work it keeps polling for a short while,
-// yielding the CPU each turn, before it sleeps in epoll: under request /
-// reply traffic the next reply or request then arrives while the thread is
-// awake, saving a wake-up per hop. An idle client sleeps after 50 us.
+// Runs the I/O loop; it sleeps in epoll whenever there is nothing to do. It
+// never spins: on a busy machine spinning steals the time slices that the
+// server and the application need, and blocking calls do not hop through
+// this thread anyway (acquire_now / release_now).
 void run_io(boost::asio::io_context& io) {
-  using SteadyClock = std::chrono::steady_clock;
-  constexpr auto kSpin = std::chrono::microseconds(50);
-  auto last_work = SteadyClock::now();
-  while (!io.stopped()) {
-    if (io.poll() > 0) {
-      last_work = SteadyClock::now();
-    } else if (SteadyClock::now() - last_work < kSpin) {
-      std::this_thread::yield();
-    } else if (io.run_one() > 0) {
-      last_work = SteadyClock::now();
-    }
-  }
+  while (!io.stopped()) io.run();
 }
 
 // Renewal scripts are split so one script never blocks Redis for long.
@@ -85,6 +75,25 @@ Status check_lock_options(const LockOptions& o, milliseconds wait) {
   }
   if (o.error_retry.count() < 0) return {Errc::invalid_argument, "error_retry must be >= 0 ms"};
   return {};
+}
+// What a release's answer means for the caller: the depth left here and the
+// status to report. After a retry, "gone" is what our first attempt did.
+std::pair<unsigned, Status> release_result(const Result<ReleaseOutcome>& r, unsigned held, int tries,
+                                           const std::string& name) {
+  if (!r.ok()) return {held - 1, r.status()};
+  switch (r->kind) {
+    case ReleaseOutcome::Kind::released: return {r->depth, Status()};
+    case ReleaseOutcome::Kind::not_held:
+      return {held - 1, tries > 0 ? Status()
+                                  : Status(Errc::not_held, "lock '" + name + "' was not held: the lease expired first")};
+    case ReleaseOutcome::Kind::not_owner:
+      return {held - 1, tries > 0 ? Status()
+                                  : Status(Errc::not_owner, "lock '" + name +
+                                                                "' is held by another owner (this lease had "
+                                                                "expired); nothing was touched")};
+    case ReleaseOutcome::Kind::mismatch: break;
+  }
+  return {held - 1, Status(Errc::server_error, "re-entry depth on the server differs from this client's")};
 }
 }  // namespace
 
@@ -216,6 +225,7 @@ Result<std::shared_ptr<ClientCore>> ClientCore::connect(std::string_view url, Cl
   core->post([raw, &started] { raw->backend_->start([&started](Status s) { started.set_value(std::move(s)); }); });
   Status s = fut.get();
   if (!s.ok()) return s;  // ~ClientCore closes and joins
+  core->backend_->open_blocking();
   return core;
 }
 
@@ -230,6 +240,7 @@ void ClientCore::shutdown() {
   if (!rt_) return;
   auto rt = std::move(rt_);
   auto body = [this, rt] {
+    adopt_staged();
     closing_ = true;
     *alive_ = false;
     renew_timer_.reset();  // timers must die before their io_context
@@ -319,6 +330,7 @@ void ClientCore::maybe_forget(const std::shared_ptr<Hold>& hold) {
 // Script calls of one owner on one lock go out one at a time: each carries
 // the depth the owner holds, which must not change under it.
 void ClientCore::hold_exec(const std::shared_ptr<Hold>& hold, std::function<void()> op) {
+  hold->fast.store(false);  // from now on its calls are ordered here
   hold->ops.push_back(std::move(op));
   if (!hold->op_busy) run_next_op(hold);
 }
@@ -338,7 +350,7 @@ void ClientCore::run_next_op(const std::shared_ptr<Hold>& hold) {
 }
 
 void ClientCore::acquire(std::string name, milliseconds wait, LockOptions options,
-                         std::function<void(Result<Lease>)> done) {
+                         std::function<void(Result<Lease>)> done, AcquireSeed seed) {
   Status bad = validate_name(name);
   if (bad.ok()) bad = check_lock_options(options, wait);
   if (bad.ok() && !options.owner.empty()) bad = validate_owner(options.owner);
@@ -348,8 +360,9 @@ void ClientCore::acquire(std::string name, milliseconds wait, LockOptions option
   }
   if (options.owner.empty()) options.owner = random_token();
   post([self = shared_from_this(), name = std::move(name), wait, options = std::move(options),
-        done = std::move(done)]() mutable {
+        done = std::move(done), seed]() mutable {
     if (self->closing_) return done(Status(Errc::cancelled, "client closed"));
+    self->adopt_staged();
     auto op = std::make_shared<AcquireOp>(self->rt_->io, Clock::now(), wait, options.error_retry);
     op->name = std::move(name);
     op->renew = !options.lease.has_value();
@@ -358,9 +371,16 @@ void ClientCore::acquire(std::string name, milliseconds wait, LockOptions option
     op->opts = std::move(options);
     op->done = std::move(done);
     op->hold = self->find_or_add_hold(op->name, op->opts.owner);
-    op->fresh_grant = self->next_grant_++;
+    op->fresh_grant = seed.grant != 0 ? seed.grant : self->next_grant_.fetch_add(1);
+    op->stray = seed.stray;
     ++op->hold->users;
     self->live_ops_.insert(op);
+    // A fast attempt that failed counts as this acquire's first failure (so
+    // error_retry bounds the whole call, as documented).
+    if (!seed.error.ok()) {
+      op->sent_grant = op->fresh_grant;
+      return self->step(op, op->fsm.on_error(Clock::now(), seed.error));
+    }
     self->step(op, op->fsm.start());
   });
 }
@@ -624,12 +644,19 @@ void ClientCore::run_on_lost(const std::shared_ptr<Hold>& hold, LossReason reaso
 
 void ClientCore::rearm_renewal() {
   if (!renew_timer_) return;  // shutting down
-  auto next = scheduler_.next_wakeup();
-  if (!next) {
+  auto next = scheduler_.next_wakeup().value_or(Clock::time_point::max());
+  {
+    // Staged holds count too: a caller that staged one after our last
+    // adoption relies on this timer to be adopted in time.
+    std::lock_guard lk(stage_mu_);
+    next = std::min(next, staged_due_);
+    armed_ = next;
+  }
+  if (next == Clock::time_point::max()) {
     renew_timer_->cancel();
     return;
   }
-  renew_timer_->expires_at(*next);
+  renew_timer_->expires_at(next);
   auto alive = alive_;
   renew_timer_->async_wait([this, alive](const error_code& ec) {
     if (ec || !*alive) return;
@@ -638,6 +665,7 @@ void ClientCore::rearm_renewal() {
 }
 
 void ClientCore::on_renewal_timer() {
+  adopt_staged();
   const auto now = Clock::now();
   for (auto [id, reason] : scheduler_.take_lost(now)) {
     auto it = scheduled_.find(id);
@@ -670,7 +698,7 @@ void ClientCore::on_renewal_timer() {
         const auto id = ids[i];
         if (!scheduler_.contains(id)) continue;  // released or lost meanwhile
         auto hold = scheduled_[id].lock();
-        if (!hold) continue;
+        if (!hold || hold->releasing.load()) continue;
         if (!r.ok()) {
           scheduler_.failed(id, now2);
           continue;
@@ -708,6 +736,7 @@ struct ClientCore::ReleaseOp {
 
 void ClientCore::release_io(std::shared_ptr<Hold> hold, std::function<void(Status)> done) {
   if (closing_) return done(Status(Errc::cancelled, "client closed; its locks were released"));
+  adopt_staged();
   ++hold->users;
   auto op = std::make_shared<ReleaseOp>(ReleaseOp{std::move(hold), std::move(done)});
   auto alive = alive_;
@@ -730,27 +759,8 @@ void ClientCore::send_release(const std::shared_ptr<ReleaseOp>& op) {
       ++op->tries;
       return send_release(op);
     }
-    const std::string& name = op->hold->name;
-    if (!r.ok()) return end_release(op, held - 1, r.status());
-    switch (r->kind) {
-      case ReleaseOutcome::Kind::released:
-        return end_release(op, r->depth, Status());
-      case ReleaseOutcome::Kind::not_held:
-        // After a retry, "gone" is what our first attempt did.
-        return end_release(op, held - 1,
-                           op->tries > 0 ? Status()
-                                         : Status(Errc::not_held, "lock '" + name +
-                                                                      "' was not held: the lease expired first"));
-      case ReleaseOutcome::Kind::not_owner:
-        return end_release(op, held - 1,
-                           op->tries > 0 ? Status()
-                                         : Status(Errc::not_owner, "lock '" + name +
-                                                                       "' is held by another owner (this lease "
-                                                                       "had expired); nothing was touched"));
-      case ReleaseOutcome::Kind::mismatch:
-        return end_release(op, held - 1,
-                           Status(Errc::server_error, "re-entry depth on the server differs from this client's"));
-    }
+    auto [depth, status] = release_result(r, held, op->tries, op->hold->name);
+    end_release(op, depth, std::move(status));
   });
 }
 
@@ -817,6 +827,155 @@ ClientStats ClientCore::stats() const {
   s.commands_sent = commands_sent_.load();
   s.reconnects = reconnects_.load();
   return s;
+}
+
+}  // namespace dlock::detail
+
+namespace dlock::detail {
+
+// ---- the blocking fast path (caller's thread) ------------------------------
+
+std::optional<Result<Lease>> ClientCore::acquire_now(const std::string& name, milliseconds wait,
+                                                     const LockOptions& o, AcquireSeed& seed) {
+  if (!backend_ || on_io_thread()) return std::nullopt;
+  Status bad = validate_name(name);
+  if (bad.ok()) bad = check_lock_options(o, wait);
+  if (bad.ok()) bad = validate_owner(o.owner);
+  if (!bad.ok()) return Result<Lease>(bad);
+  const bool renew = !o.lease.has_value();
+  const milliseconds lease = o.lease.value_or(o.watchdog_lease);
+  AcquireCall call{name, o.owner, lease, 0};
+  call.grant = next_grant_.fetch_add(1);
+  const auto sent_at = Clock::now();
+  auto r = backend_->acquire_now(call);
+  if (!r) return std::nullopt;
+  seed.grant = call.grant;
+  if (!r->ok()) {
+    // The asynchronous path retries within error_retry and, if it stays in
+    // doubt, undoes this grant.
+    if (r->code() == Errc::outcome_unknown) seed.stray = true;
+    seed.error = r->status();
+    if (transient(r->code())) return std::nullopt;
+    return Result<Lease>(r->status());
+  }
+  switch ((*r)->kind) {
+    case AcquireOutcome::Kind::busy:
+      if (wait.count() == 0) return Result<Lease>(Status(Errc::busy, "the lock is held by another owner"));
+      return std::nullopt;  // waiting is the I/O thread's job
+    case AcquireOutcome::Kind::lost:
+    case AcquireOutcome::Kind::mismatch:
+      return std::nullopt;
+    case AcquireOutcome::Kind::granted: break;
+  }
+  if (Clock::now() >= sent_at + lease - RenewalScheduler::drift(lease)) {
+    // Late: undone, and the asynchronous path tries again (same grant).
+    late_grants_.fetch_add(1, std::memory_order_relaxed);
+    ReleaseCall undo{name, o.owner, 1, false};
+    undo.grant = call.grant;
+    auto u = backend_->release_now(undo);
+    if (!u || !u->ok()) seed.stray = true;
+    return std::nullopt;
+  }
+  auto hold = std::make_shared<Hold>(name, o.owner);
+  hold->fence.store((*r)->fence);
+  hold->depth.store(1);
+  hold->grant = call.grant;
+  hold->lease = lease;
+  hold->on_lost = o.on_lost;
+  hold->valid_until_ns.store(ticks(sent_at + lease - RenewalScheduler::drift(lease)));
+  hold->fast.store(true);
+  grants_.fetch_add(1, std::memory_order_relaxed);
+  leases_held_.fetch_add(1, std::memory_order_relaxed);
+  stage(hold, sent_at, renew ? o.renew_interval : lease, renew);
+  return Result<Lease>(Lease(weak_from_this(), std::move(hold)));
+}
+
+// Hands a fast grant to the I/O thread, waking it only if the grant needs
+// attention (its first renewal, or its expiry) before the armed timer.
+void ClientCore::stage(std::shared_ptr<Hold> hold, Clock::time_point sent_at, milliseconds interval, bool renew) {
+  const auto due = renew ? sent_at + interval : sent_at + hold->lease - RenewalScheduler::drift(hold->lease);
+  bool wake = false;
+  {
+    std::lock_guard lk(stage_mu_);
+    staged_.push_back({std::move(hold), sent_at, interval, renew});
+    staged_due_ = std::min(staged_due_, due);
+    wake = due < armed_;
+    if (wake) armed_ = due;  // one wake-up is enough for everything staged before it
+  }
+  // A weak reference: a posted handler must not keep *this alive past the
+  // last Client handle (its shutdown adopts what is staged).
+  if (wake) post([weak = weak_from_this()] {
+    if (auto self = weak.lock()) {
+      self->adopt_staged();
+      self->rearm_renewal();
+    }
+  });
+}
+
+std::optional<Status> ClientCore::release_now(const std::shared_ptr<Hold>& hold) {
+  if (!backend_ || on_io_thread() || !hold->fast.load() || hold->depth.load() != 1 || hold->lost.load())
+    return std::nullopt;
+  bool was_staged = false;
+  {
+    std::lock_guard lk(stage_mu_);
+    auto it = std::find_if(staged_.begin(), staged_.end(), [&](const Staged& s) { return s.hold == hold; });
+    if (it != staged_.end()) {
+      staged_.erase(it);
+      was_staged = true;
+    }
+  }
+  hold->releasing.store(true);
+  ReleaseCall call{hold->name, hold->owner, 1, false};
+  call.grant = hold->grant;
+  std::optional<Result<ReleaseOutcome>> r;
+  int tries = 0;
+  for (;; ++tries) {
+    r = backend_->release_now(call);
+    if (!r || r->ok() || r->code() != Errc::outcome_unknown || tries == 2) break;
+  }
+  Status status;
+  if (!r) {
+    status = Status(Errc::unavailable, "no blocking connection for the release");
+  } else {
+    status = release_result(*r, 1, tries, hold->name).second;
+  }
+  hold->depth.store(0);
+  leases_held_.fetch_sub(1, std::memory_order_relaxed);
+  if (!was_staged) post([weak = weak_from_this(), hold] {
+    if (auto self = weak.lock()) self->retire(hold);
+  });
+  return status;
+}
+
+// I/O thread: fast grants join the registry and the scheduler.
+void ClientCore::adopt_staged() {
+  std::vector<Staged> staged;
+  {
+    std::lock_guard lk(stage_mu_);
+    staged.swap(staged_);
+    staged_due_ = Clock::time_point::max();
+  }
+  bool added = false;
+  for (Staged& s : staged) {
+    Hold& h = *s.hold;
+    if (h.depth.load() == 0) continue;
+    holds_[{h.name, h.owner}] = s.hold;  // replaces a finished hold of the same owner
+    h.id = next_id_++;
+    scheduled_[h.id] = s.hold;
+    scheduler_.add(h.id, s.sent_at, h.lease, s.interval, s.renew);
+    added = true;
+  }
+  if (added) rearm_renewal();
+}
+
+// I/O thread: a fast release of an adopted hold finished.
+void ClientCore::retire(const std::shared_ptr<Hold>& hold) {
+  if (scheduler_.contains(hold->id)) {
+    scheduler_.remove(hold->id);
+    scheduled_.erase(hold->id);
+    rearm_renewal();
+  }
+  maybe_forget(hold);
 }
 
 }  // namespace dlock::detail

@@ -19,6 +19,8 @@
 #include <map>
 #include <set>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <stop_token>
 #include <string>
 #include <thread>
@@ -42,6 +44,10 @@ struct Hold {
   std::atomic<std::int64_t> valid_until_ns{0};  // steady_clock ticks
   std::atomic<bool> lost{false};
   std::stop_source lost_source;
+  // Granted on the caller's thread and touched by nothing else since: its
+  // release may take the fast path too.
+  std::atomic<bool> fast{false};
+  std::atomic<bool> releasing{false};  // a fast release is out: renewals ignore it
 
   // I/O thread only.
   std::uint64_t grant = 0;  // the grant held (BackendCall::grant), while depth > 0
@@ -56,6 +62,20 @@ struct Hold {
   milliseconds lease{0};
 };
 
+// Where a blocking acquire that left the fast path starts from.
+struct AcquireSeed {
+  std::uint64_t grant = 0;  // 0: a new one
+  bool stray = false;       // a fast attempt under `grant` has an unknown outcome
+  Status error;             // the fast attempt's transient failure: counts as the first
+};
+
+class ClientCore;
+Result<Lease> blocking_acquire(ClientCore& core, std::string name, milliseconds wait, const LockOptions& options,
+                               bool fresh_owner);
+// The asynchronous acquire, waited for (the slow path of blocking calls).
+Result<Lease> acquire_and_wait(ClientCore& core, std::string name, milliseconds wait, const LockOptions& options,
+                               struct AcquireSeed seed);
+
 class ClientCore : public std::enable_shared_from_this<ClientCore> {
  public:
   using Clock = std::chrono::steady_clock;
@@ -65,7 +85,15 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   ClientCore& operator=(const ClientCore&) = delete;
   ~ClientCore();
 
-  void acquire(std::string name, milliseconds wait, LockOptions options, std::function<void(Result<Lease>)> done);
+  void acquire(std::string name, milliseconds wait, LockOptions options, std::function<void(Result<Lease>)> done,
+               AcquireSeed seed = {});
+  // Blocking calls on the caller's own thread (no hand-off to the I/O
+  // thread) where the backend offers it. acquire_now needs an owner nobody
+  // holds through this client (a fresh one); nullopt means "go the
+  // asynchronous way, from `seed`". REQUIRES: not on the I/O thread.
+  std::optional<Result<Lease>> acquire_now(const std::string& name, milliseconds wait, const LockOptions& options,
+                                           AcquireSeed& seed);
+  std::optional<Status> release_now(const std::shared_ptr<Hold>& hold);
   void release(std::shared_ptr<Hold> hold, std::function<void(Status)> done);
   void inspect(std::string name, std::function<void(Result<LockInfo>)> done);
   // Runs done(status) on the I/O thread.
@@ -106,6 +134,9 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   void cleanup_in_doubt(const std::shared_ptr<Hold>& hold, unsigned held, std::uint64_t grant,
                         milliseconds tombstone);
   void run_on_lost(const std::shared_ptr<Hold>& hold, LossReason reason);
+  void stage(std::shared_ptr<Hold> hold, Clock::time_point sent_at, milliseconds interval, bool renew);
+  void adopt_staged();
+  void retire(const std::shared_ptr<Hold>& hold);
 
   template <class F>
   void post(F&& f);
@@ -123,7 +154,21 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   std::unique_ptr<boost::asio::steady_timer> renew_timer_;
   std::map<std::string, std::list<std::shared_ptr<AcquireOp>>> waiters_;
   std::set<std::shared_ptr<AcquireOp>> live_ops_;  // every acquire not yet finished
-  std::uint64_t next_grant_;                        // grant ids: random start, then +1
+  std::atomic<std::uint64_t> next_grant_;           // grant ids: random start, then +1
+
+  // Fast-path grants waiting for the I/O thread to adopt them (into holds_
+  // and the scheduler). It adopts at its next wake-up, and is woken early
+  // only if one is due before the timer it armed.
+  struct Staged {
+    std::shared_ptr<Hold> hold;
+    Clock::time_point sent_at;
+    milliseconds interval;
+    bool renew;
+  };
+  std::mutex stage_mu_;
+  std::vector<Staged> staged_;                       // guarded by stage_mu_
+  Clock::time_point armed_ = Clock::time_point::max();  // guarded by stage_mu_
+  Clock::time_point staged_due_ = Clock::time_point::max();  // guarded by stage_mu_
   std::map<std::string, std::uint64_t> release_epoch_;  // releases seen per name
   bool closing_ = false;
   bool warned_blind_ = false;  // logged once that waiters poll

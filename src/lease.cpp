@@ -89,6 +89,10 @@ Status Lease::release() {
   if (core->on_io_thread())
     return {Errc::invalid_argument,
             "Lease::release blocks, and was called on the client's I/O thread; use Client::async_release"};
+  if (auto s = core->release_now(hold_)) {
+    hold_.reset();
+    return *s;
+  }
   detail::SyncWait<Status> result;
   core->release(std::move(hold_), result.setter());
   return result.wait();

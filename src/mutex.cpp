@@ -6,7 +6,8 @@ namespace dlock {
 
 Mutex::Mutex(Client client, std::string name, LockOptions options)
     : client_(std::move(client)), name_(std::move(name)), options_(std::move(options)) {
-  if (options_.owner.empty()) options_.owner = Client::random_owner();
+  private_owner_ = options_.owner.empty();
+  if (private_owner_) options_.owner = Client::random_owner();
 }
 
 Mutex::~Mutex() {
@@ -25,7 +26,33 @@ void Mutex::lock() {
 bool Mutex::try_lock() { return acquire_for(milliseconds(0)); }
 
 bool Mutex::acquire_for(milliseconds wait) {
-  auto r = client_.acquire(name_, std::max(wait, milliseconds(0)), options_);
+  wait = std::max(wait, milliseconds(0));
+  if (client_.core_->on_io_thread()) throw Error(Errc::invalid_argument, "Mutex: blocking call on the client's I/O thread");
+  detail::AcquireSeed seed;
+  if (private_owner_) {
+    // The owner is this object's alone: with no level held, a lock is a
+    // fresh grant and may take the fast path (one round trip on this
+    // thread). One at a time, so that threads sharing this Mutex still
+    // share its ownership: the next one finds the level and re-enters.
+    std::lock_guard fresh(fresh_mu_);
+    bool empty;
+    {
+      std::lock_guard lk(mu_);
+      empty = levels_.empty();
+    }
+    if (empty) {
+      if (auto fast = client_.core_->acquire_now(name_, wait, options_, seed)) {
+        if (fast->ok()) {
+          std::lock_guard lk(mu_);
+          levels_.push_back(std::move(fast->value()));
+          return true;
+        }
+        if (fast->code() == Errc::busy || fast->code() == Errc::timeout) return false;
+        throw Error(fast->status());
+      }
+    }
+  }
+  auto r = detail::acquire_and_wait(*client_.core_, name_, wait, options_, seed);
   if (r.ok()) {
     std::lock_guard lk(mu_);
     levels_.push_back(std::move(r.value()));

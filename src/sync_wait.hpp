@@ -1,10 +1,8 @@
-// Hands one result from the client's I/O thread to a blocked caller.
-//
-// The caller first spins for a short while, yielding the CPU on each turn,
-// and only then sleeps on a futex (std::atomic::wait). A lock round trip on
-// loopback takes tens of microseconds; waking a sleeping thread costs about
-// as much again, and spinning with sched_yield leaves the core to the I/O
-// thread and the server when they need it (this matters on small machines).
+// Hands one result from the client's I/O thread to a blocked caller, which
+// sleeps on a futex (std::atomic::wait). It does not spin: on a busy machine
+// spinning takes the time slices the server and the I/O thread need. The
+// common blocking calls do not come through here at all (the fast path runs
+// them on the caller's thread).
 #ifndef DLOCK_SYNC_WAIT_HPP_
 #define DLOCK_SYNC_WAIT_HPP_
 
@@ -30,15 +28,7 @@ class SyncWait {
   }
 
   T wait() {
-    using Clock = std::chrono::steady_clock;
-    const auto spin_until = Clock::now() + std::chrono::microseconds(200);
-    while (!state_->ready.load(std::memory_order_acquire)) {
-      if (Clock::now() < spin_until) {
-        std::this_thread::yield();
-      } else {
-        state_->ready.wait(false, std::memory_order_acquire);
-      }
-    }
+    while (!state_->ready.load(std::memory_order_acquire)) state_->ready.wait(false, std::memory_order_acquire);
     return std::move(*state_->value);
   }
 

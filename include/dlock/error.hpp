@@ -136,7 +136,9 @@ class [[nodiscard]] Result {
     return std::get<0>(std::move(v_));
   }
   T* operator->() { return &value(); }
+  const T* operator->() const { return &value(); }
   T& operator*() & { return value(); }
+  const T& operator*() const& { return value(); }
 
  private:
   void check() const {

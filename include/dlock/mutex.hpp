@@ -85,6 +85,8 @@ class Mutex {
   Client client_;
   const std::string name_;
   LockOptions options_;
+  bool private_owner_ = false;  // the owner was made for this object
+  std::mutex fresh_mu_;         // serialises fresh grants (see acquire_for)
   mutable std::mutex mu_;
   std::vector<Lease> levels_;  // guarded by mu_; back() is the newest level
   Status last_release_;        // guarded by mu_

@@ -1,4 +1,5 @@
 #include "core/acquire_fsm.hpp"
+#include "core/transient.hpp"
 
 #include <algorithm>
 
@@ -10,7 +11,6 @@ constexpr milliseconds kBackoffMax{500};
 constexpr milliseconds kPollMin{10};  // waiting without release notifications
 constexpr milliseconds kPollMax{500};
 
-bool transient(Errc c) { return c == Errc::unavailable || c == Errc::outcome_unknown; }
 }  // namespace
 
 AcquireFsm::AcquireFsm(time_point now, milliseconds wait, milliseconds error_retry)

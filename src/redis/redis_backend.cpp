@@ -3,6 +3,8 @@
 #include <boost/asio/post.hpp>
 
 #include <algorithm>
+#include <atomic>
+#include <mutex>
 #include <deque>
 #include <optional>
 #include <map>
@@ -10,6 +12,7 @@
 #include "core/keys.hpp"
 #include "redis/errors.hpp"
 #include "redis/scripts.hpp"
+#include "redis/sync_connection.hpp"
 
 namespace dlock::redis {
 namespace {
@@ -36,6 +39,86 @@ bool int_at(const Reply& r, std::size_t i, long long& out) {
   return true;
 }
 
+// One script invocation: which script, its keys and arguments.
+struct ScriptCall {
+  const Script* script;
+  std::vector<std::string> keys;
+  std::vector<std::string> args;
+};
+
+ScriptCall acquire_request(const std::string& prefix, const AcquireCall& call) {
+  auto keys = detail::lock_keys(prefix, call.name);
+  std::string owner = wire_owner(call.owner, call.grant);
+  std::string tomb = keys.lock + ":t:" + owner;
+  return {&acquire_script(),
+          {std::move(keys.lock), std::move(keys.fence), std::move(tomb)},
+          {std::move(owner), std::to_string(call.lease.count()), std::to_string(call.held),
+           std::to_string(call.round)}};
+}
+
+ScriptCall release_request(const std::string& prefix, const ReleaseCall& call) {
+  auto keys = detail::lock_keys(prefix, call.name);
+  std::string owner = wire_owner(call.owner, call.grant);
+  std::string tomb = keys.lock + ":t:" + owner;
+  return {&release_script(),
+          {std::move(keys.lock), std::move(tomb)},
+          {std::move(owner), std::to_string(call.held), std::move(keys.channel), call.all ? "1" : "0",
+           std::to_string(call.round), std::to_string(call.tombstone.count())}};
+}
+
+Result<AcquireOutcome> parse_acquire(const Reply& r) {
+  long long code = 0, a = 0, b = 0;
+  if (!int_at(r, 0, code) || !int_at(r, 1, a) || !int_at(r, 2, b)) return unexpected_reply("the acquire script", r);
+  AcquireOutcome out;
+  switch (code) {
+    case 1:
+      out.kind = AcquireOutcome::Kind::granted;
+      out.fence = static_cast<std::uint64_t>(a);
+      out.depth = static_cast<unsigned>(b);
+      break;
+    case 0:
+      out.kind = AcquireOutcome::Kind::busy;
+      out.holder_ttl = milliseconds(a);
+      break;
+    case 2: out.kind = AcquireOutcome::Kind::lost; break;
+    default:
+      out.kind = AcquireOutcome::Kind::mismatch;
+      out.depth = static_cast<unsigned>(a);
+  }
+  return out;
+}
+
+Result<ReleaseOutcome> parse_release(const Reply& r) {
+  long long code = 0, depth = 0;
+  if (!int_at(r, 0, code) || !int_at(r, 1, depth)) return unexpected_reply("the release script", r);
+  ReleaseOutcome out;
+  out.depth = static_cast<unsigned>(depth);
+  switch (code) {
+    case 0:
+    case 1: out.kind = ReleaseOutcome::Kind::released; break;
+    case -1: out.kind = ReleaseOutcome::Kind::not_held; break;
+    case -2: out.kind = ReleaseOutcome::Kind::not_owner; break;
+    default: out.kind = ReleaseOutcome::Kind::mismatch;
+  }
+  return out;
+}
+
+// EVALSHA's command text (EVAL's with the body instead of the hash).
+std::string eval_payload(std::string_view verb, std::string_view body_or_sha, const std::vector<std::string>& keys,
+                         const std::vector<std::string>& args) {
+  std::vector<std::string_view> argv;
+  argv.reserve(3 + keys.size() + args.size());
+  std::string numkeys = std::to_string(keys.size());
+  argv.push_back(verb);
+  argv.push_back(body_or_sha);
+  argv.push_back(numkeys);
+  for (const auto& k : keys) argv.push_back(k);
+  for (const auto& a : args) argv.push_back(a);
+  std::string payload;
+  append_command(payload, argv);
+  return payload;
+}
+
 class RedisBackend final : public detail::Backend {
  public:
   RedisBackend(boost::asio::io_context& io, ConnectionConfig config, std::string prefix, ReplicaWait wait)
@@ -59,62 +142,37 @@ class RedisBackend final : public detail::Backend {
   }
 
   void acquire(const AcquireCall& call, std::function<void(Result<AcquireOutcome>)> done) override {
-    auto keys = detail::lock_keys(prefix_, call.name);
-    std::string lease = std::to_string(call.lease.count());
-    std::string held = std::to_string(call.held);
-    std::string owner = wire_owner(call.owner, call.grant);
-    std::string tomb = keys.lock + ":t:" + owner;
-    eval(acquire_script(), {keys.lock, keys.fence, std::move(tomb)},
-         {std::move(owner), lease, held, std::to_string(call.round)},
-         [this, call, done = std::move(done)](Result<Reply> r) {
-           if (!r.ok()) return done(r.status());
-           long long code = 0, a = 0, b = 0;
-           if (!int_at(*r, 0, code) || !int_at(*r, 1, a) || !int_at(*r, 2, b))
-             return done(unexpected_reply("the acquire script", *r));
-           AcquireOutcome out;
-           switch (code) {
-             case 1:
-               out.kind = AcquireOutcome::Kind::granted;
-               out.fence = static_cast<std::uint64_t>(a);
-               out.depth = static_cast<unsigned>(b);
-               if (wait_.replicas > 0) return replicate_grant(call, out, std::move(done));
-               break;
-             case 0:
-               out.kind = AcquireOutcome::Kind::busy;
-               out.holder_ttl = milliseconds(a);
-               break;
-             case 2: out.kind = AcquireOutcome::Kind::lost; break;
-             default:
-               out.kind = AcquireOutcome::Kind::mismatch;
-               out.depth = static_cast<unsigned>(a);
-           }
-           done(out);
-         });
+    ScriptCall sc = acquire_request(prefix_, call);
+    eval(*sc.script, sc.keys, sc.args, [this, call, done = std::move(done)](Result<Reply> r) {
+      if (!r.ok()) return done(r.status());
+      auto out = parse_acquire(*r);
+      if (out.ok() && out->kind == AcquireOutcome::Kind::granted && wait_.replicas > 0)
+        return replicate_grant(call, *out, std::move(done));
+      done(std::move(out));
+    });
   }
 
   void release(const ReleaseCall& call, std::function<void(Result<ReleaseOutcome>)> done) override {
-    auto keys = detail::lock_keys(prefix_, call.name);
-    std::string held = std::to_string(call.held);
-    std::string owner = wire_owner(call.owner, call.grant);
-    std::string tomb = keys.lock + ":t:" + owner;
-    eval(release_script(), {keys.lock, std::move(tomb)},
-         {std::move(owner), held, keys.channel, call.all ? "1" : "0", std::to_string(call.round),
-          std::to_string(call.tombstone.count())},
-         [done = std::move(done)](Result<Reply> r) {
+    ScriptCall sc = release_request(prefix_, call);
+    eval(*sc.script, sc.keys, sc.args, [done = std::move(done)](Result<Reply> r) {
       if (!r.ok()) return done(r.status());
-      long long code = 0, depth = 0;
-      if (!int_at(*r, 0, code) || !int_at(*r, 1, depth)) return done(unexpected_reply("the release script", *r));
-      ReleaseOutcome out;
-      out.depth = static_cast<unsigned>(depth);
-      switch (code) {
-        case 0:
-        case 1: out.kind = ReleaseOutcome::Kind::released; break;
-        case -1: out.kind = ReleaseOutcome::Kind::not_held; break;
-        case -2: out.kind = ReleaseOutcome::Kind::not_owner; break;
-        default: out.kind = ReleaseOutcome::Kind::mismatch;
-      }
-      done(out);
+      done(parse_release(*r));
     });
+  }
+
+  // The blocking fast path: plain TCP, no WAIT mode (its extra round trip
+  // and undo stay on the I/O thread).
+  std::optional<Result<AcquireOutcome>> acquire_now(const AcquireCall& call) override {
+    if (!sync_ok()) return std::nullopt;
+    auto r = eval_now(acquire_request(prefix_, call));
+    if (!r.ok()) return Result<AcquireOutcome>(r.status());
+    return parse_acquire(*r);
+  }
+  std::optional<Result<ReleaseOutcome>> release_now(const ReleaseCall& call) override {
+    if (!sync_ok()) return std::nullopt;
+    auto r = eval_now(release_request(prefix_, call));
+    if (!r.ok()) return Result<ReleaseOutcome>(r.status());
+    return parse_release(*r);
   }
 
   void renew(const std::vector<RenewCall>& calls,
@@ -220,7 +278,7 @@ class RedisBackend final : public detail::Backend {
   void set_link_handler(std::function<void(bool)> handler) override { link_handler_ = std::move(handler); }
 
   std::uint64_t commands_sent() const override {
-    return (cmd_ ? cmd_->requests_sent() : 0) + (sub_ ? sub_->requests_sent() : 0);
+    return (cmd_ ? cmd_->requests_sent() : 0) + (sub_ ? sub_->requests_sent() : 0) + sync_sent_.load();
   }
   std::uint64_t reconnects() const override {
     return (cmd_ ? cmd_->reconnects() : 0) + (sub_ ? sub_->reconnects() : 0);
@@ -239,21 +297,8 @@ class RedisBackend final : public detail::Backend {
   // fallback cannot apply anything twice.
   void eval(const Script& script, const std::vector<std::string>& keys, const std::vector<std::string>& args,
             std::function<void(Result<Reply>)> done) {
-    auto build = [&](std::string_view verb, std::string_view body_or_sha) {
-      std::vector<std::string_view> argv;
-      argv.reserve(3 + keys.size() + args.size());
-      std::string numkeys = std::to_string(keys.size());
-      argv.push_back(verb);
-      argv.push_back(body_or_sha);
-      argv.push_back(numkeys);
-      for (const auto& k : keys) argv.push_back(k);
-      for (const auto& a : args) argv.push_back(a);
-      std::string payload;
-      append_command(payload, argv);
-      return payload;
-    };
-    std::string fallback = build("EVAL", script.body);
-    cmd_->exec(build("EVALSHA", script.sha1), 1,
+    std::string fallback = eval_payload("EVAL", script.body, keys, args);
+    cmd_->exec(eval_payload("EVALSHA", script.sha1, keys, args), 1,
                [this, fallback = std::move(fallback), done = std::move(done)](Status s,
                                                                               std::vector<Reply>&& replies) mutable {
                  if (!s.ok()) return done(s);
@@ -269,6 +314,47 @@ class RedisBackend final : public detail::Backend {
                  if (r.is_error()) return done(translate_error(r.str));
                  done(std::move(r));
                });
+  }
+
+  bool sync_ok() const { return !config_.endpoint.tls && wait_.replicas == 0; }
+
+  void open_blocking() override {
+    if (!sync_ok()) return;
+    auto c = SyncConnection::open(config_.endpoint, config_.connect_timeout, config_.command_timeout);
+    if (!c.ok()) return;
+    std::lock_guard lk(pool_mu_);
+    pool_.push_back(std::move(c.value()));
+  }
+
+  // EVALSHA (EVAL on NOSCRIPT) on a pooled blocking connection, on the
+  // calling thread. A broken connection is dropped; the next call opens one.
+  Result<Reply> eval_now(const ScriptCall& sc) {
+    std::unique_ptr<SyncConnection> conn;
+    {
+      std::lock_guard lk(pool_mu_);
+      if (!pool_.empty()) {
+        conn = std::move(pool_.back());
+        pool_.pop_back();
+      }
+    }
+    if (!conn) {
+      auto opened = SyncConnection::open(config_.endpoint, config_.connect_timeout, config_.command_timeout);
+      if (!opened.ok()) return opened.status();
+      conn = std::move(opened.value());
+    }
+    std::vector<Reply> replies;
+    const std::uint64_t before = conn->requests_sent();
+    Status s = conn->call(eval_payload("EVALSHA", sc.script->sha1, sc.keys, sc.args), 1, replies);
+    if (s.ok() && replies.front().is_error() && replies.front().str.starts_with("NOSCRIPT"))
+      s = conn->call(eval_payload("EVAL", sc.script->body, sc.keys, sc.args), 1, replies);
+    sync_sent_.fetch_add(conn->requests_sent() - before, std::memory_order_relaxed);
+    if (!conn->broken()) {
+      std::lock_guard lk(pool_mu_);
+      if (pool_.size() < kPoolIdle) pool_.push_back(std::move(conn));
+    }
+    if (!s.ok()) return s;
+    if (replies.front().is_error()) return translate_error(replies.front().str);
+    return std::move(replies.front());
   }
 
   // WAIT right after the script on the same connection: it covers every
@@ -396,6 +482,11 @@ class RedisBackend final : public detail::Backend {
   std::shared_ptr<Connection> cmd_;
   std::shared_ptr<Connection> sub_;
   std::map<std::string, Watch> watches_;  // by channel
+  // Blocking connections of the fast path (any thread; guarded by pool_mu_).
+  static constexpr std::size_t kPoolIdle = 8;
+  std::mutex pool_mu_;
+  std::vector<std::unique_ptr<SyncConnection>> pool_;
+  std::atomic<std::uint64_t> sync_sent_{0};
   struct Sent {
     bool subscribe;
     std::string channel;

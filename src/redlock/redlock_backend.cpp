@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "core/redlock_round.hpp"
+#include "core/transient.hpp"
 #include "core/token.hpp"
 #include "redis/redis_backend.hpp"
 
@@ -26,6 +27,7 @@ using detail::RedlockRound;
 using detail::ReleaseCall;
 using detail::ReleaseOutcome;
 using detail::RenewCall;
+using detail::transient;
 using detail::RenewOutcome;
 using Clock = std::chrono::steady_clock;
 
@@ -36,7 +38,6 @@ constexpr milliseconds kSplitRetryMax{50};
 // different nodes arriving within this window count as one wake-up.
 constexpr milliseconds kWakeWindow{100};
 
-bool transient(Errc c) { return c == Errc::unavailable || c == Errc::outcome_unknown; }
 
 milliseconds random_delay(milliseconds max) {
   const auto span = static_cast<std::uint64_t>(std::max<std::int64_t>(max.count(), 1));

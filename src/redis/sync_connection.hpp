@@ -1,0 +1,58 @@
+// A blocking Redis connection used on the calling thread, for the fast path
+// of blocking calls: one write and one read per command, as a minimal
+// hiredis loop does, with no hand-off to the client's I/O thread.
+//
+// Plain TCP only (TLS clients take the asynchronous path). The socket is
+// close-on-exec. Timeouts come from SO_RCVTIMEO/SO_SNDTIMEO plus a deadline
+// checked between reads.
+//
+// Failure semantics, as Connection's: nothing written = unavailable; written
+// without a whole reply = outcome_unknown. After any failure the connection
+// is broken() and must be discarded.
+//
+// Thread safety: none; one thread at a time (the pool hands it out).
+#ifndef DLOCK_REDIS_SYNC_CONNECTION_HPP_
+#define DLOCK_REDIS_SYNC_CONNECTION_HPP_
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/url.hpp"
+#include "dlock/error.hpp"
+#include "dlock/options.hpp"
+#include "redis/resp.hpp"
+
+namespace dlock::redis {
+
+class SyncConnection {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  // Connects and runs AUTH/SELECT/PING. Errors as Connection's handshake.
+  static Result<std::unique_ptr<SyncConnection>> open(const detail::RedisEndpoint& endpoint,
+                                                      milliseconds connect_timeout, milliseconds command_timeout);
+  ~SyncConnection();
+  SyncConnection(const SyncConnection&) = delete;
+  SyncConnection& operator=(const SyncConnection&) = delete;
+
+  // Sends `payload` (formatted commands) and reads `n` replies into `out`.
+  Status call(const std::string& payload, std::size_t n, std::vector<Reply>& out);
+  bool broken() const { return fd_ < 0; }
+  std::uint64_t requests_sent() const { return sent_; }
+
+ private:
+  SyncConnection(int fd, std::string peer, milliseconds command_timeout);
+  void close_fd();
+  int fd_;
+  std::string peer_;  // for messages: redis://host:port
+  milliseconds command_timeout_;
+  ReplyReader reader_;
+  std::vector<char> buf_;
+  std::uint64_t sent_ = 0;
+};
+
+}  // namespace dlock::redis
+
+#endif  // DLOCK_REDIS_SYNC_CONNECTION_HPP_
