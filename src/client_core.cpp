@@ -650,6 +650,10 @@ void ClientCore::rearm_renewal() {
     // adoption relies on this timer to be adopted in time.
     std::lock_guard lk(stage_mu_);
     next = std::min(next, staged_due_);
+    // Nothing due: an armed timer is left to fire once, idle, instead of
+    // cancelled. Fast grants staged meanwhile are then adopted by it, with
+    // no wake-up of their own (a loop of short holds wakes nobody).
+    if (next == Clock::time_point::max() && armed_ != Clock::time_point::max() && armed_ > Clock::now()) return;
     armed_ = next;
   }
   if (next == Clock::time_point::max()) {

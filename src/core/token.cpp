@@ -2,14 +2,43 @@
 
 #include <openssl/rand.h>
 
+#include <pthread.h>
+
 #include <array>
+#include <atomic>
+#include <cstring>
 
 #include "dlock/error.hpp"
 
 namespace dlock::detail {
 namespace {
+// CSPRNG bytes, drawn 512 at a time per thread: one RAND_bytes call costs
+// about as much as a token's whole share of a lock round trip. A fork makes
+// every buffer stale (the child must not repeat the parent's tokens).
+std::atomic<unsigned> fork_generation{0};
+
 void fill(unsigned char* out, int n) {
-  if (RAND_bytes(out, n) != 1) throw Error(Errc::server_error, "the OS random generator failed (RAND_bytes)");
+  static const bool registered = [] {
+    pthread_atfork(nullptr, nullptr, [] { fork_generation.fetch_add(1); });
+    return true;
+  }();
+  (void)registered;
+  struct Buffer {
+    std::array<unsigned char, 512> bytes;
+    std::size_t used = 512;
+    unsigned generation = 0;
+  };
+  thread_local Buffer buf;
+  const unsigned gen = fork_generation.load();
+  if (buf.generation != gen || buf.used + static_cast<std::size_t>(n) > buf.bytes.size()) {
+    if (RAND_bytes(buf.bytes.data(), static_cast<int>(buf.bytes.size())) != 1)
+      throw Error(Errc::server_error, "the OS random generator failed (RAND_bytes)");
+    buf.used = 0;
+    buf.generation = gen;
+  }
+  std::memcpy(out, buf.bytes.data() + buf.used, static_cast<std::size_t>(n));
+  std::memset(buf.bytes.data() + buf.used, 0, static_cast<std::size_t>(n));  // handed out once
+  buf.used += static_cast<std::size_t>(n);
 }
 }  // namespace
 

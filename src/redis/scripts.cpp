@@ -54,7 +54,11 @@ if not owner then
     end
     return redis.error_reply(err)  -- e.g. OOM (maxmemory): what it is
   end
-  redis.call('hset', KEYS[1], 'o', ARGV[1], 'n', 1, 'f', fence, 'r', round)
+  if round > 0 then
+    redis.call('hset', KEYS[1], 'o', ARGV[1], 'n', 1, 'f', fence, 'r', round)
+  else
+    redis.call('hset', KEYS[1], 'o', ARGV[1], 'n', 1, 'f', fence)
+  end
   redis.call('pexpire', KEYS[1], lease)
   return {1, fence, 1}
 end
@@ -74,12 +78,13 @@ return {0, redis.call('pttl', KEYS[1]), 0}
 constexpr std::string_view kRelease = R"lua(
 local tomb = tonumber(ARGV[6]) or 0
 if tomb > 0 then redis.call('set', KEYS[2], '1', 'px', tomb) end
-local owner = redis.call('hget', KEYS[1], 'o')
+local h = redis.call('hmget', KEYS[1], 'o', 'n', 'r')
+local owner = h[1]
 if not owner then return {-1, 0} end
 if owner ~= ARGV[1] then return {-2, 0} end
-local n = tonumber(redis.call('hget', KEYS[1], 'n'))
+local n = tonumber(h[2])
 local round = tonumber(ARGV[5]) or 0
-if round > 0 and (tonumber(redis.call('hget', KEYS[1], 'r')) or 0) ~= round then return {-4, n} end
+if round > 0 and (tonumber(h[3]) or 0) ~= round then return {-4, n} end
 local held = tonumber(ARGV[2])
 local all = ARGV[4] == '1'
 if all or n == held then
