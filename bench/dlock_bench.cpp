@@ -479,10 +479,28 @@ std::map<std::string, std::string> w1_limit(const Args& a) {
   return r;
 }
 
+// An idle client: connected, holding one lock under the watchdog, nothing
+// else to do for --seconds. Its CPU use should be about zero (no spinning).
+std::map<std::string, std::string> idle(const Args& a) {
+  auto client = connect(a);
+  auto lease = client.try_acquire("bench:idle");
+  if (!lease.ok()) throw dlock::Error(lease.status());
+  const double cpu0 = cpu_seconds();
+  const auto t0 = Clock::now();
+  std::this_thread::sleep_for(std::chrono::duration<double>(a.seconds));
+  const double wall = std::chrono::duration<double>(Clock::now() - t0).count();
+  const double cpu = cpu_seconds() - cpu0;
+  auto r = base(a);
+  r["seconds"] = num(wall);
+  r["client_cpu_percent"] = num(100.0 * cpu / wall);
+  return r;
+}
+
 int usage() {
   std::cerr << "usage: dlock-bench --url URL --workload W1|W2|W3|W3-nolock|W4|W5|W5-contended|W6|WAIT\n"
                "                   [--keys distinct|same] [--api lease|mutex] (W1)\n"
                "       W1-limit: the same pairs by a minimal hiredis loop (SET NX PX + EVALSHA)\n"
+               "       IDLE: CPU use of a client holding one lock and doing nothing\n"
                "                   [--seconds S] [--procs N] [--tasks N] [--locks N] [--renew-ms MS]\n"
                "                   --out FILE [--events FILE]\n";
   return 64;
@@ -514,6 +532,7 @@ int main(int argc, char** argv) {
     std::map<std::string, std::string> r;
     if (a.workload == "W1" || a.workload == "W5" || a.workload == "WAIT") r = w1(a);
     else if (a.workload == "W1-limit") r = w1_limit(a);
+    else if (a.workload == "IDLE") r = idle(a);
     else if (a.workload == "W2") r = w2(a);
     else if (a.workload == "W3" || a.workload == "W5-contended") r = w3(a, true);
     else if (a.workload == "W3-nolock") r = w3(a, false);
