@@ -86,7 +86,9 @@ struct RenewCall {
   milliseconds lease{0};
 };
 
-enum class RenewOutcome { renewed, expired, taken, wrong_type };
+// unconfirmed: extended on the master, but not acknowledged by the replicas
+// (WAIT mode): retried like a failed renewal, never reported as renewed.
+enum class RenewOutcome { renewed, expired, taken, wrong_type, unconfirmed };
 
 class Backend {
  public:

@@ -520,6 +520,21 @@ void ClientCore::granted(const std::shared_ptr<AcquireOp>& op, const AcquireOutc
   Lease lease(weak_from_this(), op->hold);
   op->woken = false;
   finish(op, Status());
+  // Waiters of the same owner can now re-enter: they would otherwise sleep
+  // until a release that this grant's own holder will not publish soon.
+  if (auto it = waiters_.find(op->name); it != waiters_.end()) {
+    std::vector<std::shared_ptr<AcquireOp>> same;
+    for (const auto& w : it->second)
+      if (w->hold == op->hold) same.push_back(w);
+    const auto now = Clock::now();
+    for (const auto& w : same) {
+      if (w->finished) continue;
+      auto action = w->fsm.on_wake(now);
+      if (action.kind == AcquireFsm::Action::Kind::none) continue;
+      w->timer.cancel();
+      step(w, action);
+    }
+  }
   asio::post(rt_->io, [done = std::move(op->done), lease = std::move(lease)]() mutable {
     done(Result<Lease>(std::move(lease)));
   });
@@ -704,7 +719,9 @@ void ClientCore::on_renewal_timer() {
         auto hold = scheduled_[id].lock();
         if (!hold || hold->releasing.load()) continue;
         if (!r.ok()) {
-          scheduler_.failed(id, now2);
+          // Counted from the send: the renewal could not have confirmed
+          // anything later than that.
+          scheduler_.failed(id, sent_at);
           continue;
         }
         switch ((*r)[i]) {
@@ -715,6 +732,7 @@ void ClientCore::on_renewal_timer() {
           case RenewOutcome::expired: mark_lost(hold, LossReason::expired); break;
           case RenewOutcome::taken: mark_lost(hold, LossReason::taken); break;
           case RenewOutcome::wrong_type: mark_lost(hold, LossReason::wrong_type); break;
+          case RenewOutcome::unconfirmed: scheduler_.failed(id, sent_at); break;
         }
       }
       if (!r.ok())

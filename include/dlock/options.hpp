@@ -114,7 +114,8 @@ struct LockOptions {
   std::optional<milliseconds> lease;
 
   // Lease while under the watchdog. Default: 30 s. It bounds how long a
-  // crashed holder blocks others.
+  // crashed holder blocks others. Leases (this and `lease`) must lie within
+  // [kMinLease, kMaxLease] = [10 ms, 1 year]: invalid_argument otherwise.
   milliseconds watchdog_lease{30000};
 
   // Renewal period under the watchdog. Default: 10 s. Must be below
@@ -131,11 +132,15 @@ struct LockOptions {
 
   // How long acquire() keeps retrying after connection errors before
   // reporting them. The acquire script is idempotent, so retrying after a
-  // lost reply is safe. Default: 2 s (always bounded by the wait timeout).
+  // lost reply is safe. Default: 2 s. Bounded by the wait timeout, except
+  // while an attempt's outcome is in doubt (its reply was lost): then the
+  // call keeps settling it for up to error_retry, even past a shorter wait,
+  // because the lock may be held on the server.
   milliseconds error_retry{2000};
 
   // Called once, on the client's I/O thread, when the lock is lost while held
   // (see LossReason). Must not block. The lease's lost_token() fires as well.
+  // It runs in a handler of its own, so it may drop the last Client handle.
   std::function<void(LossReason)> on_lost;
 };
 

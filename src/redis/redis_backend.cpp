@@ -202,9 +202,12 @@ class RedisBackend final : public detail::Backend {
       }
       if (wait_.replicas > 0 && std::find(out.begin(), out.end(), RenewOutcome::renewed) != out.end()) {
         // An extension the replicas did not acknowledge could vanish in a
-        // failover: report the batch as not renewed (retried next tick).
+        // failover: it is unconfirmed (retried next tick). Leases found gone
+        // or taken are reported as such all the same.
         return wait_replicated([done = std::move(done), out = std::move(out)](Status s) mutable {
-          if (!s.ok()) return done(Status(s.code(), "renewal " + s.message()));
+          if (!s.ok())
+            for (auto& o : out)
+              if (o == RenewOutcome::renewed) o = RenewOutcome::unconfirmed;
           done(std::move(out));
         });
       }

@@ -92,5 +92,32 @@ TEST(WakePath, AWakeUpIsPassedOnWhenTheWokenWaiterTimesOut) {
   EXPECT_LT(ms_since(released_at), 2000) << "woken by the release, not by polling";
 }
 
+// Two waiters of one owner: the release wakes one, whose grant lets the
+// other re-enter at once (not at the holder's lease).
+TEST(WakePath, WaitersSharingAnOwnerAreBothServedByOneRelease) {
+  RedisServer server;
+  LogSink log;
+  Client holder = Client::connect(server.url(), quiet(log));
+  Client waiter = Client::connect(server.url(), quiet(log));
+  auto lease = holder.try_acquire("z").value();  // 30 s watchdog lease
+  LockOptions shared;
+  shared.owner = "one-owner";
+  std::promise<Result<Lease>> a, b;
+  auto af = a.get_future(), bf = b.get_future();
+  waiter.async_acquire("z", 20s, shared, [&](Result<Lease> r) { a.set_value(std::move(r)); });
+  waiter.async_acquire("z", 20s, shared, [&](Result<Lease> r) { b.set_value(std::move(r)); });
+  ASSERT_TRUE(eventually([&] { return subscribers(server, "z") == 1; }, 2s));
+  std::this_thread::sleep_for(50ms);
+  const auto t0 = Clock::now();
+  ASSERT_TRUE(lease.release().ok());
+  ASSERT_EQ(af.wait_for(5s), std::future_status::ready);
+  ASSERT_EQ(bf.wait_for(5s), std::future_status::ready);
+  auto ra = af.get(), rb = bf.get();
+  ASSERT_TRUE(ra.ok()) << ra.status().to_string();
+  ASSERT_TRUE(rb.ok()) << rb.status().to_string();
+  EXPECT_LT(ms_since(t0), 2000);
+  EXPECT_EQ(std::max(ra->reentry_count(), rb->reentry_count()), 2u);
+}
+
 }  // namespace
 }  // namespace dlock::test

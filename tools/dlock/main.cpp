@@ -44,7 +44,9 @@ const char* kExitCodesHelp =
     "  70  (EX_SOFTWARE)   the server refused (wrong key type, unexpected reply)\n"
     "  75  (EX_TEMPFAIL)   the lock was not acquired within --wait\n"
     "  77  (EX_NOPERM)     authentication, permission or TLS verification failed\n"
-    "  79                  the lock was lost while CMD ran (CMD got SIGTERM, then SIGKILL after --grace)\n"
+    "  79                  the lock was lost while CMD ran (CMD got SIGTERM, then SIGKILL after --grace),\n"
+    "                      or found lost when releasing it after CMD ended\n"
+    "  130 / 143 ...       SIGINT / SIGTERM (128+N) before CMD started: CMD was not run\n"
     "  126 / 127           CMD is not executable / not found\n";
 
 // "500ms", "30s", "2m", "1h", or a bare number of seconds ("0.5").
@@ -447,11 +449,14 @@ int main(int argc, char** argv) {
       "run",
       "Run CMD while holding the lock NAME; exit with CMD's status. CMD gets DLOCK_NAME and DLOCK_FENCE in its "
       "environment and runs in its own process group: SIGINT, SIGTERM, SIGHUP and SIGQUIT to dlock are passed to "
-      "that group, and if the lock is lost the group gets SIGTERM, then SIGKILL after --grace.");
+      "that group, and if the lock is lost the group gets SIGTERM, then SIGKILL after --grace. The same signals "
+      "while dlock is still connecting or waiting end it (128+N) without running CMD. CMD inherits no connection "
+      "to the lock server.");
   add_common(run_cmd);
-  run_cmd->add_option("--ttl", run.ttl, "Lease, renewed every ttl/3 while CMD runs (default 30s)")
+  run_cmd->add_option("--ttl", run.ttl, "Lease, renewed every ttl/3 while CMD runs (default 30s; 10ms to 1 year)")
       ->check(DurationValidator());
-  run_cmd->add_option("--wait", run.wait, "How long to wait for the lock (default: forever; 0: try once)")
+  run_cmd->add_option("--wait", run.wait,
+                      "How long to wait for the lock (default: forever; 0: try once; 100 years or more: forever)")
       ->check(DurationValidator());
   run_cmd->add_option("--grace", run.grace, "After losing the lock: SIGTERM, then SIGKILL after this (default 10s)")
       ->check(DurationValidator());
