@@ -142,7 +142,8 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   void post(F&& f);
 
   ClientOptions options_;
-  std::shared_ptr<Runtime> rt_;  // io_context + thread; may outlive *this
+  std::shared_ptr<Runtime> rt_;  // io_context + thread; may outlive *this; set once
+  bool shut_down_ = false;       // shutdown() ran (it runs from the destructor only)
   std::thread::id io_thread_id_;
   std::unique_ptr<Backend> backend_;
 

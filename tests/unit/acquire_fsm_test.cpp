@@ -1,6 +1,8 @@
 // The acquire algorithm, driven by hand with a fake steady clock.
 #include <gtest/gtest.h>
 
+#include <vector>
+
 #include "core/acquire_fsm.hpp"
 
 namespace dlock::detail {
@@ -147,6 +149,62 @@ TEST(AcquireFsm, LostReentryIsNotReacquired) {
   fsm.start();
   auto d = fsm.on_lost();
   EXPECT_EQ(d.status.code(), Errc::lease_lost);
+}
+
+// A subscription that never confirms (refused, no connection) must not
+// suspend the wait's deadline.
+TEST(AcquireFsm, TheDeadlineHoldsWhileTheSubscriptionIsPending) {
+  FakeClock c;
+  AcquireFsm fsm(c.now, 500ms, 2s);
+  fsm.start();
+  auto w = fsm.on_busy(c.now, 30000ms);
+  ASSERT_EQ(w.kind, Kind::watch);
+  EXPECT_EQ(w.until, c.now + 500ms) << "the caller arms its deadline timer";
+  c.advance(100ms);
+  EXPECT_EQ(fsm.on_wake(c.now).kind, Kind::none) << "a release before the subscription is ready";
+  c.advance(400ms);
+  auto d = fsm.on_wake(c.now);
+  ASSERT_EQ(d.kind, Kind::done);
+  EXPECT_EQ(d.status.code(), Errc::timeout);
+  EXPECT_EQ(fsm.on_watch_ready(c.now).kind, Kind::none) << "a late confirmation changes nothing";
+}
+
+// Without release notifications a waiter polls, from 10 ms doubling to
+// 500 ms, never longer than the holder's remaining lease.
+TEST(AcquireFsm, WithoutNotificationsAWaiterPollsWithBackoff) {
+  FakeClock c;
+  AcquireFsm fsm(c.now, kForever, 2s);
+  fsm.start();
+  fsm.on_busy(c.now, 30000ms);
+  EXPECT_EQ(fsm.on_watch_ready(c.now, /*subscribed=*/false).kind, Kind::attempt);
+  std::vector<milliseconds> naps;
+  for (int i = 0; i < 8; ++i) {
+    auto w = fsm.on_busy(c.now, 30000ms);
+    ASSERT_EQ(w.kind, Kind::wait);
+    naps.push_back(std::chrono::duration_cast<milliseconds>(w.until - c.now));
+    c.now = w.until;
+    ASSERT_EQ(fsm.on_wake(c.now).kind, Kind::attempt);
+  }
+  EXPECT_EQ(naps.front(), 10ms);
+  EXPECT_EQ(naps[1], 20ms);
+  EXPECT_EQ(naps.back(), 500ms);
+  auto w = fsm.on_busy(c.now, 3ms);
+  EXPECT_EQ(w.until, c.now + 4ms) << "capped by the holder's remaining lease";
+}
+
+// Waits too long for the clock count as forever instead of overflowing.
+TEST(AcquireFsm, HugeWaitsAreForever) {
+  FakeClock c;
+  AcquireFsm fsm(c.now, milliseconds(std::chrono::duration_cast<milliseconds>(std::chrono::hours(24 * 365 * 300))),
+                 2s);
+  fsm.start();
+  fsm.on_busy(c.now, 1000ms);
+  fsm.on_watch_ready(c.now);
+  auto w = fsm.on_busy(c.now, 1000ms);
+  ASSERT_EQ(w.kind, Kind::wait) << "not timed out at once";
+  EXPECT_EQ(to_wait(std::chrono::seconds::max()), kForever);
+  EXPECT_EQ(to_wait(std::chrono::nanoseconds(1)), 1ms);
+  EXPECT_EQ(to_wait(-5s), 0ms);
 }
 
 }  // namespace

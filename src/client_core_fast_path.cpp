@@ -1,0 +1,156 @@
+// The blocking fast path: a fresh grant and its release on the caller's own
+// thread (no hand-off to the I/O thread), and the hand-over of such grants
+// to the I/O thread, which adopts them lazily.
+#include "client_core_internal.hpp"
+
+#include <algorithm>
+
+#include "core/keys.hpp"
+#include "core/transient.hpp"
+
+namespace dlock::detail {
+
+std::optional<Result<Lease>> ClientCore::acquire_now(const std::string& name, milliseconds wait,
+                                                     const LockOptions& o, AcquireSeed& seed) {
+  if (!backend_ || on_io_thread()) return std::nullopt;
+  Status bad = validate_name(name);
+  if (bad.ok()) bad = check_lock_options(o, wait);
+  if (bad.ok()) bad = validate_owner(o.owner);
+  if (!bad.ok()) return Result<Lease>(bad);
+  const bool renew = !o.lease.has_value();
+  const milliseconds lease = o.lease.value_or(o.watchdog_lease);
+  AcquireCall call{name, o.owner, lease, 0};
+  call.grant = next_grant_.fetch_add(1);
+  const auto sent_at = Clock::now();
+  auto r = backend_->acquire_now(call);
+  if (!r) return std::nullopt;
+  seed.grant = call.grant;
+  if (!r->ok()) {
+    // The asynchronous path retries within error_retry and, if it stays in
+    // doubt, undoes this grant.
+    if (r->code() == Errc::outcome_unknown) seed.stray = true;
+    seed.error = r->status();
+    if (transient(r->code())) return std::nullopt;
+    return Result<Lease>(r->status());
+  }
+  switch ((*r)->kind) {
+    case AcquireOutcome::Kind::busy:
+      if (wait.count() == 0) return Result<Lease>(Status(Errc::busy, "the lock is held by another owner"));
+      return std::nullopt;  // waiting is the I/O thread's job
+    case AcquireOutcome::Kind::lost:
+    case AcquireOutcome::Kind::mismatch:
+      return std::nullopt;
+    case AcquireOutcome::Kind::granted: break;
+  }
+  if (Clock::now() >= sent_at + lease - RenewalScheduler::drift(lease)) {
+    // Late: undone, and the asynchronous path tries again (same grant).
+    late_grants_.fetch_add(1, std::memory_order_relaxed);
+    ReleaseCall undo{name, o.owner, 1, false};
+    undo.grant = call.grant;
+    auto u = backend_->release_now(undo);
+    if (!u || !u->ok()) seed.stray = true;
+    return std::nullopt;
+  }
+  auto hold = std::make_shared<Hold>(name, o.owner);
+  hold->fence.store((*r)->fence);
+  hold->depth.store(1);
+  hold->grant = call.grant;
+  hold->lease = lease;
+  hold->on_lost = o.on_lost;
+  hold->valid_until_ns.store(ticks(sent_at + lease - RenewalScheduler::drift(lease)));
+  hold->fast.store(true);
+  grants_.fetch_add(1, std::memory_order_relaxed);
+  leases_held_.fetch_add(1, std::memory_order_relaxed);
+  stage(hold, sent_at, renew ? o.renew_interval : lease, renew);
+  return Result<Lease>(Lease(weak_from_this(), std::move(hold)));
+}
+
+// Hands a fast grant to the I/O thread, waking it only if the grant needs
+// attention (its first renewal, or its expiry) before the armed timer.
+void ClientCore::stage(std::shared_ptr<Hold> hold, Clock::time_point sent_at, milliseconds interval, bool renew) {
+  const auto due = renew ? sent_at + interval : sent_at + hold->lease - RenewalScheduler::drift(hold->lease);
+  bool wake = false;
+  {
+    std::lock_guard lk(stage_mu_);
+    staged_.push_back({std::move(hold), sent_at, interval, renew});
+    staged_due_ = std::min(staged_due_, due);
+    wake = due < armed_;
+    if (wake) armed_ = due;  // one wake-up is enough for everything staged before it
+  }
+  // A weak reference: a posted handler must not keep *this alive past the
+  // last Client handle (its shutdown adopts what is staged).
+  if (wake) post([weak = weak_from_this()] {
+    if (auto self = weak.lock()) {
+      self->adopt_staged();
+      self->rearm_renewal();
+    }
+  });
+}
+
+std::optional<Status> ClientCore::release_now(const std::shared_ptr<Hold>& hold) {
+  if (!backend_ || on_io_thread() || !hold->fast.load() || hold->depth.load() != 1 || hold->lost.load())
+    return std::nullopt;
+  bool was_staged = false;
+  {
+    std::lock_guard lk(stage_mu_);
+    auto it = std::find_if(staged_.begin(), staged_.end(), [&](const Staged& s) { return s.hold == hold; });
+    if (it != staged_.end()) {
+      staged_.erase(it);
+      was_staged = true;
+    }
+  }
+  hold->releasing.store(true);
+  ReleaseCall call{hold->name, hold->owner, 1, false};
+  call.grant = hold->grant;
+  std::optional<Result<ReleaseOutcome>> r;
+  int tries = 0;
+  for (;; ++tries) {
+    r = backend_->release_now(call);
+    if (!r || r->ok() || r->code() != Errc::outcome_unknown || tries == 2) break;
+  }
+  Status status;
+  if (!r) {
+    status = Status(Errc::unavailable, "no blocking connection for the release");
+  } else {
+    status = release_result(*r, 1, tries, hold->name).second;
+  }
+  hold->depth.store(0);
+  leases_held_.fetch_sub(1, std::memory_order_relaxed);
+  if (!was_staged) post([weak = weak_from_this(), hold] {
+    if (auto self = weak.lock()) self->retire(hold);
+  });
+  return status;
+}
+
+// I/O thread: fast grants join the registry and the scheduler.
+void ClientCore::adopt_staged() {
+  std::vector<Staged> staged;
+  {
+    std::lock_guard lk(stage_mu_);
+    staged.swap(staged_);
+    staged_due_ = Clock::time_point::max();
+  }
+  bool added = false;
+  for (Staged& s : staged) {
+    Hold& h = *s.hold;
+    if (h.depth.load() == 0) continue;
+    holds_[{h.name, h.owner}] = s.hold;  // replaces a finished hold of the same owner
+    h.id = next_id_++;
+    scheduled_[h.id] = s.hold;
+    scheduler_.add(h.id, s.sent_at, h.lease, s.interval, s.renew);
+    added = true;
+  }
+  if (added) rearm_renewal();
+}
+
+// I/O thread: a fast release of an adopted hold finished.
+void ClientCore::retire(const std::shared_ptr<Hold>& hold) {
+  if (scheduler_.contains(hold->id)) {
+    scheduler_.remove(hold->id);
+    scheduled_.erase(hold->id);
+    rearm_renewal();
+  }
+  maybe_forget(hold);
+}
+
+}  // namespace dlock::detail

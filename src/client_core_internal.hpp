@@ -1,0 +1,73 @@
+// Private to ClientCore's implementation files (client_core*.cpp): the
+// operation records, the runtime, and helpers more than one of them uses.
+#ifndef DLOCK_CLIENT_CORE_INTERNAL_HPP_
+#define DLOCK_CLIENT_CORE_INTERNAL_HPP_
+
+#include <boost/asio/post.hpp>
+
+#include <utility>
+
+#include "client_core.hpp"
+
+namespace dlock::detail {
+
+namespace asio = boost::asio;
+using boost::system::error_code;
+
+// To the logger, else warnings and errors to stderr; never throws.
+void emit(const Logger& logger, LogLevel level, const std::string& message);
+// invalid_argument naming the bad field, or ok.
+Status check_lock_options(const LockOptions& o, milliseconds wait);
+// What a release's answer means for the caller: the depth left here and the
+// status to report (tries: how many times it was re-sent).
+std::pair<unsigned, Status> release_result(const Result<ReleaseOutcome>& r, unsigned held, int tries,
+                                           const std::string& name);
+
+inline std::int64_t ticks(std::chrono::steady_clock::time_point t) { return t.time_since_epoch().count(); }
+
+struct ClientCore::Runtime {
+  asio::io_context io{1};
+  asio::executor_work_guard<asio::io_context::executor_type> work{io.get_executor()};
+  std::thread thread;
+};
+
+struct ClientCore::AcquireOp {
+  AcquireOp(asio::io_context& io, Clock::time_point now, milliseconds wait, milliseconds retry)
+      : fsm(now, wait, retry), timer(io) {}
+  std::string name;
+  LockOptions opts;
+  milliseconds lease{0};
+  milliseconds interval{0};
+  bool renew = true;
+  std::shared_ptr<Hold> hold;
+  AcquireFsm fsm;
+  asio::steady_timer timer;
+  std::function<void(Result<Lease>)> done;
+  bool in_waiters = false;
+  bool watching = false;
+  bool woken = false;  // a release notification was handed to this op
+  bool finished = false;
+  std::uint64_t attempt_epoch = 0;
+  std::uint64_t fresh_grant = 0;  // the grant id this op asks for when not re-entering
+  // The last attempt sent: its depth and grant (for an undo), and whether it
+  // is still unanswered.
+  unsigned sent_held = 0;
+  std::uint64_t sent_grant = 0;
+  bool in_flight = false;
+  bool stray = false;  // a fresh attempt's reply was lost: a copy may still arrive
+};
+
+struct ClientCore::ReleaseOp {
+  std::shared_ptr<Hold> hold;
+  std::function<void(Status)> done;
+  int tries = 0;
+};
+
+template <class F>
+void ClientCore::post(F&& f) {
+  asio::post(rt_->io, std::forward<F>(f));
+}
+
+}  // namespace dlock::detail
+
+#endif  // DLOCK_CLIENT_CORE_INTERNAL_HPP_

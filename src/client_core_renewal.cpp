@@ -1,0 +1,124 @@
+// The watchdog: batched renewals on the scheduler's ticks, and the loss
+// signal when a lease can no longer be confirmed.
+#include "client_core_internal.hpp"
+
+namespace dlock::detail {
+
+namespace {
+// Renewal scripts are split so one script never blocks Redis for long.
+constexpr std::size_t kRenewBatch = 1000;
+}  // namespace
+
+void ClientCore::mark_lost(const std::shared_ptr<Hold>& hold, LossReason reason) {
+  if (hold->lost.exchange(true)) return;
+  scheduler_.remove(hold->id);
+  scheduled_.erase(hold->id);
+  leases_lost_.fetch_add(1, std::memory_order_relaxed);
+  log(LogLevel::warning, "lock '" + hold->name + "' lost: " + std::string(to_string(reason)));
+  hold->lost_source.request_stop();
+  run_on_lost(hold, reason);
+}
+
+// The user's callback runs in a handler of its own, holding nothing of
+// *this: it may drop the last Client handle, which destroys *this.
+void ClientCore::run_on_lost(const std::shared_ptr<Hold>& hold, LossReason reason) {
+  if (!hold->on_lost) return;
+  asio::post(rt_->io, [cb = hold->on_lost, reason, logger = options_.logger] {
+    try {
+      cb(reason);
+    } catch (const std::exception& e) {
+      emit(logger, LogLevel::error, std::string("on_lost callback threw: ") + e.what());
+    } catch (...) {
+      emit(logger, LogLevel::error, "on_lost callback threw");
+    }
+  });
+}
+
+void ClientCore::rearm_renewal() {
+  if (!renew_timer_) return;  // shutting down
+  auto next = scheduler_.next_wakeup().value_or(Clock::time_point::max());
+  {
+    // Staged holds count too: a caller that staged one after our last
+    // adoption relies on this timer to be adopted in time.
+    std::lock_guard lk(stage_mu_);
+    next = std::min(next, staged_due_);
+    // Nothing due: an armed timer is left to fire once, idle, instead of
+    // cancelled. Fast grants staged meanwhile are then adopted by it, with
+    // no wake-up of their own (a loop of short holds wakes nobody).
+    if (next == Clock::time_point::max() && armed_ != Clock::time_point::max() && armed_ > Clock::now()) return;
+    armed_ = next;
+  }
+  if (next == Clock::time_point::max()) {
+    renew_timer_->cancel();
+    return;
+  }
+  renew_timer_->expires_at(next);
+  auto alive = alive_;
+  renew_timer_->async_wait([this, alive](const error_code& ec) {
+    if (ec || !*alive) return;
+    on_renewal_timer();
+  });
+}
+
+void ClientCore::on_renewal_timer() {
+  adopt_staged();
+  const auto now = Clock::now();
+  for (auto [id, reason] : scheduler_.take_lost(now)) {
+    auto it = scheduled_.find(id);
+    if (it == scheduled_.end()) continue;
+    auto hold = it->second.lock();
+    scheduled_.erase(it);
+    if (hold) mark_lost(hold, reason);
+  }
+  auto due = scheduler_.take_due(now);
+  for (std::size_t begin = 0; begin < due.size(); begin += kRenewBatch) {
+    std::vector<RenewalScheduler::Id> ids;
+    std::vector<RenewCall> calls;
+    for (std::size_t i = begin; i < std::min(due.size(), begin + kRenewBatch); ++i) {
+      auto it = scheduled_.find(due[i]);
+      auto hold = it == scheduled_.end() ? nullptr : it->second.lock();
+      if (!hold) {
+        scheduler_.remove(due[i]);
+        continue;
+      }
+      ids.push_back(due[i]);
+      calls.push_back({hold->name, hold->owner, hold->grant, hold->lease});
+    }
+    if (calls.empty()) continue;
+    renewal_round_trips_.fetch_add(1, std::memory_order_relaxed);
+    auto alive = alive_;
+    backend_->renew(calls, [this, alive, ids = std::move(ids), sent_at = now](Result<std::vector<RenewOutcome>> r) {
+      if (!*alive) return;
+      const auto now2 = Clock::now();
+      for (std::size_t i = 0; i < ids.size(); ++i) {
+        const auto id = ids[i];
+        if (!scheduler_.contains(id)) continue;  // released or lost meanwhile
+        auto hold = scheduled_[id].lock();
+        if (!hold || hold->releasing.load()) continue;
+        if (!r.ok()) {
+          // Counted from the send: the renewal could not have confirmed
+          // anything later than that.
+          scheduler_.failed(id, sent_at);
+          continue;
+        }
+        switch ((*r)[i]) {
+          case RenewOutcome::renewed:
+            scheduler_.renewed(id, sent_at);
+            hold->valid_until_ns.store(ticks(scheduler_.valid_until(id)));
+            break;
+          case RenewOutcome::expired: mark_lost(hold, LossReason::expired); break;
+          case RenewOutcome::taken: mark_lost(hold, LossReason::taken); break;
+          case RenewOutcome::wrong_type: mark_lost(hold, LossReason::wrong_type); break;
+          case RenewOutcome::unconfirmed: scheduler_.failed(id, sent_at); break;
+        }
+      }
+      if (!r.ok())
+        log(LogLevel::warning, "lease renewal failed (retrying until the leases can no longer be confirmed): " +
+                                   r.status().to_string());
+      rearm_renewal();
+    });
+  }
+  rearm_renewal();
+}
+
+}  // namespace dlock::detail
