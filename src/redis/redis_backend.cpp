@@ -24,12 +24,21 @@ using detail::ReleaseOutcome;
 using detail::RenewCall;
 using detail::RenewOutcome;
 
-// What the scripts store as the owner: one grant of one owner.
+// What the scripts store as the owner: one grant of one owner,
+// "<owner>/<grant>" with the grant id in base64url (at most 11 characters:
+// every held lock stores it, so its length is Redis memory).
 std::string wire_owner(const std::string& owner, std::uint64_t grant) {
   if (grant == 0) return owner;
-  char hex[17];
-  std::snprintf(hex, sizeof hex, "%llx", static_cast<unsigned long long>(grant));
-  return owner + "/" + hex;
+  static constexpr char kAlphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+  std::string out;
+  out.reserve(owner.size() + 12);
+  out += owner;
+  out += '/';
+  do {
+    out += kAlphabet[grant & 63];
+    grant >>= 6;
+  } while (grant != 0);
+  return out;
 }
 
 bool int_at(const Reply& r, std::size_t i, long long& out) {
