@@ -115,7 +115,8 @@ ensure_deps() {
 
 # build_dir [DIR [CMAKE_ARGS...]]: configures DIR (default: build, relative
 # to the repository root) with Ninja and RelWithDebInfo (later -D arguments
-# win) and builds it on all cores ($DLOCK_JOBS jobs if set). ccache is used
+# win) and builds it on all cores ($DLOCK_JOBS jobs if set): every target, or
+# only those named in $DLOCK_TARGETS (space-separated). ccache is used
 # when installed (the top CMakeLists.txt makes it the compiler launcher).
 build_dir() {
   local dir="${1:-build}"
@@ -127,7 +128,10 @@ build_dir() {
   log "configuring $dir"
   cmake -S "$DLOCK_ROOT" -B "$dir" "${generator[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@" || return 1
   log "building $dir"
-  cmake --build "$dir" -j "${DLOCK_JOBS:-$(nproc)}" || return 1
+  local targets=()
+  # shellcheck disable=SC2206  # the list splits on purpose
+  [[ -n ${DLOCK_TARGETS:-} ]] && targets=(--target ${DLOCK_TARGETS})
+  cmake --build "$dir" -j "${DLOCK_JOBS:-$(nproc)}" ${targets[@]+"${targets[@]}"} || return 1
 }
 
 # A free TCP port on 127.0.0.1 (another process may take it before use).
