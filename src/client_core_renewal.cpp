@@ -89,7 +89,6 @@ void ClientCore::on_renewal_timer() {
     auto alive = alive_;
     backend_->renew(calls, [this, alive, ids = std::move(ids), sent_at = now](Result<std::vector<RenewOutcome>> r) {
       if (!*alive) return;
-      const auto now2 = Clock::now();
       for (std::size_t i = 0; i < ids.size(); ++i) {
         const auto id = ids[i];
         if (!scheduler_.contains(id)) continue;  // released or lost meanwhile

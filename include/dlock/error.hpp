@@ -76,7 +76,7 @@ std::error_code make_error_code(Errc code) noexcept;
 // A failure: code plus a one-line message meant for humans. Messages never
 // contain passwords or lock tokens. The default-constructed Status is ok and
 // allocates nothing.
-class Status {
+class [[nodiscard]] Status {
  public:
   Status() noexcept = default;
   Status(Errc code, std::string message) : code_(code), message_(std::move(message)) {}
