@@ -59,8 +59,14 @@ enum class Errc : int {
   cancelled = 15,        // the client shut down or the caller cancelled
 };
 
-// What a caller should do next with a failure of this code.
-enum class NextStep { none, retry, give_up, unknown };
+// What a caller should do next with a failure of this code:
+//   retry    the same call may succeed later (nothing happened);
+//   give_up  it will not succeed as asked (fix the input or configuration);
+//   unknown  it may have taken effect: settle it before acting on it;
+//   restart  the lock was lost under the work: acquire it again and redo
+//            the work from the start (what was done under the lost lease
+//            may have overlapped another holder's; fences tell which).
+enum class NextStep { none, retry, give_up, unknown, restart };
 
 // The next step for `code`. Errc::ok maps to NextStep::none.
 NextStep next_step(Errc code) noexcept;

@@ -14,6 +14,8 @@ NextStep next_step(Errc code) noexcept {
       return NextStep::retry;
     case Errc::outcome_unknown:
       return NextStep::unknown;
+    case Errc::lease_lost:
+      return NextStep::restart;
     case Errc::invalid_argument:
     case Errc::auth_failed:
     case Errc::tls_failed:
@@ -21,7 +23,6 @@ NextStep next_step(Errc code) noexcept {
     case Errc::wrong_type:
     case Errc::not_owner:
     case Errc::not_held:
-    case Errc::lease_lost:
     case Errc::server_error:
     case Errc::protocol_error:
     case Errc::cancelled:
@@ -58,6 +59,7 @@ std::string_view to_string(NextStep step) noexcept {
     case NextStep::retry: return "retry";
     case NextStep::give_up: return "give_up";
     case NextStep::unknown: return "unknown";
+    case NextStep::restart: return "restart";
   }
   return "unknown_step";
 }

@@ -12,8 +12,10 @@ TEST(Error, NextStepFollowsTheRetryRule) {
   EXPECT_EQ(next_step(Errc::timeout), NextStep::retry);
   EXPECT_EQ(next_step(Errc::outcome_unknown), NextStep::unknown);
   for (Errc c : {Errc::invalid_argument, Errc::auth_failed, Errc::tls_failed, Errc::wrong_type, Errc::not_owner,
-                 Errc::not_held, Errc::lease_lost, Errc::permission_denied})
+                 Errc::not_held, Errc::permission_denied})
     EXPECT_EQ(next_step(c), NextStep::give_up) << to_string(c);
+  EXPECT_EQ(next_step(Errc::lease_lost), NextStep::restart) << "re-acquire and redo the work";
+  EXPECT_EQ(to_string(NextStep::restart), "restart");
 }
 
 TEST(Error, StdErrorCodeIntegration) {
