@@ -77,13 +77,14 @@ void ClientCore::stage(std::shared_ptr<Hold> hold, Clock::time_point sent_at, mi
     wake = due < armed_;
     if (wake) armed_ = due;  // one wake-up is enough for everything staged before it
   }
-  // A weak reference: a posted handler must not keep *this alive past the
-  // last Client handle (its shutdown adopts what is staged).
-  if (wake) post([weak = weak_from_this()] {
-    if (auto self = weak.lock()) {
-      self->adopt_staged();
-      self->rearm_renewal();
-    }
+  // No reference to *this: a handler holding one could become the last
+  // owner, and the Client's destructor would then return before the shutdown
+  // ran. The alive flag suffices: *this lives until shutdown's body (which
+  // clears it) has run on the I/O thread, after this handler if it is first.
+  if (wake) post([this, alive = alive_] {
+    if (!*alive) return;
+    adopt_staged();
+    rearm_renewal();
   });
 }
 
@@ -116,8 +117,8 @@ std::optional<Status> ClientCore::release_now(const std::shared_ptr<Hold>& hold)
   }
   hold->depth.store(0);
   leases_held_.fetch_sub(1, std::memory_order_relaxed);
-  if (!was_staged) post([weak = weak_from_this(), hold] {
-    if (auto self = weak.lock()) self->retire(hold);
+  if (!was_staged) post([this, alive = alive_, hold] {
+    if (*alive) retire(hold);
   });
   return status;
 }
