@@ -58,6 +58,13 @@ void emit(const Logger& logger, LogLevel level, const std::string& message) {
   if (level == LogLevel::warning || level == LogLevel::error) std::cerr << "dlock: " << message << '\n';
 }
 
+Status check_acquire(const std::string& name, milliseconds wait, const LockOptions& o) {
+  Status bad = validate_name(name);
+  if (bad.ok()) bad = check_lock_options(o, wait);
+  if (bad.ok() && !o.owner.empty()) bad = validate_owner(o.owner);
+  return bad;
+}
+
 Status check_lock_options(const LockOptions& o, milliseconds wait) {
   if (wait.count() < 0) return {Errc::invalid_argument, "wait must be >= 0 ms"};
   if (o.lease) {

@@ -44,10 +44,7 @@ void ClientCore::run_next_op(const std::shared_ptr<Hold>& hold) {
 
 void ClientCore::acquire(std::string name, milliseconds wait, LockOptions options,
                          std::function<void(Result<Lease>)> done, AcquireSeed seed) {
-  Status bad = validate_name(name);
-  if (bad.ok()) bad = check_lock_options(options, wait);
-  if (bad.ok() && !options.owner.empty()) bad = validate_owner(options.owner);
-  if (!bad.ok()) {
+  if (Status bad = check_acquire(name, wait, options); !bad.ok()) {
     post([done = std::move(done), bad]() mutable { done(bad); });
     return;
   }
