@@ -13,6 +13,15 @@
 // the same owner's next grant, and a renewal cannot extend it.
 //
 // Threading: all calls and all callbacks happen on the client's I/O thread.
+//
+// Lifetime, one rule for the whole I/O layer: a handler captures the object
+// that posted it as a raw `this`, and every such object (ClientCore, each
+// backend, each connection) is destroyed only after the I/O loop has
+// drained, when no handler is left to run. ClientCore's handle deleter
+// enforces it (ClientCore::destroy); nothing in between needs liveness flags.
+// Each callback runs exactly once and never inline (always from a handler of
+// its own, so the caller may be iterating its own containers); close() fails
+// what is outstanding with cancelled, and no callback runs after those.
 #ifndef DLOCK_BACKEND_HPP_
 #define DLOCK_BACKEND_HPP_
 

@@ -132,8 +132,7 @@ Result<std::shared_ptr<ClientCore>> ClientCore::connect(std::string_view url, Cl
       return Status(Errc::invalid_argument, "a user name needs a password");
   }
 
-  std::shared_ptr<ClientCore> core(new ClientCore(std::move(options)));
-  auto alive = core->alive_;
+  std::shared_ptr<ClientCore> core(new ClientCore(std::move(options)), &ClientCore::destroy);
   ClientCore* raw = core.get();
   std::vector<redis::ConnectionConfig> configs;
   for (RedisEndpoint& ep : endpoints) {
@@ -143,9 +142,7 @@ Result<std::shared_ptr<ClientCore>> ClientCore::connect(std::string_view url, Cl
     cfg.command_timeout = core->options_.command_timeout;
     cfg.backoff_min = core->options_.reconnect_backoff_min;
     cfg.backoff_max = core->options_.reconnect_backoff_max;
-    cfg.log = [raw, alive](LogLevel level, std::string_view msg) {
-      if (*alive) raw->log(level, std::string(msg));
-    };
+    cfg.log = [raw](LogLevel level, std::string_view msg) { raw->log(level, std::string(msg)); };
     configs.push_back(std::move(cfg));
   }
   if (redlock)
@@ -155,14 +152,14 @@ Result<std::shared_ptr<ClientCore>> ClientCore::connect(std::string_view url, Cl
     core->backend_ = redis::make_redis_backend(core->rt_->io, std::move(configs.front()), core->options_.key_prefix,
                                                {core->options_.wait_replicas, core->options_.wait_timeout});
   core->backend_->set_wake_handlers(
-      [raw, alive](const std::string& name) {
-        if (*alive) raw->on_release_published(name);
+      [raw](const std::string& name) {
+        if (!raw->closing_) raw->on_release_published(name);
       },
-      [raw, alive] {
-        if (*alive) raw->wake_all();
+      [raw] {
+        if (!raw->closing_) raw->wake_all();
       });
-  core->backend_->set_link_handler([raw, alive](bool up) {
-    if (!*alive || up) return;
+  core->backend_->set_link_handler([raw](bool up) {
+    if (raw->closing_ || up) return;
     raw->scheduler_.link_down(Clock::now());
     raw->rearm_renewal();
   });
@@ -174,13 +171,14 @@ Result<std::shared_ptr<ClientCore>> ClientCore::connect(std::string_view url, Cl
     for (;;) {
       try {
         run_io(rt->io);
-        return;
+        break;
       } catch (const std::exception& e) {  // *this may be gone: no log()
         emit(logger, LogLevel::error, std::string("a callback threw on the I/O thread: ") + e.what());
       } catch (...) {
         emit(logger, LogLevel::error, "a callback threw on the I/O thread");
       }
     }
+    delete rt->orphan;  // drained: no handler can reach it any more
   });
   core->io_thread_id_ = rt->thread.get_id();
 
@@ -188,97 +186,98 @@ Result<std::shared_ptr<ClientCore>> ClientCore::connect(std::string_view url, Cl
   auto fut = started.get_future();
   core->post([raw, &started] { raw->backend_->start([&started](Status s) { started.set_value(std::move(s)); }); });
   Status s = fut.get();
-  if (!s.ok()) return s;  // ~ClientCore closes and joins
+  if (!s.ok()) return s;  // the deleter closes, drains and deletes
   core->backend_->open_blocking();
   return core;
 }
 
-ClientCore::~ClientCore() { shutdown(); }
+// The lifetime rule (backend.hpp): handlers capture `this` raw, so *this is
+// deleted only after its I/O loop has drained. From another thread: shut
+// down on the I/O thread, join it, delete. On the I/O thread itself (the last
+// handle dropped inside a callback): shut down now and leave the deletion to
+// the thread, after its loop returns.
+void ClientCore::destroy(ClientCore* core) noexcept {
+  auto rt = core->rt_;
+  if (!rt->thread.joinable()) {  // the thread never started
+    delete core;
+    return;
+  }
+  if (std::this_thread::get_id() == rt->thread.get_id()) {
+    core->shutdown_io();
+    rt->orphan = core;
+    rt->thread.detach();
+    return;
+  }
+  asio::post(rt->io, [core] { core->shutdown_io(); });
+  rt->thread.join();
+  delete core;
+}
 
 // Frees every lock still held (one round trip, bounded by the command
-// timeout), fails waiting acquires with cancelled, then stops the I/O
-// thread. Safe on any thread, including the I/O thread itself (the last
-// handle dropped inside a callback): then the thread is detached and winds
-// down on its own, touching nothing of *this.
-void ClientCore::shutdown() {
-  // rt_ itself stays: handlers still running on the I/O thread read it.
-  if (shut_down_) return;
-  shut_down_ = true;
-  auto rt = rt_;
-  auto body = [this, rt] {
-    adopt_staged();
-    closing_ = true;
-    *alive_ = false;
-    renew_timer_.reset();  // timers must die before their io_context
-    waiters_.clear();
-    std::vector<ReleaseCall> calls;
-    for (auto& [key, hold] : holds_) {
-      if (hold->depth.load() > 0 && !hold->lost.load()) {
-        ReleaseCall c{hold->name, hold->owner, hold->depth.load(), true};
-        c.grant = hold->grant;
-        if (hold->stray) c.tombstone = hold->lease;
-        calls.push_back(std::move(c));
-      }
-      hold->lost.store(true);
-      hold->lost_source.request_stop();
-      hold->depth.store(0);
+// timeout), fails waiting acquires with cancelled, then closes the backend
+// and lets the I/O loop run dry.
+void ClientCore::shutdown_io() {
+  adopt_staged();
+  closing_ = true;
+  renew_timer_->cancel();
+  waiters_.clear();
+  std::vector<ReleaseCall> calls;
+  for (auto& [key, hold] : holds_) {
+    if (hold->depth.load() > 0 && !hold->lost.load()) {
+      ReleaseCall c{hold->name, hold->owner, hold->depth.load(), true};
+      c.grant = hold->grant;
+      if (hold->stray) c.tombstone = hold->lease;
+      calls.push_back(std::move(c));
     }
-    holds_.clear();
-    // Every acquire still running completes with cancelled; one whose request
-    // is out is undone behind it on the same connection (it may be granted).
-    auto ops = std::move(live_ops_);
-    live_ops_.clear();
-    for (const auto& op : ops) {
-      op->finished = true;
-      op->timer.cancel();
-      if (op->in_flight || op->stray) {
-        ReleaseCall c{op->name, op->hold->owner, op->sent_held + 1, false};
-        c.grant = op->sent_grant;
-        if (op->sent_held == 0) c.tombstone = op->lease;
-        calls.push_back(std::move(c));
-      }
-      asio::post(rt->io, [done = std::move(op->done)]() mutable {
-        if (done) done(Status(Errc::cancelled, "client closed during the acquire"));
-      });
-    }
-    std::shared_ptr<Backend> backend(std::move(backend_));
-    if (!backend) {
-      rt->work.reset();
-      return;
-    }
-    backend->set_wake_handlers(nullptr, nullptr);
-    backend->set_link_handler(nullptr);
-    auto remaining = std::make_shared<std::size_t>(calls.size());
-    auto finalize = std::make_shared<std::function<void()>>();
-    auto timer = std::make_shared<asio::steady_timer>(rt->io, options_.command_timeout);
-    *finalize = [backend, rt, timer, finalize]() mutable {
-      if (!*finalize) return;
-      timer->cancel();
-      auto self = std::move(*finalize);  // run once; breaks the cycle
-      *finalize = nullptr;
-      asio::post(rt->io, [backend, rt] {
-        backend->close();
-        rt->work.reset();
-      });
-    };
-    for (const ReleaseCall& c : calls) {
-      backend->release(c, [remaining, finalize](Result<ReleaseOutcome>) {
-        if (--*remaining == 0 && *finalize) (*finalize)();
-      });
-    }
-    if (calls.empty()) (*finalize)();
-    else
-      timer->async_wait([finalize](const error_code& ec) {
-        if (!ec && *finalize) (*finalize)();
-      });
-  };
-  if (std::this_thread::get_id() == rt->thread.get_id()) {
-    body();
-    rt->thread.detach();
-  } else {
-    asio::post(rt->io, body);
-    rt->thread.join();
+    hold->lost.store(true);
+    hold->lost_source.request_stop();
+    hold->depth.store(0);
   }
+  holds_.clear();
+  // Every acquire still running completes with cancelled; one whose request
+  // is out is undone behind it on the same connection (it may be granted).
+  auto ops = std::move(live_ops_);
+  live_ops_.clear();
+  for (const auto& op : ops) {
+    op->finished = true;
+    op->timer.cancel();
+    if (op->in_flight || op->stray) {
+      ReleaseCall c{op->name, op->hold->owner, op->sent_held + 1, false};
+      c.grant = op->sent_grant;
+      if (op->sent_held == 0) c.tombstone = op->lease;
+      calls.push_back(std::move(c));
+    }
+    post([done = std::move(op->done)]() mutable {
+      if (done) done(Status(Errc::cancelled, "client closed during the acquire"));
+    });
+  }
+  if (!backend_) {
+    rt_->work.reset();
+    return;
+  }
+  backend_->set_wake_handlers(nullptr, nullptr);
+  backend_->set_link_handler(nullptr);
+  closing_releases_ = calls.size();
+  for (const ReleaseCall& c : calls) {
+    backend_->release(c, [this](Result<ReleaseOutcome>) {
+      if (--closing_releases_ == 0) finish_close();
+    });
+  }
+  if (calls.empty()) return finish_close();
+  close_timer_ = std::make_unique<asio::steady_timer>(rt_->io, options_.command_timeout);
+  close_timer_->async_wait([this](const error_code& ec) {
+    if (!ec) finish_close();
+  });
+}
+
+void ClientCore::finish_close() {
+  if (std::exchange(closed_, true)) return;
+  if (close_timer_) close_timer_->cancel();
+  // Posted: this may run inside a backend callback.
+  post([this] {
+    backend_->close();
+    rt_->work.reset();
+  });
 }
 
 void ClientCore::inspect(std::string name, std::function<void(Result<LockInfo>)> done) {

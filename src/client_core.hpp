@@ -80,10 +80,11 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
  public:
   using Clock = std::chrono::steady_clock;
 
+  // The handle's deleter shuts the core down and deletes it only once its
+  // I/O loop has drained (backend.hpp's lifetime rule).
   static Result<std::shared_ptr<ClientCore>> connect(std::string_view url, ClientOptions options);
   ClientCore(const ClientCore&) = delete;
   ClientCore& operator=(const ClientCore&) = delete;
-  ~ClientCore();
 
   void acquire(std::string name, milliseconds wait, LockOptions options, std::function<void(Result<Lease>)> done,
                AcquireSeed seed = {});
@@ -111,7 +112,11 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   struct Runtime;
 
   explicit ClientCore(ClientOptions options);
-  void shutdown();
+  ~ClientCore() = default;
+  // The deleter of every handle: shuts down, then deletes after the drain.
+  static void destroy(ClientCore* core) noexcept;
+  void shutdown_io();  // I/O thread: frees what is held, fails what waits
+  void finish_close();
 
   // I/O thread only.
   std::shared_ptr<Hold> find_or_add_hold(const std::string& name, const std::string& owner);
@@ -143,7 +148,6 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
 
   ClientOptions options_;
   std::shared_ptr<Runtime> rt_;  // io_context + thread; may outlive *this; set once
-  bool shut_down_ = false;       // shutdown() ran (it runs from the destructor only)
   std::thread::id io_thread_id_;
   std::unique_ptr<Backend> backend_;
 
@@ -171,11 +175,11 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   Clock::time_point armed_ = Clock::time_point::max();  // guarded by stage_mu_
   Clock::time_point staged_due_ = Clock::time_point::max();  // guarded by stage_mu_
   std::map<std::string, std::uint64_t> release_epoch_;  // releases seen per name
-  bool closing_ = false;
+  bool closing_ = false;       // shutdown_io() ran: handlers still queued do nothing
   bool warned_blind_ = false;  // logged once that waiters poll
-  // Cleared at shutdown; handlers that captured `this` check it first, so a
-  // handler that runs after *this is gone touches nothing.
-  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+  std::size_t closing_releases_ = 0;  // shutdown's releases not yet answered
+  std::unique_ptr<boost::asio::steady_timer> close_timer_;  // bounds them
+  bool closed_ = false;  // finish_close() ran
 
   std::atomic<std::uint64_t> grants_{0};
   std::atomic<std::uint64_t> late_grants_{0};

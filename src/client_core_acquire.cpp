@@ -87,16 +87,15 @@ void ClientCore::step(const std::shared_ptr<AcquireOp>& op, AcquireFsm::Action a
         op->in_waiters = true;
       }
       op->watching = true;
-      auto alive = alive_;
       if (action.until != AcquireFsm::time_point::max()) {
         op->timer.expires_at(action.until);
-        op->timer.async_wait([this, alive, op](const error_code& ec) {
-          if (ec || !*alive || op->finished) return;
+        op->timer.async_wait([this, op](const error_code& ec) {
+          if (ec || closing_ || op->finished) return;
           step(op, op->fsm.on_wake(Clock::now()));
         });
       }
-      backend_->watch(op->name, [this, alive, op](Status s) {
-        if (!*alive || op->finished) return;
+      backend_->watch(op->name, [this, op](Status s) {
+        if (closing_ || op->finished) return;
         op->timer.cancel();
         if (!s.ok() && s.code() != Errc::cancelled && !std::exchange(warned_blind_, true))
           log(LogLevel::warning, "waiting for locks without release notifications (polling; said once): " +
@@ -107,9 +106,8 @@ void ClientCore::step(const std::shared_ptr<AcquireOp>& op, AcquireFsm::Action a
     }
     case Kind::wait: {
       op->timer.expires_at(action.until);
-      auto alive = alive_;
-      op->timer.async_wait([this, alive, op](const error_code& ec) {
-        if (ec || !*alive || op->finished) return;
+      op->timer.async_wait([this, op](const error_code& ec) {
+        if (ec || closing_ || op->finished) return;
         step(op, op->fsm.on_wake(Clock::now()));
       });
       return;
@@ -123,9 +121,8 @@ void ClientCore::step(const std::shared_ptr<AcquireOp>& op, AcquireFsm::Action a
 }
 
 void ClientCore::send_attempt(const std::shared_ptr<AcquireOp>& op) {
-  auto alive = alive_;
-  hold_exec(op->hold, [this, alive, op] {
-    if (!*alive) return;
+  hold_exec(op->hold, [this, op] {
+    if (closing_) return;
     if (op->finished) return hold_op_done(op->hold);
     if (op->hold->depth.load() > 0 && op->hold->lost.load()) {
       // A re-entry on a hold already reported lost: never granted.
@@ -139,8 +136,8 @@ void ClientCore::send_attempt(const std::shared_ptr<AcquireOp>& op) {
     op->in_flight = true;
     const auto sent_at = Clock::now();
     op->attempt_epoch = release_epoch_[op->name];
-    backend_->acquire(call, [this, alive, op, sent_at](Result<AcquireOutcome> r) {
-      if (!*alive) return;
+    backend_->acquire(call, [this, op, sent_at](Result<AcquireOutcome> r) {
+      if (closing_) return;
       op->in_flight = false;
       hold_op_done(op->hold);
       if (op->finished) return;
@@ -269,15 +266,14 @@ void ClientCore::finish(const std::shared_ptr<AcquireOp>& op, Status status) {
 // otherwise; a tombstone refuses a stray copy of a fresh attempt.
 void ClientCore::cleanup_in_doubt(const std::shared_ptr<Hold>& hold, unsigned held, std::uint64_t grant,
                                   milliseconds tombstone) {
-  auto alive = alive_;
   ++hold->users;
-  hold_exec(hold, [this, alive, hold, held, grant, tombstone] {
-    if (!*alive) return;
+  hold_exec(hold, [this, hold, held, grant, tombstone] {
+    if (closing_) return;
     ReleaseCall call{hold->name, hold->owner, held + 1, false};
     call.grant = grant;
     call.tombstone = tombstone;
-    backend_->release(call, [this, alive, hold](Result<ReleaseOutcome> r) {
-      if (!*alive) return;
+    backend_->release(call, [this, hold](Result<ReleaseOutcome> r) {
+      if (closing_) return;
       if (!r.ok())
         log(LogLevel::warning, "cleanup after an in-doubt acquire of '" + hold->name +
                                    "' failed (it expires with its lease): " + r.status().to_string());

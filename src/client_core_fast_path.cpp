@@ -76,10 +76,9 @@ void ClientCore::stage(std::shared_ptr<Hold> hold, Clock::time_point sent_at, mi
   }
   // No reference to *this: a handler holding one could become the last
   // owner, and the Client's destructor would then return before the shutdown
-  // ran. The alive flag suffices: *this lives until shutdown's body (which
-  // clears it) has run on the I/O thread, after this handler if it is first.
-  if (wake) post([this, alive = alive_] {
-    if (!*alive) return;
+  // ran. None is needed: *this outlives every handler (backend.hpp's rule).
+  if (wake) post([this] {
+    if (closing_) return;
     adopt_staged();
     rearm_renewal();
   });
@@ -114,8 +113,8 @@ std::optional<Status> ClientCore::release_now(const std::shared_ptr<Hold>& hold)
   }
   hold->depth.store(0);
   leases_held_.fetch_sub(1, std::memory_order_relaxed);
-  if (!was_staged) post([this, alive = alive_, hold] {
-    if (*alive) retire(hold);
+  if (!was_staged) post([this, hold] {
+    if (!closing_) retire(hold);
   });
   return status;
 }

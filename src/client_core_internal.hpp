@@ -32,6 +32,9 @@ struct ClientCore::Runtime {
   asio::io_context io{1};
   asio::executor_work_guard<asio::io_context::executor_type> work{io.get_executor()};
   std::thread thread;
+  // Set when the last handle was dropped on the I/O thread itself: the
+  // thread deletes the core once its loop has drained.
+  ClientCore* orphan = nullptr;
 };
 
 struct ClientCore::AcquireOp {

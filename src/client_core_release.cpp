@@ -15,21 +15,19 @@ void ClientCore::release_io(std::shared_ptr<Hold> hold, std::function<void(Statu
   adopt_staged();
   ++hold->users;
   auto op = std::make_shared<ReleaseOp>(ReleaseOp{std::move(hold), std::move(done)});
-  auto alive = alive_;
-  hold_exec(op->hold, [this, alive, op] {
-    if (*alive) send_release(op);
+  hold_exec(op->hold, [this, op] {
+    if (!closing_) send_release(op);
   });
 }
 
 void ClientCore::send_release(const std::shared_ptr<ReleaseOp>& op) {
   const unsigned held = op->hold->depth.load();
   if (held == 0) return end_release(op, 0, Status(Errc::not_held, "the lease no longer holds the lock"));
-  auto alive = alive_;
   ReleaseCall call{op->hold->name, op->hold->owner, held, false};
   call.grant = op->hold->grant;
   if (held == 1 && op->hold->stray) call.tombstone = op->hold->lease;
-  backend_->release(call, [this, alive, op, held](Result<ReleaseOutcome> r) {
-    if (!*alive) return;
+  backend_->release(call, [this, op, held](Result<ReleaseOutcome> r) {
+    if (closing_) return;
     // The script is idempotent: after a lost reply, sending it again is safe.
     if (!r.ok() && r.code() == Errc::outcome_unknown && op->tries < 2) {
       ++op->tries;

@@ -53,9 +53,8 @@ void ClientCore::rearm_renewal() {
     return;
   }
   renew_timer_->expires_at(next);
-  auto alive = alive_;
-  renew_timer_->async_wait([this, alive](const error_code& ec) {
-    if (ec || !*alive) return;
+  renew_timer_->async_wait([this](const error_code& ec) {
+    if (ec || closing_) return;
     on_renewal_timer();
   });
 }
@@ -86,9 +85,8 @@ void ClientCore::on_renewal_timer() {
     }
     if (calls.empty()) continue;
     renewal_round_trips_.fetch_add(1, std::memory_order_relaxed);
-    auto alive = alive_;
-    backend_->renew(calls, [this, alive, ids = std::move(ids), sent_at = now](Result<std::vector<RenewOutcome>> r) {
-      if (!*alive) return;
+    backend_->renew(calls, [this, ids = std::move(ids), sent_at = now](Result<std::vector<RenewOutcome>> r) {
+      if (closing_) return;
       for (std::size_t i = 0; i < ids.size(); ++i) {
         const auto id = ids[i];
         if (!scheduler_.contains(id)) continue;  // released or lost meanwhile

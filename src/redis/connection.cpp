@@ -84,7 +84,7 @@ Status Connection::tls_setup() {
 void Connection::connect_attempt() {
   state_ = State::connecting;
   const std::uint64_t gen = ++generation_;
-  auto self = shared_from_this();
+  Connection* self = this;  // lives until the loop drains (backend.hpp)
   connect_timer_.expires_after(config_.connect_timeout);
   connect_timer_.async_wait([this, self, gen](const error_code& ec) {
     if (ec || gen != generation_ || state_ == State::ready || state_ == State::closed) return;
@@ -134,7 +134,7 @@ void Connection::on_connected() {
     return;
   }
   const std::uint64_t gen = generation_;
-  auto self = shared_from_this();
+  Connection* self = this;  // lives until the loop drains (backend.hpp)
   tls_ = std::make_unique<ssl::stream<tcp::socket>>(std::move(*socket_), *ssl_ctx_);
   socket_.reset();
   const std::string& host = config_.endpoint.host;
@@ -285,7 +285,7 @@ void Connection::schedule_reconnect() {
   // do not come back together.
   const auto half = std::max<std::int64_t>(1, backoff_.count() / 2);
   const auto delay = milliseconds(half + static_cast<std::int64_t>(detail::random_u64() % static_cast<std::uint64_t>(half)));
-  auto self = shared_from_this();
+  Connection* self = this;  // lives until the loop drains (backend.hpp)
   const std::uint64_t gen = generation_;
   reconnect_timer_.expires_after(delay);
   reconnect_timer_.async_wait([this, self, gen](const error_code& ec) {
@@ -342,7 +342,7 @@ void Connection::write_pending() {
 void Connection::start_write() {
   writing_ = true;
   const std::uint64_t gen = generation_;
-  auto self = shared_from_this();
+  Connection* self = this;  // lives until the loop drains (backend.hpp)
   with_stream([&](auto& stream) {
     asio::async_write(stream, asio::buffer(write_buf_), [this, self, gen](const error_code& ec, std::size_t) {
       if (gen != generation_) return;
@@ -367,7 +367,7 @@ void Connection::start_write() {
 
 void Connection::read_loop() {
   const std::uint64_t gen = generation_;
-  auto self = shared_from_this();
+  Connection* self = this;  // lives until the loop drains (backend.hpp)
   with_stream([&](auto& stream) {
     stream.async_read_some(asio::buffer(read_buf_), [this, self, gen](const error_code& ec, std::size_t n) {
       if (gen != generation_) return;
@@ -435,7 +435,7 @@ void Connection::arm_deadline_timer() {
     deadline_timer_.cancel();
     return;
   }
-  auto self = shared_from_this();
+  Connection* self = this;  // lives until the loop drains (backend.hpp)
   deadline_timer_.expires_at(earliest);
   deadline_timer_.async_wait([this, self](const error_code& ec) {
     if (ec || state_ == State::closed) return;

@@ -52,7 +52,7 @@ struct ConnectionConfig {
 
 using ReplyHandler = std::function<void(Status, std::vector<Reply>&&)>;
 
-class Connection : public std::enable_shared_from_this<Connection> {
+class Connection {
  public:
   using Clock = std::chrono::steady_clock;
 

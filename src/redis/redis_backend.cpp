@@ -136,7 +136,7 @@ class RedisBackend final : public detail::Backend {
   ~RedisBackend() override { close(); }
 
   void start(std::function<void(Status)> done) override {
-    cmd_ = std::make_shared<Connection>(io_, config_);
+    cmd_ = std::make_unique<Connection>(io_, config_);
     cmd_->on_state([this](bool up) {
       if (link_handler_) link_handler_(up);
     });
@@ -419,7 +419,7 @@ class RedisBackend final : public detail::Backend {
     ConnectionConfig c = config_;
     c.pubsub = true;
     c.name = "pubsub";
-    sub_ = std::make_shared<Connection>(io_, c);
+    sub_ = std::make_unique<Connection>(io_, c);
     sub_->on_push([this](Reply&& r) { on_push(std::move(r)); });
     sub_->on_state([this](bool up) {
       sent_.clear();  // what was in flight on the old connection is void
@@ -491,8 +491,8 @@ class RedisBackend final : public detail::Backend {
   ConnectionConfig config_;
   std::string prefix_;
   ReplicaWait wait_;
-  std::shared_ptr<Connection> cmd_;
-  std::shared_ptr<Connection> sub_;
+  std::unique_ptr<Connection> cmd_;
+  std::unique_ptr<Connection> sub_;
   std::map<std::string, Watch> watches_;  // by channel
   // Blocking connections of the fast path (any thread; guarded by pool_mu_).
   static constexpr std::size_t kPoolIdle = 8;

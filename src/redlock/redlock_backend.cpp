@@ -91,7 +91,7 @@ class RedlockBackend final : public detail::Backend {
   }
 
   void close() override {
-    *alive_ = false;
+    closed_ = true;
     for (auto& w : timers_)
       if (auto t = w.lock()) t->cancel();
     timers_.clear();
@@ -212,8 +212,8 @@ class RedlockBackend final : public detail::Backend {
   std::function<void(const std::string&)> wake_;
   std::function<void()> resync_;
   std::function<void(bool)> link_handler_;
-  // Cleared by close(): node callbacks that still arrive deliver cancelled.
-  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+  // Set by close(): node callbacks that still arrive deliver cancelled.
+  bool closed_ = false;
 };
 
 Status cancelled() { return {Errc::cancelled, "client closed"}; }
@@ -259,11 +259,10 @@ void RedlockBackend::acquire(const AcquireCall& call, std::function<void(Result<
   r->done = std::move(done);
   const auto per_node = per_node_timeout(command_timeout_, call.lease);
   r->timer = make_timer(std::min(start + per_node, r->round.deadline()));
-  auto alive = alive_;
   using Phase = AcquireRound::Phase;
   for (std::size_t i = 0; i < nodes_.size(); ++i) {
-    nodes_[i]->acquire(r->call, [this, alive, r, i](Result<AcquireOutcome> res) {
-      if (!*alive) return r->deliver(cancelled());
+    nodes_[i]->acquire(r->call, [this, r, i](Result<AcquireOutcome> res) {
+      if (closed_) return r->deliver(cancelled());
       r->replied[i] = true;
       using Vote = AcquireRound::Vote;
       if (r->votes[i] == Vote::pending) {
@@ -301,8 +300,8 @@ void RedlockBackend::acquire(const AcquireCall& call, std::function<void(Result<
       }
     });
   }
-  r->timer->async_wait([this, alive, r, per_node](const boost::system::error_code& ec) {
-    if (ec || !*alive) return;
+  r->timer->async_wait([this, r, per_node](const boost::system::error_code& ec) {
+    if (ec || closed_) return;
     r->timed_out = true;
     switch (r->phase) {
       case Phase::voting: {
@@ -375,9 +374,8 @@ void RedlockBackend::undo_on_node(const std::shared_ptr<AcquireRound>& r, std::s
   // No tombstone: the next round of the same acquire reuses the grant id
   // (rounds tell them apart); the client leaves one when the acquire ends.
   undo.grant = r->call.grant;
-  auto alive = alive_;
-  nodes_[i]->release(undo, [alive, r, wait](Result<ReleaseOutcome>) {
-    if (!*alive) return r->deliver(cancelled());
+  nodes_[i]->release(undo, [this, r, wait](Result<ReleaseOutcome>) {
+    if (closed_) return r->deliver(cancelled());
     if (wait && r->phase == AcquireRound::Phase::undoing && --r->undo_waiting == 0)
       r->deliver(std::move(*r->report));
   });
@@ -463,12 +461,11 @@ void RedlockBackend::release(const ReleaseCall& call, std::function<void(Result<
   };
   auto r = std::make_shared<Round>();
   r->done = std::move(done);
-  auto alive = alive_;
   const std::size_t n = nodes_.size();
   for (auto& node : nodes_) {
-    node->release(call, [this, alive, r, n](Result<ReleaseOutcome> res) {
+    node->release(call, [this, r, n](Result<ReleaseOutcome> res) {
       if (!r->done) return;
-      if (!*alive) return std::exchange(r->done, nullptr)(cancelled());
+      if (closed_) return std::exchange(r->done, nullptr)(cancelled());
       if (res.ok()) r->answers.push_back(*res);
       else r->errors.push_back(res.status());
       // Decide as soon as one answer has a majority.
@@ -538,18 +535,17 @@ void RedlockBackend::renew(const std::vector<RenewCall>& calls,
     }
     std::exchange(r->done, nullptr)(std::move(out));
   };
-  auto alive = alive_;
   for (std::size_t i = 0; i < nodes_.size(); ++i) {
-    nodes_[i]->renew(calls, [alive, r, finish](Result<std::vector<RenewOutcome>> res) {
+    nodes_[i]->renew(calls, [this, r, finish](Result<std::vector<RenewOutcome>> res) {
       if (!r->done) return;
-      if (!*alive) return std::exchange(r->done, nullptr)(cancelled());
+      if (closed_) return std::exchange(r->done, nullptr)(cancelled());
       if (res.ok()) r->answers.push_back(std::move(*res));
       else r->errors.push_back(res.status());
       if (--r->waiting == 0) finish();
     });
   }
-  r->timer->async_wait([this, alive, r, finish](const boost::system::error_code& ec) {
-    if (ec || !*alive || !r->done) return;
+  r->timer->async_wait([this, r, finish](const boost::system::error_code& ec) {
+    if (ec || closed_ || !r->done) return;
     for (std::size_t k = r->answers.size() + r->errors.size(); k < nodes_.size(); ++k)
       r->errors.push_back(Status(Errc::outcome_unknown, "a master did not answer the renewal in time"));
     finish();
@@ -569,11 +565,10 @@ void RedlockBackend::inspect(const std::string& name, std::function<void(Result<
   r->done = std::move(done);
   r->infos.resize(nodes_.size());
   r->waiting = nodes_.size();
-  auto alive = alive_;
   for (std::size_t i = 0; i < nodes_.size(); ++i) {
-    nodes_[i]->inspect(name, [this, alive, r, i](Result<LockInfo> res) {
+    nodes_[i]->inspect(name, [this, r, i](Result<LockInfo> res) {
       if (!r->done) return;
-      if (!*alive) return std::exchange(r->done, nullptr)(cancelled());
+      if (closed_) return std::exchange(r->done, nullptr)(cancelled());
       if (res.ok()) r->infos[i] = *res;
       else r->errors.push_back(res.status());
       if (--r->waiting > 0) return;
