@@ -1,18 +1,38 @@
-// The interface every lock backend implements (Redis today; Redlock,
-// ZooKeeper and SQL slot in here). It speaks in lock names and owner tokens;
-// the lock algorithms (waiting, re-entry bookkeeping, renewal scheduling, loss
-// detection) live above it in ClientCore and the state machines in core/.
+// The interface every lock backend implements. It speaks in lock names,
+// owners and grants; the lock algorithms (waiting, re-entry bookkeeping where
+// the server keeps none, renewal scheduling, loss detection) live above it in
+// ClientCore and the state machines in core/.
 //
-// Idempotency contract: acquire and release carry the re-entry count the
-// caller believes the owner holds, so a call repeated after a lost reply is
+// How the servers map onto it:
+//   Redis     a lease key per lock (needs renewal), the re-entry depth kept in
+//             the key, releases published on a channel per name (watch keyed
+//             by name), busy answers carry the holder's remaining lease.
+//   Redlock   the same on a majority of independent masters (redlock/).
+//   ZooKeeper an ephemeral-sequential queue node per attempt: acquire()
+//             creates it once (AcquireCall::attempt names it, so the next
+//             attempt of the same acquire finds it and keeps its place) and
+//             answers busy with WaitHint::event; watch({name, attempt})
+//             watches the node's predecessor only. No renewal: liveness is the
+//             session's, pushed as BackendEvents::alive_until and, on expiry,
+//             BackendEvents::lost for every hold. abandon() deletes the node.
+//             Re-entry is counted by ClientCore (server_reentry = false).
+//   SQL       a row per lock with a server-computed expiry (needs renewal),
+//             releases sent by NOTIFY (watch keyed by name, a LISTEN), busy
+//             answers carry the row's remaining lease.
+//   Semaphore mode = shared with permits = N: N holders at once, each its own
+//             grant; a backend that cannot refuses it with invalid_argument.
+//
+// Idempotency: acquire and release carry the re-entry count the caller
+// believes the owner holds, so a call repeated after a lost reply is
 // recognised and not applied twice.
 //
-// Exactness contract: every call names the grant it belongs to (`grant`, an
-// id the client makes unique per fresh grant). A call only ever touches the
-// hold of that grant: a release or undo delayed in the network cannot delete
-// the same owner's next grant, and a renewal cannot extend it.
+// Exactness: every call names the grant it belongs to (`grant`, an id the
+// client makes unique per fresh grant). A call only ever touches the hold of
+// that grant: a release or undo delayed in the network cannot delete the
+// same owner's next grant, and a renewal cannot extend it.
 //
-// Threading: all calls and all callbacks happen on the client's I/O thread.
+// Threading: all calls and all callbacks happen on the client's I/O thread,
+// except the blocking fast path (acquire_now, release_now, open_blocking).
 //
 // Lifetime, one rule for the whole I/O layer: a handler captures the object
 // that posted it as a raw `this`, and every such object (ClientCore, each
@@ -32,34 +52,62 @@
 #include <string>
 #include <vector>
 
+#include "core/wait_hint.hpp"
 #include "dlock/client.hpp"
 #include "dlock/error.hpp"
 #include "dlock/options.hpp"
 
 namespace dlock::detail {
 
+// exclusive: one holder. shared: up to `permits` holders at once (a read
+// lock, a semaphore permit). Holds are keyed by (name, owner, mode).
+enum class LockMode : std::uint8_t { exclusive, shared };
+
+// What a backend can do; ClientCore adapts to it.
+struct Capabilities {
+  // Holds expire unless renewed (renew() is called on the watchdog's ticks).
+  // false: a session keeps them; the backend pushes alive_until and lost.
+  bool needs_renewal = true;
+  // The server counts re-entry levels (AcquireCall::held > 0 is sent). false:
+  // ClientCore counts them and calls acquire only for the first level and
+  // release only for the last.
+  bool server_reentry = true;
+  // Waiters are granted in arrival order (a queue): an acquire's attempts
+  // share one AcquireCall::attempt id, and watches are per attempt.
+  bool fifo = false;
+  // Fences strictly increase across every grant of a name (Redlock: only
+  // while its fence node answers).
+  bool strict_fence = true;
+  bool shared_mode = false;  // LockMode::shared and permits > 1
+};
+
 struct AcquireCall {
   std::string name;
   std::string owner;
   milliseconds lease{0};
-  unsigned held = 0;  // levels the caller believes it holds (0 = fresh grant)
+  unsigned held = 0;        // levels the caller believes it holds (0 = fresh grant)
   std::uint64_t grant = 0;  // the grant this call creates or re-enters
-  // Which attempt this is (0: none). Redlock numbers its attempts so that a
-  // late undo of a failed attempt leaves a later attempt's grant alone.
+  // The acquire this attempt belongs to: the same for every attempt of one
+  // Client::acquire call (a queue node is found again by it), unique per call.
+  std::uint64_t attempt = 0;
+  LockMode mode = LockMode::exclusive;
+  unsigned permits = 1;  // holders allowed at once in shared mode
+  // Redlock's numbering of its rounds on each master (0: none), so a late
+  // undo of a failed round leaves a later round's grant alone.
   std::uint64_t round = 0;
 };
 
 struct AcquireOutcome {
   enum class Kind {
     granted,   // fence, depth valid
-    busy,      // another owner holds it; holder_ttl = its remaining lease
+    busy,      // another owner holds it; hint says how long to wait
     lost,      // held > 0 but the owner's hold is gone (no silent re-grant)
     mismatch,  // the server's depth differs from `held` by more than a replay
   };
   Kind kind = Kind::busy;
   std::uint64_t fence = 0;
   unsigned depth = 0;
-  milliseconds holder_ttl{-1};  // -1: no expiry set, -2: vanished meanwhile
+  WaitHint hint;
 };
 
 struct ReleaseCall {
@@ -67,14 +115,15 @@ struct ReleaseCall {
   std::string owner;
   unsigned held = 0;  // depth before this release (>= 1)
   bool all = false;   // free every level (client shutdown)
-  // An undo of attempt `round` (AcquireCall::round): only while the hold is
-  // still that attempt's. 0: any.
+  // An undo of Redlock round `round` (AcquireCall::round) only while the hold
+  // is still that round's. 0: any.
   std::uint64_t round = 0;
   std::uint64_t grant = 0;  // the grant released (AcquireCall::grant)
   // > 0: this grant's acquire may still be in the network (its reply was
   // lost). Refuse that stray copy for this long, so it cannot re-create the
   // lock once released. Set on the last release and on undos of such grants.
   milliseconds tombstone{0};
+  LockMode mode = LockMode::exclusive;
 };
 
 struct ReleaseOutcome {
@@ -88,6 +137,22 @@ struct ReleaseOutcome {
   unsigned depth = 0;
 };
 
+// An acquire that ended without a grant (timeout, cancel, error, shutdown).
+// The backend removes whatever the attempt may have left: a queue node, or a
+// grant whose reply was lost (in_doubt).
+struct AbandonCall {
+  std::string name;
+  std::string owner;
+  std::uint64_t attempt = 0;
+  std::uint64_t grant = 0;  // the grant the last attempt asked for
+  unsigned held = 0;        // that attempt's AcquireCall::held
+  // The last attempt's outcome is unknown: it may have granted `grant`.
+  bool in_doubt = false;
+  // As ReleaseCall::tombstone: a fresh attempt's copy may still arrive.
+  milliseconds tombstone{0};
+  LockMode mode = LockMode::exclusive;
+};
+
 struct RenewCall {
   std::string name;
   std::string owner;
@@ -99,9 +164,44 @@ struct RenewCall {
 // (WAIT mode): retried like a failed renewal, never reported as renewed.
 enum class RenewOutcome { renewed, expired, taken, wrong_type, unconfirmed };
 
+// Whose release a watch waits for: every waiter of a name on Redis and SQL,
+// one attempt's predecessor on ZooKeeper.
+struct WatchKey {
+  std::string name;
+  std::uint64_t attempt = 0;
+};
+
+// A hold the backend knows is gone.
+struct HoldRef {
+  std::string name;
+  std::string owner;
+  std::uint64_t grant = 0;
+};
+
+// What a backend pushes to the client. Each may be empty.
+struct BackendEvents {
+  // A release of `name` was published: waiters of the name may retry.
+  std::function<void(const std::string& name)> released;
+  // Notifications may have been lost (the subscription dropped): every
+  // waiter retries once.
+  std::function<void()> resync;
+  // The command link dropped (false) or is back (true).
+  std::function<void(bool up)> link;
+  // These holds are gone (empty: every hold of this client, a session
+  // expired). Pushed before any other client can be granted them.
+  std::function<void(const std::vector<HoldRef>& holds, LossReason reason)> lost;
+  // Backends without renewal: every hold is valid until `until` (the last
+  // sign of the session's life plus its timeout, less drift).
+  std::function<void(std::chrono::steady_clock::time_point until)> alive_until;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
+
+  virtual Capabilities capabilities() const = 0;
+  // Set once, before start().
+  virtual void set_events(BackendEvents events) = 0;
 
   // Opens connections; `done` gets the first attempt's outcome.
   virtual void start(std::function<void(Status)> done) = 0;
@@ -110,21 +210,22 @@ class Backend {
 
   virtual void acquire(const AcquireCall& call, std::function<void(Result<AcquireOutcome>)> done) = 0;
   virtual void release(const ReleaseCall& call, std::function<void(Result<ReleaseOutcome>)> done) = 0;
-  // One round trip for the whole batch; outcomes in call order.
+  // Called once for every acquire that ends without a grant after sending
+  // at least one attempt; `done` when what it left is gone (or could not be
+  // removed: it then expires by itself, and the status says why).
+  virtual void abandon(const AbandonCall& call, std::function<void(Status)> done) = 0;
+  // One round trip for the whole batch; outcomes in call order. Only called
+  // when needs_renewal.
   virtual void renew(const std::vector<RenewCall>& calls,
                      std::function<void(Result<std::vector<RenewOutcome>>)> done) = 0;
   virtual void inspect(const std::string& name, std::function<void(Result<LockInfo>)> done) = 0;
 
-  // Release notifications. watch() counts references per name; `ready` runs
-  // once the subscription is confirmed (or failed), so a caller can subscribe
-  // before it retries and miss nothing.
-  virtual void watch(const std::string& name, std::function<void(Status)> ready) = 0;
-  virtual void unwatch(const std::string& name) = 0;
-  // `wake(name)`: a release of `name` was published. `resync()`: messages may
-  // have been lost (the subscription connection dropped): waiters should retry.
-  virtual void set_wake_handlers(std::function<void(const std::string&)> wake, std::function<void()> resync) = 0;
-  // Called with false the moment the command connection drops, true when back.
-  virtual void set_link_handler(std::function<void(bool up)> handler) = 0;
+  // Release notifications, counted by reference per key. `ready` runs once
+  // the watch is in place (or failed: the waiter then polls), so a caller
+  // can watch before it retries and miss nothing. Wake-ups arrive through
+  // BackendEvents::released.
+  virtual void watch(const WatchKey& key, std::function<void(Status)> ready) = 0;
+  virtual void unwatch(const WatchKey& key) = 0;
 
   // The blocking fast path, called on the caller's own thread (any thread,
   // concurrently: the only thread-safe calls here). One round trip, no hand-
@@ -141,6 +242,27 @@ class Backend {
   virtual std::uint64_t commands_sent() const = 0;
   virtual std::uint64_t reconnects() const = 0;
 };
+
+// The release that undoes what an abandoned attempt may have granted, for
+// backends whose attempts leave nothing but a possible grant (Redis,
+// Redlock): idempotent and exact, it removes only the level that attempt
+// added. nullopt: nothing to undo.
+inline std::optional<ReleaseCall> undo_of(const AbandonCall& call) {
+  if (!call.in_doubt && call.tombstone.count() == 0) return std::nullopt;
+  ReleaseCall undo{call.name, call.owner, call.held + 1, false};
+  undo.grant = call.grant;
+  undo.tombstone = call.tombstone;
+  undo.mode = call.mode;
+  return undo;
+}
+
+// invalid_argument for a call in a mode a backend without shared_mode
+// cannot serve; ok otherwise.
+inline Status check_mode(const AcquireCall& call, std::string_view backend) {
+  if (call.mode == LockMode::exclusive && call.permits == 1) return {};
+  return {Errc::invalid_argument, std::string(backend) + " locks are exclusive: shared mode and permits > 1 "
+                                                         "are not supported"};
+}
 
 }  // namespace dlock::detail
 

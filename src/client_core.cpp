@@ -151,18 +151,8 @@ Result<std::shared_ptr<ClientCore>> ClientCore::connect(std::string_view url, Cl
   else
     core->backend_ = redis::make_redis_backend(core->rt_->io, std::move(configs.front()), core->options_.key_prefix,
                                                {core->options_.wait_replicas, core->options_.wait_timeout});
-  core->backend_->set_wake_handlers(
-      [raw](const std::string& name) {
-        if (!raw->closing_) raw->on_release_published(name);
-      },
-      [raw] {
-        if (!raw->closing_) raw->wake_all();
-      });
-  core->backend_->set_link_handler([raw](bool up) {
-    if (raw->closing_ || up) return;
-    raw->scheduler_.link_down(Clock::now());
-    raw->rearm_renewal();
-  });
+  core->caps_ = core->backend_->capabilities();
+  core->set_backend_events();
   core->renew_timer_ = std::make_unique<asio::steady_timer>(core->rt_->io);
   auto rt = core->rt_;
   // A callback that throws must not take the process down with the I/O
@@ -196,6 +186,30 @@ Result<std::shared_ptr<ClientCore>> ClientCore::connect(std::string_view url, Cl
 // down on the I/O thread, join it, delete. On the I/O thread itself (the last
 // handle dropped inside a callback): shut down now and leave the deletion to
 // the thread, after its loop returns.
+// What the backend pushes, each checked against closing_: handlers still
+// queued at shutdown do nothing.
+void ClientCore::set_backend_events() {
+  BackendEvents events;
+  events.released = [this](const std::string& name) {
+    if (!closing_) on_release_published(name);
+  };
+  events.resync = [this] {
+    if (!closing_) wake_all();
+  };
+  events.link = [this](bool up) {
+    if (closing_ || up) return;
+    scheduler_.link_down(Clock::now());
+    rearm_renewal();
+  };
+  events.lost = [this](const std::vector<HoldRef>& holds, LossReason reason) {
+    if (!closing_) on_holds_lost(holds, reason);
+  };
+  events.alive_until = [this](Clock::time_point until) {
+    if (!closing_) on_alive_until(until);
+  };
+  backend_->set_events(std::move(events));
+}
+
 void ClientCore::destroy(ClientCore* core) noexcept {
   auto rt = core->rt_;
   if (!rt->thread.joinable()) {  // the thread never started
@@ -222,9 +236,12 @@ void ClientCore::shutdown_io() {
   renew_timer_->cancel();
   waiters_.clear();
   std::vector<ReleaseCall> calls;
+  std::vector<AbandonCall> abandons;
   for (auto& [key, hold] : holds_) {
     if (hold->depth.load() > 0 && !hold->lost.load()) {
-      ReleaseCall c{hold->name, hold->owner, hold->depth.load(), true};
+      // Where the backend counts no levels, it holds one.
+      ReleaseCall c{hold->name, hold->owner, caps_.server_reentry ? hold->depth.load() : 1u, true};
+      c.mode = hold->mode;
       c.grant = hold->grant;
       if (hold->stray) c.tombstone = hold->lease;
       calls.push_back(std::move(c));
@@ -234,18 +251,18 @@ void ClientCore::shutdown_io() {
     hold->depth.store(0);
   }
   holds_.clear();
-  // Every acquire still running completes with cancelled; one whose request
-  // is out is undone behind it on the same connection (it may be granted).
+  // Every acquire still running completes with cancelled and is abandoned;
+  // one whose request is out is undone behind it on the same connection (it
+  // may be granted).
   auto ops = std::move(live_ops_);
   live_ops_.clear();
   for (const auto& op : ops) {
     op->finished = true;
     op->timer.cancel();
-    if (op->in_flight || op->stray) {
-      ReleaseCall c{op->name, op->hold->owner, op->sent_held + 1, false};
-      c.grant = op->sent_grant;
-      if (op->sent_held == 0) c.tombstone = op->lease;
-      calls.push_back(std::move(c));
+    if (op->sent_any) {
+      AbandonCall c = abandon_call(*op, op->in_flight || op->fsm.in_doubt());
+      if (c.in_doubt && op->sent_held == 0) c.tombstone = op->lease;
+      abandons.push_back(std::move(c));
     }
     post([done = std::move(op->done)]() mutable {
       if (done) done(Status(Errc::cancelled, "client closed during the acquire"));
@@ -255,15 +272,18 @@ void ClientCore::shutdown_io() {
     rt_->work.reset();
     return;
   }
-  backend_->set_wake_handlers(nullptr, nullptr);
-  backend_->set_link_handler(nullptr);
-  closing_releases_ = calls.size();
+  closing_releases_ = calls.size() + abandons.size();
   for (const ReleaseCall& c : calls) {
     backend_->release(c, [this](Result<ReleaseOutcome>) {
       if (--closing_releases_ == 0) finish_close();
     });
   }
-  if (calls.empty()) return finish_close();
+  for (const AbandonCall& c : abandons) {
+    backend_->abandon(c, [this](Status) {
+      if (--closing_releases_ == 0) finish_close();
+    });
+  }
+  if (closing_releases_ == 0) return finish_close();
   close_timer_ = std::make_unique<asio::steady_timer>(rt_->io, options_.command_timeout);
   close_timer_->async_wait([this](const error_code& ec) {
     if (!ec) finish_close();

@@ -24,6 +24,7 @@
 #include <stop_token>
 #include <string>
 #include <thread>
+#include <tuple>
 
 #include "backend.hpp"
 #include "core/acquire_fsm.hpp"
@@ -33,11 +34,14 @@
 
 namespace dlock::detail {
 
-// What this client holds of one lock for one owner (shared by its Leases).
+// What this client holds of one lock for one owner in one mode (shared by
+// its Leases).
 struct Hold {
-  Hold(std::string n, std::string o) : name(std::move(n)), owner(std::move(o)) {}
+  Hold(std::string n, std::string o, LockMode m = LockMode::exclusive)
+      : name(std::move(n)), owner(std::move(o)), mode(m) {}
   const std::string name;
   const std::string owner;
+  const LockMode mode;
   // Read from any thread.
   std::atomic<std::uint64_t> fence{0};
   std::atomic<unsigned> depth{0};
@@ -125,19 +129,27 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   void hold_op_done(const std::shared_ptr<Hold>& hold);
   void run_next_op(const std::shared_ptr<Hold>& hold);
   void step(const std::shared_ptr<AcquireOp>& op, AcquireFsm::Action action);
+  void start_watch(const std::shared_ptr<AcquireOp>& op, AcquireFsm::time_point until);
   void send_attempt(const std::shared_ptr<AcquireOp>& op);
+  void on_attempt_answer(const std::shared_ptr<AcquireOp>& op, Result<AcquireOutcome> r, Clock::time_point sent_at);
   void finish(const std::shared_ptr<AcquireOp>& op, Status status);
   void on_release_published(const std::string& name);
   void wake_all();
   void granted(const std::shared_ptr<AcquireOp>& op, const AcquireOutcome& outcome, Clock::time_point sent_at);
+  void wake_same_owner(const std::shared_ptr<AcquireOp>& op);
+  void set_backend_events();
+  void on_holds_lost(const std::vector<HoldRef>& refs, LossReason reason);
+  void on_alive_until(Clock::time_point until);
   void mark_lost(const std::shared_ptr<Hold>& hold, LossReason reason);
   void rearm_renewal();
   void on_renewal_timer();
   void release_io(std::shared_ptr<Hold> hold, std::function<void(Status)> done);
   void send_release(const std::shared_ptr<ReleaseOp>& op);
   void end_release(const std::shared_ptr<ReleaseOp>& op, unsigned depth, Status status);
-  void cleanup_in_doubt(const std::shared_ptr<Hold>& hold, unsigned held, std::uint64_t grant,
-                        milliseconds tombstone);
+  // Tells the backend an acquire ended without a grant (in its hold's queue
+  // of calls, so it cannot overtake the attempt).
+  void abandon(const std::shared_ptr<Hold>& hold, AbandonCall call);
+  AbandonCall abandon_call(const AcquireOp& op, bool in_doubt) const;
   void run_on_lost(const std::shared_ptr<Hold>& hold, LossReason reason);
   void stage(std::shared_ptr<Hold> hold, Clock::time_point sent_at, milliseconds interval, bool renew);
   void adopt_staged();
@@ -150,9 +162,11 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   std::shared_ptr<Runtime> rt_;  // io_context + thread; may outlive *this; set once
   std::thread::id io_thread_id_;
   std::unique_ptr<Backend> backend_;
+  Capabilities caps_;  // backend_'s, read once
 
   // I/O thread only.
-  std::map<std::pair<std::string, std::string>, std::shared_ptr<Hold>> holds_;
+  using HoldKey = std::tuple<std::string, std::string, LockMode>;  // name, owner, mode
+  std::map<HoldKey, std::shared_ptr<Hold>> holds_;
   std::map<RenewalScheduler::Id, std::weak_ptr<Hold>> scheduled_;
   RenewalScheduler::Id next_id_ = 1;
   RenewalScheduler scheduler_;
@@ -160,6 +174,9 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   std::map<std::string, std::list<std::shared_ptr<AcquireOp>>> waiters_;
   std::set<std::shared_ptr<AcquireOp>> live_ops_;  // every acquire not yet finished
   std::atomic<std::uint64_t> next_grant_;           // grant ids: random start, then +1
+  std::uint64_t next_attempt_ = 1;                  // AcquireCall::attempt ids
+  // Backends without renewal: when the session's holds stop being valid.
+  Clock::time_point session_until_ = Clock::time_point::max();
 
   // Fast-path grants waiting for the I/O thread to adopt them (into holds_
   // and the scheduler). It adopts at its next wake-up, and is woken early
@@ -174,7 +191,6 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   std::vector<Staged> staged_;                       // guarded by stage_mu_
   Clock::time_point armed_ = Clock::time_point::max();  // guarded by stage_mu_
   Clock::time_point staged_due_ = Clock::time_point::max();  // guarded by stage_mu_
-  std::map<std::string, std::uint64_t> release_epoch_;  // releases seen per name
   bool closing_ = false;       // shutdown_io() ran: handlers still queued do nothing
   bool warned_blind_ = false;  // logged once that waiters poll
   std::size_t closing_releases_ = 0;  // shutdown's releases not yet answered

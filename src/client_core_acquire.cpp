@@ -9,14 +9,14 @@
 namespace dlock::detail {
 
 std::shared_ptr<Hold> ClientCore::find_or_add_hold(const std::string& name, const std::string& owner) {
-  auto& slot = holds_[{name, owner}];
+  auto& slot = holds_[{name, owner, LockMode::exclusive}];
   if (!slot) slot = std::make_shared<Hold>(name, owner);
   return slot;
 }
 
 void ClientCore::maybe_forget(const std::shared_ptr<Hold>& hold) {
   if (hold->depth.load() != 0 || hold->users != 0 || hold->op_busy || !hold->ops.empty()) return;
-  auto it = holds_.find({hold->name, hold->owner});
+  auto it = holds_.find({hold->name, hold->owner, hold->mode});
   if (it != holds_.end() && it->second == hold) holds_.erase(it);
 }
 
@@ -62,7 +62,9 @@ void ClientCore::acquire(std::string name, milliseconds wait, LockOptions option
     op->done = std::move(done);
     op->hold = self->find_or_add_hold(op->name, op->opts.owner);
     op->fresh_grant = seed.grant != 0 ? seed.grant : self->next_grant_.fetch_add(1);
+    op->attempt = self->next_attempt_++;
     op->stray = seed.stray;
+    op->sent_any = seed.stray;  // the fast attempt may have left something
     ++op->hold->users;
     self->live_ops_.insert(op);
     // A fast attempt that failed counts as this acquire's first failure (so
@@ -77,110 +79,113 @@ void ClientCore::acquire(std::string name, milliseconds wait, LockOptions option
 
 void ClientCore::step(const std::shared_ptr<AcquireOp>& op, AcquireFsm::Action action) {
   using Kind = AcquireFsm::Action::Kind;
+  if (action.undo) {
+    // The grant came back too late (see AcquireFsm): undo exactly it. No
+    // tombstone: this op may still be granted under the same id.
+    late_grants_.fetch_add(1, std::memory_order_relaxed);
+    AbandonCall undo = abandon_call(*op, true);
+    undo.tombstone = milliseconds(0);
+    abandon(op->hold, std::move(undo));
+  }
   switch (action.kind) {
-    case Kind::attempt:
-      send_attempt(op);
-      return;
-    case Kind::watch: {
-      if (!op->in_waiters) {
-        waiters_[op->name].push_back(op);
-        op->in_waiters = true;
-      }
-      op->watching = true;
-      if (action.until != AcquireFsm::time_point::max()) {
-        op->timer.expires_at(action.until);
-        op->timer.async_wait([this, op](const error_code& ec) {
-          if (ec || closing_ || op->finished) return;
-          step(op, op->fsm.on_wake(Clock::now()));
-        });
-      }
-      backend_->watch(op->name, [this, op](Status s) {
-        if (closing_ || op->finished) return;
-        op->timer.cancel();
-        if (!s.ok() && s.code() != Errc::cancelled && !std::exchange(warned_blind_, true))
-          log(LogLevel::warning, "waiting for locks without release notifications (polling; said once): " +
-                                     s.to_string());
-        step(op, op->fsm.on_watch_ready(Clock::now(), s.ok()));
-      });
-      return;
-    }
-    case Kind::wait: {
+    case Kind::attempt: return send_attempt(op);
+    case Kind::watch: return start_watch(op, action.until);
+    case Kind::wait:
       op->timer.expires_at(action.until);
       op->timer.async_wait([this, op](const error_code& ec) {
         if (ec || closing_ || op->finished) return;
         step(op, op->fsm.on_wake(Clock::now()));
       });
       return;
-    }
-    case Kind::done:
-      finish(op, action.status);
-      return;
-    case Kind::none:
-      return;
+    case Kind::done: return finish(op, action.status);
+    case Kind::none: return;
   }
+}
+
+// Joins the name's waiters and asks the backend to watch for releases; the
+// wait's deadline runs meanwhile (a watch may never confirm).
+void ClientCore::start_watch(const std::shared_ptr<AcquireOp>& op, AcquireFsm::time_point until) {
+  if (!op->in_waiters) {
+    waiters_[op->name].push_back(op);
+    op->in_waiters = true;
+  }
+  op->watching = true;
+  if (until != AcquireFsm::time_point::max()) {
+    op->timer.expires_at(until);
+    op->timer.async_wait([this, op](const error_code& ec) {
+      if (ec || closing_ || op->finished) return;
+      step(op, op->fsm.on_wake(Clock::now()));
+    });
+  }
+  backend_->watch({op->name, op->attempt}, [this, op](Status s) {
+    if (closing_ || op->finished) return;
+    op->timer.cancel();
+    if (!s.ok() && s.code() != Errc::cancelled && !std::exchange(warned_blind_, true))
+      log(LogLevel::warning, "waiting for locks without release notifications (polling; said once): " +
+                                 s.to_string());
+    step(op, op->fsm.on_watch_ready(Clock::now(), s.ok()));
+  });
 }
 
 void ClientCore::send_attempt(const std::shared_ptr<AcquireOp>& op) {
   hold_exec(op->hold, [this, op] {
     if (closing_) return;
     if (op->finished) return hold_op_done(op->hold);
-    if (op->hold->depth.load() > 0 && op->hold->lost.load()) {
+    Hold& h = *op->hold;
+    const unsigned held = h.depth.load();
+    if (held > 0 && h.lost.load()) {
       // A re-entry on a hold already reported lost: never granted.
       hold_op_done(op->hold);
       return step(op, op->fsm.on_lost());
     }
-    AcquireCall call{op->name, op->hold->owner, op->lease, op->hold->depth.load()};
-    call.grant = call.held > 0 ? op->hold->grant : op->fresh_grant;
+    const auto sent_at = Clock::now();
+    if (held > 0 && !caps_.server_reentry) {
+      // The backend keeps no depth: a re-entry is counted here.
+      AcquireOutcome local;
+      local.kind = AcquireOutcome::Kind::granted;
+      local.fence = h.fence.load();
+      local.depth = held + 1;
+      hold_op_done(op->hold);
+      return on_attempt_answer(op, local, sent_at);
+    }
+    AcquireCall call{op->name, h.owner, op->lease, held};
+    call.grant = held > 0 ? h.grant : op->fresh_grant;
+    call.attempt = op->attempt;
+    call.mode = h.mode;
     op->sent_held = call.held;
     op->sent_grant = call.grant;
     op->in_flight = true;
-    const auto sent_at = Clock::now();
-    op->attempt_epoch = release_epoch_[op->name];
+    op->sent_any = true;
     backend_->acquire(call, [this, op, sent_at](Result<AcquireOutcome> r) {
       if (closing_) return;
       op->in_flight = false;
       hold_op_done(op->hold);
-      if (op->finished) return;
-      const auto now = Clock::now();
-      if (!r.ok() && r.code() == Errc::outcome_unknown && op->sent_held == 0) op->stray = true;
-      if (!r.ok()) return step(op, op->fsm.on_error(now, r.status()));
-      switch (r->kind) {
-        case AcquireOutcome::Kind::granted:
-          // A grant whose reply came back after its validity (the client
-          // was paused, the reply was held up) is no grant: the key may
-          // already have expired and been given to someone else. Undo it
-          // with the idempotent release and try again within the wait.
-          if (op->hold->depth.load() == 0 &&
-              now >= sent_at + op->lease - RenewalScheduler::drift(op->lease)) {
-            late_grants_.fetch_add(1, std::memory_order_relaxed);
-            // No tombstone: this op may still be granted under the same id.
-            cleanup_in_doubt(op->hold, op->sent_held, op->sent_grant, milliseconds(0));
-            const auto late_ms = std::chrono::duration_cast<milliseconds>(now - sent_at).count();
-            return step(op, op->fsm.on_error(now, Status(Errc::unavailable,
-                                                         "the grant's reply arrived " + std::to_string(late_ms) +
-                                                             " ms after the request, past the lease's validity; "
-                                                             "it was released")));
-          }
-          (void)op->fsm.on_granted();
-          return granted(op, *r, sent_at);
-        case AcquireOutcome::Kind::busy: {
-          auto action = op->fsm.on_busy(now, r->holder_ttl);
-          // A release published while the attempt was in flight would
-          // otherwise be slept through until the holder's TTL.
-          if (action.kind == AcquireFsm::Action::Kind::wait && release_epoch_[op->name] != op->attempt_epoch)
-            action = op->fsm.on_wake(now);
-          return step(op, action);
-        }
-        case AcquireOutcome::Kind::lost:
-          mark_lost(op->hold, LossReason::expired);
-          return step(op, op->fsm.on_lost());
-        case AcquireOutcome::Kind::mismatch:
-          return step(op, op->fsm.on_error(now, Status(Errc::server_error,
-                                                       "re-entry depth on the server differs from this client's: "
-                                                       "the owner id is used by another client")));
-      }
+      on_attempt_answer(op, std::move(r), sent_at);
     });
   });
+}
+
+void ClientCore::on_attempt_answer(const std::shared_ptr<AcquireOp>& op, Result<AcquireOutcome> r,
+                                   Clock::time_point sent_at) {
+  if (op->finished) return;
+  const auto now = Clock::now();
+  if (!r.ok() && r.code() == Errc::outcome_unknown && op->sent_held == 0) op->stray = true;
+  if (!r.ok()) return step(op, op->fsm.on_error(now, r.status()));
+  switch (r->kind) {
+    case AcquireOutcome::Kind::granted: {
+      auto action = op->fsm.on_granted(now, sent_at, op->lease, op->hold->depth.load() == 0);
+      if (action.kind == AcquireFsm::Action::Kind::done && action.status.ok()) return granted(op, *r, sent_at);
+      return step(op, std::move(action));
+    }
+    case AcquireOutcome::Kind::busy: return step(op, op->fsm.on_busy(now, r->hint));
+    case AcquireOutcome::Kind::lost:
+      mark_lost(op->hold, LossReason::expired);
+      return step(op, op->fsm.on_lost());
+    case AcquireOutcome::Kind::mismatch:
+      return step(op, op->fsm.on_error(now, Status(Errc::server_error,
+                                                   "re-entry depth on the server differs from this client's: "
+                                                   "the owner id is used by another client")));
+  }
 }
 
 void ClientCore::granted(const std::shared_ptr<AcquireOp>& op, const AcquireOutcome& outcome,
@@ -198,33 +203,39 @@ void ClientCore::granted(const std::shared_ptr<AcquireOp>& op, const AcquireOutc
     h.lease = op->lease;
     h.id = next_id_++;
     scheduled_[h.id] = op->hold;
-    scheduler_.add(h.id, sent_at, op->lease, op->interval, op->renew);
-    h.valid_until_ns.store(ticks(scheduler_.valid_until(h.id)));
+    if (caps_.needs_renewal) {
+      scheduler_.add(h.id, sent_at, op->lease, op->interval, op->renew);
+      h.valid_until_ns.store(ticks(scheduler_.valid_until(h.id)));
+      rearm_renewal();
+    } else {
+      h.valid_until_ns.store(ticks(session_until_));
+    }
     leases_held_.fetch_add(1, std::memory_order_relaxed);
-    rearm_renewal();
   }
   grants_.fetch_add(1, std::memory_order_relaxed);
   Lease lease(weak_from_this(), op->hold);
   op->woken = false;
   finish(op, Status());
-  // Waiters of the same owner can now re-enter: they would otherwise sleep
-  // until a release that this grant's own holder will not publish soon.
-  if (auto it = waiters_.find(op->name); it != waiters_.end()) {
-    std::vector<std::shared_ptr<AcquireOp>> same;
-    for (const auto& w : it->second)
-      if (w->hold == op->hold) same.push_back(w);
-    const auto now = Clock::now();
-    for (const auto& w : same) {
-      if (w->finished) continue;
-      auto action = w->fsm.on_wake(now);
-      if (action.kind == AcquireFsm::Action::Kind::none) continue;
-      w->timer.cancel();
-      step(w, action);
-    }
+  wake_same_owner(op);
+  post([done = std::move(op->done), lease = std::move(lease)]() mutable { done(Result<Lease>(std::move(lease))); });
+}
+
+// Waiters of the same owner can now re-enter: they would otherwise sleep
+// until a release that this grant's own holder will not publish soon.
+void ClientCore::wake_same_owner(const std::shared_ptr<AcquireOp>& op) {
+  auto it = waiters_.find(op->name);
+  if (it == waiters_.end()) return;
+  std::vector<std::shared_ptr<AcquireOp>> same;
+  for (const auto& w : it->second)
+    if (w->hold == op->hold) same.push_back(w);
+  const auto now = Clock::now();
+  for (const auto& w : same) {
+    if (w->finished) continue;
+    auto action = w->fsm.on_wake(now);
+    if (action.kind == AcquireFsm::Action::Kind::none) continue;
+    w->timer.cancel();
+    step(w, action);
   }
-  asio::post(rt_->io, [done = std::move(op->done), lease = std::move(lease)]() mutable {
-    done(Result<Lease>(std::move(lease)));
-  });
 }
 
 // Ends an acquire: status ok means granted() already queued the lease.
@@ -236,79 +247,85 @@ void ClientCore::finish(const std::shared_ptr<AcquireOp>& op, Status status) {
     auto it = waiters_.find(op->name);
     if (it != waiters_.end()) {
       it->second.remove(op);
-      if (it->second.empty()) {
-        waiters_.erase(it);
-        release_epoch_.erase(op->name);
-      }
+      if (it->second.empty()) waiters_.erase(it);
     }
     op->in_waiters = false;
   }
-  if (op->watching) backend_->unwatch(op->name);
+  if (op->watching) backend_->unwatch({op->name, op->attempt});
   if (!status.ok()) {
-    // An attempt in doubt may hold the lock on the server; a fresh attempt
-    // whose reply was lost may still arrive there. Undo exactly that grant.
-    if (op->fsm.in_doubt() || op->stray)
-      cleanup_in_doubt(op->hold, op->sent_held, op->sent_grant, op->stray ? op->lease : milliseconds(0));
+    // The backend removes what the attempts left: a grant in doubt (a reply
+    // lost), a stray copy of a fresh attempt, a queue node.
+    if (op->sent_any) abandon(op->hold, abandon_call(*op, op->fsm.in_doubt()));
     if (op->woken) on_release_published(op->name);  // pass the wake-up on
   }
   --op->hold->users;
   maybe_forget(op->hold);
   if (!status.ok()) {
-    asio::post(rt_->io, [done = std::move(op->done), status = std::move(status)]() mutable {
+    post([done = std::move(op->done), status = std::move(status)]() mutable {
       done(Result<Lease>(std::move(status)));
     });
   }
 }
 
-// An acquire whose outcome stayed unknown may have been granted on the
-// server. Undo it with the idempotent release of that grant: it decrements
-// only if the server's depth is one more than `held`, and is a no-op
-// otherwise; a tombstone refuses a stray copy of a fresh attempt.
-void ClientCore::cleanup_in_doubt(const std::shared_ptr<Hold>& hold, unsigned held, std::uint64_t grant,
-                                  milliseconds tombstone) {
+AbandonCall ClientCore::abandon_call(const AcquireOp& op, bool in_doubt) const {
+  AbandonCall call;
+  call.name = op.name;
+  call.owner = op.hold->owner;
+  call.attempt = op.attempt;
+  call.grant = op.sent_grant;
+  call.held = op.sent_held;
+  call.in_doubt = in_doubt || op.stray;
+  if (op.stray) call.tombstone = op.lease;
+  call.mode = op.hold->mode;
+  return call;
+}
+
+void ClientCore::abandon(const std::shared_ptr<Hold>& hold, AbandonCall call) {
   ++hold->users;
-  hold_exec(hold, [this, hold, held, grant, tombstone] {
+  hold_exec(hold, [this, hold, call = std::move(call)] {
     if (closing_) return;
-    ReleaseCall call{hold->name, hold->owner, held + 1, false};
-    call.grant = grant;
-    call.tombstone = tombstone;
-    backend_->release(call, [this, hold](Result<ReleaseOutcome> r) {
+    backend_->abandon(call, [this, hold](Status s) {
       if (closing_) return;
-      if (!r.ok())
-        log(LogLevel::warning, "cleanup after an in-doubt acquire of '" + hold->name +
-                                   "' failed (it expires with its lease): " + r.status().to_string());
+      if (!s.ok())
+        log(LogLevel::warning, "cleanup after an acquire of '" + hold->name +
+                                   "' that ended without a grant failed (it expires with its lease): " +
+                                   s.to_string());
       --hold->users;
       hold_op_done(hold);
     });
   });
 }
 
+// Wakes one waiter per release: the others would only find it taken again.
+// An attempt in flight remembers the release for its answer (a busy answer
+// may predate it). step() may finish an op, which erases it from the list:
+// the loop walks a copy.
 void ClientCore::on_release_published(const std::string& name) {
   auto it = waiters_.find(name);
   if (it == waiters_.end()) return;
-  ++release_epoch_[name];
   const auto now = Clock::now();
-  // Wake one waiter per release: the others would only find it taken again.
-  // step() may finish the op, which erases it from this very list: it gets
-  // its own reference, and the loop ends before the list is touched again.
-  for (auto pos = it->second.begin(); pos != it->second.end(); ++pos) {
-    std::shared_ptr<AcquireOp> op = *pos;
+  const std::vector<std::shared_ptr<AcquireOp>> ops(it->second.begin(), it->second.end());
+  bool woke = false;
+  for (const auto& op : ops) {
+    if (op->finished) continue;
+    if (op->fsm.attempting()) {
+      (void)op->fsm.on_wake(now);
+      continue;
+    }
+    if (woke) continue;
     auto action = op->fsm.on_wake(now);
     if (action.kind == AcquireFsm::Action::Kind::none) continue;
+    woke = true;
     op->woken = true;
     op->timer.cancel();
     step(op, action);
-    return;
   }
 }
 
 void ClientCore::wake_all() {
   const auto now = Clock::now();
   std::vector<std::shared_ptr<AcquireOp>> ops;
-  for (auto& [name, list] : waiters_) {
-    ++release_epoch_[name];
-    ops.insert(ops.end(), list.begin(), list.end());
-  }
+  for (auto& [name, list] : waiters_) ops.insert(ops.end(), list.begin(), list.end());
   for (auto& op : ops) {
     if (op->finished) continue;
     auto action = op->fsm.on_wake(now);

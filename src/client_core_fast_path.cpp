@@ -39,7 +39,7 @@ std::optional<Result<Lease>> ClientCore::acquire_now(const std::string& name, mi
       return std::nullopt;
     case AcquireOutcome::Kind::granted: break;
   }
-  if (Clock::now() >= sent_at + lease - RenewalScheduler::drift(lease)) {
+  if (Clock::now() >= valid_until(sent_at, lease)) {
     // Late: undone, and the asynchronous path tries again (same grant).
     late_grants_.fetch_add(1, std::memory_order_relaxed);
     ReleaseCall undo{name, o.owner, 1, false};
@@ -54,7 +54,7 @@ std::optional<Result<Lease>> ClientCore::acquire_now(const std::string& name, mi
   hold->grant = call.grant;
   hold->lease = lease;
   hold->on_lost = o.on_lost;
-  hold->valid_until_ns.store(ticks(sent_at + lease - RenewalScheduler::drift(lease)));
+  hold->valid_until_ns.store(ticks(caps_.needs_renewal ? valid_until(sent_at, lease) : session_until_));
   hold->fast.store(true);
   grants_.fetch_add(1, std::memory_order_relaxed);
   leases_held_.fetch_add(1, std::memory_order_relaxed);
@@ -65,7 +65,7 @@ std::optional<Result<Lease>> ClientCore::acquire_now(const std::string& name, mi
 // Hands a fast grant to the I/O thread, waking it only if the grant needs
 // attention (its first renewal, or its expiry) before the armed timer.
 void ClientCore::stage(std::shared_ptr<Hold> hold, Clock::time_point sent_at, milliseconds interval, bool renew) {
-  const auto due = renew ? sent_at + interval : sent_at + hold->lease - RenewalScheduler::drift(hold->lease);
+  const auto due = renew ? sent_at + interval : valid_until(sent_at, hold->lease);
   bool wake = false;
   {
     std::lock_guard lk(stage_mu_);
@@ -131,10 +131,10 @@ void ClientCore::adopt_staged() {
   for (Staged& s : staged) {
     Hold& h = *s.hold;
     if (h.depth.load() == 0) continue;
-    holds_[{h.name, h.owner}] = s.hold;  // replaces a finished hold of the same owner
+    holds_[{h.name, h.owner, h.mode}] = s.hold;  // replaces a finished hold of the same owner
     h.id = next_id_++;
     scheduled_[h.id] = s.hold;
-    scheduler_.add(h.id, s.sent_at, h.lease, s.interval, s.renew);
+    if (caps_.needs_renewal) scheduler_.add(h.id, s.sent_at, h.lease, s.interval, s.renew);
     added = true;
   }
   if (added) rearm_renewal();

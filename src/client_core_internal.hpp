@@ -53,7 +53,8 @@ struct ClientCore::AcquireOp {
   bool watching = false;
   bool woken = false;  // a release notification was handed to this op
   bool finished = false;
-  std::uint64_t attempt_epoch = 0;
+  std::uint64_t attempt = 0;      // AcquireCall::attempt of every attempt of this op
+  bool sent_any = false;          // an attempt reached the backend: abandon when it fails
   std::uint64_t fresh_grant = 0;  // the grant id this op asks for when not re-entering
   // The last attempt sent: its depth and grant (for an undo), and whether it
   // is still unanswered.

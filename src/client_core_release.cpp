@@ -23,8 +23,11 @@ void ClientCore::release_io(std::shared_ptr<Hold> hold, std::function<void(Statu
 void ClientCore::send_release(const std::shared_ptr<ReleaseOp>& op) {
   const unsigned held = op->hold->depth.load();
   if (held == 0) return end_release(op, 0, Status(Errc::not_held, "the lease no longer holds the lock"));
+  // The backend keeps no depth: only the last level goes to the server.
+  if (held > 1 && !caps_.server_reentry) return end_release(op, held - 1, Status());
   ReleaseCall call{op->hold->name, op->hold->owner, held, false};
   call.grant = op->hold->grant;
+  call.mode = op->hold->mode;
   if (held == 1 && op->hold->stray) call.tombstone = op->hold->lease;
   backend_->release(call, [this, op, held](Result<ReleaseOutcome> r) {
     if (closing_) return;

@@ -1,6 +1,9 @@
-// The watchdog: batched renewals on the scheduler's ticks, and the loss
-// signal when a lease can no longer be confirmed.
+// Liveness: the watchdog (batched renewals on the scheduler's ticks) for
+// backends whose holds need renewal, the session's pushed liveness for the
+// others, and the loss signal either way.
 #include "client_core_internal.hpp"
+
+#include <algorithm>
 
 namespace dlock::detail {
 
@@ -116,6 +119,28 @@ void ClientCore::on_renewal_timer() {
     });
   }
   rearm_renewal();
+}
+
+// The backend says these holds are gone (empty: all of them, a session
+// expired). A grant id of 0 matches any grant.
+void ClientCore::on_holds_lost(const std::vector<HoldRef>& refs, LossReason reason) {
+  std::vector<std::shared_ptr<Hold>> gone;
+  for (auto& [key, hold] : holds_) {
+    if (hold->depth.load() == 0 || hold->lost.load()) continue;
+    const bool match = refs.empty() || std::any_of(refs.begin(), refs.end(), [&](const HoldRef& r) {
+                         return r.name == hold->name && r.owner == hold->owner &&
+                                (r.grant == 0 || r.grant == hold->grant);
+                       });
+    if (match) gone.push_back(hold);
+  }
+  for (const auto& hold : gone) mark_lost(hold, reason);
+}
+
+// Backends without renewal: the session vouches for every hold until then.
+void ClientCore::on_alive_until(Clock::time_point until) {
+  session_until_ = until;
+  for (auto& [key, hold] : holds_)
+    if (hold->depth.load() > 0 && !hold->lost.load()) hold->valid_until_ns.store(ticks(until));
 }
 
 }  // namespace dlock::detail

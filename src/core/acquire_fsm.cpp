@@ -1,5 +1,6 @@
 #include "core/acquire_fsm.hpp"
 #include "core/transient.hpp"
+#include "core/validity.hpp"
 
 #include <algorithm>
 
@@ -22,26 +23,41 @@ AcquireFsm::Action AcquireFsm::start() { return attempt(); }
 
 AcquireFsm::Action AcquireFsm::attempt() {
   waiting_ = false;
+  attempting_ = true;
+  woken_in_flight_ = false;
   return {Action::Kind::attempt, {}, {}};
 }
 
 AcquireFsm::Action AcquireFsm::done(Status s) {
   finished_ = true;
   waiting_ = false;
+  attempting_ = false;
   return {Action::Kind::done, {}, std::move(s)};
 }
 
-AcquireFsm::Action AcquireFsm::on_granted() {
+AcquireFsm::Action AcquireFsm::on_granted(time_point now, time_point sent_at, milliseconds lease, bool fresh) {
+  attempting_ = false;
   in_doubt_ = false;
+  if (fresh && now >= valid_until(sent_at, lease)) {
+    ++late_grants_;
+    const auto late_ms = std::chrono::duration_cast<milliseconds>(now - sent_at).count();
+    Action a = on_error(now, Status(Errc::unavailable, "the grant's reply arrived " + std::to_string(late_ms) +
+                                                           " ms after the request, past the lease's validity; "
+                                                           "it was released"));
+    a.undo = true;
+    return a;
+  }
   return done({});
 }
 
 AcquireFsm::Action AcquireFsm::on_lost() {
+  attempting_ = false;
   in_doubt_ = false;
   return done({Errc::lease_lost, "this owner's hold on the lock is gone (expired or deleted); not re-acquired"});
 }
 
-AcquireFsm::Action AcquireFsm::on_busy(time_point now, milliseconds holder_ttl) {
+AcquireFsm::Action AcquireFsm::on_busy(time_point now, WaitHint hint) {
+  attempting_ = false;
   in_doubt_ = false;
   first_error_.reset();
   error_backoff_ = milliseconds(0);
@@ -57,9 +73,15 @@ AcquireFsm::Action AcquireFsm::on_busy(time_point now, milliseconds holder_ttl) 
     // that takes (a refused or unreachable subscription never confirms).
     return {Action::Kind::watch, deadline_, {}};
   }
-  milliseconds nap = holder_ttl.count() >= 0 ? holder_ttl + milliseconds(1)
-                     : holder_ttl.count() == -1 ? kNoExpiryPoll
-                                                : milliseconds(0);
+  // A release published while this attempt was out may be older than the
+  // busy answer or newer: try again rather than sleep through it.
+  if (std::exchange(woken_in_flight_, false)) return attempt();
+  milliseconds nap{0};
+  switch (hint.kind) {
+    case WaitHint::Kind::expiry: nap = std::max(hint.after, milliseconds(0)) + milliseconds(1); break;
+    case WaitHint::Kind::event: nap = kNoExpiryPoll; break;
+    case WaitHint::Kind::retry: nap = std::max(hint.after, milliseconds(0)); break;
+  }
   if (blind_) {
     poll_ = poll_.count() == 0 ? kPollMin : std::min(poll_ * 2, kPollMax);
     if (nap.count() <= 0 || nap > poll_) nap = poll_;
@@ -69,6 +91,7 @@ AcquireFsm::Action AcquireFsm::on_busy(time_point now, milliseconds holder_ttl) 
 }
 
 AcquireFsm::Action AcquireFsm::on_error(time_point now, const Status& error) {
+  attempting_ = false;
   if (error.code() == Errc::outcome_unknown) in_doubt_ = true;
   if (!transient(error.code())) return done(error);
   if (!first_error_) first_error_ = now;
@@ -102,6 +125,10 @@ AcquireFsm::Action AcquireFsm::on_wake(time_point now) {
     watch_pending_ = false;
     return done({Errc::timeout, "the lock was still held by another owner after waiting " +
                                     std::to_string(wait_.count()) + " ms"});
+  }
+  if (attempting_) {
+    woken_in_flight_ = true;
+    return {Action::Kind::none, {}, {}};
   }
   if (!waiting_) return {Action::Kind::none, {}, {}};
   if (now >= deadline_ && !first_error_)

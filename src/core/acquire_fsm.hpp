@@ -8,7 +8,13 @@
 //      subscription is confirmed attempt again: a release between the busy
 //      reply and the subscription is thereby never missed;
 //   3. still busy -> sleep until a release is published or the holder's
-//      remaining lease (PTTL) runs out, capped by the wait deadline; attempt.
+//      remaining lease (the busy answer's WaitHint) runs out, capped by the
+//      wait deadline; attempt. A release published while an attempt is in
+//      flight makes a busy answer retry at once (it may predate the release).
+//   4. granted -> done, unless the reply came back after the lease's
+//      validity (the client was paused, the reply held up): then the key may
+//      already have expired and gone to someone else, so the grant is undone
+//      (Action::undo) and counts as a failed attempt.
 //   Transient errors (unavailable, outcome_unknown) are retried with backoff
 //   for up to error_retry; an outcome_unknown leaves the call in doubt until a
 //   later reply settles it (the script is idempotent).
@@ -18,6 +24,7 @@
 #include <chrono>
 #include <optional>
 
+#include "core/wait_hint.hpp"
 #include "dlock/error.hpp"
 #include "dlock/options.hpp"
 
@@ -40,15 +47,19 @@ class AcquireFsm {
     Kind kind = Kind::attempt;
     time_point until{};
     Status status;
+    // Before acting: undo the grant the last attempt made (it came too late).
+    bool undo = false;
   };
 
   // wait: how long to wait for a busy lock (kForever, or 0 = try once).
   AcquireFsm(time_point now, milliseconds wait, milliseconds error_retry);
 
   Action start();
-  Action on_granted();
-  // Another owner holds it; holder_ttl is its PTTL (-1: no expiry).
-  Action on_busy(time_point now, milliseconds holder_ttl);
+  // Granted by the attempt sent at `sent_at`; fresh: a first level (a
+  // re-entry extends a hold already valid, so it cannot be late).
+  Action on_granted(time_point now, time_point sent_at, milliseconds lease, bool fresh);
+  // Another owner holds it; the hint says how long it may keep it.
+  Action on_busy(time_point now, WaitHint hint);
   // A re-entry found this owner's hold gone.
   Action on_lost();
   // Any failure of the attempt.
@@ -57,7 +68,8 @@ class AcquireFsm {
   // (refused by an ACL, no connection): waiting then polls, from 10 ms
   // doubling to 500 ms, each nap capped by the holder's remaining lease.
   Action on_watch_ready(time_point now, bool subscribed = true);
-  // A release was published, or the wait's deadline passed.
+  // A release was published, or the wait's deadline passed. While an
+  // attempt is in flight it is remembered for that attempt's answer.
   Action on_wake(time_point now);
 
   // An attempt's outcome is unknown and no later reply settled it: the lock
@@ -65,6 +77,9 @@ class AcquireFsm {
   bool in_doubt() const { return in_doubt_; }
   bool watching() const { return watching_; }
   bool finished() const { return finished_; }
+  bool attempting() const { return attempting_; }
+  // Grants whose reply came back too late (undone).
+  unsigned late_grants() const { return late_grants_; }
 
  private:
   Action done(Status s);
@@ -80,6 +95,9 @@ class AcquireFsm {
   bool blind_ = false;          // no release notifications: poll
   milliseconds poll_{0};
   bool waiting_ = false;
+  bool attempting_ = false;      // an attempt is out, its answer not yet seen
+  bool woken_in_flight_ = false;  // a release was published meanwhile
+  unsigned late_grants_ = 0;
   bool in_doubt_ = false;
   bool finished_ = false;
   Status last_error_;

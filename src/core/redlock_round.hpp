@@ -18,6 +18,7 @@
 #include <cstddef>
 #include <vector>
 
+#include "core/validity.hpp"
 #include "dlock/options.hpp"
 
 namespace dlock::detail {
@@ -34,7 +35,6 @@ class RedlockRound {
   RedlockRound(std::size_t nodes, milliseconds lease, time_point start);
 
   static std::size_t quorum(std::size_t nodes) { return nodes / 2 + 1; }
-  static milliseconds drift(milliseconds lease) { return lease / 100 + milliseconds(2); }
 
   // A node's answer: yes (granted or extended), no (busy, lost, error,
   // per-node timeout). Repeated or late votes for a node are ignored.
@@ -49,7 +49,7 @@ class RedlockRound {
   // At the decision: how long the lock stays valid (granted only).
   milliseconds validity() const { return validity_; }
   // When the round must be given up if undecided: start + lease - drift.
-  time_point deadline() const { return start_ + lease_ - drift(lease_); }
+  time_point deadline() const { return valid_until(start_, lease_); }
   // Nodes that did not vote yes: with a failure they still need a release.
   std::vector<std::size_t> not_yes() const;
 

@@ -14,7 +14,7 @@ void RenewalScheduler::add(Id id, time_point sent_at, milliseconds lease, millis
   e.lease = lease;
   e.interval = interval;
   e.renew = renew;
-  e.valid_until = sent_at + lease - drift(lease);
+  e.valid_until = detail::valid_until(sent_at, lease);
   e.next_due = sent_at + interval;
   if (renew) {
     // Join the next tick of this interval's phase (never later than one
@@ -51,7 +51,7 @@ void RenewalScheduler::renewed(Id id, time_point sent_at) {
   if (it == entries_.end()) return;
   Entry& e = it->second;
   e.in_flight = false;
-  e.valid_until = std::max(e.valid_until, sent_at + e.lease - drift(e.lease));
+  e.valid_until = std::max(e.valid_until, detail::valid_until(sent_at, e.lease));
   e.next_due = sent_at + e.interval;
   e.failing_since.reset();
   phase_[e.interval] = e.next_due;

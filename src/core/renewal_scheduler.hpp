@@ -26,6 +26,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/validity.hpp"
 #include "dlock/options.hpp"
 
 namespace dlock::detail {
@@ -35,8 +36,6 @@ class RenewalScheduler {
   using Clock = std::chrono::steady_clock;
   using time_point = Clock::time_point;
   using Id = std::uint64_t;
-
-  static milliseconds drift(milliseconds lease) { return lease / 100 + milliseconds(2); }
 
   // A lease granted by a request sent at `sent_at`. renew = false: fixed lease.
   void add(Id id, time_point sent_at, milliseconds lease, milliseconds interval, bool renew);

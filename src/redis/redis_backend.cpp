@@ -85,9 +85,11 @@ Result<AcquireOutcome> parse_acquire(const Reply& r) {
       out.fence = static_cast<std::uint64_t>(a);
       out.depth = static_cast<unsigned>(b);
       break;
-    case 0:
+    case 0:  // b: the holder's PTTL (-1: no expiry, -2: gone meanwhile)
       out.kind = AcquireOutcome::Kind::busy;
-      out.holder_ttl = milliseconds(a);
+      out.hint = a >= 0   ? detail::WaitHint::expiry(milliseconds(a))
+                 : a == -1 ? detail::WaitHint::event()
+                           : detail::WaitHint::retry(milliseconds(0));
       break;
     case 2: out.kind = AcquireOutcome::Kind::lost; break;
     default:
@@ -138,7 +140,7 @@ class RedisBackend final : public detail::Backend {
   void start(std::function<void(Status)> done) override {
     cmd_ = std::make_unique<Connection>(io_, config_);
     cmd_->on_state([this](bool up) {
-      if (link_handler_) link_handler_(up);
+      if (events_.link) events_.link(up);
     });
     cmd_->start(std::move(done));
   }
@@ -150,7 +152,12 @@ class RedisBackend final : public detail::Backend {
     watches_.clear();
   }
 
+  detail::Capabilities capabilities() const override { return {}; }
+  void set_events(detail::BackendEvents events) override { events_ = std::move(events); }
+
   void acquire(const AcquireCall& call, std::function<void(Result<AcquireOutcome>)> done) override {
+    if (Status bad = detail::check_mode(call, "Redis"); !bad.ok())
+      return boost::asio::post(io_, [done = std::move(done), bad] { done(bad); });
     ScriptCall sc = acquire_request(prefix_, call);
     eval(*sc.script, sc.keys, sc.args, [this, call, done = std::move(done)](Result<Reply> r) {
       if (!r.ok()) return done(r.status());
@@ -169,10 +176,16 @@ class RedisBackend final : public detail::Backend {
     });
   }
 
+  void abandon(const detail::AbandonCall& call, std::function<void(Status)> done) override {
+    auto undo = detail::undo_of(call);
+    if (!undo) return boost::asio::post(io_, [done = std::move(done)] { done({}); });
+    release(*undo, [done = std::move(done)](Result<ReleaseOutcome> r) { done(r.status()); });
+  }
+
   // The blocking fast path: plain TCP, no WAIT mode (its extra round trip
   // and undo stay on the I/O thread).
   std::optional<Result<AcquireOutcome>> acquire_now(const AcquireCall& call) override {
-    if (!sync_ok()) return std::nullopt;
+    if (!sync_ok() || !detail::check_mode(call, "Redis").ok()) return std::nullopt;
     auto r = eval_now(acquire_request(prefix_, call));
     if (!r.ok()) return Result<AcquireOutcome>(r.status());
     return parse_acquire(*r);
@@ -254,7 +267,10 @@ class RedisBackend final : public detail::Backend {
     });
   }
 
-  void watch(const std::string& name, std::function<void(Status)> ready) override {
+  // One subscription per name, whatever the attempt: a release wakes the
+  // name's waiters (ClientCore hands it to one).
+  void watch(const detail::WatchKey& key, std::function<void(Status)> ready) override {
+    const std::string& name = key.name;
     std::string channel = detail::lock_keys(prefix_, name).channel;
     Watch& w = watches_[channel];
     w.name = name;
@@ -274,20 +290,14 @@ class RedisBackend final : public detail::Backend {
     if (w.refs == 1 && sub_->ready()) send_sub("SUBSCRIBE", channel);
   }
 
-  void unwatch(const std::string& name) override {
-    std::string channel = detail::lock_keys(prefix_, name).channel;
+  void unwatch(const detail::WatchKey& key) override {
+    std::string channel = detail::lock_keys(prefix_, key.name).channel;
     auto it = watches_.find(channel);
     if (it == watches_.end() || --it->second.refs > 0) return;
     post_all(std::exchange(it->second.ready, {}), Status(Errc::cancelled, "unwatched"));
     watches_.erase(it);
     if (sub_ && sub_->ready()) send_sub("UNSUBSCRIBE", channel);
   }
-
-  void set_wake_handlers(std::function<void(const std::string&)> wake, std::function<void()> resync) override {
-    wake_ = std::move(wake);
-    resync_ = std::move(resync);
-  }
-  void set_link_handler(std::function<void(bool)> handler) override { link_handler_ = std::move(handler); }
 
   std::uint64_t commands_sent() const override {
     return (cmd_ ? cmd_->requests_sent() : 0) + (sub_ ? sub_->requests_sent() : 0) + sync_sent_.load();
@@ -433,7 +443,7 @@ class RedisBackend final : public detail::Backend {
       // Resubscribe everything; releases published while we were away are
       // lost, so every waiter retries once.
       for (auto& [channel, w] : watches_) send_sub("SUBSCRIBE", channel);
-      if (resync_) resync_();
+      if (events_.resync) events_.resync();
     });
     sub_->start([this](Status s) {
       if (s.ok()) return;
@@ -471,7 +481,8 @@ class RedisBackend final : public detail::Backend {
     const std::string& channel = r.elements[1].str;
     if (kind == "message") {
       auto it = watches_.find(channel);
-      if (it != watches_.end() && wake_) wake_(std::string(it->second.name));  // a copy: wake_ may unwatch
+      // A copy of the name: the handler may unwatch.
+      if (it != watches_.end() && events_.released) events_.released(std::string(it->second.name));
       return;
     }
     if (kind != "subscribe" && kind != "unsubscribe") return;
@@ -505,9 +516,7 @@ class RedisBackend final : public detail::Backend {
   };
   std::deque<Sent> sent_;             // (UN)SUBSCRIBEs awaiting their push, oldest first
   std::optional<Status> sub_down_;    // why the subscription connection is not up
-  std::function<void(const std::string&)> wake_;
-  std::function<void()> resync_;
-  std::function<void(bool)> link_handler_;
+  detail::BackendEvents events_;
 };
 
 }  // namespace

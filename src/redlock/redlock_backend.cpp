@@ -1,5 +1,6 @@
 #include "redlock/redlock_backend.hpp"
 
+#include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 
 #include <algorithm>
@@ -53,16 +54,26 @@ class RedlockBackend final : public detail::Backend {
     for (std::size_t i = 0; i < configs.size(); ++i) {
       names_.push_back(configs[i].endpoint.describe());
       nodes_.push_back(redis::make_redis_backend(io, std::move(configs[i]), prefix));
-      nodes_[i]->set_wake_handlers([this, i](const std::string& name) { on_node_wake(i, name); },
-                                   [this] {
-                                     for (auto& [name, w] : watches_) w.recent.clear();
-                                     if (resync_) resync_();
-                                   });
-      nodes_[i]->set_link_handler([this, i](bool up) { on_node_link(i, up); });
+      detail::BackendEvents events;
+      events.released = [this, i](const std::string& name) { on_node_wake(i, name); };
+      events.resync = [this] {
+        for (auto& [name, w] : watches_) w.recent.clear();
+        if (events_.resync) events_.resync();
+      };
+      events.link = [this, i](bool up) { on_node_link(i, up); };
+      nodes_[i]->set_events(std::move(events));
     }
   }
 
   ~RedlockBackend() override { close(); }
+
+  // Fences come from node 0 alone: strictly increasing only while it answers.
+  detail::Capabilities capabilities() const override {
+    detail::Capabilities c;
+    c.strict_fence = false;
+    return c;
+  }
+  void set_events(detail::BackendEvents events) override { events_ = std::move(events); }
 
   void start(std::function<void(Status)> done) override {
     struct Start {
@@ -100,12 +111,17 @@ class RedlockBackend final : public detail::Backend {
 
   void acquire(const AcquireCall& call, std::function<void(Result<AcquireOutcome>)> done) override;
   void release(const ReleaseCall& call, std::function<void(Result<ReleaseOutcome>)> done) override;
+  void abandon(const detail::AbandonCall& call, std::function<void(Status)> done) override {
+    auto undo = detail::undo_of(call);
+    if (!undo) return asio::post(io_, [done = std::move(done)] { done({}); });
+    release(*undo, [done = std::move(done)](Result<ReleaseOutcome> r) { done(r.status()); });
+  }
   void renew(const std::vector<RenewCall>& calls,
              std::function<void(Result<std::vector<RenewOutcome>>)> done) override;
   void inspect(const std::string& name, std::function<void(Result<LockInfo>)> done) override;
 
-  void watch(const std::string& name, std::function<void(Status)> ready) override {
-    ++watches_[name].refs;
+  void watch(const detail::WatchKey& key, std::function<void(Status)> ready) override {
+    ++watches_[key.name].refs;
     struct Agg {
       std::function<void(Status)> ready;
       std::size_t ok = 0, failed = 0;
@@ -113,7 +129,7 @@ class RedlockBackend final : public detail::Backend {
     auto agg = std::make_shared<Agg>(Agg{std::move(ready)});
     // Confirmed on a majority is enough: the releaser's majority overlaps it.
     for (auto& n : nodes_) {
-      n->watch(name, [this, agg](Status s) {
+      n->watch(key, [this, agg](Status s) {
         if (!agg->ready) return;
         if (s.ok() ? ++agg->ok >= quorum_ : nodes_.size() - ++agg->failed < quorum_)
           std::exchange(agg->ready, nullptr)(s);
@@ -121,17 +137,11 @@ class RedlockBackend final : public detail::Backend {
     }
   }
 
-  void unwatch(const std::string& name) override {
-    auto it = watches_.find(name);
+  void unwatch(const detail::WatchKey& key) override {
+    auto it = watches_.find(key.name);
     if (it != watches_.end() && --it->second.refs == 0) watches_.erase(it);
-    for (auto& n : nodes_) n->unwatch(name);
+    for (auto& n : nodes_) n->unwatch(key);
   }
-
-  void set_wake_handlers(std::function<void(const std::string&)> wake, std::function<void()> resync) override {
-    wake_ = std::move(wake);
-    resync_ = std::move(resync);
-  }
-  void set_link_handler(std::function<void(bool)> handler) override { link_handler_ = std::move(handler); }
 
   std::uint64_t commands_sent() const override {
     std::uint64_t sum = 0;
@@ -183,7 +193,7 @@ class RedlockBackend final : public detail::Backend {
     }
     recent.push_back({now, std::vector<bool>(nodes_.size(), false)});
     recent.back().seen[node] = true;
-    if (wake_) wake_(name);
+    if (events_.released) events_.released(name);
   }
 
   // Up while a majority of the command connections is up.
@@ -194,7 +204,7 @@ class RedlockBackend final : public detail::Backend {
       up ? ++up_count_ : --up_count_;
     }
     const bool after = up_count_ >= quorum_;
-    if (before != after && link_handler_) link_handler_(after);
+    if (before != after && events_.link) events_.link(after);
   }
 
   asio::io_context& io_;
@@ -209,9 +219,7 @@ class RedlockBackend final : public detail::Backend {
   std::uint64_t rounds_ = 0;
   std::map<std::string, Watch> watches_;
   std::vector<std::weak_ptr<asio::steady_timer>> timers_;
-  std::function<void(const std::string&)> wake_;
-  std::function<void()> resync_;
-  std::function<void(bool)> link_handler_;
+  detail::BackendEvents events_;
   // Set by close(): node callbacks that still arrive deliver cancelled.
   bool closed_ = false;
 };
@@ -253,6 +261,8 @@ struct RedlockBackend::AcquireRound {
 };
 
 void RedlockBackend::acquire(const AcquireCall& call, std::function<void(Result<AcquireOutcome>)> done) {
+  if (Status bad = detail::check_mode(call, "Redlock"); !bad.ok())
+    return asio::post(io_, [done = std::move(done), bad] { done(bad); });
   const auto start = Clock::now();  // before the first request: validity counts from here
   auto r = std::make_shared<AcquireRound>(nodes_.size(), call, start);
   r->call.round = ++rounds_;
@@ -384,7 +394,7 @@ void RedlockBackend::undo_on_node(const std::shared_ptr<AcquireRound>& r, std::s
 Result<AcquireOutcome> RedlockBackend::failure(const AcquireRound& r) const {
   using Vote = AcquireRound::Vote;
   std::size_t granted = 0, busy = 0, lost = 0, mismatch = 0, errors = 0;
-  milliseconds min_ttl{-2};
+  milliseconds min_ttl{-2};  // the shortest holder lease among the busy votes
   bool no_expiry = false;
   std::vector<Status> errs;
   for (std::size_t i = 0; i < r.votes.size(); ++i) {
@@ -392,9 +402,12 @@ Result<AcquireOutcome> RedlockBackend::failure(const AcquireRound& r) const {
       case Vote::granted: ++granted; break;
       case Vote::busy: {
         ++busy;
-        const auto ttl = r.outcomes[i].holder_ttl;
-        if (ttl.count() > 0 && (min_ttl.count() <= 0 || ttl < min_ttl)) min_ttl = ttl;
-        if (ttl.count() == -1) no_expiry = true;
+        const auto& hint = r.outcomes[i].hint;
+        const auto ttl = hint.after;
+        if (hint.kind == detail::WaitHint::Kind::expiry && ttl.count() > 0 &&
+            (min_ttl.count() <= 0 || ttl < min_ttl))
+          min_ttl = ttl;
+        if (hint.kind == detail::WaitHint::Kind::event) no_expiry = true;
         break;
       }
       case Vote::lost: ++lost; break;
@@ -424,10 +437,13 @@ Result<AcquireOutcome> RedlockBackend::failure(const AcquireRound& r) const {
   if (errors >= q) return no_majority(errs, r.votes.size() - errors, "acquire");
   out.kind = AcquireOutcome::Kind::busy;
   if (busy >= q) {
-    out.holder_ttl = min_ttl.count() > 0 ? min_ttl : no_expiry ? milliseconds(-1) : random_delay(kSplitRetryMax);
+    out.hint = min_ttl.count() > 0 ? detail::WaitHint::expiry(min_ttl)
+               : no_expiry         ? detail::WaitHint::event()
+                                   : detail::WaitHint::retry(random_delay(kSplitRetryMax));
   } else {
     // Split vote, or too few answers: nobody may hold a majority.
-    out.holder_ttl = random_delay(min_ttl.count() > 0 ? std::min(min_ttl, kSplitRetryMax) : kSplitRetryMax);
+    out.hint = detail::WaitHint::retry(
+        random_delay(min_ttl.count() > 0 ? std::min(min_ttl, kSplitRetryMax) : kSplitRetryMax));
   }
   return out;
 }

@@ -20,7 +20,7 @@ TEST(AcquireFsm, FreeLockIsOneAttempt) {
   FakeClock c;
   AcquireFsm fsm(c.now, kForever, 2s);
   EXPECT_EQ(fsm.start().kind, Kind::attempt);
-  auto a = fsm.on_granted();
+  auto a = fsm.on_granted(c.now, c.now, 30000ms, true);
   EXPECT_EQ(a.kind, Kind::done);
   EXPECT_TRUE(a.status.ok());
 }
@@ -29,7 +29,7 @@ TEST(AcquireFsm, TryOnceReportsBusyWithoutSubscribing) {
   FakeClock c;
   AcquireFsm fsm(c.now, 0ms, 2s);
   fsm.start();
-  auto a = fsm.on_busy(c.now, 5000ms);
+  auto a = fsm.on_busy(c.now, WaitHint::expiry(5000ms));
   EXPECT_EQ(a.kind, Kind::done);
   EXPECT_EQ(a.status.code(), Errc::busy);
   EXPECT_FALSE(fsm.watching());
@@ -39,25 +39,25 @@ TEST(AcquireFsm, SubscribesBeforeRetryingThenSleepsForAtMostTheHolderTtl) {
   FakeClock c;
   AcquireFsm fsm(c.now, 10s, 2s);
   fsm.start();
-  EXPECT_EQ(fsm.on_busy(c.now, 3000ms).kind, Kind::watch);
+  EXPECT_EQ(fsm.on_busy(c.now, WaitHint::expiry(3000ms)).kind, Kind::watch);
   // Subscription confirmed: attempt again (a release in between is not missed).
   EXPECT_EQ(fsm.on_watch_ready(c.now).kind, Kind::attempt);
-  auto w = fsm.on_busy(c.now, 3000ms);
+  auto w = fsm.on_busy(c.now, WaitHint::expiry(3000ms));
   ASSERT_EQ(w.kind, Kind::wait);
   EXPECT_EQ(w.until, c.now + 3001ms);  // a crashed holder costs at most its TTL
   // The release message wakes it early.
   c.advance(40ms);
   EXPECT_EQ(fsm.on_wake(c.now).kind, Kind::attempt);
-  EXPECT_EQ(fsm.on_granted().kind, Kind::done);
+  EXPECT_EQ(fsm.on_granted(c.now, c.now, 30000ms, true).kind, Kind::done);
 }
 
 TEST(AcquireFsm, WaitIsCappedByTheWaitTimeoutThenTimesOut) {
   FakeClock c;
   AcquireFsm fsm(c.now, 500ms, 2s);
   fsm.start();
-  fsm.on_busy(c.now, 30000ms);
+  fsm.on_busy(c.now, WaitHint::expiry(30000ms));
   fsm.on_watch_ready(c.now);
-  auto w = fsm.on_busy(c.now, 30000ms);
+  auto w = fsm.on_busy(c.now, WaitHint::expiry(30000ms));
   ASSERT_EQ(w.kind, Kind::wait);
   EXPECT_EQ(w.until, c.now + 500ms);
   c.advance(500ms);
@@ -77,9 +77,9 @@ TEST(AcquireFsm, HolderWithoutExpiryIsRecheckedPeriodically) {
   FakeClock c;
   AcquireFsm fsm(c.now, kForever, 2s);
   fsm.start();
-  fsm.on_busy(c.now, -1ms);
+  fsm.on_busy(c.now, WaitHint::event());
   fsm.on_watch_ready(c.now);
-  auto w = fsm.on_busy(c.now, -1ms);
+  auto w = fsm.on_busy(c.now, WaitHint::event());
   ASSERT_EQ(w.kind, Kind::wait);
   EXPECT_EQ(w.until, c.now + 1000ms);
 }
@@ -113,7 +113,7 @@ TEST(AcquireFsm, UnknownOutcomeStaysInDoubtUntilAReplySettlesIt) {
   c.advance(10ms);
   EXPECT_EQ(fsm.on_wake(c.now).kind, Kind::attempt);
   // The replayed script answers: granted (it had been applied) -> settled.
-  EXPECT_TRUE(fsm.on_granted().status.ok());
+  EXPECT_TRUE(fsm.on_granted(c.now, c.now, 30000ms, true).status.ok());
   EXPECT_FALSE(fsm.in_doubt());
 }
 
@@ -157,7 +157,7 @@ TEST(AcquireFsm, TheDeadlineHoldsWhileTheSubscriptionIsPending) {
   FakeClock c;
   AcquireFsm fsm(c.now, 500ms, 2s);
   fsm.start();
-  auto w = fsm.on_busy(c.now, 30000ms);
+  auto w = fsm.on_busy(c.now, WaitHint::expiry(30000ms));
   ASSERT_EQ(w.kind, Kind::watch);
   EXPECT_EQ(w.until, c.now + 500ms) << "the caller arms its deadline timer";
   c.advance(100ms);
@@ -175,11 +175,11 @@ TEST(AcquireFsm, WithoutNotificationsAWaiterPollsWithBackoff) {
   FakeClock c;
   AcquireFsm fsm(c.now, kForever, 2s);
   fsm.start();
-  fsm.on_busy(c.now, 30000ms);
+  fsm.on_busy(c.now, WaitHint::expiry(30000ms));
   EXPECT_EQ(fsm.on_watch_ready(c.now, /*subscribed=*/false).kind, Kind::attempt);
   std::vector<milliseconds> naps;
   for (int i = 0; i < 8; ++i) {
-    auto w = fsm.on_busy(c.now, 30000ms);
+    auto w = fsm.on_busy(c.now, WaitHint::expiry(30000ms));
     ASSERT_EQ(w.kind, Kind::wait);
     naps.push_back(std::chrono::duration_cast<milliseconds>(w.until - c.now));
     c.now = w.until;
@@ -188,7 +188,7 @@ TEST(AcquireFsm, WithoutNotificationsAWaiterPollsWithBackoff) {
   EXPECT_EQ(naps.front(), 10ms);
   EXPECT_EQ(naps[1], 20ms);
   EXPECT_EQ(naps.back(), 500ms);
-  auto w = fsm.on_busy(c.now, 3ms);
+  auto w = fsm.on_busy(c.now, WaitHint::expiry(3ms));
   EXPECT_EQ(w.until, c.now + 4ms) << "capped by the holder's remaining lease";
 }
 
@@ -198,13 +198,99 @@ TEST(AcquireFsm, HugeWaitsAreForever) {
   AcquireFsm fsm(c.now, milliseconds(std::chrono::duration_cast<milliseconds>(std::chrono::hours(24 * 365 * 300))),
                  2s);
   fsm.start();
-  fsm.on_busy(c.now, 1000ms);
+  fsm.on_busy(c.now, WaitHint::expiry(1000ms));
   fsm.on_watch_ready(c.now);
-  auto w = fsm.on_busy(c.now, 1000ms);
+  auto w = fsm.on_busy(c.now, WaitHint::expiry(1000ms));
   ASSERT_EQ(w.kind, Kind::wait) << "not timed out at once";
   EXPECT_EQ(to_wait(std::chrono::seconds::max()), kForever);
   EXPECT_EQ(to_wait(std::chrono::nanoseconds(1)), 1ms);
   EXPECT_EQ(to_wait(-5s), 0ms);
+}
+
+// Decisions that lived in I/O callbacks before: late grants and releases
+// published while an attempt is in flight.
+
+TEST(AcquireFsm, AGrantWhoseReplyCameAfterItsValidityIsUndoneAndRetried) {
+  FakeClock c;
+  AcquireFsm fsm(c.now, 5s, 2s);
+  ASSERT_EQ(fsm.start().kind, Kind::attempt);
+  const auto sent = c.now;
+  c.advance(100ms);  // lease 100 ms: valid until sent + 100 - 3
+  auto a = fsm.on_granted(c.now, sent, 100ms, true);
+  EXPECT_TRUE(a.undo);
+  EXPECT_EQ(a.kind, Kind::wait);  // backoff, then another attempt
+  EXPECT_EQ(fsm.late_grants(), 1u);
+  c.now = a.until;
+  EXPECT_EQ(fsm.on_wake(c.now).kind, Kind::attempt);
+  auto b = fsm.on_granted(c.now, c.now, 100ms, true);
+  EXPECT_FALSE(b.undo);
+  EXPECT_EQ(b.kind, Kind::done);
+  EXPECT_TRUE(b.status.ok());
+}
+
+TEST(AcquireFsm, AGrantJustInsideItsValidityStands) {
+  FakeClock c;
+  AcquireFsm fsm(c.now, 5s, 2s);
+  (void)fsm.start();
+  const auto sent = c.now;
+  c.advance(96ms);  // valid until sent + 97 ms
+  auto a = fsm.on_granted(c.now, sent, 100ms, true);
+  EXPECT_FALSE(a.undo);
+  EXPECT_TRUE(a.status.ok());
+}
+
+TEST(AcquireFsm, ALateReentryIsNotUndone) {
+  FakeClock c;
+  AcquireFsm fsm(c.now, 5s, 2s);
+  (void)fsm.start();
+  const auto sent = c.now;
+  c.advance(1s);  // the hold was valid already; a re-entry cannot be late
+  auto a = fsm.on_granted(c.now, sent, 100ms, false);
+  EXPECT_FALSE(a.undo);
+  EXPECT_TRUE(a.status.ok());
+}
+
+TEST(AcquireFsm, ALateGrantPastTheWaitEndsAsUnavailable) {
+  FakeClock c;
+  AcquireFsm fsm(c.now, 50ms, 0ms);  // no retry budget
+  (void)fsm.start();
+  const auto sent = c.now;
+  c.advance(200ms);
+  auto a = fsm.on_granted(c.now, sent, 100ms, true);
+  EXPECT_TRUE(a.undo);
+  EXPECT_EQ(a.kind, Kind::done);
+  EXPECT_EQ(a.status.code(), Errc::unavailable);
+}
+
+TEST(AcquireFsm, AReleaseDuringAnAttemptMakesItsBusyAnswerRetryAtOnce) {
+  FakeClock c;
+  AcquireFsm fsm(c.now, kForever, 2s);
+  (void)fsm.start();
+  ASSERT_EQ(fsm.on_busy(c.now, WaitHint::expiry(30000ms)).kind, Kind::watch);
+  ASSERT_EQ(fsm.on_watch_ready(c.now).kind, Kind::attempt);
+  EXPECT_TRUE(fsm.attempting());
+  // The release is published while the attempt is out: nothing to do now...
+  EXPECT_EQ(fsm.on_wake(c.now).kind, Kind::none);
+  // ...but the busy answer may predate it: try again instead of sleeping 30 s.
+  EXPECT_EQ(fsm.on_busy(c.now, WaitHint::expiry(30000ms)).kind, Kind::attempt);
+  // Without a release meanwhile, the next busy answer sleeps.
+  auto w = fsm.on_busy(c.now, WaitHint::expiry(30000ms));
+  EXPECT_EQ(w.kind, Kind::wait);
+  EXPECT_EQ(w.until, c.now + 30001ms);
+}
+
+TEST(AcquireFsm, HintKindsSetTheNap) {
+  FakeClock c;
+  AcquireFsm fsm(c.now, kForever, 2s);
+  (void)fsm.start();
+  (void)fsm.on_busy(c.now, WaitHint::expiry(10ms));
+  (void)fsm.on_watch_ready(c.now);
+  EXPECT_EQ(fsm.on_busy(c.now, WaitHint::retry(7ms)).until, c.now + 7ms);
+  (void)fsm.on_wake(c.now + 7ms);
+  // No expiry (a session holds it): a wake-up is expected, with a 1 s backstop.
+  EXPECT_EQ(fsm.on_busy(c.now, WaitHint::event()).until, c.now + 1000ms);
+  (void)fsm.on_wake(c.now + 1000ms);
+  EXPECT_EQ(fsm.on_busy(c.now, WaitHint::expiry(40ms)).until, c.now + 41ms);
 }
 
 }  // namespace

@@ -1,0 +1,27 @@
+// A busy answer's advice on how long to wait before the next attempt.
+#ifndef DLOCK_CORE_WAIT_HINT_HPP_
+#define DLOCK_CORE_WAIT_HINT_HPP_
+
+#include "dlock/options.hpp"
+
+namespace dlock::detail {
+
+// How long a busy answer says to wait before the next attempt (a wake-up
+// from watch() may come sooner).
+struct WaitHint {
+  enum class Kind {
+    expiry,  // the holder's lease ends `after` from now: try again then
+    event,   // the holder has no expiry (a session, no TTL): wait for a wake-up
+    retry,   // try again after `after` (a split vote, a vanished holder)
+  };
+  Kind kind = Kind::event;
+  milliseconds after{0};
+
+  static WaitHint expiry(milliseconds ttl) { return {Kind::expiry, ttl}; }
+  static WaitHint event() { return {Kind::event, milliseconds(0)}; }
+  static WaitHint retry(milliseconds delay) { return {Kind::retry, delay}; }
+};
+
+}  // namespace dlock::detail
+
+#endif  // DLOCK_CORE_WAIT_HINT_HPP_
