@@ -5,7 +5,7 @@
 #include <benchmark/benchmark.h>
 
 #include "core/acquire_fsm.hpp"
-#include "core/keys.hpp"
+#include "redis/keys.hpp"
 #include "core/renewal_scheduler.hpp"
 #include "redis/resp.hpp"
 

@@ -6,11 +6,9 @@
 #include <future>
 #include <iostream>
 
-#include "core/keys.hpp"
+#include "backend_registry.hpp"
+#include "core/names.hpp"
 #include "core/token.hpp"
-#include "core/url.hpp"
-#include "redis/redis_backend.hpp"
-#include "redlock/redlock_backend.hpp"
 
 namespace dlock::detail {
 
@@ -105,52 +103,14 @@ void ClientCore::log(LogLevel level, const std::string& message) const { emit(op
 
 Result<std::shared_ptr<ClientCore>> ClientCore::connect(std::string_view url, ClientOptions options) {
   if (Status s = check_options(options); !s.ok()) return s;
-  // redlock:// names several independent masters; redis:// one.
-  const bool redlock = is_redlock_url(url);
-  std::vector<RedisEndpoint> endpoints;
-  if (redlock) {
-    if (options.wait_replicas > 0)
-      return Status(Errc::invalid_argument, "wait_replicas applies to redis:// masters with replicas, not Redlock");
-    auto eps = parse_redlock_url(url);
-    if (!eps.ok()) return eps.status();
-    endpoints = std::move(*eps);
-  } else {
-    auto ep = parse_redis_url(url);
-    if (!ep.ok()) return ep.status();
-    // The URL's WAIT parameters fill in options left at their defaults.
-    const ClientOptions defaults;
-    if (ep->wait_replicas && options.wait_replicas == defaults.wait_replicas) options.wait_replicas = *ep->wait_replicas;
-    if (ep->wait_timeout_ms && options.wait_timeout == defaults.wait_timeout)
-      options.wait_timeout = milliseconds(*ep->wait_timeout_ms);
-    if (Status s = check_options(options); !s.ok()) return s;
-    endpoints.push_back(std::move(*ep));
-  }
-  for (RedisEndpoint& ep : endpoints) {
-    if (!options.username.empty()) ep.username = options.username;
-    if (!options.password.empty()) ep.password = options.password;
-    if (!ep.username.empty() && ep.password.empty())
-      return Status(Errc::invalid_argument, "a user name needs a password");
-  }
-
+  // No thread yet: if the URL is refused, the deleter just deletes.
   std::shared_ptr<ClientCore> core(new ClientCore(std::move(options)), &ClientCore::destroy);
   ClientCore* raw = core.get();
-  std::vector<redis::ConnectionConfig> configs;
-  for (RedisEndpoint& ep : endpoints) {
-    redis::ConnectionConfig cfg;
-    cfg.endpoint = std::move(ep);
-    cfg.connect_timeout = core->options_.connect_timeout;
-    cfg.command_timeout = core->options_.command_timeout;
-    cfg.backoff_min = core->options_.reconnect_backoff_min;
-    cfg.backoff_max = core->options_.reconnect_backoff_max;
-    cfg.log = [raw](LogLevel level, std::string_view msg) { raw->log(level, std::string(msg)); };
-    configs.push_back(std::move(cfg));
-  }
-  if (redlock)
-    core->backend_ = redlock::make_redlock_backend(core->rt_->io, std::move(configs), core->options_.key_prefix,
-                                                   core->options_.command_timeout);
-  else
-    core->backend_ = redis::make_redis_backend(core->rt_->io, std::move(configs.front()), core->options_.key_prefix,
-                                               {core->options_.wait_replicas, core->options_.wait_timeout});
+  BackendContext context{core->rt_->io, core->options_,
+                         [raw](LogLevel level, std::string_view msg) { raw->log(level, std::string(msg)); }};
+  auto backend = make_backend(url, context);
+  if (!backend.ok()) return backend.status();
+  core->backend_ = std::move(*backend);
   core->caps_ = core->backend_->capabilities();
   core->set_backend_events();
   core->renew_timer_ = std::make_unique<asio::steady_timer>(core->rt_->io);

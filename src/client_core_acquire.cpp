@@ -2,7 +2,7 @@
 // acquire state machine's driver, the waiter list and its wake-ups.
 #include "client_core_internal.hpp"
 
-#include "core/keys.hpp"
+#include "core/names.hpp"
 #include "core/token.hpp"
 #include "core/transient.hpp"
 

@@ -5,7 +5,7 @@
 
 #include <algorithm>
 
-#include "core/keys.hpp"
+#include "core/names.hpp"
 #include "core/transient.hpp"
 
 namespace dlock::detail {

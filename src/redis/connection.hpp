@@ -32,7 +32,7 @@
 #include <string>
 #include <vector>
 
-#include "core/url.hpp"
+#include "redis/url.hpp"
 #include "dlock/error.hpp"
 #include "dlock/options.hpp"
 #include "redis/resp.hpp"

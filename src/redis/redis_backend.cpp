@@ -9,7 +9,7 @@
 #include <optional>
 #include <map>
 
-#include "core/keys.hpp"
+#include "redis/keys.hpp"
 #include "redis/errors.hpp"
 #include "redis/scripts.hpp"
 #include "redis/sync_connection.hpp"

@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
-#include "core/keys.hpp"
+#include "core/names.hpp"
+#include "redis/keys.hpp"
 
 namespace dlock::detail {
 namespace {

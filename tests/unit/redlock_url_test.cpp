@@ -1,6 +1,6 @@
 #include <gtest/gtest.h>
 
-#include "core/url.hpp"
+#include "redis/url.hpp"
 
 namespace dlock::detail {
 namespace {

@@ -1,6 +1,6 @@
 // Parsing of redis://, rediss://, redlock:// and redlock+tls:// URLs.
-#ifndef DLOCK_CORE_URL_HPP_
-#define DLOCK_CORE_URL_HPP_
+#ifndef DLOCK_REDIS_URL_HPP_
+#define DLOCK_REDIS_URL_HPP_
 
 #include <cstdint>
 #include <optional>
@@ -47,4 +47,4 @@ Result<std::vector<RedisEndpoint>> parse_redlock_url(std::string_view url);
 
 }  // namespace dlock::detail
 
-#endif  // DLOCK_CORE_URL_HPP_
+#endif  // DLOCK_REDIS_URL_HPP_

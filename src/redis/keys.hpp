@@ -1,21 +1,11 @@
-// Lock names and the Redis keys derived from them.
-#ifndef DLOCK_CORE_KEYS_HPP_
-#define DLOCK_CORE_KEYS_HPP_
+// The Redis keys derived from a lock name.
+#ifndef DLOCK_REDIS_KEYS_HPP_
+#define DLOCK_REDIS_KEYS_HPP_
 
-#include <cstddef>
 #include <string>
 #include <string_view>
 
-#include "dlock/error.hpp"
-
 namespace dlock::detail {
-
-inline constexpr std::size_t kMaxNameBytes = 512;
-inline constexpr std::size_t kMaxOwnerBytes = 128;
-
-// ok, or invalid_argument saying what is wrong with the name.
-Status validate_name(std::string_view name);
-Status validate_owner(std::string_view owner);
 
 // The keys of one lock. The lock hash and its channel share the hash tag
 // {name}, so one Redis Cluster slot holds them. Braces inside a name would
@@ -36,4 +26,4 @@ LockKeys lock_keys(std::string_view prefix, std::string_view name);
 
 }  // namespace dlock::detail
 
-#endif  // DLOCK_CORE_KEYS_HPP_
+#endif  // DLOCK_REDIS_KEYS_HPP_

@@ -1,0 +1,44 @@
+#include "backend_registry.hpp"
+
+#include <iterator>
+
+#if DLOCK_WITH_REDIS
+#include "redis/factory.hpp"
+#endif
+
+namespace dlock::detail {
+namespace {
+
+constexpr BackendScheme kSchemes[] = {
+#if DLOCK_WITH_REDIS
+    {"redis", redis::make_from_url},
+    {"rediss", redis::make_from_url},
+    {"redlock", redis::make_redlock_from_url},
+    {"redlock+tls", redis::make_redlock_from_url},
+#endif
+    {"", nullptr},  // keeps the array non-empty in a build without backends
+};
+
+std::string scheme_list() {
+  std::string out;
+  for (const auto& s : backend_schemes()) out += (out.empty() ? "" : ", ") + std::string(s.scheme);
+  return out.empty() ? "none" : out;
+}
+
+}  // namespace
+
+std::span<const BackendScheme> backend_schemes() { return {std::begin(kSchemes), std::size(kSchemes) - 1}; }
+
+Result<std::unique_ptr<Backend>> make_backend(std::string_view url, BackendContext& context) {
+  const auto end = url.find("://");
+  if (end == std::string_view::npos)
+    return Status(Errc::invalid_argument, "bad URL '" + describe_url(url) + "': expected SCHEME://... (schemes: " +
+                                              scheme_list() + ")");
+  const std::string_view scheme = url.substr(0, end);
+  for (const auto& s : backend_schemes())
+    if (s.scheme == scheme) return s.make(url, context);
+  return Status(Errc::invalid_argument, "unsupported URL scheme '" + std::string(scheme) +
+                                            "' (this build serves: " + scheme_list() + ")");
+}
+
+}  // namespace dlock::detail

@@ -1,0 +1,17 @@
+// The Redis family's URL schemes for the backend registry: redis:// and
+// rediss:// (one master, optionally in WAIT mode), redlock:// and
+// redlock+tls:// (a majority of independent masters).
+#ifndef DLOCK_REDIS_FACTORY_HPP_
+#define DLOCK_REDIS_FACTORY_HPP_
+
+#include "backend_registry.hpp"
+
+namespace dlock::redis {
+
+Result<std::unique_ptr<detail::Backend>> make_from_url(std::string_view url, detail::BackendContext& context);
+Result<std::unique_ptr<detail::Backend>> make_redlock_from_url(std::string_view url,
+                                                               detail::BackendContext& context);
+
+}  // namespace dlock::redis
+
+#endif  // DLOCK_REDIS_FACTORY_HPP_
