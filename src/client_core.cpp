@@ -111,6 +111,19 @@ Result<std::shared_ptr<ClientCore>> ClientCore::connect(std::string_view url, Cl
   auto backend = make_backend(url, context);
   if (!backend.ok()) return backend.status();
   core->backend_ = std::move(*backend);
+  return start(std::move(core));
+}
+
+Result<std::shared_ptr<ClientCore>> ClientCore::connect_with(const BackendMaker& make, ClientOptions options) {
+  if (Status s = check_options(options); !s.ok()) return s;
+  std::shared_ptr<ClientCore> core(new ClientCore(std::move(options)), &ClientCore::destroy);
+  core->backend_ = make(core->rt_->io);
+  return start(std::move(core));
+}
+
+// Starts the I/O thread and the backend; waits for the first connection.
+Result<std::shared_ptr<ClientCore>> ClientCore::start(std::shared_ptr<ClientCore> core) {
+  ClientCore* raw = core.get();
   core->caps_ = core->backend_->capabilities();
   core->set_backend_events();
   core->renew_timer_ = std::make_unique<asio::steady_timer>(core->rt_->io);

@@ -74,6 +74,12 @@ struct AcquireSeed {
 };
 
 class ClientCore;
+
+// Makes Clients over a given core (Client's constructor is private).
+struct ClientFactory {
+  static Client make(std::shared_ptr<ClientCore> core) { return Client(std::move(core)); }
+};
+
 Result<Lease> blocking_acquire(ClientCore& core, std::string name, milliseconds wait, const LockOptions& options,
                                bool fresh_owner);
 // The asynchronous acquire, waited for (the slow path of blocking calls).
@@ -87,6 +93,9 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   // The handle's deleter shuts the core down and deletes it only once its
   // I/O loop has drained (backend.hpp's lifetime rule).
   static Result<std::shared_ptr<ClientCore>> connect(std::string_view url, ClientOptions options);
+  // Over the backend `make` builds on the core's I/O loop (tests: a fake).
+  using BackendMaker = std::function<std::unique_ptr<Backend>(boost::asio::io_context&)>;
+  static Result<std::shared_ptr<ClientCore>> connect_with(const BackendMaker& make, ClientOptions options);
   ClientCore(const ClientCore&) = delete;
   ClientCore& operator=(const ClientCore&) = delete;
 
@@ -119,6 +128,7 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   ~ClientCore() = default;
   // The deleter of every handle: shuts down, then deletes after the drain.
   static void destroy(ClientCore* core) noexcept;
+  static Result<std::shared_ptr<ClientCore>> start(std::shared_ptr<ClientCore> core);
   void shutdown_io();  // I/O thread: frees what is held, fails what waits
   void finish_close();
 

@@ -47,6 +47,10 @@
 
 namespace dlock {
 
+namespace detail {
+struct ClientFactory;
+}  // namespace detail
+
 // `url` safe to print or log: a password in it (user:password@ or the
 // password-only password@ form) is replaced by "***"; the rest is kept.
 // Works on malformed URLs too, and never throws.
@@ -118,6 +122,7 @@ class Client {
  private:
   explicit Client(std::shared_ptr<detail::ClientCore> core) noexcept;
   friend class Mutex;
+  friend struct detail::ClientFactory;  // clients over a given backend (tests)
   std::shared_ptr<detail::ClientCore> core_;
 };
 

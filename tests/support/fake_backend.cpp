@@ -1,0 +1,317 @@
+#include "support/fake_backend.hpp"
+
+#include <boost/asio/post.hpp>
+
+namespace dlock::testing {
+
+using detail::AbandonCall;
+using detail::AcquireCall;
+using detail::AcquireOutcome;
+using detail::ReleaseCall;
+using detail::ReleaseOutcome;
+using detail::RenewCall;
+using detail::RenewOutcome;
+using detail::WaitHint;
+using detail::WatchKey;
+
+class FakeBackend final : public detail::Backend {
+ public:
+  FakeBackend(boost::asio::io_context& io, FakeServer& server) : io_(io), server_(server) {
+    std::lock_guard lk(server_.mu_);
+    server_.backend_ = this;
+  }
+  ~FakeBackend() override {
+    std::lock_guard lk(server_.mu_);
+    server_.backend_ = nullptr;
+    ++server_.destroyed_;  // nothing touches server_ after this
+  }
+
+  detail::Capabilities capabilities() const override { return server_.caps; }
+  void set_events(detail::BackendEvents events) override { events_ = std::move(events); }
+
+  void start(std::function<void(Status)> done) override { post([done = std::move(done)] { done({}); }); }
+  void close() override {
+    std::lock_guard lk(server_.mu_);
+    server_.backend_ = nullptr;
+  }
+
+  void acquire(const AcquireCall& call, std::function<void(Result<AcquireOutcome>)> done) override {
+    std::unique_lock lk(server_.mu_);
+    ++server_.acquires_;
+    server_.acquire_calls_.push_back(call);
+    if (auto failed = take_failure()) return post([done = std::move(done), s = *failed] { done(s); });
+    Result<AcquireOutcome> out = apply_acquire(call);
+    if (server_.drop_ > 0) {
+      --server_.drop_;
+      out = Status(Errc::outcome_unknown, "fake: reply dropped");
+    }
+    auto reply = [this, done = std::move(done), out = std::move(out)]() mutable {
+      post([done = std::move(done), out = std::move(out)]() mutable { done(std::move(out)); });
+    };
+    if (server_.hold_index_ && *server_.hold_index_ == server_.acquires_) {
+      server_.hold_index_.reset();
+      server_.held_.push_back(std::move(reply));
+      return;
+    }
+    lk.unlock();
+    reply();
+  }
+
+  void release(const ReleaseCall& call, std::function<void(Result<ReleaseOutcome>)> done) override {
+    std::lock_guard lk(server_.mu_);
+    ++server_.releases_;
+    if (auto failed = take_failure()) return post([done = std::move(done), s = *failed] { done(s); });
+    post([done = std::move(done), out = apply_release(call)] { done(out); });
+  }
+
+  void abandon(const AbandonCall& call, std::function<void(Status)> done) override {
+    std::lock_guard lk(server_.mu_);
+    server_.abandons_.push_back(call);
+    if (auto undo = detail::undo_of(call)) (void)apply_release(*undo);
+    post([done = std::move(done)] { done({}); });
+  }
+
+  void renew(const std::vector<RenewCall>& calls,
+             std::function<void(Result<std::vector<RenewOutcome>>)> done) override {
+    std::lock_guard lk(server_.mu_);
+    ++server_.renewals_;
+    if (server_.fail_renewals_)
+      return post([done = std::move(done)] { done(Status(Errc::unavailable, "fake: renewals fail")); });
+    std::vector<RenewOutcome> out;
+    for (const RenewCall& c : calls) {
+      auto it = server_.locks_.find(c.name);
+      if (it == server_.locks_.end()) out.push_back(RenewOutcome::expired);
+      else if (it->second.owner != c.owner || it->second.grant != c.grant) out.push_back(RenewOutcome::taken);
+      else out.push_back(RenewOutcome::renewed);
+    }
+    post([done = std::move(done), out = std::move(out)] { done(out); });
+  }
+
+  void inspect(const std::string& name, std::function<void(Result<LockInfo>)> done) override {
+    std::lock_guard lk(server_.mu_);
+    LockInfo info;
+    if (auto it = server_.locks_.find(name); it != server_.locks_.end()) {
+      info.held = true;
+      info.fence = it->second.fence;
+      info.reentry_count = it->second.depth;
+    }
+    info.last_fence = server_.fence_;
+    post([done = std::move(done), info] { done(info); });
+  }
+
+  void watch(const WatchKey& key, std::function<void(Status)> ready) override {
+    std::lock_guard lk(server_.mu_);
+    server_.watches_.push_back(key);
+    ++server_.watching_[key.name];
+    Status s = server_.refuse_watches_ ? Status(Errc::permission_denied, "fake: watches refused") : Status();
+    post([ready = std::move(ready), s] { ready(s); });
+  }
+  void unwatch(const WatchKey& key) override {
+    std::lock_guard lk(server_.mu_);
+    if (--server_.watching_[key.name] == 0) server_.watching_.erase(key.name);
+  }
+
+  std::uint64_t commands_sent() const override { return 0; }
+  std::uint64_t reconnects() const override { return 0; }
+
+  // Called with server_.mu_ held, from any thread.
+  template <class F>
+  void post(F&& f) {
+    boost::asio::post(io_, std::forward<F>(f));
+  }
+  void publish(const std::string& name) {
+    post([this, name] {
+      if (events_.released) events_.released(name);
+    });
+  }
+  const detail::BackendEvents& events() const { return events_; }
+
+ private:
+  std::optional<Status> take_failure() {
+    if (server_.fail_ == 0) return std::nullopt;
+    --server_.fail_;
+    return server_.fail_status_;
+  }
+
+  AcquireOutcome apply_acquire(const AcquireCall& c) {
+    AcquireOutcome out;
+    auto it = server_.locks_.find(c.name);
+    const bool mine = it != server_.locks_.end() && it->second.owner == c.owner && it->second.grant == c.grant;
+    if (it == server_.locks_.end()) {
+      if (c.held > 0) {
+        out.kind = AcquireOutcome::Kind::lost;
+        return out;
+      }
+      FakeServer::Lock& l = server_.locks_[c.name];
+      l = {c.owner, c.grant, 1, ++server_.fence_};
+      out.kind = AcquireOutcome::Kind::granted;
+      out.fence = l.fence;
+      out.depth = 1;
+      return out;
+    }
+    if (!mine) {
+      if (c.held > 0) {
+        out.kind = AcquireOutcome::Kind::lost;
+        return out;
+      }
+      out.kind = AcquireOutcome::Kind::busy;
+      out.hint = server_.ttl_ ? WaitHint::expiry(*server_.ttl_) : WaitHint::event();
+      return out;
+    }
+    FakeServer::Lock& l = it->second;
+    if (l.depth == c.held) ++l.depth;                      // a new level
+    else if (l.depth != c.held + 1) {                       // not a replay either
+      out.kind = AcquireOutcome::Kind::mismatch;
+      out.depth = l.depth;
+      return out;
+    }
+    out.kind = AcquireOutcome::Kind::granted;
+    out.fence = l.fence;
+    out.depth = l.depth;
+    return out;
+  }
+
+  ReleaseOutcome apply_release(const ReleaseCall& c) {
+    ReleaseOutcome out;
+    auto it = server_.locks_.find(c.name);
+    if (it == server_.locks_.end()) {
+      out.kind = ReleaseOutcome::Kind::not_held;
+      return out;
+    }
+    FakeServer::Lock& l = it->second;
+    if (l.owner != c.owner || l.grant != c.grant) {
+      out.kind = ReleaseOutcome::Kind::not_owner;
+      return out;
+    }
+    if (c.all || l.depth == c.held) {
+      l.depth = c.all ? 0 : l.depth - 1;
+    } else if (l.depth != c.held - 1) {
+      out.kind = ReleaseOutcome::Kind::mismatch;
+      out.depth = l.depth;
+      return out;
+    }
+    out.depth = l.depth;
+    if (l.depth == 0) {
+      server_.locks_.erase(it);
+      publish(c.name);
+    }
+    return out;
+  }
+
+  boost::asio::io_context& io_;
+  FakeServer& server_;
+  detail::BackendEvents events_;
+};
+
+void FakeServer::drop_acquire_replies(int n) {
+  std::lock_guard lk(mu_);
+  drop_ = n;
+}
+void FakeServer::hold_acquire_reply(int index) {
+  std::lock_guard lk(mu_);
+  hold_index_ = index;
+}
+void FakeServer::flush() {
+  std::vector<std::function<void()>> held;
+  {
+    std::lock_guard lk(mu_);
+    held.swap(held_);
+  }
+  for (auto& f : held) f();
+}
+void FakeServer::fail_calls(int n, Status status) {
+  std::lock_guard lk(mu_);
+  fail_ = n;
+  fail_status_ = std::move(status);
+}
+void FakeServer::fail_renewals(bool on) {
+  std::lock_guard lk(mu_);
+  fail_renewals_ = on;
+}
+void FakeServer::refuse_watches(bool on) {
+  std::lock_guard lk(mu_);
+  refuse_watches_ = on;
+}
+void FakeServer::set_holder_ttl(std::optional<std::chrono::milliseconds> ttl) {
+  std::lock_guard lk(mu_);
+  ttl_ = ttl;
+}
+void FakeServer::take(const std::string& name) {
+  std::lock_guard lk(mu_);
+  locks_[name] = {"other", 1, 1, ++fence_};
+}
+void FakeServer::drop(const std::string& name, bool publish) {
+  std::lock_guard lk(mu_);
+  locks_.erase(name);
+  if (publish && backend_) backend_->publish(name);
+}
+void FakeServer::link(bool up) {
+  std::lock_guard lk(mu_);
+  if (!backend_) return;
+  FakeBackend* b = backend_;
+  b->post([b, up] {
+    if (b->events().link) b->events().link(up);
+  });
+}
+void FakeServer::session_lost(LossReason reason) {
+  std::lock_guard lk(mu_);
+  if (!backend_) return;
+  locks_.clear();  // the session's holds are gone on the server too
+  FakeBackend* b = backend_;
+  b->post([b, reason] {
+    if (b->events().lost) b->events().lost({}, reason);
+  });
+}
+void FakeServer::alive_until(std::chrono::steady_clock::time_point until) {
+  std::lock_guard lk(mu_);
+  if (!backend_) return;
+  FakeBackend* b = backend_;
+  b->post([b, until] {
+    if (b->events().alive_until) b->events().alive_until(until);
+  });
+}
+
+std::optional<FakeServer::Lock> FakeServer::lock(const std::string& name) {
+  std::lock_guard lk(mu_);
+  auto it = locks_.find(name);
+  if (it == locks_.end()) return std::nullopt;
+  return it->second;
+}
+int FakeServer::acquires() {
+  std::lock_guard lk(mu_);
+  return acquires_;
+}
+int FakeServer::releases() {
+  std::lock_guard lk(mu_);
+  return releases_;
+}
+int FakeServer::renewals() {
+  std::lock_guard lk(mu_);
+  return renewals_;
+}
+int FakeServer::held_replies() {
+  std::lock_guard lk(mu_);
+  return static_cast<int>(held_.size());
+}
+std::vector<detail::AbandonCall> FakeServer::abandons() {
+  std::lock_guard lk(mu_);
+  return abandons_;
+}
+std::vector<detail::AcquireCall> FakeServer::acquire_calls() {
+  std::lock_guard lk(mu_);
+  return acquire_calls_;
+}
+int FakeServer::backends_destroyed() {
+  std::lock_guard lk(mu_);
+  return destroyed_;
+}
+std::vector<detail::WatchKey> FakeServer::watches() {
+  std::lock_guard lk(mu_);
+  return watches_;
+}
+
+std::function<std::unique_ptr<detail::Backend>(boost::asio::io_context&)> FakeServer::maker() {
+  return [this](boost::asio::io_context& io) { return std::make_unique<FakeBackend>(io, *this); };
+}
+
+}  // namespace dlock::testing

@@ -1,0 +1,110 @@
+// An in-memory lock backend for unit tests of ClientCore's decisions, with
+// switches for the faults real servers have (leveldb's fault-injecting Env
+// is the model): a reply dropped after the call was applied, a reply held
+// back and delivered late, a call refused, the link down, a refused watch, a
+// holder's TTL, a session that expires. Its capabilities are settable, so
+// the same core is driven as Redis (renewal, server-side re-entry) or as a
+// ZooKeeper-like backend (session liveness pushed, re-entry counted by the
+// client, FIFO attempts).
+//
+// Semantics follow the Redis scripts: one exclusive holder per name,
+// idempotent replays of acquire and release (the `held` count), owner- and
+// grant-checked release and renewal, a release to depth 0 publishes.
+//
+// Threading: Backend calls arrive on the client's I/O thread; the switches
+// and inspectors are called from the test's thread. One mutex guards all.
+#ifndef DLOCK_TESTS_SUPPORT_FAKE_BACKEND_HPP_
+#define DLOCK_TESTS_SUPPORT_FAKE_BACKEND_HPP_
+
+#include <boost/asio/io_context.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "backend.hpp"
+
+namespace dlock::testing {
+
+class FakeBackend;
+
+// What the test holds: the switches, shared with the backend the client
+// owns (the client builds it on its own I/O loop).
+struct FakeServer {
+  struct Lock {
+    std::string owner;
+    std::uint64_t grant = 0;
+    unsigned depth = 0;
+    std::uint64_t fence = 0;
+  };
+
+  // Set before connecting.
+  detail::Capabilities caps;
+
+  // --- switches (any thread) ---
+  // The next `n` acquire calls are applied but answered outcome_unknown.
+  void drop_acquire_replies(int n);
+  // Acquire call number `index` (1-based, counted over the whole run) is
+  // applied at once but its reply is held until flush().
+  void hold_acquire_reply(int index);
+  void flush();  // delivers held replies, oldest first
+  // The next `n` calls of any kind fail with `status`, applying nothing.
+  void fail_calls(int n, Status status);
+  // Renewals fail (unavailable) while set.
+  void fail_renewals(bool on);
+  // Watches are refused (permission_denied), as for an ACL user without
+  // channel rights.
+  void refuse_watches(bool on);
+  // The TTL a busy answer reports (nullopt: no expiry).
+  void set_holder_ttl(std::optional<std::chrono::milliseconds> ttl);
+  // Another client's hold (owner "other").
+  void take(const std::string& name);
+  // Deletes the lock as an expiry would; publish: as a release would.
+  void drop(const std::string& name, bool publish);
+  void link(bool up);
+  void session_lost(LossReason reason);
+  void alive_until(std::chrono::steady_clock::time_point until);
+
+  // --- inspectors (any thread) ---
+  std::optional<Lock> lock(const std::string& name);
+  int acquires();
+  int releases();
+  int renewals();
+  int held_replies();
+  std::vector<detail::AbandonCall> abandons();
+  std::vector<detail::AcquireCall> acquire_calls();
+  std::vector<detail::WatchKey> watches();  // every watch() call
+  int backends_destroyed();  // the server may go once this counts every client
+
+  // The maker for ClientCore::connect_with.
+  std::function<std::unique_ptr<detail::Backend>(boost::asio::io_context&)> maker();
+
+ private:
+  friend class FakeBackend;
+  std::mutex mu_;
+  FakeBackend* backend_ = nullptr;  // guarded by mu_; null once closed
+  std::map<std::string, Lock> locks_;
+  std::uint64_t fence_ = 0;
+  int drop_ = 0;
+  std::optional<int> hold_index_;
+  int fail_ = 0;
+  Status fail_status_;
+  bool fail_renewals_ = false;
+  bool refuse_watches_ = false;
+  std::optional<std::chrono::milliseconds> ttl_ = std::chrono::milliseconds(30000);
+  int acquires_ = 0, releases_ = 0, renewals_ = 0, destroyed_ = 0;
+  std::vector<std::function<void()>> held_;
+  std::vector<detail::AbandonCall> abandons_;
+  std::vector<detail::AcquireCall> acquire_calls_;
+  std::vector<detail::WatchKey> watches_;
+  std::map<std::string, int> watching_;  // live watches per name
+};
+
+}  // namespace dlock::testing
+
+#endif  // DLOCK_TESTS_SUPPORT_FAKE_BACKEND_HPP_

@@ -1,0 +1,304 @@
+// ClientCore's decisions, driven through the real client over an in-memory
+// fake backend with fault switches: what it does when a reply is lost, held
+// back or late, when a release arrives mid-attempt, when a session expires,
+// when the backend keeps no re-entry count. No server; each test runs in
+// milliseconds.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <future>
+#include <thread>
+
+#include "client_core.hpp"
+#include "support/fake_backend.hpp"
+
+namespace dlock {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::FakeServer;
+
+// Polls `cond` for up to 5 s (the conditions are reached in milliseconds).
+template <class F>
+bool eventually(F cond) {
+  const auto deadline = std::chrono::steady_clock::now() + 5s;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (cond()) return true;
+    std::this_thread::sleep_for(1ms);
+  }
+  return cond();
+}
+
+Client connect(FakeServer& server, ClientOptions options = {}) {
+  auto core = detail::ClientCore::connect_with(server.maker(), std::move(options));
+  EXPECT_TRUE(core.ok()) << core.status().to_string();
+  return detail::ClientFactory::make(std::move(core.value()));
+}
+
+LockOptions owner(std::string id) {
+  LockOptions o;
+  o.owner = std::move(id);
+  return o;
+}
+
+TEST(CoreDecisions, GrantAndReleaseTouchTheServerOnceEach) {
+  FakeServer server;
+  {
+    Client client = connect(server);
+    auto lease = client.acquire("a", 0ms);
+    ASSERT_TRUE(lease.ok()) << lease.status().to_string();
+    ASSERT_TRUE(server.lock("a").has_value());
+    EXPECT_EQ(lease->fence(), server.lock("a")->fence);
+    EXPECT_TRUE(lease->release().ok());
+    EXPECT_FALSE(server.lock("a").has_value());
+  }
+  EXPECT_EQ(server.acquires(), 1);
+  EXPECT_EQ(server.releases(), 1);
+  EXPECT_TRUE(server.abandons().empty());
+}
+
+TEST(CoreDecisions, ALostReplyIsResentAndTheReplayGrantsOnce) {
+  FakeServer server;
+  Client client = connect(server);
+  server.drop_acquire_replies(1);  // applied, but the reply never came
+  auto lease = client.acquire("a", 0ms, owner("me"));
+  ASSERT_TRUE(lease.ok()) << lease.status().to_string();
+  EXPECT_EQ(server.acquires(), 2);
+  ASSERT_TRUE(server.lock("a"));
+  EXPECT_EQ(server.lock("a")->depth, 1u) << "the resent call is a replay, not a second level";
+  const auto calls = server.acquire_calls();
+  EXPECT_EQ(calls[0].grant, calls[1].grant);
+  EXPECT_EQ(calls[0].attempt, calls[1].attempt);
+}
+
+TEST(CoreDecisions, AnAcquireLeftInDoubtIsAbandonedWithATombstone) {
+  FakeServer server;
+  Client client = connect(server);
+  server.drop_acquire_replies(1000);
+  LockOptions o = owner("me");
+  o.error_retry = 50ms;
+  o.lease = 5000ms;
+  auto lease = client.acquire("a", 0ms, o);
+  ASSERT_FALSE(lease.ok());
+  EXPECT_EQ(lease.code(), Errc::outcome_unknown);
+  ASSERT_TRUE(eventually([&] { return !server.abandons().empty(); }));
+  const auto abandon = server.abandons().front();
+  EXPECT_TRUE(abandon.in_doubt);
+  EXPECT_EQ(abandon.tombstone, 5000ms) << "a stray copy of the attempt must be refused for a lease";
+  EXPECT_EQ(abandon.grant, server.acquire_calls().front().grant);
+  EXPECT_TRUE(eventually([&] { return !server.lock("a").has_value(); })) << "the undo removed the grant";
+}
+
+TEST(CoreDecisions, AGrantWhoseReplyCameTooLateIsUndoneAndAcquiredAgain) {
+  FakeServer server;
+  Client client = connect(server);
+  server.hold_acquire_reply(1);
+  LockOptions o = owner("me");
+  o.lease = 20ms;
+  std::promise<Result<Lease>> result;
+  client.async_acquire("a", 2000ms, o, [&](Result<Lease> r) { result.set_value(std::move(r)); });
+  ASSERT_TRUE(eventually([&] { return server.held_replies() == 1; }));
+  std::this_thread::sleep_for(40ms);  // past the 20 ms lease's validity
+  server.flush();
+  auto lease = result.get_future().get();
+  ASSERT_TRUE(lease.ok()) << lease.status().to_string();
+  EXPECT_EQ(client.stats().late_grants, 1u);
+  ASSERT_FALSE(server.abandons().empty());
+  EXPECT_TRUE(server.abandons().front().in_doubt);
+  EXPECT_EQ(server.abandons().front().tombstone, 0ms) << "the same grant id is asked for again";
+  EXPECT_GE(server.acquires(), 2);
+  EXPECT_GT(lease->valid_until(), std::chrono::steady_clock::now());
+}
+
+TEST(CoreDecisions, AReleasePublishedWhileAnAttemptIsOutIsNotSleptThrough) {
+  FakeServer server;
+  server.take("a");                // another owner holds it, 30 s TTL
+  server.hold_acquire_reply(2);    // the attempt after the watch is confirmed
+  Client client = connect(server);
+  std::promise<Result<Lease>> result;
+  const auto start = std::chrono::steady_clock::now();
+  client.async_acquire("a", 10000ms, {}, [&](Result<Lease> r) { result.set_value(std::move(r)); });
+  ASSERT_TRUE(eventually([&] { return server.held_replies() == 1; }));
+  server.drop("a", true);  // released and published while the busy answer is held
+  ASSERT_TRUE(eventually([&] { return server.lock("a") == std::nullopt; }));
+  std::this_thread::sleep_for(20ms);  // the publication reaches the client first
+  server.flush();                     // then the stale "busy, 30 s left"
+  auto lease = result.get_future().get();
+  ASSERT_TRUE(lease.ok()) << lease.status().to_string();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 5s) << "slept on the stale TTL";
+}
+
+TEST(CoreDecisions, OneReleaseWakesOneWaiter) {
+  FakeServer server;
+  server.take("a");
+  Client client = connect(server);
+  std::promise<Result<Lease>> first, second;
+  client.async_acquire("a", 10000ms, {}, [&](Result<Lease> r) { first.set_value(std::move(r)); });
+  client.async_acquire("a", 10000ms, {}, [&](Result<Lease> r) { second.set_value(std::move(r)); });
+  // Each: busy, watch, busy again; then both sleep on the 30 s TTL.
+  ASSERT_TRUE(eventually([&] { return server.acquires() == 4; }));
+  std::this_thread::sleep_for(20ms);
+  server.drop("a", true);
+  auto f1 = first.get_future();
+  auto f2 = second.get_future();
+  ASSERT_TRUE(eventually([&] {
+    return f1.wait_for(0s) == std::future_status::ready || f2.wait_for(0s) == std::future_status::ready;
+  }));
+  std::this_thread::sleep_for(50ms);
+  EXPECT_EQ(server.acquires(), 5) << "a release woke more than one waiter";
+  auto& winner = f1.wait_for(0s) == std::future_status::ready ? f1 : f2;
+  auto& waiter = &winner == &f1 ? f2 : f1;
+  EXPECT_EQ(waiter.wait_for(0s), std::future_status::timeout);
+  auto lease = winner.get();
+  ASSERT_TRUE(lease.ok());
+  ASSERT_TRUE(lease->release().ok());  // publishes: the other one's turn
+  auto next = waiter.get();
+  EXPECT_TRUE(next.ok()) << next.status().to_string();
+}
+
+TEST(CoreDecisions, WithRefusedWatchesAWaiterPollsAndStillGetsTheLock) {
+  FakeServer server;
+  server.take("a");
+  server.refuse_watches(true);
+  Client client = connect(server);
+  std::promise<Result<Lease>> result;
+  client.async_acquire("a", 10000ms, {}, [&](Result<Lease> r) { result.set_value(std::move(r)); });
+  ASSERT_TRUE(eventually([&] { return server.acquires() >= 2; }));
+  server.drop("a", false);  // gone without a publication
+  auto f = result.get_future();
+  ASSERT_EQ(f.wait_for(3s), std::future_status::ready) << "blind waiters poll every <= 500 ms";
+  EXPECT_TRUE(f.get().ok());
+}
+
+TEST(CoreDecisions, ATimedOutFifoWaiterAbandonsItsAttemptAndWatchedByAttempt) {
+  FakeServer server;
+  server.caps.fifo = true;
+  server.take("a");
+  Client client = connect(server);
+  auto lease = client.acquire("a", 50ms);
+  EXPECT_EQ(lease.code(), Errc::timeout);
+  ASSERT_TRUE(eventually([&] { return server.abandons().size() == 1; }));
+  const auto calls = server.acquire_calls();
+  ASSERT_GE(calls.size(), 2u);
+  for (const auto& c : calls) EXPECT_EQ(c.attempt, calls.front().attempt) << "one attempt id per acquire";
+  EXPECT_EQ(server.abandons().front().attempt, calls.front().attempt);
+  EXPECT_FALSE(server.abandons().front().in_doubt);
+  ASSERT_FALSE(server.watches().empty());
+  EXPECT_EQ(server.watches().front().attempt, calls.front().attempt);
+}
+
+TEST(CoreDecisions, ABackendWithoutReentryCountsLevelsInTheClient) {
+  FakeServer server;
+  server.caps.server_reentry = false;
+  Client client = connect(server);
+  auto a = client.acquire("a", 0ms, owner("me"));
+  auto b = client.acquire("a", 0ms, owner("me"));
+  auto c = client.acquire("a", 0ms, owner("me"));
+  ASSERT_TRUE(a.ok() && b.ok() && c.ok());
+  EXPECT_EQ(c->reentry_count(), 3u);
+  EXPECT_EQ(server.acquires(), 1) << "re-entries stay in the client";
+  EXPECT_EQ(server.lock("a")->depth, 1u);
+  EXPECT_TRUE(c->release().ok());
+  EXPECT_TRUE(b->release().ok());
+  EXPECT_EQ(server.releases(), 0);
+  EXPECT_TRUE(server.lock("a").has_value());
+  EXPECT_TRUE(a->release().ok());
+  EXPECT_EQ(server.releases(), 1);
+  EXPECT_FALSE(server.lock("a").has_value());
+}
+
+TEST(CoreDecisions, ASessionBackendPushesLivenessAndLossAndIsNeverRenewed) {
+  FakeServer server;
+  server.caps.needs_renewal = false;
+  server.caps.server_reentry = false;
+  Client client = connect(server);
+  std::atomic<int> lost_calls{0};
+  LockOptions o;
+  o.watchdog_lease = 100ms;
+  o.renew_interval = 30ms;
+  o.on_lost = [&](LossReason r) {
+    if (r == LossReason::expired) ++lost_calls;
+  };
+  auto lease = client.acquire("a", 0ms, o);
+  ASSERT_TRUE(lease.ok());
+  const auto until = std::chrono::steady_clock::now() + 10s;
+  server.alive_until(until);
+  ASSERT_TRUE(eventually([&] { return lease->valid_until() == until; }));
+  std::this_thread::sleep_for(150ms);  // past the watchdog lease: a session needs no renewal
+  EXPECT_EQ(server.renewals(), 0);
+  EXPECT_FALSE(lease->lost());
+  server.session_lost(LossReason::expired);
+  ASSERT_TRUE(eventually([&] { return lease->lost_token().stop_requested(); }));
+  EXPECT_TRUE(eventually([&] { return lost_calls.load() == 1; }));
+  EXPECT_EQ(client.stats().leases_lost, 1u);
+}
+
+TEST(CoreDecisions, RenewalsFailingWhileTheLinkIsDownLoseTheLease) {
+  FakeServer server;
+  Client client = connect(server);
+  std::atomic<int> unreachable{0};
+  LockOptions o;
+  o.watchdog_lease = 400ms;
+  o.renew_interval = 100ms;
+  o.on_lost = [&](LossReason r) {
+    if (r == LossReason::unreachable) ++unreachable;
+  };
+  auto lease = client.acquire("a", 0ms, o);
+  ASSERT_TRUE(lease.ok());
+  server.fail_renewals(true);
+  server.link(false);
+  ASSERT_TRUE(eventually([&] { return lease->lost(); }));
+  EXPECT_TRUE(eventually([&] { return unreachable.load() == 1; }));
+  EXPECT_GE(server.renewals(), 1);
+}
+
+TEST(CoreDecisions, DroppingTheClientMidAttemptCancelsAndAbandonsIt) {
+  FakeServer server;
+  server.hold_acquire_reply(1);
+  std::promise<Result<Lease>> result;
+  {
+    Client client = connect(server);
+    client.async_acquire("a", 1000ms, owner("me"), [&](Result<Lease> r) { result.set_value(std::move(r)); });
+    ASSERT_TRUE(eventually([&] { return server.held_replies() == 1; }));
+  }
+  auto r = result.get_future().get();
+  EXPECT_EQ(r.code(), Errc::cancelled);
+  ASSERT_EQ(server.abandons().size(), 1u);
+  EXPECT_TRUE(server.abandons().front().in_doubt) << "its request was out: it may have been granted";
+  EXPECT_FALSE(server.lock("a").has_value()) << "the undo went out before the client closed";
+}
+
+TEST(CoreDecisions, AShutdownReleasesEveryHold) {
+  FakeServer server;
+  {
+    Client client = connect(server);
+    auto a = client.acquire("a", 0ms, owner("me"));
+    auto again = client.acquire("a", 0ms, owner("me"));
+    auto b = client.acquire("b", 0ms);
+    ASSERT_TRUE(a.ok() && again.ok() && b.ok());
+    EXPECT_EQ(server.lock("a")->depth, 2u);
+  }  // the leases go first (background releases), then the client
+  EXPECT_FALSE(server.lock("a").has_value());
+  EXPECT_FALSE(server.lock("b").has_value());
+}
+
+TEST(CoreDecisions, ShutdownInsideAnAsyncCallbackDeletesTheCoreAfterTheDrain) {
+  FakeServer server;
+  std::promise<void> done;
+  {
+    auto client = std::make_shared<std::optional<Client>>(connect(server));
+    (*client)->async_acquire("a", 0ms, {}, [client, &done](Result<Lease> r) mutable {
+      EXPECT_TRUE(r.ok());
+      client->reset();  // the last handle, dropped on the I/O thread
+      done.set_value();
+    });
+  }
+  ASSERT_EQ(done.get_future().wait_for(5s), std::future_status::ready);
+  // The I/O thread deletes the core (and the backend) once its loop drained.
+  ASSERT_TRUE(eventually([&] { return server.backends_destroyed() == 1; }));
+  EXPECT_FALSE(server.lock("a").has_value()) << "shutdown released the lease";
+}
+
+}  // namespace
+}  // namespace dlock
