@@ -8,7 +8,9 @@
 #include <map>
 #include <optional>
 
+#include "core/quorum.hpp"
 #include "core/redlock_round.hpp"
+#include "redlock/redlock_acquire.hpp"
 #include "core/transient.hpp"
 #include "core/token.hpp"
 #include "redis/redis_backend.hpp"
@@ -24,6 +26,7 @@ namespace {
 namespace asio = boost::asio;
 using detail::AcquireCall;
 using detail::AcquireOutcome;
+using detail::RedlockAcquire;
 using detail::RedlockRound;
 using detail::ReleaseCall;
 using detail::ReleaseOutcome;
@@ -32,18 +35,10 @@ using detail::transient;
 using detail::RenewOutcome;
 using Clock = std::chrono::steady_clock;
 
-// After a split vote nobody holds a majority: retry after a short random
-// delay (so competing clients fall out of step), not after a holder's TTL.
-constexpr milliseconds kSplitRetryMax{50};
 // One release is published on every node that held the lock; copies from
 // different nodes arriving within this window count as one wake-up.
 constexpr milliseconds kWakeWindow{100};
 
-
-milliseconds random_delay(milliseconds max) {
-  const auto span = static_cast<std::uint64_t>(std::max<std::int64_t>(max.count(), 1));
-  return milliseconds(1 + static_cast<std::int64_t>(detail::random_u64() % span));
-}
 
 class RedlockBackend final : public detail::Backend {
  public:
@@ -75,28 +70,22 @@ class RedlockBackend final : public detail::Backend {
   }
   void set_events(detail::BackendEvents events) override { events_ = std::move(events); }
 
+  // Up once a majority of the masters is: the first connection attempts'
+  // failures are reported only when a majority is out of reach.
   void start(std::function<void(Status)> done) override {
-    struct Start {
+    struct Round {
+      Round(std::size_t n, std::size_t q) : answers(n, q) {}
+      detail::Quorum<bool> answers;
       std::function<void(Status)> done;
-      std::size_t ok = 0, failed = 0;
-      std::string errors;
-      Errc code = Errc::unavailable;
     };
-    auto st = std::make_shared<Start>();
-    st->done = std::move(done);
+    auto r = std::make_shared<Round>(nodes_.size(), quorum_);
+    r->done = std::move(done);
     for (std::size_t i = 0; i < nodes_.size(); ++i) {
-      nodes_[i]->start([this, st, i](Status s) {
-        if (!st->done) return;
-        if (s.ok()) {
-          if (++st->ok >= quorum_) std::exchange(st->done, nullptr)({});
-          return;
-        }
-        if (st->failed++ == 0) st->code = s.code();
-        st->errors += (st->errors.empty() ? "" : "; ") + names_[i] + ": " + s.message();
-        if (nodes_.size() - st->failed < quorum_)
-          std::exchange(st->done, nullptr)(Status(st->code, "Redlock: cannot reach a majority of the " +
-                                                                std::to_string(nodes_.size()) +
-                                                                " masters (" + st->errors + ")"));
+      nodes_[i]->start([this, r, i](Status s) {
+        if (!r->done) return;
+        r->answers.add(i, s.ok() ? Result<bool>(true) : Result<bool>(Status(s.code(), names_[i] + ": " + s.message())));
+        if (r->answers.majority_ok()) std::exchange(r->done, nullptr)({});
+        else if (r->answers.majority_lost()) std::exchange(r->done, nullptr)(r->answers.failure("connect"));
       });
     }
   }
@@ -120,19 +109,22 @@ class RedlockBackend final : public detail::Backend {
              std::function<void(Result<std::vector<RenewOutcome>>)> done) override;
   void inspect(const std::string& name, std::function<void(Result<LockInfo>)> done) override;
 
+  // Confirmed on a majority is enough: the releaser's majority overlaps it.
   void watch(const detail::WatchKey& key, std::function<void(Status)> ready) override {
     ++watches_[key.name].refs;
-    struct Agg {
+    struct Round {
+      Round(std::size_t n, std::size_t q) : answers(n, q) {}
+      detail::Quorum<bool> answers;
       std::function<void(Status)> ready;
-      std::size_t ok = 0, failed = 0;
     };
-    auto agg = std::make_shared<Agg>(Agg{std::move(ready)});
-    // Confirmed on a majority is enough: the releaser's majority overlaps it.
-    for (auto& n : nodes_) {
-      n->watch(key, [this, agg](Status s) {
-        if (!agg->ready) return;
-        if (s.ok() ? ++agg->ok >= quorum_ : nodes_.size() - ++agg->failed < quorum_)
-          std::exchange(agg->ready, nullptr)(s);
+    auto r = std::make_shared<Round>(nodes_.size(), quorum_);
+    r->ready = std::move(ready);
+    for (std::size_t i = 0; i < nodes_.size(); ++i) {
+      nodes_[i]->watch(key, [r, i](Status s) {
+        if (!r->ready) return;
+        r->answers.add(i, s.ok() ? Result<bool>(true) : Result<bool>(s));
+        if (r->answers.majority_ok()) std::exchange(r->ready, nullptr)({});
+        else if (r->answers.majority_lost()) std::exchange(r->ready, nullptr)(s);
       });
     }
   }
@@ -155,7 +147,7 @@ class RedlockBackend final : public detail::Backend {
   }
 
  private:
-  struct AcquireRound;
+  struct Attempt;
   struct Watch {
     unsigned refs = 0;
     struct Event {
@@ -172,11 +164,10 @@ class RedlockBackend final : public detail::Backend {
     return t;
   }
 
-  void decide_acquire(const std::shared_ptr<AcquireRound>& r, Clock::time_point now);
-  void deliver_grant(const std::shared_ptr<AcquireRound>& r);
-  void undo_on_node(const std::shared_ptr<AcquireRound>& r, std::size_t i, bool wait);
-  Result<AcquireOutcome> failure(const AcquireRound& r) const;
-  Status no_majority(const std::vector<Status>& errors, std::size_t answered, std::string_view what) const;
+  void apply(const std::shared_ptr<Attempt>& a, RedlockAcquire::Effects effects);
+  void report(const std::shared_ptr<Attempt>& a, Result<AcquireOutcome> r);
+  static std::optional<Result<ReleaseOutcome>> release_decision(const detail::Quorum<ReleaseOutcome>& q);
+  static Result<LockInfo> merge_inspect(const detail::Quorum<LockInfo>& q);
 
   // A release published on N nodes reaches us N times: forward it once.
   void on_node_wake(std::size_t node, const std::string& name) {
@@ -227,290 +218,105 @@ class RedlockBackend final : public detail::Backend {
 Status cancelled() { return {Errc::cancelled, "client closed"}; }
 
 // ---- acquire ---------------------------------------------------------------
+// The decisions are RedlockAcquire's; this drives its I/O.
 
-struct RedlockBackend::AcquireRound {
-  enum class Vote { pending, granted, busy, lost, mismatch, error };
-  // voting -> (granted: waiting for node 0's fence) -> done
-  //        -> (failed: undoing on the nodes that may have granted) -> done
-  enum class Phase { voting, fence_wait, undoing, done };
-  AcquireRound(std::size_t n, const AcquireCall& c, Clock::time_point start)
-      : call(c), round(n, c.lease, start), votes(n, Vote::pending), replied(n, false), outcomes(n), errors(n) {}
-  AcquireCall call;
-  RedlockRound round;
-  Phase phase = Phase::voting;
-  std::vector<Vote> votes;
-  std::vector<bool> replied;  // the node's own callback has run
-  std::vector<AcquireOutcome> outcomes;
-  std::vector<Status> errors;
+struct RedlockBackend::Attempt {
+  Attempt(const AcquireCall& call, Clock::time_point start, milliseconds per_node, RedlockAcquire::Nodes nodes)
+      : fsm(call, start, per_node, nodes, [] { return detail::random_u64(); }) {}
+  RedlockAcquire fsm;
   std::shared_ptr<asio::steady_timer> timer;
   std::function<void(Result<AcquireOutcome>)> done;
-  std::optional<Result<AcquireOutcome>> report;  // a failure, sent once the undo is answered
-  std::size_t undo_waiting = 0;
-  bool timed_out = false;  // the per-node timeout passed
-
-  void deliver(Result<AcquireOutcome> r) {
-    phase = Phase::done;
-    if (timer) timer->cancel();
-    if (done) std::exchange(done, nullptr)(std::move(r));
-  }
-  // A script's definite "no" wrote nothing on that node.
-  bool wrote_nothing(std::size_t i) const {
-    return votes[i] == Vote::busy || votes[i] == Vote::lost || votes[i] == Vote::mismatch ||
-           (votes[i] == Vote::error && !transient(errors[i].code()) && replied[i]);
-  }
 };
 
 void RedlockBackend::acquire(const AcquireCall& call, std::function<void(Result<AcquireOutcome>)> done) {
   if (Status bad = detail::check_mode(call, "Redlock"); !bad.ok())
     return asio::post(io_, [done = std::move(done), bad] { done(bad); });
   const auto start = Clock::now();  // before the first request: validity counts from here
-  auto r = std::make_shared<AcquireRound>(nodes_.size(), call, start);
-  r->call.round = ++rounds_;
-  r->done = std::move(done);
-  const auto per_node = per_node_timeout(command_timeout_, call.lease);
-  r->timer = make_timer(std::min(start + per_node, r->round.deadline()));
-  using Phase = AcquireRound::Phase;
+  AcquireCall numbered = call;
+  numbered.round = ++rounds_;
+  auto a = std::make_shared<Attempt>(numbered, start, per_node_timeout(command_timeout_, call.lease),
+                                     RedlockAcquire::Nodes{&names_, &up_});
+  a->done = std::move(done);
+  a->timer = make_timer(a->fsm.timer_at());
   for (std::size_t i = 0; i < nodes_.size(); ++i) {
-    nodes_[i]->acquire(r->call, [this, r, i](Result<AcquireOutcome> res) {
-      if (closed_) return r->deliver(cancelled());
-      r->replied[i] = true;
-      using Vote = AcquireRound::Vote;
-      if (r->votes[i] == Vote::pending) {
-        if (!res.ok()) {
-          r->votes[i] = Vote::error;
-          r->errors[i] = res.status();
-        } else {
-          r->outcomes[i] = *res;
-          switch (res->kind) {
-            case AcquireOutcome::Kind::granted: r->votes[i] = Vote::granted; break;
-            case AcquireOutcome::Kind::busy: r->votes[i] = Vote::busy; break;
-            case AcquireOutcome::Kind::lost: r->votes[i] = Vote::lost; break;
-            case AcquireOutcome::Kind::mismatch: r->votes[i] = Vote::mismatch; break;
-          }
-        }
-      }
-      switch (r->phase) {
-        case Phase::voting: {
-          const auto now = Clock::now();
-          r->round.vote(i, r->votes[i] == Vote::granted, now);
-          return decide_acquire(r, now);
-        }
-        case Phase::fence_wait:
-          if (i == 0) deliver_grant(r);
-          return;
-        case Phase::undoing:
-        case Phase::done:
-          // After a failure, undo what this answer may have granted; behind
-          // the acquire on the same connection, so it cannot overtake it.
-          if (r->round.decision() == RedlockRound::Decision::failed && (!res.ok() || res->kind == AcquireOutcome::Kind::granted))
-            undo_on_node(r, i, r->phase == Phase::undoing && !r->timed_out);
-          else if (r->phase == Phase::undoing && !r->timed_out && --r->undo_waiting == 0)
-            r->deliver(std::move(*r->report));
-          return;
-      }
+    nodes_[i]->acquire(a->fsm.call(), [this, a, i](Result<AcquireOutcome> res) {
+      if (closed_) return report(a, cancelled());
+      apply(a, a->fsm.on_answer(i, res, Clock::now()));
     });
   }
-  r->timer->async_wait([this, r, per_node](const boost::system::error_code& ec) {
+  a->timer->async_wait([this, a](const boost::system::error_code& ec) {
     if (ec || closed_) return;
-    r->timed_out = true;
-    switch (r->phase) {
-      case Phase::voting: {
-        const auto now = Clock::now();
-        for (std::size_t i = 0; i < r->votes.size(); ++i) {
-          if (r->votes[i] != AcquireRound::Vote::pending) continue;
-          r->votes[i] = AcquireRound::Vote::error;
-          // A node we are not connected to most likely never got the request.
-          r->errors[i] = up_[i] ? Status(Errc::outcome_unknown, names_[i] + " did not answer within " +
-                                                                    std::to_string(per_node.count()) + " ms")
-                                : Status(Errc::unavailable, names_[i] + " is not connected");
-          r->round.vote(i, false, now);
-        }
-        return decide_acquire(r, now);
-      }
-      case Phase::fence_wait: return deliver_grant(r);   // without node 0's fence
-      case Phase::undoing: return r->deliver(std::move(*r->report));  // silent nodes are undone if they answer
-      case Phase::done: return;
-    }
+    apply(a, a->fsm.on_timer(Clock::now()));
   });
 }
 
-void RedlockBackend::deliver_grant(const std::shared_ptr<AcquireRound>& r) {
-  using Vote = AcquireRound::Vote;
-  AcquireOutcome out;
-  out.kind = AcquireOutcome::Kind::granted;
-  out.depth = 0;
-  for (std::size_t i = 0; i < r->votes.size(); ++i)
-    if (r->votes[i] == Vote::granted && (out.depth == 0 || r->outcomes[i].depth < out.depth))
-      out.depth = r->outcomes[i].depth;
-  // The designated fence node: node 0's counter, only if it granted too.
-  out.fence = r->votes[0] == Vote::granted ? r->outcomes[0].fence : 0;
-  r->deliver(out);
+void RedlockBackend::apply(const std::shared_ptr<Attempt>& a, RedlockAcquire::Effects effects) {
+  for (const auto& undo : effects.undo) {
+    // Idempotent and owner-checked: held + 1 removes only the level this
+    // round added; where it was not applied, nothing is touched. Behind the
+    // acquire on the same connection, so it cannot overtake it. No
+    // tombstone: the next round of the same acquire reuses the grant id
+    // (rounds tell them apart); the client leaves one when the acquire ends.
+    const AcquireCall& c = a->fsm.call();
+    ReleaseCall call{c.name, c.owner, c.held + 1, false, c.round};
+    call.grant = c.grant;
+    nodes_[undo.node]->release(call, [this, a, counted = undo.counted](Result<ReleaseOutcome>) {
+      if (closed_) return report(a, cancelled());
+      apply(a, a->fsm.on_undo_answer(counted));
+    });
+  }
+  if (effects.report) report(a, std::move(*effects.report));
 }
 
-void RedlockBackend::decide_acquire(const std::shared_ptr<AcquireRound>& r, Clock::time_point now) {
-  const auto decision = r->round.check(now);
-  if (decision == RedlockRound::Decision::pending) return;
-  using Vote = AcquireRound::Vote;
-  if (decision == RedlockRound::Decision::granted) {
-    // Node 0 carries the fence: give a connected node 0 until the per-node
-    // timeout to answer, so a healthy cluster hands out fences.
-    if (r->votes[0] == Vote::pending && up_[0] && !r->timed_out) {
-      r->phase = AcquireRound::Phase::fence_wait;
-      return;
-    }
-    return deliver_grant(r);
-  }
-  r->report = failure(*r);
-  // Undo on every node that may have applied the call, and report once they
-  // confirm (silent ones until the per-node timeout), so a failed acquire
-  // leaves nothing behind. A node still silent is undone when its answer
-  // arrives, which keeps the undo behind the acquire on that connection.
-  r->phase = AcquireRound::Phase::undoing;
-  std::vector<std::size_t> now_undo;
-  r->undo_waiting = 0;
-  for (std::size_t i = 0; i < r->votes.size(); ++i) {
-    if (r->wrote_nothing(i)) continue;
-    if (r->replied[i]) now_undo.push_back(i);
-    if (r->replied[i] || !r->timed_out) ++r->undo_waiting;
-  }
-  if (r->undo_waiting == 0) return r->deliver(std::move(*r->report));
-  for (std::size_t i : now_undo) undo_on_node(r, i, true);
-}
-
-void RedlockBackend::undo_on_node(const std::shared_ptr<AcquireRound>& r, std::size_t i, bool wait) {
-  // Idempotent and owner-checked: held + 1 removes only the level this call
-  // added; where it was not applied, nothing is touched.
-  ReleaseCall undo{r->call.name, r->call.owner, r->call.held + 1, false, r->call.round};
-  // No tombstone: the next round of the same acquire reuses the grant id
-  // (rounds tell them apart); the client leaves one when the acquire ends.
-  undo.grant = r->call.grant;
-  nodes_[i]->release(undo, [this, r, wait](Result<ReleaseOutcome>) {
-    if (closed_) return r->deliver(cancelled());
-    if (wait && r->phase == AcquireRound::Phase::undoing && --r->undo_waiting == 0)
-      r->deliver(std::move(*r->report));
-  });
-}
-
-Result<AcquireOutcome> RedlockBackend::failure(const AcquireRound& r) const {
-  using Vote = AcquireRound::Vote;
-  std::size_t granted = 0, busy = 0, lost = 0, mismatch = 0, errors = 0;
-  milliseconds min_ttl{-2};  // the shortest holder lease among the busy votes
-  bool no_expiry = false;
-  std::vector<Status> errs;
-  for (std::size_t i = 0; i < r.votes.size(); ++i) {
-    switch (r.votes[i]) {
-      case Vote::granted: ++granted; break;
-      case Vote::busy: {
-        ++busy;
-        const auto& hint = r.outcomes[i].hint;
-        const auto ttl = hint.after;
-        if (hint.kind == detail::WaitHint::Kind::expiry && ttl.count() > 0 &&
-            (min_ttl.count() <= 0 || ttl < min_ttl))
-          min_ttl = ttl;
-        if (hint.kind == detail::WaitHint::Kind::event) no_expiry = true;
-        break;
-      }
-      case Vote::lost: ++lost; break;
-      case Vote::mismatch: ++mismatch; break;
-      case Vote::error:
-        ++errors;
-        errs.push_back(r.errors[i]);
-        break;
-      case Vote::pending: break;
-    }
-  }
-  const std::size_t q = quorum_;
-  AcquireOutcome out;
-  // A re-entry whose hold is gone (or taken) on a majority is lost.
-  if (lost >= q || (r.call.held > 0 && lost + busy >= q)) {
-    out.kind = AcquireOutcome::Kind::lost;
-    return out;
-  }
-  if (mismatch >= q) {
-    out.kind = AcquireOutcome::Kind::mismatch;
-    out.depth = r.call.held;
-    return out;
-  }
-  if (granted >= q)
-    return Status(Errc::unavailable, "Redlock: a majority granted the lock only after its validity (lease " +
-                                         std::to_string(r.call.lease.count()) + " ms) ran out; it was released");
-  if (errors >= q) return no_majority(errs, r.votes.size() - errors, "acquire");
-  out.kind = AcquireOutcome::Kind::busy;
-  if (busy >= q) {
-    out.hint = min_ttl.count() > 0 ? detail::WaitHint::expiry(min_ttl)
-               : no_expiry         ? detail::WaitHint::event()
-                                   : detail::WaitHint::retry(random_delay(kSplitRetryMax));
-  } else {
-    // Split vote, or too few answers: nobody may hold a majority.
-    out.hint = detail::WaitHint::retry(
-        random_delay(min_ttl.count() > 0 ? std::min(min_ttl, kSplitRetryMax) : kSplitRetryMax));
-  }
-  return out;
-}
-
-// The error when fewer than a majority answered: a permanent one (auth, ACL,
-// wrong type) as it is; else outcome_unknown if any node may have applied
-// the call, unavailable otherwise.
-Status RedlockBackend::no_majority(const std::vector<Status>& errors, std::size_t answered,
-                                   std::string_view what) const {
-  std::string detail;
-  bool unknown = false;
-  for (const Status& e : errors) {
-    if (!transient(e.code()))
-      return Status(e.code(), "Redlock " + std::string(what) + ": " + e.message());
-    unknown = unknown || e.code() == Errc::outcome_unknown;
-    detail += (detail.empty() ? "" : "; ") + e.message();
-  }
-  return Status(unknown ? Errc::outcome_unknown : Errc::unavailable,
-                "Redlock " + std::string(what) + ": only " + std::to_string(answered) + " of " +
-                    std::to_string(nodes_.size()) + " masters answered, " + std::to_string(quorum_) +
-                    " needed (" + detail + ")");
+void RedlockBackend::report(const std::shared_ptr<Attempt>& a, Result<AcquireOutcome> r) {
+  a->timer->cancel();
+  if (a->done) std::exchange(a->done, nullptr)(std::move(r));
 }
 
 // ---- release ---------------------------------------------------------------
 
 void RedlockBackend::release(const ReleaseCall& call, std::function<void(Result<ReleaseOutcome>)> done) {
   struct Round {
+    Round(std::size_t n, std::size_t q) : answers(n, q) {}
+    detail::Quorum<ReleaseOutcome> answers;
     std::function<void(Result<ReleaseOutcome>)> done;
-    std::vector<ReleaseOutcome> answers;
-    std::vector<Status> errors;
   };
-  auto r = std::make_shared<Round>();
+  auto r = std::make_shared<Round>(nodes_.size(), quorum_);
   r->done = std::move(done);
-  const std::size_t n = nodes_.size();
-  for (auto& node : nodes_) {
-    node->release(call, [this, r, n](Result<ReleaseOutcome> res) {
+  for (std::size_t i = 0; i < nodes_.size(); ++i) {
+    nodes_[i]->release(call, [this, r, i](Result<ReleaseOutcome> res) {
       if (!r->done) return;
       if (closed_) return std::exchange(r->done, nullptr)(cancelled());
-      if (res.ok()) r->answers.push_back(*res);
-      else r->errors.push_back(res.status());
-      // Decide as soon as one answer has a majority.
-      std::map<ReleaseOutcome::Kind, std::size_t> kinds;
-      for (const auto& a : r->answers) ++kinds[a.kind];
-      for (auto [kind, count] : kinds) {
-        if (count < quorum_) continue;
-        ReleaseOutcome out;
-        out.kind = kind;
-        if (kind == ReleaseOutcome::Kind::released) {
-          // The depth most of the releasing nodes report (ties: the lower).
-          std::map<unsigned, std::size_t> depths;
-          for (const auto& a : r->answers)
-            if (a.kind == kind) ++depths[a.depth];
-          std::size_t best = 0;
-          for (auto [d, c] : depths)
-            if (c > best) best = c, out.depth = d;
-        }
-        return std::exchange(r->done, nullptr)(out);
-      }
-      if (r->answers.size() + r->errors.size() < n) return;
-      if (r->answers.size() < quorum_)
-        return std::exchange(r->done, nullptr)(no_majority(r->errors, r->answers.size(), "release"));
-      // No common answer: the lock was not held on a majority.
-      ReleaseOutcome out;
-      out.kind = ReleaseOutcome::Kind::not_held;
-      std::exchange(r->done, nullptr)(out);
+      r->answers.add(i, std::move(res));
+      if (auto out = release_decision(r->answers)) std::exchange(r->done, nullptr)(std::move(*out));
     });
   }
+}
+
+// Decided as soon as one answer has a majority; nullopt while it may still.
+std::optional<Result<ReleaseOutcome>> RedlockBackend::release_decision(const detail::Quorum<ReleaseOutcome>& q) {
+  using Kind = ReleaseOutcome::Kind;
+  for (Kind kind : {Kind::released, Kind::not_held, Kind::not_owner, Kind::mismatch}) {
+    if (q.count([kind](const ReleaseOutcome& a) { return a.kind == kind; }) < q.quorum()) continue;
+    ReleaseOutcome out;
+    out.kind = kind;
+    if (kind == Kind::released) {
+      // The depth most of the releasing nodes report (ties: the lower).
+      std::map<unsigned, std::size_t> depths;
+      for (const auto& a : q.answers())
+        if (a && a->kind == kind) ++depths[a->depth];
+      std::size_t best = 0;
+      for (auto [d, c] : depths)
+        if (c > best) best = c, out.depth = d;
+    }
+    return out;
+  }
+  if (!q.complete()) return std::nullopt;
+  if (!q.majority_ok()) return Result<ReleaseOutcome>(q.failure("release"));
+  // No common answer: the lock was not held on a majority.
+  ReleaseOutcome out;
+  out.kind = Kind::not_held;
+  return out;
 }
 
 // ---- renew -----------------------------------------------------------------
@@ -518,52 +324,46 @@ void RedlockBackend::release(const ReleaseCall& call, std::function<void(Result<
 void RedlockBackend::renew(const std::vector<RenewCall>& calls,
                            std::function<void(Result<std::vector<RenewOutcome>>)> done) {
   struct Round {
+    Round(std::size_t n, std::size_t q) : answers(n, q) {}
+    detail::Quorum<std::vector<RenewOutcome>> answers;
     std::function<void(Result<std::vector<RenewOutcome>>)> done;
-    std::vector<std::vector<RenewOutcome>> answers;
-    std::vector<Status> errors;
-    std::size_t waiting = 0;
     std::shared_ptr<asio::steady_timer> timer;
   };
-  auto r = std::make_shared<Round>();
+  auto r = std::make_shared<Round>(nodes_.size(), quorum_);
   r->done = std::move(done);
-  r->waiting = nodes_.size();
   milliseconds lease = calls.empty() ? command_timeout_ : calls.front().lease;
   for (const auto& c : calls) lease = std::min(lease, c.lease);
   r->timer = make_timer(Clock::now() + per_node_timeout(command_timeout_, lease));
   const std::size_t count = calls.size();
-  auto finish = [this, r, count] {
+  // Per lease: extended only where a majority extended it.
+  auto finish = [r, count] {
     if (!r->done) return;
     r->timer->cancel();
-    if (r->answers.size() < quorum_)
-      return std::exchange(r->done, nullptr)(no_majority(r->errors, r->answers.size(), "renewal"));
-    // Per lease: extended only where a majority extended it.
+    const auto& q = r->answers;
+    if (!q.majority_ok()) return std::exchange(r->done, nullptr)(q.failure("renewal"));
     std::vector<RenewOutcome> out(count, RenewOutcome::expired);
     for (std::size_t k = 0; k < count; ++k) {
-      std::size_t renewed = 0, taken = 0, wrong = 0;
-      for (const auto& a : r->answers) {
-        renewed += a[k] == RenewOutcome::renewed;
-        taken += a[k] == RenewOutcome::taken;
-        wrong += a[k] == RenewOutcome::wrong_type;
+      for (RenewOutcome o : {RenewOutcome::renewed, RenewOutcome::taken, RenewOutcome::wrong_type}) {
+        if (q.count([k, o](const std::vector<RenewOutcome>& a) { return a[k] == o; }) >= q.quorum()) {
+          out[k] = o;
+          break;
+        }
       }
-      if (renewed >= quorum_) out[k] = RenewOutcome::renewed;
-      else if (taken >= quorum_) out[k] = RenewOutcome::taken;
-      else if (wrong >= quorum_) out[k] = RenewOutcome::wrong_type;
     }
     std::exchange(r->done, nullptr)(std::move(out));
   };
   for (std::size_t i = 0; i < nodes_.size(); ++i) {
-    nodes_[i]->renew(calls, [this, r, finish](Result<std::vector<RenewOutcome>> res) {
+    nodes_[i]->renew(calls, [this, r, i, finish](Result<std::vector<RenewOutcome>> res) {
       if (!r->done) return;
       if (closed_) return std::exchange(r->done, nullptr)(cancelled());
-      if (res.ok()) r->answers.push_back(std::move(*res));
-      else r->errors.push_back(res.status());
-      if (--r->waiting == 0) finish();
+      r->answers.add(i, std::move(res));
+      if (r->answers.complete()) finish();
     });
   }
   r->timer->async_wait([this, r, finish](const boost::system::error_code& ec) {
     if (ec || closed_ || !r->done) return;
-    for (std::size_t k = r->answers.size() + r->errors.size(); k < nodes_.size(); ++k)
-      r->errors.push_back(Status(Errc::outcome_unknown, "a master did not answer the renewal in time"));
+    for (std::size_t i = 0; i < nodes_.size(); ++i)
+      r->answers.add(i, Status(Errc::outcome_unknown, names_[i] + " did not answer the renewal in time"));
     finish();
   });
 }
@@ -572,47 +372,45 @@ void RedlockBackend::renew(const std::vector<RenewCall>& calls,
 
 void RedlockBackend::inspect(const std::string& name, std::function<void(Result<LockInfo>)> done) {
   struct Round {
+    Round(std::size_t n, std::size_t q) : answers(n, q) {}
+    detail::Quorum<LockInfo> answers;
     std::function<void(Result<LockInfo>)> done;
-    std::vector<std::optional<LockInfo>> infos;
-    std::vector<Status> errors;
-    std::size_t waiting = 0;
   };
-  auto r = std::make_shared<Round>();
+  auto r = std::make_shared<Round>(nodes_.size(), quorum_);
   r->done = std::move(done);
-  r->infos.resize(nodes_.size());
-  r->waiting = nodes_.size();
   for (std::size_t i = 0; i < nodes_.size(); ++i) {
     nodes_[i]->inspect(name, [this, r, i](Result<LockInfo> res) {
       if (!r->done) return;
       if (closed_) return std::exchange(r->done, nullptr)(cancelled());
-      if (res.ok()) r->infos[i] = *res;
-      else r->errors.push_back(res.status());
-      if (--r->waiting > 0) return;
-      const std::size_t answered = r->infos.size() - r->errors.size();
-      if (answered < quorum_) return std::exchange(r->done, nullptr)(no_majority(r->errors, answered, "inspect"));
-      LockInfo out;
-      std::vector<milliseconds> remaining;
-      for (const auto& info : r->infos) {
-        if (!info) continue;
-        out.waiters = std::max(out.waiters, info->waiters);
-        if (!info->held) continue;
-        remaining.push_back(info->remaining);
-        out.reentry_count = out.reentry_count == 0 ? info->reentry_count
-                                                   : std::min(out.reentry_count, info->reentry_count);
-      }
-      if (r->infos[0]) out.last_fence = r->infos[0]->last_fence;
-      if (remaining.size() >= quorum_) {
-        out.held = true;
-        // Held until fewer than a majority keep it.
-        std::sort(remaining.begin(), remaining.end(), std::greater<>());
-        out.remaining = remaining[quorum_ - 1];
-        if (r->infos[0] && r->infos[0]->held) out.fence = r->infos[0]->fence;
-      } else {
-        out.reentry_count = 0;
-      }
-      std::exchange(r->done, nullptr)(out);
+      r->answers.add(i, std::move(res));
+      if (r->answers.complete()) std::exchange(r->done, nullptr)(merge_inspect(r->answers));
     });
   }
+}
+
+// Held while a majority holds it, for as long as a majority keeps it.
+Result<LockInfo> RedlockBackend::merge_inspect(const detail::Quorum<LockInfo>& q) {
+  if (!q.majority_ok()) return q.failure("inspect");
+  LockInfo out;
+  std::vector<milliseconds> remaining;
+  for (const auto& info : q.answers()) {
+    if (!info) continue;
+    out.waiters = std::max(out.waiters, info->waiters);
+    if (!info->held) continue;
+    remaining.push_back(info->remaining);
+    out.reentry_count = out.reentry_count == 0 ? info->reentry_count : std::min(out.reentry_count, info->reentry_count);
+  }
+  const auto& node0 = q.answer(0);
+  if (node0) out.last_fence = node0->last_fence;
+  if (remaining.size() >= q.quorum()) {
+    out.held = true;
+    std::sort(remaining.begin(), remaining.end(), std::greater<>());
+    out.remaining = remaining[q.quorum() - 1];
+    if (node0 && node0->held) out.fence = node0->fence;
+  } else {
+    out.reentry_count = 0;
+  }
+  return out;
 }
 
 }  // namespace
