@@ -30,9 +30,15 @@ class FakeBackend final : public detail::Backend {
   void set_events(detail::BackendEvents events) override { events_ = std::move(events); }
 
   void start(std::function<void(Status)> done) override { post([done = std::move(done)] { done({}); }); }
+  // As the interface requires: what is outstanding fails with cancelled.
   void close() override {
-    std::lock_guard lk(server_.mu_);
-    server_.backend_ = nullptr;
+    std::vector<std::function<void(bool)>> held;
+    {
+      std::lock_guard lk(server_.mu_);
+      server_.backend_ = nullptr;
+      held.swap(server_.held_);
+    }
+    for (auto& h : held) h(true);
   }
 
   void acquire(const AcquireCall& call, std::function<void(Result<AcquireOutcome>)> done) override {
@@ -45,7 +51,8 @@ class FakeBackend final : public detail::Backend {
       --server_.drop_;
       out = Status(Errc::outcome_unknown, "fake: reply dropped");
     }
-    auto reply = [this, done = std::move(done), out = std::move(out)]() mutable {
+    auto reply = [this, done = std::move(done), out = std::move(out)](bool cancel) mutable {
+      if (cancel) out = Status(Errc::cancelled, "fake: closed");
       post([done = std::move(done), out = std::move(out)]() mutable { done(std::move(out)); });
     };
     if (server_.hold_index_ && *server_.hold_index_ == server_.acquires_) {
@@ -54,7 +61,7 @@ class FakeBackend final : public detail::Backend {
       return;
     }
     lk.unlock();
-    reply();
+    reply(false);
   }
 
   void release(const ReleaseCall& call, std::function<void(Result<ReleaseOutcome>)> done) override {
@@ -212,12 +219,12 @@ void FakeServer::hold_acquire_reply(int index) {
   hold_index_ = index;
 }
 void FakeServer::flush() {
-  std::vector<std::function<void()>> held;
+  std::vector<std::function<void(bool)>> held;
   {
     std::lock_guard lk(mu_);
     held.swap(held_);
   }
-  for (auto& f : held) f();
+  for (auto& f : held) f(false);
 }
 void FakeServer::fail_calls(int n, Status status) {
   std::lock_guard lk(mu_);

@@ -98,7 +98,7 @@ struct FakeServer {
   bool refuse_watches_ = false;
   std::optional<std::chrono::milliseconds> ttl_ = std::chrono::milliseconds(30000);
   int acquires_ = 0, releases_ = 0, renewals_ = 0, destroyed_ = 0;
-  std::vector<std::function<void()>> held_;
+  std::vector<std::function<void(bool cancel)>> held_;
   std::vector<detail::AbandonCall> abandons_;
   std::vector<detail::AcquireCall> acquire_calls_;
   std::vector<detail::WatchKey> watches_;
