@@ -70,52 +70,29 @@ std::string RedisEndpoint::describe() const {
   return out;
 }
 
-Result<RedisEndpoint> parse_redis_url(std::string_view url) {
-  RedisEndpoint ep;
-  std::string_view rest;
-  if (url.starts_with("redis://")) {
-    rest = url.substr(8);
-  } else if (url.starts_with("rediss://")) {
-    ep.tls = true;
-    rest = url.substr(9);
-  } else {
-    auto colon = url.find("://");
-    return bad(colon == std::string_view::npos ? "expected redis://host:port or rediss://host:port"
-                                               : "unsupported scheme '" + std::string(url.substr(0, colon)) +
-                                                     "' (expected redis or rediss)");
-  }
+namespace {
 
-  std::string_view query;
-  if (auto q = rest.find('?'); q != std::string_view::npos) {
-    query = rest.substr(q + 1);
-    rest = rest.substr(0, q);
+// "user:password" or "password" (as redis-cli reads a lone part).
+Status parse_userinfo(std::string_view userinfo, RedisEndpoint& ep) {
+  std::string_view user = userinfo, pass;
+  bool has_pass = false;
+  if (auto c = userinfo.find(':'); c != std::string_view::npos) {
+    user = userinfo.substr(0, c);
+    pass = userinfo.substr(c + 1);
+    has_pass = true;
   }
-  std::string_view path;
-  if (auto slash = rest.find('/'); slash != std::string_view::npos) {
-    path = rest.substr(slash + 1);
-    rest = rest.substr(0, slash);
+  if (!percent_decode(user, ep.username)) return bad("invalid percent-escape in the user name");
+  if (!percent_decode(pass, ep.password)) return bad("invalid percent-escape in the password");
+  if (!has_pass) {
+    ep.password = ep.username;
+    ep.username.clear();
   }
-  // Credentials: the last '@' separates them, so passwords may contain '@'
-  // only percent-escaped, but a stray one still parses predictably.
-  if (auto at = rest.rfind('@'); at != std::string_view::npos) {
-    std::string_view userinfo = rest.substr(0, at);
-    rest = rest.substr(at + 1);
-    std::string_view user = userinfo, pass;
-    bool has_pass = false;
-    if (auto c = userinfo.find(':'); c != std::string_view::npos) {
-      user = userinfo.substr(0, c);
-      pass = userinfo.substr(c + 1);
-      has_pass = true;
-    }
-    if (!percent_decode(user, ep.username)) return bad("invalid percent-escape in the user name");
-    if (!percent_decode(pass, ep.password)) return bad("invalid percent-escape in the password");
-    if (!has_pass) {  // "redis://secret@host": the lone part is a password, as redis-cli reads it
-      ep.password = ep.username;
-      ep.username.clear();
-    }
-    if (!ep.username.empty() && ep.password.empty()) return bad("a user name needs a password (user:password@)");
-  }
+  if (!ep.username.empty() && ep.password.empty()) return bad("a user name needs a password (user:password@)");
+  return {};
+}
 
+// "host", "host:port", "[v6]" or "[v6]:port".
+Status parse_host_port(std::string_view rest, RedisEndpoint& ep) {
   std::string_view host = rest, port;
   if (rest.starts_with('[')) {
     auto close = rest.find(']');
@@ -142,10 +119,39 @@ Result<RedisEndpoint> parse_redis_url(std::string_view url) {
     if (!parse_int(port, p) || p == 0 || p > 65535) return bad("port must be a number from 1 to 65535");
     ep.port = static_cast<std::uint16_t>(p);
   }
-  if (!path.empty()) {
-    if (!parse_int(path, ep.db) || ep.db < 0) return bad("database must be a non-negative number");
-  }
+  return {};
+}
 
+// One "key=value" of the query string.
+Status parse_param(std::string_view key, std::string value, RedisEndpoint& ep) {
+  if (key == "wait_replicas") {
+    int n = 0;
+    if (!parse_int(value, n) || n < 0)
+      return bad("wait_replicas must be a whole number of replicas, 0 or more (got '" + value + "')");
+    ep.wait_replicas = n;
+    return {};
+  }
+  if (key == "wait_timeout_ms") {
+    int ms = 0;
+    // WAIT with timeout 0 would block forever: not a bound.
+    if (!parse_int(value, ms) || ms < 1)
+      return bad("wait_timeout_ms must be a whole number of milliseconds, 1 or more (got '" + value + "')");
+    ep.wait_timeout_ms = ms;
+    return {};
+  }
+  std::string* slot = nullptr;
+  if (key == "cacert") slot = &ep.ca_file;
+  else if (key == "cert") slot = &ep.cert_file;
+  else if (key == "key") slot = &ep.key_file;
+  if (slot == nullptr)
+    return bad("unknown parameter '" + std::string(key) + "' (known: cacert, cert, key" +
+               std::string(kWaitParamsListed) + ")");
+  if (!ep.tls) return bad("parameter '" + std::string(key) + "' needs the rediss:// scheme");
+  *slot = std::move(value);
+  return {};
+}
+
+Status parse_query(std::string_view query, RedisEndpoint& ep) {
   while (!query.empty()) {
     const std::string_view kv = next_param(query);
     if (kv.empty()) continue;
@@ -154,32 +160,47 @@ Result<RedisEndpoint> parse_redis_url(std::string_view url) {
     std::string value;
     if (eq == std::string_view::npos || !percent_decode(kv.substr(eq + 1), value) || value.empty())
       return bad("parameter '" + std::string(key) + "' needs a value");
-    if (key == "wait_replicas") {
-      int n = 0;
-      if (!parse_int(value, n) || n < 0)
-        return bad("wait_replicas must be a whole number of replicas, 0 or more (got '" + value + "')");
-      ep.wait_replicas = n;
-      continue;
-    }
-    if (key == "wait_timeout_ms") {
-      int ms = 0;
-      // WAIT with timeout 0 would block forever: not a bound.
-      if (!parse_int(value, ms) || ms < 1)
-        return bad("wait_timeout_ms must be a whole number of milliseconds, 1 or more (got '" + value + "')");
-      ep.wait_timeout_ms = ms;
-      continue;
-    }
-    std::string* slot = nullptr;
-    if (key == "cacert") slot = &ep.ca_file;
-    else if (key == "cert") slot = &ep.cert_file;
-    else if (key == "key") slot = &ep.key_file;
-    if (slot == nullptr)
-      return bad("unknown parameter '" + std::string(key) + "' (known: cacert, cert, key" +
-                 std::string(kWaitParamsListed) + ")");
-    if (!ep.tls) return bad("parameter '" + std::string(key) + "' needs the rediss:// scheme");
-    *slot = std::move(value);
+    if (Status s = parse_param(key, std::move(value), ep); !s.ok()) return s;
   }
   if (ep.cert_file.empty() != ep.key_file.empty()) return bad("'cert' and 'key' go together");
+  return {};
+}
+
+}  // namespace
+
+Result<RedisEndpoint> parse_redis_url(std::string_view url) {
+  RedisEndpoint ep;
+  std::string_view rest;
+  if (url.starts_with("redis://")) {
+    rest = url.substr(8);
+  } else if (url.starts_with("rediss://")) {
+    ep.tls = true;
+    rest = url.substr(9);
+  } else {
+    auto colon = url.find("://");
+    return bad(colon == std::string_view::npos ? "expected redis://host:port or rediss://host:port"
+                                               : "unsupported scheme '" + std::string(url.substr(0, colon)) +
+                                                     "' (expected redis or rediss)");
+  }
+  std::string_view query;
+  if (auto q = rest.find('?'); q != std::string_view::npos) {
+    query = rest.substr(q + 1);
+    rest = rest.substr(0, q);
+  }
+  std::string_view path;
+  if (auto slash = rest.find('/'); slash != std::string_view::npos) {
+    path = rest.substr(slash + 1);
+    rest = rest.substr(0, slash);
+  }
+  // Credentials: the last '@' separates them, so passwords may contain '@'
+  // only percent-escaped, but a stray one still parses predictably.
+  if (auto at = rest.rfind('@'); at != std::string_view::npos) {
+    if (Status s = parse_userinfo(rest.substr(0, at), ep); !s.ok()) return s;
+    rest = rest.substr(at + 1);
+  }
+  if (Status s = parse_host_port(rest, ep); !s.ok()) return s;
+  if (!path.empty() && (!parse_int(path, ep.db) || ep.db < 0)) return bad("database must be a non-negative number");
+  if (Status s = parse_query(query, ep); !s.ok()) return s;
   return ep;
 }
 
