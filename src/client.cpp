@@ -28,7 +28,7 @@ Result<Lease> acquire_and_wait(ClientCore& core, std::string name, milliseconds 
 
 namespace {
 Status on_io_thread_error(std::string_view call) {
-  return {Errc::invalid_argument, std::string(call) +
+  return {Errc::precondition_failed, std::string(call) +
                                       " blocks, and was called on the client's I/O thread (from a callback); "
                                       "use the async_ form there"};
 }

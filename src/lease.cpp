@@ -87,7 +87,7 @@ Status Lease::release() {
     return {Errc::cancelled, "the lease's client was closed, which released it"};
   }
   if (core->on_io_thread())
-    return {Errc::invalid_argument,
+    return {Errc::precondition_failed,
             "Lease::release blocks, and was called on the client's I/O thread; use Client::async_release"};
   if (auto s = core->release_now(hold_)) {
     hold_.reset();

@@ -30,7 +30,7 @@
 //
 // Thread safety: every method may be called from any thread. The blocking
 // methods must not be called from a callback running on the client's I/O
-// thread (they fail with Errc::invalid_argument instead of deadlocking).
+// thread (they fail with Errc::precondition_failed instead of deadlocking).
 #ifndef DLOCK_CLIENT_HPP_
 #define DLOCK_CLIENT_HPP_
 

@@ -57,6 +57,9 @@ enum class Errc : int {
   server_error = 13,     // any other error reply from the server
   protocol_error = 14,   // the server sent something that is not RESP
   cancelled = 15,        // the client shut down or the caller cancelled
+  precondition_failed = 16,  // the call is not allowed where it was made: a
+                             // blocking call on the client's I/O thread
+                             // (from a callback; use the async_ form)
 };
 
 // What a caller should do next with a failure of this code:
@@ -86,18 +89,26 @@ class [[nodiscard]] Status {
  public:
   Status() noexcept = default;
   Status(Errc code, std::string message) : code_(code), message_(std::move(message)) {}
+  Status(Errc code, std::string message, std::string backend_code)
+      : code_(code), message_(std::move(message)), backend_code_(std::move(backend_code)) {}
 
   bool ok() const noexcept { return code_ == Errc::ok; }
   explicit operator bool() const noexcept { return ok(); }
   Errc code() const noexcept { return code_; }
   NextStep next_step() const noexcept { return dlock::next_step(code_); }
   const std::string& message() const noexcept { return message_; }
+  // The server's own code for the failure, when a server reply caused it:
+  // the Redis error prefix ("WRONGTYPE", "NOPERM", "OOM"...), and in time a
+  // PostgreSQL SQLSTATE or a ZooKeeper return code. Empty otherwise. For
+  // retry policies finer than next_step().
+  const std::string& backend_code() const noexcept { return backend_code_; }
   // "<code>: <message>"
   std::string to_string() const;
 
  private:
   Errc code_ = Errc::ok;
   std::string message_;
+  std::string backend_code_;
 };
 
 // The exception thrown by the blocking API (Client::connect, Mutex::lock...).

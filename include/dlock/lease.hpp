@@ -43,7 +43,11 @@ class Lease {
   Lease() noexcept;
   ~Lease();
   Lease(Lease&& other) noexcept;
-  Lease& operator=(Lease&& other) noexcept;  // releases what *this held
+  // Releases what *this held first, as the destructor does: waiting for the
+  // server's answer (one round trip; in the background when called on the
+  // client's I/O thread). Never throws: a failed release is logged and
+  // counted in ClientStats::release_failures.
+  Lease& operator=(Lease&& other) noexcept;
   Lease(const Lease&) = delete;
   Lease& operator=(const Lease&) = delete;
 

@@ -26,6 +26,7 @@ NextStep next_step(Errc code) noexcept {
     case Errc::server_error:
     case Errc::protocol_error:
     case Errc::cancelled:
+    case Errc::precondition_failed:
       return NextStep::give_up;
   }
   return NextStep::give_up;
@@ -49,6 +50,7 @@ std::string_view to_string(Errc code) noexcept {
     case Errc::server_error: return "server_error";
     case Errc::protocol_error: return "protocol_error";
     case Errc::cancelled: return "cancelled";
+    case Errc::precondition_failed: return "precondition_failed";
   }
   return "unknown_code";
 }

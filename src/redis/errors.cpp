@@ -16,22 +16,32 @@ bool has(std::string_view message, std::string_view code) {
 }
 }  // namespace
 
+// The error reply's own code: the first of the known ones it carries (a
+// script's error wraps it in "ERR Error running script..."), else its first
+// word.
+std::string backend_code(std::string_view message) {
+  for (std::string_view code : {"WRONGTYPE", "WRONGPASS", "NOAUTH", "NOPERM", "OOM", "LOADING", "BUSY",
+                                "MASTERDOWN", "TRYAGAIN", "READONLY", "CLUSTERDOWN", "NOSCRIPT"})
+    if (has(message, code)) return std::string(code);
+  return std::string(message.substr(0, message.find(' ')));
+}
+
 Status translate_error(std::string_view message) {
   std::string text(message.substr(0, 300));
-  if (has(message, "WRONGTYPE"))
-    return {Errc::wrong_type, "a lock key holds another Redis type: " + text};
-  if (has(message, "WRONGPASS") || has(message, "NOAUTH") ||
+  std::string code = backend_code(message);
+  if (code == "WRONGTYPE") return {Errc::wrong_type, "a lock key holds another Redis type: " + text, code};
+  if (code == "WRONGPASS" || code == "NOAUTH" ||
       (message.starts_with("ERR") && message.find("AUTH") != std::string_view::npos &&
        message.find("password") != std::string_view::npos))
-    return {Errc::auth_failed, text};
-  if (has(message, "NOPERM")) return {Errc::permission_denied, text};
+    return {Errc::auth_failed, text, code};
+  if (code == "NOPERM") return {Errc::permission_denied, text, code};
   // maxmemory reached with noeviction: nothing was written; it may pass.
-  if (has(message, "OOM"))
-    return {Errc::unavailable, "the server is out of memory (maxmemory); nothing was written: " + text};
-  if (has(message, "LOADING") || has(message, "BUSY") || has(message, "MASTERDOWN") || has(message, "TRYAGAIN") ||
-      has(message, "READONLY") || has(message, "CLUSTERDOWN"))
-    return {Errc::unavailable, "server cannot serve the request now: " + text};
-  return {Errc::server_error, text};
+  if (code == "OOM")
+    return {Errc::unavailable, "the server is out of memory (maxmemory); nothing was written: " + text, code};
+  if (code == "LOADING" || code == "BUSY" || code == "MASTERDOWN" || code == "TRYAGAIN" || code == "READONLY" ||
+      code == "CLUSTERDOWN")
+    return {Errc::unavailable, "server cannot serve the request now: " + text, code};
+  return {Errc::server_error, text, code};
 }
 
 Status unexpected_reply(std::string_view what, const Reply& reply) {

@@ -72,5 +72,14 @@ TEST(Resp, ErrorTranslationTable) {
   EXPECT_EQ(translate_error("ERR unknown command").code(), Errc::server_error);
 }
 
+TEST(Resp, TheServersOwnCodeIsKeptForRetryPolicies) {
+  EXPECT_EQ(translate_error("ERR Error running script (call to f_x): @user_script:2: WRONGTYPE Operation").backend_code(),
+            "WRONGTYPE");
+  EXPECT_EQ(translate_error("OOM command not allowed when used memory > 'maxmemory'.").backend_code(), "OOM");
+  EXPECT_EQ(translate_error("NOPERM no permissions").backend_code(), "NOPERM");
+  EXPECT_EQ(translate_error("ERR unknown command").backend_code(), "ERR");
+  EXPECT_TRUE(Status(Errc::unavailable, "no reply").backend_code().empty());
+}
+
 }  // namespace
 }  // namespace dlock::redis

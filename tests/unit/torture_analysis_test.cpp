@@ -494,14 +494,15 @@ TEST(TortureModel, LongSequentialHistoryIsFast) {
     if (i % 50 == 0) h.acquire_outcome("w9", t, t + 3, "info");
   }
   const auto ev = h.events();
-  const auto start = std::chrono::steady_clock::now();
   const Findings f = analyze(ev, run(101000));
-  const auto took = std::chrono::steady_clock::now() - start;
   EXPECT_EQ(f.model.verdict, "valid") << f.model.detail;
+  // The speed check is a state budget linear in the history (wall time
+  // belongs in benchmarks): a search that blows up says "unknown".
+  const ModelResult lean = check_mutex_model(ev, f.holds, 3 * 20200);
+  EXPECT_EQ(lean.verdict, "valid") << lean.detail;
   EXPECT_EQ(f.model.ops_judged, 20200);
   EXPECT_TRUE(f.overlaps.empty());
   EXPECT_EQ(f.fence_anomaly_count, 0);
-  EXPECT_LT(std::chrono::duration_cast<std::chrono::milliseconds>(took).count(), 2000);
 }
 
 // --- judge -----------------------------------------------------------------
