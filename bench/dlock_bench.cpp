@@ -17,7 +17,9 @@
 // The lock calls use only the public API; the protected resource and the
 // server statistics go through a plain hiredis connection.
 #include <dlock/dlock.hpp>
-#include <hiredis/hiredis.h>
+
+#include "common/sync_redis.hpp"
+#include <hiredis/hiredis.h>  // the W1-limit loop: the minimal client, by definition
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -91,24 +93,14 @@ int wait_replicas_of(const std::string& url) {
 // The application's own Redis access (data and statistics), not the lock.
 class Plain {
  public:
-  explicit Plain(int port) : ctx_(redisConnect("127.0.0.1", port)) {
-    if (ctx_ == nullptr || ctx_->err) throw std::runtime_error("cannot connect to Redis on port " + std::to_string(port));
+  explicit Plain(int port) : conn_("127.0.0.1", static_cast<std::uint16_t>(port), std::chrono::seconds(10)) {
+    std::string why;
+    if (!conn_.connect(&why)) throw std::runtime_error("cannot connect to Redis on port " + std::to_string(port) + ": " + why);
   }
-  ~Plain() { redisFree(ctx_); }
   std::string cmd(const std::vector<std::string>& args) {
-    std::vector<const char*> argv;
-    std::vector<size_t> lens;
-    for (const auto& a : args) {
-      argv.push_back(a.data());
-      lens.push_back(a.size());
-    }
-    auto* r = static_cast<redisReply*>(redisCommandArgv(ctx_, static_cast<int>(args.size()), argv.data(), lens.data()));
-    if (r == nullptr) throw std::runtime_error("Redis connection failed");
-    std::string out = r->type == REDIS_REPLY_INTEGER ? std::to_string(r->integer)
-                      : r->str != nullptr            ? std::string(r->str, r->len)
-                                                     : std::string();
-    freeReplyObject(r);
-    return out;
+    const dlock::tools::Reply r = conn_.cmd(args);
+    if (r.status != dlock::tools::Reply::Status::ok) throw std::runtime_error("Redis connection failed: " + r.failure);
+    return r.text();
   }
   // One field of INFO <section>.
   std::string info(const std::string& section, const std::string& field) {
@@ -128,7 +120,7 @@ class Plain {
   }
 
  private:
-  redisContext* ctx_;
+  dlock::tools::SyncRedis conn_;
 };
 
 double percentile(std::vector<double> v, double p) {

@@ -15,7 +15,8 @@
 //
 //   inventory-service --port P --redis-port R [--think-ms 2]
 #include <dlock/dlock.hpp>
-#include <hiredis/hiredis.h>
+
+#include "common/sync_redis.hpp"
 
 #include <atomic>
 #include <boost/asio/ip/tcp.hpp>
@@ -51,47 +52,32 @@ struct Reply {
   std::string body;
 };
 
-// One plain Redis connection per HTTP connection (hiredis contexts are not
+// One plain Redis connection per HTTP connection (a blocking client is not
 // thread-safe); the data path of the service, not the lock.
 class Store {
  public:
-  explicit Store(int port) {
-    ctx_ = redisConnect("127.0.0.1", port);
-    if (ctx_ == nullptr || ctx_->err) throw std::runtime_error("cannot connect to Redis");
+  explicit Store(int port) : conn_("127.0.0.1", static_cast<std::uint16_t>(port), std::chrono::seconds(5)) {
+    std::string why;
+    if (!conn_.connect(&why)) throw std::runtime_error("cannot connect to Redis: " + why);
   }
-  ~Store() { redisFree(ctx_); }
-  Store(const Store&) = delete;
-  Store& operator=(const Store&) = delete;
 
   std::optional<long long> get_stock() {
-    auto* r = command({"GET", kStockKey});
-    std::optional<long long> v;
-    if (r->type == REDIS_REPLY_STRING) v = std::stoll(std::string(r->str, r->len));
-    freeReplyObject(r);
-    return v;
+    auto r = command({"GET", kStockKey});
+    if (r.is_nil) return std::nullopt;
+    return std::stoll(r.str);
   }
-  void set_stock(long long v) { freeReplyObject(command({"SET", kStockKey, std::to_string(v)})); }
-  bool setnx() {
-    auto* r = command({"SETNX", kSetnxKey, "1"});
-    bool ok = r->type == REDIS_REPLY_INTEGER && r->integer == 1;
-    freeReplyObject(r);
-    return ok;
-  }
-  void del() { freeReplyObject(command({"DEL", kSetnxKey})); }
+  void set_stock(long long v) { command({"SET", kStockKey, std::to_string(v)}); }
+  bool setnx() { return command({"SETNX", kSetnxKey, "1"}).integer == 1; }
+  void del() { command({"DEL", kSetnxKey}); }
 
  private:
-  redisReply* command(std::initializer_list<std::string> args) {
-    std::vector<const char*> argv;
-    std::vector<size_t> lens;
-    for (const auto& a : args) {
-      argv.push_back(a.data());
-      lens.push_back(a.size());
-    }
-    auto* r = static_cast<redisReply*>(redisCommandArgv(ctx_, static_cast<int>(argv.size()), argv.data(), lens.data()));
-    if (r == nullptr) throw std::runtime_error("Redis connection failed");
+  dlock::tools::Reply command(const std::vector<std::string>& args) {
+    auto r = conn_.cmd(args);
+    if (r.status != dlock::tools::Reply::Status::ok) throw std::runtime_error("Redis connection failed: " + r.failure);
+    if (r.is_error) throw std::runtime_error("Redis error: " + r.str);
     return r;
   }
-  redisContext* ctx_;
+  dlock::tools::SyncRedis conn_;
 };
 
 std::mutex g_process_mutex;

@@ -2,7 +2,6 @@
 // (tools/torture/proxy.hpp) and the LD_PRELOAD clock shim with its
 // ClockControl. Each fault is checked twice: from the client's side (what
 // it sees) and in the proxy's stats (the proof the orchestrator logs).
-#include <hiredis/hiredis.h>
 #include <signal.h>
 #include <stdlib.h>
 
@@ -24,6 +23,7 @@
 #include "support/process.hpp"
 #include "support/redis_server.hpp"
 #include "support/sync_redis.hpp"
+#include "common/sync_redis.hpp"
 
 namespace {
 
@@ -39,43 +39,23 @@ const bool kSigpipeIgnored = [] {
   return true;
 }();
 
-struct ContextDeleter {
-  void operator()(redisContext* c) const { redisFree(c); }
-};
-using Context = std::unique_ptr<redisContext, ContextDeleter>;
+using Context = std::unique_ptr<dlock::tools::SyncRedis>;
 
-// A raw hiredis connection with a short timeout, so a command that gets no
-// reply fails fast instead of hanging the test. Null if it cannot connect.
+// A plain connection with a short timeout, so a command that gets no reply
+// fails fast instead of hanging the test. Null if it cannot connect.
 Context connect(std::uint16_t port, std::chrono::milliseconds timeout = 5000ms) {
-  const timeval tv{static_cast<time_t>(timeout.count() / 1000),
-                   static_cast<suseconds_t>(timeout.count() % 1000 * 1000)};
-  Context c(redisConnectWithTimeout("127.0.0.1", port, tv));
-  if (!c || c->err) return nullptr;
-  redisSetTimeout(c.get(), tv);
+  auto c = std::make_unique<dlock::tools::SyncRedis>("127.0.0.1", port, timeout);
+  std::string why;
+  if (!c->connect(&why)) return nullptr;
   return c;
 }
 
 // The reply as text, or nullopt when the connection failed (timeout, reset,
 // EOF): the case the faults are about.
-std::optional<std::string> command(redisContext* c, const std::vector<std::string>& args) {
-  std::vector<const char*> argv;
-  std::vector<size_t> lens;
-  for (const auto& a : args) {
-    argv.push_back(a.data());
-    lens.push_back(a.size());
-  }
-  auto* r = static_cast<redisReply*>(redisCommandArgv(c, static_cast<int>(args.size()), argv.data(), lens.data()));
-  if (r == nullptr) return std::nullopt;
-  std::string out;
-  if (r->type == REDIS_REPLY_INTEGER) {
-    out = std::to_string(r->integer);
-  } else if (r->type == REDIS_REPLY_NIL) {
-    out = "(nil)";
-  } else if (r->str != nullptr) {
-    out.assign(r->str, r->len);
-  }
-  freeReplyObject(r);
-  return out;
+std::optional<std::string> command(dlock::tools::SyncRedis* c, const std::vector<std::string>& args) {
+  const dlock::tools::Reply r = c->cmd(args);
+  if (r.status != dlock::tools::Reply::Status::ok) return std::nullopt;
+  return r.text();
 }
 
 // Polls the server directly until `key` holds `value` or `timeout` passes.
@@ -191,8 +171,7 @@ TEST_F(TortureProxy, DroppedReplyAfterTheServerAppliedTheWrite) {
   ASSERT_EQ(command(c.get(), {"PING"}), "PONG");
 
   proxy_.drop_replies("a", true);
-  EXPECT_EQ(command(c.get(), {"SET", "k", "v"}), std::nullopt);
-  EXPECT_NE(c->err, 0);
+  EXPECT_EQ(c->cmd({"SET", "k", "v"}).status, dlock::tools::Reply::Status::unknown) << "sent; its reply lost";
   SyncRedis direct(server_.port());
   EXPECT_EQ(direct.cmd({"GET", "k"}), "v");
   const auto s = proxy_.stats("a");
@@ -212,8 +191,7 @@ TEST_F(TortureProxy, ResetClosesOpenConnections) {
 
   proxy_.reset("a");
   EXPECT_EQ(proxy_.stats("a").resets, 1u);
-  EXPECT_EQ(command(c.get(), {"PING"}), std::nullopt);
-  EXPECT_NE(c->err, 0);
+  EXPECT_NE(c->cmd({"PING"}).status, dlock::tools::Reply::Status::ok) << "the connection was reset";
 
   auto c2 = connect(port_);
   ASSERT_TRUE(c2);

@@ -71,7 +71,7 @@ RunReport run_one(const RunConfig& cfg) {
     spec.clock_file = n.clock->path();
     n.server = std::make_unique<ServerProc>(spec);
     n.server->start();
-    n.admin = std::make_unique<SyncConn>("127.0.0.1", n.server->port(), std::chrono::milliseconds(2000));
+    n.admin = std::make_unique<SyncRedis>("127.0.0.1", n.server->port(), std::chrono::milliseconds(2000));
     n.proxy = std::make_unique<Proxy>("127.0.0.1", n.server->port());
     c.net.add(n.proxy.get());
     c.nodes.push_back(std::move(n));
@@ -81,7 +81,7 @@ RunReport run_one(const RunConfig& cfg) {
   res_spec.dir = fs::absolute(dir / "resource-server").string();
   ServerProc resource(res_spec);
   resource.start();
-  SyncConn res_conn("127.0.0.1", resource.port(), std::chrono::milliseconds(2000));
+  SyncRedis res_conn("127.0.0.1", resource.port(), std::chrono::milliseconds(2000));
 
   const std::int64_t think_ms = scenario->think_ms > 0 ? scenario->think_ms : cfg.think_ms;
   const std::string slots_path = fs::absolute(dir / "slots").string();
@@ -116,7 +116,7 @@ RunReport run_one(const RunConfig& cfg) {
   for (auto& n : c.nodes) n.proxy->start();
   if (c.replica) {
     c.replica->start();
-    SyncConn probe("127.0.0.1", c.replica->port(), std::chrono::milliseconds(500));
+    SyncRedis probe("127.0.0.1", c.replica->port(), std::chrono::milliseconds(500));
     for (int i = 0; i < 500; ++i) {
       auto info = probe.cmd({"INFO", "replication"});
       if (info.str.find("master_link_status:up") != std::string::npos) break;

@@ -16,10 +16,13 @@
 #include "proxy.hpp"
 #include "server_proc.hpp"
 #include "slots.hpp"
-#include "sync_conn.hpp"
+#include "common/sync_redis.hpp"
 #include "worker.hpp"
 
 namespace torture {
+
+using dlock::tools::Reply;
+using dlock::tools::SyncRedis;
 
 struct WorkerProc {
   WorkerArgs args;
@@ -37,7 +40,7 @@ struct WorkerProc {
 struct LockNode {
   std::unique_ptr<ClockControl> clock;
   std::unique_ptr<ServerProc> server;
-  std::unique_ptr<SyncConn> admin;
+  std::unique_ptr<SyncRedis> admin;
   std::unique_ptr<Proxy> proxy;
 };
 
@@ -69,7 +72,7 @@ class RunCtx {
   int node_count() const { return static_cast<int>(nodes.size()); }
   LockNode& node(int i) { return nodes.at(static_cast<std::size_t>(i)); }
   ServerProc& lock_server() { return *nodes[0].server; }
-  SyncConn& admin() { return *nodes[0].admin; }  // direct to node 0
+  SyncRedis& admin() { return *nodes[0].admin; }  // direct to node 0
   ClockControl& server_clock() { return *nodes[0].clock; }
   // Every node's proxy: a fault on a link cuts the client from all of them.
   ProxyGroup& proxy() { return net; }

@@ -27,7 +27,7 @@ Expectation overlap_ok(const std::string& why, bool fence_anomaly = false) {
   return e;
 }
 
-std::string server_time(SyncConn& c) {
+std::string server_time(SyncRedis& c) {
   auto r = c.cmd({"TIME"});
   if (!r.good() || r.elements.size() != 2) return "?";
   return std::to_string(std::stoll(r.elements[0].str) * 1000 + std::stoll(r.elements[1].str) / 1000);
@@ -245,7 +245,7 @@ void server_stall(RunCtx& c) {
     std::int64_t took_ms = -1;
     std::string reply;
     std::thread t([&] {
-      SyncConn conn("127.0.0.1", c.lock_server().port(), ms(10 * d));
+      SyncRedis conn("127.0.0.1", c.lock_server().port(), ms(10 * d));
       const auto t0 = mono_ns();
       if (debug_sleep) {
         reply = conn.cmd({"DEBUG", "SLEEP", std::to_string(static_cast<double>(d) / 1000.0)}).str;
@@ -281,7 +281,7 @@ void failover(RunCtx& c) {
   auto on_master = c.admin().cmd({"EXISTS", "dlock:{torture}", "torture"});
   const int old_pid = c.lock_server().pid();
   c.lock_server().kill9();
-  SyncConn replica("127.0.0.1", c.replica->port(), ms(2000));
+  SyncRedis replica("127.0.0.1", c.replica->port(), ms(2000));
   auto promoted = replica.cmd({"REPLICAOF", "NO", "ONE"});
   auto on_replica = replica.cmd({"EXISTS", "dlock:{torture}", "torture"});
   c.node(0).proxy->set_upstream_port(c.replica->port());

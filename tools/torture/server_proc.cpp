@@ -12,9 +12,11 @@
 #include <stdexcept>
 #include <thread>
 
-#include "sync_conn.hpp"
+#include "common/sync_redis.hpp"
 
 namespace torture {
+
+using dlock::tools::SyncRedis;
 
 std::uint16_t free_port() {
   const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -85,7 +87,7 @@ void ServerProc::start() {
     ::_exit(127);
   }
   pid_ = pid;
-  SyncConn probe("127.0.0.1", spec_.port, std::chrono::milliseconds(200));
+  SyncRedis probe("127.0.0.1", spec_.port, std::chrono::milliseconds(200));
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
   while (std::chrono::steady_clock::now() < deadline) {
     auto r = probe.cmd({"PING"});

@@ -7,9 +7,12 @@
 #include <thread>
 
 #include "history.hpp"
-#include "sync_conn.hpp"
+#include "common/sync_redis.hpp"
 
 namespace torture {
+
+using dlock::tools::Reply;
+using dlock::tools::SyncRedis;
 namespace {
 
 using std::chrono::milliseconds;
@@ -104,7 +107,7 @@ class NaiveBase : public Strategy {
   }
 
   StrategyConfig config_;
-  SyncConn conn_;
+  SyncRedis conn_;
 };
 
 // Seed 001, version 1: SETNX, work, DEL. No expiry at all.

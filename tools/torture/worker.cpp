@@ -14,9 +14,12 @@
 #include "history.hpp"
 #include "slots.hpp"
 #include "strategies.hpp"
-#include "sync_conn.hpp"
+#include "common/sync_redis.hpp"
 
 namespace torture {
+
+using dlock::tools::Reply;
+using dlock::tools::SyncRedis;
 namespace {
 
 std::atomic<bool> g_stop{false};
@@ -216,7 +219,7 @@ class Worker {
   SlotTable slots_;
   Slot& slot_;
   std::mt19937_64 rng_;
-  SyncConn resource_;
+  SyncRedis resource_;
   std::map<std::string, std::pair<std::string, double>> failpoints_;
   std::int64_t clock_base_ = 0;
 };

@@ -1,9 +1,9 @@
-#include "sync_conn.hpp"
+#include "common/sync_redis.hpp"
 
 #include <hiredis/hiredis.h>
 #include <sys/time.h>
 
-namespace torture {
+namespace dlock::tools {
 namespace {
 
 timeval to_timeval(std::chrono::milliseconds d) {
@@ -17,9 +17,13 @@ Reply convert(const redisReply* r) {
   Reply out;
   switch (r->type) {
     case REDIS_REPLY_NIL: out.is_nil = true; break;
-    case REDIS_REPLY_INTEGER: out.integer = r->integer; break;
+    case REDIS_REPLY_INTEGER:
+      out.is_integer = true;
+      out.integer = r->integer;
+      break;
     case REDIS_REPLY_ERROR: out.is_error = true; out.str.assign(r->str, r->len); break;
     case REDIS_REPLY_ARRAY:
+      out.is_array = true;
       for (size_t i = 0; i < r->elements; ++i) out.elements.push_back(convert(r->element[i]));
       break;
     default: out.str.assign(r->str, r->len); break;
@@ -29,17 +33,31 @@ Reply convert(const redisReply* r) {
 
 }  // namespace
 
-SyncConn::SyncConn(std::string host, std::uint16_t port, std::chrono::milliseconds timeout)
-    : host_(std::move(host)), port_(port), timeout_(timeout) {}
+std::string Reply::text() const {
+  if (status != Status::ok) return failure;
+  if (is_nil) return "(nil)";
+  if (is_array) {
+    std::string out;
+    for (std::size_t i = 0; i < elements.size(); ++i) out += (i ? "\n" : "") + elements[i].text();
+    return out;
+  }
+  if (is_integer) return std::to_string(integer);
+  return str;
+}
 
-SyncConn::~SyncConn() { disconnect(); }
+SyncRedis::SyncRedis(std::string host, std::uint16_t port, std::chrono::milliseconds timeout, std::string password)
+    : host_(std::move(host)), port_(port), timeout_(timeout), password_(std::move(password)) {}
 
-void SyncConn::disconnect() {
+SyncRedis::~SyncRedis() { disconnect(); }
+
+bool SyncRedis::connect(std::string* why) { return ensure_connected(why); }
+
+void SyncRedis::disconnect() {
   if (ctx_) redisFree(ctx_);
   ctx_ = nullptr;
 }
 
-bool SyncConn::ensure_connected(std::string* why) {
+bool SyncRedis::ensure_connected(std::string* why) {
   if (ctx_) return true;
   ctx_ = redisConnectWithTimeout(host_.c_str(), port_, to_timeval(timeout_));
   if (!ctx_ || ctx_->err) {
@@ -48,10 +66,20 @@ bool SyncConn::ensure_connected(std::string* why) {
     return false;
   }
   redisSetTimeout(ctx_, to_timeval(timeout_));
+  if (!password_.empty()) {
+    auto* r = static_cast<redisReply*>(redisCommand(ctx_, "AUTH %b", password_.data(), password_.size()));
+    const bool ok = r != nullptr && r->type != REDIS_REPLY_ERROR;
+    if (r) freeReplyObject(r);
+    if (!ok) {
+      *why = "AUTH failed";
+      disconnect();
+      return false;
+    }
+  }
   return true;
 }
 
-Reply SyncConn::cmd(const std::vector<std::string>& args) {
+Reply SyncRedis::cmd(const std::vector<std::string>& args) {
   Reply out;
   std::string why;
   if (!ensure_connected(&why)) {
@@ -90,4 +118,4 @@ Reply SyncConn::cmd(const std::vector<std::string>& args) {
   return out;
 }
 
-}  // namespace torture
+}  // namespace dlock::tools
