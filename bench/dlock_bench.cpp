@@ -100,7 +100,7 @@ class Plain {
   std::string cmd(const std::vector<std::string>& args) {
     const dlock::tools::Reply r = conn_.cmd(args);
     if (r.status != dlock::tools::Reply::Status::ok) throw std::runtime_error("Redis connection failed: " + r.failure);
-    return r.text();
+    return r.is_nil ? std::string() : r.text();  // a missing key reads as empty
   }
   // One field of INFO <section>.
   std::string info(const std::string& section, const std::string& field) {

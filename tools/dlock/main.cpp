@@ -337,6 +337,64 @@ int supervise(const Common& common, const RunOptions& o, pid_t child, int sig_fd
   }
 }
 
+// Forks and execs CMD with DLOCK_NAME and DLOCK_FENCE set; -1 if it
+// cannot fork. A CMD that cannot be executed is reported here and exits
+// 126/127 in the child.
+pid_t spawn_cmd(const RunOptions& o, std::uint64_t fence) {
+  // Environment and argv prepared before fork: only async-signal-safe calls
+  // between fork and exec.
+  setenv("DLOCK_NAME", o.name.c_str(), 1);
+  setenv("DLOCK_FENCE", std::to_string(fence).c_str(), 1);
+  std::vector<char*> argv;
+  for (const auto& a : o.command) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  int exec_errno_pipe[2];
+  if (pipe2(exec_errno_pipe, O_CLOEXEC) != 0) {
+    std::cerr << "dlock: pipe failed: " << std::strerror(errno) << '\n';
+    return -1;
+  }
+
+  pid_t child = fork();
+  if (child < 0) {
+    std::cerr << "dlock: fork failed: " << std::strerror(errno) << '\n';
+    close(exec_errno_pipe[0]);
+    close(exec_errno_pipe[1]);
+    return -1;
+  }
+  if (child == 0) exec_child(argv, exec_errno_pipe[1]);
+  setpgid(child, child);  // also here: no race with the first signal
+  close(exec_errno_pipe[1]);
+  int exec_errno = 0;
+  bool exec_failed = read(exec_errno_pipe[0], &exec_errno, sizeof exec_errno) == sizeof exec_errno;
+  close(exec_errno_pipe[0]);
+  if (exec_failed)
+    std::cerr << "dlock: cannot run '" << o.command[0] << "': " << std::strerror(exec_errno) << '\n';
+
+  return child;
+}
+
+// Gives the lock back after CMD ended; the exit code: CMD's, or the
+// lost-lock code when the lock did not last until CMD ended.
+int release_and_exit(const Common& common, const RunOptions& o, dlock::Lease& lease, bool lost, int child_status) {
+  dlock::Status released = lease.release();
+  if (lost) return dlock::cli::kLockLost;
+  // A loss noticed only now (the lease ran out between renewals): CMD ran
+  // part of the time without the lock. That is the lost-lock exit, not CMD's.
+  if (released.code() == dlock::Errc::not_owner || released.code() == dlock::Errc::not_held ||
+      released.code() == dlock::Errc::lease_lost) {
+    std::cerr << "dlock: the lock on '" << o.name << "' was lost before CMD finished: " << released.to_string()
+              << '\n';
+    return dlock::cli::kLockLost;
+  }
+  if (!released.ok()) {
+    std::cerr << "dlock: releasing '" << o.name << "' failed: " << released.to_string()
+              << " (it expires by its lease)\n";
+  } else {
+    say(common, "released '" + o.name + "'");
+  }
+  return status_to_exit(child_status);
+}
+
 int cmd_run(const Common& common, const RunOptions& o) {
   const milliseconds ttl = *parse_duration(o.ttl);
   const milliseconds grace = *parse_duration(o.grace);
@@ -377,51 +435,13 @@ int cmd_run(const Common& common, const RunOptions& o) {
     (void)!write(lost_fd, &one, sizeof one);
   });
 
-  // Environment and argv prepared before fork: only async-signal-safe calls
-  // between fork and exec.
-  setenv("DLOCK_NAME", o.name.c_str(), 1);
-  setenv("DLOCK_FENCE", std::to_string(lease->fence()).c_str(), 1);
-  std::vector<char*> argv;
-  for (const auto& a : o.command) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  int exec_errno_pipe[2];
-  if (pipe2(exec_errno_pipe, O_CLOEXEC) != 0) return dlock::cli::kSoftware;
-
-  pid_t child = fork();
-  if (child < 0) {
-    std::cerr << "dlock: fork failed: " << std::strerror(errno) << '\n';
-    return dlock::cli::kSoftware;
-  }
-  if (child == 0) exec_child(argv, exec_errno_pipe[1]);
-  setpgid(child, child);  // also here: no race with the first signal
-  close(exec_errno_pipe[1]);
-  int exec_errno = 0;
-  bool exec_failed = read(exec_errno_pipe[0], &exec_errno, sizeof exec_errno) == sizeof exec_errno;
-  close(exec_errno_pipe[0]);
-  if (exec_failed)
-    std::cerr << "dlock: cannot run '" << o.command[0] << "': " << std::strerror(exec_errno) << '\n';
-
+  const pid_t child = spawn_cmd(o, lease->fence());
+  if (child < 0) return dlock::cli::kSoftware;
   bool lost = false;
   const int child_status = supervise(common, o, child, sig_fd, lost_fd, grace, lost);
   close(sig_fd);
 
-  dlock::Status released = lease->release();
-  if (lost) return dlock::cli::kLockLost;
-  // A loss noticed only now (the lease ran out between renewals): CMD ran
-  // part of the time without the lock. That is the lost-lock exit, not CMD's.
-  if (released.code() == dlock::Errc::not_owner || released.code() == dlock::Errc::not_held ||
-      released.code() == dlock::Errc::lease_lost) {
-    std::cerr << "dlock: the lock on '" << o.name << "' was lost before CMD finished: " << released.to_string()
-              << '\n';
-    return dlock::cli::kLockLost;
-  }
-  if (!released.ok()) {
-    std::cerr << "dlock: releasing '" << o.name << "' failed: " << released.to_string()
-              << " (it expires by its lease)\n";
-  } else {
-    say(common, "released '" + o.name + "'");
-  }
-  return status_to_exit(child_status);
+  return release_and_exit(common, o, *lease, lost, child_status);
 }
 
 }  // namespace
