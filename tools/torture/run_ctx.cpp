@@ -25,9 +25,9 @@ std::int64_t RunCtx::uniform(std::int64_t lo, std::int64_t hi) {
 }
 
 void RunCtx::log_fault(const std::string& phase, const std::string& kind, const std::string& target,
-                       const std::string& detail) {
+                       const std::string& detail, std::int64_t at) {
   Event e;
-  e.t = mono_ns();
+  e.t = at != 0 ? at : mono_ns();
   e.proc = "nemesis";
   e.pid = ::getpid();
   e.op = "fault";
@@ -38,8 +38,9 @@ void RunCtx::log_fault(const std::string& phase, const std::string& kind, const 
   log->write(e);
 }
 
-void RunCtx::fault_start(const std::string& kind, const std::string& target, const std::string& proof) {
-  log_fault("invoke", kind, target, proof);
+void RunCtx::fault_start(const std::string& kind, const std::string& target, const std::string& proof,
+                         std::int64_t at) {
+  log_fault("invoke", kind, target, proof, at);
 }
 void RunCtx::fault_end(const std::string& kind, const std::string& target, const std::string& detail) {
   log_fault("ok", kind, target, detail);

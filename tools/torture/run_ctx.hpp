@@ -79,7 +79,10 @@ class RunCtx {
   std::string link(int w) const { return procs[w].args.proc; }
 
   // --- history --------------------------------------------------------
-  void fault_start(const std::string& kind, const std::string& target, const std::string& proof);
+  // `at`: when the fault began (mono_ns), if before this call: a fault whose
+  // proof is read after applying it must be dated from before it applied.
+  void fault_start(const std::string& kind, const std::string& target, const std::string& proof,
+                   std::int64_t at = 0);
   void fault_end(const std::string& kind, const std::string& target, const std::string& detail);
   void fault_instant(const std::string& kind, const std::string& target, const std::string& proof);
 
@@ -103,7 +106,7 @@ class RunCtx {
 
  private:
   void log_fault(const std::string& phase, const std::string& kind, const std::string& target,
-                 const std::string& detail);
+                 const std::string& detail, std::int64_t at = 0);
 };
 
 // State of a process from /proc/<pid>/stat ('R', 'S', 'T'...), '?' if gone.

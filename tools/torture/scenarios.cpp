@@ -135,11 +135,14 @@ void server_clock(RunCtx& c) {
     c.find_worker(Phase::holding, ms(1000));
     const auto before = server_time(c.admin());
     const auto jump = ms(2 * c.ttl_ms());
+    // Dated from before the write: the server may act on the jump (expire
+    // a key, grant it anew) before the proof is read back.
+    const std::int64_t at = mono_ns();
     c.server_clock().set_offset(c.server_clock().offset() + jump);
     const auto after = server_time(c.admin());
     const std::string proof = "server TIME " + before + " -> " + after + " ms (+" + std::to_string(jump.count()) +
                               " ms written to the shim file)";
-    c.fault_start("server-clock", node_label(c, 0), proof);
+    c.fault_start("server-clock", node_label(c, 0), proof, at);
     c.fault_end("server-clock", node_label(c, 0), proof);
     c.idle(ms(c.uniform(1500, 2500)));
   }
@@ -280,6 +283,7 @@ void failover(RunCtx& c) {
   if (w < 0) return;
   auto on_master = c.admin().cmd({"EXISTS", "dlock:{torture}", "torture"});
   const int old_pid = c.lock_server().pid();
+  const std::int64_t killed = mono_ns();  // the fault dates from here, not from its proof
   c.lock_server().kill9();
   SyncRedis replica("127.0.0.1", c.replica->port(), ms(2000));
   auto promoted = replica.cmd({"REPLICAOF", "NO", "ONE"});
@@ -290,7 +294,8 @@ void failover(RunCtx& c) {
                 "master pid " + std::to_string(old_pid) + " SIGKILLed while " + c.name(w) +
                     " held a grant made after the cut (lock key on master: " + std::to_string(on_master.integer) +
                     "); replica promoted (" + promoted.str + "), lock key on it: " +
-                    std::to_string(on_replica.integer) + "; clients moved to it");
+                    std::to_string(on_replica.integer) + "; clients moved to it",
+                killed);
   c.fault_end("failover", "server", "done");
   c.fault_end("replication-cut", "server", "master gone");
   while (c.running()) c.idle(ms(20));
