@@ -18,11 +18,11 @@ class FakeBackend final : public detail::Backend {
  public:
   FakeBackend(boost::asio::io_context& io, FakeServer& server) : io_(io), server_(server) {
     std::lock_guard lk(server_.mu_);
-    server_.backend_ = this;
+    server_.backends_.push_back(this);
   }
   ~FakeBackend() override {
     std::lock_guard lk(server_.mu_);
-    server_.backend_ = nullptr;
+    std::erase(server_.backends_, this);
     ++server_.destroyed_;  // nothing touches server_ after this
   }
 
@@ -35,7 +35,7 @@ class FakeBackend final : public detail::Backend {
     std::vector<std::function<void(bool)>> held;
     {
       std::lock_guard lk(server_.mu_);
-      server_.backend_ = nullptr;
+      std::erase(server_.backends_, this);
       held.swap(server_.held_);
     }
     for (auto& h : held) h(true);
@@ -86,10 +86,15 @@ class FakeBackend final : public detail::Backend {
       return post([done = std::move(done)] { done(Status(Errc::unavailable, "fake: renewals fail")); });
     std::vector<RenewOutcome> out;
     for (const RenewCall& c : calls) {
-      auto it = server_.locks_.find(c.name);
-      if (it == server_.locks_.end()) out.push_back(RenewOutcome::expired);
-      else if (it->second.owner != c.owner || it->second.grant != c.grant) out.push_back(RenewOutcome::taken);
-      else out.push_back(RenewOutcome::renewed);
+      FakeServer::Lock* l = server_.live(c.name);
+      if (l == nullptr) {
+        out.push_back(RenewOutcome::expired);
+      } else if (l->owner != c.owner || l->grant != c.grant) {
+        out.push_back(RenewOutcome::taken);
+      } else {
+        l->expires = std::chrono::steady_clock::now() + c.lease;
+        out.push_back(RenewOutcome::renewed);
+      }
     }
     post([done = std::move(done), out = std::move(out)] { done(out); });
   }
@@ -97,10 +102,13 @@ class FakeBackend final : public detail::Backend {
   void inspect(const std::string& name, std::function<void(Result<LockInfo>)> done) override {
     std::lock_guard lk(server_.mu_);
     LockInfo info;
-    if (auto it = server_.locks_.find(name); it != server_.locks_.end()) {
+    if (const FakeServer::Lock* l = server_.live(name)) {
       info.held = true;
-      info.fence = it->second.fence;
-      info.reentry_count = it->second.depth;
+      info.fence = l->fence;
+      info.reentry_count = l->depth;
+      if (l->expires != std::chrono::steady_clock::time_point::max())
+        info.remaining = std::chrono::duration_cast<std::chrono::milliseconds>(l->expires -
+                                                                               std::chrono::steady_clock::now());
     }
     info.last_fence = server_.fence_;
     post([done = std::move(done), info] { done(info); });
@@ -142,30 +150,35 @@ class FakeBackend final : public detail::Backend {
 
   AcquireOutcome apply_acquire(const AcquireCall& c) {
     AcquireOutcome out;
-    auto it = server_.locks_.find(c.name);
-    const bool mine = it != server_.locks_.end() && it->second.owner == c.owner && it->second.grant == c.grant;
-    if (it == server_.locks_.end()) {
+    FakeServer::Lock* held = server_.live(c.name);
+    const auto now = std::chrono::steady_clock::now();
+    // A session keeps its holds; a lease expires unless renewed.
+    const auto expires = server_.caps.needs_renewal ? now + c.lease : std::chrono::steady_clock::time_point::max();
+    if (held == nullptr) {
       if (c.held > 0) {
         out.kind = AcquireOutcome::Kind::lost;
         return out;
       }
       FakeServer::Lock& l = server_.locks_[c.name];
-      l = {c.owner, c.grant, 1, ++server_.fence_};
+      l = {c.owner, c.grant, 1, ++server_.fence_, expires};
       out.kind = AcquireOutcome::Kind::granted;
       out.fence = l.fence;
       out.depth = 1;
       return out;
     }
-    if (!mine) {
+    if (held->owner != c.owner || held->grant != c.grant) {
       if (c.held > 0) {
         out.kind = AcquireOutcome::Kind::lost;
         return out;
       }
       out.kind = AcquireOutcome::Kind::busy;
-      out.hint = server_.ttl_ ? WaitHint::expiry(*server_.ttl_) : WaitHint::event();
+      out.hint = held->expires == std::chrono::steady_clock::time_point::max()
+                     ? WaitHint::event()
+                     : WaitHint::expiry(std::chrono::duration_cast<std::chrono::milliseconds>(held->expires - now));
       return out;
     }
-    FakeServer::Lock& l = it->second;
+    FakeServer::Lock& l = *held;
+    l.expires = expires;
     if (l.depth == c.held) ++l.depth;                      // a new level
     else if (l.depth != c.held + 1) {                       // not a replay either
       out.kind = AcquireOutcome::Kind::mismatch;
@@ -180,12 +193,12 @@ class FakeBackend final : public detail::Backend {
 
   ReleaseOutcome apply_release(const ReleaseCall& c) {
     ReleaseOutcome out;
-    auto it = server_.locks_.find(c.name);
-    if (it == server_.locks_.end()) {
+    FakeServer::Lock* held = server_.live(c.name);
+    if (held == nullptr) {
       out.kind = ReleaseOutcome::Kind::not_held;
       return out;
     }
-    FakeServer::Lock& l = it->second;
+    FakeServer::Lock& l = *held;
     if (l.owner != c.owner || l.grant != c.grant) {
       out.kind = ReleaseOutcome::Kind::not_owner;
       return out;
@@ -199,8 +212,8 @@ class FakeBackend final : public detail::Backend {
     }
     out.depth = l.depth;
     if (l.depth == 0) {
-      server_.locks_.erase(it);
-      publish(c.name);
+      server_.locks_.erase(c.name);
+      server_.publish(c.name);
     }
     return out;
   }
@@ -245,44 +258,61 @@ void FakeServer::set_holder_ttl(std::optional<std::chrono::milliseconds> ttl) {
 }
 void FakeServer::take(const std::string& name) {
   std::lock_guard lk(mu_);
-  locks_[name] = {"other", 1, 1, ++fence_};
+  const auto never = std::chrono::steady_clock::time_point::max();
+  locks_[name] = {"other", 1, 1, ++fence_, ttl_ ? std::chrono::steady_clock::now() + *ttl_ : never};
 }
-void FakeServer::drop(const std::string& name, bool publish) {
+
+FakeServer::Lock* FakeServer::live(const std::string& name) {
+  auto it = locks_.find(name);
+  if (it == locks_.end()) return nullptr;
+  if (it->second.expires <= std::chrono::steady_clock::now()) {
+    locks_.erase(it);
+    return nullptr;
+  }
+  return &it->second;
+}
+template <class F>
+void FakeServer::each_backend(F f) {
+  for (FakeBackend* b : backends_) f(b);
+}
+void FakeServer::publish(const std::string& name) {
+  each_backend([&](FakeBackend* b) { b->publish(name); });
+}
+void FakeServer::drop(const std::string& name, bool publish_it) {
   std::lock_guard lk(mu_);
   locks_.erase(name);
-  if (publish && backend_) backend_->publish(name);
+  if (publish_it) publish(name);
 }
 void FakeServer::link(bool up) {
   std::lock_guard lk(mu_);
-  if (!backend_) return;
-  FakeBackend* b = backend_;
-  b->post([b, up] {
-    if (b->events().link) b->events().link(up);
+  each_backend([up](FakeBackend* b) {
+    b->post([b, up] {
+      if (b->events().link) b->events().link(up);
+    });
   });
 }
 void FakeServer::session_lost(LossReason reason) {
   std::lock_guard lk(mu_);
-  if (!backend_) return;
   locks_.clear();  // the session's holds are gone on the server too
-  FakeBackend* b = backend_;
-  b->post([b, reason] {
-    if (b->events().lost) b->events().lost({}, reason);
+  each_backend([reason](FakeBackend* b) {
+    b->post([b, reason] {
+      if (b->events().lost) b->events().lost({}, reason);
+    });
   });
 }
 void FakeServer::alive_until(std::chrono::steady_clock::time_point until) {
   std::lock_guard lk(mu_);
-  if (!backend_) return;
-  FakeBackend* b = backend_;
-  b->post([b, until] {
-    if (b->events().alive_until) b->events().alive_until(until);
+  each_backend([until](FakeBackend* b) {
+    b->post([b, until] {
+      if (b->events().alive_until) b->events().alive_until(until);
+    });
   });
 }
 
 std::optional<FakeServer::Lock> FakeServer::lock(const std::string& name) {
   std::lock_guard lk(mu_);
-  auto it = locks_.find(name);
-  if (it == locks_.end()) return std::nullopt;
-  return it->second;
+  if (const Lock* l = live(name)) return *l;
+  return std::nullopt;
 }
 int FakeServer::acquires() {
   std::lock_guard lk(mu_);

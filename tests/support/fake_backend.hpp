@@ -11,7 +11,11 @@
 // idempotent replays of acquire and release (the `held` count), owner- and
 // grant-checked release and renewal, a release to depth 0 publishes.
 //
-// Threading: Backend calls arrive on the client's I/O thread; the switches
+// Several clients may share one FakeServer, as they would a server: a
+// release is published to all of them; link, session and liveness switches
+// reach all of them.
+//
+// Threading: Backend calls arrive on the clients' I/O threads; the switches
 // and inspectors are called from the test's thread. One mutex guards all.
 #ifndef DLOCK_TESTS_SUPPORT_FAKE_BACKEND_HPP_
 #define DLOCK_TESTS_SUPPORT_FAKE_BACKEND_HPP_
@@ -41,6 +45,8 @@ struct FakeServer {
     std::uint64_t grant = 0;
     unsigned depth = 0;
     std::uint64_t fence = 0;
+    // Expires like a Redis key, on the steady clock (max: never).
+    std::chrono::steady_clock::time_point expires = std::chrono::steady_clock::time_point::max();
   };
 
   // Set before connecting.
@@ -60,9 +66,9 @@ struct FakeServer {
   // Watches are refused (permission_denied), as for an ACL user without
   // channel rights.
   void refuse_watches(bool on);
-  // The TTL a busy answer reports (nullopt: no expiry).
+  // The lease of holds made by take() (nullopt: no expiry); default 30 s.
   void set_holder_ttl(std::optional<std::chrono::milliseconds> ttl);
-  // Another client's hold (owner "other").
+  // Another client's hold (owner "other"), for the holder TTL.
   void take(const std::string& name);
   // Deletes the lock as an expiry would; publish: as a release would.
   void drop(const std::string& name, bool publish);
@@ -86,8 +92,14 @@ struct FakeServer {
 
  private:
   friend class FakeBackend;
+  // The live lock under `name` (an expired one is removed), or null.
+  // REQUIRES: mu_ held.
+  Lock* live(const std::string& name);
   std::mutex mu_;
-  FakeBackend* backend_ = nullptr;  // guarded by mu_; null once closed
+  std::vector<FakeBackend*> backends_;  // every open client's (guarded by mu_)
+  void publish(const std::string& name);  // to every client; REQUIRES: mu_ held
+  template <class F>
+  void each_backend(F f);  // REQUIRES: mu_ held
   std::map<std::string, Lock> locks_;
   std::uint64_t fence_ = 0;
   int drop_ = 0;

@@ -1,0 +1,201 @@
+// The lock contract every backend keeps, one suite run against each: Redis,
+// Redlock (three masters) and the in-memory fake. A new backend (ZooKeeper,
+// PostgreSQL, SQLite) joins by adding its environment to kBackends.
+#include <dlock/dlock.hpp>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <future>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "client_core.hpp"
+#include "support/fake_backend.hpp"
+#include "support/redis_server.hpp"
+#include "support/status_matchers.hpp"
+
+namespace dlock::test {
+namespace {
+
+using namespace std::chrono_literals;
+using ::testing::Gt;
+
+// Servers for one test, and clients of them.
+class Env {
+ public:
+  virtual ~Env() = default;
+  virtual Client client() = 0;
+};
+
+ClientOptions quiet() {
+  ClientOptions o;
+  o.logger = [](LogLevel, std::string_view) {};
+  return o;
+}
+
+class RedisEnv final : public Env {
+ public:
+  Client client() override { return Client::connect(server_.url(), quiet()); }
+
+ private:
+  RedisServer server_;
+};
+
+class RedlockEnv final : public Env {
+ public:
+  RedlockEnv() {
+    for (int i = 0; i < 3; ++i) servers_.push_back(std::make_unique<RedisServer>());
+  }
+  Client client() override {
+    std::string url = "redlock://";
+    for (std::size_t i = 0; i < servers_.size(); ++i)
+      url += (i ? "," : "") + std::string("127.0.0.1:") + std::to_string(servers_[i]->port());
+    return Client::connect(url, quiet());
+  }
+
+ private:
+  std::vector<std::unique_ptr<RedisServer>> servers_;
+};
+
+class FakeEnv final : public Env {
+ public:
+  Client client() override {
+    auto core = detail::ClientCore::connect_with(server_.maker(), quiet());
+    return detail::ClientFactory::make(std::move(core.value()));
+  }
+
+ private:
+  testing::FakeServer server_;  // outlives the test's clients (declared in the fixture first)
+};
+
+struct Backend {
+  const char* name;
+  std::unique_ptr<Env> (*make)();
+};
+
+const Backend kBackends[] = {
+    {"redis", [] { return std::unique_ptr<Env>(new RedisEnv); }},
+    {"redlock", [] { return std::unique_ptr<Env>(new RedlockEnv); }},
+    {"fake", [] { return std::unique_ptr<Env>(new FakeEnv); }},
+};
+
+class LockContract : public ::testing::TestWithParam<Backend> {
+ protected:
+  std::unique_ptr<Env> env = GetParam().make();
+  Client client = env->client();
+};
+
+LockOptions fixed(std::chrono::milliseconds lease) {
+  LockOptions o;
+  o.lease = lease;
+  return o;
+}
+
+LockOptions owner(const std::string& id) {
+  LockOptions o;
+  o.owner = id;
+  return o;
+}
+
+TEST_P(LockContract, AGrantIsVisibleAndItsReleaseFreesTheLock) {
+  auto lease = client.acquire("c", 0ms);
+  ASSERT_THAT(lease, IsOk());
+  EXPECT_THAT(lease->fence(), Gt(0u));
+  auto info = client.inspect("c");
+  ASSERT_THAT(info, IsOk());
+  EXPECT_TRUE(info->held);
+  EXPECT_EQ(info->reentry_count, 1u);
+  EXPECT_THAT(lease->release(), IsOk());
+  EXPECT_FALSE(client.inspect("c")->held);
+}
+
+TEST_P(LockContract, AnotherOwnerIsRefusedWhileItIsHeld) {
+  auto a = client.acquire("c", 0ms);
+  ASSERT_THAT(a, IsOk());
+  EXPECT_THAT(client.try_acquire("c"), StatusIs(Errc::busy));
+  EXPECT_THAT(client.acquire("c", 50ms), StatusIs(Errc::timeout));
+  Client other = env->client();
+  EXPECT_THAT(other.try_acquire("c"), StatusIs(Errc::busy));
+}
+
+TEST_P(LockContract, FencesIncreaseFromGrantToGrant) {
+  std::uint64_t last = 0;
+  for (int i = 0; i < 5; ++i) {
+    auto lease = client.acquire("c", 0ms);
+    ASSERT_THAT(lease, IsOk());
+    EXPECT_THAT(lease->fence(), Gt(last));
+    last = lease->fence();
+    ASSERT_THAT(lease->release(), IsOk());
+  }
+}
+
+TEST_P(LockContract, TheSameOwnerReentersAndFreesAtTheLastRelease) {
+  auto a = client.acquire("c", 0ms, owner("me"));
+  auto b = client.acquire("c", 0ms, owner("me"));
+  ASSERT_THAT(a, IsOk());
+  ASSERT_THAT(b, IsOk());
+  EXPECT_EQ(b->reentry_count(), 2u);
+  EXPECT_EQ(a->fence(), b->fence()) << "one grant";
+  ASSERT_THAT(b->release(), IsOk());
+  EXPECT_TRUE(client.inspect("c")->held);
+  EXPECT_THAT(client.try_acquire("c"), StatusIs(Errc::busy));
+  ASSERT_THAT(a->release(), IsOk());
+  EXPECT_FALSE(client.inspect("c")->held);
+}
+
+TEST_P(LockContract, AWaiterGetsTheLockWhenItIsReleased) {
+  auto holder = client.acquire("c", 0ms);  // 30 s watchdog lease: only a release frees it in time
+  ASSERT_THAT(holder, IsOk());
+  Client other = env->client();
+  auto waiter = std::async(std::launch::async, [&] { return other.acquire("c", 20s); });
+  std::this_thread::sleep_for(100ms);
+  ASSERT_THAT(holder->release(), IsOk());
+  auto got = waiter.get();
+  EXPECT_THAT(got, IsOk());
+}
+
+TEST_P(LockContract, AFixedLeaseExpiresAndItsLossIsReported) {
+  auto a = client.acquire("c", 0ms, fixed(100ms));
+  ASSERT_THAT(a, IsOk());
+  auto b = client.acquire("c", 5s);  // granted once the lease ran out
+  ASSERT_THAT(b, IsOk());
+  EXPECT_THAT(b->fence(), Gt(a->fence()));
+  EXPECT_TRUE(a->lost());
+  EXPECT_TRUE(a->lost_token().stop_requested());
+  const Status late = a->release();
+  EXPECT_TRUE(late.code() == Errc::not_owner || late.code() == Errc::not_held) << late.to_string();
+  EXPECT_TRUE(client.inspect("c")->held) << "the late release left the new holder alone";
+}
+
+TEST_P(LockContract, AReleasedLeaseCannotBeReleasedAgain) {
+  auto a = client.acquire("c", 0ms);
+  ASSERT_THAT(a, IsOk());
+  ASSERT_THAT(a->release(), IsOk());
+  EXPECT_THAT(a->release(), StatusIs(Errc::not_held));
+}
+
+TEST_P(LockContract, BadInputIsRefusedBeforeAnyIo) {
+  EXPECT_THAT(client.try_acquire(""), StatusIs(Errc::invalid_argument));
+  EXPECT_THAT(client.try_acquire("c", fixed(0ms)), StatusIs(Errc::invalid_argument));
+  EXPECT_THAT(client.try_acquire("c", fixed(-5ms)), StatusIs(Errc::invalid_argument));
+  EXPECT_THAT(client.acquire("c", -1ms), StatusIs(Errc::invalid_argument));
+  EXPECT_FALSE(client.inspect("c")->held);
+}
+
+TEST_P(LockContract, ClosingAClientFreesWhatItHeld) {
+  {
+    Client first = env->client();
+    ASSERT_THAT(first.acquire("c", 0ms, owner("me")), IsOk());
+    ASSERT_THAT(first.acquire("c", 0ms, owner("me")), IsOk());  // two levels, both freed
+  }
+  EXPECT_THAT(client.try_acquire("c"), IsOk());
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, LockContract, ::testing::ValuesIn(kBackends),
+                         [](const ::testing::TestParamInfo<Backend>& info) { return std::string(info.param.name); });
+
+}  // namespace
+}  // namespace dlock::test
