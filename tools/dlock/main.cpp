@@ -142,7 +142,8 @@ int cmd_status(const Common& common, const std::string& name) {
 struct RunOptions {
   std::string name;
   std::vector<std::string> command;
-  std::string ttl = "30s";
+  // The library's watchdog lease: one default, kept in LockOptions.
+  std::string ttl = std::to_string(dlock::LockOptions{}.watchdog_lease.count()) + "ms";
   std::string wait;  // empty: forever
   std::string grace = "10s";
 };
@@ -473,7 +474,10 @@ int main(int argc, char** argv) {
       "while dlock is still connecting or waiting end it (128+N) without running CMD. CMD inherits no connection "
       "to the lock server.");
   add_common(run_cmd);
-  run_cmd->add_option("--ttl", run.ttl, "Lease, renewed every ttl/3 while CMD runs (default 30s; 10ms to 1 year)")
+  run_cmd->add_option("--ttl", run.ttl,
+                      "Lease, renewed every ttl/3 while CMD runs (default " +
+                          std::to_string(dlock::LockOptions{}.watchdog_lease.count() / 1000) +
+                          "s, LockOptions::watchdog_lease; 10ms to 1 year)")
       ->check(DurationValidator());
   run_cmd->add_option("--wait", run.wait,
                       "How long to wait for the lock (default: forever; 0: try once; 100 years or more: forever)")
