@@ -32,8 +32,8 @@ std::span<const BackendScheme> backend_schemes() { return {std::begin(kSchemes),
 Result<std::unique_ptr<Backend>> make_backend(std::string_view url, BackendContext& context) {
   const auto end = url.find("://");
   if (end == std::string_view::npos)
-    return Status(Errc::invalid_argument, "bad URL '" + describe_url(url) + "': expected SCHEME://... (schemes: " +
-                                              scheme_list() + ")");
+    // Not echoed: without a scheme, a password in it cannot be told apart.
+    return Status(Errc::invalid_argument, "bad URL: expected SCHEME://... (this build serves: " + scheme_list() + ")");
   const std::string_view scheme = url.substr(0, end);
   for (const auto& s : backend_schemes())
     if (s.scheme == scheme) return s.make(url, context);

@@ -110,3 +110,42 @@ TEST(Url, ErrorsNeverEchoThePassword) {
 
 }  // namespace
 }  // namespace dlock::detail
+
+// The registry: backends by URL scheme.
+#include <boost/asio/io_context.hpp>
+
+#include "backend_registry.hpp"
+
+namespace dlock::detail {
+namespace {
+
+TEST(BackendRegistry, AnUnknownSchemeNamesTheSchemesThisBuildServes) {
+  boost::asio::io_context io;
+  ClientOptions options;
+  BackendContext context{io, options, nullptr};
+  auto zk = make_backend("zk://127.0.0.1:2181/locks", context);
+  ASSERT_FALSE(zk.ok());
+  EXPECT_EQ(zk.code(), Errc::invalid_argument);
+  EXPECT_NE(zk.status().message().find("'zk'"), std::string::npos) << zk.status().message();
+  EXPECT_NE(zk.status().message().find("redis, rediss, redlock"), std::string::npos) << zk.status().message();
+  auto none = make_backend("localhost:6379", context);
+  EXPECT_EQ(none.code(), Errc::invalid_argument);
+  auto secret = make_backend("nope://user:hunter2@host", context);
+  EXPECT_EQ(secret.status().message().find("hunter2"), std::string::npos);
+  auto bad = make_backend("localhost:hunter2@x", context);
+  EXPECT_EQ(bad.status().message().find("hunter2"), std::string::npos) << bad.status().message();
+}
+
+TEST(BackendRegistry, EachRedisSchemeMakesABackend) {
+  boost::asio::io_context io;
+  ClientOptions options;
+  BackendContext context{io, options, nullptr};
+  EXPECT_TRUE(make_backend("redis://127.0.0.1:1", context).ok());
+  EXPECT_TRUE(make_backend("redlock://127.0.0.1:1,127.0.0.1:2,127.0.0.1:3", context).ok());
+  auto wait = make_backend("redis://127.0.0.1:1?wait_replicas=2", context);
+  EXPECT_TRUE(wait.ok());
+  EXPECT_EQ(options.wait_replicas, 2) << "the URL fills in an option left at its default";
+}
+
+}  // namespace
+}  // namespace dlock::detail
