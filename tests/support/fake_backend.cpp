@@ -68,7 +68,12 @@ class FakeBackend final : public detail::Backend {
     std::lock_guard lk(server_.mu_);
     ++server_.releases_;
     if (auto failed = take_failure()) return post([done = std::move(done), s = *failed] { done(s); });
-    post([done = std::move(done), out = apply_release(call)] { done(out); });
+    Result<ReleaseOutcome> out = apply_release(call);
+    if (server_.drop_release_ > 0) {
+      --server_.drop_release_;
+      out = Status(Errc::outcome_unknown, "fake: reply dropped");
+    }
+    post([done = std::move(done), out = std::move(out)] { done(out); });
   }
 
   void abandon(const AbandonCall& call, std::function<void(Status)> done) override {
@@ -226,6 +231,10 @@ class FakeBackend final : public detail::Backend {
 void FakeServer::drop_acquire_replies(int n) {
   std::lock_guard lk(mu_);
   drop_ = n;
+}
+void FakeServer::drop_release_replies(int n) {
+  std::lock_guard lk(mu_);
+  drop_release_ = n;
 }
 void FakeServer::hold_acquire_reply(int index) {
   std::lock_guard lk(mu_);

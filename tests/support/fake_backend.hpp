@@ -53,8 +53,10 @@ struct FakeServer {
   detail::Capabilities caps;
 
   // --- switches (any thread) ---
-  // The next `n` acquire calls are applied but answered outcome_unknown.
+  // The next `n` acquire (release) calls are applied but answered
+  // outcome_unknown: the reply was lost.
   void drop_acquire_replies(int n);
+  void drop_release_replies(int n);
   // Acquire call number `index` (1-based, counted over the whole run) is
   // applied at once but its reply is held until flush().
   void hold_acquire_reply(int index);
@@ -103,6 +105,7 @@ struct FakeServer {
   std::map<std::string, Lock> locks_;
   std::uint64_t fence_ = 0;
   int drop_ = 0;
+  int drop_release_ = 0;
   std::optional<int> hold_index_;
   int fail_ = 0;
   Status fail_status_;

@@ -300,5 +300,68 @@ TEST(CoreDecisions, ShutdownInsideAnAsyncCallbackDeletesTheCoreAfterTheDrain) {
   EXPECT_FALSE(server.lock("a").has_value()) << "shutdown released the lease";
 }
 
+TEST(CoreDecisions, ALostReleaseReplyIsResentAndItsReplayCountsAsReleased) {
+  FakeServer server;
+  Client client = connect(server);
+  auto lease = client.acquire("a", 0ms, owner("me"));
+  ASSERT_TRUE(lease.ok());
+  server.drop_release_replies(1);  // applied; the reply lost
+  EXPECT_TRUE(lease->release().ok()) << "the replay finds it released by our first attempt";
+  EXPECT_EQ(server.releases(), 2);
+  EXPECT_FALSE(server.lock("a").has_value());
+}
+
+TEST(CoreDecisions, ARenewalThatFindsAnotherOwnerReportsTaken) {
+  FakeServer server;
+  Client client = connect(server);
+  std::atomic<int> taken{0};
+  LockOptions o;
+  o.watchdog_lease = 300ms;
+  o.renew_interval = 50ms;
+  o.on_lost = [&](LossReason r) {
+    if (r == LossReason::taken) ++taken;
+  };
+  auto lease = client.acquire("a", 0ms, o);
+  ASSERT_TRUE(lease.ok());
+  server.take("a");  // someone else's now (as after an expiry and a new grant)
+  ASSERT_TRUE(eventually([&] { return lease->lost(); }));
+  EXPECT_TRUE(eventually([&] { return taken.load() == 1; }));
+  EXPECT_EQ(server.lock("a")->owner, "other") << "the lost holder never touches the new one";
+}
+
+TEST(CoreDecisions, WaitersOfTheSameOwnerReenterWhenItIsGranted) {
+  FakeServer server;
+  server.take("a");
+  Client client = connect(server);
+  std::promise<Result<Lease>> first, second;
+  client.async_acquire("a", 10000ms, owner("me"), [&](Result<Lease> r) { first.set_value(std::move(r)); });
+  client.async_acquire("a", 10000ms, owner("me"), [&](Result<Lease> r) { second.set_value(std::move(r)); });
+  ASSERT_TRUE(eventually([&] { return server.acquires() == 4; }));
+  server.drop("a", true);  // one release: wakes one waiter; its grant lets the other re-enter
+  auto a = first.get_future().get();
+  auto b = second.get_future().get();
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(server.lock("a")->depth, 2u);
+  EXPECT_EQ(a->fence(), b->fence());
+}
+
+TEST(CoreDecisions, AWokenWaiterThatFailsPassesTheWakeUpOn) {
+  FakeServer server;
+  server.take("a");  // 30 s TTL: only a release frees it in time
+  Client client = connect(server);
+  std::promise<Result<Lease>> first, second;
+  client.async_acquire("a", 10000ms, {}, [&](Result<Lease> r) { first.set_value(std::move(r)); });
+  ASSERT_TRUE(eventually([&] { return server.acquires() == 2; }));
+  client.async_acquire("a", 10000ms, {}, [&](Result<Lease> r) { second.set_value(std::move(r)); });
+  ASSERT_TRUE(eventually([&] { return server.acquires() == 4; }));
+  // The release wakes the first waiter, whose attempt then fails for good.
+  server.fail_calls(1, Status(Errc::permission_denied, "fake: NOPERM"));
+  server.drop("a", true);
+  EXPECT_EQ(first.get_future().get().code(), Errc::permission_denied);
+  auto f = second.get_future();
+  ASSERT_EQ(f.wait_for(5s), std::future_status::ready) << "the wake-up died with the first waiter";
+  EXPECT_TRUE(f.get().ok());
+}
+
 }  // namespace
 }  // namespace dlock
