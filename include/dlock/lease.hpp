@@ -51,8 +51,9 @@ class Lease {
   Lease(const Lease&) = delete;
   Lease& operator=(const Lease&) = delete;
 
-  // True until release() succeeds or the lease is moved from. Stays true after
-  // the lock is lost: check lost() as well.
+  // True until release() returns (whatever its outcome: the level is given
+  // up either way) or the lease is moved from. Stays true after the lock is
+  // lost: check lost() as well.
   bool held() const noexcept;
   explicit operator bool() const noexcept { return held(); }
 

@@ -38,8 +38,10 @@ constexpr milliseconds to_wait(const std::chrono::duration<Rep, Period>& d) {
 
 enum class LogLevel { debug, info, warning, error };
 
-// Receives the library's diagnostics. Called from the client's I/O thread:
-// must not block and must not call back into the blocking API.
+// Receives the library's diagnostics. Called on the client's I/O thread, and
+// on the caller's thread for a failed release in Mutex::unlock() or ~Lease:
+// so it must be thread-safe, must not block and must not call back into the
+// blocking API.
 using Logger = std::function<void(LogLevel, std::string_view message)>;
 
 struct ClientOptions {
