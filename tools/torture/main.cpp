@@ -54,6 +54,103 @@ std::string one_line(const RunReport& r) {
   return buf;
 }
 
+// The internal subcommand each worker process runs.
+CLI::App* add_worker_command(CLI::App& app, WorkerArgs& wa) {
+  auto* worker = app.add_subcommand("worker", "(internal) one worker process");
+  worker->group("");
+  worker->add_option("--proc", wa.proc)->required();
+  worker->add_option("--inc", wa.inc);
+  worker->add_option("--slot", wa.slot);
+  worker->add_option("--slots", wa.slots)->required();
+  worker->add_option("--slot-count", wa.slot_count)->required();
+  worker->add_option("--strategy", wa.strategy)->required();
+  worker->add_option("--lock-ports", wa.lock_ports)->required()->delimiter(',');
+  worker->add_option("--resource-port", wa.resource_port)->required();
+  worker->add_option("--ttl", wa.ttl_ms);
+  worker->add_option("--think", wa.think_ms);
+  worker->add_option("--wait", wa.wait_ms);
+  worker->add_option("--history", wa.history)->required();
+  worker->add_option("--seed", wa.seed);
+  worker->add_option("--failpoints", wa.failpoints);
+  return worker;
+}
+
+int print_list() {
+  std::cout << "scenarios:\n";
+  for (const auto& s : scenarios())
+    std::cout << "  " << s.name << std::string(s.name.size() < 22 ? 22 - s.name.size() : 1, ' ') << s.summary << "\n";
+  std::cout << "strategies:\n";
+  for (const auto& s : strategy_names()) std::cout << "  " << s << (is_naive(s) ? "  (naive control)" : "") << "\n";
+  return 0;
+}
+
+// The one run `run` asks for; an empty string when it can be done, else why not.
+std::string check_single(const RunConfig& cfg) {
+  if (!find_scenario(cfg.scenario)) return "unknown scenario '" + cfg.scenario + "' (see: dlock-torture list)";
+  bool known = false;
+  for (const auto& s : strategy_names()) known = known || s == cfg.strategy;
+  if (!known) return "unknown strategy '" + cfg.strategy + "' (see: dlock-torture list)";
+  if (!applies(*find_scenario(cfg.scenario), cfg.strategy))
+    return "scenario '" + cfg.scenario + "' does not apply to strategy '" + cfg.strategy +
+           "' (Redlock scenarios need redlock; failover needs one server)";
+  return {};
+}
+
+struct SuiteFilter {
+  bool full = false;
+  std::vector<std::string> scenarios, strategies;
+};
+
+std::vector<PlannedRun> plan_suite(const SuiteFilter& f) {
+  std::vector<PlannedRun> plan = f.full ? full_suite() : short_suite();
+  auto keep = [](const std::vector<std::string>& only, const std::string& v) {
+    return only.empty() || std::find(only.begin(), only.end(), v) != only.end();
+  };
+  std::erase_if(plan, [&](const PlannedRun& p) {
+    return !keep(f.scenarios, p.scenario) || !keep(f.strategies, p.strategy);
+  });
+  return plan;
+}
+
+// Runs the plan once per seed, printing as it goes. single: one run, shown
+// in full; else one line per run and the suite's table and files at the end.
+int execute(const RunConfig& cfg, const std::vector<PlannedRun>& plan, const std::vector<std::uint64_t>& seeds,
+            const std::string& out, bool single) {
+  std::vector<RunReport> reports;
+  bool all_pass = true;
+  try {
+    for (const auto seed : seeds) {
+      for (const auto& p : plan) {
+        RunConfig rc = cfg;
+        rc.scenario = p.scenario;
+        rc.strategy = p.strategy;
+        rc.seed = seed;
+        rc.out_dir = (fs::path(out) / (p.scenario + "." + p.strategy + "." + std::to_string(seed))).string();
+        RunReport r = run_one(rc);
+        all_pass = all_pass && r.verdict.pass;
+        if (single) {
+          std::cout << render_text(r) << "\nrun directory: " << rc.out_dir << " (timeline.html)\n";
+        } else {
+          std::cout << one_line(r) << std::endl;
+          for (const auto& why : r.verdict.problems) std::cout << "    " << why << "\n";
+        }
+        reports.push_back(std::move(r));
+      }
+    }
+  } catch (const std::exception& ex) {
+    std::cerr << "dlock-torture: " << ex.what() << "\n";
+    return 2;
+  }
+  if (!single) {
+    const std::string table = render_suite_text(reports);
+    std::cout << "\n" << table;
+    std::ofstream(fs::path(out) / "suite.txt") << table;
+    std::ofstream(fs::path(out) / "suite.json") << render_suite_json(reports);
+    std::cout << "reports: " << out << "/suite.txt, suite.json, <run>/timeline.html\n";
+  }
+  return all_pass ? 0 : 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -82,35 +179,19 @@ int main(int argc, char** argv) {
   add_common(run);
 
   auto* suite = app.add_subcommand("suite", "Run a plan of scenarios x strategies");
-  bool full = false;
+  SuiteFilter filter;
   int seeds = 1;
   std::uint64_t first_seed = 1;
-  suite->add_flag("--full", full, "Every scenario on every strategy (default: the short suite)");
-  suite->add_flag("--short", [&](std::int64_t) { full = false; }, "Every scenario on dlock, each naive strategy once");
+  suite->add_flag("--full", filter.full, "Every scenario on every strategy (default: the short suite)");
+  suite->add_flag("--short", [&](std::int64_t) { filter.full = false; }, "Every scenario on dlock, each naive strategy once");
   suite->add_option("--seeds", seeds, "Repetitions with seeds first..first+K-1")->capture_default_str();
   suite->add_option("--first-seed", first_seed, "First seed")->capture_default_str();
-  std::vector<std::string> only_scenarios, only_strategies;
-  suite->add_option("--scenario", only_scenarios, "Only these scenarios (repeatable)");
-  suite->add_option("--strategy", only_strategies, "Only these strategies (repeatable)");
+  suite->add_option("--scenario", filter.scenarios, "Only these scenarios (repeatable)");
+  suite->add_option("--strategy", filter.strategies, "Only these strategies (repeatable)");
   add_common(suite);
 
   WorkerArgs wa;
-  auto* worker = app.add_subcommand("worker", "(internal) one worker process");
-  worker->group("");
-  worker->add_option("--proc", wa.proc)->required();
-  worker->add_option("--inc", wa.inc);
-  worker->add_option("--slot", wa.slot);
-  worker->add_option("--slots", wa.slots)->required();
-  worker->add_option("--slot-count", wa.slot_count)->required();
-  worker->add_option("--strategy", wa.strategy)->required();
-  worker->add_option("--lock-ports", wa.lock_ports)->required()->delimiter(',');
-  worker->add_option("--resource-port", wa.resource_port)->required();
-  worker->add_option("--ttl", wa.ttl_ms);
-  worker->add_option("--think", wa.think_ms);
-  worker->add_option("--wait", wa.wait_ms);
-  worker->add_option("--history", wa.history)->required();
-  worker->add_option("--seed", wa.seed);
-  worker->add_option("--failpoints", wa.failpoints);
+  auto* worker = add_worker_command(app, wa);
 
   try {
     app.parse(argc, argv);
@@ -118,17 +199,8 @@ int main(int argc, char** argv) {
     const int rc = app.exit(e);
     return rc == 0 ? 0 : 64;
   }
-
   if (*worker) return worker_main(wa);
-
-  if (*list) {
-    std::cout << "scenarios:\n";
-    for (const auto& s : scenarios())
-      std::cout << "  " << s.name << std::string(s.name.size() < 22 ? 22 - s.name.size() : 1, ' ') << s.summary << "\n";
-    std::cout << "strategies:\n";
-    for (const auto& s : strategy_names()) std::cout << "  " << s << (is_naive(s) ? "  (naive control)" : "") << "\n";
-    return 0;
-  }
+  if (*list) return print_list();
 
   cfg.duration_ms = static_cast<std::int64_t>(duration_s * 1000);
   cfg.self_exe = self_exe();
@@ -140,68 +212,14 @@ int main(int argc, char** argv) {
   cfg.clock_shim = fs::absolute(cfg.clock_shim).string();
   fs::create_directories(out);
 
-  std::vector<PlannedRun> plan;
-  std::vector<std::uint64_t> seed_list;
   if (*run) {
-    if (!find_scenario(cfg.scenario)) {
-      std::cerr << "dlock-torture: unknown scenario '" << cfg.scenario << "' (see: dlock-torture list)\n";
+    if (std::string why = check_single(cfg); !why.empty()) {
+      std::cerr << "dlock-torture: " << why << "\n";
       return 64;
     }
-    bool known = false;
-    for (const auto& s : strategy_names()) known = known || s == cfg.strategy;
-    if (!known) {
-      std::cerr << "dlock-torture: unknown strategy '" << cfg.strategy << "' (see: dlock-torture list)\n";
-      return 64;
-    }
-    if (!applies(*find_scenario(cfg.scenario), cfg.strategy)) {
-      std::cerr << "dlock-torture: scenario '" << cfg.scenario << "' does not apply to strategy '" << cfg.strategy
-                << "' (Redlock scenarios need redlock; failover needs one server)\n";
-      return 64;
-    }
-    plan.push_back({cfg.scenario, cfg.strategy});
-    seed_list.push_back(cfg.seed);
-  } else {
-    plan = full ? full_suite() : short_suite();
-    auto keep = [](const std::vector<std::string>& only, const std::string& v) {
-      return only.empty() || std::find(only.begin(), only.end(), v) != only.end();
-    };
-    std::erase_if(plan, [&](const PlannedRun& p) {
-      return !keep(only_scenarios, p.scenario) || !keep(only_strategies, p.strategy);
-    });
-    for (int i = 0; i < seeds; ++i) seed_list.push_back(first_seed + static_cast<std::uint64_t>(i));
+    return execute(cfg, {{cfg.scenario, cfg.strategy}}, {cfg.seed}, out, true);
   }
-
-  std::vector<RunReport> reports;
-  bool all_pass = true;
-  try {
-    for (const auto seed : seed_list) {
-      for (const auto& p : plan) {
-        RunConfig rc = cfg;
-        rc.scenario = p.scenario;
-        rc.strategy = p.strategy;
-        rc.seed = seed;
-        rc.out_dir = (fs::path(out) / (p.scenario + "." + p.strategy + "." + std::to_string(seed))).string();
-        RunReport r = run_one(rc);
-        all_pass = all_pass && r.verdict.pass;
-        if (*run) {
-          std::cout << render_text(r) << "\nrun directory: " << rc.out_dir << " (timeline.html)\n";
-        } else {
-          std::cout << one_line(r) << std::endl;
-          for (const auto& why : r.verdict.problems) std::cout << "    " << why << "\n";
-        }
-        reports.push_back(std::move(r));
-      }
-    }
-  } catch (const std::exception& ex) {
-    std::cerr << "dlock-torture: " << ex.what() << "\n";
-    return 2;
-  }
-  if (*suite) {
-    const std::string table = render_suite_text(reports);
-    std::cout << "\n" << table;
-    std::ofstream(fs::path(out) / "suite.txt") << table;
-    std::ofstream(fs::path(out) / "suite.json") << render_suite_json(reports);
-    std::cout << "reports: " << out << "/suite.txt, suite.json, <run>/timeline.html\n";
-  }
-  return all_pass ? 0 : 1;
+  std::vector<std::uint64_t> seed_list;
+  for (int i = 0; i < seeds; ++i) seed_list.push_back(first_seed + static_cast<std::uint64_t>(i));
+  return execute(cfg, plan_suite(filter), seed_list, out, false);
 }
