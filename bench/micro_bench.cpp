@@ -46,7 +46,7 @@ void BM_AcquireFsmUncontended(benchmark::State& state) {
   for (auto _ : state) {
     dlock::detail::AcquireFsm fsm(now, dlock::kForever, 2s);
     benchmark::DoNotOptimize(fsm.start());
-    benchmark::DoNotOptimize(fsm.on_granted());
+    benchmark::DoNotOptimize(fsm.on_granted(now, now, 30s, true));
   }
 }
 BENCHMARK(BM_AcquireFsmUncontended);
