@@ -65,7 +65,9 @@ struct LockInfo {
                                      // of any lock gets a higher fence
   milliseconds remaining{0};         // lease left (PTTL); 0 when free
   unsigned reentry_count = 0;        // 0 when free
-  unsigned waiters = 0;              // subscribers waiting for its release
+  unsigned waiters = 0;              // clients waiting for its release, as the
+                                     // server sees them (Redis: subscribers of
+                                     // the name's release channel)
 };
 
 // Counters since the client was created; a snapshot.

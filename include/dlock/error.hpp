@@ -48,7 +48,8 @@ enum class Errc : int {
   auth_failed = 6,       // wrong user/password, or server requires AUTH
   tls_failed = 7,        // TLS handshake or certificate verification failed
   permission_denied = 8, // ACL user may not run a command or touch a key
-  wrong_type = 9,        // a lock key holds another Redis type (WRONGTYPE)
+  wrong_type = 9,        // the lock's storage holds something else: a Redis
+                         // key of another type (WRONGTYPE)
   not_owner = 10,        // release/renew of a lock held by another owner;
                          // nothing was touched
   not_held = 11,         // release of a lock this owner does not hold

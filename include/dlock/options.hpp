@@ -63,7 +63,8 @@ struct ClientOptions {
   milliseconds reconnect_backoff_min{50};
   milliseconds reconnect_backoff_max{2000};
 
-  // Prefix of every key and channel the library touches. Default: "dlock:".
+  // Redis and Redlock: prefix of every key and channel the library touches.
+  // Default: "dlock:".
   // A lock named N lives at "<prefix>{N}" (a hash, gone when released or
   // expired) with its wake-up channel "<prefix>{N}:wake"; the hash tag {N}
   // keeps them in one Redis Cluster slot. Fences come from one counter,
@@ -105,7 +106,8 @@ enum class LossReason {
   taken,        // the key is held by another owner
   unreachable,  // the server could not confirm the lease before it ran out
                 // (or within one renewal interval of losing the connection)
-  wrong_type,   // the key now holds another Redis type
+  wrong_type,   // the lock's storage now holds something else (Redis: a key
+                // of another type)
 };
 std::string_view to_string(LossReason reason) noexcept;
 
