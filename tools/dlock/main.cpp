@@ -226,17 +226,20 @@ std::optional<dlock::Client> connect_interruptibly(const Common& c, int sig_fd, 
     exit_code = dlock::cli::kSoftware;
     return std::nullopt;
   }
-  std::thread([c, result, client] {
+  std::thread connecting([c, result, client] {
     int code = 0;
     *client = connect(c, code);
     result->set(code);
-  }).detach();
+  });
   if (int sig = wait_or_signal(sig_fd, result->fd); sig != 0) {
     // The connecting thread cannot be stopped; nothing is held yet, so end
     // the process here rather than race its exit.
     std::cerr.flush();
     _exit(interrupted(c, sig, "connecting"));
   }
+  // Joined, not detached: a thread still exiting while the process exits
+  // races the crypto library's clean-up of its per-thread state.
+  connecting.join();
   exit_code = *result->take();
   return std::move(*client);
 }
