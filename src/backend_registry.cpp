@@ -5,6 +5,9 @@
 #if DLOCK_WITH_REDIS
 #include "redis/factory.hpp"
 #endif
+#if DLOCK_WITH_SQLITE
+#include "sqlite/factory.hpp"
+#endif
 
 namespace dlock::detail {
 namespace {
@@ -15,6 +18,9 @@ constexpr BackendScheme kSchemes[] = {
     {"rediss", redis::make_from_url},
     {"redlock", redis::make_redlock_from_url},
     {"redlock+tls", redis::make_redlock_from_url},
+#endif
+#if DLOCK_WITH_SQLITE
+    {"sqlite", sqlite::make_from_url},
 #endif
     {"", nullptr},  // keeps the array non-empty in a build without backends
 };

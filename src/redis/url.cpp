@@ -1,5 +1,6 @@
 #include "redis/url.hpp"
 
+#include "core/url_parts.hpp"
 #include "dlock/client.hpp"
 
 #include <algorithm>
@@ -11,53 +12,10 @@ namespace {
 
 Status bad(std::string what) { return {Errc::invalid_argument, "bad Redis URL: " + std::move(what)}; }
 
-int hex_value(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
-// Cuts the next "key[=value]" off a query string ("a=1&b=2").
-std::string_view next_param(std::string_view& query) {
-  const auto amp = query.find('&');
-  const std::string_view kv = query.substr(0, amp);
-  query = amp == std::string_view::npos ? std::string_view() : query.substr(amp + 1);
-  return kv;
-}
-
 // Listed in the redis:// "unknown parameter" message; not offered by Redlock.
 constexpr std::string_view kWaitParamsListed = ", wait_replicas, wait_timeout_ms";
 
-bool percent_decode(std::string_view in, std::string& out) {
-  out.clear();
-  for (std::size_t i = 0; i < in.size(); ++i) {
-    if (in[i] != '%') {
-      out += in[i];
-      continue;
-    }
-    if (i + 2 >= in.size()) return false;
-    int hi = hex_value(in[i + 1]), lo = hex_value(in[i + 2]);
-    if (hi < 0 || lo < 0) return false;
-    out += static_cast<char>(hi * 16 + lo);
-    i += 2;
-  }
-  return true;
-}
-
-template <class Int>
-bool parse_int(std::string_view s, Int& out) {
-  if (s.empty()) return false;
-  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
-  return ec == std::errc() && p == s.data() + s.size();
-}
-
 }  // namespace
-
-}  // namespace dlock::detail
-
-
-namespace dlock::detail {
 
 std::string RedisEndpoint::describe() const {
   std::string out = tls ? "rediss://" : "redis://";

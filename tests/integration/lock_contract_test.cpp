@@ -1,6 +1,6 @@
 // The lock contract every backend keeps, one suite run against each: Redis,
-// Redlock (three masters) and the in-memory fake. A new backend (ZooKeeper,
-// PostgreSQL, SQLite) joins by adding its environment to kBackends.
+// Redlock (three masters), SQLite and the in-memory fake. A new backend
+// (ZooKeeper, PostgreSQL) joins by adding its environment to kBackends.
 #include <dlock/dlock.hpp>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -16,6 +16,7 @@
 #include "support/fake_backend.hpp"
 #include "support/redis_server.hpp"
 #include "support/status_matchers.hpp"
+#include "support/temp_dir.hpp"
 
 namespace dlock::test {
 namespace {
@@ -60,6 +61,14 @@ class RedlockEnv final : public Env {
   std::vector<std::unique_ptr<RedisServer>> servers_;
 };
 
+class SqliteEnv final : public Env {
+ public:
+  Client client() override { return Client::connect("sqlite://" + dir_.file("locks.db"), quiet()); }
+
+ private:
+  TempDir dir_;
+};
+
 class FakeEnv final : public Env {
  public:
   Client client() override {
@@ -79,6 +88,7 @@ struct Backend {
 const Backend kBackends[] = {
     {"redis", [] { return std::unique_ptr<Env>(new RedisEnv); }},
     {"redlock", [] { return std::unique_ptr<Env>(new RedlockEnv); }},
+    {"sqlite", [] { return std::unique_ptr<Env>(new SqliteEnv); }},
     {"fake", [] { return std::unique_ptr<Env>(new FakeEnv); }},
 };
 

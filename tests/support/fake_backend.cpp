@@ -92,14 +92,8 @@ class FakeBackend final : public detail::Backend {
     std::vector<RenewOutcome> out;
     for (const RenewCall& c : calls) {
       FakeServer::Lock* l = server_.live(c.name);
-      if (l == nullptr) {
-        out.push_back(RenewOutcome::expired);
-      } else if (l->owner != c.owner || l->grant != c.grant) {
-        out.push_back(RenewOutcome::taken);
-      } else {
-        l->expires = std::chrono::steady_clock::now() + c.lease;
-        out.push_back(RenewOutcome::renewed);
-      }
+      out.push_back(detail::decide_renew(l, c));
+      if (out.back() == RenewOutcome::renewed) l->expires_ms = FakeServer::steady_ms() + c.lease.count();
     }
     post([done = std::move(done), out = std::move(out)] { done(out); });
   }
@@ -111,9 +105,8 @@ class FakeBackend final : public detail::Backend {
       info.held = true;
       info.fence = l->fence;
       info.reentry_count = l->depth;
-      if (l->expires != std::chrono::steady_clock::time_point::max())
-        info.remaining = std::chrono::duration_cast<std::chrono::milliseconds>(l->expires -
-                                                                               std::chrono::steady_clock::now());
+      if (l->expires_ms != detail::kNoExpiry)
+        info.remaining = std::chrono::milliseconds(l->expires_ms - FakeServer::steady_ms());
     }
     info.last_fence = server_.fence_;
     post([done = std::move(done), info] { done(info); });
@@ -153,74 +146,24 @@ class FakeBackend final : public detail::Backend {
     return server_.fail_status_;
   }
 
+  // The lease-row decisions every row backend shares (core/lock_row).
   AcquireOutcome apply_acquire(const AcquireCall& c) {
-    AcquireOutcome out;
-    FakeServer::Lock* held = server_.live(c.name);
-    const auto now = std::chrono::steady_clock::now();
+    const std::int64_t now = FakeServer::steady_ms();
     // A session keeps its holds; a lease expires unless renewed.
-    const auto expires = server_.caps.needs_renewal ? now + c.lease : std::chrono::steady_clock::time_point::max();
-    if (held == nullptr) {
-      if (c.held > 0) {
-        out.kind = AcquireOutcome::Kind::lost;
-        return out;
-      }
-      FakeServer::Lock& l = server_.locks_[c.name];
-      l = {c.owner, c.grant, 1, ++server_.fence_, expires};
-      out.kind = AcquireOutcome::Kind::granted;
-      out.fence = l.fence;
-      out.depth = 1;
-      return out;
-    }
-    if (held->owner != c.owner || held->grant != c.grant) {
-      if (c.held > 0) {
-        out.kind = AcquireOutcome::Kind::lost;
-        return out;
-      }
-      out.kind = AcquireOutcome::Kind::busy;
-      out.hint = held->expires == std::chrono::steady_clock::time_point::max()
-                     ? WaitHint::event()
-                     : WaitHint::expiry(std::chrono::duration_cast<std::chrono::milliseconds>(held->expires - now));
-      return out;
-    }
-    FakeServer::Lock& l = *held;
-    l.expires = expires;
-    if (l.depth == c.held) ++l.depth;                      // a new level
-    else if (l.depth != c.held + 1) {                       // not a replay either
-      out.kind = AcquireOutcome::Kind::mismatch;
-      out.depth = l.depth;
-      return out;
-    }
-    out.kind = AcquireOutcome::Kind::granted;
-    out.fence = l.fence;
-    out.depth = l.depth;
-    return out;
+    const std::int64_t expires = server_.caps.needs_renewal ? now + c.lease.count() : detail::kNoExpiry;
+    auto r = detail::decide_acquire(server_.live(c.name), c, now, expires, [this] { return ++server_.fence_; });
+    if (r.write) server_.locks_[c.name] = std::move(*r.write);
+    return r.outcome;
   }
 
   ReleaseOutcome apply_release(const ReleaseCall& c) {
-    ReleaseOutcome out;
-    FakeServer::Lock* held = server_.live(c.name);
-    if (held == nullptr) {
-      out.kind = ReleaseOutcome::Kind::not_held;
-      return out;
-    }
-    FakeServer::Lock& l = *held;
-    if (l.owner != c.owner || l.grant != c.grant) {
-      out.kind = ReleaseOutcome::Kind::not_owner;
-      return out;
-    }
-    if (c.all || l.depth == c.held) {
-      l.depth = c.all ? 0 : l.depth - 1;
-    } else if (l.depth != c.held - 1) {
-      out.kind = ReleaseOutcome::Kind::mismatch;
-      out.depth = l.depth;
-      return out;
-    }
-    out.depth = l.depth;
-    if (l.depth == 0) {
+    auto r = detail::decide_release(server_.live(c.name), c);
+    if (r.write == detail::RowRelease::Write::update) server_.locks_[c.name] = r.row;
+    if (r.write == detail::RowRelease::Write::erase) {
       server_.locks_.erase(c.name);
       server_.publish(c.name);
     }
-    return out;
+    return r.outcome;
   }
 
   boost::asio::io_context& io_;
@@ -267,14 +210,18 @@ void FakeServer::set_holder_ttl(std::optional<std::chrono::milliseconds> ttl) {
 }
 void FakeServer::take(const std::string& name) {
   std::lock_guard lk(mu_);
-  const auto never = std::chrono::steady_clock::time_point::max();
-  locks_[name] = {"other", 1, 1, ++fence_, ttl_ ? std::chrono::steady_clock::now() + *ttl_ : never};
+  locks_[name] = {"other", 1, 1, ++fence_, ttl_ ? steady_ms() + ttl_->count() : detail::kNoExpiry};
+}
+
+std::int64_t FakeServer::steady_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
 }
 
 FakeServer::Lock* FakeServer::live(const std::string& name) {
   auto it = locks_.find(name);
   if (it == locks_.end()) return nullptr;
-  if (it->second.expires <= std::chrono::steady_clock::now()) {
+  if (it->second.expires_ms <= steady_ms()) {
     locks_.erase(it);
     return nullptr;
   }

@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "backend.hpp"
+#include "core/lock_row.hpp"
 
 namespace dlock::testing {
 
@@ -40,14 +41,9 @@ class FakeBackend;
 // What the test holds: the switches, shared with the backend the client
 // owns (the client builds it on its own I/O loop).
 struct FakeServer {
-  struct Lock {
-    std::string owner;
-    std::uint64_t grant = 0;
-    unsigned depth = 0;
-    std::uint64_t fence = 0;
-    // Expires like a Redis key, on the steady clock (max: never).
-    std::chrono::steady_clock::time_point expires = std::chrono::steady_clock::time_point::max();
-  };
+  // expires_ms: on the steady clock (steady_ms()); kNoExpiry: never.
+  using Lock = detail::LockRow;
+  static std::int64_t steady_ms();
 
   // Set before connecting.
   detail::Capabilities caps;

@@ -1,0 +1,38 @@
+#include "core/url_parts.hpp"
+
+namespace dlock::detail {
+namespace {
+
+int hex_value(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+}  // namespace
+
+bool percent_decode(std::string_view in, std::string& out) {
+  out.clear();
+  for (std::size_t i = 0; i < in.size(); ++i) {
+    if (in[i] != '%') {
+      out += in[i];
+      continue;
+    }
+    if (i + 2 >= in.size()) return false;
+    int hi = hex_value(in[i + 1]), lo = hex_value(in[i + 2]);
+    if (hi < 0 || lo < 0) return false;
+    out += static_cast<char>(hi * 16 + lo);
+    i += 2;
+  }
+  return true;
+}
+
+std::string_view next_param(std::string_view& query) {
+  const auto amp = query.find('&');
+  const std::string_view kv = query.substr(0, amp);
+  query = amp == std::string_view::npos ? std::string_view() : query.substr(amp + 1);
+  return kv;
+}
+
+}  // namespace dlock::detail

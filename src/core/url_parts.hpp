@@ -1,0 +1,27 @@
+// Pieces every backend's URL parser uses: percent-decoding, query
+// parameters, whole numbers.
+#ifndef DLOCK_CORE_URL_PARTS_HPP_
+#define DLOCK_CORE_URL_PARTS_HPP_
+
+#include <charconv>
+#include <string>
+#include <string_view>
+
+namespace dlock::detail {
+
+// false on a malformed escape ("%4", "%zz").
+bool percent_decode(std::string_view in, std::string& out);
+
+// Cuts the next "key[=value]" off a query string ("a=1&b=2").
+std::string_view next_param(std::string_view& query);
+
+template <class Int>
+bool parse_int(std::string_view s, Int& out) {
+  if (s.empty()) return false;
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
+  return ec == std::errc() && p == s.data() + s.size();
+}
+
+}  // namespace dlock::detail
+
+#endif  // DLOCK_CORE_URL_PARTS_HPP_

@@ -1,0 +1,86 @@
+// A thin RAII layer over the sqlite3 C API: a connection, prepared
+// statements, and errors as Status with SQLite's extended result code as the
+// backend code. Single-threaded: each Database is used by one thread.
+#ifndef DLOCK_SQLITE_DATABASE_HPP_
+#define DLOCK_SQLITE_DATABASE_HPP_
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "dlock/error.hpp"
+
+struct sqlite3;
+struct sqlite3_stmt;
+
+namespace dlock::sqlite {
+
+class Database;
+
+// A prepared statement, reset (bindings kept until rebound) at each run.
+class Statement {
+ public:
+  Statement() = default;
+  Statement(Statement&&) noexcept;
+  Statement& operator=(Statement&&) noexcept;
+  ~Statement();
+
+  Statement& bind(int index, std::int64_t value);
+  Statement& bind(int index, std::string_view value);
+  Statement& bind_null(int index);
+  // true: a row is there to read; false: done. Errors as Status.
+  Result<bool> step();
+  // Runs to completion (a write).
+  Status run();
+  std::int64_t int64(int column) const;
+  std::string text(int column) const;
+  bool is_null(int column) const;
+  void reset();
+
+ private:
+  friend class Database;
+  Statement(Database* db, sqlite3_stmt* stmt) : db_(db), stmt_(stmt) {}
+  Database* db_ = nullptr;
+  sqlite3_stmt* stmt_ = nullptr;
+};
+
+class Database {
+ public:
+  // Opens (creating) the file read-write; `busy` bounds how long a statement
+  // waits for another connection's write lock.
+  static Result<std::unique_ptr<Database>> open(const std::string& path, std::chrono::milliseconds busy);
+  ~Database();
+  Database(const Database&) = delete;
+  Database& operator=(const Database&) = delete;
+
+  Status exec(const char* sql);
+  Result<Statement> prepare(std::string_view sql);
+  // The Status for result code `rc` of `what`, from the connection's error.
+  Status error(int rc, std::string_view what) const;
+  std::int64_t changes() const;
+
+ private:
+  explicit Database(sqlite3* db) : db_(db) {}
+  sqlite3* db_;
+};
+
+// BEGIN IMMEDIATE (the write lock first, so the busy handler applies and no
+// read-then-write deadlock can happen); rolled back unless committed.
+class WriteTransaction {
+ public:
+  explicit WriteTransaction(Database& db) : db_(db) {}
+  ~WriteTransaction();
+  Status begin();
+  Status commit();
+
+ private:
+  Database& db_;
+  bool open_ = false;
+};
+
+}  // namespace dlock::sqlite
+
+#endif  // DLOCK_SQLITE_DATABASE_HPP_
