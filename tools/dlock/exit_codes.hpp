@@ -13,6 +13,7 @@ namespace dlock::cli {
 inline constexpr int kUsage = 64;        // EX_USAGE
 inline constexpr int kUnavailable = 69;  // EX_UNAVAILABLE
 inline constexpr int kSoftware = 70;     // EX_SOFTWARE
+inline constexpr int kCantCreate = 73;   // EX_CANTCREAT: the default lock file's directory
 inline constexpr int kTempFail = 75;     // EX_TEMPFAIL
 inline constexpr int kNoPerm = 77;       // EX_NOPERM
 inline constexpr int kLockLost = 79;     // dlock's own: the lock was lost while CMD ran

@@ -29,6 +29,7 @@
 #include <string>
 #include <vector>
 
+#include "default_url.hpp"
 #include "exit_codes.hpp"
 
 namespace {
@@ -456,14 +457,20 @@ int main(int argc, char** argv) {
   sigset_t sigs = forwarded_signals();
   pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
 
-  CLI::App app{"dlock: distributed locks from the shell (Redis).", "dlock"};
+  CLI::App app{"dlock: distributed locks from the shell (Redis, Redlock, SQLite).", "dlock"};
   app.require_subcommand(1);
   app.footer(kExitCodesHelp);
   Common common;
   const char* env_url = std::getenv("DLOCK_URL");
-  common.url = env_url != nullptr && *env_url != '\0' ? env_url : "redis://127.0.0.1:6379";
+  const bool url_from_env = env_url != nullptr && *env_url != '\0';
+  common.url = url_from_env ? env_url : dlock::cli::default_url();
   auto add_common = [&](CLI::App* sub) {
-    sub->add_option("--url", common.url, "Lock server URL (default: $DLOCK_URL, else redis://127.0.0.1:6379)");
+    sub->add_option("--url", common.url,
+                    "Lock store URL: redis://HOST:PORT, redlock://H1,H2,H3, sqlite:///PATH (default: $DLOCK_URL, "
+                    "else " +
+                        dlock::cli::default_url() +
+                        ": locks shared by this user's processes on this machine only; name a server to lock "
+                        "across machines)");
     sub->add_flag("-q,--quiet", common.quiet, "Print only errors");
     sub->footer(kExitCodesHelp);
   };
@@ -507,6 +514,11 @@ int main(int argc, char** argv) {
               << (status_cmd->parsed() ? "status " : "") << "--help)\n";
     return dlock::cli::kUsage;
   }
+  if (common.url == dlock::cli::default_url())
+    if (std::string err = dlock::cli::prepare_default_dir(); !err.empty()) {
+      std::cerr << "dlock: " << err << '\n';
+      return dlock::cli::kCantCreate;
+    }
   try {
     if (run_cmd->parsed()) return cmd_run(common, run);
     return cmd_status(common, status_name);
