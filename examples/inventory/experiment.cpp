@@ -326,7 +326,7 @@ int main(int argc, char** argv) {
     std::vector<int> ports;
     for (int i = 0; i < 2; ++i) {
       children.push_back(start({service.string(), "--port", "0", "--redis-port", std::to_string(redis_port),
-                                "--think-ms", think_ms},
+                                "--think-ms", think_ms, "--sqlite", (tmp / "locks.db").string()},
                                true, (tmp / ("service" + std::to_string(i) + ".log")).string()));
       ports.push_back(read_listening_port(children.back().out_fd));
     }
@@ -340,6 +340,7 @@ int main(int argc, char** argv) {
         {"setnx", "SETNX+DEL, fail fast (seed v1)", 2, true},
         {"dlock", "dlock::Mutex, blocking", 2, true},
         {"dlock-try", "dlock try_lock, fail fast", 2, true},
+        {"dlock-sqlite", "dlock::Mutex, SQLite file", 2, true},
     };
     for (Row& r : rows) run_row(r, ports, redis_port, requests);
 
@@ -368,7 +369,7 @@ int main(int argc, char** argv) {
                   << " errors\n";
         rc = 1;
       }
-      if (r.variant == "dlock" && r.succeeded != std::min(requests, 100)) {
+      if ((r.variant == "dlock" || r.variant == "dlock-sqlite") && r.succeeded != std::min(requests, 100)) {
         std::cout << "FAIL: dlock blocking sold " << r.succeeded << ", expected " << std::min(requests, 100) << "\n";
         rc = 1;
       }

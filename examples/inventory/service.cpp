@@ -12,8 +12,10 @@
 //   setnx      seed 001 v1: SETNX key; busy -> refuse; ...; DEL key
 //   dlock      dlock::Mutex, waiting for the lock (up to 10 s)
 //   dlock-try  dlock::Mutex::try_lock, refusing when busy
+//   dlock-sqlite  dlock::Mutex over a SQLite lock file (instances on one
+//              machine, no lock server), waiting up to 10 s
 //
-//   inventory-service --port P --redis-port R [--think-ms 2]
+//   inventory-service --port P --redis-port R [--think-ms 2] [--sqlite PATH]
 #include <dlock/dlock.hpp>
 
 #include "common/sync_redis.hpp"
@@ -45,6 +47,12 @@ struct Config {
   int port = 0;
   int redis_port = 6379;
   int think_ms = 2;
+  std::string sqlite;  // lock file of the dlock-sqlite variant
+};
+
+struct Clients {
+  dlock::Client redis;
+  std::optional<dlock::Client> sqlite;
 };
 
 struct Reply {
@@ -92,7 +100,14 @@ Reply decrement(Store& store, int think_ms) {
   return {http::status::ok, "left " + std::to_string(*stock - 1)};
 }
 
-Reply handle(const std::string& variant, Store& store, const dlock::Client& client, const Config& cfg) {
+Reply with_mutex(const dlock::Client& client, Store& store, const Config& cfg, bool wait) {
+  dlock::Mutex m(client, kLockName);  // one owner per request
+  if (wait ? !m.try_lock_for(std::chrono::seconds(10)) : !m.try_lock()) return {http::status::locked, "lock busy"};
+  std::lock_guard lk(m, std::adopt_lock);
+  return decrement(store, cfg.think_ms);
+}
+
+Reply handle(const std::string& variant, Store& store, const Clients& clients, const Config& cfg) {
   if (variant == "nolock") return decrement(store, cfg.think_ms);
   if (variant == "mutex") {
     std::lock_guard lk(g_process_mutex);
@@ -104,20 +119,15 @@ Reply handle(const std::string& variant, Store& store, const dlock::Client& clie
     store.del();
     return r;
   }
-  if (variant == "dlock" || variant == "dlock-try") {
-    dlock::Mutex m(client, kLockName);  // one owner per request
-    if (variant == "dlock") {
-      if (!m.try_lock_for(std::chrono::seconds(10))) return {http::status::locked, "lock busy"};
-    } else if (!m.try_lock()) {
-      return {http::status::locked, "lock busy"};
-    }
-    std::lock_guard lk(m, std::adopt_lock);
-    return decrement(store, cfg.think_ms);
+  if (variant == "dlock" || variant == "dlock-try") return with_mutex(clients.redis, store, cfg, variant == "dlock");
+  if (variant == "dlock-sqlite") {
+    if (!clients.sqlite) return {http::status::not_found, "started without --sqlite"};
+    return with_mutex(*clients.sqlite, store, cfg, true);
   }
   return {http::status::not_found, "unknown variant '" + variant + "'"};
 }
 
-void serve(tcp::socket socket, const dlock::Client& client, const Config& cfg) {
+void serve(tcp::socket socket, const Clients& clients, const Config& cfg) {
   try {
     Store store(cfg.redis_port);
     boost::beast::flat_buffer buffer;
@@ -130,7 +140,7 @@ void serve(tcp::socket socket, const dlock::Client& client, const Config& cfg) {
       Reply reply{http::status::not_found, "use POST /buy/<variant>"};
       if (req.method() == http::verb::post && target.rfind("/buy/", 0) == 0) {
         try {
-          reply = handle(target.substr(5), store, client, cfg);
+          reply = handle(target.substr(5), store, clients, cfg);
         } catch (const std::exception& e) {
           reply = {http::status::internal_server_error, e.what()};
         }
@@ -156,21 +166,23 @@ int main(int argc, char** argv) {
     if (std::strcmp(argv[i], "--port") == 0) cfg.port = std::atoi(argv[i + 1]);
     else if (std::strcmp(argv[i], "--redis-port") == 0) cfg.redis_port = std::atoi(argv[i + 1]);
     else if (std::strcmp(argv[i], "--think-ms") == 0) cfg.think_ms = std::atoi(argv[i + 1]);
+    else if (std::strcmp(argv[i], "--sqlite") == 0) cfg.sqlite = argv[i + 1];
     else {
-      std::cerr << "usage: inventory-service --port P --redis-port R [--think-ms N]\n";
+      std::cerr << "usage: inventory-service --port P --redis-port R [--think-ms N] [--sqlite PATH]\n";
       return 64;
     }
   }
   try {
     dlock::ClientOptions opts;
-    auto client = dlock::Client::connect("redis://127.0.0.1:" + std::to_string(cfg.redis_port), opts);
+    Clients clients{dlock::Client::connect("redis://127.0.0.1:" + std::to_string(cfg.redis_port), opts), {}};
+    if (!cfg.sqlite.empty()) clients.sqlite = dlock::Client::connect("sqlite://" + cfg.sqlite, opts);
     asio::io_context io;
     tcp::acceptor acceptor(io, {asio::ip::make_address("127.0.0.1"), static_cast<unsigned short>(cfg.port)});
     std::cout << "listening " << acceptor.local_endpoint().port() << std::endl;
     for (;;) {
       tcp::socket s(io);
       acceptor.accept(s);
-      std::thread([s = std::move(s), client, &cfg]() mutable { serve(std::move(s), client, cfg); }).detach();
+      std::thread([s = std::move(s), &clients, &cfg]() mutable { serve(std::move(s), clients, cfg); }).detach();
     }
   } catch (const std::exception& e) {
     std::cerr << "inventory-service: " << e.what() << '\n';

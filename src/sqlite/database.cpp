@@ -2,6 +2,8 @@
 
 #include <sqlite3.h>
 
+#include <algorithm>
+#include <thread>
 #include <utility>
 
 namespace dlock::sqlite {
@@ -28,7 +30,24 @@ Errc errc_for(int rc) {
   }
 }
 
+// SQLite's own busy handler sleeps up to 100 ms between tries; dlock's
+// transactions hold the write lock for microseconds, so tries start at
+// 50 us and back off to 2 ms, until `busy` has passed.
+int on_busy(void* arg, int tries) {
+  const auto* db = static_cast<const Database*>(arg);
+  const auto waited = std::chrono::steady_clock::now() - db->busy_since(tries);
+  if (waited >= db->busy_limit()) return 0;
+  const auto pause = std::chrono::microseconds(50) * (1 << std::min(tries, 5));
+  std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(pause, std::chrono::milliseconds(2)));
+  return 1;
+}
+
 }  // namespace
+
+std::chrono::steady_clock::time_point Database::busy_since(int tries) const {
+  if (tries == 0) busy_start_ = std::chrono::steady_clock::now();
+  return busy_start_;
+}
 
 Statement::Statement(Statement&& o) noexcept : db_(o.db_), stmt_(std::exchange(o.stmt_, nullptr)) {}
 Statement& Statement::operator=(Statement&& o) noexcept {
@@ -84,14 +103,23 @@ Result<std::unique_ptr<Database>> Database::open(const std::string& path, std::c
   // a command that `dlock run` starts inherits none of them.
   const int rc = sqlite3_open_v2(path.c_str(), &raw,
                                  SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
-  std::unique_ptr<Database> db(new Database(raw));
+  std::unique_ptr<Database> db(new Database(raw, busy));
   if (rc != SQLITE_OK) return db->error(rc, "cannot open " + path);
   sqlite3_extended_result_codes(raw, 1);
-  sqlite3_busy_timeout(raw, static_cast<int>(std::min<std::int64_t>(busy.count(), 1 << 30)));
+  sqlite3_busy_handler(raw, on_busy, db.get());
   return db;
 }
 
 Database::~Database() { sqlite3_close_v2(db_); }
+
+Status Database::exec_retrying(const char* sql) {
+  const auto until = std::chrono::steady_clock::now() + busy_;
+  for (int tries = 0;; ++tries) {
+    Status s = exec(sql);
+    if (s.ok() || s.code() != Errc::unavailable || std::chrono::steady_clock::now() >= until) return s;
+    (void)on_busy(this, tries);
+  }
+}
 
 Status Database::exec(const char* sql) {
   const int rc = sqlite3_exec(db_, sql, nullptr, nullptr, nullptr);
@@ -118,7 +146,7 @@ WriteTransaction::~WriteTransaction() {
   if (open_) (void)db_.exec("ROLLBACK");
 }
 Status WriteTransaction::begin() {
-  Status s = db_.exec("BEGIN IMMEDIATE");
+  Status s = db_.exec_retrying("BEGIN IMMEDIATE");
   open_ = s.ok();
   return s;
 }

@@ -57,14 +57,25 @@ class Database {
   Database& operator=(const Database&) = delete;
 
   Status exec(const char* sql);
+  // exec, tried again while another connection holds a lock in a way that
+  // skips the busy handler (a journal-mode change, WAL recovery), for up to
+  // the busy limit.
+  Status exec_retrying(const char* sql);
   Result<Statement> prepare(std::string_view sql);
   // The Status for result code `rc` of `what`, from the connection's error.
   Status error(int rc, std::string_view what) const;
   std::int64_t changes() const;
 
+  // For the busy handler: when this wait began (try 0 starts it), and how
+  // long one may last.
+  std::chrono::steady_clock::time_point busy_since(int tries) const;
+  std::chrono::milliseconds busy_limit() const { return busy_; }
+
  private:
-  explicit Database(sqlite3* db) : db_(db) {}
+  Database(sqlite3* db, std::chrono::milliseconds busy) : db_(db), busy_(busy) {}
   sqlite3* db_;
+  std::chrono::milliseconds busy_;
+  mutable std::chrono::steady_clock::time_point busy_start_;
 };
 
 // BEGIN IMMEDIATE (the write lock first, so the busy handler applies and no

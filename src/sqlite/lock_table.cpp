@@ -27,7 +27,7 @@ Result<std::unique_ptr<LockTable>> LockTable::open(Database& db) {
   {
     WriteTransaction tx(db);
     if (Status s = tx.begin(); !s.ok()) return s;
-    if (Status s = db.exec(kSchema); !s.ok()) return s;
+    if (Status s = db.exec_retrying(kSchema); !s.ok()) return s;
     if (Status s = tx.commit(); !s.ok()) return s;
   }
   auto version = db.prepare("SELECT value FROM dlock_meta WHERE key = 'schema'");

@@ -134,7 +134,7 @@ class SqliteBackend final : public detail::Backend {
     db_ = std::move(*db);
     // WAL: readers never block the writer; FULL: a granted fence survives a
     // power cut, so fences never repeat.
-    if (Status s = db_->exec("PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL"); !s.ok()) return s;
+    if (Status s = db_->exec_retrying("PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL"); !s.ok()) return s;
     auto table = LockTable::open(*db_);
     if (!table.ok()) return table.status();
     table_ = std::move(*table);

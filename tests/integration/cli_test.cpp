@@ -107,6 +107,30 @@ TEST_F(Cli, ConcurrentRunsAreSerialised) {
   EXPECT_EQ(SyncRedis(server.port()).integer({"GET", "counter"}), kShells * kRounds);
 }
 
+// No --url, no DLOCK_URL: a SQLite file of the user's, no server. Shells
+// doing a non-atomic file increment under `dlock run` lose nothing.
+TEST_F(Cli, WithoutAUrlRunsAreSerialisedThroughAFileOfTheUser) {
+  const std::string home = server.dir() + "/home", counter = server.dir() + "/counter";
+  const Env no_server = {{"DLOCK_URL", ""}, {"HOME", home}, {"XDG_STATE_HOME", ""}};
+  constexpr int kShells = 3, kRounds = 10;
+  const std::string incr = "v=$(cat " + counter + " 2>/dev/null); sleep 0.005; echo $((${v:-0}+1)) > " + counter;
+  const std::string loop = "for i in $(seq " + std::to_string(kRounds) + "); do '" + kCli +
+                           "' run --quiet counter -- sh -c '" + incr + "' || exit 1; done";
+  std::vector<pid_t> shells;
+  for (int s = 0; s < kShells; ++s) shells.push_back(spawn({"sh", "-c", loop}, no_server).pid);
+  for (pid_t p : shells) EXPECT_EQ(wait_exit(p, 120s), 0);
+  std::ifstream in(counter);
+  int v = 0;
+  in >> v;
+  EXPECT_EQ(v, kShells * kRounds);
+  EXPECT_TRUE(std::ifstream(home + "/.local/state/dlock/locks.db").good());
+  auto status = run({kCli, "status", "--json", "counter"}, 30s, no_server);
+  EXPECT_EQ(status.exit_code, 0) << status.err;
+  EXPECT_EQ(nlohmann::json::parse(status.out)["held"], false);
+  auto help = run({kCli, "run", "--help"}, 30s, no_server);
+  EXPECT_NE(help.out.find(home + "/.local/state/dlock/locks.db"), std::string::npos) << "--help names the file";
+}
+
 TEST_F(Cli, LostLockTerminatesTheCommandAndExits79) {
   std::string marker = server.dir() + "/got-term";
   std::string cmd = "trap 'touch " + marker + "; exit 0' TERM; redis-cli -p " + std::to_string(server.port()) +

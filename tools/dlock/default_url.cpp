@@ -30,10 +30,11 @@ std::string default_url() { return "sqlite://" + default_db_path(); }
 std::string prepare_default_dir() {
   const std::string dir = default_dir();
   // Each missing parent, then the directory itself private to the user.
-  for (std::size_t at = 1; at != std::string::npos; at = dir.find('/', at + 1)) {
-    const std::string part = dir.substr(0, dir.find('/', at) == std::string::npos ? dir.size() : dir.find('/', at));
+  for (std::size_t end = dir.find('/', 1);; end = dir.find('/', end + 1)) {
+    const std::string part = dir.substr(0, end);
     if (mkdir(part.c_str(), 0700) != 0 && errno != EEXIST)
       return "cannot create " + part + ": " + std::strerror(errno);
+    if (end == std::string::npos) break;
   }
   struct stat st {};
   if (stat(dir.c_str(), &st) != 0) return "cannot use " + dir + ": " + std::strerror(errno);
