@@ -11,6 +11,7 @@
 #include <sys/eventfd.h>
 #include <sys/signalfd.h>
 #include <sys/syscall.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -276,8 +277,12 @@ std::optional<dlock::Lease> acquire_interruptibly(const Common& common, const dl
 
 // The child: own process group, default signal mask, nothing of dlock's
 // inherited but stdio (the lock server's sockets are close-on-exec anyway).
-[[noreturn]] void exec_child(std::vector<char*>& argv, int errno_fd) {
+// It dies with dlock: a dlock killed by SIGKILL holds nothing any more (a
+// SQLite lock passes on at once), so CMD must not run on without it.
+[[noreturn]] void exec_child(std::vector<char*>& argv, int errno_fd, pid_t parent) {
   setpgid(0, 0);
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() != parent) _exit(128 + SIGKILL);  // dlock died before the line above
   sigset_t none;
   sigemptyset(&none);
   sigprocmask(SIG_SETMASK, &none, nullptr);
@@ -359,6 +364,7 @@ pid_t spawn_cmd(const RunOptions& o, std::uint64_t fence) {
     return -1;
   }
 
+  const pid_t parent = getpid();
   pid_t child = fork();
   if (child < 0) {
     std::cerr << "dlock: fork failed: " << std::strerror(errno) << '\n';
@@ -366,7 +372,7 @@ pid_t spawn_cmd(const RunOptions& o, std::uint64_t fence) {
     close(exec_errno_pipe[1]);
     return -1;
   }
-  if (child == 0) exec_child(argv, exec_errno_pipe[1]);
+  if (child == 0) exec_child(argv, exec_errno_pipe[1], parent);
   setpgid(child, child);  // also here: no race with the first signal
   close(exec_errno_pipe[1]);
   int exec_errno = 0;
