@@ -69,7 +69,8 @@ template <class Pair>
 Pairs run_pairs(double seconds, Pair pair) {
   std::vector<double> lat;
   lat.reserve(100000);
-  const auto start = Clock::now(), end = start + std::chrono::duration<double>(seconds);
+  const auto start = Clock::now();
+  const auto end = start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
   long long i = 0;
   while (Clock::now() < end) {
     const auto t0 = Clock::now();
@@ -187,7 +188,8 @@ Handoff w3(const std::string& dir, double seconds, int procs) {
         while (Clock::now() < end) {
           m.lock();
           const long long got = mono_ns();
-          std::ofstream(counter, std::ios::trunc) << read_counter(counter) + 1;
+          const long long v = read_counter(counter);  // read before the write truncates it
+          std::ofstream(counter, std::ios::trunc) << v + 1;
           const long long rel = mono_ns();
           m.unlock();
           ev << got << ' ' << rel << '\n';
