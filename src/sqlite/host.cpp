@@ -65,7 +65,9 @@ const ProcessId& self() {
 }
 
 bool known_dead(const ProcessId& p) {
-  if (p.pid <= 0 || p.ns.empty() || p.ns != self().ns) return false;
+  const ProcessId& me = self();
+  if (p.pid <= 0 || p.ns.empty() || p.ns != me.ns) return false;
+  if (p.pid == me.pid) return p.start != me.start;  // this process, or one before it with its pid
   char state = 0;
   std::uint64_t start = 0;
   if (!read_stat(p.pid, state, start)) return true;  // no such process

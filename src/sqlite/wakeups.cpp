@@ -32,15 +32,23 @@ Status Wakeups::open(std::function<void()> rung) {
   if (wake_fd_ < 0) return {Errc::permission_denied, "cannot open " + wake_path + ": " + std::strerror(errno)};
   const int fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
   if (fd < 0) return {Errc::unavailable, std::string("inotify_init1: ") + std::strerror(errno)};
-  // The directory, not the file: a wake file deleted and made again is
-  // still seen.
-  if (inotify_add_watch(fd, dir_.c_str(), IN_MODIFY) < 0) {
-    const int e = errno;
-    ::close(fd);
-    return {Errc::unavailable, "inotify on " + dir_ + ": " + std::strerror(e)};
-  }
   inotify_ = std::make_unique<asio::posix::stream_descriptor>(io_, fd);
   read_events();
+  return {};
+}
+
+Status Wakeups::listen(bool on) {
+  if (closed_ || !inotify_ || on == (watch_ >= 0)) return {};
+  const int fd = inotify_->native_handle();
+  if (!on) {
+    inotify_rm_watch(fd, watch_);
+    watch_ = -1;
+    return {};
+  }
+  // The directory, not the file: a wake file deleted and made again is
+  // still seen.
+  watch_ = inotify_add_watch(fd, dir_.c_str(), IN_MODIFY);
+  if (watch_ < 0) return {Errc::unavailable, "inotify on " + dir_ + ": " + std::strerror(errno)};
   return {};
 }
 

@@ -26,9 +26,14 @@ class Wakeups {
   Wakeups(boost::asio::io_context& io, std::string db_path);
   ~Wakeups();
 
-  // Creates the wake file and the inotify watch. `rung` runs (on the I/O
-  // thread) after writes to the wake file by any process, this one included.
+  // Creates the wake file and an inotify instance. While listening, `rung`
+  // runs (on the I/O thread) after writes to the wake file by any process,
+  // this one included.
   Status open(std::function<void()> rung);
+  // Listens only while this process waits for something: the I/O thread is
+  // not woken by every commit of every process otherwise. Turned on before
+  // the waiter's next attempt, so no release after it is missed.
+  Status listen(bool on);
   // Tells every watcher that something was released.
   void ring();
   // `died` runs once if process `p` exits while watched under `name`.
@@ -43,6 +48,7 @@ class Wakeups {
   boost::asio::io_context& io_;
   std::string dir_, wake_name_;
   int wake_fd_ = -1;
+  int watch_ = -1;  // the inotify watch descriptor while listening
   std::unique_ptr<boost::asio::posix::stream_descriptor> inotify_;
   alignas(8) std::array<char, 4096> buf_{};
   std::function<void()> rung_;

@@ -1,0 +1,120 @@
+#include "sqlite/lock_store.hpp"
+
+#include <algorithm>
+
+#include "core/lock_row.hpp"
+#include "sqlite/host.hpp"
+
+namespace dlock::sqlite {
+namespace {
+
+using detail::AcquireOutcome;
+using detail::ReleaseOutcome;
+using detail::RenewOutcome;
+
+std::string dir_of(const std::string& path) {
+  const auto slash = path.rfind('/');
+  return slash == 0 ? "/" : path.substr(0, slash);
+}
+
+// A lease in the table's milliseconds, kept far from overflow.
+std::int64_t until(std::int64_t now, milliseconds lease) {
+  return now + std::min<std::int64_t>(lease.count(), detail::kNoExpiry / 2);
+}
+
+}  // namespace
+
+Result<std::unique_ptr<LockStore>> LockStore::open(const std::string& path, std::chrono::milliseconds busy) {
+  if (Status s = check_local_fs(dir_of(path)); !s.ok()) return s;
+  auto db = Database::open(path, busy);
+  if (!db.ok()) return db.status();
+  // WAL: readers never block the writer. FULL (a setting of each
+  // connection): a granted fence survives a power cut, so fences never repeat.
+  if (Status s = (*db)->exec_retrying("PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL"); !s.ok()) return s;
+  auto table = LockTable::open(**db);
+  if (!table.ok()) return table.status();
+  return std::unique_ptr<LockStore>(new LockStore(std::move(*db), std::move(*table)));
+}
+
+// Any error rolls the transaction back.
+template <class T, class F>
+Result<T> LockStore::in_transaction(F&& body) {
+  WriteTransaction tx(*db_);
+  if (Status s = tx.begin(); !s.ok()) return s;
+  Result<T> out = body();
+  if (!out.ok()) return out;
+  if (Status s = tx.commit(); !s.ok()) {
+    // Refused before writing (busy): nothing happened. Any other failure of
+    // a commit (I/O, disk full) may or may not have made it durable.
+    if (s.code() == Errc::unavailable) return s;
+    return Status(Errc::outcome_unknown, s.message(), s.backend_code());
+  }
+  return out;
+}
+
+Result<AcquireOutcome> LockStore::acquire(const detail::AcquireCall& call, std::optional<ProcessId>* holder) {
+  if (Status s = detail::check_mode(call, "SQLite"); !s.ok()) return s;
+  return in_transaction<AcquireOutcome>([&]() -> Result<AcquireOutcome> {
+    auto stored = table_->read(call.name);
+    if (!stored.ok()) return stored.status();
+    const std::int64_t now = boot_ms();
+    Status fence_error;
+    auto r = detail::decide_acquire(LockTable::live(*stored, now), call, now, until(now, call.lease), [&] {
+      auto f = table_->next_fence();
+      if (!f.ok()) fence_error = f.status();
+      return f.ok() ? *f : 0;
+    });
+    if (!fence_error.ok()) return fence_error;
+    if (r.write)
+      if (Status s = table_->write(call.name, *r.write); !s.ok()) return s;
+    if (holder != nullptr && r.outcome.kind == AcquireOutcome::Kind::busy) *holder = (*stored)->holder;
+    return r.outcome;
+  });
+}
+
+Result<ReleaseOutcome> LockStore::release(const detail::ReleaseCall& call) {
+  return in_transaction<ReleaseOutcome>([&]() -> Result<ReleaseOutcome> {
+    auto stored = table_->read(call.name);
+    if (!stored.ok()) return stored.status();
+    auto r = detail::decide_release(LockTable::live(*stored, boot_ms()), call);
+    Status s;
+    if (r.write == detail::RowRelease::Write::update) s = table_->write(call.name, r.row);
+    if (r.write == detail::RowRelease::Write::erase) s = table_->free(call.name);
+    if (!s.ok()) return s;
+    return r.outcome;
+  });
+}
+
+Result<std::vector<RenewOutcome>> LockStore::renew(const std::vector<detail::RenewCall>& calls) {
+  return in_transaction<std::vector<RenewOutcome>>([&]() -> Result<std::vector<RenewOutcome>> {
+    std::vector<RenewOutcome> out;
+    const std::int64_t now = boot_ms();
+    for (const detail::RenewCall& c : calls) {
+      auto stored = table_->read(c.name);
+      if (!stored.ok()) return stored.status();
+      out.push_back(detail::decide_renew(LockTable::live(*stored, now), c));
+      if (out.back() == RenewOutcome::renewed)
+        if (Status s = table_->set_expiry(c.name, until(now, c.lease)); !s.ok()) return s;
+    }
+    return out;
+  });
+}
+
+Result<LockInfo> LockStore::inspect(const std::string& name) {
+  auto stored = table_->read(name);
+  if (!stored.ok()) return stored.status();
+  LockInfo info;
+  const std::int64_t now = boot_ms();
+  if (const detail::LockRow* row = LockTable::live(*stored, now)) {
+    info.held = true;
+    info.fence = row->fence;
+    info.reentry_count = row->depth;
+    info.remaining = milliseconds(row->expires_ms - now);
+  }
+  auto last = table_->last_fence();
+  if (!last.ok()) return last.status();
+  info.last_fence = *last;
+  return info;
+}
+
+}  // namespace dlock::sqlite

@@ -1,0 +1,50 @@
+// One connection to a SQLite lock file and the calls of the backend
+// interface on it, each one write transaction. Used by one thread at a time:
+// the backend keeps one for its I/O thread and one, behind a mutex, for the
+// blocking fast path on callers' threads.
+#ifndef DLOCK_SQLITE_LOCK_STORE_HPP_
+#define DLOCK_SQLITE_LOCK_STORE_HPP_
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "backend.hpp"
+#include "sqlite/database.hpp"
+#include "sqlite/lock_table.hpp"
+
+namespace dlock::sqlite {
+
+class LockStore {
+ public:
+  // Opens the file (after checking its file system), sets the pragmas and
+  // makes or checks the schema.
+  static Result<std::unique_ptr<LockStore>> open(const std::string& path, std::chrono::milliseconds busy);
+
+  // `holder`: set on a busy answer to the process that holds the lock.
+  Result<detail::AcquireOutcome> acquire(const detail::AcquireCall& call, std::optional<ProcessId>* holder = nullptr);
+  Result<detail::ReleaseOutcome> release(const detail::ReleaseCall& call);
+  Result<std::vector<detail::RenewOutcome>> renew(const std::vector<detail::RenewCall>& calls);
+  Result<LockInfo> inspect(const std::string& name);
+  // The name's release counter (0 if never locked).
+  Result<std::int64_t> releases(const std::string& name) { return table_->releases(name); }
+
+ private:
+  LockStore(std::unique_ptr<Database> db, std::unique_ptr<LockTable> table)
+      : db_(std::move(db)), table_(std::move(table)) {}
+  template <class T, class F>
+  Result<T> in_transaction(F&& body);
+
+  std::unique_ptr<Database> db_;
+  std::unique_ptr<LockTable> table_;  // over *db_
+};
+
+// A release that freed the lock (waiters should hear of it).
+inline bool freed(const Result<detail::ReleaseOutcome>& r) {
+  return r.ok() && r->kind == detail::ReleaseOutcome::Kind::released && r->depth == 0;
+}
+
+}  // namespace dlock::sqlite
+
+#endif  // DLOCK_SQLITE_LOCK_STORE_HPP_
