@@ -8,6 +8,9 @@
 #if DLOCK_WITH_SQLITE
 #include "sqlite/factory.hpp"
 #endif
+#if DLOCK_WITH_POSTGRES
+#include "postgres/factory.hpp"
+#endif
 
 namespace dlock::detail {
 namespace {
@@ -21,6 +24,10 @@ constexpr BackendScheme kSchemes[] = {
 #endif
 #if DLOCK_WITH_SQLITE
     {"sqlite", sqlite::make_from_url},
+#endif
+#if DLOCK_WITH_POSTGRES
+    {"postgres", postgres::make_from_url},
+    {"postgresql", postgres::make_from_url},
 #endif
     {"", nullptr},  // keeps the array non-empty in a build without backends
 };

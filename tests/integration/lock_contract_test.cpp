@@ -1,6 +1,6 @@
 // The lock contract every backend keeps, one suite run against each: Redis,
-// Redlock (three masters), SQLite and the in-memory fake. A new backend
-// (ZooKeeper, PostgreSQL) joins by adding its environment to kBackends.
+// Redlock (three masters), SQLite, PostgreSQL and the in-memory fake. A new
+// backend (ZooKeeper) joins by adding its environment to kBackends.
 #include <dlock/dlock.hpp>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -14,6 +14,7 @@
 
 #include "client_core.hpp"
 #include "support/fake_backend.hpp"
+#include "support/postgres_server.hpp"
 #include "support/redis_server.hpp"
 #include "support/status_matchers.hpp"
 #include "support/temp_dir.hpp"
@@ -69,6 +70,14 @@ class SqliteEnv final : public Env {
   TempDir dir_;
 };
 
+class PostgresEnv final : public Env {
+ public:
+  Client client() override { return Client::connect(server_.url(), quiet()); }
+
+ private:
+  PostgresServer server_;
+};
+
 class FakeEnv final : public Env {
  public:
   Client client() override {
@@ -89,6 +98,7 @@ const Backend kBackends[] = {
     {"redis", [] { return std::unique_ptr<Env>(new RedisEnv); }},
     {"redlock", [] { return std::unique_ptr<Env>(new RedlockEnv); }},
     {"sqlite", [] { return std::unique_ptr<Env>(new SqliteEnv); }},
+    {"postgres", [] { return std::unique_ptr<Env>(new PostgresEnv); }},
     {"fake", [] { return std::unique_ptr<Env>(new FakeEnv); }},
 };
 

@@ -1,0 +1,257 @@
+#include "postgres/pg_backend.hpp"
+
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include <charconv>
+#include <map>
+
+#include "postgres/schema.hpp"
+
+namespace dlock::postgres {
+namespace {
+
+namespace asio = boost::asio;
+using detail::AbandonCall;
+using detail::AcquireCall;
+using detail::AcquireOutcome;
+using detail::ReleaseCall;
+using detail::ReleaseOutcome;
+using detail::RenewCall;
+using detail::RenewOutcome;
+using detail::WatchKey;
+
+std::int64_t to_int(const std::optional<std::string>& v) {
+  std::int64_t out = 0;
+  if (v) std::from_chars(v->data(), v->data() + v->size(), out);
+  return out;
+}
+
+std::string as_bigint(std::uint64_t v) { return std::to_string(static_cast<std::int64_t>(v)); }
+
+// A text[] or bigint[] literal for a parameter.
+std::string array_literal(const std::vector<std::string>& items, bool quoted) {
+  std::string out = "{";
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    if (i) out += ',';
+    if (!quoted) {
+      out += items[i];
+      continue;
+    }
+    out += '"';
+    for (char c : items[i]) {
+      if (c == '"' || c == '\\') out += '\\';
+      out += c;
+    }
+    out += '"';
+  }
+  return out + "}";
+}
+
+Status bad_reply(const char* what) { return {Errc::protocol_error, std::string("postgres: unexpected reply to ") + what}; }
+
+class PgBackend final : public detail::Backend {
+ public:
+  PgBackend(asio::io_context& io, PgBackendConfig config)
+      : io_(io), config_(std::move(config)), conn_(io, config_.connection), listen_(io, config_.connection),
+        listen_timer_(io) {}
+
+  detail::Capabilities capabilities() const override { return {}; }  // leases renewed, re-entry in the row
+  void set_events(detail::BackendEvents events) override { events_ = std::move(events); }
+
+  // Creates the schema if missing and checks its version, then LISTENs.
+  void start(std::function<void(Status)> done) override {
+    conn_.query(create_schema_sql(config_.table), {}, [this, done = std::move(done)](Result<Rows> r) mutable {
+      if (!r.ok()) return done(schema_failure(r.status()));
+      conn_.query(schema_version_sql(config_.table), {}, [this, done = std::move(done)](Result<Rows> v) mutable {
+        if (!v.ok()) return done(v.status());
+        if (v->size() != 1 || to_int(v->front().at(0)) != kSchemaVersion)
+          return done(Status(Errc::wrong_type, "the lock table " + config_.table + " has schema version " +
+                                                   (v->empty() ? "(none)" : *v->front().at(0)) + "; this dlock uses " +
+                                                   std::to_string(kSchemaVersion)));
+        listen_.on_notify([this](const std::string&, const std::string& name) {
+          if (watches_.count(name) && events_.released) events_.released(name);
+        });
+        listen_.on_down([this] { listen_lost(); });
+        start_listen();
+        done({});
+      });
+    });
+  }
+
+  void close() override {
+    closed_ = true;
+    listen_timer_.cancel();
+    conn_.close();
+    listen_.close();
+  }
+
+  void acquire(const AcquireCall& call, std::function<void(Result<AcquireOutcome>)> done) override {
+    if (Status s = detail::check_mode(call, "PostgreSQL"); !s.ok()) return post(std::move(done), s);
+    if (call.lease.count() <= 0) return post(std::move(done), Status(Errc::invalid_argument, "lease must be > 0"));
+    ++commands_;
+    conn_.query(acquire_sql(config_.table),
+                {call.name, call.owner, as_bigint(call.grant), std::to_string(call.held),
+                 std::to_string(call.lease.count())},
+                [done = std::move(done)](Result<Rows> r) {
+                  if (!r.ok()) return done(r.status());
+                  if (r->size() != 1 || r->front().size() != 4) return done(bad_reply("acquire"));
+                  const Row& row = r->front();
+                  AcquireOutcome out;
+                  switch (to_int(row[0])) {
+                    case 1: out.kind = AcquireOutcome::Kind::granted; break;
+                    case 2: out.kind = AcquireOutcome::Kind::lost; break;
+                    case 3: out.kind = AcquireOutcome::Kind::mismatch; break;
+                    default:
+                      out.kind = AcquireOutcome::Kind::busy;
+                      out.hint = detail::WaitHint::expiry(milliseconds(to_int(row[3])));
+                  }
+                  out.fence = static_cast<std::uint64_t>(to_int(row[1]));
+                  out.depth = static_cast<unsigned>(to_int(row[2]));
+                  done(out);
+                });
+  }
+
+  void release(const ReleaseCall& call, std::function<void(Result<ReleaseOutcome>)> done) override {
+    ++commands_;
+    conn_.query(release_sql(config_.table),
+                {call.name, call.owner, as_bigint(call.grant), std::to_string(call.held), call.all ? "true" : "false"},
+                [done = std::move(done)](Result<Rows> r) {
+                  if (!r.ok()) return done(r.status());
+                  if (r->size() != 1 || r->front().size() != 2) return done(bad_reply("release"));
+                  ReleaseOutcome out;
+                  switch (to_int(r->front()[0])) {
+                    case 0: out.kind = ReleaseOutcome::Kind::released; break;
+                    case 1: out.kind = ReleaseOutcome::Kind::not_held; break;
+                    case 2: out.kind = ReleaseOutcome::Kind::not_owner; break;
+                    default: out.kind = ReleaseOutcome::Kind::mismatch;
+                  }
+                  out.depth = static_cast<unsigned>(to_int(r->front()[1]));
+                  done(out);
+                });
+  }
+
+  // An attempt leaves nothing in the table but a grant whose reply was
+  // lost: undone exactly (owner, grant and level checked).
+  void abandon(const AbandonCall& call, std::function<void(Status)> done) override {
+    auto undo = detail::undo_of(call);
+    if (!undo || !call.in_doubt) return post(std::move(done), Status());
+    release(*undo, [done = std::move(done)](Result<ReleaseOutcome> r) { done(r.status()); });
+  }
+
+  void renew(const std::vector<RenewCall>& calls,
+             std::function<void(Result<std::vector<RenewOutcome>>)> done) override {
+    std::vector<std::string> names, owners, grants, leases;
+    for (const RenewCall& c : calls) {
+      names.push_back(c.name);
+      owners.push_back(c.owner);
+      grants.push_back(as_bigint(c.grant));
+      leases.push_back(std::to_string(c.lease.count()));
+    }
+    ++commands_;
+    conn_.query(renew_sql(config_.table),
+                {array_literal(names, true), array_literal(owners, true), array_literal(grants, false),
+                 array_literal(leases, false)},
+                [done = std::move(done), n = calls.size()](Result<Rows> r) {
+                  if (!r.ok()) return done(r.status());
+                  if (r->size() != n) return done(bad_reply("renew"));
+                  std::vector<RenewOutcome> out;
+                  for (const Row& row : *r) {
+                    const auto v = to_int(row.at(0));
+                    out.push_back(v == 1 ? RenewOutcome::renewed : v == 2 ? RenewOutcome::taken : RenewOutcome::expired);
+                  }
+                  done(std::move(out));
+                });
+  }
+
+  void inspect(const std::string& name, std::function<void(Result<LockInfo>)> done) override {
+    ++commands_;
+    conn_.query(inspect_sql(config_.table), {name}, [done = std::move(done)](Result<Rows> r) {
+      if (!r.ok()) return done(r.status());
+      if (r->size() != 1 || r->front().size() != 4) return done(bad_reply("inspect"));
+      const Row& row = r->front();
+      LockInfo info;
+      info.last_fence = static_cast<std::uint64_t>(to_int(row[0]));
+      if (row[1]) {
+        info.held = true;
+        info.fence = static_cast<std::uint64_t>(to_int(row[1]));
+        info.reentry_count = static_cast<unsigned>(to_int(row[2]));
+        info.remaining = milliseconds(to_int(row[3]));
+      }
+      done(info);
+    });
+  }
+
+  // Ready at once while the LISTEN is in place; otherwise the waiter is
+  // told (it then polls, each wait capped at the holder's lease).
+  void watch(const WatchKey& key, std::function<void(Status)> ready) override {
+    ++watches_[key.name];
+    post(std::move(ready), listening_ ? Status() : Status(Errc::unavailable, "postgres: not listening for releases"));
+  }
+  void unwatch(const WatchKey& key) override {
+    auto it = watches_.find(key.name);
+    if (it != watches_.end() && --it->second <= 0) watches_.erase(it);
+  }
+
+  std::uint64_t commands_sent() const override { return commands_; }
+  std::uint64_t reconnects() const override { return conn_.reconnects() + listen_.reconnects(); }
+
+ private:
+  template <class Done, class Value>
+  void post(Done done, Value value) {
+    asio::post(io_, [done = std::move(done), value = std::move(value)]() mutable { done(std::move(value)); });
+  }
+
+  Status schema_failure(const Status& s) {
+    if (s.code() != Errc::permission_denied) return s;
+    return {s.code(), s.message() + " (the role cannot create the lock table: run `dlock migrate URL` as one that can)",
+            s.backend_code()};
+  }
+
+  void start_listen() {
+    if (closed_) return;
+    listen_.query("LISTEN " + channel(config_.table), {}, [this](Result<Rows> r) {
+      if (closed_) return;
+      if (!r.ok()) return retry_listen();
+      listening_ = true;
+      backoff_ = config_.backoff_min;
+      // Releases while nobody listened are lost: every waiter retries once.
+      if (events_.resync) events_.resync();
+    });
+  }
+
+  void listen_lost() {
+    listening_ = false;
+    if (events_.resync) events_.resync();
+    retry_listen();
+  }
+
+  void retry_listen() {
+    if (closed_) return;
+    listen_timer_.expires_after(backoff_);
+    backoff_ = std::min(backoff_ * 2, config_.backoff_max);
+    listen_timer_.async_wait([this](const boost::system::error_code& ec) {
+      if (!ec && !closed_) start_listen();
+    });
+  }
+
+  asio::io_context& io_;
+  PgBackendConfig config_;
+  PgConnection conn_;    // the calls
+  PgConnection listen_;  // LISTEN only
+  asio::steady_timer listen_timer_;
+  std::chrono::milliseconds backoff_{100};
+  detail::BackendEvents events_;
+  std::map<std::string, int> watches_;
+  std::uint64_t commands_ = 0;
+  bool listening_ = false;
+  bool closed_ = false;
+};
+
+}  // namespace
+
+std::unique_ptr<detail::Backend> make_pg_backend(asio::io_context& io, PgBackendConfig config) {
+  return std::make_unique<PgBackend>(io, std::move(config));
+}
+
+}  // namespace dlock::postgres

@@ -1,0 +1,86 @@
+#include "support/postgres_server.hpp"
+
+#include <pwd.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <stdexcept>
+
+#include "support/process.hpp"
+#include "support/redis_server.hpp"
+
+namespace dlock::test {
+namespace {
+
+using namespace std::chrono_literals;
+const std::string kBin = "/usr/lib/postgresql/15/bin/";
+
+}  // namespace
+
+bool postgres_available() { return std::filesystem::exists(kBin + "initdb"); }
+
+std::vector<std::string> PostgresServer::as_owner(std::vector<std::string> argv) const {
+  if (geteuid() != 0) return argv;
+  argv.insert(argv.begin(), {"runuser", "-u", "postgres", "--"});
+  return argv;
+}
+
+PostgresServer::PostgresServer() {
+  std::string tmpl = "/tmp/dlock-pg-XXXXXX";
+  if (::mkdtemp(tmpl.data()) == nullptr) throw std::runtime_error("mkdtemp: " + std::string(std::strerror(errno)));
+  dir_ = tmpl;
+  if (geteuid() == 0) {
+    const passwd* pw = getpwnam("postgres");
+    if (pw == nullptr) throw std::runtime_error("no 'postgres' user to run the cluster as");
+    if (chown(dir_.c_str(), pw->pw_uid, pw->pw_gid) != 0) throw std::runtime_error("chown " + dir_);
+  }
+  auto init = run(as_owner({kBin + "initdb", "-D", dir_ + "/data", "-U", "postgres", "--auth=trust", "-E", "UTF8",
+                            "--locale=C.UTF-8", "--no-sync"}),
+                  60s);
+  if (init.exit_code != 0) throw std::runtime_error("initdb failed: " + init.err);
+  port_ = free_port();
+  start();
+}
+
+void PostgresServer::start() {
+  auto r = run(as_owner({kBin + "pg_ctl", "-D", dir_ + "/data", "-l", dir_ + "/server.log", "-w", "-t", "30", "-o",
+                         "-p " + std::to_string(port_) + " -c listen_addresses=127.0.0.1 -c unix_socket_directories=" +
+                             dir_ + " -c fsync=off -c synchronous_commit=off -c full_page_writes=off",
+                         "start"}),
+               60s);
+  if (r.exit_code != 0) throw std::runtime_error("pg_ctl start failed: " + r.err + r.out);
+  running_ = true;
+}
+
+void PostgresServer::stop() {
+  if (!running_) return;
+  run(as_owner({kBin + "pg_ctl", "-D", dir_ + "/data", "-m", "fast", "-w", "-t", "30", "stop"}), 60s);
+  running_ = false;
+}
+
+PostgresServer::~PostgresServer() {
+  try {
+    stop();
+  } catch (...) {
+  }
+  std::error_code ec;
+  std::filesystem::remove_all(dir_, ec);
+}
+
+std::string PostgresServer::url(const std::string& params) const {
+  return "postgres://postgres@127.0.0.1:" + std::to_string(port_) + "/postgres" + (params.empty() ? "" : "?" + params);
+}
+
+std::string PostgresServer::psql(const std::string& sql) const {
+  auto r = run({"psql", "-h", "127.0.0.1", "-p", std::to_string(port_), "-U", "postgres", "-d", "postgres", "-XAtq",
+                "-v", "ON_ERROR_STOP=1", "-c", sql},
+               30s);
+  if (r.exit_code != 0) throw std::runtime_error("psql failed: " + r.err);
+  return r.out;
+}
+
+}  // namespace dlock::test

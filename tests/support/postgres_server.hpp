@@ -1,0 +1,45 @@
+// tests/support/postgres_server.hpp: a private PostgreSQL 15 cluster for one
+// test: initdb in a temp dir, started on a free loopback port, stopped (fast
+// shutdown) and removed when the object goes. As root, the cluster runs as
+// the `postgres` user (initdb refuses root).
+//
+//   PostgresServer pg;
+//   auto client = dlock::Client::connect(pg.url());
+#ifndef DLOCK_TESTS_SUPPORT_POSTGRES_SERVER_HPP_
+#define DLOCK_TESTS_SUPPORT_POSTGRES_SERVER_HPP_
+
+#include <string>
+#include <vector>
+
+namespace dlock::test {
+
+class PostgresServer {
+ public:
+  PostgresServer();  // throws std::runtime_error, naming the step that failed
+  ~PostgresServer();
+  PostgresServer(const PostgresServer&) = delete;
+  PostgresServer& operator=(const PostgresServer&) = delete;
+
+  int port() const { return port_; }
+  const std::string& dir() const { return dir_; }
+  // postgres://postgres@127.0.0.1:PORT/postgres plus `params` ("a=b&c=d").
+  std::string url(const std::string& params = "") const;
+  // Runs one SQL command through psql as the superuser; its stdout.
+  std::string psql(const std::string& sql) const;
+  void stop();   // fast shutdown
+  void start();  // again, same port and data
+  bool running() const { return running_; }
+
+ private:
+  std::vector<std::string> as_owner(std::vector<std::string> argv) const;
+  std::string dir_;
+  int port_ = 0;
+  bool running_ = false;
+};
+
+// True if PostgreSQL's server programs are installed.
+bool postgres_available();
+
+}  // namespace dlock::test
+
+#endif  // DLOCK_TESTS_SUPPORT_POSTGRES_SERVER_HPP_
