@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "integration/common.hpp"
+#include "support/postgres_server.hpp"
 
 namespace dlock::test {
 namespace {
@@ -179,6 +180,25 @@ TEST_F(Cli, KilledDlockRunFreesTheLockWithinItsTtl) {
   ASSERT_TRUE(lease.ok()) << lease.status().to_string();
   measure("cli_sigkill_recovery", ms_since(t0));
   EXPECT_LE(ms_since(t0), 2000 + 500);
+}
+
+// `dlock migrate` makes the table with a role that may, so that an
+// application role that may not can use it.
+TEST_F(Cli, MigrateMakesThePostgresTableForARoleThatCannot) {
+  PostgresServer pg;
+  pg.psql("CREATE ROLE app LOGIN; REVOKE CREATE ON SCHEMA public FROM PUBLIC");
+  const std::string app = "postgres://app@127.0.0.1:" + std::to_string(pg.port()) + "/postgres";
+  auto refused = run({kCli, "status", "--url", app, "job"}, 30s);
+  EXPECT_EQ(refused.exit_code, 77) << refused.err;
+  EXPECT_NE(refused.err.find("dlock migrate"), std::string::npos) << refused.err;
+  auto migrated = run({kCli, "migrate", "--url", pg.url()}, 30s);
+  EXPECT_EQ(migrated.exit_code, 0) << migrated.err;
+  EXPECT_NE(migrated.out.find("ready"), std::string::npos);
+  pg.psql("GRANT SELECT, INSERT, UPDATE, DELETE ON dlock_locks, dlock_locks_meta TO app; "
+          "GRANT USAGE, SELECT ON dlock_locks_fence TO app");
+  auto ran = run({kCli, "run", "--url", app, "job", "--", "sh", "-c", "echo $DLOCK_FENCE"}, 30s);
+  EXPECT_EQ(ran.exit_code, 0) << ran.err;
+  EXPECT_EQ(ran.out, "1\n");
 }
 
 // On SQLite a dead holder's lock passes on at once, so CMD must not outlive

@@ -116,6 +116,16 @@ std::optional<dlock::Client> connect(const Common& c, int& exit_code) {
   return std::move(client.value());
 }
 
+// Connecting to a SQL store makes the lock table if it is missing and
+// checks its version: that is the whole migration.
+int cmd_migrate(const Common& common) {
+  int code = 0;
+  auto client = connect(common, code);
+  if (!client) return code;
+  if (!common.quiet) std::cout << "the lock table at " << dlock::describe_url(common.url) << " is ready\n";
+  return 0;
+}
+
 int cmd_status(const Common& common, const std::string& name) {
   int code = 0;
   auto client = connect(common, code);
@@ -509,6 +519,12 @@ int main(int argc, char** argv) {
   status_cmd->add_flag("--json", common.json, "One JSON object on stdout");
   status_cmd->add_option("name", status_name, "Lock name")->required();
 
+  auto* migrate_cmd = app.add_subcommand(
+      "migrate",
+      "Create the lock table in a SQL store (postgres://, sqlite://) if missing and check its version, then exit; "
+      "for deployments whose application role may not create tables (other stores need nothing)");
+  add_common(migrate_cmd);
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -517,7 +533,7 @@ int main(int argc, char** argv) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     std::cerr << "dlock: " << e.what() << " (see dlock " << (run_cmd->parsed() ? "run " : "")
-              << (status_cmd->parsed() ? "status " : "") << "--help)\n";
+              << (status_cmd->parsed() ? "status " : "") << (migrate_cmd->parsed() ? "migrate " : "") << "--help)\n";
     return dlock::cli::kUsage;
   }
   if (common.url == dlock::cli::default_url())
@@ -527,6 +543,7 @@ int main(int argc, char** argv) {
     }
   try {
     if (run_cmd->parsed()) return cmd_run(common, run);
+    if (migrate_cmd->parsed()) return cmd_migrate(common);
     return cmd_status(common, status_name);
   } catch (const std::exception& e) {
     std::cerr << "dlock: " << e.what() << '\n';

@@ -1,0 +1,59 @@
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "postgres/factory.hpp"
+
+namespace dlock::postgres {
+namespace {
+
+std::map<std::string, std::string> params(const PgBackendConfig& c) {
+  return {c.connection.params.begin(), c.connection.params.end()};
+}
+
+TEST(PostgresUrl, FieldsGoToLibpqAndThePasswordStaysOutOfTheDescription) {
+  auto c = parse_postgres_url(
+      "postgres://app:s%40cret@db.example:6543/orders?sslmode=verify-full&sslrootcert=/etc/ca.pem&table=my_locks");
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  auto p = params(*c);
+  EXPECT_EQ(p["user"], "app");
+  EXPECT_EQ(p["password"], "s@cret");
+  EXPECT_EQ(p["host"], "db.example");
+  EXPECT_EQ(p["port"], "6543");
+  EXPECT_EQ(p["dbname"], "orders");
+  EXPECT_EQ(p["sslmode"], "verify-full");
+  EXPECT_EQ(p["sslrootcert"], "/etc/ca.pem");
+  EXPECT_EQ(c->table, "my_locks");
+  EXPECT_EQ(c->connection.describe, "postgres://app@db.example:6543/orders");
+  auto v6 = parse_postgres_url("postgresql://[::1]/x");
+  ASSERT_TRUE(v6.ok());
+  EXPECT_EQ(params(*v6)["host"], "::1");
+  EXPECT_EQ(params(*v6)["user"], "postgres");
+  EXPECT_EQ(v6->table, "dlock_locks");
+}
+
+TEST(PostgresUrl, BadOnesNameWhatIsWrong) {
+  struct Case {
+    const char* url;
+    const char* says;
+  } const cases[] = {
+      {"postgres://", "expected"},
+      {"postgres://h:0/db", "port"},
+      {"postgres://h:99999/db", "port"},
+      {"postgres://[::1/db", "'['"},
+      {"postgres://h/db?sslmode=sometimes", "sslmode"},
+      {"postgres://h/db?table=Locks", "table"},
+      {"postgres://h/db?table=a;drop", "table"},
+      {"postgres://h/db?frobnicate=1", "unknown parameter 'frobnicate'"},
+      {"postgres://u:%zz@h/db", "percent"},
+  };
+  for (const Case& c : cases) {
+    auto r = parse_postgres_url(c.url);
+    ASSERT_FALSE(r.ok()) << c.url;
+    EXPECT_EQ(r.status().code(), Errc::invalid_argument) << c.url;
+    EXPECT_NE(r.status().message().find(c.says), std::string::npos) << c.url << ": " << r.status().message();
+  }
+}
+
+}  // namespace
+}  // namespace dlock::postgres
