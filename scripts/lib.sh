@@ -184,6 +184,30 @@ start_private_redis() {
   return 1
 }
 
+# start_private_postgres DIR: a PostgreSQL 15 cluster in DIR (initdb, as
+# the postgres user when root: initdb refuses root) on a free 127.0.0.1
+# port; sets PG_PORT and PG_DIR. stop_private_postgres stops it (fast).
+PG_PORT=""
+PG_DIR=""
+PG_BIN=/usr/lib/postgresql/15/bin
+pg_owner() { if [[ $EUID -eq 0 ]]; then runuser -u postgres -- "$@"; else "$@"; fi; }
+start_private_postgres() {
+  PG_DIR="$1"
+  [[ $EUID -ne 0 ]] || chown postgres:postgres "$PG_DIR"
+  pg_owner "$PG_BIN/initdb" -D "$PG_DIR/data" -U postgres --auth=trust -E UTF8 --locale=C.UTF-8 --no-sync \
+    >"$PG_DIR/initdb.log" 2>&1 || { tail -n 20 "$PG_DIR/initdb.log" >&2; return 1; }
+  PG_PORT="$(free_port)"
+  pg_owner "$PG_BIN/pg_ctl" -D "$PG_DIR/data" -l "$PG_DIR/server.log" -w -t 30 \
+    -o "-p $PG_PORT -c listen_addresses=127.0.0.1 -c unix_socket_directories=$PG_DIR" start >/dev/null ||
+    { tail -n 20 "$PG_DIR/server.log" >&2; return 1; }
+  log "postgres on 127.0.0.1:$PG_PORT"
+}
+stop_private_postgres() {
+  [[ -n $PG_DIR && -d $PG_DIR/data ]] || return 0
+  pg_owner "$PG_BIN/pg_ctl" -D "$PG_DIR/data" -m fast -w -t 30 stop >/dev/null 2>&1 || true
+  PG_DIR=""
+}
+
 # stop_redis_pid PID: stops one server that start_private_redis started
 # (SIGTERM, then SIGKILL after 5 s), reaps it and drops it from
 # PRIVATE_REDIS_PIDS. Any other PID is left alone.

@@ -107,6 +107,48 @@ void stop(Child& c) {
   if (c.out_fd >= 0) close(c.out_fd);
 }
 
+// Runs a program to its end; its exit status.
+int run_to_end(const std::vector<std::string>& argv, const std::string& log) {
+  Child c = start(argv, false, log);
+  int status = 0;
+  waitpid(c.pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+// As root, PostgreSQL's programs run as the postgres user (initdb refuses root).
+std::vector<std::string> as_postgres(std::vector<std::string> argv) {
+  if (geteuid() == 0) argv.insert(argv.begin(), {"runuser", "-u", "postgres", "--"});
+  return argv;
+}
+
+const std::string kPgBin = "/usr/lib/postgresql/15/bin/";
+
+int free_port();
+bool port_open(int port);
+
+// A private PostgreSQL cluster in `dir` for the dlock-postgres variant; its
+// URL, or empty if PostgreSQL is not installed.
+std::string start_postgres(const fs::path& dir, std::vector<Child>& children) {
+  if (!fs::exists(kPgBin + "initdb")) return "";
+  // The postgres user must reach `dir` through its parent (mkdtemp's 0700).
+  fs::permissions(dir.parent_path(), fs::perms::others_exec | fs::perms::group_exec, fs::perm_options::add);
+  fs::create_directories(dir);
+  if (geteuid() == 0 && run_to_end({"chown", "postgres:postgres", dir.string()}, (dir.parent_path() / "pg.log").string()) != 0)
+    throw std::runtime_error("cannot hand " + dir.string() + " to the postgres user");
+  if (run_to_end(as_postgres({kPgBin + "initdb", "-D", (dir / "data").string(), "-U", "postgres", "--auth=trust",
+                              "-E", "UTF8", "--locale=C.UTF-8", "--no-sync"}),
+                 (dir.parent_path() / "pg.log").string()) != 0)
+    throw std::runtime_error("initdb failed (see " + (dir.parent_path() / "pg.log").string() + ")");
+  const int port = free_port();
+  children.push_back(start(as_postgres({kPgBin + "postgres", "-D", (dir / "data").string(), "-p",
+                                        std::to_string(port), "-c", "listen_addresses=127.0.0.1", "-c",
+                                        "unix_socket_directories=" + dir.string()}),
+                           false, (dir.parent_path() / "pg.log").string()));
+  for (int i = 0; i < 500 && !port_open(port); ++i) std::this_thread::sleep_for(20ms);
+  if (!port_open(port)) throw std::runtime_error("postgres did not start");
+  return "postgres://postgres@127.0.0.1:" + std::to_string(port) + "/postgres";
+}
+
 int free_port() {
   int s = socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in a{};
@@ -323,10 +365,13 @@ int main(int argc, char** argv) {
                              false, (tmp / "redis.out").string()));
     for (int i = 0; i < 250 && !port_open(redis_port); ++i) std::this_thread::sleep_for(20ms);
     if (!port_open(redis_port)) throw std::runtime_error("redis-server did not start (see " + tmp.string() + ")");
+    const std::string pg_url = start_postgres(tmp / "pg", children);
     std::vector<int> ports;
     for (int i = 0; i < 2; ++i) {
-      children.push_back(start({service.string(), "--port", "0", "--redis-port", std::to_string(redis_port),
-                                "--think-ms", think_ms, "--sqlite", (tmp / "locks.db").string()},
+      std::vector<std::string> argv = {service.string(), "--port", "0", "--redis-port", std::to_string(redis_port),
+                                       "--think-ms", think_ms, "--sqlite", (tmp / "locks.db").string()};
+      if (!pg_url.empty()) argv.insert(argv.end(), {"--postgres", pg_url});
+      children.push_back(start(argv,
                                true, (tmp / ("service" + std::to_string(i) + ".log")).string()));
       ports.push_back(read_listening_port(children.back().out_fd));
     }
@@ -342,6 +387,7 @@ int main(int argc, char** argv) {
         {"dlock-try", "dlock try_lock, fail fast", 2, true},
         {"dlock-sqlite", "dlock::Mutex, SQLite file", 2, true},
     };
+    if (!pg_url.empty()) rows.push_back({"dlock-postgres", "dlock::Mutex, PostgreSQL", 2, true});
     for (Row& r : rows) run_row(r, ports, redis_port, requests);
 
     std::cout << std::left << std::setw(32) << "variant" << std::right << std::setw(10) << "instances"
@@ -369,7 +415,8 @@ int main(int argc, char** argv) {
                   << " errors\n";
         rc = 1;
       }
-      if ((r.variant == "dlock" || r.variant == "dlock-sqlite") && r.succeeded != std::min(requests, 100)) {
+      const bool blocking = r.variant == "dlock" || r.variant == "dlock-sqlite" || r.variant == "dlock-postgres";
+      if (blocking && r.succeeded != std::min(requests, 100)) {
         std::cout << "FAIL: dlock blocking sold " << r.succeeded << ", expected " << std::min(requests, 100) << "\n";
         rc = 1;
       }

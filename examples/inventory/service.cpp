@@ -14,8 +14,9 @@
 //   dlock-try  dlock::Mutex::try_lock, refusing when busy
 //   dlock-sqlite  dlock::Mutex over a SQLite lock file (instances on one
 //              machine, no lock server), waiting up to 10 s
+//   dlock-postgres  dlock::Mutex over a PostgreSQL lock table, waiting up to 10 s
 //
-//   inventory-service --port P --redis-port R [--think-ms 2] [--sqlite PATH]
+//   inventory-service --port P --redis-port R [--think-ms 2] [--sqlite PATH] [--postgres URL]
 #include <dlock/dlock.hpp>
 
 #include "common/sync_redis.hpp"
@@ -47,12 +48,14 @@ struct Config {
   int port = 0;
   int redis_port = 6379;
   int think_ms = 2;
-  std::string sqlite;  // lock file of the dlock-sqlite variant
+  std::string sqlite;    // lock file of the dlock-sqlite variant
+  std::string postgres;  // URL of the dlock-postgres variant
 };
 
 struct Clients {
   dlock::Client redis;
   std::optional<dlock::Client> sqlite;
+  std::optional<dlock::Client> postgres;
 };
 
 struct Reply {
@@ -124,6 +127,10 @@ Reply handle(const std::string& variant, Store& store, const Clients& clients, c
     if (!clients.sqlite) return {http::status::not_found, "started without --sqlite"};
     return with_mutex(*clients.sqlite, store, cfg, true);
   }
+  if (variant == "dlock-postgres") {
+    if (!clients.postgres) return {http::status::not_found, "started without --postgres"};
+    return with_mutex(*clients.postgres, store, cfg, true);
+  }
   return {http::status::not_found, "unknown variant '" + variant + "'"};
 }
 
@@ -167,15 +174,17 @@ int main(int argc, char** argv) {
     else if (std::strcmp(argv[i], "--redis-port") == 0) cfg.redis_port = std::atoi(argv[i + 1]);
     else if (std::strcmp(argv[i], "--think-ms") == 0) cfg.think_ms = std::atoi(argv[i + 1]);
     else if (std::strcmp(argv[i], "--sqlite") == 0) cfg.sqlite = argv[i + 1];
+    else if (std::strcmp(argv[i], "--postgres") == 0) cfg.postgres = argv[i + 1];
     else {
-      std::cerr << "usage: inventory-service --port P --redis-port R [--think-ms N] [--sqlite PATH]\n";
+      std::cerr << "usage: inventory-service --port P --redis-port R [--think-ms N] [--sqlite PATH] [--postgres URL]\n";
       return 64;
     }
   }
   try {
     dlock::ClientOptions opts;
-    Clients clients{dlock::Client::connect("redis://127.0.0.1:" + std::to_string(cfg.redis_port), opts), {}};
+    Clients clients{dlock::Client::connect("redis://127.0.0.1:" + std::to_string(cfg.redis_port), opts), {}, {}};
     if (!cfg.sqlite.empty()) clients.sqlite = dlock::Client::connect("sqlite://" + cfg.sqlite, opts);
+    if (!cfg.postgres.empty()) clients.postgres = dlock::Client::connect(cfg.postgres, opts);
     asio::io_context io;
     tcp::acceptor acceptor(io, {asio::ip::make_address("127.0.0.1"), static_cast<unsigned short>(cfg.port)});
     std::cout << "listening " << acceptor.local_endpoint().port() << std::endl;

@@ -1,18 +1,21 @@
-// dlock-sqlite-bench: the SQLite backend beside its limit, in one run.
+// dlock-sql-bench: a SQL backend beside its limit, in one run.
 //
 //   W1        one client, sequential acquire+release pairs on distinct names:
-//             dlock (sqlite://), the limit (a minimal sqlite3 loop running the
-//             same transactions on the same schema) and flock(2) on a file
-//             per name (the kernel's lock, for scale: no lease, no fence)
+//             dlock and the limit, a minimal client running the same
+//             statements on the same schema (SQLite: a sqlite3 loop of the
+//             same transactions, and flock(2) on a file per name for scale;
+//             PostgreSQL: a libpq loop calling the same functions)
 //   W3        --procs processes on one lock, critical section = a counter in
 //             a file (read, +1, write): critical sections per second, the
 //             hand-off latency (a release to the next holder's grant, across
 //             processes), the same-holder fraction, and lost updates
 //
-//   dlock-sqlite-bench [--seconds 3] [--reps 3] [--procs 4] [--json FILE]
-// Medians over the reps; every rep runs each client in turn.
+//   dlock-sql-bench [--postgres URL] [--seconds 3] [--reps 3] [--procs 4] [--json FILE]
+// Without --postgres: SQLite files in a temp dir. Medians over the reps;
+// every rep runs each client in turn.
 #include <dlock/dlock.hpp>
 #include <fcntl.h>
+#include <libpq-fe.h>
 #include <sqlite3.h>
 #include <stdlib.h>
 #include <sys/file.h>
@@ -41,6 +44,7 @@ struct Args {
   int reps = 3;
   int procs = 4;
   std::string json;
+  std::string postgres;  // a postgres:// URL: measure that backend instead of SQLite
 };
 
 double median(std::vector<double> v) {
@@ -80,8 +84,8 @@ Pairs run_pairs(double seconds, Pair pair) {
   return {static_cast<double>(i) / std::chrono::duration<double>(Clock::now() - start).count(), percentile(lat, 0.5)};
 }
 
-Pairs w1_dlock(const std::string& dir, double seconds) {
-  auto client = dlock::Client::connect("sqlite://" + dir + "/dlock.db");
+Pairs w1_dlock(const std::string& url, double seconds) {
+  auto client = dlock::Client::connect(url);
   return run_pairs(seconds, [&](long long i) {
     auto lease = client.acquire("w1:" + std::to_string(i), std::chrono::milliseconds(0));
     if (!lease.ok() || !lease->release().ok()) throw std::runtime_error("dlock pair failed");
@@ -150,6 +154,30 @@ Pairs w1_limit(const std::string& dir, double seconds) {
   return run_pairs(seconds, [&](long long i) { limit.pair("w1:" + std::to_string(i)); });
 }
 
+// The PostgreSQL limit: libpq calling the functions dlock calls, one round
+// trip each, on the schema a dlock client made.
+Pairs w1_pg_limit(const std::string& url, double seconds) {
+  { auto c = dlock::Client::connect(url); }  // creates the schema
+  const std::string conninfo = "postgresql://" + url.substr(url.find("://") + 3);
+  PGconn* pg = PQconnectdb(conninfo.c_str());
+  if (PQstatus(pg) != CONNECTION_OK) throw std::runtime_error(PQerrorMessage(pg));
+  auto call = [&](const char* sql, const std::vector<std::string>& args) {
+    std::vector<const char*> v;
+    for (const auto& a : args) v.push_back(a.c_str());
+    PGresult* r = PQexecParams(pg, sql, static_cast<int>(v.size()), nullptr, v.data(), nullptr, nullptr, 0);
+    if (PQresultStatus(r) != PGRES_TUPLES_OK) throw std::runtime_error(PQerrorMessage(pg));
+    PQclear(r);
+  };
+  auto p = run_pairs(seconds, [&](long long i) {
+    const std::string name = "w1l:" + std::to_string(i);
+    call("SELECT kind, fence, depth, ttl_ms FROM dlock_locks_acquire($1, $2, $3, $4, $5)",
+         {name, "limit", "1", "0", "30000"});
+    call("SELECT kind, depth FROM dlock_locks_release($1, $2, $3, $4, $5)", {name, "limit", "1", "1", "false"});
+  });
+  PQfinish(pg);
+  return p;
+}
+
 Pairs w1_flock(const std::string& dir, double seconds) {
   return run_pairs(seconds, [&](long long i) {
     const std::string path = dir + "/flock." + std::to_string(i % 1000);
@@ -172,8 +200,8 @@ long long read_counter(const std::string& path) {
   return v;
 }
 
-Handoff w3(const std::string& dir, double seconds, int procs) {
-  const std::string url = "sqlite://" + dir + "/w3.db", counter = dir + "/w3.counter";
+Handoff w3(const std::string& url, const std::string& dir, double seconds, int procs) {
+  const std::string counter = dir + "/w3.counter";
   fs::remove(counter);
   std::vector<pid_t> kids;
   for (int k = 0; k < procs; ++k) {
@@ -246,51 +274,61 @@ int main(int argc, char** argv) {
     else if (k == "--reps" && i + 1 < argc) a.reps = std::atoi(argv[++i]);
     else if (k == "--procs" && i + 1 < argc) a.procs = std::atoi(argv[++i]);
     else if (k == "--json" && i + 1 < argc) a.json = argv[++i];
+    else if (k == "--postgres" && i + 1 < argc) a.postgres = argv[++i];
     else {
-      std::cerr << "usage: dlock-sqlite-bench [--seconds S] [--reps N] [--procs P] [--json FILE]\n";
+      std::cerr << "usage: dlock-sql-bench [--postgres URL] [--seconds S] [--reps N] [--procs P] [--json FILE]\n";
       return 64;
     }
   }
-  char tmpl[] = "/tmp/dlock-sqlite-bench-XXXXXX";
+  char tmpl[] = "/tmp/dlock-sql-bench-XXXXXX";
   const std::string dir = mkdtemp(tmpl);
   int rc = 0;
   try {
     std::map<std::string, std::vector<double>> rate, p50;
     std::vector<double> cs, h50, h99, same;
     long long lost = 0;
+    const bool pg = !a.postgres.empty();
+    const std::string limit_name = pg ? "libpq loop (limit)" : "sqlite3 loop (limit)";
+    std::vector<std::string> names = {"dlock", limit_name};
+    if (!pg) names.push_back("flock(2)");
     for (int r = 0; r < a.reps; ++r) {
-      for (const auto& [name, run] : std::vector<std::pair<std::string, Pairs (*)(const std::string&, double)>>{
-               {"dlock", w1_dlock}, {"sqlite3 loop (limit)", w1_limit}, {"flock(2)", w1_flock}}) {
-        const Pairs p = run(dir, a.seconds);
+      for (const auto& name : names) {
+        Pairs p;
+        if (name == "dlock") p = w1_dlock(pg ? a.postgres : "sqlite://" + dir + "/dlock.db", a.seconds);
+        else if (name == "flock(2)") p = w1_flock(dir, a.seconds);
+        else if (pg) p = w1_pg_limit(a.postgres, a.seconds);
+        else p = w1_limit(dir, a.seconds);
         rate[name].push_back(p.per_s);
         p50[name].push_back(p.p50_us);
       }
-      const Handoff h = w3(dir, a.seconds, a.procs);
+      const Handoff h = w3(pg ? a.postgres : "sqlite://" + dir + "/w3.db", dir, a.seconds, a.procs);
       cs.push_back(h.cs_per_s);
       h50.push_back(h.p50_us);
       h99.push_back(h.p99_us);
       same.push_back(h.same_holder);
       lost += h.lost;
     }
-    std::printf("W1, one client, acquire+release pairs (median of %d reps of %.1f s)\n", a.reps, a.seconds);
+    std::printf("%s\nW1, one client, acquire+release pairs (median of %d reps of %.1f s)\n",
+                pg ? "PostgreSQL" : "SQLite", a.reps, a.seconds);
     std::printf("  %-24s %12s %10s %14s\n", "client", "pairs/s", "p50 us", "vs the limit");
-    const double limit = median(rate["sqlite3 loop (limit)"]);
-    for (const char* name : {"dlock", "sqlite3 loop (limit)", "flock(2)"})
-      std::printf("  %-24s %12.0f %10.1f %13.2fx\n", name, median(rate[name]), median(p50[name]),
+    const double limit = median(rate[limit_name]);
+    for (const auto& name : names)
+      std::printf("  %-24s %12.0f %10.1f %13.2fx\n", name.c_str(), median(rate[name]), median(p50[name]),
                   median(rate[name]) / limit);
     std::printf("W3, %d processes on one lock\n  %.0f critical sections/s, hand-off p50 %.0f us, p99 %.0f us, "
                 "same-holder fraction %.2f, lost updates %lld\n",
                 a.procs, median(cs), median(h50), median(h99), median(same), lost);
     if (!a.json.empty()) {
       std::ofstream j(a.json);
-      j << "{\"w1_dlock_pairs_per_s\": " << median(rate["dlock"]) << ", \"w1_limit_pairs_per_s\": " << limit
+      j << "{\"store\": \"" << (pg ? "postgres" : "sqlite") << "\", \"w1_dlock_pairs_per_s\": "
+        << median(rate["dlock"]) << ", \"w1_limit_pairs_per_s\": " << limit
         << ", \"w1_flock_pairs_per_s\": " << median(rate["flock(2)"]) << ", \"w3_cs_per_s\": " << median(cs)
         << ", \"w3_handoff_p50_us\": " << median(h50) << ", \"w3_handoff_p99_us\": " << median(h99)
         << ", \"w3_same_holder\": " << median(same) << ", \"w3_lost\": " << lost << "}\n";
     }
     if (lost != 0) rc = 1;
   } catch (const std::exception& e) {
-    std::cerr << "dlock-sqlite-bench: " << e.what() << '\n';
+    std::cerr << "dlock-sql-bench: " << e.what() << '\n';
     rc = 1;
   }
   fs::remove_all(dir);
