@@ -103,7 +103,10 @@ TEST_F(Redlock, ThreeOfFiveStoppedFailsAndLeavesNothingLocked) {
   for (std::size_t i = 2; i < kNodes; ++i) servers[i]->stop();
   auto r = client.try_acquire("three", fixed(2s));
   ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.code(), Errc::unavailable) << r.status().to_string();
+  // unavailable, or outcome_unknown when a request went out on a connection
+  // whose server had just gone and the client had not yet seen it close (a
+  // loaded machine): the client cannot tell that it was never applied.
+  EXPECT_TRUE(r.code() == Errc::unavailable || r.code() == Errc::outcome_unknown) << r.status().to_string();
   EXPECT_NE(r.status().message().find("3 needed"), std::string::npos) << r.status().message();
   EXPECT_FALSE(on_node(0, "three")) << "undone on the nodes that granted";
   EXPECT_FALSE(on_node(1, "three"));
