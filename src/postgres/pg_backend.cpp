@@ -3,9 +3,12 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 
+#include <atomic>
 #include <charconv>
 #include <map>
+#include <mutex>
 
+#include "postgres/pg_blocking.hpp"
 #include "postgres/schema.hpp"
 
 namespace dlock::postgres {
@@ -50,11 +53,51 @@ std::string array_literal(const std::vector<std::string>& items, bool quoted) {
 
 Status bad_reply(const char* what) { return {Errc::protocol_error, std::string("postgres: unexpected reply to ") + what}; }
 
+Result<AcquireOutcome> acquire_outcome(Result<Rows> r) {
+  if (!r.ok()) return r.status();
+  if (r->size() != 1 || r->front().size() != 4) return bad_reply("acquire");
+  const Row& row = r->front();
+  AcquireOutcome out;
+  switch (to_int(row[0])) {
+    case 1: out.kind = AcquireOutcome::Kind::granted; break;
+    case 2: out.kind = AcquireOutcome::Kind::lost; break;
+    case 3: out.kind = AcquireOutcome::Kind::mismatch; break;
+    default:
+      out.kind = AcquireOutcome::Kind::busy;
+      out.hint = detail::WaitHint::expiry(milliseconds(to_int(row[3])));
+  }
+  out.fence = static_cast<std::uint64_t>(to_int(row[1]));
+  out.depth = static_cast<unsigned>(to_int(row[2]));
+  return out;
+}
+
+Result<ReleaseOutcome> release_outcome(Result<Rows> r) {
+  if (!r.ok()) return r.status();
+  if (r->size() != 1 || r->front().size() != 2) return bad_reply("release");
+  ReleaseOutcome out;
+  switch (to_int(r->front()[0])) {
+    case 0: out.kind = ReleaseOutcome::Kind::released; break;
+    case 1: out.kind = ReleaseOutcome::Kind::not_held; break;
+    case 2: out.kind = ReleaseOutcome::Kind::not_owner; break;
+    default: out.kind = ReleaseOutcome::Kind::mismatch;
+  }
+  out.depth = static_cast<unsigned>(to_int(r->front()[1]));
+  return out;
+}
+
+std::vector<std::string> acquire_params(const AcquireCall& call) {
+  return {call.name, call.owner, as_bigint(call.grant), std::to_string(call.held), std::to_string(call.lease.count())};
+}
+
+std::vector<std::string> release_params(const ReleaseCall& call) {
+  return {call.name, call.owner, as_bigint(call.grant), std::to_string(call.held), call.all ? "true" : "false"};
+}
+
 class PgBackend final : public detail::Backend {
  public:
   PgBackend(asio::io_context& io, PgBackendConfig config)
       : io_(io), config_(std::move(config)), conn_(io, config_.connection), listen_(io, config_.connection),
-        listen_timer_(io) {}
+        listen_timer_(io), fast_(config_.connection) {}
 
   detail::Capabilities capabilities() const override { return {}; }  // leases renewed, re-entry in the row
   void set_events(detail::BackendEvents events) override { events_ = std::move(events); }
@@ -73,8 +116,12 @@ class PgBackend final : public detail::Backend {
           if (watches_.count(name) && events_.released) events_.released(name);
         });
         listen_.on_down([this] { listen_lost(); });
+        // Ready once the LISTEN is in place (or failed: waiters then poll),
+        // so the first waiters miss no release.
+        listen_waiters_.push_back([done = std::move(done)](Status s) mutable {
+          done(s.code() == Errc::cancelled ? s : Status());
+        });
         start_listen();
-        done({});
       });
     });
   }
@@ -84,51 +131,46 @@ class PgBackend final : public detail::Backend {
     listen_timer_.cancel();
     conn_.close();
     listen_.close();
+    std::lock_guard lk(fast_mu_);
+    fast_closed_ = true;
+  }
+
+  // The fast path: a fresh grant or a last release on the caller's thread,
+  // through a blocking connection of its own (a hop to the I/O thread costs
+  // more than the round trip). Transient failures fall back to the I/O
+  // thread's path, which retries.
+  std::optional<Result<AcquireOutcome>> acquire_now(const AcquireCall& call) override {
+    if (detail::check_mode(call, "PostgreSQL").ok() == false || call.lease.count() <= 0) return std::nullopt;
+    std::lock_guard lk(fast_mu_);
+    if (fast_closed_) return std::nullopt;
+    ++commands_;
+    return acquire_outcome(fast_.exec(acquire_sql(config_.table), acquire_params(call)));
+  }
+
+  void open_blocking() override {
+    std::lock_guard lk(fast_mu_);
+    if (!fast_closed_) fast_.warm();
+  }
+
+  std::optional<Result<ReleaseOutcome>> release_now(const ReleaseCall& call) override {
+    std::lock_guard lk(fast_mu_);
+    if (fast_closed_) return std::nullopt;
+    ++commands_;
+    return release_outcome(fast_.exec(release_sql(config_.table), release_params(call)));
   }
 
   void acquire(const AcquireCall& call, std::function<void(Result<AcquireOutcome>)> done) override {
     if (Status s = detail::check_mode(call, "PostgreSQL"); !s.ok()) return post(std::move(done), s);
     if (call.lease.count() <= 0) return post(std::move(done), Status(Errc::invalid_argument, "lease must be > 0"));
     ++commands_;
-    conn_.query(acquire_sql(config_.table),
-                {call.name, call.owner, as_bigint(call.grant), std::to_string(call.held),
-                 std::to_string(call.lease.count())},
-                [done = std::move(done)](Result<Rows> r) {
-                  if (!r.ok()) return done(r.status());
-                  if (r->size() != 1 || r->front().size() != 4) return done(bad_reply("acquire"));
-                  const Row& row = r->front();
-                  AcquireOutcome out;
-                  switch (to_int(row[0])) {
-                    case 1: out.kind = AcquireOutcome::Kind::granted; break;
-                    case 2: out.kind = AcquireOutcome::Kind::lost; break;
-                    case 3: out.kind = AcquireOutcome::Kind::mismatch; break;
-                    default:
-                      out.kind = AcquireOutcome::Kind::busy;
-                      out.hint = detail::WaitHint::expiry(milliseconds(to_int(row[3])));
-                  }
-                  out.fence = static_cast<std::uint64_t>(to_int(row[1]));
-                  out.depth = static_cast<unsigned>(to_int(row[2]));
-                  done(out);
-                });
+    conn_.query(acquire_sql(config_.table), acquire_params(call),
+                [done = std::move(done)](Result<Rows> r) { done(acquire_outcome(std::move(r))); });
   }
 
   void release(const ReleaseCall& call, std::function<void(Result<ReleaseOutcome>)> done) override {
     ++commands_;
-    conn_.query(release_sql(config_.table),
-                {call.name, call.owner, as_bigint(call.grant), std::to_string(call.held), call.all ? "true" : "false"},
-                [done = std::move(done)](Result<Rows> r) {
-                  if (!r.ok()) return done(r.status());
-                  if (r->size() != 1 || r->front().size() != 2) return done(bad_reply("release"));
-                  ReleaseOutcome out;
-                  switch (to_int(r->front()[0])) {
-                    case 0: out.kind = ReleaseOutcome::Kind::released; break;
-                    case 1: out.kind = ReleaseOutcome::Kind::not_held; break;
-                    case 2: out.kind = ReleaseOutcome::Kind::not_owner; break;
-                    default: out.kind = ReleaseOutcome::Kind::mismatch;
-                  }
-                  out.depth = static_cast<unsigned>(to_int(r->front()[1]));
-                  done(out);
-                });
+    conn_.query(release_sql(config_.table), release_params(call),
+                [done = std::move(done)](Result<Rows> r) { done(release_outcome(std::move(r))); });
   }
 
   // An attempt leaves nothing in the table but a grant whose reply was
@@ -186,6 +228,7 @@ class PgBackend final : public detail::Backend {
   // told (it then polls, each wait capped at the holder's lease).
   void watch(const WatchKey& key, std::function<void(Status)> ready) override {
     ++watches_[key.name];
+    if (listen_pending_) return listen_waiters_.push_back(std::move(ready));
     post(std::move(ready), listening_ ? Status() : Status(Errc::unavailable, "postgres: not listening for releases"));
   }
   void unwatch(const WatchKey& key) override {
@@ -193,7 +236,7 @@ class PgBackend final : public detail::Backend {
     if (it != watches_.end() && --it->second <= 0) watches_.erase(it);
   }
 
-  std::uint64_t commands_sent() const override { return commands_; }
+  std::uint64_t commands_sent() const override { return commands_.load(std::memory_order_relaxed); }
   std::uint64_t reconnects() const override { return conn_.reconnects() + listen_.reconnects(); }
 
  private:
@@ -210,7 +253,14 @@ class PgBackend final : public detail::Backend {
 
   void start_listen() {
     if (closed_) return;
+    listen_pending_ = true;
     listen_.query("LISTEN " + channel(config_.table), {}, [this](Result<Rows> r) {
+      listen_pending_ = false;
+      auto waiters = std::move(listen_waiters_);
+      listen_waiters_.clear();
+      const Status s = r.ok() ? Status() : Status(Errc::unavailable, "postgres: not listening for releases: " +
+                                                                           r.status().message());
+      for (auto& w : waiters) post(std::move(w), s);
       if (closed_) return;
       if (!r.ok()) return retry_listen();
       listening_ = true;
@@ -243,8 +293,13 @@ class PgBackend final : public detail::Backend {
   std::chrono::milliseconds backoff_{100};
   detail::BackendEvents events_;
   std::map<std::string, int> watches_;
-  std::uint64_t commands_ = 0;
+  std::atomic<std::uint64_t> commands_{0};
+  std::mutex fast_mu_;
+  PgBlocking fast_;           // guarded by fast_mu_
+  bool fast_closed_ = false;  // guarded by fast_mu_
   bool listening_ = false;
+  bool listen_pending_ = false;  // a LISTEN is on its way
+  std::vector<std::function<void(Status)>> listen_waiters_;  // watches (and start) waiting for it
   bool closed_ = false;
 };
 

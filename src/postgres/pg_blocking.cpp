@@ -1,0 +1,112 @@
+#include "postgres/pg_blocking.hpp"
+
+#include <libpq-fe.h>
+#include <poll.h>
+
+#include <chrono>
+
+namespace dlock::postgres {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string trimmed(const char* s) {
+  std::string out = s ? s : "";
+  while (!out.empty() && (out.back() == '\n' || out.back() == ' ')) out.pop_back();
+  return out;
+}
+
+// Waits for the socket until `deadline`; false on timeout or error.
+bool wait_socket(pg_conn* c, short events, Clock::time_point deadline) {
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+  if (left <= 0) return false;
+  pollfd p{PQsocket(c), events, 0};
+  return poll(&p, 1, static_cast<int>(left)) == 1;
+}
+
+}  // namespace
+
+PgBlocking::~PgBlocking() { drop(); }
+
+void PgBlocking::drop() {
+  if (conn_ != nullptr) PQfinish(conn_);
+  conn_ = nullptr;
+}
+
+// Nonblocking connect driven to completion with the connect timeout.
+Status PgBlocking::open() {
+  std::vector<const char*> keys, values;
+  for (const auto& [k, v] : config_.params) {
+    keys.push_back(k.c_str());
+    values.push_back(v.c_str());
+  }
+  keys.push_back(nullptr);
+  values.push_back(nullptr);
+  conn_ = PQconnectStartParams(keys.data(), values.data(), 0);
+  if (conn_ == nullptr || PQstatus(conn_) == CONNECTION_BAD) {
+    Status s(Errc::unavailable, "postgres: cannot connect to " + config_.describe);
+    drop();
+    return s;
+  }
+  const auto deadline = Clock::now() + config_.connect_timeout;
+  PostgresPollingStatusType st = PGRES_POLLING_WRITING;
+  while (st != PGRES_POLLING_OK) {
+    if (st == PGRES_POLLING_FAILED ||
+        !wait_socket(conn_, st == PGRES_POLLING_READING ? POLLIN : POLLOUT, deadline)) {
+      Status s(Errc::unavailable, "postgres: cannot connect to " + config_.describe + ": " +
+                                      trimmed(PQerrorMessage(conn_)));
+      drop();
+      return s;
+    }
+    st = PQconnectPoll(conn_);
+  }
+  PQsetnonblocking(conn_, 1);
+  return {};
+}
+
+Result<Rows> PgBlocking::exec(const std::string& sql, const std::vector<std::string>& params) {
+  if (conn_ == nullptr)
+    if (Status s = open(); !s.ok()) return s;
+  std::vector<const char*> values;
+  for (const auto& p : params) values.push_back(p.c_str());
+  if (PQsendQueryParams(conn_, sql.c_str(), static_cast<int>(values.size()), nullptr, values.data(), nullptr, nullptr,
+                        0) != 1) {
+    Status s(Errc::unavailable, "postgres: " + trimmed(PQerrorMessage(conn_)));
+    drop();
+    return s;
+  }
+  const auto deadline = Clock::now() + config_.command_timeout;
+  auto unknown = [&](const std::string& why) {
+    drop();
+    return Status(Errc::outcome_unknown, "postgres: " + why);
+  };
+  for (int f = PQflush(conn_); f != 0; f = PQflush(conn_))
+    if (f < 0 || !wait_socket(conn_, POLLOUT, deadline)) return unknown("the statement could not be sent in time");
+  Rows rows;
+  Status error;
+  for (;;) {
+    while (PQisBusy(conn_) != 0)
+      if (!wait_socket(conn_, POLLIN, deadline) || PQconsumeInput(conn_) != 1)
+        return unknown("no reply within the command timeout (" + std::to_string(config_.command_timeout.count()) +
+                       " ms) or the connection dropped");
+    PGresult* res = PQgetResult(conn_);
+    if (res == nullptr) break;
+    const ExecStatusType st = PQresultStatus(res);
+    if (st == PGRES_TUPLES_OK) {
+      for (int r = 0; r < PQntuples(res); ++r) {
+        Row row;
+        for (int c = 0; c < PQnfields(res); ++c)
+          row.push_back(PQgetisnull(res, r, c) ? std::nullopt : std::optional<std::string>(PQgetvalue(res, r, c)));
+        rows.push_back(std::move(row));
+      }
+    } else if (st != PGRES_COMMAND_OK && error.ok()) {
+      const char* state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+      error = status_of_sqlstate(state ? state : "", trimmed(PQresultErrorMessage(res)));
+    }
+    PQclear(res);
+  }
+  if (!error.ok()) return error;
+  return rows;
+}
+
+}  // namespace dlock::postgres

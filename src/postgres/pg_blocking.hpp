@@ -1,0 +1,40 @@
+// A blocking libpq connection for the fast path on a caller's thread: one
+// statement at a time with a deadline (poll on libpq's socket), so a hung
+// server costs at most the command timeout. Not thread-safe: the owner
+// serializes calls.
+#ifndef DLOCK_POSTGRES_PG_BLOCKING_HPP_
+#define DLOCK_POSTGRES_PG_BLOCKING_HPP_
+
+#include <string>
+#include <vector>
+
+#include "postgres/pg_connection.hpp"
+
+namespace dlock::postgres {
+
+class PgBlocking {
+ public:
+  explicit PgBlocking(PgConfig config) : config_(std::move(config)) {}
+  ~PgBlocking();
+  PgBlocking(const PgBlocking&) = delete;
+  PgBlocking& operator=(const PgBlocking&) = delete;
+
+  // As PgConnection::query: unavailable if not sent, outcome_unknown if sent
+  // and not answered in time (the connection is then dropped and made again
+  // at the next call).
+  Result<Rows> exec(const std::string& sql, const std::vector<std::string>& params);
+  // Connects now if not connected (failures are left to the next exec).
+  void warm() {
+    if (conn_ == nullptr) (void)open();
+  }
+
+ private:
+  Status open();
+  void drop();
+  PgConfig config_;
+  pg_conn* conn_ = nullptr;
+};
+
+}  // namespace dlock::postgres
+
+#endif  // DLOCK_POSTGRES_PG_BLOCKING_HPP_
