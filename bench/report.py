@@ -198,6 +198,39 @@ def bars_svg(rows, path, title, unit):
 
 # ---- report ---------------------------------------------------------------
 
+def sql_section(md, run):
+    """The SQL backends beside their limits (dlock-sql-bench) and tooz."""
+    def load(name):
+        path = os.path.join(run, name)
+        return json.load(open(path)) if os.path.exists(path) else None
+    sq, pg = load("sqlite.json"), load("postgres.json")
+    tooz = [json.load(open(f)) for f in sorted(glob.glob(os.path.join(run, "tooz__r*.json")))]
+    if not sq and not pg:
+        return
+    md.append("## SQL backends: SQLite and PostgreSQL\n")
+    md.append("W1: one client, sequential acquire + release pairs on distinct names; the limit is a minimal client "
+              "running the same statements (SQLite: a sqlite3 loop of the same transactions; PostgreSQL: a libpq "
+              "loop calling the same functions). W3: 4 processes on one lock, critical section = a counter in a "
+              "file; hand-off = a release to the next holder's grant in another process.\n")
+    md.append("| store | dlock W1 pairs/s | limit pairs/s | ratio | W3 CS/s | hand-off p50 | hand-off p99 | "
+              "same holder | lost |")
+    md.append("|---|---|---|---|---|---|---|---|---|")
+    for name, r in (("SQLite", sq), ("PostgreSQL", pg)):
+        if r:
+            md.append(f"| {name} | {r['w1_dlock_pairs_per_s']:,.0f} | {r['w1_limit_pairs_per_s']:,.0f} | "
+                      f"{r['w1_dlock_pairs_per_s'] / r['w1_limit_pairs_per_s']:.2f}× | {r['w3_cs_per_s']:,.0f} | "
+                      f"{r['w3_handoff_p50_us']:,.0f} µs | {r['w3_handoff_p99_us']:,.0f} µs | "
+                      f"{r['w3_same_holder']:.2f} | {r['w3_lost']} |")
+    md.append("")
+    if sq:
+        md.append(f"flock(2) on SQLite's machine, for scale: {sq['w1_flock_pairs_per_s']:,.0f} pairs/s (a kernel "
+                  "lock: no lease, no fence, no waiting across hosts).\n")
+    if pg and tooz:
+        t = statistics.median(r["pairs_per_s"] for r in tooz)
+        md.append(f"python3-tooz's PostgreSQL lock (advisory locks), W1: {t:,.0f} pairs/s; dlock is "
+                  f"{pg['w1_dlock_pairs_per_s'] / t:.1f}× that.\n")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--run", required=True)
@@ -443,6 +476,8 @@ def main():
                 ratio = f"{rate / base0:.2f}×" if base0 and rate else "–"
                 md.append(f"| {name} | {pair_cells(rs)} | {ratio} |")
         md.append("")
+
+    sql_section(md, args.run)
 
     if micro:
         md.append("## Micro-benchmarks (Google Benchmark)\n")

@@ -105,6 +105,7 @@ class SqliteBackend final : public detail::Backend {
   void watch(const WatchKey& key, std::function<void(Status)> ready) override {
     Status s = wakeups_.listen(true);
     Watch& w = watches_[key.name];
+    watched_names_.store(watches_.size());
     if (w.count++ == 0 && store_) {
       auto seen = store_->releases(key.name);
       w.releases = seen.ok() ? *seen : -1;
@@ -116,6 +117,7 @@ class SqliteBackend final : public detail::Backend {
     auto it = watches_.find(key.name);
     if (it == watches_.end() || --it->second.count > 0) return;
     watches_.erase(it);
+    watched_names_.store(watches_.size());
     wakeups_.forget_process(key.name);
     if (watches_.empty()) (void)wakeups_.listen(false);
   }
@@ -134,8 +136,12 @@ class SqliteBackend final : public detail::Backend {
     ++commands_;
     auto out = fast_->release(call);
     if (freed(out)) {
-      wakeups_.ring();  // other processes; this one's waiters on the I/O thread
-      asio::post(io_, [this, name = call.name] { announce_release(name, false); });
+      wakeups_.ring();  // other processes
+      // This one's waiters, through the I/O thread, if there are any: a
+      // watch made after this check is followed by an attempt that sees the
+      // commit above.
+      if (watched_names_.load() > 0)
+        asio::post(io_, [this, name = call.name] { announce_release(name, false); });
     }
     return out;
   }
@@ -223,6 +229,7 @@ class SqliteBackend final : public detail::Backend {
   std::unique_ptr<LockStore> store_;  // the I/O thread's
   detail::BackendEvents events_;
   std::map<std::string, Watch> watches_;
+  std::atomic<std::size_t> watched_names_{0};  // watches_.size(), for the fast path's threads
   std::atomic<std::uint64_t> commands_{0};
   bool closed_ = false;
   std::mutex fast_mu_;
