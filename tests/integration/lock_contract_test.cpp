@@ -177,6 +177,17 @@ TEST_P(LockContract, AWaiterGetsTheLockWhenItIsReleased) {
   EXPECT_THAT(got, IsOk());
 }
 
+// The holder and the waiter share one client (its fast path and its I/O
+// thread): the release must still wake the waiter.
+TEST_P(LockContract, AWaiterOfTheSameClientGetsTheLockWhenItIsReleased) {
+  auto holder = client.acquire("c", 0ms);
+  ASSERT_THAT(holder, IsOk());
+  auto waiter = std::async(std::launch::async, [&] { return client.acquire("c", 20s); });
+  std::this_thread::sleep_for(100ms);
+  ASSERT_THAT(holder->release(), IsOk());
+  EXPECT_THAT(waiter.get(), IsOk());
+}
+
 TEST_P(LockContract, AFixedLeaseExpiresAndItsLossIsReported) {
   auto a = client.acquire("c", 0ms, fixed(100ms));
   ASSERT_THAT(a, IsOk());
