@@ -184,15 +184,16 @@ start_private_redis() {
   return 1
 }
 
-# start_private_postgres DIR: a PostgreSQL 15 cluster in DIR (initdb, as
-# the postgres user when root: initdb refuses root) on a free 127.0.0.1
-# port; sets PG_PORT and PG_DIR. stop_private_postgres stops it (fast).
+# start_private_postgres: a PostgreSQL 15 cluster in a new temp dir (initdb,
+# as the postgres user when root: initdb refuses root) on a free 127.0.0.1
+# port; sets PG_PORT and PG_DIR. stop_private_postgres stops it (fast) and
+# removes the dir.
 PG_PORT=""
 PG_DIR=""
 PG_BIN=/usr/lib/postgresql/15/bin
 pg_owner() { if [[ $EUID -eq 0 ]]; then runuser -u postgres -- "$@"; else "$@"; fi; }
 start_private_postgres() {
-  PG_DIR="$1"
+  PG_DIR="$(mktemp -d "${TMPDIR:-/tmp}/dlock-pg-XXXXXX")"
   [[ $EUID -ne 0 ]] || chown postgres:postgres "$PG_DIR"
   pg_owner "$PG_BIN/initdb" -D "$PG_DIR/data" -U postgres --auth=trust -E UTF8 --locale=C.UTF-8 --no-sync \
     >"$PG_DIR/initdb.log" 2>&1 || { tail -n 20 "$PG_DIR/initdb.log" >&2; return 1; }
@@ -203,8 +204,9 @@ start_private_postgres() {
   log "postgres on 127.0.0.1:$PG_PORT"
 }
 stop_private_postgres() {
-  [[ -n $PG_DIR && -d $PG_DIR/data ]] || return 0
+  [[ -n $PG_DIR && -d $PG_DIR ]] || return 0
   pg_owner "$PG_BIN/pg_ctl" -D "$PG_DIR/data" -m fast -w -t 30 stop >/dev/null 2>&1 || true
+  rm -rf "$PG_DIR"
   PG_DIR=""
 }
 
