@@ -39,15 +39,18 @@ BEGIN
       existed := FOUND;
       IF NOT existed OR r.expires_at <= now_ts THEN
         IF p_held > 0 THEN RETURN QUERY SELECT 2, 0::bigint, 0, 0::bigint; RETURN; END IF;
-        f := nextval('@T_fence');
-        IF existed THEN  -- expired: taken over
-          UPDATE @T l SET owner = p_owner, grant_id = p_grant, depth = 1, fence = f, expires_at = v_until
-            WHERE l.name = p_name;
-          RETURN QUERY SELECT 1, f, 1, 0::bigint; RETURN;
+        IF NOT existed THEN
+          -- The fence is drawn only once the row is ours (locked): a number
+          -- drawn before could lose the race to a later one, whose holder
+          -- might then release before this insert lands, and fences would
+          -- go backwards.
+          INSERT INTO @T VALUES (p_name, p_owner, p_grant, 1, 0, v_until) ON CONFLICT (name) DO NOTHING;
+          IF NOT FOUND THEN CONTINUE; END IF;  -- inserted by another session meanwhile: look again
         END IF;
-        INSERT INTO @T VALUES (p_name, p_owner, p_grant, 1, f, v_until) ON CONFLICT (name) DO NOTHING;
-        IF FOUND THEN RETURN QUERY SELECT 1, f, 1, 0::bigint; RETURN; END IF;
-        CONTINUE;  -- inserted by another session meanwhile: look again
+        f := nextval('@T_fence');
+        UPDATE @T l SET owner = p_owner, grant_id = p_grant, depth = 1, fence = f, expires_at = v_until
+          WHERE l.name = p_name;
+        RETURN QUERY SELECT 1, f, 1, 0::bigint; RETURN;
       END IF;
       IF r.owner = p_owner AND r.grant_id = p_grant THEN
         IF r.depth = p_held THEN
