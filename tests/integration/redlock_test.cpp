@@ -161,7 +161,10 @@ TEST_F(Redlock, RacingClientsNeverHoldTogether) {
   EXPECT_EQ(overlaps.load(), 0);
   EXPECT_EQ(failures.load(), 0);
   EXPECT_EQ(counter, kClients * kRounds);
-  EXPECT_TRUE(eventually([&] { return nodes_holding("race") == 0; }, 2s));
+  // A release is done once a majority released; a node that answered late
+  // (a slow run) may keep its share until that share's lease ends, never
+  // longer.
+  EXPECT_TRUE(eventually([&] { return nodes_holding("race") == 0; }, 5s + 2s));
 }
 
 TEST_F(Redlock, WaiterWokenByRelease) {

@@ -43,7 +43,7 @@ std::string default_shim() {
 std::string one_line(const RunReport& r) {
   const auto& f = r.findings;
   char buf[512];
-  std::snprintf(buf, sizeof buf, "%-13s %-19s %5lld grants %3zu faults  overlaps %lld/%lld  stale %lld/%lld  lost %lld  %s",
+  std::snprintf(buf, sizeof buf, "%-20s %-21s %5lld grants %3zu faults  overlaps %lld/%lld  stale %lld/%lld  lost %lld  %s",
                 r.info.scenario.c_str(), r.info.strategy.c_str(), static_cast<long long>(f.grants), f.faults.size(),
                 static_cast<long long>(f.unexplained_overlaps),
                 static_cast<long long>(f.overlaps.size()) - static_cast<long long>(f.unexplained_overlaps),
@@ -64,7 +64,8 @@ CLI::App* add_worker_command(CLI::App& app, WorkerArgs& wa) {
   worker->add_option("--slots", wa.slots)->required();
   worker->add_option("--slot-count", wa.slot_count)->required();
   worker->add_option("--strategy", wa.strategy)->required();
-  worker->add_option("--lock-ports", wa.lock_ports)->required()->delimiter(',');
+  worker->add_option("--lock-ports", wa.lock_ports)->delimiter(',');
+  worker->add_option("--sqlite", wa.sqlite_path);
   worker->add_option("--resource-port", wa.resource_port)->required();
   worker->add_option("--ttl", wa.ttl_ms);
   worker->add_option("--think", wa.think_ms);

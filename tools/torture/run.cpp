@@ -12,6 +12,7 @@
 #include "run_ctx.hpp"
 #include "scenarios.hpp"
 #include "strategies.hpp"
+#include "strategies_sql.hpp"
 
 namespace torture {
 namespace {
@@ -38,11 +39,106 @@ void heal_everything(RunCtx& c) {
   }
 }
 
+// The lock server(s), each behind its own proxy: Redis (one, or the Redlock
+// set), PostgreSQL, or none for SQLite.
+void start_lock_servers(RunCtx& c, const RunConfig& cfg, const Scenario& scenario, const fs::path& dir) {
+  const LockServer kind = lock_server_of(cfg.strategy);
+  if (kind == LockServer::postgres) {
+    fs::create_directories(dir / "lock-server");
+    c.pg = std::make_unique<PgProc>(fs::absolute(dir / "lock-server" / "postgres.log").string());
+    c.pg->query(kNaiveTableSql);
+    LockNode n;
+    n.proxy = std::make_unique<Proxy>("127.0.0.1", c.pg->port());
+    c.net.add(n.proxy.get());
+    c.nodes.push_back(std::move(n));
+    return;
+  }
+  const int node_count = lock_nodes(cfg.strategy);
+  for (int i = 0; i < node_count; ++i) {
+    const std::string tag = node_count == 1 ? "" : "-" + std::to_string(i);
+    LockNode n;
+    n.clock = std::make_unique<ClockControl>((dir / ("clock-server" + tag)).string());
+    ServerSpec spec;
+    spec.binary = cfg.redis_server;
+    spec.dir = fs::absolute(dir / ("lock-server" + tag)).string();
+    fs::create_directories(spec.dir);
+    spec.aof_always = scenario.aof_always;
+    spec.clock_shim = cfg.clock_shim;
+    spec.clock_file = n.clock->path();
+    n.server = std::make_unique<ServerProc>(spec);
+    n.server->start();
+    n.admin = std::make_unique<SyncRedis>("127.0.0.1", n.server->port(), std::chrono::milliseconds(2000));
+    n.proxy = std::make_unique<Proxy>("127.0.0.1", n.server->port());
+    c.net.add(n.proxy.get());
+    c.nodes.push_back(std::move(n));
+  }
+}
+
+std::int64_t think_ms_of(const RunConfig& cfg, const Scenario& scenario) {
+  if (scenario.think_leases > 0) return static_cast<std::int64_t>(scenario.think_leases * static_cast<double>(cfg.ttl_ms));
+  return scenario.think_ms > 0 ? scenario.think_ms : cfg.think_ms;
+}
+
+void plan_workers(RunCtx& c, const RunConfig& cfg, const Scenario& scenario, const fs::path& dir,
+                  std::uint16_t resource_port) {
+  const std::int64_t think_ms = think_ms_of(cfg, scenario);
+  const std::string slots_path = fs::absolute(dir / "slots").string();
+  c.slots = std::make_unique<SlotTable>(slots_path, cfg.workers, true);
+  for (int w = 0; w < cfg.workers; ++w) {
+    WorkerProc p;
+    p.args.proc = "w" + std::to_string(w);
+    p.args.slot = w;
+    p.args.slots = slots_path;
+    p.args.slot_count = cfg.workers;
+    p.args.strategy = cfg.strategy;
+    for (auto& n : c.nodes) p.args.lock_ports.push_back(n.proxy->add_link(p.args.proc));
+    if (lock_server_of(cfg.strategy) == LockServer::sqlite)
+      p.args.sqlite_path = fs::absolute(dir / "locks.db").string();
+    p.args.resource_port = resource_port;
+    p.args.ttl_ms = cfg.ttl_ms;
+    p.args.think_ms = think_ms;
+    p.args.wait_ms = 3 * cfg.ttl_ms;
+    p.args.history = fs::absolute(dir / "history" / (p.args.proc + ".jsonl")).string();
+    p.args.seed = cfg.seed * 100 + static_cast<std::uint64_t>(w);
+    p.args.failpoints = scenario.failpoints;
+    p.clock = std::make_unique<ClockControl>(fs::absolute(dir / ("clock-" + p.args.proc)).string());
+    c.procs.push_back(std::move(p));
+  }
+}
+
+// The replica replicates through the proxy, so the nemesis can cut it off.
+void start_replica(RunCtx& c, const RunConfig& cfg, const fs::path& dir) {
+  ServerSpec rs;
+  rs.binary = cfg.redis_server;
+  rs.dir = fs::absolute(dir / "replica-server").string();
+  fs::create_directories(rs.dir);
+  rs.extra_args = {"--replicaof", "127.0.0.1", std::to_string(c.node(0).proxy->add_link("replication"))};
+  c.replica = std::make_unique<ServerProc>(rs);
+  c.replica->start();
+  SyncRedis probe("127.0.0.1", c.replica->port(), std::chrono::milliseconds(500));
+  for (int i = 0; i < 500; ++i) {
+    auto info = probe.cmd({"INFO", "replication"});
+    if (info.str.find("master_link_status:up") != std::string::npos) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
+std::string server_version(const RunConfig& cfg) {
+  switch (lock_server_of(cfg.strategy)) {
+    case LockServer::postgres: return "PostgreSQL " + postgres_version();
+    case LockServer::sqlite: return std::string("SQLite (the library's)");
+    case LockServer::redis: break;
+  }
+  return "Redis " + redis_version(cfg.redis_server);
+}
+
 }  // namespace
 
 RunReport run_one(const RunConfig& cfg) {
   const Scenario* scenario = find_scenario(cfg.scenario);
   if (!scenario) throw std::runtime_error("unknown scenario '" + cfg.scenario + "'");
+  if (!applies(*scenario, cfg.strategy))
+    throw std::runtime_error("scenario '" + cfg.scenario + "' does not apply to strategy '" + cfg.strategy + "'");
   const fs::path dir(cfg.out_dir);
   fs::remove_all(dir);
   fs::create_directories(dir / "history");
@@ -55,74 +151,17 @@ RunReport run_one(const RunConfig& cfg) {
   c.clock_shim = cfg.clock_shim;
   c.log = std::make_unique<HistoryWriter>((dir / "history" / "verifier.jsonl").string());
 
-  // The lock server(s), each behind its own proxy; the resources sit on a
-  // fault-free server reached directly.
-  const int node_count = lock_nodes(cfg.strategy);
-  for (int i = 0; i < node_count; ++i) {
-    const std::string tag = node_count == 1 ? "" : "-" + std::to_string(i);
-    LockNode n;
-    n.clock = std::make_unique<ClockControl>((dir / ("clock-server" + tag)).string());
-    ServerSpec spec;
-    spec.binary = cfg.redis_server;
-    spec.dir = fs::absolute(dir / ("lock-server" + tag)).string();
-    fs::create_directories(spec.dir);
-    spec.aof_always = scenario->aof_always;
-    spec.clock_shim = cfg.clock_shim;
-    spec.clock_file = n.clock->path();
-    n.server = std::make_unique<ServerProc>(spec);
-    n.server->start();
-    n.admin = std::make_unique<SyncRedis>("127.0.0.1", n.server->port(), std::chrono::milliseconds(2000));
-    n.proxy = std::make_unique<Proxy>("127.0.0.1", n.server->port());
-    c.net.add(n.proxy.get());
-    c.nodes.push_back(std::move(n));
-  }
+  start_lock_servers(c, cfg, *scenario, dir);
+  // The resources sit on a fault-free server reached directly.
   ServerSpec res_spec;
   res_spec.binary = cfg.redis_server;
   res_spec.dir = fs::absolute(dir / "resource-server").string();
   ServerProc resource(res_spec);
   resource.start();
   SyncRedis res_conn("127.0.0.1", resource.port(), std::chrono::milliseconds(2000));
-
-  const std::int64_t think_ms = scenario->think_ms > 0 ? scenario->think_ms : cfg.think_ms;
-  const std::string slots_path = fs::absolute(dir / "slots").string();
-  c.slots = std::make_unique<SlotTable>(slots_path, cfg.workers, true);
-  for (int w = 0; w < cfg.workers; ++w) {
-    WorkerProc p;
-    p.args.proc = "w" + std::to_string(w);
-    p.args.slot = w;
-    p.args.slots = slots_path;
-    p.args.slot_count = cfg.workers;
-    p.args.strategy = cfg.strategy;
-    for (auto& n : c.nodes) p.args.lock_ports.push_back(n.proxy->add_link(p.args.proc));
-    p.args.resource_port = resource.port();
-    p.args.ttl_ms = cfg.ttl_ms;
-    p.args.think_ms = think_ms;
-    p.args.wait_ms = 3 * cfg.ttl_ms;
-    p.args.history = fs::absolute(dir / "history" / (p.args.proc + ".jsonl")).string();
-    p.args.seed = cfg.seed * 100 + static_cast<std::uint64_t>(w);
-    p.args.failpoints = scenario->failpoints;
-    p.clock = std::make_unique<ClockControl>(fs::absolute(dir / ("clock-" + p.args.proc)).string());
-    c.procs.push_back(std::move(p));
-  }
-  if (scenario->replica) {
-    // The replica replicates through the proxy, so the nemesis can cut it off.
-    ServerSpec rs;
-    rs.binary = cfg.redis_server;
-    rs.dir = fs::absolute(dir / "replica-server").string();
-    fs::create_directories(rs.dir);
-    rs.extra_args = {"--replicaof", "127.0.0.1", std::to_string(c.node(0).proxy->add_link("replication"))};
-    c.replica = std::make_unique<ServerProc>(rs);
-  }
+  plan_workers(c, cfg, *scenario, dir, resource.port());
   for (auto& n : c.nodes) n.proxy->start();
-  if (c.replica) {
-    c.replica->start();
-    SyncRedis probe("127.0.0.1", c.replica->port(), std::chrono::milliseconds(500));
-    for (int i = 0; i < 500; ++i) {
-      auto info = probe.cmd({"INFO", "replication"});
-      if (info.str.find("master_link_status:up") != std::string::npos) break;
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-  }
+  if (scenario->replica) start_replica(c, cfg, dir);
 
   const auto run_start = mono_ns();
   c.end_t = run_start + cfg.duration_ms * 1'000'000;
@@ -142,8 +181,9 @@ RunReport run_one(const RunConfig& cfg) {
   const auto run_end = mono_ns();
   for (auto& n : c.nodes) {
     n.proxy.reset();
-    n.server->stop();
+    if (n.server) n.server->stop();
   }
+  c.pg.reset();
   if (c.replica) c.replica->stop();
   resource.stop();
 
@@ -166,10 +206,10 @@ RunReport run_one(const RunConfig& cfg) {
   r.setup = {{"scenario", cfg.scenario + ": " + scenario->summary},
              {"strategy", cfg.strategy},
              {"dlock", DLOCK_VERSION_STRING},
-             {"redis", redis_version(cfg.redis_server)},
+             {"lock server", server_version(cfg)},
              {"workers", std::to_string(cfg.workers)},
              {"lease", std::to_string(cfg.ttl_ms) + " ms (renewed every " + std::to_string(cfg.ttl_ms / 3) + " ms)"},
-             {"think", "U(0, " + std::to_string(think_ms) + ") ms"},
+             {"think", "U(0, " + std::to_string(think_ms_of(cfg, *scenario)) + ") ms"},
              {"duration", std::to_string(cfg.duration_ms) + " ms"},
              {"seed", std::to_string(cfg.seed)},
              {"failpoints", scenario->failpoints.empty() ? "none" : scenario->failpoints},

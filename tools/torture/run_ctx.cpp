@@ -61,7 +61,6 @@ void RunCtx::spawn(int w) {
                                 "--slots", a.slots,
                                 "--slot-count", std::to_string(a.slot_count),
                                 "--strategy", a.strategy,
-                                "--lock-ports", ports,
                                 "--resource-port", std::to_string(a.resource_port),
                                 "--ttl", std::to_string(a.ttl_ms),
                                 "--think", std::to_string(a.think_ms),
@@ -69,6 +68,8 @@ void RunCtx::spawn(int w) {
                                 "--history", a.history,
                                 "--seed", std::to_string(a.seed),
                                 "--failpoints", a.failpoints};
+  if (!ports.empty()) args.insert(args.end(), {"--lock-ports", ports});
+  if (!a.sqlite_path.empty()) args.insert(args.end(), {"--sqlite", a.sqlite_path});
   const std::string log_path = a.history.substr(0, a.history.rfind('/')) + "/../" + a.proc + ".log";
   const pid_t pid = ::fork();
   if (pid < 0) throw std::runtime_error("fork failed");

@@ -13,6 +13,7 @@
 
 #include "clock_control.hpp"
 #include "history.hpp"
+#include "pg_proc.hpp"
 #include "proxy.hpp"
 #include "server_proc.hpp"
 #include "slots.hpp"
@@ -36,7 +37,8 @@ struct WorkerProc {
 
 // One lock server with its own proxy (clients reach it only through the
 // proxy), its wall-clock control and a direct admin connection. A run has one,
-// or five for Redlock.
+// or five for Redlock. On PostgreSQL, only the proxy is set (the server is
+// RunCtx::pg); SQLite has none.
 struct LockNode {
   std::unique_ptr<ClockControl> clock;
   std::unique_ptr<ServerProc> server;
@@ -74,6 +76,9 @@ class RunCtx {
   ServerProc& lock_server() { return *nodes[0].server; }
   SyncRedis& admin() { return *nodes[0].admin; }  // direct to node 0
   ClockControl& server_clock() { return *nodes[0].clock; }
+  // The PostgreSQL lock server (strategies on PostgreSQL), else null; its
+  // proxy is node 0's.
+  PgProc* postgres() { return pg.get(); }
   // Every node's proxy: a fault on a link cuts the client from all of them.
   ProxyGroup& proxy() { return net; }
   std::string link(int w) const { return procs[w].args.proc; }
@@ -94,6 +99,7 @@ class RunCtx {
   std::vector<LockNode> nodes;
   ProxyGroup net;
   std::unique_ptr<ServerProc> replica;  // failover scenario only
+  std::unique_ptr<PgProc> pg;
   std::unique_ptr<SlotTable> slots;
   std::unique_ptr<HistoryWriter> log;
   std::string self_exe;

@@ -301,6 +301,62 @@ void failover(RunCtx& c) {
   while (c.running()) c.idle(ms(20));
 }
 
+// ---- PostgreSQL ----------------------------------------------------------------
+
+// Rows of dlock's table, as proof of what a restart kept.
+std::string lock_rows(PgProc& pg) {
+  try {
+    return pg.query("SELECT count(*) FROM dlock_locks");
+  } catch (const std::exception& e) {
+    return std::string("? (") + e.what() + ")";
+  }
+}
+
+// Restarts the PostgreSQL server while a lock is held: "fast" (clients are
+// disconnected, committed rows kept) or "immediate" (no shutdown at all;
+// crash recovery replays the WAL on start).
+void pg_restart(RunCtx& c, const std::string& mode) {
+  c.idle(ms(500));
+  while (c.running()) {
+    const int w = c.find_worker(Phase::holding, ms(1000));
+    PgProc& pg = *c.postgres();
+    const int old_pid = pg.postmaster_pid();
+    const std::string rows_before = lock_rows(pg);
+    const std::int64_t at = mono_ns();
+    pg.restart(mode);
+    c.fault_start("pg-restart", "server",
+                  "pg_ctl restart -m " + mode + " of postmaster pid " + std::to_string(old_pid) + " while " +
+                      (w >= 0 ? c.name(w) : std::string("nobody")) + " held the lock; " + rows_before +
+                      " rows in dlock_locks before",
+                  at);
+    c.fault_end("pg-restart", "server",
+                "postmaster pid " + std::to_string(pg.postmaster_pid()) + ", " + lock_rows(pg) + " rows after " +
+                    std::to_string((mono_ns() - at) / 1'000'000) + " ms");
+    c.idle(ms(c.uniform(1500, 2500)));
+  }
+}
+
+// pg_terminate_backend of every connection of the holder (found by its
+// application_name), as an administrator or a pooler's idle reaper would.
+void pg_terminate(RunCtx& c) {
+  c.idle(ms(500));
+  while (c.running()) {
+    const int w = c.find_worker(Phase::holding, ms(1000));
+    if (w >= 0) {
+      std::string n;
+      try {
+        n = c.postgres()->query("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                                "WHERE application_name = '" + c.name(w) + "'");
+      } catch (const std::exception& e) {
+        n = std::string("? (") + e.what() + ")";
+      }
+      c.fault_instant("pg-terminate", c.name(w),
+                      "pg_terminate_backend of the " + n + " connections of " + c.name(w) + " (application_name)");
+    }
+    c.idle(ms(c.uniform(500, 1500)));
+  }
+}
+
 // ---- Redlock nodes -----------------------------------------------------------
 
 std::string node_range(int from, int to) {
@@ -368,8 +424,18 @@ std::vector<Scenario> make_scenarios() {
                {"token-get-then-del", "getset-timestamp"},
                overlap_ok("a holder paused longer than its lease still believes it holds the lock (documented); "
                           "fencing must reject its late writes")});
+  {
+    // Holds longer than the lease, no fault: the watchdog's job.
+    Scenario l{"long-hold", "holders think up to 2 leases inside the critical section, no fault", "", false,
+               no_faults, {"setnx-then-expire", "token-get-then-del", "getset-timestamp", "db-insert-cleanup-job"},
+               safe(0)};
+    l.think_leases = 2.0;
+    l.dlock.min_grants = 3;  // long holds leave fewer grants to judge
+    v.push_back(std::move(l));
+  }
   v.push_back({"late-reply", "replies to an acquiring client held back for 1.5 leases", "", false, late_reply, {},
                safe(1)});
+  v.back().setups = kNetworked;
   v.push_back({"client-clock", "one client's wall clock jumps +-60 s", "", false, client_clock,
                {"getset-timestamp"}, safe(1)});
   v.push_back({"server-clock", "the lock server's (Redlock: node 0's) wall clock jumps forward 2 leases", "", false,
@@ -378,8 +444,10 @@ std::vector<Scenario> make_scenarios() {
   v.back().redlock = overlap_ok("Redlock assumes the masters' clocks do not jump: a jump on a node of the holder's "
                                 "bare majority frees its share, and another client can take a majority "
                                 "(documented; node 0's fences still order the writes)");
+  v.back().setups = kRedisFamily;
   v.push_back({"holder-kill", "SIGKILL the holder (and self-kills inside a non-atomic acquire)",
-               "acquire:mid=kill:0.05", false, kill_holder, {"setnx-del", "setnx-then-expire"}, safe(1)});
+               "acquire:mid=kill:0.05", false, kill_holder, {"setnx-del", "setnx-then-expire", "db-insert-unique"},
+               safe(1)});
   v.push_back({"restart", "SIGKILL the lock server (Redlock: node 0) and restart it at once, no persistence", "",
                false, restart_server, {},
                overlap_ok("a restart without persistence forgets held locks and the fence counter (documented: "
@@ -388,15 +456,17 @@ std::vector<Scenario> make_scenarios() {
   v.back().redlock = overlap_ok("a node that restarts empty at once forgets its share of a held lock: a holder "
                                 "with a bare majority on it loses it (documented); node 0's fence counter restarts",
                                 true);
+  v.back().setups = kRedisFamily;
   v.push_back({"restart-aof", "SIGKILL the lock server (Redlock: node 0) and restart it at once, appendfsync always",
                "", true, restart_server, {}, safe(1)});
+  v.back().setups = kRedisFamily;
   {
     Scenario f{"failover", "async replica promoted after a grant that never reached it", "", false, failover, {},
                overlap_ok("a single master with an asynchronous replica loses grants on failover (documented); "
                           "the promoted replica's fence counter is behind, so fences repeat",
                           true)};
     f.replica = true;
-    f.topology = Topology::single;
+    f.setups = kRedis;
     v.push_back(std::move(f));
   }
   v.push_back({"partition", "the holder cut off from the lock server (Redlock: every node) for 2 leases", "", false,
@@ -405,25 +475,37 @@ std::vector<Scenario> make_scenarios() {
   v.push_back({"net-drop", "replies lost and connections reset while requests are applied", "", false, net_drop, {},
                safe(1)});
   v.push_back({"net-reset", "every connection reset every 0.4-0.9 s", "", false, net_reset, {}, safe(1)});
+  for (auto it = v.end() - 4; it != v.end(); ++it) it->setups = kNetworked;
   v.push_back({"server-stall", "CLIENT PAUSE WRITE / DEBUG SLEEP for 1.5 leases (Redlock: on node 0)", "", false,
                server_stall, {}, safe(1)});
+  v.back().setups = kRedisFamily;
+  v.push_back({"pg-restart-fast", "PostgreSQL restarted (fast shutdown) while a lock is held", "", false,
+               [](RunCtx& c) { pg_restart(c, "fast"); }, {}, safe(1)});
+  v.back().setups = kPostgres;
+  v.push_back({"pg-restart-immediate", "PostgreSQL stopped with no shutdown (immediate) and restarted while a lock "
+                                       "is held: crash recovery",
+               "", false, [](RunCtx& c) { pg_restart(c, "immediate"); }, {}, safe(1)});
+  v.back().setups = kPostgres;
+  v.push_back({"pg-terminate", "pg_terminate_backend of every connection of the holder", "", false, pg_terminate,
+               {}, safe(1)});
+  v.back().setups = kPostgres;
   {
     Scenario r{"node-restart", "Redlock: 2 of 5 nodes cut off; a node of the holder's bare majority SIGKILLed and "
                                "restarted at once without persistence",
                "", false, [](RunCtx& c) { node_restart(c, false); }, {},
                overlap_ok("a Redlock node that restarts empty at once forgets its share of a held lock "
                           "(documented: restart after the longest lease, or use appendfsync always)")};
-    r.topology = Topology::redlock;
+    r.setups = kRedlock;
     r.think_ms = 1000;  // a holder that holds while the node restarts
     v.push_back(std::move(r));
     Scenario d{"node-restart-delayed", "Redlock: as node-restart, but the node stays down for a lease first", "",
                false, [](RunCtx& c) { node_restart(c, true); }, {}, safe(1)};
-    d.topology = Topology::redlock;
+    d.setups = kRedlock;
     d.think_ms = 1000;
     v.push_back(std::move(d));
     Scenario p{"partition-minority", "Redlock: 2 of 5 nodes cut off from every client for 2 leases", "", false,
                minority_partition, {}, safe(1)};
-    p.topology = Topology::redlock;
+    p.setups = kRedlock;
     v.push_back(std::move(p));
   }
   return v;
@@ -442,10 +524,16 @@ const Scenario* find_scenario(const std::string& name) {
   return nullptr;
 }
 
-bool applies(const Scenario& s, const std::string& strategy) {
-  const bool redlock = lock_nodes(strategy) > 1;
-  return s.topology == Topology::any || (s.topology == Topology::redlock) == redlock;
+unsigned setup_of(const std::string& strategy) {
+  switch (lock_server_of(strategy)) {
+    case LockServer::postgres: return kPostgres;
+    case LockServer::sqlite: return kSqlite;
+    case LockServer::redis: break;
+  }
+  return lock_nodes(strategy) > 1 ? kRedlock : kRedis;
 }
+
+bool applies(const Scenario& s, const std::string& strategy) { return (s.setups & setup_of(strategy)) != 0; }
 
 Expectation expectation_for(const Scenario& s, const std::string& strategy, bool* judged) {
   *judged = true;
@@ -469,12 +557,14 @@ Expectation expectation_for(const Scenario& s, const std::string& strategy, bool
 
 std::vector<PlannedRun> short_suite() {
   std::vector<PlannedRun> v;
-  for (const char* st : {"dlock", "redlock"})
+  for (const char* st : {"dlock", "redlock", "postgres", "sqlite"})
     for (const auto& s : scenarios())
       if (applies(s, st)) v.push_back({s.name, st});
   // Each naive strategy once, where it must fail.
   v.push_back({"holder-kill", "setnx-del"});
   v.push_back({"holder-kill", "setnx-then-expire"});
+  v.push_back({"holder-kill", "db-insert-unique"});
+  v.push_back({"long-hold", "db-insert-cleanup-job"});
   v.push_back({"client-clock", "getset-timestamp"});
   v.push_back({"pause", "token-get-then-del"});
   return v;

@@ -14,10 +14,19 @@ namespace torture {
 
 class RunCtx;
 
-// Which lock set-ups a scenario applies to: a fault on "the lock server" of
-// a single server, on nodes of a Redlock set, or on clients and the network
-// (both).
-enum class Topology { any, single, redlock };
+// The lock set-ups a scenario applies to, as a mask: a fault on clients
+// applies to all; a fault on the network to those with a server behind the
+// proxy; a fault on a Redis server to Redis and Redlock; and so on.
+enum Setup : unsigned {
+  kRedis = 1,     // one redis-server
+  kRedlock = 2,   // five redis-servers
+  kPostgres = 4,  // one PostgreSQL server
+  kSqlite = 8,    // a file on this host, no server
+  kRedisFamily = kRedis | kRedlock,
+  kNetworked = kRedis | kRedlock | kPostgres,
+  kEvery = kNetworked | kSqlite,
+};
+unsigned setup_of(const std::string& strategy);
 
 struct Scenario {
   std::string name;
@@ -32,10 +41,12 @@ struct Scenario {
   // The lock server has an asynchronous replica, replicating through the
   // proxy's "replication" link.
   bool replica = false;
-  Topology topology = Topology::any;
+  unsigned setups = kEvery;
   // Longest think inside the critical section, in ms (0: the run's own), for
   // faults that need a holder that holds for a while.
   std::int64_t think_ms = 0;
+  // The same in leases (0: not set), for holds meant to outlive the lease.
+  double think_leases = 0;
   // For redlock, when it differs from `dlock`.
   std::optional<Expectation> redlock = std::nullopt;
 };

@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "history.hpp"
+#include "strategies_sql.hpp"
 #include "common/sync_redis.hpp"
 
 namespace torture {
@@ -20,18 +21,24 @@ using Clock = std::chrono::steady_clock;
 
 // ---- dlock ---------------------------------------------------------------
 
-// redis://host:port for one server, redlock://host:p1,host:p2,... for more.
-std::string url_of(const StrategyConfig& c) {
+// redis://host:port for one server, redlock://host:p1,host:p2,... for more;
+// the PostgreSQL superuser through the proxy; the SQLite file.
+std::string url_of(LockServer server, const StrategyConfig& c) {
+  if (server == LockServer::sqlite) return "sqlite://" + c.sqlite_path;
+  if (server == LockServer::postgres)
+    return "postgres://postgres@" + c.host + ":" + std::to_string(c.ports.at(0)) +
+           "/postgres?application_name=" + c.client_name;
   std::string url = c.ports.size() == 1 ? "redis://" : "redlock://";
   for (std::size_t i = 0; i < c.ports.size(); ++i)
     url += (i ? "," : "") + c.host + ":" + std::to_string(c.ports[i]);
   return url;
 }
 
-// dlock over one server, or Redlock over several (the same client code).
+// dlock over one server, Redlock over several, PostgreSQL or SQLite: the
+// same client code, only the URL differs.
 class DlockStrategy final : public Strategy {
  public:
-  explicit DlockStrategy(const StrategyConfig& c) : config_(c) {
+  DlockStrategy(LockServer server, const StrategyConfig& c) : config_(c) {
     dlock::ClientOptions options;
     // Scaled with the lease, as a 30 s lease would have a 2 s timeout.
     options.command_timeout = milliseconds(std::max<std::int64_t>(50, c.ttl_ms / 4));
@@ -39,7 +46,7 @@ class DlockStrategy final : public Strategy {
     options.reconnect_backoff_min = milliseconds(10);
     options.reconnect_backoff_max = milliseconds(std::max<std::int64_t>(20, c.ttl_ms / 4));
     options.logger = [](dlock::LogLevel, std::string_view) {};
-    client_ = dlock::Client::connect(url_of(c), options);
+    client_ = dlock::Client::connect(url_of(server, c), options);
   }
 
   AcquireResult acquire(milliseconds wait, std::function<void()> on_lost) override {
@@ -220,21 +227,45 @@ class TokenGetThenDel final : public NaiveBase {
 }  // namespace
 
 const std::vector<std::string>& strategy_names() {
-  static const std::vector<std::string> names{"dlock", "redlock", "setnx-del", "setnx-then-expire", "getset-timestamp",
-                                              "token-get-then-del"};
+  static const std::vector<std::string> names{"dlock",
+                                              "redlock",
+                                              "postgres",
+                                              "sqlite",
+                                              "setnx-del",
+                                              "setnx-then-expire",
+                                              "getset-timestamp",
+                                              "token-get-then-del",
+                                              "db-insert-unique",
+                                              "db-insert-cleanup-job"};
   return names;
 }
 
-bool is_naive(const std::string& name) { return name != "dlock" && name != "redlock"; }
+bool is_naive(const std::string& name) {
+  return name != "dlock" && name != "redlock" && name != "postgres" && name != "sqlite";
+}
 
-int lock_nodes(const std::string& name) { return name == "redlock" ? 5 : 1; }
+LockServer lock_server_of(const std::string& name) {
+  if (name == "sqlite") return LockServer::sqlite;
+  if (name == "postgres" || name.rfind("db-", 0) == 0) return LockServer::postgres;
+  return LockServer::redis;
+}
+
+int lock_nodes(const std::string& name) {
+  if (name == "redlock") return 5;
+  return lock_server_of(name) == LockServer::sqlite ? 0 : 1;
+}
 
 std::unique_ptr<Strategy> make_strategy(const std::string& name, const StrategyConfig& config) {
-  if (name == "dlock" || name == "redlock") {
-    if ((config.ports.size() == 1) != (name == "dlock"))
-      throw std::invalid_argument(name + " needs " + (name == "dlock" ? "one lock server" : "several lock servers"));
-    return std::make_unique<DlockStrategy>(config);
+  if (!is_naive(name)) {
+    const auto server = lock_server_of(name);
+    if (server == LockServer::sqlite ? config.sqlite_path.empty()
+                                     : (config.ports.size() == 1) != (name != "redlock"))
+      throw std::invalid_argument(name + " needs " + (name == "redlock" ? "several lock servers"
+                                                      : server == LockServer::sqlite ? "a lock file"
+                                                                                     : "one lock server"));
+    return std::make_unique<DlockStrategy>(server, config);
   }
+  if (name.rfind("db-", 0) == 0) return make_table_lock(name, config);
   if (name == "setnx-del") return std::make_unique<SetnxDel>(config);
   if (name == "setnx-then-expire") return std::make_unique<SetnxThenExpire>(config);
   if (name == "getset-timestamp") return std::make_unique<GetsetTimestamp>(config);

@@ -26,10 +26,18 @@ struct ReleaseResult {
   std::string detail;
 };
 
+// What a strategy locks on: a Redis server (or a Redlock set), a PostgreSQL
+// server, or a SQLite file on this host (no server).
+enum class LockServer { redis, postgres, sqlite };
+
 struct StrategyConfig {
   std::string host = "127.0.0.1";
   // The lock servers (through the proxies): one, or the Redlock masters.
   std::vector<std::uint16_t> ports;
+  std::string sqlite_path;  // the lock file, for LockServer::sqlite
+  // The worker's name: its PostgreSQL application_name, so the nemesis can
+  // find its connections.
+  std::string client_name;
   std::string key = "torture";  // the lock's name
   std::int64_t ttl_ms = 1000;
   // Called at named points inside an algorithm ("acquire:mid" between the
@@ -55,8 +63,10 @@ class Strategy {
 std::unique_ptr<Strategy> make_strategy(const std::string& name, const StrategyConfig& config);
 const std::vector<std::string>& strategy_names();
 bool is_naive(const std::string& name);
-// How many lock servers the strategy uses: 5 for "redlock", else 1.
+// How many lock servers the strategy uses: 5 for "redlock", 0 for SQLite,
+// else 1.
 int lock_nodes(const std::string& name);
+LockServer lock_server_of(const std::string& name);
 
 }  // namespace torture
 

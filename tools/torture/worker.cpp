@@ -67,6 +67,8 @@ class Worker {
     emit("start", "", "", {});
     StrategyConfig sc;
     sc.ports = a_.lock_ports;
+    sc.sqlite_path = a_.sqlite_path;
+    sc.client_name = a_.proc;
     sc.ttl_ms = a_.ttl_ms;
     sc.failpoint = [this](const char* name) { failpoint(name); };
     std::unique_ptr<Strategy> strategy;

@@ -15,6 +15,7 @@ struct WorkerArgs {
   int slot = 0;
   std::string strategy;
   std::vector<std::uint16_t> lock_ports;  // lock server(s), through the proxies
+  std::string sqlite_path;                // the lock file of strategy sqlite
   std::uint16_t resource_port = 0;  // resource server, direct
   std::int64_t ttl_ms = 1000;
   std::int64_t think_ms = 20;   // think U(0, think) between read and write

@@ -1,0 +1,152 @@
+#include "pg_proc.hpp"
+
+#include <fcntl.h>
+#include <pwd.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <libpq-fe.h>
+
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <stdexcept>
+#include <thread>
+#include <vector>
+
+#include "server_proc.hpp"
+
+namespace torture {
+namespace {
+
+namespace fs = std::filesystem;
+const std::string kBin = "/usr/lib/postgresql/15/bin/";
+
+// initdb and the server refuse root: as root, they run as `postgres`.
+std::vector<std::string> as_owner(std::vector<std::string> argv) {
+  if (::geteuid() != 0) return argv;
+  argv.insert(argv.begin(), {"runuser", "-u", "postgres", "--"});
+  return argv;
+}
+
+// Runs argv to its end (at most `timeout_s`), output appended to `log`;
+// its exit status, -1 if it had to be killed.
+int run_to_end(std::vector<std::string> args, const std::string& log, int timeout_s) {
+  const pid_t pid = ::fork();
+  if (pid < 0) throw std::runtime_error("fork failed");
+  if (pid == 0) {
+    const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    const int null = ::open("/dev/null", O_RDONLY);
+    if (null >= 0) ::dup2(null, 0);
+    if (fd >= 0) {
+      ::dup2(fd, 1);
+      ::dup2(fd, 2);
+    }
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    ::execvp(argv[0], argv.data());
+    ::_exit(127);
+  }
+  int status = 0;
+  for (int i = 0; i < timeout_s * 100; ++i) {
+    if (::waitpid(pid, &status, WNOHANG) == pid) return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ::kill(pid, SIGKILL);
+  ::waitpid(pid, &status, 0);
+  return -1;
+}
+
+}  // namespace
+
+bool postgres_installed() { return fs::exists(kBin + "initdb"); }
+
+std::string postgres_version() {
+  FILE* p = ::popen((kBin + "postgres --version 2>/dev/null").c_str(), "r");
+  if (!p) return "unknown";
+  char buf[128] = {};
+  const bool got = std::fgets(buf, sizeof buf, p) != nullptr;
+  ::pclose(p);
+  std::string line = got ? buf : "";
+  const auto space = line.rfind(' ');
+  if (space == std::string::npos) return "unknown";
+  line = line.substr(space + 1);
+  while (!line.empty() && (line.back() == '\n' || line.back() == ' ')) line.pop_back();
+  return line;
+}
+
+PgProc::PgProc(std::string log_copy) : log_copy_(std::move(log_copy)) {
+  std::string tmpl = "/tmp/dlock-torture-pg-XXXXXX";
+  if (::mkdtemp(tmpl.data()) == nullptr) throw std::runtime_error("mkdtemp: " + std::string(std::strerror(errno)));
+  dir_ = tmpl;
+  if (::geteuid() == 0) {
+    const passwd* pw = ::getpwnam("postgres");
+    if (pw == nullptr || ::chown(dir_.c_str(), pw->pw_uid, pw->pw_gid) != 0)
+      throw std::runtime_error("cannot hand " + dir_ + " to the 'postgres' user");
+  }
+  if (run_to_end(as_owner({kBin + "initdb", "-D", dir_ + "/data", "-U", "postgres", "--auth=trust", "-E", "UTF8",
+                           "--locale=C.UTF-8", "--no-sync"}),
+                 dir_ + "/initdb.log", 120) != 0)
+    throw std::runtime_error("initdb failed; see " + dir_ + "/initdb.log");
+  port_ = free_port();
+  start();
+}
+
+PgProc::~PgProc() {
+  try {
+    stop("immediate");
+    std::error_code ec;
+    if (!log_copy_.empty()) fs::copy_file(dir_ + "/server.log", log_copy_, fs::copy_options::overwrite_existing, ec);
+    fs::remove_all(dir_, ec);
+  } catch (...) {
+  }
+}
+
+std::string PgProc::url() const { return "postgres://postgres@127.0.0.1:" + std::to_string(port_) + "/postgres"; }
+
+void PgProc::start() {
+  const std::string opts = "-p " + std::to_string(port_) +
+                           " -c listen_addresses=127.0.0.1 -c unix_socket_directories=" + dir_ +
+                           " -c max_connections=200";
+  if (run_to_end(as_owner({kBin + "pg_ctl", "-D", dir_ + "/data", "-l", dir_ + "/server.log", "-w", "-t", "60",
+                           "-o", opts, "start"}),
+                 dir_ + "/pg_ctl.log", 90) != 0)
+    throw std::runtime_error("pg_ctl start failed; see " + dir_ + "/server.log");
+}
+
+void PgProc::stop(const std::string& mode) {
+  run_to_end(as_owner({kBin + "pg_ctl", "-D", dir_ + "/data", "-m", mode, "-w", "-t", "60", "stop"}),
+             dir_ + "/pg_ctl.log", 90);
+}
+
+void PgProc::restart(const std::string& mode) {
+  stop(mode);
+  start();
+}
+
+int PgProc::postmaster_pid() const {
+  std::ifstream in(dir_ + "/data/postmaster.pid");
+  int pid = -1;
+  in >> pid;
+  return in ? pid : -1;
+}
+
+std::string PgProc::query(const std::string& sql) const {
+  std::unique_ptr<PGconn, void (*)(PGconn*)> conn(PQconnectdb((url() + "?connect_timeout=5").c_str()), PQfinish);
+  if (PQstatus(conn.get()) != CONNECTION_OK)
+    throw std::runtime_error(std::string("cannot connect to the verifier's PostgreSQL: ") +
+                             PQerrorMessage(conn.get()));
+  std::unique_ptr<PGresult, void (*)(PGresult*)> res(PQexec(conn.get(), sql.c_str()), PQclear);
+  const auto st = PQresultStatus(res.get());
+  if (st != PGRES_TUPLES_OK && st != PGRES_COMMAND_OK)
+    throw std::runtime_error("'" + sql + "' failed: " + PQresultErrorMessage(res.get()));
+  if (st != PGRES_TUPLES_OK || PQntuples(res.get()) == 0 || PQnfields(res.get()) == 0) return "";
+  return PQgetvalue(res.get(), 0, 0);
+}
+
+}  // namespace torture
