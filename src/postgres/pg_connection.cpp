@@ -251,14 +251,18 @@ void PgConnection::drop(Status why) {
   if (conn_ != nullptr) PQfinish(conn_);
   conn_ = nullptr;
   if (state_ != State::closed) state_ = State::down;
-  const Errc queued = state_ == State::closed ? Errc::cancelled : Errc::unavailable;
+  // Queued calls were never sent: they keep why's code (a refused login or
+  // certificate says what to fix), but never "outcome unknown".
+  Errc queued = why.code();
+  if (state_ == State::closed) queued = Errc::cancelled;
+  else if (why.ok() || queued == Errc::outcome_unknown) queued = Errc::unavailable;
   if (in_flight_) {
     auto done = std::move(in_flight_->done);
     in_flight_.reset();
     post([done = std::move(done), why] { done(why); });
   }
   for (auto& p : queue_)
-    post([done = std::move(p.done), s = Status(queued, why.message())] { done(s); });
+    post([done = std::move(p.done), s = Status(queued, why.message(), why.backend_code())] { done(s); });
   queue_.clear();
   auto waiters = std::move(connect_waiters_);
   connect_waiters_.clear();

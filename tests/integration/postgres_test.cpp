@@ -97,6 +97,60 @@ TEST(Postgres, AnUnreachableServerIsUnavailable) {
   EXPECT_EQ(c.status().code(), Errc::unavailable) << c.status().to_string();
 }
 
+// sslmode as PostgreSQL documents it: require on a server without TLS is
+// refused; verify-full trusts only the CA given and encrypts every
+// connection the client makes.
+TEST(Postgres, TlsIsVerifiedAsTheUrlAsks) {
+  PostgresServer pg;
+  LogSink log;
+  auto plain = Client::try_connect(pg.url("sslmode=require"), quiet(log));
+  ASSERT_FALSE(plain.ok());
+  EXPECT_EQ(plain.status().code(), Errc::tls_failed) << plain.status().to_string();
+
+  pg.enable_tls();
+  const std::string other_ca = make_ca(pg.dir(), "other-ca");
+  auto wrong = Client::try_connect(pg.url("sslmode=verify-full&sslrootcert=" + other_ca), quiet(log));
+  ASSERT_FALSE(wrong.ok());
+  EXPECT_EQ(wrong.status().code(), Errc::tls_failed) << wrong.status().to_string();
+
+  auto client = Client::try_connect(pg.url("sslmode=verify-full&sslrootcert=" + pg.ca_file()), quiet(log));
+  ASSERT_TRUE(client.ok()) << client.status().to_string();
+  auto lease = client->try_acquire("job");
+  ASSERT_TRUE(lease.ok()) << lease.status().to_string();
+  const std::string others = "FROM pg_stat_ssl s JOIN pg_stat_activity a USING (pid) WHERE a.backend_type = "
+                             "'client backend' AND a.pid <> pg_backend_pid()";
+  EXPECT_EQ(pg.psql("SELECT count(*) " + others + " AND NOT s.ssl"), "0\n");
+  EXPECT_NE(pg.psql("SELECT count(*) " + others + " AND s.ssl"), "0\n");
+  EXPECT_TRUE(lease->release().ok());
+}
+
+// A database whose statement_timeout cancels a call (here: the table is
+// locked by someone else) gives a retryable error, and nothing is held.
+TEST(Postgres, AStatementTimeoutIsRetryableAndHoldsNothing) {
+  PostgresServer pg;
+  LogSink log;
+  auto maker = Client::connect(pg.url(), quiet(log));  // makes the table
+  pg.psql("ALTER DATABASE postgres SET statement_timeout = '300ms'");
+  auto client = Client::connect(pg.url(), quiet(log));  // its sessions get it
+  auto locker = std::async(std::launch::async, [&] {
+    return pg.psql("SET statement_timeout = 0; BEGIN; LOCK TABLE dlock_locks IN ACCESS EXCLUSIVE MODE; "
+                   "SELECT pg_sleep(2); COMMIT");
+  });
+  ASSERT_TRUE(eventually(
+      [&] {
+        return pg.psql("SELECT count(*) FROM pg_locks WHERE relation = 'dlock_locks'::regclass AND granted AND "
+                       "mode = 'AccessExclusiveLock'") == "1\n";
+      },
+      5s));
+  auto r = client.try_acquire("job");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.code(), Errc::unavailable) << r.status().to_string();
+  EXPECT_EQ(r.status().backend_code(), "57014") << r.status().to_string();
+  locker.get();
+  EXPECT_FALSE(maker.inspect("job").value().held);
+  EXPECT_TRUE(client.try_acquire("job").ok());
+}
+
 TEST(Postgres, MisconfiguredDatabasesGiveClearErrors) {
   PostgresServer pg;
   LogSink log;

@@ -46,11 +46,36 @@ PostgresServer::PostgresServer() {
   start();
 }
 
+void PostgresServer::enable_tls() {
+  const std::string tls = dir_ + "/tls";
+  std::filesystem::create_directories(tls);
+  make_ca(tls, "ca");
+  make_leaf(tls, "server", "localhost",
+            "basicConstraints=CA:FALSE\n"
+            "keyUsage=critical,digitalSignature\n"
+            "extendedKeyUsage=serverAuth\n"
+            "subjectAltName=IP:127.0.0.1,DNS:localhost\n");
+  // The server refuses a key others may read; as root it must be postgres'.
+  std::filesystem::permissions(tls + "/server.key", std::filesystem::perms::owner_read |
+                                                        std::filesystem::perms::owner_write);
+  if (geteuid() == 0) {
+    const passwd* pw = getpwnam("postgres");
+    if (pw == nullptr) throw std::runtime_error("no 'postgres' user");
+    for (const char* f : {"", "/server.key", "/server.crt"})
+      if (chown((tls + f).c_str(), pw->pw_uid, pw->pw_gid) != 0) throw std::runtime_error("chown " + tls + f);
+  }
+  stop();
+  tls_ = true;
+  start();
+}
+
 void PostgresServer::start() {
+  std::string opts = "-p " + std::to_string(port_) + " -c listen_addresses=127.0.0.1 -c unix_socket_directories=" +
+                     dir_ + " -c fsync=off -c synchronous_commit=off -c full_page_writes=off";
+  if (tls_)
+    opts += " -c ssl=on -c ssl_cert_file=" + dir_ + "/tls/server.crt -c ssl_key_file=" + dir_ + "/tls/server.key";
   auto r = run(as_owner({kBin + "pg_ctl", "-D", dir_ + "/data", "-l", dir_ + "/server.log", "-w", "-t", "30", "-o",
-                         "-p " + std::to_string(port_) + " -c listen_addresses=127.0.0.1 -c unix_socket_directories=" +
-                             dir_ + " -c fsync=off -c synchronous_commit=off -c full_page_writes=off",
-                         "start"}),
+                         opts, "start"}),
                60s);
   if (r.exit_code != 0) throw std::runtime_error("pg_ctl start failed: " + r.err + r.out);
   running_ = true;

@@ -26,6 +26,11 @@ class PostgresServer {
   std::string url(const std::string& params = "") const;
   // Runs one SQL command through psql as the superuser; its stdout.
   std::string psql(const std::string& sql) const;
+  // Restarts the cluster with TLS on (ssl=on), serving a certificate for
+  // 127.0.0.1 and localhost signed by a throw-away CA (ca_file()); plain
+  // connections are still accepted, as by default.
+  void enable_tls();
+  std::string ca_file() const { return dir_ + "/tls/ca.crt"; }
   void stop();   // fast shutdown
   void start();  // again, same port and data
   bool running() const { return running_; }
@@ -35,6 +40,7 @@ class PostgresServer {
   std::string dir_;
   int port_ = 0;
   bool running_ = false;
+  bool tls_ = false;
 };
 
 // True if PostgreSQL's server programs are installed.

@@ -140,17 +140,6 @@ std::string random_serial() {
   return std::to_string(dist(rd));
 }
 
-// Makes <dir>/<name>.{key,crt} signed by the CA <dir>/ca.{key,crt}.
-void make_leaf(const std::string& dir, const std::string& name, const std::string& cn, const std::string& extensions) {
-  const std::string base = dir + "/" + name;
-  make_key(base + ".key");
-  run_tool({"openssl", "req", "-new", "-key", base + ".key", "-subj", "/CN=" + cn, "-out", base + ".csr"});
-  write_file(base + ".ext", extensions);
-  run_tool({"openssl", "x509", "-req", "-in", base + ".csr", "-CA", dir + "/ca.crt", "-CAkey", dir + "/ca.key",
-            "-set_serial", random_serial(), "-days", "365", "-sha256", "-extfile", base + ".ext", "-out",
-            base + ".crt"});
-}
-
 // Sends PING on a plain connection; true on any reply but -LOADING.
 bool ping_plain(int port) {
   int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
@@ -230,6 +219,16 @@ std::string make_ca(const std::string& dir, const std::string& name) {
             "/CN=dlock test CA " + name, "-addext", "basicConstraints=critical,CA:TRUE", "-addext",
             "keyUsage=critical,keyCertSign,cRLSign", "-out", base + ".crt"});
   return base + ".crt";
+}
+
+void make_leaf(const std::string& dir, const std::string& name, const std::string& cn, const std::string& extensions) {
+  const std::string base = dir + "/" + name;
+  make_key(base + ".key");
+  run_tool({"openssl", "req", "-new", "-key", base + ".key", "-subj", "/CN=" + cn, "-out", base + ".csr"});
+  write_file(base + ".ext", extensions);
+  run_tool({"openssl", "x509", "-req", "-in", base + ".csr", "-CA", dir + "/ca.crt", "-CAkey", dir + "/ca.key",
+            "-set_serial", random_serial(), "-days", "365", "-sha256", "-extfile", base + ".ext", "-out",
+            base + ".crt"});
 }
 
 RedisServer::RedisServer(RedisServerOptions options) : options_(std::move(options)), dir_(make_temp_dir()) {

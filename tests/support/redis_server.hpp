@@ -143,6 +143,12 @@ int free_port();
 // "wrong CA" tests. Throws std::runtime_error on failure.
 std::string make_ca(const std::string& dir, const std::string& name);
 
+// Makes "<dir>/<name>.key" and "<dir>/<name>.crt" for common name `cn`,
+// signed by the CA "<dir>/ca.{key,crt}" (make_ca(dir, "ca")), with the
+// x509v3 `extensions` (one per line). Throws std::runtime_error on failure.
+void make_leaf(const std::string& dir, const std::string& name, const std::string& cn,
+               const std::string& extensions);
+
 // Removes the temp directories of RedisServers whose test process died
 // before the destructor ran (their servers died with them). Done once per
 // process by the first RedisServer unless DLOCK_TEST_KEEP_TMP is set.
