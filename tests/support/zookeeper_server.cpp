@@ -1,0 +1,206 @@
+#include "support/zookeeper_server.hpp"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <stdexcept>
+#include <thread>
+
+#include "support/process.hpp"
+#include "support/redis_server.hpp"
+
+namespace dlock::test {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+const std::string kJar = "/usr/share/java/zookeeper.jar";
+
+// Sends a four-letter command and reads the reply to EOF, all within
+// `limit`: a server starting up may accept and never answer (a known 3.8
+// trap), so nothing here blocks. "" on any failure.
+std::string four_letter(int port, const char* cmd, std::chrono::milliseconds limit) {
+  const auto deadline = Clock::now() + limit;
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (fd < 0) return "";
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<std::uint16_t>(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  auto wait_for = [&](short events) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    if (left <= 0) return false;
+    pollfd p{fd, events, 0};
+    return ::poll(&p, 1, static_cast<int>(left)) == 1 && (p.revents & (events | POLLHUP | POLLERR)) != 0;
+  };
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+    if (errno != EINPROGRESS || !wait_for(POLLOUT)) return "";
+    int err = 0;
+    socklen_t len = sizeof err;
+    if (::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0 || err != 0) return "";
+  }
+  if (::send(fd, cmd, std::strlen(cmd), MSG_NOSIGNAL) != static_cast<ssize_t>(std::strlen(cmd))) return "";
+  std::string out;
+  char buf[1024];
+  while (wait_for(POLLIN)) {
+    const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+    if (n <= 0) return n == 0 ? out : "";
+    out.append(buf, static_cast<std::size_t>(n));
+  }
+  return "";  // timed out before EOF
+}
+
+}  // namespace
+
+bool zookeeper_available() {
+  return fs::exists(kJar) && run({"sh", "-c", "command -v java"}, 5s).exit_code == 0;
+}
+
+ZooKeeperEnsemble::ZooKeeperEnsemble(int servers) {
+  if (servers < 1) throw std::invalid_argument("an ensemble needs at least one server");
+  const char* base = std::getenv("TMPDIR");
+  std::string tmpl = std::string(base && *base ? base : "/tmp") + "/dlock-zk-XXXXXX";
+  if (::mkdtemp(tmpl.data()) == nullptr) throw std::runtime_error("mkdtemp: " + std::string(std::strerror(errno)));
+  dir_ = tmpl;
+  nodes_.resize(static_cast<std::size_t>(servers));
+  for (auto& n : nodes_) {
+    n.client_port = free_port();
+    n.quorum_port = free_port();
+    n.election_port = free_port();
+  }
+  try {
+    for (int i = 0; i < servers; ++i) {
+      fs::create_directories(dir_ + "/" + std::to_string(i) + "/data");
+      std::ofstream(dir_ + "/" + std::to_string(i) + "/data/myid") << i + 1 << '\n';
+      write_config(i);
+      start(i);
+    }
+    if (!wait_serving(60s)) throw std::runtime_error("the ZooKeeper ensemble did not serve within 60 s; logs in " + dir_);
+  } catch (...) {
+    for (int i = 0; i < size(); ++i) kill(i);
+    throw;
+  }
+}
+
+ZooKeeperEnsemble::~ZooKeeperEnsemble() {
+  for (int i = 0; i < size(); ++i) {
+    try {
+      kill(i);
+    } catch (...) {
+    }
+  }
+  std::error_code ec;
+  fs::remove_all(dir_, ec);
+}
+
+void ZooKeeperEnsemble::write_config(int i) const {
+  const std::string d = dir_ + "/" + std::to_string(i);
+  std::ofstream cfg(d + "/zoo.cfg");
+  // Keep comments on lines of their own: values are read to the line's end.
+  cfg << "tickTime=200\n"
+      << "initLimit=50\n"
+      << "syncLimit=25\n"
+      << "minSessionTimeout=400\n"
+      << "maxSessionTimeout=60000\n"
+      << "dataDir=" << d << "/data\n"
+      << "clientPort=" << nodes_[i].client_port << "\n"
+      << "clientPortAddress=127.0.0.1\n"
+      << "maxClientCnxns=0\n"
+      << "# otherwise the Jetty AdminServer binds port 8080\n"
+      << "admin.enableServer=false\n"
+      << "4lw.commands.whitelist=srvr,ruok,stat,mntr,cons\n";
+  if (size() > 1)
+    for (int k = 0; k < size(); ++k)
+      cfg << "server." << k + 1 << "=127.0.0.1:" << nodes_[k].quorum_port << ":" << nodes_[k].election_port << "\n";
+  if (!cfg) throw std::runtime_error("cannot write " + d + "/zoo.cfg");
+}
+
+void ZooKeeperEnsemble::start(int i) {
+  Node& n = nodes_.at(i);
+  if (n.pid > 0) return;
+  const std::string d = dir_ + "/" + std::to_string(i);
+  n.pid = spawn({"java", "-Xms32m", "-Xmx128m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-cp",
+                 "/etc/zookeeper/conf:" + kJar + ":/usr/share/java/slf4j-simple.jar", "-Dzookeeper.log.dir=" + d,
+                 "-Dzookeeper.root.logger=INFO,CONSOLE", "org.apache.zookeeper.server.quorum.QuorumPeerMain",
+                 d + "/zoo.cfg"},
+                {}, d + "/zk.log")
+              .pid;
+}
+
+void ZooKeeperEnsemble::stop(int i) {
+  Node& n = nodes_.at(i);
+  if (n.pid <= 0) return;
+  ::kill(n.pid, SIGCONT);
+  ::kill(n.pid, SIGTERM);
+  if (wait_exit(n.pid, 10s) == -1) {
+    ::kill(n.pid, SIGKILL);
+    wait_exit(n.pid, 10s);
+  }
+  n.pid = -1;
+}
+
+void ZooKeeperEnsemble::kill(int i) {
+  Node& n = nodes_.at(i);
+  if (n.pid <= 0) return;
+  ::kill(n.pid, SIGKILL);
+  wait_exit(n.pid, 10s);
+  n.pid = -1;
+}
+
+void ZooKeeperEnsemble::pause(int i) {
+  if (nodes_.at(i).pid > 0) ::kill(nodes_[i].pid, SIGSTOP);
+}
+
+void ZooKeeperEnsemble::resume(int i) {
+  if (nodes_.at(i).pid > 0) ::kill(nodes_[i].pid, SIGCONT);
+}
+
+std::string ZooKeeperEnsemble::hosts() const {
+  std::string h;
+  for (const auto& n : nodes_) h += (h.empty() ? "" : ",") + std::string("127.0.0.1:") + std::to_string(n.client_port);
+  return h;
+}
+
+std::string ZooKeeperEnsemble::mode(int i) const {
+  if (nodes_.at(i).pid <= 0) return "";
+  const std::string r = four_letter(nodes_[i].client_port, "srvr", 2s);
+  const auto at = r.find("Mode: ");
+  if (at == std::string::npos) return "";
+  return r.substr(at + 6, r.find('\n', at) - at - 6);
+}
+
+int ZooKeeperEnsemble::leader() const {
+  for (int i = 0; i < size(); ++i)
+    if (mode(i) == "leader") return i;
+  return -1;
+}
+
+bool ZooKeeperEnsemble::wait_serving(std::chrono::milliseconds limit) const {
+  const auto deadline = Clock::now() + limit;
+  do {
+    for (int i = 0; i < size(); ++i) {
+      const std::string m = mode(i);
+      if (m == "leader" || m == "standalone") return true;
+    }
+    std::this_thread::sleep_for(100ms);
+  } while (Clock::now() < deadline);
+  return false;
+}
+
+}  // namespace dlock::test
