@@ -30,6 +30,9 @@ class Env {
  public:
   virtual ~Env() = default;
   virtual Client client() = 0;
+  // Redlock's fence comes from node 0 and only when node 0 is in the
+  // granting majority: a grant may have none (fence 0), as documented.
+  virtual bool every_grant_fenced() const { return true; }
 };
 
 ClientOptions quiet() {
@@ -48,6 +51,7 @@ class RedisEnv final : public Env {
 
 class RedlockEnv final : public Env {
  public:
+  bool every_grant_fenced() const override { return false; }
   RedlockEnv() {
     for (int i = 0; i < 3; ++i) servers_.push_back(std::make_unique<RedisServer>());
   }
@@ -123,7 +127,7 @@ LockOptions owner(const std::string& id) {
 TEST_P(LockContract, AGrantIsVisibleAndItsReleaseFreesTheLock) {
   auto lease = client.acquire("c", 0ms);
   ASSERT_THAT(lease, IsOk());
-  EXPECT_THAT(lease->fence(), Gt(0u));
+  if (env->every_grant_fenced()) EXPECT_THAT(lease->fence(), Gt(0u));
   auto info = client.inspect("c");
   ASSERT_THAT(info, IsOk());
   EXPECT_TRUE(info->held);
@@ -146,8 +150,10 @@ TEST_P(LockContract, FencesIncreaseFromGrantToGrant) {
   for (int i = 0; i < 5; ++i) {
     auto lease = client.acquire("c", 0ms);
     ASSERT_THAT(lease, IsOk());
-    EXPECT_THAT(lease->fence(), Gt(last));
-    last = lease->fence();
+    if (env->every_grant_fenced() || lease->fence() != 0) {
+      EXPECT_THAT(lease->fence(), Gt(last));
+      last = lease->fence();
+    }
     ASSERT_THAT(lease->release(), IsOk());
   }
 }
@@ -193,7 +199,7 @@ TEST_P(LockContract, AFixedLeaseExpiresAndItsLossIsReported) {
   ASSERT_THAT(a, IsOk());
   auto b = client.acquire("c", 5s);  // granted once the lease ran out
   ASSERT_THAT(b, IsOk());
-  EXPECT_THAT(b->fence(), Gt(a->fence()));
+  if (env->every_grant_fenced() || (a->fence() != 0 && b->fence() != 0)) EXPECT_THAT(b->fence(), Gt(a->fence()));
   EXPECT_TRUE(a->lost());
   EXPECT_TRUE(a->lost_token().stop_requested());
   const Status late = a->release();

@@ -45,8 +45,9 @@ void RunCtx::fault_start(const std::string& kind, const std::string& target, con
 void RunCtx::fault_end(const std::string& kind, const std::string& target, const std::string& detail) {
   log_fault("ok", kind, target, detail);
 }
-void RunCtx::fault_instant(const std::string& kind, const std::string& target, const std::string& proof) {
-  log_fault("invoke", kind, target, proof);
+void RunCtx::fault_instant(const std::string& kind, const std::string& target, const std::string& proof,
+                           std::int64_t at) {
+  log_fault("invoke", kind, target, proof, at);
 }
 
 void RunCtx::spawn(int w) {
@@ -182,12 +183,17 @@ void RunCtx::kill(int w) {
   if (p.pid <= 0) return;
   p.killed_by_nemesis = true;
   const int pid = p.pid;
+  // Dated from before the signal: the process is dead soon after, and a
+  // lock that frees itself at its holder's death (SQLite) may be granted
+  // again before the reap below returns.
+  const std::int64_t at = mono_ns();
   ::kill(pid, SIGKILL);
   int status = 0;
   ::waitpid(pid, &status, 0);
   fault_instant("kill", p.args.proc,
                 "SIGKILL pid " + std::to_string(pid) + "; reaped, " +
-                    (WIFSIGNALED(status) ? "killed by signal " + std::to_string(WTERMSIG(status)) : "exited"));
+                    (WIFSIGNALED(status) ? "killed by signal " + std::to_string(WTERMSIG(status)) : "exited"),
+                at);
   p.pid = -1;
   p.respawn_at = mono_ns() + 100'000'000;
 }

@@ -89,7 +89,8 @@ class RunCtx {
   void fault_start(const std::string& kind, const std::string& target, const std::string& proof,
                    std::int64_t at = 0);
   void fault_end(const std::string& kind, const std::string& target, const std::string& detail);
-  void fault_instant(const std::string& kind, const std::string& target, const std::string& proof);
+  void fault_instant(const std::string& kind, const std::string& target, const std::string& proof,
+                     std::int64_t at = 0);
 
   // Set up by the run.
   std::int64_t end_t = 0;
