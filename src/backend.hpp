@@ -180,8 +180,10 @@ struct HoldRef {
 
 // What a backend pushes to the client. Each may be empty.
 struct BackendEvents {
-  // A release of `name` was published: waiters of the name may retry.
-  std::function<void(const std::string& name)> released;
+  // A release was published: one waiter of `key.name` may retry (attempt
+  // 0: any of them; otherwise that attempt's waiter, whose predecessor in a
+  // queue went).
+  std::function<void(const WatchKey& key)> released;
   // Notifications may have been lost (the subscription dropped): every
   // waiter retries once.
   std::function<void()> resync;

@@ -11,6 +11,9 @@
 #if DLOCK_WITH_POSTGRES
 #include "postgres/factory.hpp"
 #endif
+#if DLOCK_WITH_ZOOKEEPER
+#include "zookeeper/factory.hpp"
+#endif
 
 namespace dlock::detail {
 namespace {
@@ -28,6 +31,11 @@ constexpr BackendScheme kSchemes[] = {
 #if DLOCK_WITH_POSTGRES
     {"postgres", postgres::make_from_url},
     {"postgresql", postgres::make_from_url},
+#endif
+#if DLOCK_WITH_ZOOKEEPER
+    {"zk", zookeeper::make_from_url},
+    // Refused with a clear reason (the C client has no TLS).
+    {"zk+tls", zookeeper::make_from_url},
 #endif
     {"", nullptr},  // keeps the array non-empty in a build without backends
 };

@@ -56,10 +56,14 @@ void emit(const Logger& logger, LogLevel level, const std::string& message) {
   if (level == LogLevel::warning || level == LogLevel::error) std::cerr << "dlock: " << message << '\n';
 }
 
-Status check_acquire(const std::string& name, milliseconds wait, const LockOptions& o) {
+Status check_acquire(const std::string& name, milliseconds wait, const LockOptions& o, const Capabilities& caps) {
   Status bad = validate_name(name);
   if (bad.ok()) bad = check_lock_options(o, wait);
   if (bad.ok() && !o.owner.empty()) bad = validate_owner(o.owner);
+  if (bad.ok() && o.lease && !caps.needs_renewal)
+    bad = {Errc::invalid_argument, "lease: this backend's locks live as long as the client's session (its "
+                                   "timeout bounds how long a crashed holder blocks others); a fixed lease is "
+                                   "not supported"};
   return bad;
 }
 
@@ -163,8 +167,8 @@ Result<std::shared_ptr<ClientCore>> ClientCore::start(std::shared_ptr<ClientCore
 // queued at shutdown do nothing.
 void ClientCore::set_backend_events() {
   BackendEvents events;
-  events.released = [this](const std::string& name) {
-    if (!closing_) on_release_published(name);
+  events.released = [this](const WatchKey& key) {
+    if (!closing_) on_release_published(key.name, key.attempt);
   };
   events.resync = [this] {
     if (!closing_) wake_all();

@@ -143,7 +143,7 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   void send_attempt(const std::shared_ptr<AcquireOp>& op);
   void on_attempt_answer(const std::shared_ptr<AcquireOp>& op, Result<AcquireOutcome> r, Clock::time_point sent_at);
   void finish(const std::shared_ptr<AcquireOp>& op, Status status);
-  void on_release_published(const std::string& name);
+  void on_release_published(const std::string& name, std::uint64_t attempt = 0);
   void wake_all();
   void granted(const std::shared_ptr<AcquireOp>& op, const AcquireOutcome& outcome, Clock::time_point sent_at);
   void wake_same_owner(const std::shared_ptr<AcquireOp>& op);

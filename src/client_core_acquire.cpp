@@ -44,7 +44,7 @@ void ClientCore::run_next_op(const std::shared_ptr<Hold>& hold) {
 
 void ClientCore::acquire(std::string name, milliseconds wait, LockOptions options,
                          std::function<void(Result<Lease>)> done, AcquireSeed seed) {
-  if (Status bad = check_acquire(name, wait, options); !bad.ok()) {
+  if (Status bad = check_acquire(name, wait, options, caps_); !bad.ok()) {
     post([done = std::move(done), bad]() mutable { done(bad); });
     return;
   }
@@ -300,14 +300,15 @@ void ClientCore::abandon(const std::shared_ptr<Hold>& hold, AbandonCall call) {
 // An attempt in flight remembers the release for its answer (a busy answer
 // may predate it). step() may finish an op, which erases it from the list:
 // the loop walks a copy.
-void ClientCore::on_release_published(const std::string& name) {
+// A queue backend names the attempt whose predecessor went: only it is woken.
+void ClientCore::on_release_published(const std::string& name, std::uint64_t attempt) {
   auto it = waiters_.find(name);
   if (it == waiters_.end()) return;
   const auto now = Clock::now();
   const std::vector<std::shared_ptr<AcquireOp>> ops(it->second.begin(), it->second.end());
   bool woke = false;
   for (const auto& op : ops) {
-    if (op->finished) continue;
+    if (op->finished || (attempt != 0 && op->attempt != attempt)) continue;
     if (op->fsm.attempting()) {
       (void)op->fsm.on_wake(now);
       continue;

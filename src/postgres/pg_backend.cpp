@@ -113,7 +113,7 @@ class PgBackend final : public detail::Backend {
                                                    (v->empty() ? "(none)" : *v->front().at(0)) + "; this dlock uses " +
                                                    std::to_string(kSchemaVersion)));
         listen_.on_notify([this](const std::string&, const std::string& name) {
-          if (watches_.count(name) && events_.released) events_.released(name);
+          if (watches_.count(name) && events_.released) events_.released({name, 0});
         });
         listen_.on_down([this] { listen_lost(); });
         // Ready once the LISTEN is in place (or failed: waiters then poll),

@@ -482,7 +482,7 @@ class RedisBackend final : public detail::Backend {
     if (kind == "message") {
       auto it = watches_.find(channel);
       // A copy of the name: the handler may unwatch.
-      if (it != watches_.end() && events_.released) events_.released(std::string(it->second.name));
+      if (it != watches_.end() && events_.released) events_.released({std::string(it->second.name), 0});
       return;
     }
     if (kind != "subscribe" && kind != "unsubscribe") return;

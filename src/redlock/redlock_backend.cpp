@@ -50,7 +50,7 @@ class RedlockBackend final : public detail::Backend {
       names_.push_back(configs[i].endpoint.describe());
       nodes_.push_back(redis::make_redis_backend(io, std::move(configs[i]), prefix));
       detail::BackendEvents events;
-      events.released = [this, i](const std::string& name) { on_node_wake(i, name); };
+      events.released = [this, i](const detail::WatchKey& key) { on_node_wake(i, key.name); };
       events.resync = [this] {
         for (auto& [name, w] : watches_) w.recent.clear();
         if (events_.resync) events_.resync();
@@ -184,7 +184,7 @@ class RedlockBackend final : public detail::Backend {
     }
     recent.push_back({now, std::vector<bool>(nodes_.size(), false)});
     recent.back().seen[node] = true;
-    if (events_.released) events_.released(name);
+    if (events_.released) events_.released({name, 0});
   }
 
   // Up while a majority of the command connections is up.

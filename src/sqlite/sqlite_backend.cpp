@@ -188,7 +188,7 @@ class SqliteBackend final : public detail::Backend {
     }
     if (ring) wakeups_.ring();
     asio::post(io_, [this, name] {
-      if (!closed_ && events_.released) events_.released(name);
+      if (!closed_ && events_.released) events_.released({name, 0});
     });
   }
 
@@ -211,7 +211,7 @@ class SqliteBackend final : public detail::Backend {
     }
     for (auto& name : released)
       asio::post(io_, [this, name = std::move(name)] {
-        if (!closed_ && events_.released) events_.released(name);
+        if (!closed_ && events_.released) events_.released({name, 0});
       });
   }
 
@@ -219,7 +219,7 @@ class SqliteBackend final : public detail::Backend {
   void watch_holder(const std::string& name, const ProcessId& holder) {
     if (holder.ns != self().ns || holder.pid == self().pid) return;
     wakeups_.watch_process(name, holder, [this, name] {
-      if (!closed_ && events_.released) events_.released(name);
+      if (!closed_ && events_.released) events_.released({name, 0});
     });
   }
 

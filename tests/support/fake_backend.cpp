@@ -134,7 +134,7 @@ class FakeBackend final : public detail::Backend {
   }
   void publish(const std::string& name) {
     post([this, name] {
-      if (events_.released) events_.released(name);
+      if (events_.released) events_.released({name, 0});
     });
   }
   const detail::BackendEvents& events() const { return events_; }

@@ -1,0 +1,26 @@
+// What a zk:// URL names: the ensemble, where the locks live, the session.
+#ifndef DLOCK_ZOOKEEPER_CONFIG_HPP_
+#define DLOCK_ZOOKEEPER_CONFIG_HPP_
+
+#include <chrono>
+#include <functional>
+#include <string>
+#include <string_view>
+
+#include "dlock/options.hpp"
+
+namespace dlock::zookeeper {
+
+struct ZkConfig {
+  std::string hosts;                                 // "h1:2181,h2:2181": the C client's connect string
+  std::string base;                                  // "/chroot/dlock": every lock is a child of it
+  std::chrono::milliseconds session_timeout{10000};  // asked for; the server may clamp it
+  std::string user, password;                        // digest auth; empty: none
+  std::chrono::milliseconds connect_timeout{2000};
+  std::string describe;  // the URL without its password, for messages
+  std::function<void(LogLevel, std::string_view)> log;
+};
+
+}  // namespace dlock::zookeeper
+
+#endif  // DLOCK_ZOOKEEPER_CONFIG_HPP_
