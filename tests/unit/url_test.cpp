@@ -123,11 +123,11 @@ TEST(BackendRegistry, AnUnknownSchemeNamesTheSchemesThisBuildServes) {
   boost::asio::io_context io;
   ClientOptions options;
   BackendContext context{io, options, nullptr};
-  auto zk = make_backend("zk://127.0.0.1:2181/locks", context);
-  ASSERT_FALSE(zk.ok());
-  EXPECT_EQ(zk.code(), Errc::invalid_argument);
-  EXPECT_NE(zk.status().message().find("'zk'"), std::string::npos) << zk.status().message();
-  EXPECT_NE(zk.status().message().find("redis, rediss, redlock"), std::string::npos) << zk.status().message();
+  auto etcd = make_backend("etcd://127.0.0.1:2379/locks", context);
+  ASSERT_FALSE(etcd.ok());
+  EXPECT_EQ(etcd.code(), Errc::invalid_argument);
+  EXPECT_NE(etcd.status().message().find("'etcd'"), std::string::npos) << etcd.status().message();
+  EXPECT_NE(etcd.status().message().find("redis, rediss, redlock"), std::string::npos) << etcd.status().message();
   auto none = make_backend("localhost:6379", context);
   EXPECT_EQ(none.code(), Errc::invalid_argument);
   auto secret = make_backend("nope://user:hunter2@host", context);

@@ -1,0 +1,248 @@
+// The ZooKeeper backend against real ensembles started per test: the queue
+// (FIFO, one wake-up per release, nothing left behind), fences from czxid,
+// protected names after a lost create reply, and the session as the lease
+// (loss told before anyone else is granted, a killed holder freed after
+// the session timeout, a leader's death survived).
+#include <signal.h>
+
+#include <atomic>
+#include <future>
+
+#include "integration/common.hpp"
+#include "support/status_matchers.hpp"
+#include "support/zk_probe.hpp"
+#include "support/zookeeper_server.hpp"
+#include "torture/proxy.hpp"
+
+namespace dlock::test {
+namespace {
+
+#define REQUIRE_ZOOKEEPER() \
+  if (!zookeeper_available()) GTEST_SKIP() << "ZooKeeper is not installed"
+
+ClientOptions silent() {
+  ClientOptions o;
+  o.logger = [](LogLevel, std::string_view) {};
+  return o;
+}
+
+std::string url(const std::string& hosts, const std::string& params = "") {
+  return "zk://" + hosts + (params.empty() ? "" : "?" + params);
+}
+
+TEST(ZooKeeper, WaitersAreGrantedInArrivalOrderAndEachReleaseWakesOnlyTheNext) {
+  REQUIRE_ZOOKEEPER();
+  ZooKeeperEnsemble zk(1);
+  Client holder = Client::connect(url(zk.hosts()), silent());
+  auto held = holder.acquire("q", 0ms);
+  ASSERT_THAT(held, IsOk());
+  constexpr int kWaiters = 4;
+  std::vector<Client> clients;
+  for (int i = 0; i < kWaiters; ++i) clients.push_back(Client::connect(url(zk.hosts()), silent()));
+  ZkProbe probe(zk.hosts());
+  std::vector<std::future<Result<Lease>>> waits;
+  for (int i = 0; i < kWaiters; ++i) {
+    waits.push_back(std::async(std::launch::async, [&, i] { return clients[i].acquire("q", 20s); }));
+    // In line before the next one joins.
+    ASSERT_TRUE(eventually([&] { return probe.children("/dlock/q").size() == static_cast<std::size_t>(i + 2); }, 5s));
+  }
+  std::this_thread::sleep_for(200ms);  // every waiter settled on its watch
+  std::vector<std::uint64_t> before;
+  for (auto& c : clients) before.push_back(c.stats().commands_sent);
+  std::uint64_t last_fence = held->fence();
+  ASSERT_THAT(held->release(), IsOk());
+  for (int i = 0; i < kWaiters; ++i) {
+    auto got = waits[i].get();
+    ASSERT_THAT(got, IsOk()) << "waiter " << i;
+    EXPECT_GT(got->fence(), last_fence) << "waiter " << i << " was granted in arrival order";
+    last_fence = got->fence();
+    // Only the next in line was woken: the ones behind it sent nothing.
+    for (int j = i + 2; j < kWaiters; ++j)
+      EXPECT_EQ(clients[j].stats().commands_sent, before[j]) << "waiter " << j << " woke for waiter " << i;
+    ASSERT_THAT(got->release(), IsOk());
+  }
+  EXPECT_TRUE(probe.children("/dlock/q").empty());
+}
+
+TEST(ZooKeeper, WaitsThatEndWithoutAGrantLeaveNothingBehind) {
+  REQUIRE_ZOOKEEPER();
+  ZooKeeperEnsemble zk(1);
+  Client a = Client::connect(url(zk.hosts()), silent());
+  Client b = Client::connect(url(zk.hosts()), silent());
+  auto held = a.acquire("n", 0ms);
+  ASSERT_THAT(held, IsOk());
+  ZkProbe probe(zk.hosts());
+  EXPECT_THAT(b.acquire("n", 100ms), StatusIs(Errc::timeout));
+  EXPECT_THAT(b.try_acquire("n"), StatusIs(Errc::busy));
+  // Cancelled mid-wait by closing the client.
+  {
+    Client c = Client::connect(url(zk.hosts()), silent());
+    std::promise<Status> ended;
+    c.async_acquire("n", 20s, {}, [&](Result<Lease> r) { ended.set_value(r.status()); });
+    ASSERT_TRUE(eventually([&] { return probe.children("/dlock/n").size() == 2; }, 5s));
+  }
+  EXPECT_TRUE(eventually([&] { return probe.children("/dlock/n").size() == 1; }, 5s))
+      << "only the holder's node stays";
+  ASSERT_THAT(held->release(), IsOk());
+  EXPECT_TRUE(probe.children("/dlock/n").empty());
+}
+
+TEST(ZooKeeper, TheFenceIsTheNodesCzxidAndGrowsAcrossARecreatedParent) {
+  REQUIRE_ZOOKEEPER();
+  ZooKeeperEnsemble zk(1);
+  Client client = Client::connect(url(zk.hosts()), silent());
+  ZkProbe probe(zk.hosts());
+  auto first = client.acquire("f", 0ms);
+  ASSERT_THAT(first, IsOk());
+  const auto nodes = probe.children("/dlock/f");
+  ASSERT_EQ(nodes.size(), 1u);
+  const std::uint64_t first_fence = first->fence();
+  EXPECT_EQ(static_cast<std::int64_t>(first_fence), probe.czxid("/dlock/f/" + nodes[0]));
+  ASSERT_THAT(first->release(), IsOk());
+  for (int i = 0; i < 3; ++i) ASSERT_THAT(client.acquire("f", 0ms)->release(), IsOk());
+  // The parent goes and comes back: its sequence restarts, the fence does not.
+  ASSERT_TRUE(probe.remove_tree("/dlock/f"));
+  auto after = client.acquire("f", 0ms);
+  ASSERT_THAT(after, IsOk());
+  const auto again = probe.children("/dlock/f");
+  ASSERT_EQ(again.size(), 1u);
+  EXPECT_TRUE(again[0].ends_with("0000000000")) << again[0] << ": the sequence restarted";
+  EXPECT_GT(after->fence(), first_fence);
+}
+
+// The create's reply is lost with the connection: the node exists on the
+// server. The retry finds it by the acquire's guid instead of queueing a
+// second node behind it (which would wait for itself forever).
+TEST(ZooKeeper, ACreateWhoseReplyWasLostIsFoundAgainNotMadeTwice) {
+  REQUIRE_ZOOKEEPER();
+  ZooKeeperEnsemble zk(1);
+  torture::Proxy proxy("127.0.0.1", static_cast<std::uint16_t>(zk.client_port(0)));
+  const auto port = proxy.add_link("c");
+  proxy.start();
+  Client client = Client::connect(url("127.0.0.1:" + std::to_string(port), "session_timeout=10s"), silent());
+  ZkProbe probe(zk.hosts());
+  ASSERT_THAT(client.acquire("p", 0ms)->release(), IsOk());  // the parent exists
+  proxy.drop_replies("c", true);
+  auto pending = std::async(std::launch::async, [&] { return client.acquire("p", 10s); });
+  ASSERT_TRUE(eventually([&] { return probe.children("/dlock/p").size() == 1; }, 5s)) << "the create arrived";
+  ASSERT_TRUE(eventually([&] { return proxy.stats("c").resets > 0; }, 5s));
+  proxy.drop_replies("c", false);
+  auto got = pending.get();
+  ASSERT_THAT(got, IsOk());
+  const auto nodes = probe.children("/dlock/p");
+  ASSERT_EQ(nodes.size(), 1u) << "one node, found again";
+  EXPECT_EQ(static_cast<std::int64_t>(got->fence()), probe.czxid("/dlock/p/" + nodes[0]));
+  ASSERT_THAT(got->release(), IsOk());
+  EXPECT_TRUE(probe.children("/dlock/p").empty());
+}
+
+// The holder is cut off. It must hear of its loss before the other client
+// is granted the lock, which happens once the server expires the session.
+TEST(ZooKeeper, ACutOffHolderIsToldOfItsLossBeforeAnyoneElseIsGranted) {
+  REQUIRE_ZOOKEEPER();
+  ZooKeeperEnsemble zk(1);
+  torture::Proxy proxy("127.0.0.1", static_cast<std::uint16_t>(zk.client_port(0)));
+  const auto port = proxy.add_link("h");
+  proxy.start();
+  Client holder = Client::connect(url("127.0.0.1:" + std::to_string(port), "session_timeout=2s"), silent());
+  Client other = Client::connect(url(zk.hosts(), "session_timeout=2s"), silent());
+  auto held = holder.acquire("s", 0ms);
+  ASSERT_THAT(held, IsOk());
+  EXPECT_GT(held->valid_until(), Clock::now() + 500ms) << "the session vouches for it";
+  EXPECT_LT(held->valid_until(), Clock::now() + 2100ms) << "but for no longer than its timeout";
+  std::atomic<long long> lost_at{0};
+  std::stop_callback on_lost(held->lost_token(), [&] { lost_at = Clock::now().time_since_epoch().count(); });
+  const auto cut = Clock::now();
+  proxy.blackhole("h", true);
+  auto got = other.acquire("s", 20s);
+  const auto granted_at = Clock::now().time_since_epoch().count();
+  ASSERT_THAT(got, IsOk());
+  ASSERT_NE(lost_at.load(), 0) << "the loss was never reported";
+  EXPECT_LT(lost_at.load(), granted_at);
+  EXPECT_GT(got->fence(), held->fence());
+  measure("zk.loss_before_grant", (granted_at - lost_at.load()) / 1'000'000);
+  measure("zk.cut_to_grant", ms_since(cut));
+  EXPECT_TRUE(held->lost());
+  EXPECT_FALSE(held->release().ok());
+  proxy.blackhole("h", false);
+  // The holder's client goes on with a new session: it can lock again.
+  ASSERT_THAT(got->release(), IsOk());
+  EXPECT_THAT(holder.acquire("s", 10s), IsOk());
+}
+
+TEST(ZooKeeper, AKilledHolderBlocksOthersForAboutTheSessionTimeout) {
+  REQUIRE_ZOOKEEPER();
+  ZooKeeperEnsemble zk(1);
+  const std::string u = url(zk.hosts(), "session_timeout=2s");
+  const pid_t child = fork_child([&] {
+    Client c = Client::connect(u, silent());
+    auto l = c.acquire("k", 5s);
+    if (!l.ok()) return 1;
+    std::this_thread::sleep_for(60s);
+    return 0;
+  });
+  ZkProbe probe(zk.hosts());
+  ASSERT_TRUE(eventually([&] { return probe.children("/dlock/k").size() == 1; }, 10s));
+  Client other = Client::connect(u, silent());
+  EXPECT_THAT(other.try_acquire("k"), StatusIs(Errc::busy));
+  ::kill(child, SIGKILL);
+  wait_exit(child, 5s);
+  const auto killed = Clock::now();
+  auto got = other.acquire("k", 20s);
+  ASSERT_THAT(got, IsOk());
+  const auto waited = ms_since(killed);
+  measure("zk.killed_holder_freed_after", waited);
+  EXPECT_GE(waited, 1000) << "the server keeps a silent session for its timeout";
+  EXPECT_LE(waited, 10000);
+}
+
+TEST(ZooKeeper, AHolderSurvivesTheLeadersDeath) {
+  REQUIRE_ZOOKEEPER();
+  ZooKeeperEnsemble zk(3);
+  Client client = Client::connect(url(zk.hosts(), "session_timeout=6s"), silent());
+  auto held = client.acquire("l", 0ms);
+  ASSERT_THAT(held, IsOk());
+  zk.kill(zk.leader());
+  ASSERT_TRUE(eventually([&] { return zk.leader() >= 0; }, 30s));
+  std::this_thread::sleep_for(1s);
+  EXPECT_FALSE(held->lost()) << "the session moved to another server";
+  Client other = Client::connect(url(zk.hosts(), "session_timeout=6s"), silent());
+  EXPECT_THAT(other.try_acquire("l"), StatusIs(Errc::busy));
+  const std::uint64_t old_fence = held->fence();
+  EXPECT_THAT(held->release(), IsOk());
+  auto next = other.acquire("l", 10s);
+  ASSERT_THAT(next, IsOk());
+  EXPECT_GT(next->fence(), old_fence) << "a zxid of the new epoch";
+  EXPECT_GT(next->fence() >> 32, old_fence >> 32) << "the epoch (high 32 bits) grew with the new leader";
+}
+
+TEST(ZooKeeper, DigestAuthKeepsOneUsersLocksFromAnother) {
+  REQUIRE_ZOOKEEPER();
+  ZooKeeperEnsemble zk(1);
+  Client alice = Client::connect("zk://alice:secret1@" + zk.hosts() + "/team", silent());
+  auto held = alice.acquire("job", 0ms);
+  ASSERT_THAT(held, IsOk());
+  Client mallory = Client::connect("zk://alice:wrong@" + zk.hosts() + "/team", silent());
+  auto denied = mallory.try_acquire("job");
+  EXPECT_THAT(denied, StatusIs(Errc::permission_denied));
+  EXPECT_EQ(denied.status().backend_code(), "ZNOAUTH");
+  EXPECT_EQ(denied.status().message().find("secret"), std::string::npos) << "no password in messages";
+  ASSERT_THAT(held->release(), IsOk());
+}
+
+TEST(ZooKeeper, AnUnreachableEnsembleIsUnavailableWithinTheConnectTimeout) {
+  REQUIRE_ZOOKEEPER();
+  int port = 0;
+  {
+    ZooKeeperEnsemble zk(1);
+    port = zk.client_port(0);
+  }
+  ClientOptions o = silent();
+  o.connect_timeout = 500ms;
+  const auto start = Clock::now();
+  EXPECT_THAT(Client::try_connect("zk://127.0.0.1:" + std::to_string(port), o), StatusIs(Errc::unavailable));
+  EXPECT_LT(ms_since(start), 3000);
+}
+
+}  // namespace
+}  // namespace dlock::test

@@ -1,0 +1,92 @@
+// The ZooKeeper backend's pure parts: the zk:// URL and the lock queue's
+// names and order.
+#include <gtest/gtest.h>
+
+#include "zookeeper/factory.hpp"
+#include "zookeeper/lock_queue.hpp"
+
+namespace dlock::zookeeper {
+namespace {
+
+TEST(ZooKeeperUrl, HostsChrootTimeoutAndCredentials) {
+  auto c = parse_zk_url("zk://app:s%40cret@h1:2182,h2,[::1]:2183/apps/billing?session_timeout=1500ms&prefix=locks");
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_EQ(c->hosts, "h1:2182,h2:2181,[::1]:2183");
+  EXPECT_EQ(c->base, "/apps/billing/locks");
+  EXPECT_EQ(c->session_timeout, std::chrono::milliseconds(1500));
+  EXPECT_EQ(c->user, "app");
+  EXPECT_EQ(c->password, "s@cret");
+  EXPECT_EQ(c->describe.find("cret"), std::string::npos) << c->describe;
+  auto plain = parse_zk_url("zk://localhost");
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(plain->hosts, "localhost:2181");
+  EXPECT_EQ(plain->base, "/dlock");
+  EXPECT_EQ(plain->session_timeout, std::chrono::seconds(10));
+  EXPECT_TRUE(parse_zk_url("zk://h/?session_timeout=2s").ok());
+  EXPECT_EQ(parse_zk_url("zk://h?session_timeout=1m")->session_timeout, std::chrono::minutes(1));
+}
+
+TEST(ZooKeeperUrl, BadPartsAreNamed) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"zookeeper://h", "expected zk://"},
+      {"zk://", "missing host"},
+      {"zk://h:0", "port"},
+      {"zk://h:99999", "port"},
+      {"zk://h,,g", "empty host"},
+      {"zk://h/a//b", "chroot"},
+      {"zk://h/a/..", "chroot"},
+      {"zk://h?session_timeout=10", "session_timeout"},
+      {"zk://h?session_timeout=0s", "session_timeout"},
+      {"zk://h?session_timeout=-1s", "session_timeout"},
+      {"zk://h?session_timeout=2h", "session_timeout"},
+      {"zk://h?prefix=a/b", "prefix"},
+      {"zk://h?colour=blue", "unknown parameter 'colour'"},
+      {"zk://user@h", "user:password"},
+      {"zk://:pw@h", "non-empty user"},
+      {"zk+tls://h", "TLS"},
+      {"zk://h?tls=1", "TLS"},
+  };
+  for (const auto& [url, needle] : cases) {
+    auto c = parse_zk_url(url);
+    ASSERT_FALSE(c.ok()) << url;
+    EXPECT_EQ(c.status().code(), Errc::invalid_argument) << url;
+    EXPECT_NE(c.status().message().find(needle), std::string::npos) << url << ": " << c.status().message();
+  }
+}
+
+TEST(ZooKeeperQueue, NamesBecomeOneSafeSegment) {
+  EXPECT_EQ(encode_name("orders:42"), "orders:42");
+  EXPECT_EQ(encode_name("a/b"), "a%2Fb");
+  EXPECT_EQ(encode_name(".."), "%2E%2E");
+  EXPECT_EQ(encode_name("café"), "caf%C3%A9");
+  for (std::string n : {"a/b", "..", "x y%z", "café"}) EXPECT_EQ(decode_name(encode_name(n)), n);
+}
+
+TEST(ZooKeeperQueue, TheLowestSequenceHoldsAndEachWaiterWatchesTheOneAhead) {
+  // Sequence order, not name order: guids sort differently.
+  const auto ordered = in_order({"_c_zz-lock-0000000012", "_c_aa-lock-0000000010", "junk", "_c_mm-lock-0000000011"});
+  ASSERT_EQ(ordered.size(), 3u);
+  EXPECT_EQ(ordered[0], "_c_aa-lock-0000000010");
+  EXPECT_EQ(ordered[2], "_c_zz-lock-0000000012");
+  const Place head = place_of(ordered, "_c_aa-lock-0000000010");
+  EXPECT_TRUE(head.present && head.first);
+  const Place last = place_of(ordered, "_c_zz-lock-0000000012");
+  EXPECT_TRUE(last.present);
+  EXPECT_FALSE(last.first);
+  EXPECT_EQ(last.predecessor, "_c_mm-lock-0000000011");
+  EXPECT_EQ(last.ahead, 2u);
+  EXPECT_FALSE(place_of(ordered, "_c_gone-lock-0000000009").present);
+  EXPECT_EQ(sequence_of("x-lock-12345"), std::nullopt) << "not ten digits";
+  EXPECT_EQ(sequence_of("_c_a-lock-2147483648"), 2147483648);
+}
+
+TEST(ZooKeeperQueue, ANodeIsFoundAgainByItsGuidOnly) {
+  const std::vector<std::string> children = {"_c_abc-lock-0000000001", "_c_abcd-lock-0000000002"};
+  EXPECT_EQ(find_by_guid(children, "abcd"), "_c_abcd-lock-0000000002");
+  EXPECT_EQ(find_by_guid(children, "abc"), "_c_abc-lock-0000000001");
+  EXPECT_EQ(find_by_guid(children, "ab"), std::nullopt);
+  EXPECT_EQ(child_prefix("g"), "_c_g-lock-");
+}
+
+}  // namespace
+}  // namespace dlock::zookeeper
