@@ -149,6 +149,27 @@ std::string start_postgres(const fs::path& dir, std::vector<Child>& children) {
   return "postgres://postgres@127.0.0.1:" + std::to_string(port) + "/postgres";
 }
 
+// A standalone ZooKeeper server in `dir` for the dlock-zookeeper variant;
+// its URL, or empty if ZooKeeper (Debian's package) or java is missing.
+std::string start_zookeeper(const fs::path& dir, std::vector<Child>& children) {
+  const std::string jar = "/usr/share/java/zookeeper.jar";
+  if (!fs::exists(jar) || run_to_end({"sh", "-c", "command -v java"}, "/dev/null") != 0) return "";
+  fs::create_directories(dir / "data");
+  const int port = free_port();
+  std::ofstream cfg(dir / "zoo.cfg");
+  cfg << "tickTime=200\ndataDir=" << (dir / "data").string() << "\nclientPort=" << port
+      << "\nclientPortAddress=127.0.0.1\nmaxClientCnxns=0\nadmin.enableServer=false\n";
+  cfg.close();
+  children.push_back(start({"java", "-Xmx128m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-cp",
+                            "/etc/zookeeper/conf:" + jar + ":/usr/share/java/slf4j-simple.jar",
+                            "-Dzookeeper.log.dir=" + dir.string(), "org.apache.zookeeper.server.quorum.QuorumPeerMain",
+                            (dir / "zoo.cfg").string()},
+                           false, (dir / "zookeeper.log").string()));
+  for (int i = 0; i < 1500 && !port_open(port); ++i) std::this_thread::sleep_for(20ms);
+  if (!port_open(port)) throw std::runtime_error("zookeeper did not start (see " + dir.string() + ")");
+  return "zk://127.0.0.1:" + std::to_string(port);
+}
+
 int free_port() {
   int s = socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in a{};
@@ -366,11 +387,13 @@ int main(int argc, char** argv) {
     for (int i = 0; i < 250 && !port_open(redis_port); ++i) std::this_thread::sleep_for(20ms);
     if (!port_open(redis_port)) throw std::runtime_error("redis-server did not start (see " + tmp.string() + ")");
     const std::string pg_url = start_postgres(tmp / "pg", children);
+    const std::string zk_url = start_zookeeper(tmp / "zk", children);
     std::vector<int> ports;
     for (int i = 0; i < 2; ++i) {
       std::vector<std::string> argv = {service.string(), "--port", "0", "--redis-port", std::to_string(redis_port),
                                        "--think-ms", think_ms, "--sqlite", (tmp / "locks.db").string()};
       if (!pg_url.empty()) argv.insert(argv.end(), {"--postgres", pg_url});
+      if (!zk_url.empty()) argv.insert(argv.end(), {"--zookeeper", zk_url});
       children.push_back(start(argv,
                                true, (tmp / ("service" + std::to_string(i) + ".log")).string()));
       ports.push_back(read_listening_port(children.back().out_fd));
@@ -388,6 +411,7 @@ int main(int argc, char** argv) {
         {"dlock-sqlite", "dlock::Mutex, SQLite file", 2, true},
     };
     if (!pg_url.empty()) rows.push_back({"dlock-postgres", "dlock::Mutex, PostgreSQL", 2, true});
+    if (!zk_url.empty()) rows.push_back({"dlock-zookeeper", "dlock::Mutex, ZooKeeper", 2, true});
     for (Row& r : rows) run_row(r, ports, redis_port, requests);
 
     std::cout << std::left << std::setw(32) << "variant" << std::right << std::setw(10) << "instances"
@@ -415,7 +439,8 @@ int main(int argc, char** argv) {
                   << " errors\n";
         rc = 1;
       }
-      const bool blocking = r.variant == "dlock" || r.variant == "dlock-sqlite" || r.variant == "dlock-postgres";
+      const bool blocking = r.variant == "dlock" || r.variant == "dlock-sqlite" || r.variant == "dlock-postgres" ||
+                            r.variant == "dlock-zookeeper";
       if (blocking && r.succeeded != std::min(requests, 100)) {
         std::cout << "FAIL: dlock blocking sold " << r.succeeded << ", expected " << std::min(requests, 100) << "\n";
         rc = 1;

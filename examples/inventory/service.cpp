@@ -16,7 +16,8 @@
 //              machine, no lock server), waiting up to 10 s
 //   dlock-postgres  dlock::Mutex over a PostgreSQL lock table, waiting up to 10 s
 //
-//   inventory-service --port P --redis-port R [--think-ms 2] [--sqlite PATH] [--postgres URL]
+//   dlock-zookeeper  dlock::Mutex over a ZooKeeper lock queue, waiting up to 10 s
+//   inventory-service --port P --redis-port R [--think-ms 2] [--sqlite PATH] [--postgres URL] [--zookeeper URL]
 #include <dlock/dlock.hpp>
 
 #include "common/sync_redis.hpp"
@@ -50,12 +51,14 @@ struct Config {
   int think_ms = 2;
   std::string sqlite;    // lock file of the dlock-sqlite variant
   std::string postgres;  // URL of the dlock-postgres variant
+  std::string zookeeper;  // URL of the dlock-zookeeper variant
 };
 
 struct Clients {
   dlock::Client redis;
   std::optional<dlock::Client> sqlite;
   std::optional<dlock::Client> postgres;
+  std::optional<dlock::Client> zookeeper;
 };
 
 struct Reply {
@@ -131,6 +134,10 @@ Reply handle(const std::string& variant, Store& store, const Clients& clients, c
     if (!clients.postgres) return {http::status::not_found, "started without --postgres"};
     return with_mutex(*clients.postgres, store, cfg, true);
   }
+  if (variant == "dlock-zookeeper") {
+    if (!clients.zookeeper) return {http::status::not_found, "started without --zookeeper"};
+    return with_mutex(*clients.zookeeper, store, cfg, true);
+  }
   return {http::status::not_found, "unknown variant '" + variant + "'"};
 }
 
@@ -175,8 +182,9 @@ int main(int argc, char** argv) {
     else if (std::strcmp(argv[i], "--think-ms") == 0) cfg.think_ms = std::atoi(argv[i + 1]);
     else if (std::strcmp(argv[i], "--sqlite") == 0) cfg.sqlite = argv[i + 1];
     else if (std::strcmp(argv[i], "--postgres") == 0) cfg.postgres = argv[i + 1];
+    else if (std::strcmp(argv[i], "--zookeeper") == 0) cfg.zookeeper = argv[i + 1];
     else {
-      std::cerr << "usage: inventory-service --port P --redis-port R [--think-ms N] [--sqlite PATH] [--postgres URL]\n";
+      std::cerr << "usage: inventory-service --port P --redis-port R [--think-ms N] [--sqlite PATH] [--postgres URL] [--zookeeper URL]\n";
       return 64;
     }
   }
@@ -185,6 +193,7 @@ int main(int argc, char** argv) {
     Clients clients{dlock::Client::connect("redis://127.0.0.1:" + std::to_string(cfg.redis_port), opts), {}, {}};
     if (!cfg.sqlite.empty()) clients.sqlite = dlock::Client::connect("sqlite://" + cfg.sqlite, opts);
     if (!cfg.postgres.empty()) clients.postgres = dlock::Client::connect(cfg.postgres, opts);
+    if (!cfg.zookeeper.empty()) clients.zookeeper = dlock::Client::connect(cfg.zookeeper, opts);
     asio::io_context io;
     tcp::acceptor acceptor(io, {asio::ip::make_address("127.0.0.1"), static_cast<unsigned short>(cfg.port)});
     std::cout << "listening " << acceptor.local_endpoint().port() << std::endl;

@@ -63,11 +63,14 @@ struct LockInfo {
   std::uint64_t last_fence = 0;      // the fence counter now (shared by every
                                      // name under the prefix): the next grant
                                      // of any lock gets a higher fence
-  milliseconds remaining{0};         // lease left (PTTL); 0 when free
-  unsigned reentry_count = 0;        // 0 when free
+  milliseconds remaining{0};         // lease left (PTTL); 0 when free, and
+                                     // when a session keeps it (ZooKeeper)
+  unsigned reentry_count = 0;        // 0 when free (ZooKeeper: 1 when held;
+                                     // the holding client counts levels)
   unsigned waiters = 0;              // clients waiting for its release, as the
                                      // server sees them (Redis: subscribers of
-                                     // the name's release channel)
+                                     // the name's release channel; ZooKeeper:
+                                     // queue nodes behind the holder's)
 };
 
 // Counters since the client was created; a snapshot.

@@ -142,9 +142,12 @@ int cmd_status(const Common& common, const std::string& name) {
                         {"waiters", info->waiters}};
     std::cout << j.dump() << '\n';
   } else if (info->held) {
-    std::cout << name << ": held, fence " << info->fence << ", lease "
-              << static_cast<double>(info->remaining.count()) / 1000.0 << " s left, re-entry count "
-              << info->reentry_count << ", " << info->waiters << " waiting\n";
+    std::cout << name << ": held, fence " << info->fence << ", ";
+    if (info->remaining.count() > 0)
+      std::cout << "lease " << static_cast<double>(info->remaining.count()) / 1000.0 << " s left";
+    else
+      std::cout << "kept by its holder's session";  // ZooKeeper: no lease
+    std::cout << ", re-entry count " << info->reentry_count << ", " << info->waiters << " waiting\n";
   } else {
     std::cout << name << ": free (fence counter at " << info->last_fence << "), " << info->waiters << " waiting\n";
   }
@@ -473,7 +476,7 @@ int main(int argc, char** argv) {
   sigset_t sigs = forwarded_signals();
   pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
 
-  CLI::App app{"dlock: distributed locks from the shell (Redis, Redlock, SQLite).", "dlock"};
+  CLI::App app{"dlock: distributed locks from the shell (Redis, Redlock, PostgreSQL, ZooKeeper, SQLite).", "dlock"};
   app.require_subcommand(1);
   app.footer(kExitCodesHelp);
   Common common;
@@ -482,7 +485,8 @@ int main(int argc, char** argv) {
   common.url = url_from_env ? env_url : dlock::cli::default_url();
   auto add_common = [&](CLI::App* sub) {
     sub->add_option("--url", common.url,
-                    "Lock store URL: redis://HOST:PORT, redlock://H1,H2,H3, sqlite:///PATH (default: $DLOCK_URL, "
+                    "Lock store URL: redis://HOST:PORT, redlock://H1,H2,H3, postgres://HOST/DB, zk://H1,H2,H3[/CHROOT], "
+                    "sqlite:///PATH (default: $DLOCK_URL, "
                     "else " +
                         dlock::cli::default_url() +
                         ": locks shared by this user's processes on this machine only; name a server to lock "
