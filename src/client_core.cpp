@@ -315,6 +315,7 @@ ClientStats ClientCore::stats() const {
   s.renewal_round_trips = renewal_round_trips_.load();
   s.leases_lost = leases_lost_.load();
   s.release_failures = release_failures_.load();
+  s.wakeups = wakeups_.load();
   s.leases_held = leases_held_.load();
   s.commands_sent = commands_sent_.load();
   s.reconnects = reconnects_.load();

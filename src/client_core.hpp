@@ -212,6 +212,7 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   std::atomic<std::uint64_t> renewal_round_trips_{0};
   std::atomic<std::uint64_t> leases_lost_{0};
   std::atomic<std::uint64_t> release_failures_{0};
+  std::atomic<std::uint64_t> wakeups_{0};
   std::atomic<std::uint64_t> leases_held_{0};
   mutable std::atomic<std::uint64_t> commands_sent_{0};
   mutable std::atomic<std::uint64_t> reconnects_{0};

@@ -317,6 +317,7 @@ void ClientCore::on_release_published(const std::string& name, std::uint64_t att
     auto action = op->fsm.on_wake(now);
     if (action.kind == AcquireFsm::Action::Kind::none) continue;
     woke = true;
+    wakeups_.fetch_add(1, std::memory_order_relaxed);
     op->woken = true;
     op->timer.cancel();
     step(op, action);

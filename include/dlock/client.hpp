@@ -83,6 +83,8 @@ struct ClientStats {
   std::uint64_t leases_lost = 0;
   std::uint64_t release_failures = 0;  // failed releases nobody could be told about
   std::uint64_t leases_held = 0;       // distinct (name, owner) held now
+  std::uint64_t wakeups = 0;           // waiters woken by a release notification
+                                       // (1 per release is the ideal: no herd)
 };
 
 class Client {

@@ -305,34 +305,56 @@ class ZkBackend final : public detail::Backend {
 
   // ---- the queue ----
 
+  // One round trip: the lock's node (a container, when this client has not
+  // seen it yet), the queue node and the queue listing go out together, and
+  // the server answers them in order, so the listing includes the new node.
   void create_node(std::uint64_t id, AcquireDone done) {
     const Attempt& sent = attempts_.at(id);
+    if (!known_parents_.count(sent.parent))
+      session_.create(sent.parent, "", ZOO_CONTAINER, creator_acl(), [](Reply) {});  // told by the next reply
+    auto flow = std::make_shared<Pipelined>();
+    flow->done = std::move(done);
     session_.create(sent.parent + "/" + child_prefix(sent.guid), sent.owner, ZOO_EPHEMERAL_SEQUENTIAL, creator_acl(),
-                    [this, id, done = std::move(done)](Reply r) mutable {
-                      Attempt* a = live(id, done, r);
-                      if (!a) return;
-                      if (r.rc == ZOK) {
-                        a->node = r.path;
-                        a->czxid = r.stat.czxid;
-                        a->session = r.stat.ephemeral_owner;
-                        return check_queue(id, std::move(done));
-                      }
-                      if (r.rc == ZNONODE && a->recreated++ < 3) {
-                        return make_path(a->parent, [this, id, done = std::move(done)](Status s) mutable {
-                          if (!s.ok()) return done(s);
-                          if (!attempts_.count(id)) return done(session_gone());
-                          create_node(id, std::move(done));
-                        });
-                      }
-                      if (connection_lost(r.rc)) {
-                        a->create_unknown = true;
-                        return done(Status(Errc::unavailable,
-                                           "zookeeper: the connection dropped while creating the queue node; the "
-                                           "next attempt finds it by its id",
-                                           rc_name(r.rc)));
-                      }
-                      done(rc_status(r.rc, "create the queue node"));
-                    });
+                    [this, id, flow](Reply r) { on_created(id, flow, std::move(r)); });
+    session_.children(sent.parent, [this, id, flow](Reply r) {
+      if (flow->created) on_listed(id, std::move(flow->done), std::move(r));
+    });
+  }
+
+  struct Pipelined {
+    AcquireDone done;
+    bool created = false;  // the listing that follows is this attempt's to read
+  };
+
+  void on_created(std::uint64_t id, const std::shared_ptr<Pipelined>& flow, Reply r) {
+    Attempt* a = live(id, flow->done, r);
+    if (!a) return;
+    if (r.rc == ZOK) {
+      a->node = r.path;
+      a->czxid = r.stat.czxid;
+      a->session = r.stat.ephemeral_owner;
+      if (known_parents_.size() > 10000) known_parents_.clear();
+      known_parents_.insert(a->parent);
+      flow->created = true;  // the listing comes next
+      return;
+    }
+    AcquireDone done = std::move(flow->done);
+    if (r.rc == ZNONODE && a->recreated++ < 3) {  // the base is missing too
+      known_parents_.erase(a->parent);
+      return make_path(a->parent, [this, id, done = std::move(done)](Status s) mutable {
+        if (!s.ok()) return done(s);
+        if (!attempts_.count(id)) return done(session_gone());
+        create_node(id, std::move(done));
+      });
+    }
+    if (connection_lost(r.rc)) {
+      a->create_unknown = true;
+      return done(Status(Errc::unavailable,
+                         "zookeeper: the connection dropped while creating the queue node; the next attempt finds "
+                         "it by its id",
+                         rc_name(r.rc)));
+    }
+    done(rc_status(r.rc, "create the queue node"));
   }
 
   // After a lost create reply: the node is ours if it carries our guid and
@@ -367,28 +389,32 @@ class ZkBackend final : public detail::Backend {
 
   void check_queue(std::uint64_t id, AcquireDone done) {
     session_.children(attempts_.at(id).parent, [this, id, done = std::move(done)](Reply r) mutable {
-      Attempt* a = live(id, done, r);
-      if (!a) return;
-      if (r.rc != ZOK && r.rc != ZNONODE) return done(rc_status(r.rc, "list the lock queue"));
-      const Place place = r.rc == ZOK ? place_of(in_order(std::move(r.children)), basename_of(a->node)) : Place{};
-      if (!place.present || a->session != session_id_) {
-        // Gone (deleted by hand, its parent removed) or not this session's:
-        // never counted, made anew.
-        if (a->recreated++ >= 3)
-          return done(Status(Errc::server_error, "zookeeper: the queue node keeps vanishing under " + a->parent));
-        if (place.present) remove_orphan({"", "", a->node}, [](Status) {});
-        a->node.clear();
-        return create_node(id, std::move(done));
-      }
-      if (place.first) return grant(id, std::move(done));
-      const std::string ahead = a->parent + "/" + place.predecessor;
-      session_.exists(ahead, true, [this, id, ahead, done = std::move(done)](Reply e) mutable {
-        if (!live(id, done, e)) return;
-        if (e.rc == ZNONODE) return done(busy(detail::WaitHint::retry(milliseconds(0))));
-        if (e.rc != ZOK) return done(rc_status(e.rc, "watch the node ahead"));
-        watchers_[ahead].insert(id);
-        done(busy(detail::WaitHint::event()));
-      });
+      on_listed(id, std::move(done), std::move(r));
+    });
+  }
+
+  void on_listed(std::uint64_t id, AcquireDone done, Reply r) {
+    Attempt* a = live(id, done, r);
+    if (!a) return;
+    if (r.rc != ZOK && r.rc != ZNONODE) return done(rc_status(r.rc, "list the lock queue"));
+    const Place place = r.rc == ZOK ? place_of(in_order(std::move(r.children)), basename_of(a->node)) : Place{};
+    if (!place.present || a->session != session_id_) {
+      // Gone (deleted by hand, its parent removed) or not this session's:
+      // never counted, made anew.
+      if (a->recreated++ >= 3)
+        return done(Status(Errc::server_error, "zookeeper: the queue node keeps vanishing under " + a->parent));
+      if (place.present) remove_orphan({"", "", a->node}, [](Status) {});
+      a->node.clear();
+      return create_node(id, std::move(done));
+    }
+    if (place.first) return grant(id, std::move(done));
+    const std::string ahead = a->parent + "/" + place.predecessor;
+    session_.exists(ahead, true, [this, id, ahead, done = std::move(done)](Reply e) mutable {
+      if (!live(id, done, e)) return;
+      if (e.rc == ZNONODE) return done(busy(detail::WaitHint::retry(milliseconds(0))));
+      if (e.rc != ZOK) return done(rc_status(e.rc, "watch the node ahead"));
+      watchers_[ahead].insert(id);
+      done(busy(detail::WaitHint::event()));
     });
   }
 
@@ -442,7 +468,10 @@ class ZkBackend final : public detail::Backend {
     session_.create(part, "", last ? ZOO_CONTAINER : 0, creator_acl(),
                     [this, path, last, slash, done = std::move(done)](Reply r) mutable {
                       if (closed_) return done(cancelled());
-                      if (r.rc != ZOK && r.rc != ZNODEEXISTS) return done(rc_status(r.rc, "create " + path));
+                      // An ancestor this identity may not write to may still exist: go on,
+                      // the next level tells.
+                      const bool go_on = r.rc == ZOK || r.rc == ZNODEEXISTS || (r.rc == ZNOAUTH && !last);
+                      if (!go_on) return done(rc_status(r.rc, "create " + path));
                       if (last) return done(Status());
                       make_path(path, std::move(done), slash + 1);
                     });
@@ -506,6 +535,7 @@ class ZkBackend final : public detail::Backend {
   std::map<std::uint64_t, std::string> held_;                // grant -> lock node
   std::map<std::string, std::set<std::uint64_t>> watchers_;  // node ahead -> attempts
   std::vector<Orphan> orphans_;
+  std::set<std::string> known_parents_;  // lock nodes seen to exist (a container may still go)
   std::uint64_t reconnects_ = 0;
 };
 

@@ -54,6 +54,7 @@ TEST(ZooKeeper, WaitersAreGrantedInArrivalOrderAndEachReleaseWakesOnlyTheNext) {
   for (int i = 0; i < kWaiters; ++i) {
     auto got = waits[i].get();
     ASSERT_THAT(got, IsOk()) << "waiter " << i;
+    EXPECT_EQ(clients[i].stats().wakeups, 1u) << "waiter " << i << " was woken once, by its predecessor";
     EXPECT_GT(got->fence(), last_fence) << "waiter " << i << " was granted in arrival order";
     last_fence = got->fence();
     // Only the next in line was woken: the ones behind it sent nothing.
