@@ -76,12 +76,18 @@ TEST(ZooKeeper, WaitsThatEndWithoutAGrantLeaveNothingBehind) {
   EXPECT_THAT(b.acquire("n", 100ms), StatusIs(Errc::timeout));
   EXPECT_THAT(b.try_acquire("n"), StatusIs(Errc::busy));
   // Cancelled mid-wait by closing the client.
+  std::atomic<int> calls{0};
+  std::atomic<int> cancelled{0};
   {
     Client c = Client::connect(url(zk.hosts()), silent());
-    std::promise<Status> ended;
-    c.async_acquire("n", 20s, {}, [&](Result<Lease> r) { ended.set_value(r.status()); });
+    c.async_acquire("n", 20s, {}, [&](Result<Lease> r) {
+      ++calls;
+      if (r.code() == Errc::cancelled) ++cancelled;
+    });
     ASSERT_TRUE(eventually([&] { return probe.children("/dlock/n").size() == 2; }, 5s));
   }
+  EXPECT_EQ(calls.load(), 1);
+  EXPECT_EQ(cancelled.load(), 1);
   EXPECT_TRUE(eventually([&] { return probe.children("/dlock/n").size() == 1; }, 5s))
       << "only the holder's node stays";
   ASSERT_THAT(held->release(), IsOk());
