@@ -231,6 +231,41 @@ def sql_section(md, run):
                   f"{pg['w1_dlock_pairs_per_s'] / t:.1f}× that.\n")
 
 
+def zk_section(md, run):
+    """The ZooKeeper backend beside its limit (dlock-zk-bench) and kazoo."""
+    path = os.path.join(run, "zookeeper.json")
+    if not os.path.exists(path):
+        return
+    z = json.load(open(path))
+    kazoo = [json.load(open(f)) for f in sorted(glob.glob(os.path.join(run, "kazoo__r*.json")))]
+    md.append("## ZooKeeper\n")
+    md.append("One standalone ZooKeeper 3.8 server (Debian's package, default tickTime 2000 and forceSync on). W1: one "
+              "client, sequential acquire + release pairs on distinct names, four requests a pair (the lock's "
+              "container node, the queue node and the listing in one round trip, then the delete). The limit is the "
+              "ZooKeeper C client sending the same four requests with the same pipelining; 'one at a time' is the "
+              "same requests through the C client's synchronous calls, as a plain client of the seed's algorithm "
+              "sends them. W2: 4 threads sharing one client. W3: 4 processes on one lock.\n")
+    md.append("| client | W1 pairs/s | p50 | vs the limit |")
+    md.append("|---|---|---|---|")
+    lim = z["w1_limit_pairs_per_s"]
+    md.append(f"| dlock | {z['w1_dlock_pairs_per_s']:,.0f} | {z['w1_dlock_p50_us']:,.0f} µs | "
+              f"{z['w1_dlock_pairs_per_s'] / lim:.2f}× |")
+    md.append(f"| C client, pipelined (limit) | {lim:,.0f} | {z['w1_limit_p50_us']:,.0f} µs | 1.00× |")
+    md.append(f"| C client, one at a time | {z['w1_sync_pairs_per_s']:,.0f} | | "
+              f"{z['w1_sync_pairs_per_s'] / lim:.2f}× |")
+    if kazoo:
+        k = statistics.median(r["pairs_per_s"] for r in kazoo)
+        kp = statistics.median(r["p50_us"] for r in kazoo)
+        md.append(f"| python3-kazoo Lock | {k:,.0f} | {kp:,.0f} µs | {k / lim:.2f}× |")
+    md.append("")
+    if kazoo:
+        md.append(f"dlock is {z['w1_dlock_pairs_per_s'] / k:.1f}× kazoo's Lock in W1.\n")
+    md.append(f"W2: {z['w2_pairs_per_s']:,.0f} pairs/s. W3: {z['w3_cs_per_s']:,.0f} critical sections/s, hand-off "
+              f"p50 {z['w3_handoff_p50_us']:,.0f} µs, p99 {z['w3_handoff_p99_us']:,.0f} µs, same-holder fraction "
+              f"{z['w3_same_holder']:.2f}, wake-ups per hand-off {z['w3_wakeups_per_handoff']:.2f}, lost updates "
+              f"{z['w3_lost']}.\n")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--run", required=True)
@@ -478,6 +513,7 @@ def main():
         md.append("")
 
     sql_section(md, args.run)
+    zk_section(md, args.run)
 
     if micro:
         md.append("## Micro-benchmarks (Google Benchmark)\n")

@@ -94,10 +94,17 @@ dlock::ClientOptions quiet() {
 
 Pairs w1_dlock(const std::string& hosts, double seconds, const std::string& run) {
   auto client = dlock::Client::connect("zk://" + hosts + "/" + run, quiet());
-  return run_pairs(seconds, [&](long long i) {
+  long long n = 0;
+  const auto before = client.stats().commands_sent;
+  auto p = run_pairs(seconds, [&](long long i) {
+    ++n;
     auto lease = client.acquire("w1:" + std::to_string(i), std::chrono::milliseconds(0));
     if (!lease.ok() || !lease->release().ok()) throw std::runtime_error("dlock pair failed");
   });
+  if (std::getenv("DLOCK_BENCH_DEBUG"))
+    std::fprintf(stderr, "dlock W1: %.2f requests per pair\n",
+                 static_cast<double>(client.stats().commands_sent - before) / static_cast<double>(n));
+  return p;
 }
 
 // A bare C-client session for the limit loops.

@@ -210,6 +210,38 @@ stop_private_postgres() {
   PG_DIR=""
 }
 
+# start_private_zookeeper: a standalone ZooKeeper 3.8 (Debian's jar) in a new
+# temp dir on a free 127.0.0.1 port; sets ZK_PORT, ZK_DIR and ZK_PID.
+# stop_private_zookeeper stops it and removes the dir.
+ZK_PORT=""
+ZK_DIR=""
+ZK_PID=""
+start_private_zookeeper() {
+  ZK_DIR="$(mktemp -d "${TMPDIR:-/tmp}/dlock-zk-XXXXXX")"
+  ZK_PORT="$(free_port)"
+  mkdir -p "$ZK_DIR/data"
+  printf 'tickTime=2000\ndataDir=%s/data\nclientPort=%s\nclientPortAddress=127.0.0.1\nmaxClientCnxns=0\nadmin.enableServer=false\n4lw.commands.whitelist=srvr,ruok\n' \
+    "$ZK_DIR" "$ZK_PORT" >"$ZK_DIR/zoo.cfg"
+  java -Xmx512m -cp "/etc/zookeeper/conf:/usr/share/java/zookeeper.jar:/usr/share/java/slf4j-simple.jar" \
+    -Dzookeeper.log.dir="$ZK_DIR" org.apache.zookeeper.server.quorum.QuorumPeerMain "$ZK_DIR/zoo.cfg" \
+    >"$ZK_DIR/server.log" 2>&1 &
+  ZK_PID=$!
+  local i
+  for ((i = 0; i < 300; i++)); do
+    [[ "$(exec 3<>"/dev/tcp/127.0.0.1/$ZK_PORT" && printf srvr >&3 && timeout 1 cat <&3)" == *Mode:* ]] 2>/dev/null &&
+      { log "zookeeper on 127.0.0.1:$ZK_PORT"; return 0; }
+    sleep 0.1
+  done
+  tail -n 20 "$ZK_DIR/server.log" >&2
+  return 1
+}
+stop_private_zookeeper() {
+  [[ -n $ZK_PID ]] && kill "$ZK_PID" 2>/dev/null && wait "$ZK_PID" 2>/dev/null
+  ZK_PID=""
+  [[ -n $ZK_DIR ]] && rm -rf "$ZK_DIR"
+  ZK_DIR=""
+}
+
 # stop_redis_pid PID: stops one server that start_private_redis started
 # (SIGTERM, then SIGKILL after 5 s), reaps it and drops it from
 # PRIVATE_REDIS_PIDS. Any other PID is left alone.
