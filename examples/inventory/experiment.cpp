@@ -32,6 +32,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <iomanip>
 #include <iostream>
 #include <latch>
@@ -39,6 +40,8 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "common/zk_ensemble.hpp"
 
 namespace asio = boost::asio;
 namespace http = boost::beast::http;
@@ -147,27 +150,6 @@ std::string start_postgres(const fs::path& dir, std::vector<Child>& children) {
   for (int i = 0; i < 500 && !port_open(port); ++i) std::this_thread::sleep_for(20ms);
   if (!port_open(port)) throw std::runtime_error("postgres did not start");
   return "postgres://postgres@127.0.0.1:" + std::to_string(port) + "/postgres";
-}
-
-// A standalone ZooKeeper server in `dir` for the dlock-zookeeper variant;
-// its URL, or empty if ZooKeeper (Debian's package) or java is missing.
-std::string start_zookeeper(const fs::path& dir, std::vector<Child>& children) {
-  const std::string jar = "/usr/share/java/zookeeper.jar";
-  if (!fs::exists(jar) || run_to_end({"sh", "-c", "command -v java"}, "/dev/null") != 0) return "";
-  fs::create_directories(dir / "data");
-  const int port = free_port();
-  std::ofstream cfg(dir / "zoo.cfg");
-  cfg << "tickTime=200\ndataDir=" << (dir / "data").string() << "\nclientPort=" << port
-      << "\nclientPortAddress=127.0.0.1\nmaxClientCnxns=0\nadmin.enableServer=false\n";
-  cfg.close();
-  children.push_back(start({"java", "-Xmx128m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-cp",
-                            "/etc/zookeeper/conf:" + jar + ":/usr/share/java/slf4j-simple.jar",
-                            "-Dzookeeper.log.dir=" + dir.string(), "org.apache.zookeeper.server.quorum.QuorumPeerMain",
-                            (dir / "zoo.cfg").string()},
-                           false, (dir / "zookeeper.log").string()));
-  for (int i = 0; i < 1500 && !port_open(port); ++i) std::this_thread::sleep_for(20ms);
-  if (!port_open(port)) throw std::runtime_error("zookeeper did not start (see " + dir.string() + ")");
-  return "zk://127.0.0.1:" + std::to_string(port);
 }
 
 int free_port() {
@@ -387,7 +369,10 @@ int main(int argc, char** argv) {
     for (int i = 0; i < 250 && !port_open(redis_port); ++i) std::this_thread::sleep_for(20ms);
     if (!port_open(redis_port)) throw std::runtime_error("redis-server did not start (see " + tmp.string() + ")");
     const std::string pg_url = start_postgres(tmp / "pg", children);
-    const std::string zk_url = start_zookeeper(tmp / "zk", children);
+    // A standalone ZooKeeper for the dlock-zookeeper variant, if installed.
+    std::optional<dlock::tools::ZooKeeperEnsemble> zk;
+    if (dlock::tools::zookeeper_available()) zk.emplace(1, tmp.string());
+    const std::string zk_url = zk ? "zk://" + zk->hosts() : "";
     std::vector<int> ports;
     for (int i = 0; i < 2; ++i) {
       std::vector<std::string> argv = {service.string(), "--port", "0", "--redis-port", std::to_string(redis_port),

@@ -1,8 +1,5 @@
-// tests/support/zookeeper_server.hpp: a private ZooKeeper 3.8 ensemble for
-// one test: N servers (3 by default; 1 runs standalone) on free loopback
-// ports in a temp dir, each its own JVM, stopped and removed when the object
-// goes. Timing is scaled for tests: tickTime 200 ms, so elections take well
-// under a second and sessions may be as short as 400 ms.
+// tests/support/zookeeper_server.hpp: the private ZooKeeper ensemble the
+// tests start (tools/common/zk_ensemble.hpp, shared with the verifier).
 //
 //   ZooKeeperEnsemble zk;                        // 3 servers, a leader elected
 //   auto client = Client::connect("zk://" + zk.hosts());
@@ -10,54 +7,12 @@
 #ifndef DLOCK_TESTS_SUPPORT_ZOOKEEPER_SERVER_HPP_
 #define DLOCK_TESTS_SUPPORT_ZOOKEEPER_SERVER_HPP_
 
-#include <sys/types.h>
-
-#include <chrono>
-#include <string>
-#include <vector>
+#include "common/zk_ensemble.hpp"
 
 namespace dlock::test {
 
-class ZooKeeperEnsemble {
- public:
-  // Starts every server and waits (up to 60 s) until a quorum serves.
-  // Throws std::runtime_error naming the server whose start failed.
-  explicit ZooKeeperEnsemble(int servers = 3);
-  ~ZooKeeperEnsemble();  // SIGKILL what still runs, temp dir removed
-  ZooKeeperEnsemble(const ZooKeeperEnsemble&) = delete;
-  ZooKeeperEnsemble& operator=(const ZooKeeperEnsemble&) = delete;
-
-  int size() const { return static_cast<int>(nodes_.size()); }
-  int client_port(int i) const { return nodes_.at(i).client_port; }
-  pid_t pid(int i) const { return nodes_.at(i).pid; }  // -1 when stopped
-  // "127.0.0.1:P1,127.0.0.1:P2,..." of every server.
-  std::string hosts() const;
-  // What server i says of itself (the `srvr` command): "leader", "follower",
-  // "standalone", or "" when it does not serve (down, paused, no quorum).
-  std::string mode(int i) const;
-  int leader() const;  // the server in mode "leader"; -1 if none
-  // Waits until a quorum serves (a leader, or a standalone server).
-  bool wait_serving(std::chrono::milliseconds limit) const;
-
-  void stop(int i);    // SIGTERM, reaped (SIGKILL after 10 s)
-  void kill(int i);    // SIGKILL, reaped
-  void start(int i);   // again, same ports and data; does not wait
-  void pause(int i);   // SIGSTOP: the server is alive but silent
-  void resume(int i);  // SIGCONT
-  const std::string& dir() const { return dir_; }
-
- private:
-  struct Node {
-    int client_port = 0, quorum_port = 0, election_port = 0;
-    pid_t pid = -1;
-  };
-  void write_config(int i) const;
-  std::string dir_;
-  std::vector<Node> nodes_;
-};
-
-// True if Debian's zookeeper package (the server jar) and java are installed.
-bool zookeeper_available();
+using tools::ZooKeeperEnsemble;
+using tools::zookeeper_available;
 
 }  // namespace dlock::test
 

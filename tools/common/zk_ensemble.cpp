@@ -1,4 +1,4 @@
-#include "support/zookeeper_server.hpp"
+#include "common/zk_ensemble.hpp"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -6,7 +6,9 @@
 #include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -16,10 +18,8 @@
 #include <stdexcept>
 #include <thread>
 
-#include "support/process.hpp"
-#include "support/redis_server.hpp"
 
-namespace dlock::test {
+namespace dlock::tools {
 namespace {
 
 namespace fs = std::filesystem;
@@ -27,6 +27,55 @@ using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
 const std::string kJar = "/usr/share/java/zookeeper.jar";
+
+// A free loopback port (the kernel's pick, released for the server).
+int free_port() {
+  const int s = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  if (s < 0 || ::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+      ::getsockname(s, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+    if (s >= 0) ::close(s);
+    throw std::runtime_error("no free port: " + std::string(std::strerror(errno)));
+  }
+  ::close(s);
+  return ntohs(a.sin_port);
+}
+
+// fork+exec with stdout and stderr to `log`; the child dies with its parent
+// thread (PR_SET_PDEATHSIG), so a crashed caller leaves no server behind.
+pid_t spawn(const std::vector<std::string>& argv, const std::string& log) {
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  const pid_t pid = ::fork();
+  if (pid < 0) throw std::runtime_error("fork: " + std::string(std::strerror(errno)));
+  if (pid == 0) {
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fd >= 0) {
+      ::dup2(fd, 1);
+      ::dup2(fd, 2);
+    }
+    ::execvp(args[0], args.data());
+    ::_exit(127);
+  }
+  return pid;
+}
+
+// Reaps `pid`, waiting up to `limit`; false if it is still running.
+bool reap(pid_t pid, std::chrono::milliseconds limit) {
+  const auto deadline = Clock::now() + limit;
+  for (;;) {
+    int st = 0;
+    const pid_t r = ::waitpid(pid, &st, WNOHANG);
+    if (r == pid || (r < 0 && errno == ECHILD)) return true;
+    if (Clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(5ms);
+  }
+}
 
 // Sends a four-letter command and reads the reply to EOF, all within
 // `limit`: a server starting up may accept and never answer (a known 3.8
@@ -69,13 +118,13 @@ std::string four_letter(int port, const char* cmd, std::chrono::milliseconds lim
 }  // namespace
 
 bool zookeeper_available() {
-  return fs::exists(kJar) && run({"sh", "-c", "command -v java"}, 5s).exit_code == 0;
+  return fs::exists(kJar) && std::system("command -v java >/dev/null 2>&1") == 0;
 }
 
-ZooKeeperEnsemble::ZooKeeperEnsemble(int servers) {
+ZooKeeperEnsemble::ZooKeeperEnsemble(int servers, const std::string& parent) {
   if (servers < 1) throw std::invalid_argument("an ensemble needs at least one server");
   const char* base = std::getenv("TMPDIR");
-  std::string tmpl = std::string(base && *base ? base : "/tmp") + "/dlock-zk-XXXXXX";
+  std::string tmpl = (parent.empty() ? std::string(base && *base ? base : "/tmp") : parent) + "/dlock-zk-XXXXXX";
   if (::mkdtemp(tmpl.data()) == nullptr) throw std::runtime_error("mkdtemp: " + std::string(std::strerror(errno)));
   dir_ = tmpl;
   nodes_.resize(static_cast<std::size_t>(servers));
@@ -139,8 +188,7 @@ void ZooKeeperEnsemble::start(int i) {
                  "/etc/zookeeper/conf:" + kJar + ":/usr/share/java/slf4j-simple.jar", "-Dzookeeper.log.dir=" + d,
                  "-Dzookeeper.root.logger=INFO,CONSOLE", "org.apache.zookeeper.server.quorum.QuorumPeerMain",
                  d + "/zoo.cfg"},
-                {}, d + "/zk.log")
-              .pid;
+                d + "/zk.log");
 }
 
 void ZooKeeperEnsemble::stop(int i) {
@@ -148,9 +196,9 @@ void ZooKeeperEnsemble::stop(int i) {
   if (n.pid <= 0) return;
   ::kill(n.pid, SIGCONT);
   ::kill(n.pid, SIGTERM);
-  if (wait_exit(n.pid, 10s) == -1) {
+  if (!reap(n.pid, 10s)) {
     ::kill(n.pid, SIGKILL);
-    wait_exit(n.pid, 10s);
+    reap(n.pid, 10s);
   }
   n.pid = -1;
 }
@@ -158,9 +206,15 @@ void ZooKeeperEnsemble::stop(int i) {
 void ZooKeeperEnsemble::kill(int i) {
   Node& n = nodes_.at(i);
   if (n.pid <= 0) return;
+  ::kill(n.pid, SIGCONT);
   ::kill(n.pid, SIGKILL);
-  wait_exit(n.pid, 10s);
+  reap(n.pid, 10s);
   n.pid = -1;
+}
+
+void ZooKeeperEnsemble::restart_all() {
+  for (int i = 0; i < size(); ++i) kill(i);
+  for (int i = 0; i < size(); ++i) start(i);
 }
 
 void ZooKeeperEnsemble::pause(int i) {
@@ -203,4 +257,4 @@ bool ZooKeeperEnsemble::wait_serving(std::chrono::milliseconds limit) const {
   return false;
 }
 
-}  // namespace dlock::test
+}  // namespace dlock::tools
