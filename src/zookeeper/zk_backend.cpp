@@ -132,6 +132,10 @@ class ZkBackend final : public detail::Backend {
         held_.erase(grant);
         return done(ReleaseOutcome{r.rc == ZOK ? ReleaseOutcome::Kind::released : ReleaseOutcome::Kind::not_held, 0});
       }
+      // Unlike a lease, the node would outlive this call for as long as the
+      // session lives, blocking every waiter: it is deleted again on every
+      // reconnect until it is gone.
+      if (auto it = held_.find(grant); it != held_.end()) orphans_.push_back({"", "", it->second});
       done(rc_status(r.rc, "delete the lock node", Errc::outcome_unknown));
     });
   }
@@ -495,7 +499,10 @@ class ZkBackend final : public detail::Backend {
     if (!o.path.empty()) {
       session_.remove(o.path, [this, o, done = std::move(done)](Reply r) mutable {
         if (closed_) return done(cancelled());
-        if (r.rc == ZOK || r.rc == ZNONODE) return done(Status());
+        if (r.rc == ZOK || r.rc == ZNONODE) {
+          forget_held(o.path);
+          return done(Status());
+        }
         orphans_.push_back(o);
         done(rc_status(r.rc, "delete an abandoned queue node"));
       });
@@ -512,6 +519,11 @@ class ZkBackend final : public detail::Backend {
       if (!found) return done(Status());
       remove_orphan({"", "", o.parent + "/" + *found}, std::move(done));
     });
+  }
+
+  // A lock node deleted by the orphan retry: no hold keeps it any more.
+  void forget_held(const std::string& path) {
+    std::erase_if(held_, [&](const auto& kv) { return kv.second == path; });
   }
 
   void retry_orphans() {

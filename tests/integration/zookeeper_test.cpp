@@ -143,6 +143,40 @@ TEST(ZooKeeper, ACreateWhoseReplyWasLostIsFoundAgainNotMadeTwice) {
   EXPECT_TRUE(probe.children("/dlock/p").empty());
 }
 
+// The delete's reply is lost. A lease would expire; a queue node would stay
+// as long as the holder's session, blocking every waiter behind it, so it
+// is deleted again once the connection is back.
+TEST(ZooKeeper, AReleaseWhoseReplyWasLostStillFreesTheLock) {
+  REQUIRE_ZOOKEEPER();
+  ZooKeeperEnsemble zk(1);
+  torture::Proxy proxy("127.0.0.1", static_cast<std::uint16_t>(zk.client_port(0)));
+  const auto port = proxy.add_link("c");
+  proxy.start();
+  Client holder = Client::connect(url("127.0.0.1:" + std::to_string(port), "session_timeout=10s"), silent());
+  Client other = Client::connect(url(zk.hosts()), silent());
+  ZkProbe probe(zk.hosts());
+  auto held = holder.acquire("r", 0ms);
+  ASSERT_THAT(held, IsOk());
+  // The delete arrives while no reply comes back, and the C client's retry
+  // of the connection meets the same until the fault ends.
+  proxy.blackhole("c", true);
+  auto released = std::async(std::launch::async, [&] { return held->release(); });
+  // Every connection dies for 4 s (the session, 10 s, survives): the
+  // library's own retries of the delete fail too.
+  for (int i = 0; i < 10; ++i) {
+    std::this_thread::sleep_for(400ms);
+    proxy.reset("c");
+  }
+  const Status s = released.get();
+  EXPECT_EQ(s.code(), Errc::outcome_unknown) << s.to_string();
+  proxy.blackhole("c", false);
+  auto next = other.acquire("r", 8s);
+  ASSERT_THAT(next, IsOk()) << "the holder's node stayed behind";
+  ASSERT_THAT(next->release(), IsOk());
+  EXPECT_TRUE(probe.children("/dlock/r").empty());
+  EXPECT_FALSE(holder.inspect("r")->held);
+}
+
 // The holder is cut off. It must hear of its loss before the other client
 // is granted the lock, which happens once the server expires the session.
 TEST(ZooKeeper, ACutOffHolderIsToldOfItsLossBeforeAnyoneElseIsGranted) {

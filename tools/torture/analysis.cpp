@@ -337,6 +337,16 @@ Findings analyze(const std::vector<Event>& events, const RunInfo& info) {
     if (e.op == "counter_write" && e.phase == "ok") ++f.counter_acked;
     if (e.op == "final" && e.kind == "counter" && e.value) f.counter_final = e.value;
   }
+  // Each incarnation's wake-up counter only grows: its last value counts.
+  std::map<std::pair<std::string, int>, std::int64_t> wakeups;
+  for (const Event& e : events)
+    if (e.op == "wakeups" && e.value) wakeups[{e.proc, e.inc}] = std::max(wakeups[{e.proc, e.inc}], *e.value);
+  if (!wakeups.empty()) {
+    f.wakeups = 0;
+    for (const auto& [who, n] : wakeups) f.wakeups += n;
+    const std::int64_t releases = f.ops["release"].ok;
+    f.wakeups_per_release = releases > 0 ? static_cast<double>(f.wakeups) / static_cast<double>(releases) : 0;
+  }
   if (f.counter_final) {
     f.lost_updates = std::max<std::int64_t>(0, f.counter_acked - *f.counter_final);
     if (f.counter_acked > 0)

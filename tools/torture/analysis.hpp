@@ -148,6 +148,11 @@ struct Findings {
   std::int64_t lockouts = 0;             // deaths never followed by a grant
                                          // although the bound passed
   std::int64_t losses_notified = 0;      // "lost" events
+  // Waiters woken by a release notification ("wakeups" counters of each
+  // worker incarnation), per ok release: 1 is the ideal, a herd wakes every
+  // waiter. -1: the strategy does not count them.
+  std::int64_t wakeups = -1;
+  double wakeups_per_release = 0;
   std::int64_t grants = 0;
   double grants_per_s = 0;
   std::int64_t acquire_p50_ms = 0, acquire_p99_ms = 0, acquire_max_ms = 0;  // invoke->ok

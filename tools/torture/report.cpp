@@ -96,6 +96,9 @@ std::string text_operations(const RunReport& r) {
                                 " ms"});
   s.add({"max unavailable", std::to_string(f.max_unavailable_ms) + " ms (no holder while an acquire waited)"});
   s.add({"losses notified", std::to_string(f.losses_notified)});
+  if (f.wakeups >= 0)
+    s.add({"wake-ups", std::to_string(f.wakeups) + " waiters woken by releases, " + fixed(f.wakeups_per_release, 2) +
+                           " per release (1: no herd)"});
   s.add({"fenced register", "accepted " + std::to_string(f.fenced_accepted) + ", rejected " +
                                 std::to_string(f.fenced_rejected)});
   s.add({"model checker", std::to_string(f.model.ops_judged) + " ops judged"});
@@ -246,6 +249,7 @@ json run_json(const RunReport& r) {
   j["acquire_ms"] = {{"p50", f.acquire_p50_ms}, {"p99", f.acquire_p99_ms}, {"max", f.acquire_max_ms}};
   j["max_unavailable_ms"] = f.max_unavailable_ms;
   j["losses_notified"] = f.losses_notified;
+  if (f.wakeups >= 0) j["wakeups"] = {{"total", f.wakeups}, {"per_release", f.wakeups_per_release}};
   j["fenced_register"] = {{"accepted", f.fenced_accepted}, {"rejected", f.fenced_rejected}};
 
   json faults = json::array();

@@ -53,6 +53,19 @@ void start_lock_servers(RunCtx& c, const RunConfig& cfg, const Scenario& scenari
     c.nodes.push_back(std::move(n));
     return;
   }
+  if (kind == LockServer::zookeeper) {
+    // Three servers, each behind its own proxy; logs stay in the run dir.
+    fs::create_directories(dir / "lock-server");
+    c.zk = std::make_unique<dlock::tools::ZooKeeperEnsemble>(lock_nodes(cfg.strategy),
+                                                             fs::absolute(dir / "lock-server").string());
+    for (int i = 0; i < c.zk->size(); ++i) {
+      LockNode n;
+      n.proxy = std::make_unique<Proxy>("127.0.0.1", static_cast<std::uint16_t>(c.zk->client_port(i)));
+      c.net.add(n.proxy.get());
+      c.nodes.push_back(std::move(n));
+    }
+    return;
+  }
   const int node_count = lock_nodes(cfg.strategy);
   for (int i = 0; i < node_count; ++i) {
     const std::string tag = node_count == 1 ? "" : "-" + std::to_string(i);
@@ -127,6 +140,7 @@ std::string server_version(const RunConfig& cfg) {
   switch (lock_server_of(cfg.strategy)) {
     case LockServer::postgres: return "PostgreSQL " + postgres_version();
     case LockServer::sqlite: return std::string("SQLite (the library's)");
+    case LockServer::zookeeper: return std::string("ZooKeeper (Debian's package), 3 servers, tickTime 200 ms");
     case LockServer::redis: break;
   }
   return "Redis " + redis_version(cfg.redis_server);
@@ -184,6 +198,7 @@ RunReport run_one(const RunConfig& cfg) {
     if (n.server) n.server->stop();
   }
   c.pg.reset();
+  c.zk.reset();
   if (c.replica) c.replica->stop();
   resource.stop();
 

@@ -18,6 +18,7 @@
 #include "server_proc.hpp"
 #include "slots.hpp"
 #include "common/sync_redis.hpp"
+#include "common/zk_ensemble.hpp"
 #include "worker.hpp"
 
 namespace torture {
@@ -79,6 +80,9 @@ class RunCtx {
   // The PostgreSQL lock server (strategies on PostgreSQL), else null; its
   // proxy is node 0's.
   PgProc* postgres() { return pg.get(); }
+  // The ZooKeeper ensemble (strategies on ZooKeeper), else null; server i's
+  // proxy is node i's.
+  dlock::tools::ZooKeeperEnsemble* zookeeper() { return zk.get(); }
   // Every node's proxy: a fault on a link cuts the client from all of them.
   ProxyGroup& proxy() { return net; }
   std::string link(int w) const { return procs[w].args.proc; }
@@ -101,6 +105,7 @@ class RunCtx {
   ProxyGroup net;
   std::unique_ptr<ServerProc> replica;  // failover scenario only
   std::unique_ptr<PgProc> pg;
+  std::unique_ptr<dlock::tools::ZooKeeperEnsemble> zk;
   std::unique_ptr<SlotTable> slots;
   std::unique_ptr<HistoryWriter> log;
   std::string self_exe;

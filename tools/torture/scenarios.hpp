@@ -22,8 +22,9 @@ enum Setup : unsigned {
   kRedlock = 2,   // five redis-servers
   kPostgres = 4,  // one PostgreSQL server
   kSqlite = 8,    // a file on this host, no server
+  kZooKeeper = 16,  // a three-server ZooKeeper ensemble
   kRedisFamily = kRedis | kRedlock,
-  kNetworked = kRedis | kRedlock | kPostgres,
+  kNetworked = kRedis | kRedlock | kPostgres | kZooKeeper,
   kEvery = kNetworked | kSqlite,
 };
 unsigned setup_of(const std::string& strategy);

@@ -8,6 +8,7 @@
 
 #include "history.hpp"
 #include "strategies_sql.hpp"
+#include "strategies_zk.hpp"
 #include "common/sync_redis.hpp"
 
 namespace torture {
@@ -28,6 +29,13 @@ std::string url_of(LockServer server, const StrategyConfig& c) {
   if (server == LockServer::postgres)
     return "postgres://postgres@" + c.host + ":" + std::to_string(c.ports.at(0)) +
            "/postgres?application_name=" + c.client_name;
+  if (server == LockServer::zookeeper) {
+    // The session timeout is the lease: how long a silent holder keeps it.
+    std::string url = "zk://";
+    for (std::size_t i = 0; i < c.ports.size(); ++i)
+      url += (i ? "," : "") + c.host + ":" + std::to_string(c.ports[i]);
+    return url + "/torture?session_timeout=" + std::to_string(c.ttl_ms) + "ms";
+  }
   std::string url = c.ports.size() == 1 ? "redis://" : "redlock://";
   for (std::size_t i = 0; i < c.ports.size(); ++i)
     url += (i ? "," : "") + c.host + ":" + std::to_string(c.ports[i]);
@@ -67,6 +75,8 @@ class DlockStrategy final : public Strategy {
   bool still_valid() const override {
     return lease_ && !lease_->lost() && Clock::now() < lease_->valid_until();
   }
+
+  std::optional<std::uint64_t> wakeups() const override { return client_->stats().wakeups; }
 
   ReleaseResult release() override {
     if (!lease_) return {Outcome::fail, "no lease"};
@@ -231,27 +241,31 @@ const std::vector<std::string>& strategy_names() {
                                               "redlock",
                                               "postgres",
                                               "sqlite",
+                                              "zk",
                                               "setnx-del",
                                               "setnx-then-expire",
                                               "getset-timestamp",
                                               "token-get-then-del",
                                               "db-insert-unique",
-                                              "db-insert-cleanup-job"};
+                                              "db-insert-cleanup-job",
+                                              "zk-herd"};
   return names;
 }
 
 bool is_naive(const std::string& name) {
-  return name != "dlock" && name != "redlock" && name != "postgres" && name != "sqlite";
+  return name != "dlock" && name != "redlock" && name != "postgres" && name != "sqlite" && name != "zk";
 }
 
 LockServer lock_server_of(const std::string& name) {
   if (name == "sqlite") return LockServer::sqlite;
+  if (name == "zk" || name == "zk-herd") return LockServer::zookeeper;
   if (name == "postgres" || name.rfind("db-", 0) == 0) return LockServer::postgres;
   return LockServer::redis;
 }
 
 int lock_nodes(const std::string& name) {
   if (name == "redlock") return 5;
+  if (lock_server_of(name) == LockServer::zookeeper) return 3;
   return lock_server_of(name) == LockServer::sqlite ? 0 : 1;
 }
 
@@ -259,13 +273,13 @@ std::unique_ptr<Strategy> make_strategy(const std::string& name, const StrategyC
   if (!is_naive(name)) {
     const auto server = lock_server_of(name);
     if (server == LockServer::sqlite ? config.sqlite_path.empty()
-                                     : (config.ports.size() == 1) != (name != "redlock"))
-      throw std::invalid_argument(name + " needs " + (name == "redlock" ? "several lock servers"
-                                                      : server == LockServer::sqlite ? "a lock file"
-                                                                                     : "one lock server"));
+                                     : static_cast<int>(config.ports.size()) != lock_nodes(name))
+      throw std::invalid_argument(name + " needs " + (server == LockServer::sqlite ? "a lock file"
+                                                      : std::to_string(lock_nodes(name)) + " lock servers"));
     return std::make_unique<DlockStrategy>(server, config);
   }
   if (name.rfind("db-", 0) == 0) return make_table_lock(name, config);
+  if (name == "zk-herd") return make_zk_herd(config);
   if (name == "setnx-del") return std::make_unique<SetnxDel>(config);
   if (name == "setnx-then-expire") return std::make_unique<SetnxThenExpire>(config);
   if (name == "getset-timestamp") return std::make_unique<GetsetTimestamp>(config);

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,8 +28,8 @@ struct ReleaseResult {
 };
 
 // What a strategy locks on: a Redis server (or a Redlock set), a PostgreSQL
-// server, or a SQLite file on this host (no server).
-enum class LockServer { redis, postgres, sqlite };
+// server, a ZooKeeper ensemble, or a SQLite file on this host (no server).
+enum class LockServer { redis, postgres, sqlite, zookeeper };
 
 struct StrategyConfig {
   std::string host = "127.0.0.1";
@@ -57,14 +58,17 @@ class Strategy {
   // Whether the holder still believes its grant is good: what a careful user
   // checks before writing. The naive algorithms have nothing to check.
   virtual bool still_valid() const { return true; }
+  // Waiters of this client woken by a release notification so far; nullopt
+  // for strategies that do not count them.
+  virtual std::optional<std::uint64_t> wakeups() const { return std::nullopt; }
 };
 
 // Throws std::invalid_argument for an unknown name.
 std::unique_ptr<Strategy> make_strategy(const std::string& name, const StrategyConfig& config);
 const std::vector<std::string>& strategy_names();
 bool is_naive(const std::string& name);
-// How many lock servers the strategy uses: 5 for "redlock", 0 for SQLite,
-// else 1.
+// How many lock servers the strategy uses: 5 for "redlock", 3 for a
+// ZooKeeper ensemble, 0 for SQLite, else 1.
 int lock_nodes(const std::string& name);
 LockServer lock_server_of(const std::string& name);
 

@@ -100,6 +100,7 @@ class Worker {
     if (r.outcome == Outcome::ok) ok.fence = r.fence;
     ok.detail = r.detail;
     log_.write(ok);
+    log_wakeups(s);
     if (r.outcome != Outcome::ok) {
       set_phase(slot_, Phase::idle);
       return;
@@ -130,6 +131,17 @@ class Worker {
     auto rel = s.release();
     emit("release", phase_name(rel.outcome), grant, {}, rel.detail);
     set_phase(slot_, Phase::idle);
+  }
+
+  // The strategy's count of waiters woken by releases, when it moved.
+  void log_wakeups(const Strategy& s) {
+    const auto n = s.wakeups();
+    if (!n || *n == wakeups_logged_) return;
+    wakeups_logged_ = *n;
+    Event e = base("wakeups", "ok", "");
+    e.kind = "counter";
+    e.value = static_cast<std::int64_t>(*n);
+    log_.write(e);
   }
 
   void register_write(const std::string& grant, std::uint64_t fence) {
@@ -223,6 +235,7 @@ class Worker {
   std::mt19937_64 rng_;
   SyncRedis resource_;
   std::map<std::string, std::pair<std::string, double>> failpoints_;
+  std::uint64_t wakeups_logged_ = 0;
   std::int64_t clock_base_ = 0;
 };
 
