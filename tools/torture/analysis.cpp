@@ -359,6 +359,14 @@ Findings analyze(const std::vector<Event>& events, const RunInfo& info) {
   for (const Hold& h : f.holds) by_grant.emplace(h.grant, &h);
 
   find_overlaps(f.holds, f.faults, f);
+  // A loss must reach its holder before anyone else is granted the lock.
+  for (const Hold& h : f.holds) {
+    if (h.end_reason != "lost") continue;
+    std::int64_t next = std::numeric_limits<std::int64_t>::max();
+    for (const Hold& o : f.holds)
+      if (o.proc != h.proc && o.ok_t > h.ok_t) next = std::min(next, o.ok_t);
+    (h.end_t <= next ? f.losses_told_first : f.losses_told_late) += 1;
+  }
   find_stale_writes(events, "fenced_write", by_grant, f, f.stale_fenced);
   find_stale_writes(events, "unfenced_write", by_grant, f, f.stale_unfenced);
   find_fence_anomalies(f.holds, f);

@@ -153,6 +153,9 @@ struct Findings {
   // waiter. -1: the strategy does not count them.
   std::int64_t wakeups = -1;
   double wakeups_per_release = 0;
+  // Holds that ended by a loss notification: told before the next grant of
+  // the lock to anyone else, or after it (the holder believed too long).
+  std::int64_t losses_told_first = 0, losses_told_late = 0;
   std::int64_t grants = 0;
   double grants_per_s = 0;
   std::int64_t acquire_p50_ms = 0, acquire_p99_ms = 0, acquire_max_ms = 0;  // invoke->ok

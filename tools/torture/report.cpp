@@ -95,7 +95,9 @@ std::string text_operations(const RunReport& r) {
                                 std::to_string(f.acquire_p99_ms) + " ms, max " + std::to_string(f.acquire_max_ms) +
                                 " ms"});
   s.add({"max unavailable", std::to_string(f.max_unavailable_ms) + " ms (no holder while an acquire waited)"});
-  s.add({"losses notified", std::to_string(f.losses_notified)});
+  s.add({"losses notified", std::to_string(f.losses_notified) + " (" + std::to_string(f.losses_told_first) +
+                                  " holds told before the next grant, " + std::to_string(f.losses_told_late) +
+                                  " after it)"});
   if (f.wakeups >= 0)
     s.add({"wake-ups", std::to_string(f.wakeups) + " waiters woken by releases, " + fixed(f.wakeups_per_release, 2) +
                            " per release (1: no herd)"});
@@ -249,6 +251,7 @@ json run_json(const RunReport& r) {
   j["acquire_ms"] = {{"p50", f.acquire_p50_ms}, {"p99", f.acquire_p99_ms}, {"max", f.acquire_max_ms}};
   j["max_unavailable_ms"] = f.max_unavailable_ms;
   j["losses_notified"] = f.losses_notified;
+  j["losses_told"] = {{"before_next_grant", f.losses_told_first}, {"after_next_grant", f.losses_told_late}};
   if (f.wakeups >= 0) j["wakeups"] = {{"total", f.wakeups}, {"per_release", f.wakeups_per_release}};
   j["fenced_register"] = {{"accepted", f.fenced_accepted}, {"rejected", f.fenced_rejected}};
 
