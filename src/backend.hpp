@@ -95,6 +95,10 @@ struct AcquireCall {
   // Redlock's numbering of its rounds on each master (0: none), so a late
   // undo of a failed round leaves a later round's grant alone.
   std::uint64_t round = 0;
+  // The blocking fast path: a busy answer may leave this attempt's queue
+  // node in place, because the acquire goes on waiting under the same
+  // attempt id on the I/O thread (false: try once, leave nothing).
+  bool keep_place = false;
 };
 
 struct AcquireOutcome {
@@ -108,6 +112,9 @@ struct AcquireOutcome {
   std::uint64_t fence = 0;
   unsigned depth = 0;
   WaitHint hint;
+  // Backends without renewal, on a grant: how long the session vouches for
+  // it (the proof of this very reply, newer than any alive_until pushed).
+  std::optional<std::chrono::steady_clock::time_point> valid_until;
 };
 
 struct ReleaseCall {

@@ -71,6 +71,9 @@ struct AcquireSeed {
   std::uint64_t grant = 0;  // 0: a new one
   bool stray = false;       // a fast attempt under `grant` has an unknown outcome
   Status error;             // the fast attempt's transient failure: counts as the first
+  // The fast attempt's id when its busy answer kept a place in a queue: the
+  // wait goes on under it (and abandons it if it ends without a grant).
+  std::uint64_t attempt = 0;
 };
 
 class ClientCore;
@@ -184,7 +187,7 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   std::map<std::string, std::list<std::shared_ptr<AcquireOp>>> waiters_;
   std::set<std::shared_ptr<AcquireOp>> live_ops_;  // every acquire not yet finished
   std::atomic<std::uint64_t> next_grant_;           // grant ids: random start, then +1
-  std::uint64_t next_attempt_ = 1;                  // AcquireCall::attempt ids
+  std::atomic<std::uint64_t> next_attempt_{1};      // AcquireCall::attempt ids (the fast path draws too)
   // Backends without renewal: when the session's holds stop being valid.
   Clock::time_point session_until_ = Clock::time_point::max();
 

@@ -62,9 +62,9 @@ void ClientCore::acquire(std::string name, milliseconds wait, LockOptions option
     op->done = std::move(done);
     op->hold = self->find_or_add_hold(op->name, op->opts.owner);
     op->fresh_grant = seed.grant != 0 ? seed.grant : self->next_grant_.fetch_add(1);
-    op->attempt = self->next_attempt_++;
+    op->attempt = seed.attempt != 0 ? seed.attempt : self->next_attempt_.fetch_add(1);
     op->stray = seed.stray;
-    op->sent_any = seed.stray;  // the fast attempt may have left something
+    op->sent_any = seed.stray || seed.attempt != 0;  // the fast attempt may have left something
     ++op->hold->users;
     self->live_ops_.insert(op);
     // A fast attempt that failed counts as this acquire's first failure (so
@@ -208,7 +208,7 @@ void ClientCore::granted(const std::shared_ptr<AcquireOp>& op, const AcquireOutc
       h.valid_until_ns.store(ticks(scheduler_.valid_until(h.id)));
       rearm_renewal();
     } else {
-      h.valid_until_ns.store(ticks(session_until_));
+      h.valid_until_ns.store(ticks(std::max(session_until_, outcome.valid_until.value_or(Clock::time_point{}))));
     }
     leases_held_.fetch_add(1, std::memory_order_relaxed);
   }

@@ -18,6 +18,8 @@ std::optional<Result<Lease>> ClientCore::acquire_now(const std::string& name, mi
   const milliseconds lease = o.lease.value_or(o.watchdog_lease);
   AcquireCall call{name, o.owner, lease, 0};
   call.grant = next_grant_.fetch_add(1);
+  call.attempt = next_attempt_.fetch_add(1);
+  call.keep_place = wait.count() > 0;
   const auto sent_at = Clock::now();
   auto r = backend_->acquire_now(call);
   if (!r) return std::nullopt;
@@ -33,7 +35,8 @@ std::optional<Result<Lease>> ClientCore::acquire_now(const std::string& name, mi
   switch ((*r)->kind) {
     case AcquireOutcome::Kind::busy:
       if (wait.count() == 0) return Result<Lease>(Status(Errc::busy, "the lock is held by another owner"));
-      return std::nullopt;  // waiting is the I/O thread's job
+      seed.attempt = call.attempt;  // a queue place, if the backend kept one, is the wait's
+      return std::nullopt;          // waiting is the I/O thread's job
     case AcquireOutcome::Kind::lost:
     case AcquireOutcome::Kind::mismatch:
       return std::nullopt;
@@ -54,7 +57,8 @@ std::optional<Result<Lease>> ClientCore::acquire_now(const std::string& name, mi
   hold->grant = call.grant;
   hold->lease = lease;
   hold->on_lost = o.on_lost;
-  hold->valid_until_ns.store(ticks(caps_.needs_renewal ? valid_until(sent_at, lease) : session_until_));
+  hold->valid_until_ns.store(ticks(caps_.needs_renewal ? valid_until(sent_at, lease)
+                                                      : (*r)->valid_until.value_or(Clock::time_point{})));
   hold->fast.store(true);
   grants_.fetch_add(1, std::memory_order_relaxed);
   leases_held_.fetch_add(1, std::memory_order_relaxed);

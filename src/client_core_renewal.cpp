@@ -124,6 +124,7 @@ void ClientCore::on_renewal_timer() {
 // The backend says these holds are gone (empty: all of them, a session
 // expired). A grant id of 0 matches any grant.
 void ClientCore::on_holds_lost(const std::vector<HoldRef>& refs, LossReason reason) {
+  adopt_staged();  // fast grants not yet handed over are held too
   std::vector<std::shared_ptr<Hold>> gone;
   for (auto& [key, hold] : holds_) {
     if (hold->depth.load() == 0 || hold->lost.load()) continue;
@@ -138,6 +139,7 @@ void ClientCore::on_holds_lost(const std::vector<HoldRef>& refs, LossReason reas
 
 // Backends without renewal: the session vouches for every hold until then.
 void ClientCore::on_alive_until(Clock::time_point until) {
+  adopt_staged();
   session_until_ = until;
   for (auto& [key, hold] : holds_)
     if (hold->depth.load() > 0 && !hold->lost.load()) hold->valid_until_ns.store(ticks(until));

@@ -26,9 +26,13 @@
 
 #include <zookeeper/zookeeper.h>
 
+#include <atomic>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <condition_variable>
 #include <map>
+#include <mutex>
+#include <optional>
 #include <set>
 
 #include "core/token.hpp"
@@ -63,6 +67,66 @@ bool connection_lost(int rc) { return rc == ZCONNECTIONLOSS || rc == ZOPERATIONT
 std::string basename_of(const std::string& path) { return path.substr(path.rfind('/') + 1); }
 
 Status cancelled() { return {Errc::cancelled, "client closed"}; }
+
+// grant -> lock node, shared by the I/O thread and the blocking fast path.
+class HeldNodes {
+ public:
+  void add(std::uint64_t grant, std::string path) {
+    std::lock_guard lk(mu_);
+    nodes_[grant] = std::move(path);
+  }
+  std::optional<std::string> find(std::uint64_t grant) const {
+    std::lock_guard lk(mu_);
+    auto it = nodes_.find(grant);
+    return it == nodes_.end() ? std::nullopt : std::optional<std::string>(it->second);
+  }
+  void erase(std::uint64_t grant) {
+    std::lock_guard lk(mu_);
+    nodes_.erase(grant);
+  }
+  void erase_path(const std::string& path) {
+    std::lock_guard lk(mu_);
+    std::erase_if(nodes_, [&](const auto& kv) { return kv.second == path; });
+  }
+  // Empties it; true if anything was held.
+  bool clear() {
+    std::lock_guard lk(mu_);
+    const bool had = !nodes_.empty();
+    nodes_.clear();
+    return had;
+  }
+  bool empty() const {
+    std::lock_guard lk(mu_);
+    return nodes_.empty();
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::map<std::uint64_t, std::string> nodes_;
+};
+
+// Lock nodes seen to exist (a container may still go: a create then fails
+// with ZNONODE and the path is made again). Bounded.
+class KnownParents {
+ public:
+  bool contains(const std::string& path) const {
+    std::lock_guard lk(mu_);
+    return paths_.count(path) != 0;
+  }
+  void insert(const std::string& path) {
+    std::lock_guard lk(mu_);
+    if (paths_.size() > 10000) paths_.clear();
+    paths_.insert(path);
+  }
+  void erase(const std::string& path) {
+    std::lock_guard lk(mu_);
+    paths_.erase(path);
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::set<std::string> paths_;
+};
 
 class ZkBackend final : public detail::Backend {
  public:
@@ -123,9 +187,9 @@ class ZkBackend final : public detail::Backend {
   }
 
   void release(const ReleaseCall& call, std::function<void(Result<ReleaseOutcome>)> done) override {
-    auto it = held_.find(call.grant);
-    if (it == held_.end()) return post(std::move(done), ReleaseOutcome{ReleaseOutcome::Kind::not_held, 0});
-    session_.remove(it->second, [this, grant = call.grant, done = std::move(done)](Reply r) {
+    const auto node = held_.find(call.grant);
+    if (!node) return post(std::move(done), ReleaseOutcome{ReleaseOutcome::Kind::not_held, 0});
+    session_.remove(*node, [this, grant = call.grant, done = std::move(done)](Reply r) {
       if (closed_) return done(cancelled());
       if (answered(r.rc)) heard(r.sent_at);
       if (r.rc == ZOK || r.rc == ZNONODE) {
@@ -135,7 +199,7 @@ class ZkBackend final : public detail::Backend {
       // Unlike a lease, the node would outlive this call for as long as the
       // session lives, blocking every waiter: it is deleted again on every
       // reconnect until it is gone.
-      if (auto it = held_.find(grant); it != held_.end()) orphans_.push_back({"", "", it->second});
+      if (auto path = held_.find(grant)) orphans_.push_back({"", "", *path});
       done(rc_status(r.rc, "delete the lock node", Errc::outcome_unknown));
     });
   }
@@ -149,9 +213,9 @@ class ZkBackend final : public detail::Backend {
       Orphan o{a.parent, a.guid, a.node};
       return remove_orphan(std::move(o), std::move(done));
     }
-    if (auto h = held_.find(call.grant); h != held_.end()) {  // a grant undone (it came too late)
-      Orphan o{"", "", h->second};
-      held_.erase(h);
+    if (auto path = held_.find(call.grant)) {  // a grant undone (it came too late)
+      Orphan o{"", "", *path};
+      held_.erase(call.grant);
       return remove_orphan(std::move(o), std::move(done));
     }
     post(std::move(done), Status());
@@ -186,6 +250,91 @@ class ZkBackend final : public detail::Backend {
     });
   }
 
+  // The blocking fast path, on the caller's thread: the queue node and the
+  // listing in one round trip, the replies handed over on the C client's
+  // completion thread (a hop to the I/O thread and back costs more than
+  // ZooKeeper's reply). Only a free lock is taken here; a queue to wait in
+  // is the I/O thread's job (this node is then deleted, and the waiting
+  // acquire queues anew).
+  std::optional<Result<AcquireOutcome>> acquire_now(const AcquireCall& call) override {
+    const std::int64_t session = session_id_.load();
+    if (session == 0 || !detail::check_mode(call, "ZooKeeper").ok()) return std::nullopt;
+    const std::string parent = config_.base + "/" + encode_name(call.name);
+    const bool known = known_parents_.contains(parent);
+    auto w = std::make_shared<Rendezvous>(known ? 2 : 3);
+    const auto via = ZkSession::Delivery::direct;
+    if (!known)
+      session_.create(
+          parent, "", ZOO_CONTAINER, creator_acl(), [w](Reply) { w->arrive(); }, via);
+    const std::string guid = detail::random_token();
+    session_.create(
+        parent + "/" + child_prefix(guid), call.owner, ZOO_EPHEMERAL_SEQUENTIAL, creator_acl(),
+        [w](Reply r) { w->arrive(&Rendezvous::created, std::move(r)); }, via);
+    session_.children(
+        parent, [w](Reply r) { w->arrive(&Rendezvous::listed, std::move(r)); }, via);
+    w->wait();
+    const Reply& c = w->created;
+    const Reply& l = w->listed;
+    if (answered(c.rc)) loop([this, at = c.sent_at] { heard(at); });
+    if (c.rc == ZNONODE) return std::nullopt;  // the base is missing: the I/O thread makes the path
+    if (c.rc != ZOK) {
+      if (connection_lost(c.rc)) drop_later({parent, guid, ""});  // it may exist: found by its guid
+      return Result<AcquireOutcome>(rc_status(c.rc, "create the queue node"));
+    }
+    known_parents_.insert(parent);
+    const Place place = l.rc == ZOK ? place_of(in_order(l.children), basename_of(c.path)) : Place{};
+    if (!place.first || c.stat.ephemeral_owner != session) {
+      if (!call.keep_place || c.stat.ephemeral_owner != session) {
+        drop_later({"", "", c.path});
+      } else {
+        // The wait goes on on the I/O thread under this attempt id, from
+        // this place in line (posted before the wait is).
+        Attempt a{call.name, call.owner, guid, parent, c.path, c.stat.czxid, c.stat.ephemeral_owner, call.grant};
+        loop([this, id = call.attempt, a = std::move(a)]() mutable {
+          if (session_id_.load() == a.session)
+            attempts_.emplace(id, std::move(a));
+          else
+            remove_orphan({"", "", a.node}, [](Status) {});
+        });
+      }
+      return l.rc == ZOK || l.rc == ZNONODE ? Result<AcquireOutcome>(busy(detail::WaitHint::event()))
+                                            : Result<AcquireOutcome>(rc_status(l.rc, "list the lock queue"));
+    }
+    held_.add(call.grant, c.path);
+    if (session_id_.load() != session) {  // the session ended meanwhile: its nodes with it
+      held_.erase(call.grant);
+      return Result<AcquireOutcome>(session_gone());
+    }
+    loop([this] {
+      schedule_heartbeat();
+      arm_deadline();
+    });
+    AcquireOutcome out;
+    out.kind = AcquireOutcome::Kind::granted;
+    out.fence = static_cast<std::uint64_t>(c.stat.czxid);
+    out.depth = 1;
+    out.valid_until = detail::valid_until(l.sent_at, session_timeout());
+    return Result<AcquireOutcome>(out);
+  }
+
+  std::optional<Result<ReleaseOutcome>> release_now(const ReleaseCall& call) override {
+    const auto path = held_.find(call.grant);
+    if (!path) return std::nullopt;  // not a grant this client holds: the I/O thread answers
+    auto w = std::make_shared<Rendezvous>(1);
+    session_.remove(
+        *path, [w](Reply r) { w->arrive(&Rendezvous::created, std::move(r)); }, ZkSession::Delivery::direct);
+    w->wait();
+    const Reply& r = w->created;
+    if (answered(r.rc)) loop([this, at = r.sent_at] { heard(at); });
+    if (r.rc == ZOK || r.rc == ZNONODE) {
+      held_.erase(call.grant);
+      return Result<ReleaseOutcome>(
+          ReleaseOutcome{r.rc == ZOK ? ReleaseOutcome::Kind::released : ReleaseOutcome::Kind::not_held, 0});
+    }
+    drop_later({"", "", *path});  // deleted again on every reconnect (see release())
+    return Result<ReleaseOutcome>(rc_status(r.rc, "delete the lock node", Errc::outcome_unknown));
+  }
+
   // The attempt set its watch on the node ahead when it answered busy.
   void watch(const WatchKey&, StatusDone ready) override { post(std::move(ready), Status()); }
   void unwatch(const WatchKey&) override {}
@@ -206,6 +355,37 @@ class ZkBackend final : public detail::Backend {
   struct Orphan {
     std::string parent, guid, path;
   };
+
+  // The fast path's wait for its replies (arriving on the C client's thread).
+  struct Rendezvous {
+    explicit Rendezvous(int n) : left(n) {}
+    void arrive(Reply Rendezvous::*slot = nullptr, Reply r = {}) {
+      std::lock_guard lk(mu);
+      if (slot) this->*slot = std::move(r);
+      if (--left == 0) cv.notify_one();
+    }
+    void wait() {
+      std::unique_lock lk(mu);
+      cv.wait(lk, [&] { return left == 0; });
+    }
+    std::mutex mu;
+    std::condition_variable cv;
+    int left;
+    Reply created, listed;
+  };
+
+  // Runs `f` on the I/O thread.
+  template <class F>
+  void loop(F f) {
+    asio::post(io_, [this, f = std::move(f)]() mutable {
+      if (!closed_) f();
+    });
+  }
+
+  // A node the fast path leaves to the I/O thread to delete.
+  void drop_later(Orphan o) {
+    loop([this, o = std::move(o)]() mutable { remove_orphan(std::move(o), [](Status) {}); });
+  }
 
   template <class Done, class Value>
   void post(Done done, Value value) {
@@ -230,6 +410,11 @@ class ZkBackend final : public detail::Backend {
 
   bool creator_acl() const { return !config_.user.empty(); }
 
+  milliseconds session_timeout() const {
+    const auto t = timeout_ms_.load();
+    return t > 0 ? milliseconds(t) : config_.session_timeout;
+  }
+
   // ---- session ----
 
   void on_state(const SessionState& s) {
@@ -237,7 +422,7 @@ class ZkBackend final : public detail::Backend {
     if (s.state == ZOO_CONNECTED_STATE) {
       if (session_id_ != 0 && s.session_id == session_id_) ++reconnects_;
       session_id_ = s.session_id;
-      timeout_ = s.timeout.count() > 0 ? s.timeout : config_.session_timeout;
+      timeout_ms_ = (s.timeout.count() > 0 ? s.timeout : config_.session_timeout).count();
       if (start_done_) finish_start({});
       if (!held_.empty()) send_heartbeat();
       retry_orphans();
@@ -257,9 +442,8 @@ class ZkBackend final : public detail::Backend {
   // Every hold is gone (or can no longer be vouched for): told first, then
   // the session is closed (its nodes go with it) and a new one opened.
   void session_ended(LossReason reason, const std::string& why) {
-    const bool had = !held_.empty();
+    const bool had = held_.clear();
     log(had ? LogLevel::warning : LogLevel::info, why + (had ? ": every lock this client held is lost" : ""));
-    held_.clear();
     attempts_.clear();
     watchers_.clear();
     orphans_.clear();  // their session's nodes go with it
@@ -275,8 +459,7 @@ class ZkBackend final : public detail::Backend {
   void heard(Clock::time_point sent_at) {
     if (sent_at <= heard_) return;
     heard_ = sent_at;
-    const auto t = timeout_.count() > 0 ? timeout_ : config_.session_timeout;
-    until_ = detail::valid_until(heard_, t);
+    until_ = detail::valid_until(heard_, session_timeout());
     if (events_.alive_until) events_.alive_until(until_);
     if (!held_.empty()) arm_deadline();
   }
@@ -292,7 +475,7 @@ class ZkBackend final : public detail::Backend {
   void schedule_heartbeat() {
     if (heartbeat_armed_ || held_.empty()) return;
     heartbeat_armed_ = true;
-    heartbeat_.expires_after((timeout_.count() > 0 ? timeout_ : config_.session_timeout) / 3);
+    heartbeat_.expires_after(session_timeout() / 3);
     heartbeat_.async_wait([this](const boost::system::error_code& ec) {
       heartbeat_armed_ = false;
       if (ec || closed_ || held_.empty()) return;
@@ -314,7 +497,7 @@ class ZkBackend final : public detail::Backend {
   // the server answers them in order, so the listing includes the new node.
   void create_node(std::uint64_t id, AcquireDone done) {
     const Attempt& sent = attempts_.at(id);
-    if (!known_parents_.count(sent.parent))
+    if (!known_parents_.contains(sent.parent))
       session_.create(sent.parent, "", ZOO_CONTAINER, creator_acl(), [](Reply) {});  // told by the next reply
     auto flow = std::make_shared<Pipelined>();
     flow->done = std::move(done);
@@ -337,7 +520,6 @@ class ZkBackend final : public detail::Backend {
       a->node = r.path;
       a->czxid = r.stat.czxid;
       a->session = r.stat.ephemeral_owner;
-      if (known_parents_.size() > 10000) known_parents_.clear();
       known_parents_.insert(a->parent);
       flow->created = true;  // the listing comes next
       return;
@@ -426,13 +608,14 @@ class ZkBackend final : public detail::Backend {
     auto it = attempts_.find(id);
     Attempt a = std::move(it->second);
     attempts_.erase(it);
-    held_[a.grant] = a.node;
+    held_.add(a.grant, a.node);
     schedule_heartbeat();
     arm_deadline();
     AcquireOutcome out;
     out.kind = AcquireOutcome::Kind::granted;
     out.fence = static_cast<std::uint64_t>(a.czxid);
     out.depth = 1;
+    out.valid_until = until_;  // the listing's reply just renewed it
     done(out);
   }
 
@@ -522,9 +705,7 @@ class ZkBackend final : public detail::Backend {
   }
 
   // A lock node deleted by the orphan retry: no hold keeps it any more.
-  void forget_held(const std::string& path) {
-    std::erase_if(held_, [&](const auto& kv) { return kv.second == path; });
-  }
+  void forget_held(const std::string& path) { held_.erase_path(path); }
 
   void retry_orphans() {
     auto orphans = std::move(orphans_);
@@ -540,14 +721,15 @@ class ZkBackend final : public detail::Backend {
   asio::steady_timer start_timer_, heartbeat_, deadline_;
   bool heartbeat_armed_ = false;
   bool closed_ = false;
-  std::int64_t session_id_ = 0;
-  milliseconds timeout_{0};  // negotiated
+  // Written on the I/O thread, read by the fast path too.
+  std::atomic<std::int64_t> session_id_{0};
+  std::atomic<std::int64_t> timeout_ms_{0};  // negotiated; 0: not yet
   Clock::time_point heard_{}, until_{};
-  std::map<std::uint64_t, Attempt> attempts_;                // by AcquireCall::attempt
-  std::map<std::uint64_t, std::string> held_;                // grant -> lock node
+  std::map<std::uint64_t, Attempt> attempts_;  // by AcquireCall::attempt
+  HeldNodes held_;
   std::map<std::string, std::set<std::uint64_t>> watchers_;  // node ahead -> attempts
   std::vector<Orphan> orphans_;
-  std::set<std::string> known_parents_;  // lock nodes seen to exist (a container may still go)
+  KnownParents known_parents_;
   std::uint64_t reconnects_ = 0;
 };
 

@@ -35,6 +35,7 @@ struct Pending {
   std::uint64_t generation = 0;
   ReplyFn done;
   Clock::time_point sent_at;
+  bool direct = false;  // ZkSession::Delivery::direct
 };
 
 void drop_log(const char*) {}  // the backend reports what matters itself
@@ -56,6 +57,7 @@ struct ZkCallbacks {
   static void post(const void* data, Reply reply) {
     std::unique_ptr<Pending> p(static_cast<Pending*>(const_cast<void*>(data)));
     reply.sent_at = p->sent_at;
+    if (p->direct) return p->done(std::move(reply));
     auto& bridge = *p->bridge;
     std::lock_guard lk(bridge.mu);
     if (!bridge.io) return;
@@ -120,8 +122,13 @@ ZkSession::ZkSession(asio::io_context& io, const ZkConfig& config, Handlers hand
 ZkSession::~ZkSession() { close(); }
 
 Status ZkSession::open() {
-  if (current_) {
-    Handle* old = current_.release();
+  std::unique_ptr<Handle> previous;
+  {
+    std::lock_guard lk(mu_);
+    previous = std::move(current_);
+  }
+  if (previous) {
+    Handle* old = previous.release();
     closers_.emplace_back([old] {
       zookeeper_close(old->zh);
       delete old->ctx;
@@ -139,6 +146,7 @@ Status ZkSession::open() {
     return {Errc::invalid_argument, "ZooKeeper client refused the hosts '" + config_.hosts +
                                         "': " + (err ? std::strerror(err) : "unknown error")};
   }
+  std::lock_guard lk(mu_);
   current_ = std::move(h);
   return {};
 }
@@ -146,10 +154,14 @@ Status ZkSession::open() {
 void ZkSession::close() {
   for (auto& t : closers_) t.join();
   closers_.clear();
-  if (current_) {
-    zookeeper_close(current_->zh);  // runs pending completions (ZCLOSING), which still post
-    delete current_->ctx;
-    current_.reset();
+  std::unique_ptr<Handle> last;
+  {
+    std::lock_guard lk(mu_);
+    last = std::move(current_);
+  }
+  if (last) {
+    zookeeper_close(last->zh);  // runs pending completions (ZCLOSING), which still post
+    delete last->ctx;
   }
   std::lock_guard lk(bridge_->mu);
   bridge_->io = nullptr;
@@ -173,43 +185,49 @@ void ZkSession::on_watch(std::uint64_t generation, int type, int state, const st
 // `call` sends with the handle and a Pending it hands to the C client; when
 // the client refuses at once, no completion will come: the reply is posted.
 template <class Call>
-void ZkSession::submit(ReplyFn done, Call call) {
-  ++calls_;
-  auto* p = new Pending{bridge_, generation_, std::move(done), Clock::now()};
-  const int rc = current_ ? call(current_->zh, p) : ZINVALIDSTATE;
+void ZkSession::submit(ReplyFn done, Delivery via, Call call) {
+  calls_.fetch_add(1, std::memory_order_relaxed);
+  auto* p = new Pending{bridge_, generation_.load(), std::move(done), Clock::now(), via == Delivery::direct};
+  int rc = ZINVALIDSTATE;
+  {
+    std::lock_guard lk(mu_);
+    if (current_) rc = call(current_->zh, p);
+  }
   if (rc == ZOK) return;  // the completion owns p now
   std::unique_ptr<Pending> own(p);
   Reply r;
   r.rc = rc;
   r.sent_at = own->sent_at;
+  if (own->direct) return own->done(std::move(r));
   asio::post(io_, [this, gen = own->generation, done = std::move(own->done), r]() mutable { deliver(gen, done, r); });
 }
 
-void ZkSession::create(const std::string& path, const std::string& data, int flags, bool creator_acl, ReplyFn done) {
-  submit(std::move(done), [&](zhandle_t* zh, Pending* p) {
+void ZkSession::create(const std::string& path, const std::string& data, int flags, bool creator_acl, ReplyFn done,
+                       Delivery via) {
+  submit(std::move(done), via, [&](zhandle_t* zh, Pending* p) {
     return zoo_acreate2(zh, path.c_str(), data.data(), static_cast<int>(data.size()),
                         creator_acl ? &ZOO_CREATOR_ALL_ACL : &ZOO_OPEN_ACL_UNSAFE, flags, &ZkCallbacks::string_stat, p);
   });
 }
 
-void ZkSession::remove(const std::string& path, ReplyFn done) {
-  submit(std::move(done),
+void ZkSession::remove(const std::string& path, ReplyFn done, Delivery via) {
+  submit(std::move(done), via,
          [&](zhandle_t* zh, Pending* p) { return zoo_adelete(zh, path.c_str(), -1, &ZkCallbacks::void_done, p); });
 }
 
 void ZkSession::exists(const std::string& path, bool watch, ReplyFn done) {
-  submit(std::move(done), [&](zhandle_t* zh, Pending* p) {
+  submit(std::move(done), Delivery::loop, [&](zhandle_t* zh, Pending* p) {
     return zoo_aexists(zh, path.c_str(), watch ? 1 : 0, &ZkCallbacks::stat, p);
   });
 }
 
 void ZkSession::get(const std::string& path, ReplyFn done) {
-  submit(std::move(done),
+  submit(std::move(done), Delivery::loop,
          [&](zhandle_t* zh, Pending* p) { return zoo_aget(zh, path.c_str(), 0, &ZkCallbacks::data, p); });
 }
 
-void ZkSession::children(const std::string& path, ReplyFn done) {
-  submit(std::move(done), [&](zhandle_t* zh, Pending* p) {
+void ZkSession::children(const std::string& path, ReplyFn done, Delivery via) {
+  submit(std::move(done), via, [&](zhandle_t* zh, Pending* p) {
     return zoo_aget_children2(zh, path.c_str(), 0, &ZkCallbacks::strings_stat, p);
   });
 }
@@ -219,6 +237,7 @@ void ZkSession::children(const std::string& path, ReplyFn done) {
 // them, on every (re)connect; digest credentials are not checked at login
 // (a wrong password shows later as ZNOAUTH on nodes it may not touch).
 Status ZkSession::add_digest_auth(const std::string& user, const std::string& password) {
+  std::lock_guard lk(mu_);
   if (!current_) return rc_status(ZINVALIDSTATE, "add_auth");
   const std::string cert = user + ":" + password;
   const int rc = zoo_add_auth(current_->zh, "digest", cert.data(), static_cast<int>(cert.size()), nullptr, nullptr);

@@ -24,11 +24,13 @@
 #ifndef DLOCK_ZOOKEEPER_ZK_SESSION_HPP_
 #define DLOCK_ZOOKEEPER_ZK_SESSION_HPP_
 
+#include <atomic>
 #include <boost/asio/io_context.hpp>
 #include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -77,17 +79,24 @@ class ZkSession {
   // is reachable), joins the helpers. Pending calls complete with ZCLOSING.
   void close();
 
-  // Asynchronous calls; the reply reaches `done` on the loop's thread,
-  // exactly once (ZINVALIDSTATE at once when no handle is open).
-  void create(const std::string& path, const std::string& data, int flags, bool creator_acl, ReplyFn done);
-  void remove(const std::string& path, ReplyFn done);
+  // Where a reply goes: posted to the loop's thread (the lock logic's), or
+  // handed over on the C client's completion thread (the blocking fast
+  // path: `done` only passes it to the waiting caller; a refusal at once is
+  // handed over on the calling thread).
+  enum class Delivery { loop, direct };
+
+  // Asynchronous calls, from any thread; the reply reaches `done` exactly
+  // once (ZINVALIDSTATE at once when no handle is open).
+  void create(const std::string& path, const std::string& data, int flags, bool creator_acl, ReplyFn done,
+              Delivery via = Delivery::loop);
+  void remove(const std::string& path, ReplyFn done, Delivery via = Delivery::loop);
   void exists(const std::string& path, bool watch, ReplyFn done);
   void get(const std::string& path, ReplyFn done);
-  void children(const std::string& path, ReplyFn done);
+  void children(const std::string& path, ReplyFn done, Delivery via = Delivery::loop);
   // For the current handle, resent on every reconnect.
   Status add_digest_auth(const std::string& user, const std::string& password);
 
-  std::uint64_t calls() const { return calls_; }
+  std::uint64_t calls() const { return calls_.load(std::memory_order_relaxed); }
 
   struct Bridge;  // what the C client's threads see (internal)
   struct Handle;
@@ -95,7 +104,7 @@ class ZkSession {
 
  private:
   template <class Call>
-  void submit(ReplyFn done, Call call);
+  void submit(ReplyFn done, Delivery via, Call call);
   void deliver(std::uint64_t generation, ReplyFn& done, Reply& reply);
   void on_watch(std::uint64_t generation, int type, int state, const std::string& path, std::int64_t session,
                 int timeout_ms);
@@ -103,10 +112,11 @@ class ZkSession {
   const ZkConfig& config_;
   Handlers handlers_;
   std::shared_ptr<Bridge> bridge_;
-  std::unique_ptr<Handle> current_;
+  std::mutex mu_;                    // current_, against calls from other threads
+  std::unique_ptr<Handle> current_;  // guarded by mu_
   std::vector<std::thread> closers_;
-  std::uint64_t generation_ = 0;
-  std::uint64_t calls_ = 0;
+  std::atomic<std::uint64_t> generation_{0};
+  std::atomic<std::uint64_t> calls_{0};
 };
 
 // "ZNONODE", "ZCONNECTIONLOSS", ... for Status::backend_code().
