@@ -333,6 +333,8 @@ int main(int argc, char** argv) {
     std::map<std::string, std::vector<double>> rate, p50;
     std::vector<double> w2s, cs, h50, h99, same, wake;
     long long lost = 0;
+    // The server's JIT warms up first, so that no client pays for it.
+    w1_limit(a.hosts, std::min(2.0, a.seconds), "bench" + std::to_string(getpid()) + "warmup");
     for (int r = 0; r < a.reps; ++r) {
       const std::string run = "bench" + std::to_string(getpid()) + "r" + std::to_string(r);
       for (const auto& name : names) {

@@ -236,7 +236,10 @@ start_private_zookeeper() {
   return 1
 }
 stop_private_zookeeper() {
-  [[ -n $ZK_PID ]] && kill "$ZK_PID" 2>/dev/null && wait "$ZK_PID" 2>/dev/null
+  if [[ -n $ZK_PID ]]; then
+    kill "$ZK_PID" 2>/dev/null || true
+    wait "$ZK_PID" 2>/dev/null || true  # 143: it died of the SIGTERM, as asked
+  fi
   ZK_PID=""
   [[ -n $ZK_DIR ]] && rm -rf "$ZK_DIR"
   ZK_DIR=""
