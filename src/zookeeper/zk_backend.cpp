@@ -24,716 +24,416 @@
 // expired is reported at once. A new session never re-acquires by itself.
 #include "zookeeper/zk_backend.hpp"
 
-#include <zookeeper/zookeeper.h>
-
-#include <atomic>
-#include <boost/asio/post.hpp>
-#include <boost/asio/steady_timer.hpp>
-#include <condition_variable>
-#include <map>
-#include <mutex>
-#include <optional>
-#include <set>
-
 #include "core/token.hpp"
 #include "core/validity.hpp"
 #include "zookeeper/lock_queue.hpp"
-#include "zookeeper/zk_session.hpp"
+#include "zookeeper/zk_lock.hpp"
 
 namespace dlock::zookeeper {
-namespace {
 
-namespace asio = boost::asio;
-using Clock = std::chrono::steady_clock;
-using detail::AbandonCall;
-using detail::AcquireCall;
-using detail::AcquireOutcome;
-using detail::ReleaseCall;
-using detail::ReleaseOutcome;
-using detail::RenewCall;
-using detail::RenewOutcome;
-using detail::WatchKey;
-using AcquireDone = std::function<void(Result<AcquireOutcome>)>;
-using StatusDone = std::function<void(Status)>;
-
-// The server answered (the session was alive when the request was sent).
-bool answered(int rc) {
-  return rc == ZOK ||
-         (rc <= ZAPIERROR && rc != ZSESSIONEXPIRED && rc != ZCLOSING && rc != ZSESSIONMOVED && rc != ZAUTHFAILED);
+detail::Capabilities ZkBackend::capabilities() const {
+  detail::Capabilities c;
+  c.needs_renewal = false;  // the session's heartbeat keeps the nodes
+  c.server_reentry = false;
+  c.fifo = true;
+  return c;
 }
 
-bool connection_lost(int rc) { return rc == ZCONNECTIONLOSS || rc == ZOPERATIONTIMEOUT; }
+void ZkBackend::start(StatusDone done) {
+  start_done_ = std::move(done);
+  if (Status s = open_session(); !s.ok()) return finish_start(s);
+  start_timer_.expires_after(config_.connect_timeout);
+  start_timer_.async_wait([this](const boost::system::error_code& ec) {
+    if (ec || !start_done_) return;
+    finish_start({Errc::unavailable, "zookeeper: no server of " + config_.hosts + " opened a session within " +
+                                         std::to_string(config_.connect_timeout.count()) + " ms"});
+  });
+}
 
-std::string basename_of(const std::string& path) { return path.substr(path.rfind('/') + 1); }
+void ZkBackend::close() {
+  closed_ = true;
+  start_timer_.cancel();
+  heartbeat_.cancel();
+  deadline_.cancel();
+  if (start_done_) finish_start(cancelled());
+  session_.close();  // the session's nodes go now; pending calls complete (closed_: cancelled)
+}
 
-Status cancelled() { return {Errc::cancelled, "client closed"}; }
+void ZkBackend::acquire(const AcquireCall& call, AcquireDone done) {
+  if (Status s = detail::check_mode(call, "ZooKeeper"); !s.ok()) return post(std::move(done), s);
+  auto [it, fresh] = attempts_.try_emplace(call.attempt);
+  Attempt& a = it->second;
+  if (fresh) {
+    a.name = call.name;
+    a.owner = call.owner;
+    a.guid = detail::random_token();
+    a.parent = config_.base + "/" + encode_name(call.name);
+  }
+  a.grant = call.grant;
+  a.recreated = 0;
+  if (a.node.empty() && a.create_unknown) return recover(call.attempt, std::move(done));
+  if (a.node.empty()) return create_node(call.attempt, std::move(done));
+  check_queue(call.attempt, std::move(done));
+}
 
-// grant -> lock node, shared by the I/O thread and the blocking fast path.
-class HeldNodes {
- public:
-  void add(std::uint64_t grant, std::string path) {
-    std::lock_guard lk(mu_);
-    nodes_[grant] = std::move(path);
-  }
-  std::optional<std::string> find(std::uint64_t grant) const {
-    std::lock_guard lk(mu_);
-    auto it = nodes_.find(grant);
-    return it == nodes_.end() ? std::nullopt : std::optional<std::string>(it->second);
-  }
-  void erase(std::uint64_t grant) {
-    std::lock_guard lk(mu_);
-    nodes_.erase(grant);
-  }
-  void erase_path(const std::string& path) {
-    std::lock_guard lk(mu_);
-    std::erase_if(nodes_, [&](const auto& kv) { return kv.second == path; });
-  }
-  // Empties it; true if anything was held.
-  bool clear() {
-    std::lock_guard lk(mu_);
-    const bool had = !nodes_.empty();
-    nodes_.clear();
-    return had;
-  }
-  bool empty() const {
-    std::lock_guard lk(mu_);
-    return nodes_.empty();
-  }
-
- private:
-  mutable std::mutex mu_;
-  std::map<std::uint64_t, std::string> nodes_;
-};
-
-// Lock nodes seen to exist (a container may still go: a create then fails
-// with ZNONODE and the path is made again). Bounded.
-class KnownParents {
- public:
-  bool contains(const std::string& path) const {
-    std::lock_guard lk(mu_);
-    return paths_.count(path) != 0;
-  }
-  void insert(const std::string& path) {
-    std::lock_guard lk(mu_);
-    if (paths_.size() > 10000) paths_.clear();
-    paths_.insert(path);
-  }
-  void erase(const std::string& path) {
-    std::lock_guard lk(mu_);
-    paths_.erase(path);
-  }
-
- private:
-  mutable std::mutex mu_;
-  std::set<std::string> paths_;
-};
-
-class ZkBackend final : public detail::Backend {
- public:
-  ZkBackend(asio::io_context& io, ZkConfig config)
-      : io_(io),
-        config_(std::move(config)),
-        session_(io, config_,
-                 {[this](const SessionState& s) { on_state(s); },
-                  [this](int, const std::string& path) { on_node_event(path); }}),
-        start_timer_(io),
-        heartbeat_(io),
-        deadline_(io) {}
-
-  detail::Capabilities capabilities() const override {
-    detail::Capabilities c;
-    c.needs_renewal = false;  // the session's heartbeat keeps the nodes
-    c.server_reentry = false;
-    c.fifo = true;
-    return c;
-  }
-  void set_events(detail::BackendEvents events) override { events_ = std::move(events); }
-
-  void start(StatusDone done) override {
-    start_done_ = std::move(done);
-    if (Status s = open_session(); !s.ok()) return finish_start(s);
-    start_timer_.expires_after(config_.connect_timeout);
-    start_timer_.async_wait([this](const boost::system::error_code& ec) {
-      if (ec || !start_done_) return;
-      finish_start({Errc::unavailable, "zookeeper: no server of " + config_.hosts + " opened a session within " +
-                                           std::to_string(config_.connect_timeout.count()) + " ms"});
-    });
-  }
-
-  void close() override {
-    closed_ = true;
-    start_timer_.cancel();
-    heartbeat_.cancel();
-    deadline_.cancel();
-    if (start_done_) finish_start(cancelled());
-    session_.close();  // the session's nodes go now; pending calls complete (closed_: cancelled)
-  }
-
-  void acquire(const AcquireCall& call, AcquireDone done) override {
-    if (Status s = detail::check_mode(call, "ZooKeeper"); !s.ok()) return post(std::move(done), s);
-    auto [it, fresh] = attempts_.try_emplace(call.attempt);
-    Attempt& a = it->second;
-    if (fresh) {
-      a.name = call.name;
-      a.owner = call.owner;
-      a.guid = detail::random_token();
-      a.parent = config_.base + "/" + encode_name(call.name);
-    }
-    a.grant = call.grant;
-    a.recreated = 0;
-    if (a.node.empty() && a.create_unknown) return recover(call.attempt, std::move(done));
-    if (a.node.empty()) return create_node(call.attempt, std::move(done));
-    check_queue(call.attempt, std::move(done));
-  }
-
-  void release(const ReleaseCall& call, std::function<void(Result<ReleaseOutcome>)> done) override {
-    const auto node = held_.find(call.grant);
-    if (!node) return post(std::move(done), ReleaseOutcome{ReleaseOutcome::Kind::not_held, 0});
-    session_.remove(*node, [this, grant = call.grant, done = std::move(done)](Reply r) {
-      if (closed_) return done(cancelled());
-      if (answered(r.rc)) heard(r.sent_at);
-      if (r.rc == ZOK || r.rc == ZNONODE) {
-        held_.erase(grant);
-        return done(ReleaseOutcome{r.rc == ZOK ? ReleaseOutcome::Kind::released : ReleaseOutcome::Kind::not_held, 0});
-      }
-      // Unlike a lease, the node would outlive this call for as long as the
-      // session lives, blocking every waiter: it is deleted again on every
-      // reconnect until it is gone.
-      if (auto path = held_.find(grant)) orphans_.push_back({"", "", *path});
-      done(rc_status(r.rc, "delete the lock node", Errc::outcome_unknown));
-    });
-  }
-
-  // Removes the attempt's queue node: known, or found by its guid.
-  void abandon(const AbandonCall& call, StatusDone done) override {
-    if (auto it = attempts_.find(call.attempt); it != attempts_.end()) {
-      Attempt a = std::move(it->second);
-      attempts_.erase(it);
-      if (a.node.empty() && !a.create_unknown) return post(std::move(done), Status());
-      Orphan o{a.parent, a.guid, a.node};
-      return remove_orphan(std::move(o), std::move(done));
-    }
-    if (auto path = held_.find(call.grant)) {  // a grant undone (it came too late)
-      Orphan o{"", "", *path};
-      held_.erase(call.grant);
-      return remove_orphan(std::move(o), std::move(done));
-    }
-    post(std::move(done), Status());
-  }
-
-  void renew(const std::vector<RenewCall>&, std::function<void(Result<std::vector<RenewOutcome>>)> done) override {
-    post(std::move(done), Status(Errc::invalid_argument, "zookeeper locks are kept by the session, not renewed"));
-  }
-
-  void inspect(const std::string& name, std::function<void(Result<LockInfo>)> done) override {
-    session_.children(config_.base + "/" + encode_name(name), [this, name, done = std::move(done)](Reply r) mutable {
-      if (closed_) return done(cancelled());
-      if (answered(r.rc)) heard(r.sent_at);
-      if (r.rc == ZNONODE) return done(LockInfo{});
-      if (r.rc != ZOK) return done(rc_status(r.rc, "list the lock queue"));
-      auto ordered = in_order(std::move(r.children));
-      LockInfo info;
-      info.last_fence = static_cast<std::uint64_t>(r.stat.pzxid);
-      if (ordered.empty()) return done(info);
-      info.waiters = static_cast<unsigned>(ordered.size() - 1);
-      const std::string head = config_.base + "/" + encode_name(name) + "/" + ordered.front();
-      session_.exists(head, false, [this, info, done = std::move(done)](Reply e) mutable {
-        if (closed_) return done(cancelled());
-        if (e.rc == ZNONODE) return done(info);  // released meanwhile
-        if (e.rc != ZOK) return done(rc_status(e.rc, "read the lock node"));
-        info.held = true;
-        info.fence = static_cast<std::uint64_t>(e.stat.czxid);
-        info.reentry_count = 1;  // levels are counted by the holding client
-        info.last_fence = std::max(info.last_fence, info.fence);
-        done(info);
-      });
-    });
-  }
-
-  // The blocking fast path, on the caller's thread: the queue node and the
-  // listing in one round trip, the replies handed over on the C client's
-  // completion thread (a hop to the I/O thread and back costs more than
-  // ZooKeeper's reply). Only a free lock is taken here; a queue to wait in
-  // is the I/O thread's job (this node is then deleted, and the waiting
-  // acquire queues anew).
-  std::optional<Result<AcquireOutcome>> acquire_now(const AcquireCall& call) override {
-    const std::int64_t session = session_id_.load();
-    if (session == 0 || !detail::check_mode(call, "ZooKeeper").ok()) return std::nullopt;
-    const std::string parent = config_.base + "/" + encode_name(call.name);
-    const bool known = known_parents_.contains(parent);
-    auto w = std::make_shared<Rendezvous>(known ? 2 : 3);
-    const auto via = ZkSession::Delivery::direct;
-    if (!known)
-      session_.create(
-          parent, "", ZOO_CONTAINER, creator_acl(), [w](Reply) { w->arrive(); }, via);
-    const std::string guid = detail::random_token();
-    session_.create(
-        parent + "/" + child_prefix(guid), call.owner, ZOO_EPHEMERAL_SEQUENTIAL, creator_acl(),
-        [w](Reply r) { w->arrive(&Rendezvous::created, std::move(r)); }, via);
-    session_.children(
-        parent, [w](Reply r) { w->arrive(&Rendezvous::listed, std::move(r)); }, via);
-    w->wait();
-    const Reply& c = w->created;
-    const Reply& l = w->listed;
-    if (answered(c.rc)) loop([this, at = c.sent_at] { heard(at); });
-    if (c.rc == ZNONODE) return std::nullopt;  // the base is missing: the I/O thread makes the path
-    if (c.rc != ZOK) {
-      if (connection_lost(c.rc)) drop_later({parent, guid, ""});  // it may exist: found by its guid
-      return Result<AcquireOutcome>(rc_status(c.rc, "create the queue node"));
-    }
-    known_parents_.insert(parent);
-    const Place place = l.rc == ZOK ? place_of(in_order(l.children), basename_of(c.path)) : Place{};
-    if (!place.first || c.stat.ephemeral_owner != session) {
-      if (!call.keep_place || c.stat.ephemeral_owner != session) {
-        drop_later({"", "", c.path});
-      } else {
-        // The wait goes on on the I/O thread under this attempt id, from
-        // this place in line (posted before the wait is).
-        Attempt a{call.name, call.owner, guid, parent, c.path, c.stat.czxid, c.stat.ephemeral_owner, call.grant};
-        loop([this, id = call.attempt, a = std::move(a)]() mutable {
-          if (session_id_.load() == a.session)
-            attempts_.emplace(id, std::move(a));
-          else
-            remove_orphan({"", "", a.node}, [](Status) {});
-        });
-      }
-      return l.rc == ZOK || l.rc == ZNONODE ? Result<AcquireOutcome>(busy(detail::WaitHint::event()))
-                                            : Result<AcquireOutcome>(rc_status(l.rc, "list the lock queue"));
-    }
-    held_.add(call.grant, c.path);
-    if (session_id_.load() != session) {  // the session ended meanwhile: its nodes with it
-      held_.erase(call.grant);
-      return Result<AcquireOutcome>(session_gone());
-    }
-    loop([this] {
-      schedule_heartbeat();
-      arm_deadline();
-    });
-    AcquireOutcome out;
-    out.kind = AcquireOutcome::Kind::granted;
-    out.fence = static_cast<std::uint64_t>(c.stat.czxid);
-    out.depth = 1;
-    out.valid_until = detail::valid_until(l.sent_at, session_timeout());
-    return Result<AcquireOutcome>(out);
-  }
-
-  std::optional<Result<ReleaseOutcome>> release_now(const ReleaseCall& call) override {
-    const auto path = held_.find(call.grant);
-    if (!path) return std::nullopt;  // not a grant this client holds: the I/O thread answers
-    auto w = std::make_shared<Rendezvous>(1);
-    session_.remove(
-        *path, [w](Reply r) { w->arrive(&Rendezvous::created, std::move(r)); }, ZkSession::Delivery::direct);
-    w->wait();
-    const Reply& r = w->created;
-    if (answered(r.rc)) loop([this, at = r.sent_at] { heard(at); });
+void ZkBackend::release(const ReleaseCall& call, std::function<void(Result<ReleaseOutcome>)> done) {
+  const auto node = held_.find(call.grant);
+  if (!node) return post(std::move(done), ReleaseOutcome{ReleaseOutcome::Kind::not_held, 0});
+  session_.remove(*node, [this, grant = call.grant, done = std::move(done)](Reply r) {
+    if (closed_) return done(cancelled());
+    if (answered(r.rc)) heard(r.sent_at);
     if (r.rc == ZOK || r.rc == ZNONODE) {
-      held_.erase(call.grant);
-      return Result<ReleaseOutcome>(
-          ReleaseOutcome{r.rc == ZOK ? ReleaseOutcome::Kind::released : ReleaseOutcome::Kind::not_held, 0});
+      held_.erase(grant);
+      return done(ReleaseOutcome{r.rc == ZOK ? ReleaseOutcome::Kind::released : ReleaseOutcome::Kind::not_held, 0});
     }
-    drop_later({"", "", *path});  // deleted again on every reconnect (see release())
-    return Result<ReleaseOutcome>(rc_status(r.rc, "delete the lock node", Errc::outcome_unknown));
-  }
+    // Unlike a lease, the node would outlive this call for as long as the
+    // session lives, blocking every waiter: it is deleted again on every
+    // reconnect until it is gone.
+    if (auto path = held_.find(grant)) orphans_.push_back({"", "", *path});
+    done(rc_status(r.rc, "delete the lock node", Errc::outcome_unknown));
+  });
+}
 
-  // The attempt set its watch on the node ahead when it answered busy.
-  void watch(const WatchKey&, StatusDone ready) override { post(std::move(ready), Status()); }
-  void unwatch(const WatchKey&) override {}
-
-  std::uint64_t commands_sent() const override { return session_.calls(); }
-  std::uint64_t reconnects() const override { return reconnects_; }
-
- private:
-  struct Attempt {
-    std::string name, owner, guid, parent;
-    std::string node;  // full path, once created (or found)
-    std::int64_t czxid = 0, session = 0;
-    std::uint64_t grant = 0;
-    bool create_unknown = false;  // a create's reply was lost: find the node by guid
-    int recreated = 0;            // within this call: a vanished node or parent made again
-  };
-  // A node to delete (path), or to find first (parent + guid).
-  struct Orphan {
-    std::string parent, guid, path;
-  };
-
-  // The fast path's wait for its replies (arriving on the C client's thread).
-  struct Rendezvous {
-    explicit Rendezvous(int n) : left(n) {}
-    void arrive(Reply Rendezvous::*slot = nullptr, Reply r = {}) {
-      std::lock_guard lk(mu);
-      if (slot) this->*slot = std::move(r);
-      if (--left == 0) cv.notify_one();
-    }
-    void wait() {
-      std::unique_lock lk(mu);
-      cv.wait(lk, [&] { return left == 0; });
-    }
-    std::mutex mu;
-    std::condition_variable cv;
-    int left;
-    Reply created, listed;
-  };
-
-  // Runs `f` on the I/O thread.
-  template <class F>
-  void loop(F f) {
-    asio::post(io_, [this, f = std::move(f)]() mutable {
-      if (!closed_) f();
-    });
-  }
-
-  // A node the fast path leaves to the I/O thread to delete.
-  void drop_later(Orphan o) {
-    loop([this, o = std::move(o)]() mutable { remove_orphan(std::move(o), [](Status) {}); });
-  }
-
-  template <class Done, class Value>
-  void post(Done done, Value value) {
-    asio::post(io_, [done = std::move(done), value = std::move(value)]() mutable { done(std::move(value)); });
-  }
-
-  void log(LogLevel level, const std::string& message) {
-    if (config_.log) config_.log(level, message);
-  }
-
-  Status open_session() {
-    session_id_ = 0;
-    Status s = session_.open();
-    if (s.ok() && !config_.user.empty()) s = session_.add_digest_auth(config_.user, config_.password);
-    return s;
-  }
-
-  void finish_start(Status s) {
-    start_timer_.cancel();
-    post(std::exchange(start_done_, nullptr), std::move(s));
-  }
-
-  bool creator_acl() const { return !config_.user.empty(); }
-
-  milliseconds session_timeout() const {
-    const auto t = timeout_ms_.load();
-    return t > 0 ? milliseconds(t) : config_.session_timeout;
-  }
-
-  // ---- session ----
-
-  void on_state(const SessionState& s) {
-    if (closed_) return;
-    if (s.state == ZOO_CONNECTED_STATE) {
-      if (session_id_ != 0 && s.session_id == session_id_) ++reconnects_;
-      session_id_ = s.session_id;
-      timeout_ms_ = (s.timeout.count() > 0 ? s.timeout : config_.session_timeout).count();
-      if (start_done_) finish_start({});
-      if (!held_.empty()) send_heartbeat();
-      retry_orphans();
-      // Watch events are re-armed by the C client on reconnect; a wake-up
-      // lost meanwhile costs each waiter one more look at its queue.
-      if (events_.resync) events_.resync();
-    } else if (s.state == ZOO_EXPIRED_SESSION_STATE) {
-      session_ended(LossReason::expired, "the ZooKeeper session expired");
-    } else if (s.state == ZOO_AUTH_FAILED_STATE) {
-      if (start_done_) return finish_start({Errc::auth_failed, "zookeeper: authentication failed", "ZAUTHFAILED"});
-      session_ended(LossReason::unreachable, "ZooKeeper authentication failed");
-    }
-    // CONNECTING / ASSOCIATING: the C client reconnects by itself; the
-    // deadline decides whether holds survive it.
-  }
-
-  // Every hold is gone (or can no longer be vouched for): told first, then
-  // the session is closed (its nodes go with it) and a new one opened.
-  void session_ended(LossReason reason, const std::string& why) {
-    const bool had = held_.clear();
-    log(had ? LogLevel::warning : LogLevel::info, why + (had ? ": every lock this client held is lost" : ""));
-    attempts_.clear();
-    watchers_.clear();
-    orphans_.clear();  // their session's nodes go with it
-    heard_ = {};
-    heartbeat_.cancel();
-    deadline_.cancel();
-    if (had && events_.lost) events_.lost({}, reason);
-    ++reconnects_;
-    if (Status s = open_session(); !s.ok()) log(LogLevel::error, "zookeeper: a new session failed: " + s.to_string());
-  }
-
-  // A request sent at `sent_at` was answered.
-  void heard(Clock::time_point sent_at) {
-    if (sent_at <= heard_) return;
-    heard_ = sent_at;
-    until_ = detail::valid_until(heard_, session_timeout());
-    if (events_.alive_until) events_.alive_until(until_);
-    if (!held_.empty()) arm_deadline();
-  }
-
-  void arm_deadline() {
-    deadline_.expires_at(until_);
-    deadline_.async_wait([this](const boost::system::error_code& ec) {
-      if (ec || closed_ || held_.empty() || Clock::now() < until_) return;
-      session_ended(LossReason::unreachable, "no reply from ZooKeeper within the session timeout");
-    });
-  }
-
-  void schedule_heartbeat() {
-    if (heartbeat_armed_ || held_.empty()) return;
-    heartbeat_armed_ = true;
-    heartbeat_.expires_after(session_timeout() / 3);
-    heartbeat_.async_wait([this](const boost::system::error_code& ec) {
-      heartbeat_armed_ = false;
-      if (ec || closed_ || held_.empty()) return;
-      send_heartbeat();
-      schedule_heartbeat();
-    });
-  }
-
-  void send_heartbeat() {
-    session_.exists(config_.base, false, [this](Reply r) {
-      if (!closed_ && answered(r.rc)) heard(r.sent_at);
-    });
-  }
-
-  // ---- the queue ----
-
-  // One round trip: the lock's node (a container, when this client has not
-  // seen it yet), the queue node and the queue listing go out together, and
-  // the server answers them in order, so the listing includes the new node.
-  void create_node(std::uint64_t id, AcquireDone done) {
-    const Attempt& sent = attempts_.at(id);
-    if (!known_parents_.contains(sent.parent))
-      session_.create(sent.parent, "", ZOO_CONTAINER, creator_acl(), [](Reply) {});  // told by the next reply
-    auto flow = std::make_shared<Pipelined>();
-    flow->done = std::move(done);
-    session_.create(sent.parent + "/" + child_prefix(sent.guid), sent.owner, ZOO_EPHEMERAL_SEQUENTIAL, creator_acl(),
-                    [this, id, flow](Reply r) { on_created(id, flow, std::move(r)); });
-    session_.children(sent.parent, [this, id, flow](Reply r) {
-      if (flow->created) on_listed(id, std::move(flow->done), std::move(r));
-    });
-  }
-
-  struct Pipelined {
-    AcquireDone done;
-    bool created = false;  // the listing that follows is this attempt's to read
-  };
-
-  void on_created(std::uint64_t id, const std::shared_ptr<Pipelined>& flow, Reply r) {
-    Attempt* a = live(id, flow->done, r);
-    if (!a) return;
-    if (r.rc == ZOK) {
-      a->node = r.path;
-      a->czxid = r.stat.czxid;
-      a->session = r.stat.ephemeral_owner;
-      known_parents_.insert(a->parent);
-      flow->created = true;  // the listing comes next
-      return;
-    }
-    AcquireDone done = std::move(flow->done);
-    if (r.rc == ZNONODE && a->recreated++ < 3) {  // the base is missing too
-      known_parents_.erase(a->parent);
-      return make_path(a->parent, [this, id, done = std::move(done)](Status s) mutable {
-        if (!s.ok()) return done(s);
-        if (!attempts_.count(id)) return done(session_gone());
-        create_node(id, std::move(done));
-      });
-    }
-    if (connection_lost(r.rc)) {
-      a->create_unknown = true;
-      return done(Status(Errc::unavailable,
-                         "zookeeper: the connection dropped while creating the queue node; the next attempt finds "
-                         "it by its id",
-                         rc_name(r.rc)));
-    }
-    done(rc_status(r.rc, "create the queue node"));
-  }
-
-  // After a lost create reply: the node is ours if it carries our guid and
-  // belongs to this session; otherwise it is made anew.
-  void recover(std::uint64_t id, AcquireDone done) {
-    session_.children(attempts_.at(id).parent, [this, id, done = std::move(done)](Reply r) mutable {
-      Attempt* a = live(id, done, r);
-      if (!a) return;
-      if (r.rc != ZOK && r.rc != ZNONODE) return done(rc_status(r.rc, "look for the queue node"));
-      a->create_unknown = false;
-      const auto found = r.rc == ZOK ? find_by_guid(r.children, a->guid) : std::nullopt;
-      if (!found) return create_node(id, std::move(done));
-      const std::string path = a->parent + "/" + *found;
-      session_.exists(path, false, [this, id, path, done = std::move(done)](Reply e) mutable {
-        Attempt* b = live(id, done, e);
-        if (!b) return;
-        if (e.rc == ZOK && e.stat.ephemeral_owner == session_id_) {
-          b->node = path;
-          b->czxid = e.stat.czxid;
-          b->session = e.stat.ephemeral_owner;
-          return check_queue(id, std::move(done));
-        }
-        if (e.rc != ZOK && e.rc != ZNONODE) {
-          b->create_unknown = true;
-          return done(rc_status(e.rc, "read the queue node"));
-        }
-        if (e.rc == ZOK) remove_orphan({"", "", path}, [](Status) {});  // another session's: not ours to use
-        create_node(id, std::move(done));
-      });
-    });
-  }
-
-  void check_queue(std::uint64_t id, AcquireDone done) {
-    session_.children(attempts_.at(id).parent, [this, id, done = std::move(done)](Reply r) mutable {
-      on_listed(id, std::move(done), std::move(r));
-    });
-  }
-
-  void on_listed(std::uint64_t id, AcquireDone done, Reply r) {
-    Attempt* a = live(id, done, r);
-    if (!a) return;
-    if (r.rc != ZOK && r.rc != ZNONODE) return done(rc_status(r.rc, "list the lock queue"));
-    const Place place = r.rc == ZOK ? place_of(in_order(std::move(r.children)), basename_of(a->node)) : Place{};
-    if (!place.present || a->session != session_id_) {
-      // Gone (deleted by hand, its parent removed) or not this session's:
-      // never counted, made anew.
-      if (a->recreated++ >= 3)
-        return done(Status(Errc::server_error, "zookeeper: the queue node keeps vanishing under " + a->parent));
-      if (place.present) remove_orphan({"", "", a->node}, [](Status) {});
-      a->node.clear();
-      return create_node(id, std::move(done));
-    }
-    if (place.first) return grant(id, std::move(done));
-    const std::string ahead = a->parent + "/" + place.predecessor;
-    session_.exists(ahead, true, [this, id, ahead, done = std::move(done)](Reply e) mutable {
-      if (!live(id, done, e)) return;
-      if (e.rc == ZNONODE) return done(busy(detail::WaitHint::retry(milliseconds(0))));
-      if (e.rc != ZOK) return done(rc_status(e.rc, "watch the node ahead"));
-      watchers_[ahead].insert(id);
-      done(busy(detail::WaitHint::event()));
-    });
-  }
-
-  void grant(std::uint64_t id, AcquireDone done) {
-    auto it = attempts_.find(id);
+void ZkBackend::abandon(const AbandonCall& call, StatusDone done) {
+  if (auto it = attempts_.find(call.attempt); it != attempts_.end()) {
     Attempt a = std::move(it->second);
     attempts_.erase(it);
-    held_.add(a.grant, a.node);
-    schedule_heartbeat();
-    arm_deadline();
-    AcquireOutcome out;
-    out.kind = AcquireOutcome::Kind::granted;
-    out.fence = static_cast<std::uint64_t>(a.czxid);
-    out.depth = 1;
-    out.valid_until = until_;  // the listing's reply just renewed it
-    done(out);
+    if (a.node.empty() && !a.create_unknown) return post(std::move(done), Status());
+    Orphan o{a.parent, a.guid, a.node};
+    return remove_orphan(std::move(o), std::move(done));
   }
-
-  static AcquireOutcome busy(detail::WaitHint hint) {
-    AcquireOutcome out;
-    out.kind = AcquireOutcome::Kind::busy;
-    out.hint = hint;
-    return out;
+  if (auto path = held_.find(call.grant)) {  // a grant undone (it came too late)
+    Orphan o{"", "", *path};
+    held_.erase(call.grant);
+    return remove_orphan(std::move(o), std::move(done));
   }
+  post(std::move(done), Status());
+}
 
-  static Status session_gone() {
-    return {Errc::unavailable, "zookeeper: the session ended during the attempt; a new one is opened"};
-  }
+void ZkBackend::renew(const std::vector<RenewCall>&, std::function<void(Result<std::vector<RenewOutcome>>)> done) {
+  post(std::move(done), Status(Errc::invalid_argument, "zookeeper locks are kept by the session, not renewed"));
+}
 
-  // The attempt a reply belongs to, or null once `done` has been told why
-  // there is none (closed, or its session ended).
-  Attempt* live(std::uint64_t id, AcquireDone& done, const Reply& r) {
-    if (closed_) {
-      done(cancelled());
-      return nullptr;
-    }
+void ZkBackend::inspect(const std::string& name, std::function<void(Result<LockInfo>)> done) {
+  session_.children(config_.base + "/" + encode_name(name), [this, name, done = std::move(done)](Reply r) mutable {
+    if (closed_) return done(cancelled());
     if (answered(r.rc)) heard(r.sent_at);
-    auto it = attempts_.find(id);
-    if (it == attempts_.end()) {
-      done(session_gone());
-      return nullptr;
-    }
-    return &it->second;
-  }
-
-  // Creates `path` and its missing ancestors (persistent; the lock's own
-  // node a container, which the server removes once empty).
-  void make_path(const std::string& path, StatusDone done, std::size_t from = 1) {
-    const auto slash = path.find('/', from);
-    const std::string part = path.substr(0, slash);
-    const bool last = slash == std::string::npos;
-    session_.create(part, "", last ? ZOO_CONTAINER : 0, creator_acl(),
-                    [this, path, last, slash, done = std::move(done)](Reply r) mutable {
-                      if (closed_) return done(cancelled());
-                      // An ancestor this identity may not write to may still exist: go on,
-                      // the next level tells.
-                      const bool go_on = r.rc == ZOK || r.rc == ZNODEEXISTS || (r.rc == ZNOAUTH && !last);
-                      if (!go_on) return done(rc_status(r.rc, "create " + path));
-                      if (last) return done(Status());
-                      make_path(path, std::move(done), slash + 1);
-                    });
-  }
-
-  // A watched node changed or went: the attempt behind it looks again.
-  void on_node_event(const std::string& path) {
-    auto it = watchers_.find(path);
-    if (it == watchers_.end()) return;
-    const std::set<std::uint64_t> ids = std::move(it->second);
-    watchers_.erase(it);
-    for (std::uint64_t id : ids) {
-      auto a = attempts_.find(id);
-      if (a != attempts_.end() && events_.released) events_.released({a->second.name, id});
-    }
-  }
-
-  // Deletes a queue node no acquire wants any more; kept and retried on
-  // every reconnect until it is gone (or its session is).
-  void remove_orphan(Orphan o, StatusDone done) {
-    if (!o.path.empty()) {
-      session_.remove(o.path, [this, o, done = std::move(done)](Reply r) mutable {
-        if (closed_) return done(cancelled());
-        if (r.rc == ZOK || r.rc == ZNONODE) {
-          forget_held(o.path);
-          return done(Status());
-        }
-        orphans_.push_back(o);
-        done(rc_status(r.rc, "delete an abandoned queue node"));
-      });
-      return;
-    }
-    session_.children(o.parent, [this, o, done = std::move(done)](Reply r) mutable {
+    if (r.rc == ZNONODE) return done(LockInfo{});
+    if (r.rc != ZOK) return done(rc_status(r.rc, "list the lock queue"));
+    auto ordered = in_order(std::move(r.children));
+    LockInfo info;
+    info.last_fence = static_cast<std::uint64_t>(r.stat.pzxid);
+    if (ordered.empty()) return done(info);
+    info.waiters = static_cast<unsigned>(ordered.size() - 1);
+    const std::string head = config_.base + "/" + encode_name(name) + "/" + ordered.front();
+    session_.exists(head, false, [this, info, done = std::move(done)](Reply e) mutable {
       if (closed_) return done(cancelled());
-      if (r.rc == ZNONODE) return done(Status());
-      if (r.rc != ZOK) {
-        orphans_.push_back(o);
-        return done(rc_status(r.rc, "look for an abandoned queue node"));
-      }
-      const auto found = find_by_guid(r.children, o.guid);
-      if (!found) return done(Status());
-      remove_orphan({"", "", o.parent + "/" + *found}, std::move(done));
+      if (e.rc == ZNONODE) return done(info);  // released meanwhile
+      if (e.rc != ZOK) return done(rc_status(e.rc, "read the lock node"));
+      info.held = true;
+      info.fence = static_cast<std::uint64_t>(e.stat.czxid);
+      info.reentry_count = 1;  // levels are counted by the holding client
+      info.last_fence = std::max(info.last_fence, info.fence);
+      done(info);
+    });
+  });
+}
+
+void ZkBackend::drop_later(Orphan o) {
+  loop([this, o = std::move(o)]() mutable { remove_orphan(std::move(o), [](Status) {}); });
+}
+
+void ZkBackend::log(LogLevel level, const std::string& message) {
+  if (config_.log) config_.log(level, message);
+}
+
+Status ZkBackend::open_session() {
+  session_id_ = 0;
+  Status s = session_.open();
+  if (s.ok() && !config_.user.empty()) s = session_.add_digest_auth(config_.user, config_.password);
+  return s;
+}
+
+void ZkBackend::finish_start(Status s) {
+  start_timer_.cancel();
+  post(std::exchange(start_done_, nullptr), std::move(s));
+}
+
+milliseconds ZkBackend::session_timeout() const {
+  const auto t = timeout_ms_.load();
+  return t > 0 ? milliseconds(t) : config_.session_timeout;
+}
+
+void ZkBackend::on_state(const SessionState& s) {
+  if (closed_) return;
+  if (s.state == ZOO_CONNECTED_STATE) {
+    if (session_id_ != 0 && s.session_id == session_id_) ++reconnects_;
+    session_id_ = s.session_id;
+    timeout_ms_ = (s.timeout.count() > 0 ? s.timeout : config_.session_timeout).count();
+    if (start_done_) finish_start({});
+    if (!held_.empty()) send_heartbeat();
+    retry_orphans();
+    // Watch events are re-armed by the C client on reconnect; a wake-up
+    // lost meanwhile costs each waiter one more look at its queue.
+    if (events_.resync) events_.resync();
+  } else if (s.state == ZOO_EXPIRED_SESSION_STATE) {
+    session_ended(LossReason::expired, "the ZooKeeper session expired");
+  } else if (s.state == ZOO_AUTH_FAILED_STATE) {
+    if (start_done_) return finish_start({Errc::auth_failed, "zookeeper: authentication failed", "ZAUTHFAILED"});
+    session_ended(LossReason::unreachable, "ZooKeeper authentication failed");
+  }
+  // CONNECTING / ASSOCIATING: the C client reconnects by itself; the
+  // deadline decides whether holds survive it.
+}
+
+void ZkBackend::session_ended(LossReason reason, const std::string& why) {
+  const bool had = held_.clear();
+  log(had ? LogLevel::warning : LogLevel::info, why + (had ? ": every lock this client held is lost" : ""));
+  attempts_.clear();
+  watchers_.clear();
+  orphans_.clear();  // their session's nodes go with it
+  heard_ = {};
+  heartbeat_.cancel();
+  deadline_.cancel();
+  if (had && events_.lost) events_.lost({}, reason);
+  ++reconnects_;
+  if (Status s = open_session(); !s.ok()) log(LogLevel::error, "zookeeper: a new session failed: " + s.to_string());
+}
+
+void ZkBackend::heard(Clock::time_point sent_at) {
+  if (sent_at <= heard_) return;
+  heard_ = sent_at;
+  until_ = detail::valid_until(heard_, session_timeout());
+  if (events_.alive_until) events_.alive_until(until_);
+  if (!held_.empty()) arm_deadline();
+}
+
+void ZkBackend::arm_deadline() {
+  deadline_.expires_at(until_);
+  deadline_.async_wait([this](const boost::system::error_code& ec) {
+    if (ec || closed_ || held_.empty() || Clock::now() < until_) return;
+    session_ended(LossReason::unreachable, "no reply from ZooKeeper within the session timeout");
+  });
+}
+
+void ZkBackend::schedule_heartbeat() {
+  if (heartbeat_armed_ || held_.empty()) return;
+  heartbeat_armed_ = true;
+  heartbeat_.expires_after(session_timeout() / 3);
+  heartbeat_.async_wait([this](const boost::system::error_code& ec) {
+    heartbeat_armed_ = false;
+    if (ec || closed_ || held_.empty()) return;
+    send_heartbeat();
+    schedule_heartbeat();
+  });
+}
+
+void ZkBackend::send_heartbeat() {
+  session_.exists(config_.base, false, [this](Reply r) {
+    if (!closed_ && answered(r.rc)) heard(r.sent_at);
+  });
+}
+
+void ZkBackend::create_node(std::uint64_t id, AcquireDone done) {
+  const Attempt& sent = attempts_.at(id);
+  if (!known_parents_.contains(sent.parent))
+    session_.create(sent.parent, "", ZOO_CONTAINER, creator_acl(), [](Reply) {});  // told by the next reply
+  auto flow = std::make_shared<Pipelined>();
+  flow->done = std::move(done);
+  session_.create(sent.parent + "/" + child_prefix(sent.guid), sent.owner, ZOO_EPHEMERAL_SEQUENTIAL, creator_acl(),
+                  [this, id, flow](Reply r) { on_created(id, flow, std::move(r)); });
+  session_.children(sent.parent, [this, id, flow](Reply r) {
+    if (flow->created) on_listed(id, std::move(flow->done), std::move(r));
+  });
+}
+
+void ZkBackend::on_created(std::uint64_t id, const std::shared_ptr<Pipelined>& flow, Reply r) {
+  Attempt* a = live(id, flow->done, r);
+  if (!a) return;
+  if (r.rc == ZOK) {
+    a->node = r.path;
+    a->czxid = r.stat.czxid;
+    a->session = r.stat.ephemeral_owner;
+    known_parents_.insert(a->parent);
+    flow->created = true;  // the listing comes next
+    return;
+  }
+  AcquireDone done = std::move(flow->done);
+  if (r.rc == ZNONODE && a->recreated++ < 3) {  // the base is missing too
+    known_parents_.erase(a->parent);
+    return make_path(a->parent, [this, id, done = std::move(done)](Status s) mutable {
+      if (!s.ok()) return done(s);
+      if (!attempts_.count(id)) return done(session_gone());
+      create_node(id, std::move(done));
     });
   }
-
-  // A lock node deleted by the orphan retry: no hold keeps it any more.
-  void forget_held(const std::string& path) { held_.erase_path(path); }
-
-  void retry_orphans() {
-    auto orphans = std::move(orphans_);
-    orphans_.clear();
-    for (auto& o : orphans) remove_orphan(std::move(o), [](Status) {});
+  if (connection_lost(r.rc)) {
+    a->create_unknown = true;
+    return done(Status(Errc::unavailable,
+                       "zookeeper: the connection dropped while creating the queue node; the next attempt finds "
+                       "it by its id",
+                       rc_name(r.rc)));
   }
+  done(rc_status(r.rc, "create the queue node"));
+}
 
-  asio::io_context& io_;
-  ZkConfig config_;
-  ZkSession session_;
-  detail::BackendEvents events_;
-  StatusDone start_done_;
-  asio::steady_timer start_timer_, heartbeat_, deadline_;
-  bool heartbeat_armed_ = false;
-  bool closed_ = false;
-  // Written on the I/O thread, read by the fast path too.
-  std::atomic<std::int64_t> session_id_{0};
-  std::atomic<std::int64_t> timeout_ms_{0};  // negotiated; 0: not yet
-  Clock::time_point heard_{}, until_{};
-  std::map<std::uint64_t, Attempt> attempts_;  // by AcquireCall::attempt
-  HeldNodes held_;
-  std::map<std::string, std::set<std::uint64_t>> watchers_;  // node ahead -> attempts
-  std::vector<Orphan> orphans_;
-  KnownParents known_parents_;
-  std::uint64_t reconnects_ = 0;
-};
+void ZkBackend::recover(std::uint64_t id, AcquireDone done) {
+  session_.children(attempts_.at(id).parent, [this, id, done = std::move(done)](Reply r) mutable {
+    Attempt* a = live(id, done, r);
+    if (!a) return;
+    if (r.rc != ZOK && r.rc != ZNONODE) return done(rc_status(r.rc, "look for the queue node"));
+    a->create_unknown = false;
+    const auto found = r.rc == ZOK ? find_by_guid(r.children, a->guid) : std::nullopt;
+    if (!found) return create_node(id, std::move(done));
+    const std::string path = a->parent + "/" + *found;
+    session_.exists(path, false, [this, id, path, done = std::move(done)](Reply e) mutable {
+      Attempt* b = live(id, done, e);
+      if (!b) return;
+      if (e.rc == ZOK && e.stat.ephemeral_owner == session_id_) {
+        b->node = path;
+        b->czxid = e.stat.czxid;
+        b->session = e.stat.ephemeral_owner;
+        return check_queue(id, std::move(done));
+      }
+      if (e.rc != ZOK && e.rc != ZNONODE) {
+        b->create_unknown = true;
+        return done(rc_status(e.rc, "read the queue node"));
+      }
+      if (e.rc == ZOK) remove_orphan({"", "", path}, [](Status) {});  // another session's: not ours to use
+      create_node(id, std::move(done));
+    });
+  });
+}
 
-}  // namespace
+void ZkBackend::check_queue(std::uint64_t id, AcquireDone done) {
+  session_.children(attempts_.at(id).parent, [this, id, done = std::move(done)](Reply r) mutable {
+    on_listed(id, std::move(done), std::move(r));
+  });
+}
+
+void ZkBackend::on_listed(std::uint64_t id, AcquireDone done, Reply r) {
+  Attempt* a = live(id, done, r);
+  if (!a) return;
+  if (r.rc != ZOK && r.rc != ZNONODE) return done(rc_status(r.rc, "list the lock queue"));
+  const Place place = r.rc == ZOK ? place_of(in_order(std::move(r.children)), basename_of(a->node)) : Place{};
+  if (!place.present || a->session != session_id_) {
+    // Gone (deleted by hand, its parent removed) or not this session's:
+    // never counted, made anew.
+    if (a->recreated++ >= 3)
+      return done(Status(Errc::server_error, "zookeeper: the queue node keeps vanishing under " + a->parent));
+    if (place.present) remove_orphan({"", "", a->node}, [](Status) {});
+    a->node.clear();
+    return create_node(id, std::move(done));
+  }
+  if (place.first) return grant(id, std::move(done));
+  const std::string ahead = a->parent + "/" + place.predecessor;
+  session_.exists(ahead, true, [this, id, ahead, done = std::move(done)](Reply e) mutable {
+    if (!live(id, done, e)) return;
+    if (e.rc == ZNONODE) return done(busy(detail::WaitHint::retry(milliseconds(0))));
+    if (e.rc != ZOK) return done(rc_status(e.rc, "watch the node ahead"));
+    watchers_[ahead].insert(id);
+    done(busy(detail::WaitHint::event()));
+  });
+}
+
+void ZkBackend::grant(std::uint64_t id, AcquireDone done) {
+  auto it = attempts_.find(id);
+  Attempt a = std::move(it->second);
+  attempts_.erase(it);
+  held_.add(a.grant, a.node);
+  schedule_heartbeat();
+  arm_deadline();
+  AcquireOutcome out;
+  out.kind = AcquireOutcome::Kind::granted;
+  out.fence = static_cast<std::uint64_t>(a.czxid);
+  out.depth = 1;
+  out.valid_until = until_;  // the listing's reply just renewed it
+  done(out);
+}
+
+AcquireOutcome ZkBackend::busy(detail::WaitHint hint) {
+  AcquireOutcome out;
+  out.kind = AcquireOutcome::Kind::busy;
+  out.hint = hint;
+  return out;
+}
+
+Status ZkBackend::session_gone() {
+  return {Errc::unavailable, "zookeeper: the session ended during the attempt; a new one is opened"};
+}
+
+ZkBackend::Attempt* ZkBackend::live(std::uint64_t id, AcquireDone& done, const Reply& r) {
+  if (closed_) {
+    done(cancelled());
+    return nullptr;
+  }
+  if (answered(r.rc)) heard(r.sent_at);
+  auto it = attempts_.find(id);
+  if (it == attempts_.end()) {
+    done(session_gone());
+    return nullptr;
+  }
+  return &it->second;
+}
+
+void ZkBackend::make_path(const std::string& path, StatusDone done, std::size_t from) {
+  const auto slash = path.find('/', from);
+  const std::string part = path.substr(0, slash);
+  const bool last = slash == std::string::npos;
+  session_.create(part, "", last ? ZOO_CONTAINER : 0, creator_acl(),
+                  [this, path, last, slash, done = std::move(done)](Reply r) mutable {
+                    if (closed_) return done(cancelled());
+                    // An ancestor this identity may not write to may still exist: go on,
+                    // the next level tells.
+                    const bool go_on = r.rc == ZOK || r.rc == ZNODEEXISTS || (r.rc == ZNOAUTH && !last);
+                    if (!go_on) return done(rc_status(r.rc, "create " + path));
+                    if (last) return done(Status());
+                    make_path(path, std::move(done), slash + 1);
+                  });
+}
+
+void ZkBackend::on_node_event(const std::string& path) {
+  auto it = watchers_.find(path);
+  if (it == watchers_.end()) return;
+  const std::set<std::uint64_t> ids = std::move(it->second);
+  watchers_.erase(it);
+  for (std::uint64_t id : ids) {
+    auto a = attempts_.find(id);
+    if (a != attempts_.end() && events_.released) events_.released({a->second.name, id});
+  }
+}
+
+void ZkBackend::remove_orphan(Orphan o, StatusDone done) {
+  if (!o.path.empty()) {
+    session_.remove(o.path, [this, o, done = std::move(done)](Reply r) mutable {
+      if (closed_) return done(cancelled());
+      if (r.rc == ZOK || r.rc == ZNONODE) {
+        forget_held(o.path);
+        return done(Status());
+      }
+      orphans_.push_back(o);
+      done(rc_status(r.rc, "delete an abandoned queue node"));
+    });
+    return;
+  }
+  session_.children(o.parent, [this, o, done = std::move(done)](Reply r) mutable {
+    if (closed_) return done(cancelled());
+    if (r.rc == ZNONODE) return done(Status());
+    if (r.rc != ZOK) {
+      orphans_.push_back(o);
+      return done(rc_status(r.rc, "look for an abandoned queue node"));
+    }
+    const auto found = find_by_guid(r.children, o.guid);
+    if (!found) return done(Status());
+    remove_orphan({"", "", o.parent + "/" + *found}, std::move(done));
+  });
+}
+
+void ZkBackend::retry_orphans() {
+  auto orphans = std::move(orphans_);
+  orphans_.clear();
+  for (auto& o : orphans) remove_orphan(std::move(o), [](Status) {});
+}
 
 std::unique_ptr<detail::Backend> make_zk_backend(asio::io_context& io, ZkConfig config) {
   return std::make_unique<ZkBackend>(io, std::move(config));

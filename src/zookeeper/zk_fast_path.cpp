@@ -1,0 +1,89 @@
+// The ZooKeeper backend's blocking fast path: a free lock taken, and its
+// release, on the caller's thread (see acquire_now in zk_lock.hpp).
+#include "core/token.hpp"
+#include "core/validity.hpp"
+#include "zookeeper/lock_queue.hpp"
+#include "zookeeper/zk_lock.hpp"
+
+namespace dlock::zookeeper {
+
+std::optional<Result<AcquireOutcome>> ZkBackend::acquire_now(const AcquireCall& call) {
+  const std::int64_t session = session_id_.load();
+  if (session == 0 || !detail::check_mode(call, "ZooKeeper").ok()) return std::nullopt;
+  const std::string parent = config_.base + "/" + encode_name(call.name);
+  const bool known = known_parents_.contains(parent);
+  auto w = std::make_shared<Rendezvous>(known ? 2 : 3);
+  const auto via = ZkSession::Delivery::direct;
+  if (!known)
+    session_.create(
+        parent, "", ZOO_CONTAINER, creator_acl(), [w](Reply) { w->arrive(); }, via);
+  const std::string guid = detail::random_token();
+  session_.create(
+      parent + "/" + child_prefix(guid), call.owner, ZOO_EPHEMERAL_SEQUENTIAL, creator_acl(),
+      [w](Reply r) { w->arrive(&Rendezvous::created, std::move(r)); }, via);
+  session_.children(
+      parent, [w](Reply r) { w->arrive(&Rendezvous::listed, std::move(r)); }, via);
+  w->wait();
+  const Reply& c = w->created;
+  const Reply& l = w->listed;
+  if (answered(c.rc)) loop([this, at = c.sent_at] { heard(at); });
+  if (c.rc == ZNONODE) return std::nullopt;  // the base is missing: the I/O thread makes the path
+  if (c.rc != ZOK) {
+    if (connection_lost(c.rc)) drop_later({parent, guid, ""});  // it may exist: found by its guid
+    return Result<AcquireOutcome>(rc_status(c.rc, "create the queue node"));
+  }
+  known_parents_.insert(parent);
+  const Place place = l.rc == ZOK ? place_of(in_order(l.children), basename_of(c.path)) : Place{};
+  if (!place.first || c.stat.ephemeral_owner != session) {
+    if (!call.keep_place || c.stat.ephemeral_owner != session) {
+      drop_later({"", "", c.path});
+    } else {
+      // The wait goes on on the I/O thread under this attempt id, from
+      // this place in line (posted before the wait is).
+      Attempt a{call.name, call.owner, guid, parent, c.path, c.stat.czxid, c.stat.ephemeral_owner, call.grant};
+      loop([this, id = call.attempt, a = std::move(a)]() mutable {
+        if (session_id_.load() == a.session)
+          attempts_.emplace(id, std::move(a));
+        else
+          remove_orphan({"", "", a.node}, [](Status) {});
+      });
+    }
+    return l.rc == ZOK || l.rc == ZNONODE ? Result<AcquireOutcome>(busy(detail::WaitHint::event()))
+                                          : Result<AcquireOutcome>(rc_status(l.rc, "list the lock queue"));
+  }
+  held_.add(call.grant, c.path);
+  if (session_id_.load() != session) {  // the session ended meanwhile: its nodes with it
+    held_.erase(call.grant);
+    return Result<AcquireOutcome>(session_gone());
+  }
+  loop([this] {
+    schedule_heartbeat();
+    arm_deadline();
+  });
+  AcquireOutcome out;
+  out.kind = AcquireOutcome::Kind::granted;
+  out.fence = static_cast<std::uint64_t>(c.stat.czxid);
+  out.depth = 1;
+  out.valid_until = detail::valid_until(l.sent_at, session_timeout());
+  return Result<AcquireOutcome>(out);
+}
+
+std::optional<Result<ReleaseOutcome>> ZkBackend::release_now(const ReleaseCall& call) {
+  const auto path = held_.find(call.grant);
+  if (!path) return std::nullopt;  // not a grant this client holds: the I/O thread answers
+  auto w = std::make_shared<Rendezvous>(1);
+  session_.remove(
+      *path, [w](Reply r) { w->arrive(&Rendezvous::created, std::move(r)); }, ZkSession::Delivery::direct);
+  w->wait();
+  const Reply& r = w->created;
+  if (answered(r.rc)) loop([this, at = r.sent_at] { heard(at); });
+  if (r.rc == ZOK || r.rc == ZNONODE) {
+    held_.erase(call.grant);
+    return Result<ReleaseOutcome>(
+        ReleaseOutcome{r.rc == ZOK ? ReleaseOutcome::Kind::released : ReleaseOutcome::Kind::not_held, 0});
+  }
+  drop_later({"", "", *path});  // deleted again on every reconnect (see release())
+  return Result<ReleaseOutcome>(rc_status(r.rc, "delete the lock node", Errc::outcome_unknown));
+}
+
+}  // namespace dlock::zookeeper

@@ -1,0 +1,241 @@
+// The ZooKeeper backend's class, shared by its two source files: the
+// queue on the I/O thread (zk_backend.cpp) and the blocking fast path on
+// callers' threads (zk_fast_path.cpp). Internal.
+#ifndef DLOCK_ZOOKEEPER_ZK_LOCK_HPP_
+#define DLOCK_ZOOKEEPER_ZK_LOCK_HPP_
+
+#include <zookeeper/zookeeper.h>
+
+#include <atomic>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <set>
+
+#include "backend.hpp"
+#include "zookeeper/held_nodes.hpp"
+#include "zookeeper/zk_session.hpp"
+
+namespace dlock::zookeeper {
+
+namespace asio = boost::asio;
+using Clock = std::chrono::steady_clock;
+using detail::AbandonCall;
+using detail::AcquireCall;
+using detail::AcquireOutcome;
+using detail::ReleaseCall;
+using detail::ReleaseOutcome;
+using detail::RenewCall;
+using detail::RenewOutcome;
+using detail::WatchKey;
+using AcquireDone = std::function<void(Result<AcquireOutcome>)>;
+using StatusDone = std::function<void(Status)>;
+
+// The server answered (the session was alive when the request was sent).
+inline bool answered(int rc) {
+  return rc == ZOK ||
+         (rc <= ZAPIERROR && rc != ZSESSIONEXPIRED && rc != ZCLOSING && rc != ZSESSIONMOVED && rc != ZAUTHFAILED);
+}
+
+inline bool connection_lost(int rc) { return rc == ZCONNECTIONLOSS || rc == ZOPERATIONTIMEOUT; }
+
+inline std::string basename_of(const std::string& path) { return path.substr(path.rfind('/') + 1); }
+
+inline Status cancelled() { return {Errc::cancelled, "client closed"}; }
+
+class ZkBackend final : public detail::Backend {
+ public:
+  ZkBackend(asio::io_context& io, ZkConfig config)
+      : io_(io),
+        config_(std::move(config)),
+        session_(io, config_,
+                 {[this](const SessionState& s) { on_state(s); },
+                  [this](int, const std::string& path) { on_node_event(path); }}),
+        start_timer_(io),
+        heartbeat_(io),
+        deadline_(io) {}
+
+  detail::Capabilities capabilities() const override;
+  void set_events(detail::BackendEvents events) override { events_ = std::move(events); }
+
+  void start(StatusDone done) override;
+
+  void close() override;
+
+  void acquire(const AcquireCall& call, AcquireDone done) override;
+
+  void release(const ReleaseCall& call, std::function<void(Result<ReleaseOutcome>)> done) override;
+
+  // Removes the attempt's queue node: known, or found by its guid.
+  void abandon(const AbandonCall& call, StatusDone done) override;
+
+  void renew(const std::vector<RenewCall>&, std::function<void(Result<std::vector<RenewOutcome>>)> done) override;
+
+  void inspect(const std::string& name, std::function<void(Result<LockInfo>)> done) override;
+
+  // The blocking fast path, on the caller's thread: the queue node and the
+  // listing in one round trip, the replies handed over on the C client's
+  // completion thread (a hop to the I/O thread and back costs more than
+  // ZooKeeper's reply). Only a free lock is taken here; a queue to wait in
+  // is the I/O thread's job (this node is then deleted, and the waiting
+  // acquire queues anew).
+  std::optional<Result<AcquireOutcome>> acquire_now(const AcquireCall& call) override;
+
+  std::optional<Result<ReleaseOutcome>> release_now(const ReleaseCall& call) override;
+
+  // The attempt set its watch on the node ahead when it answered busy.
+  void watch(const WatchKey&, StatusDone ready) override { post(std::move(ready), Status()); }
+  void unwatch(const WatchKey&) override {}
+
+  std::uint64_t commands_sent() const override { return session_.calls(); }
+  std::uint64_t reconnects() const override { return reconnects_; }
+
+ private:
+  struct Attempt {
+    std::string name, owner, guid, parent;
+    std::string node;  // full path, once created (or found)
+    std::int64_t czxid = 0, session = 0;
+    std::uint64_t grant = 0;
+    bool create_unknown = false;  // a create's reply was lost: find the node by guid
+    int recreated = 0;            // within this call: a vanished node or parent made again
+  };
+  // A node to delete (path), or to find first (parent + guid).
+  struct Orphan {
+    std::string parent, guid, path;
+  };
+
+  // The fast path's wait for its replies (arriving on the C client's thread).
+  struct Rendezvous {
+    explicit Rendezvous(int n) : left(n) {}
+    void arrive(Reply Rendezvous::*slot = nullptr, Reply r = {}) {
+      std::lock_guard lk(mu);
+      if (slot) this->*slot = std::move(r);
+      if (--left == 0) cv.notify_one();
+    }
+    void wait() {
+      std::unique_lock lk(mu);
+      cv.wait(lk, [&] { return left == 0; });
+    }
+    std::mutex mu;
+    std::condition_variable cv;
+    int left;
+    Reply created, listed;
+  };
+
+  // Runs `f` on the I/O thread.
+  template <class F>
+  void loop(F f) {
+    asio::post(io_, [this, f = std::move(f)]() mutable {
+      if (!closed_) f();
+    });
+  }
+
+  // A node the fast path leaves to the I/O thread to delete.
+  void drop_later(Orphan o);
+
+  template <class Done, class Value>
+  void post(Done done, Value value) {
+    asio::post(io_, [done = std::move(done), value = std::move(value)]() mutable { done(std::move(value)); });
+  }
+
+  void log(LogLevel level, const std::string& message);
+
+  Status open_session();
+
+  void finish_start(Status s);
+
+  bool creator_acl() const { return !config_.user.empty(); }
+
+  milliseconds session_timeout() const;
+
+  // ---- session ----
+
+  void on_state(const SessionState& s);
+
+  // Every hold is gone (or can no longer be vouched for): told first, then
+  // the session is closed (its nodes go with it) and a new one opened.
+  void session_ended(LossReason reason, const std::string& why);
+
+  // A request sent at `sent_at` was answered.
+  void heard(Clock::time_point sent_at);
+
+  void arm_deadline();
+
+  void schedule_heartbeat();
+
+  void send_heartbeat();
+
+  // ---- the queue ----
+
+  // One round trip: the lock's node (a container, when this client has not
+  // seen it yet), the queue node and the queue listing go out together, and
+  // the server answers them in order, so the listing includes the new node.
+  void create_node(std::uint64_t id, AcquireDone done);
+
+  struct Pipelined {
+    AcquireDone done;
+    bool created = false;  // the listing that follows is this attempt's to read
+  };
+
+  void on_created(std::uint64_t id, const std::shared_ptr<Pipelined>& flow, Reply r);
+
+  // After a lost create reply: the node is ours if it carries our guid and
+  // belongs to this session; otherwise it is made anew.
+  void recover(std::uint64_t id, AcquireDone done);
+
+  void check_queue(std::uint64_t id, AcquireDone done);
+
+  void on_listed(std::uint64_t id, AcquireDone done, Reply r);
+
+  void grant(std::uint64_t id, AcquireDone done);
+
+  static AcquireOutcome busy(detail::WaitHint hint);
+
+  static Status session_gone();
+
+  // The attempt a reply belongs to, or null once `done` has been told why
+  // there is none (closed, or its session ended).
+  Attempt* live(std::uint64_t id, AcquireDone& done, const Reply& r);
+
+  // Creates `path` and its missing ancestors (persistent; the lock's own
+  // node a container, which the server removes once empty).
+  void make_path(const std::string& path, StatusDone done, std::size_t from = 1);
+
+  // A watched node changed or went: the attempt behind it looks again.
+  void on_node_event(const std::string& path);
+
+  // Deletes a queue node no acquire wants any more; kept and retried on
+  // every reconnect until it is gone (or its session is).
+  void remove_orphan(Orphan o, StatusDone done);
+
+  // A lock node deleted by the orphan retry: no hold keeps it any more.
+  void forget_held(const std::string& path) { held_.erase_path(path); }
+
+  void retry_orphans();
+
+  asio::io_context& io_;
+  ZkConfig config_;
+  ZkSession session_;
+  detail::BackendEvents events_;
+  StatusDone start_done_;
+  asio::steady_timer start_timer_, heartbeat_, deadline_;
+  bool heartbeat_armed_ = false;
+  bool closed_ = false;
+  // Written on the I/O thread, read by the fast path too.
+  std::atomic<std::int64_t> session_id_{0};
+  std::atomic<std::int64_t> timeout_ms_{0};  // negotiated; 0: not yet
+  Clock::time_point heard_{}, until_{};
+  std::map<std::uint64_t, Attempt> attempts_;  // by AcquireCall::attempt
+  HeldNodes held_;
+  std::map<std::string, std::set<std::uint64_t>> watchers_;  // node ahead -> attempts
+  std::vector<Orphan> orphans_;
+  KnownParents known_parents_;
+  std::uint64_t reconnects_ = 0;
+};
+
+}  // namespace dlock::zookeeper
+
+#endif  // DLOCK_ZOOKEEPER_ZK_LOCK_HPP_
