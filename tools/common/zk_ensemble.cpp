@@ -162,7 +162,7 @@ void ZooKeeperEnsemble::write_config(int i) const {
   const std::string d = dir_ + "/" + std::to_string(i);
   std::ofstream cfg(d + "/zoo.cfg");
   // Keep comments on lines of their own: values are read to the line's end.
-  cfg << "tickTime=200\n"
+  cfg << "tickTime=" << kTickMs << "\n"
       << "initLimit=50\n"
       << "syncLimit=25\n"
       << "minSessionTimeout=400\n"

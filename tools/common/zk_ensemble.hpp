@@ -28,6 +28,7 @@ class ZooKeeperEnsemble {
   ZooKeeperEnsemble(const ZooKeeperEnsemble&) = delete;
   ZooKeeperEnsemble& operator=(const ZooKeeperEnsemble&) = delete;
 
+  static constexpr int kTickMs = 200;  // tickTime: sessions expire in ticks
   int size() const { return static_cast<int>(nodes_.size()); }
   int client_port(int i) const { return nodes_.at(i).client_port; }
   pid_t pid(int i) const { return nodes_.at(i).pid; }  // -1 when stopped
