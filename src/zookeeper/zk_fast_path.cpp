@@ -33,7 +33,13 @@ std::optional<Result<AcquireOutcome>> ZkBackend::acquire_now(const AcquireCall& 
     return Result<AcquireOutcome>(rc_status(c.rc, "create the queue node"));
   }
   known_parents_.insert(parent);
-  const Place place = l.rc == ZOK ? place_of(in_order(l.children), basename_of(c.path)) : Place{};
+  if (l.rc != ZOK) {
+    // Only a busy answer hands a place in line to the wait: an error starts
+    // the wait afresh, so this node must go.
+    drop_later({"", "", c.path});
+    return Result<AcquireOutcome>(rc_status(l.rc, "list the lock queue"));
+  }
+  const Place place = place_of(in_order(l.children), basename_of(c.path));
   if (!place.first || c.stat.ephemeral_owner != session) {
     if (!call.keep_place || c.stat.ephemeral_owner != session) {
       drop_later({"", "", c.path});
@@ -48,8 +54,7 @@ std::optional<Result<AcquireOutcome>> ZkBackend::acquire_now(const AcquireCall& 
           remove_orphan({"", "", a.node}, [](Status) {});
       });
     }
-    return l.rc == ZOK || l.rc == ZNONODE ? Result<AcquireOutcome>(busy(detail::WaitHint::event()))
-                                          : Result<AcquireOutcome>(rc_status(l.rc, "list the lock queue"));
+    return Result<AcquireOutcome>(busy(detail::WaitHint::event()));
   }
   held_.add(call.grant, c.path);
   if (session_id_.load() != session) {  // the session ended meanwhile: its nodes with it

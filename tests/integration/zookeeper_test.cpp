@@ -177,6 +177,37 @@ TEST(ZooKeeper, AReleaseWhoseReplyWasLostStillFreesTheLock) {
   EXPECT_FALSE(holder.inspect("r")->held);
 }
 
+// The replies to a waiter's first attempt come late, past the C client's
+// patience: the queue node was made, its listing failed. The node must not
+// outlive that attempt (it once did, and its owner then waited behind it
+// until its session ended). Timing decides which reply is lost: 3 rounds.
+TEST(ZooKeeper, ALateReplyToAWaitersFirstAttemptLeavesNothingBehind) {
+  REQUIRE_ZOOKEEPER();
+  ZooKeeperEnsemble zk(1);
+  torture::Proxy proxy("127.0.0.1", static_cast<std::uint16_t>(zk.client_port(0)));
+  const auto port = proxy.add_link("c");
+  proxy.start();
+  Client waiter = Client::connect(url("127.0.0.1:" + std::to_string(port), "session_timeout=1000ms"), silent());
+  Client other = Client::connect(url(zk.hosts(), "session_timeout=1000ms"), silent());
+  ZkProbe probe(zk.hosts());
+  ASSERT_THAT(waiter.acquire("x", 0ms)->release(), IsOk());
+  for (int round = 0; round < 3; ++round) {
+    auto held = other.acquire("x", 0ms);
+    ASSERT_THAT(held, IsOk());
+    auto wait = std::async(std::launch::async, [&] { return waiter.acquire("x", 3000ms); });
+    std::this_thread::sleep_for(2ms);
+    proxy.hold_replies("c", 1500ms);
+    std::this_thread::sleep_for(300ms);
+    proxy.hold_replies("c", 0ms);
+    std::this_thread::sleep_for(400ms);
+    ASSERT_THAT(held->release(), IsOk());
+    auto got = wait.get();
+    ASSERT_THAT(got, IsOk()) << "round " << round << ": the waiter waited behind a node of its own";
+    ASSERT_THAT(got->release(), IsOk());
+    EXPECT_TRUE(eventually([&] { return probe.children("/dlock/x").empty(); }, 3s)) << "round " << round;
+  }
+}
+
 // The holder is cut off. It must hear of its loss before the other client
 // is granted the lock, which happens once the server expires the session.
 TEST(ZooKeeper, ACutOffHolderIsToldOfItsLossBeforeAnyoneElseIsGranted) {
@@ -287,3 +318,4 @@ TEST(ZooKeeper, AnUnreachableEnsembleIsUnavailableWithinTheConnectTimeout) {
 
 }  // namespace
 }  // namespace dlock::test
+
