@@ -97,7 +97,8 @@ class Client {
   // The same, returning the failure instead of throwing.
   static Result<Client> try_connect(std::string_view url, ClientOptions options = {});
 
-  // Acquires `name`, waiting up to `wait` (kForever: no limit; zero: try
+  // Acquires `name` (1 to 512 bytes, any bytes but NUL, the same lock on
+  // every backend), waiting up to `wait` (kForever: no limit; zero: try
   // once). While waiting it sleeps until the holder's release is published or
   // the holder's lease would run out, whichever is first: no polling.
   // Errors: Errc::busy (wait == 0 and held by another owner), Errc::timeout

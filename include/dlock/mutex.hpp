@@ -44,7 +44,7 @@ namespace dlock {
 
 class Mutex {
  public:
-  // REQUIRES: name valid (non-empty, at most 512 bytes); checked on first use.
+  // REQUIRES: name valid (non-empty, at most 512 bytes, no NUL); checked on first use.
   Mutex(Client client, std::string name, LockOptions options = {});
   ~Mutex();  // releases every level still held; never throws
   Mutex(const Mutex&) = delete;

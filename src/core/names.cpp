@@ -9,6 +9,8 @@ Status validate_name(std::string_view name) {
   if (name.size() > kMaxNameBytes)
     return {Errc::invalid_argument,
             "lock name is " + std::to_string(name.size()) + " bytes; the limit is " + std::to_string(kMaxNameBytes)};
+  if (name.find('\0') != std::string_view::npos)
+    return {Errc::invalid_argument, "lock name contains a NUL byte (C strings and libpq would cut it short)"};
   return {};
 }
 
@@ -17,6 +19,7 @@ Status validate_owner(std::string_view owner) {
   if (owner.size() > kMaxOwnerBytes)
     return {Errc::invalid_argument,
             "owner is " + std::to_string(owner.size()) + " bytes; the limit is " + std::to_string(kMaxOwnerBytes)};
+  if (owner.find('\0') != std::string_view::npos) return {Errc::invalid_argument, "owner contains a NUL byte"};
   return {};
 }
 

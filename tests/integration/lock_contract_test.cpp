@@ -240,6 +240,18 @@ TEST_P(LockContract, BadInputIsRefusedBeforeAnyIo) {
   EXPECT_FALSE(client.inspect("c")->held);
 }
 
+// A NUL cuts a name short in libpq and in C strings: "a\0b" and "a\0c"
+// would be one lock on PostgreSQL and two on Redis. Refused everywhere, so a
+// name means the same on every backend.
+TEST_P(LockContract, ANameOrOwnerWithANulIsRefusedOnEveryBackend) {
+  const std::string nul_name("a\0b", 3);
+  EXPECT_THAT(client.try_acquire(nul_name), StatusIs(Errc::invalid_argument));
+  EXPECT_THAT(client.acquire(nul_name, 10ms), StatusIs(Errc::invalid_argument));
+  EXPECT_THAT(client.inspect(nul_name), StatusIs(Errc::invalid_argument));
+  EXPECT_THAT(client.try_acquire("a", owner(std::string("m\0e", 3))), StatusIs(Errc::invalid_argument));
+  EXPECT_FALSE(client.inspect("a")->held);
+}
+
 TEST_P(LockContract, ClosingAClientFreesWhatItHeld) {
   {
     Client first = env->client();
