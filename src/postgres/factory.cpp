@@ -58,13 +58,16 @@ Status parse_params(std::string_view query, PgBackendConfig& config) {
       return bad("parameter '" + key + "' needs a value");
     if (key == "table") {
       if (!valid_table_name(value)) return bad("table must be a lower-case SQL name of at most 40 characters");
-      config.table = value;
+      config.table.table = value;
+    } else if (key == "schema") {
+      if (!valid_table_name(value)) return bad("schema must be a lower-case SQL name of at most 40 characters");
+      config.table.schema = value;
     } else if (std::find(std::begin(kPassed), std::end(kPassed), key) != std::end(kPassed)) {
       if (key == "sslmode" && std::find(std::begin(kSslModes), std::end(kSslModes), value) == std::end(kSslModes))
         return bad("sslmode must be disable, allow, prefer, require, verify-ca or verify-full");
       set(config.connection, key, value);
     } else {
-      return bad("unknown parameter '" + key + "' (known: table, sslmode, sslrootcert, sslcert, sslkey, "
+      return bad("unknown parameter '" + key + "' (known: table, schema, sslmode, sslrootcert, sslcert, sslkey, "
                  "application_name)");
     }
   }
@@ -130,6 +133,7 @@ Result<std::unique_ptr<detail::Backend>> make_from_url(std::string_view url, det
   config->backoff_min = o.reconnect_backoff_min;
   config->backoff_max = o.reconnect_backoff_max;
   config->log = context.log;
+  config->connection.log = context.log;
   return make_pg_backend(context.io, std::move(*config));
 }
 

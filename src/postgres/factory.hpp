@@ -1,7 +1,8 @@
 // The PostgreSQL URL schemes for the backend registry:
 // postgres://[user[:password]@]host[:port][/db][?param=value&...] (also
 // postgresql://). Parameters: libpq's sslmode, sslrootcert, sslcert, sslkey,
-// application_name; dlock's table (default dlock_locks).
+// application_name; dlock's table (default dlock_locks) and the schema it
+// lives in (default public; never found through search_path).
 #ifndef DLOCK_POSTGRES_FACTORY_HPP_
 #define DLOCK_POSTGRES_FACTORY_HPP_
 

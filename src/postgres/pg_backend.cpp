@@ -90,7 +90,8 @@ std::vector<std::string> acquire_params(const AcquireCall& call) {
 }
 
 std::vector<std::string> release_params(const ReleaseCall& call) {
-  return {call.name, call.owner, as_bigint(call.grant), std::to_string(call.held), call.all ? "true" : "false"};
+  return {call.name,         call.owner, as_bigint(call.grant), std::to_string(call.held), call.all ? "true" : "false",
+          std::to_string(call.tombstone.count())};
 }
 
 class PgBackend final : public detail::Backend {
@@ -109,7 +110,7 @@ class PgBackend final : public detail::Backend {
       conn_.query(schema_version_sql(config_.table), {}, [this, done = std::move(done)](Result<Rows> v) mutable {
         if (!v.ok()) return done(v.status());
         if (v->size() != 1 || to_int(v->front().at(0)) != kSchemaVersion)
-          return done(Status(Errc::wrong_type, "the lock table " + config_.table + " has schema version " +
+          return done(Status(Errc::wrong_type, "the lock table " + config_.table.qualified() + " has schema version " +
                                                    (v->empty() ? "(none)" : *v->front().at(0)) + "; this dlock uses " +
                                                    std::to_string(kSchemaVersion)));
         listen_.on_notify([this](const std::string&, const std::string& name) {
@@ -174,10 +175,11 @@ class PgBackend final : public detail::Backend {
   }
 
   // An attempt leaves nothing in the table but a grant whose reply was
-  // lost: undone exactly (owner, grant and level checked).
+  // lost: undone exactly (owner, grant and level checked), and a stray copy
+  // of its acquire still on its way is refused by the tombstone.
   void abandon(const AbandonCall& call, std::function<void(Status)> done) override {
     auto undo = detail::undo_of(call);
-    if (!undo || !call.in_doubt) return post(std::move(done), Status());
+    if (!undo) return post(std::move(done), Status());
     release(*undo, [done = std::move(done)](Result<ReleaseOutcome> r) { done(r.status()); });
   }
 

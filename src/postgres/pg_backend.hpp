@@ -11,12 +11,13 @@
 
 #include "backend.hpp"
 #include "postgres/pg_connection.hpp"
+#include "postgres/schema.hpp"
 
 namespace dlock::postgres {
 
 struct PgBackendConfig {
   PgConfig connection;
-  std::string table = "dlock_locks";
+  TableName table;  // public.dlock_locks unless the URL says otherwise
   std::chrono::milliseconds backoff_min{100}, backoff_max{5000};  // the LISTEN connection's reconnects
   std::function<void(LogLevel, std::string_view)> log;
 };

@@ -35,14 +35,7 @@ void PgBlocking::drop() {
 
 // Nonblocking connect driven to completion with the connect timeout.
 Status PgBlocking::open() {
-  std::vector<const char*> keys, values;
-  for (const auto& [k, v] : config_.params) {
-    keys.push_back(k.c_str());
-    values.push_back(v.c_str());
-  }
-  keys.push_back(nullptr);
-  values.push_back(nullptr);
-  conn_ = PQconnectStartParams(keys.data(), values.data(), 0);
+  conn_ = start_libpq(config_);
   if (conn_ == nullptr || PQstatus(conn_) == CONNECTION_BAD) {
     Status s(Errc::unavailable, "postgres: cannot connect to " + config_.describe);
     drop();

@@ -18,6 +18,8 @@ Status status_of_sqlstate(const std::string& sqlstate, std::string message) {
     code = Errc::auth_failed;
   else if (sqlstate == "42501")
     code = Errc::permission_denied;
+  else if (sqlstate == "3F000")
+    code = Errc::invalid_argument;  // the URL's schema does not exist
   else if (sqlstate == "42P01" || sqlstate == "42883" || sqlstate == "42703")
     code = Errc::wrong_type;  // the lock table or its functions are missing or of another version
   return {code, "postgres: " + message, sqlstate};
@@ -46,7 +48,29 @@ Status connect_failure(const std::string& msg, const std::string& where) {
   return {code, "cannot connect to " + where + ": " + msg};
 }
 
+void route_notice(void* arg, const pg_result* result) {
+  const auto* config = static_cast<const PgConfig*>(arg);
+  if (!config->log) return;
+  const char* severity = PQresultErrorField(result, PG_DIAG_SEVERITY_NONLOCALIZED);
+  const bool warning = severity != nullptr && std::string_view(severity) == "WARNING";
+  config->log(warning ? LogLevel::warning : LogLevel::debug,
+              "postgres: " + trimmed(PQresultErrorMessage(result)));
+}
+
 }  // namespace
+
+pg_conn* start_libpq(const PgConfig& config) {
+  std::vector<const char*> keys, values;
+  for (const auto& [k, v] : config.params) {
+    keys.push_back(k.c_str());
+    values.push_back(v.c_str());
+  }
+  keys.push_back(nullptr);
+  values.push_back(nullptr);
+  pg_conn* conn = PQconnectStartParams(keys.data(), values.data(), 0);
+  if (conn != nullptr) PQsetNoticeReceiver(conn, &route_notice, const_cast<PgConfig*>(&config));
+  return conn;
+}
 
 PgConnection::PgConnection(asio::io_context& io, PgConfig config)
     : io_(io), config_(std::move(config)), timer_(io) {}
@@ -77,15 +101,8 @@ void PgConnection::query(std::string sql, std::vector<std::string> params, std::
 }
 
 void PgConnection::start_connect() {
-  std::vector<const char*> keys, values;
-  for (const auto& [k, v] : config_.params) {
-    keys.push_back(k.c_str());
-    values.push_back(v.c_str());
-  }
-  keys.push_back(nullptr);
-  values.push_back(nullptr);
   state_ = State::connecting;
-  conn_ = PQconnectStartParams(keys.data(), values.data(), 0);
+  conn_ = start_libpq(config_);
   if (conn_ == nullptr || PQstatus(conn_) == CONNECTION_BAD) {
     const std::string msg = conn_ ? trimmed(PQerrorMessage(conn_)) : "out of memory";
     return connect_done(connect_failure(msg, config_.describe));

@@ -33,7 +33,14 @@ struct PgConfig {
   std::chrono::milliseconds connect_timeout{5000};
   std::chrono::milliseconds command_timeout{5000};
   std::string describe;  // for messages: the URL without its password
+  // The server's notices and warnings (libpq prints them on stderr
+  // otherwise); called on whichever thread reads the reply.
+  std::function<void(LogLevel, std::string_view)> log;
 };
+
+// PQconnectStartParams with config.params, the notices routed to
+// config.log (the config must outlive the connection). Null: out of memory.
+pg_conn* start_libpq(const PgConfig& config);
 
 using Row = std::vector<std::optional<std::string>>;
 using Rows = std::vector<Row>;

@@ -3,18 +3,28 @@
 namespace dlock::postgres {
 namespace {
 
-// Replaces every "T" placeholder word `@T` with the table name.
-std::string with_table(std::string sql, const std::string& table) {
-  for (auto at = sql.find("@T"); at != std::string::npos; at = sql.find("@T", at + table.size()))
-    sql.replace(at, 2, table);
+// Replaces every placeholder `@T` with the schema-qualified table name, and
+// `@C` with the release channel.
+std::string with_table(std::string sql, const TableName& t) {
+  const std::string qualified = t.qualified();
+  for (auto at = sql.find("@T"); at != std::string::npos; at = sql.find("@T", at + qualified.size()))
+    sql.replace(at, 2, qualified);
+  const std::string chan = channel(t);
+  for (auto at = sql.find("@C"); at != std::string::npos; at = sql.find("@C", at + chan.size()))
+    sql.replace(at, 2, chan);
   return sql;
 }
 
 constexpr const char* kCreate = R"sql(
 DO $do$
+DECLARE v bigint;
 BEGIN
   PERFORM pg_advisory_xact_lock(hashtext('dlock schema @T'));
-  IF to_regclass('@T_meta') IS NOT NULL THEN RETURN; END IF;
+  PERFORM set_config('synchronous_commit', 'on', true);  -- a table lost in a crash loses its locks
+  IF to_regclass('@T_meta') IS NOT NULL THEN
+    SELECT value INTO v FROM @T_meta WHERE key = 'schema';
+    IF v >= 2 THEN RETURN; END IF;  -- current (or newer: refused by the version check)
+  END IF;
   CREATE SEQUENCE IF NOT EXISTS @T_fence NO CYCLE;
   CREATE TABLE IF NOT EXISTS @T (
     name text PRIMARY KEY,
@@ -23,6 +33,13 @@ BEGIN
     depth int NOT NULL,
     fence bigint NOT NULL,
     expires_at timestamptz NOT NULL);
+  -- Grants whose acquire may still arrive after the client gave up on it
+  -- (its reply was lost): such a stray copy must not take the lock.
+  CREATE TABLE IF NOT EXISTS @T_tombstones (
+    name text NOT NULL,
+    grant_id bigint NOT NULL,
+    expires_at timestamptz NOT NULL,
+    PRIMARY KEY (name, grant_id));
 
   CREATE OR REPLACE FUNCTION @T_acquire(p_name text, p_owner text, p_grant bigint, p_held int, p_lease bigint)
   RETURNS TABLE (kind int, fence bigint, depth int, ttl_ms bigint) LANGUAGE plpgsql AS $f$
@@ -34,6 +51,21 @@ BEGIN
     f bigint;
   BEGIN
     IF p_lease IS NULL OR p_lease <= 0 THEN RAISE EXCEPTION 'dlock: lease out of range: %', p_lease; END IF;
+    -- A grant is reported only once durable: with the server's
+    -- synchronous_commit off, a crash would forget it and hand the lock out
+    -- again with the same fence. Raised for this transaction only.
+    IF current_setting('synchronous_commit') IN ('off', 'local', 'remote_write') THEN
+      PERFORM set_config('synchronous_commit', 'on', true);
+    END IF;
+    IF p_held = 0 THEN
+      -- Serialized with undos of the same name (below in _release), so a
+      -- tombstone is seen by every copy of its acquire that comes later.
+      PERFORM pg_advisory_xact_lock(hashtextextended('@T ' || p_name, 0));
+      IF EXISTS (SELECT 1 FROM @T_tombstones t
+                 WHERE t.name = p_name AND t.grant_id = p_grant AND t.expires_at > now_ts) THEN
+        RETURN QUERY SELECT 0, 0::bigint, 0, 0::bigint; RETURN;
+      END IF;
+    END IF;
     LOOP
       SELECT * INTO r FROM @T l WHERE l.name = p_name FOR UPDATE;
       existed := FOUND;
@@ -69,17 +101,25 @@ BEGIN
   END $f$;
 )sql"
                              R"sql(
-  CREATE OR REPLACE FUNCTION @T_release(p_name text, p_owner text, p_grant bigint, p_held int, p_all bool)
+  CREATE OR REPLACE FUNCTION @T_release(p_name text, p_owner text, p_grant bigint, p_held int, p_all bool,
+                                         p_tomb bigint)
   RETURNS TABLE (kind int, depth int) LANGUAGE plpgsql AS $f$
   DECLARE r @T%ROWTYPE;
   BEGIN
+    IF p_tomb > 0 THEN
+      PERFORM pg_advisory_xact_lock(hashtextextended('@T ' || p_name, 0));
+      DELETE FROM @T_tombstones t WHERE t.expires_at <= clock_timestamp();
+      INSERT INTO @T_tombstones AS t
+        VALUES (p_name, p_grant, clock_timestamp() + p_tomb * interval '1 millisecond')
+        ON CONFLICT (name, grant_id) DO UPDATE SET expires_at = greatest(t.expires_at, EXCLUDED.expires_at);
+    END IF;
     SELECT * INTO r FROM @T l WHERE l.name = p_name FOR UPDATE;
     IF NOT FOUND OR r.expires_at <= clock_timestamp() THEN RETURN QUERY SELECT 1, 0; RETURN; END IF;
     IF r.owner <> p_owner OR r.grant_id <> p_grant THEN RETURN QUERY SELECT 2, 0; RETURN; END IF;
     IF p_all OR r.depth = p_held THEN
       IF p_all OR r.depth <= 1 THEN
         DELETE FROM @T l WHERE l.name = p_name;
-        PERFORM pg_notify('@T_released', p_name);
+        PERFORM pg_notify('@C', p_name);
         RETURN QUERY SELECT 0, 0; RETURN;
       END IF;
       UPDATE @T l SET depth = r.depth - 1 WHERE l.name = p_name;
@@ -93,6 +133,11 @@ BEGIN
   RETURNS SETOF int LANGUAGE plpgsql AS $f$
   DECLARE r @T%ROWTYPE;
   BEGIN
+    -- As in _acquire: a renewal forgotten in a crash would shorten the lease
+    -- under its holder.
+    IF current_setting('synchronous_commit') IN ('off', 'local', 'remote_write') THEN
+      PERFORM set_config('synchronous_commit', 'on', true);
+    END IF;
     FOR i IN 1 .. coalesce(array_length(p_names, 1), 0) LOOP
       SELECT * INTO r FROM @T l WHERE l.name = p_names[i] FOR UPDATE;
       IF NOT FOUND OR r.expires_at <= clock_timestamp() THEN
@@ -107,12 +152,14 @@ BEGIN
     END LOOP;
   END $f$;
 
-  CREATE TABLE @T_meta (key text PRIMARY KEY, value bigint NOT NULL);
-  INSERT INTO @T_meta VALUES ('schema', 1);
+  CREATE TABLE IF NOT EXISTS @T_meta (key text PRIMARY KEY, value bigint NOT NULL);
+  INSERT INTO @T_meta VALUES ('schema', 2) ON CONFLICT (key) DO UPDATE SET value = 2;
 END $do$
 )sql";
 
 }  // namespace
+
+std::string TableName::qualified() const { return schema + "." + table; }
 
 bool valid_table_name(const std::string& table) {
   if (table.empty() || table.size() > 40) return false;
@@ -122,25 +169,25 @@ bool valid_table_name(const std::string& table) {
   return true;
 }
 
-std::string create_schema_sql(const std::string& table) { return with_table(kCreate, table); }
+std::string create_schema_sql(const TableName& table) { return with_table(kCreate, table); }
 
-std::string schema_version_sql(const std::string& table) {
+std::string schema_version_sql(const TableName& table) {
   return with_table("SELECT value FROM @T_meta WHERE key = 'schema'", table);
 }
 
-std::string acquire_sql(const std::string& table) {
+std::string acquire_sql(const TableName& table) {
   return with_table("SELECT kind, fence, depth, ttl_ms FROM @T_acquire($1, $2, $3, $4, $5)", table);
 }
 
-std::string release_sql(const std::string& table) {
-  return with_table("SELECT kind, depth FROM @T_release($1, $2, $3, $4, $5)", table);
+std::string release_sql(const TableName& table) {
+  return with_table("SELECT kind, depth FROM @T_release($1, $2, $3, $4, $5, $6)", table);
 }
 
-std::string renew_sql(const std::string& table) {
+std::string renew_sql(const TableName& table) {
   return with_table("SELECT * FROM @T_renew($1::text[], $2::text[], $3::bigint[], $4::bigint[])", table);
 }
 
-std::string inspect_sql(const std::string& table) {
+std::string inspect_sql(const TableName& table) {
   return with_table(
       "SELECT (SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM @T_fence), l.fence, l.depth, "
       "greatest(0, ceil(extract(epoch FROM l.expires_at - clock_timestamp()) * 1000))::bigint "
@@ -148,6 +195,8 @@ std::string inspect_sql(const std::string& table) {
       table);
 }
 
-std::string channel(const std::string& table) { return table + "_released"; }
+// Unqualified, as LISTEN takes a plain identifier: tables of one name in
+// two schemas share it, which costs their waiters a spurious look.
+std::string channel(const TableName& t) { return t.table + "_released"; }
 
 }  // namespace dlock::postgres

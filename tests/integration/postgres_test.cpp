@@ -3,6 +3,7 @@
 // misconfigured database gives.
 #include <fstream>
 #include <future>
+#include <mutex>
 
 #include "integration/common.hpp"
 #include "support/postgres_server.hpp"
@@ -67,6 +68,50 @@ TEST(Postgres, AHoldOutlivesAFastRestart) {
   EXPECT_FALSE(lease->lost());
   EXPECT_TRUE(lease->release().ok());
   EXPECT_FALSE(other.inspect("job")->held);
+}
+
+// The test cluster runs with synchronous_commit = off, as some production
+// servers do: a commit returns before its WAL is written. A grant must be
+// durable before it is reported, or a crash hands the lock out again with
+// the same fence while its first holder still believes in it.
+TEST(Postgres, AGrantSurvivesACrashOfAServerWithAsynchronousCommit) {
+  PostgresServer pg;
+  pg.set("wal_writer_delay", "10000ms");  // no background flush during the test
+  pg.stop();
+  pg.start();
+  LogSink log;
+  auto client = Client::connect(pg.url(), quiet(log));
+  ASSERT_EQ(pg.psql("SHOW synchronous_commit"), "off\n");
+  auto lease = client.acquire("job", 0ms);
+  ASSERT_TRUE(lease.ok()) << lease.status().to_string();
+  const std::uint64_t fence = lease->fence();
+  pg.crash();
+  pg.start();
+  auto other = Client::connect(pg.url(), quiet(log));
+  EXPECT_EQ(other.try_acquire("job").status().code(), Errc::busy) << "the grant was forgotten in the crash";
+  EXPECT_FALSE(lease->lost());
+  auto info = other.inspect("job");
+  ASSERT_TRUE(info.ok()) << info.status().to_string();
+  EXPECT_TRUE(info->held);
+  EXPECT_EQ(info->fence, fence);
+  EXPECT_GE(info->last_fence, fence) << "fences never go back";
+}
+
+// An acquire the client gave up on (its reply was lost) may still reach the
+// server after its undo, e.g. after waiting for a row lock. The undo leaves
+// a tombstone for that grant, so the stray copy cannot take the lock and
+// block the name for a whole lease; other grants are not affected.
+TEST(Postgres, AStrayAcquireArrivingAfterItsUndoIsRefused) {
+  PostgresServer pg;
+  LogSink log;
+  { auto client = Client::connect(pg.url(), quiet(log)); }  // makes the table
+  // The undo: the last level of grant 42, with a 5 s tombstone; nothing held yet.
+  EXPECT_EQ(pg.psql("SELECT kind FROM dlock_locks_release('job', 'me', 42, 1, false, 5000)"), "1\n");
+  // The stray copy of grant 42's acquire: refused (kind 0), nothing written.
+  EXPECT_EQ(pg.psql("SELECT kind FROM dlock_locks_acquire('job', 'me', 42, 0, 30000)"), "0\n");
+  EXPECT_EQ(pg.psql("SELECT count(*) FROM dlock_locks"), "0\n");
+  // Another grant of the same owner is not a stray copy.
+  EXPECT_EQ(pg.psql("SELECT kind FROM dlock_locks_acquire('job', 'me', 43, 0, 30000)"), "1\n");
 }
 
 TEST(Postgres, AKilledConnectionIsReplacedAndTheWaiterStillWakes) {
@@ -167,10 +212,36 @@ TEST(Postgres, MisconfiguredDatabasesGiveClearErrors) {
   EXPECT_EQ(app.status().backend_code(), "42501");
   // Once made by a role that can, and granted, the application role works.
   { auto admin = Client::connect(pg.url(), quiet(log)); }
-  pg.psql("GRANT SELECT, INSERT, UPDATE, DELETE ON dlock_locks, dlock_locks_meta TO app; "
+  pg.psql("GRANT SELECT, INSERT, UPDATE, DELETE ON dlock_locks, dlock_locks_meta, dlock_locks_tombstones TO app; "
           "GRANT USAGE, SELECT ON dlock_locks_fence TO app");
   auto granted = Client::connect("postgres://app@127.0.0.1:" + std::to_string(pg.port()) + "/postgres", quiet(log));
   EXPECT_TRUE(granted.try_acquire("job").ok());
+}
+
+// Two roles with different search_paths (alice has a schema of her own
+// name, first in the default "$user", public) must still share one table:
+// found through search_path, each made its own and both held the lock with
+// fence 1.
+TEST(Postgres, RolesWithDifferentSearchPathsShareOneLockTable) {
+  PostgresServer pg;
+  pg.psql("CREATE ROLE alice LOGIN; CREATE ROLE bob LOGIN; CREATE SCHEMA alice AUTHORIZATION alice; "
+          "GRANT CREATE ON SCHEMA public TO alice, bob");
+  const std::string at = "@127.0.0.1:" + std::to_string(pg.port()) + "/postgres";
+  LogSink log;
+  auto alice = Client::connect("postgres://alice" + at, quiet(log));
+  auto held = alice.acquire("job", 0ms);
+  ASSERT_TRUE(held.ok()) << held.status().to_string();
+  pg.psql("GRANT ALL ON ALL TABLES IN SCHEMA public TO bob; GRANT ALL ON ALL SEQUENCES IN SCHEMA public TO bob");
+  auto bob = Client::connect("postgres://bob" + at, quiet(log));
+  EXPECT_EQ(bob.try_acquire("job").status().code(), Errc::busy) << "two tables, one lock held twice";
+  EXPECT_EQ(pg.psql("SELECT count(*) FROM pg_tables WHERE tablename = 'dlock_locks'"), "1\n");
+  // Another schema is chosen in the URL, and must exist.
+  auto missing = Client::try_connect("postgres://bob" + at + "?schema=nowhere", quiet(log));
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.status().code(), Errc::invalid_argument) << missing.status().to_string();
+  pg.psql("CREATE SCHEMA ops AUTHORIZATION bob");
+  auto ops = Client::connect("postgres://bob" + at + "?schema=ops", quiet(log));
+  EXPECT_TRUE(ops.try_acquire("job").ok()) << "ops.dlock_locks is another set of locks";
 }
 
 TEST(Postgres, AReadOnlyDatabaseIsUnavailableAndLosesNothing) {
@@ -206,6 +277,35 @@ TEST(Postgres, ADroppedTableIsAClearError) {
   auto r = client.try_acquire("job");
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), Errc::wrong_type) << r.status().to_string();
+}
+
+// A table of schema version 1 is migrated in place (tombstones, durable
+// grants), its locks kept; the server's notices on the way ("already
+// exists, skipping") go to the client's logger, never to stderr.
+TEST(Postgres, AnOlderSchemaIsMigratedAndItsNoticesStayOffStderr) {
+  PostgresServer pg;
+  LogSink log;
+  auto first = Client::connect(pg.url(), quiet(log));
+  auto held = first.acquire("job", 0ms);
+  ASSERT_TRUE(held.ok());
+  pg.psql("UPDATE dlock_locks_meta SET value = 1; DROP TABLE dlock_locks_tombstones");
+  std::vector<std::string> lines;
+  std::mutex mu;
+  ClientOptions o;
+  o.logger = [&](LogLevel, std::string_view m) {
+    std::lock_guard lk(mu);
+    lines.emplace_back(m);
+  };
+  ::testing::internal::CaptureStderr();
+  auto second = Client::try_connect(pg.url(), o);
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  ASSERT_TRUE(second.ok()) << second.status().to_string();
+  EXPECT_EQ(err, "");
+  EXPECT_EQ(pg.psql("SELECT value FROM dlock_locks_meta"), "2\n");
+  EXPECT_EQ(second->try_acquire("job").status().code(), Errc::busy) << "the held lock survived the migration";
+  std::lock_guard lk(mu);
+  EXPECT_TRUE(std::any_of(lines.begin(), lines.end(),
+                          [](const std::string& l) { return l.find("already exists") != std::string::npos; }));
 }
 
 TEST(Postgres, AnotherSchemaVersionIsAClearError) {

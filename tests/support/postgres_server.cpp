@@ -72,6 +72,7 @@ void PostgresServer::enable_tls() {
 void PostgresServer::start() {
   std::string opts = "-p " + std::to_string(port_) + " -c listen_addresses=127.0.0.1 -c unix_socket_directories=" +
                      dir_ + " -c fsync=off -c synchronous_commit=off -c full_page_writes=off";
+  opts += settings_;
   if (tls_)
     opts += " -c ssl=on -c ssl_cert_file=" + dir_ + "/tls/server.crt -c ssl_key_file=" + dir_ + "/tls/server.key";
   auto r = run(as_owner({kBin + "pg_ctl", "-D", dir_ + "/data", "-l", dir_ + "/server.log", "-w", "-t", "30", "-o",
@@ -84,6 +85,12 @@ void PostgresServer::start() {
 void PostgresServer::stop() {
   if (!running_) return;
   run(as_owner({kBin + "pg_ctl", "-D", dir_ + "/data", "-m", "fast", "-w", "-t", "30", "stop"}), 60s);
+  running_ = false;
+}
+
+void PostgresServer::crash() {
+  if (!running_) return;
+  run(as_owner({kBin + "pg_ctl", "-D", dir_ + "/data", "-m", "immediate", "-w", "-t", "30", "stop"}), 60s);
   running_ = false;
 }
 

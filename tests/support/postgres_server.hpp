@@ -33,6 +33,11 @@ class PostgresServer {
   std::string ca_file() const { return dir_ + "/tls/ca.crt"; }
   void stop();   // fast shutdown
   void start();  // again, same port and data
+  // Stops at once, as a crash would (pg_ctl -m immediate: no checkpoint,
+  // WAL buffers not yet written are lost).
+  void crash();
+  // A server setting for every later start(): `-c name=value`.
+  void set(const std::string& name, const std::string& value) { settings_ += " -c " + name + "=" + value; }
   bool running() const { return running_; }
 
  private:
@@ -41,6 +46,7 @@ class PostgresServer {
   int port_ = 0;
   bool running_ = false;
   bool tls_ = false;
+  std::string settings_;
 };
 
 // True if PostgreSQL's server programs are installed.

@@ -13,7 +13,7 @@ std::map<std::string, std::string> params(const PgBackendConfig& c) {
 
 TEST(PostgresUrl, FieldsGoToLibpqAndThePasswordStaysOutOfTheDescription) {
   auto c = parse_postgres_url(
-      "postgres://app:s%40cret@db.example:6543/orders?sslmode=verify-full&sslrootcert=/etc/ca.pem&table=my_locks");
+      "postgres://app:s%40cret@db.example:6543/orders?sslmode=verify-full&sslrootcert=/etc/ca.pem&table=my_locks&schema=ops");
   ASSERT_TRUE(c.ok()) << c.status().to_string();
   auto p = params(*c);
   EXPECT_EQ(p["user"], "app");
@@ -23,13 +23,14 @@ TEST(PostgresUrl, FieldsGoToLibpqAndThePasswordStaysOutOfTheDescription) {
   EXPECT_EQ(p["dbname"], "orders");
   EXPECT_EQ(p["sslmode"], "verify-full");
   EXPECT_EQ(p["sslrootcert"], "/etc/ca.pem");
-  EXPECT_EQ(c->table, "my_locks");
+  EXPECT_EQ(c->table.table, "my_locks");
+  EXPECT_EQ(c->table.qualified(), "ops.my_locks");
   EXPECT_EQ(c->connection.describe, "postgres://app@db.example:6543/orders");
   auto v6 = parse_postgres_url("postgresql://[::1]/x");
   ASSERT_TRUE(v6.ok());
   EXPECT_EQ(params(*v6)["host"], "::1");
   EXPECT_EQ(params(*v6)["user"], "postgres");
-  EXPECT_EQ(v6->table, "dlock_locks");
+  EXPECT_EQ(v6->table.qualified(), "public.dlock_locks") << "one schema, never search_path";
 }
 
 TEST(PostgresUrl, BadOnesNameWhatIsWrong) {
@@ -44,6 +45,8 @@ TEST(PostgresUrl, BadOnesNameWhatIsWrong) {
       {"postgres://h/db?sslmode=sometimes", "sslmode"},
       {"postgres://h/db?table=Locks", "table"},
       {"postgres://h/db?table=a;drop", "table"},
+      {"postgres://h/db?schema=a.b", "schema"},
+      {"postgres://h/db?schema=", "schema"},
       {"postgres://h/db?frobnicate=1", "unknown parameter 'frobnicate'"},
       {"postgres://u:%zz@h/db", "percent"},
   };
