@@ -5,12 +5,15 @@
 //             statements on the same schema (SQLite: a sqlite3 loop of the
 //             same transactions, and flock(2) on a file per name for scale;
 //             PostgreSQL: a libpq loop calling the same functions)
+//   W2        PostgreSQL only: --threads threads of one client, pairs on
+//             distinct names, beside as many libpq connections (one per
+//             thread) calling the same functions
 //   W3        --procs processes on one lock, critical section = a counter in
 //             a file (read, +1, write): critical sections per second, the
 //             hand-off latency (a release to the next holder's grant, across
 //             processes), the same-holder fraction, and lost updates
 //
-//   dlock-sql-bench [--postgres URL] [--seconds 3] [--reps 3] [--procs 4] [--json FILE]
+//   dlock-sql-bench [--postgres URL] [--seconds 3] [--reps 3] [--procs 4] [--threads 8] [--json FILE]
 // Without --postgres: SQLite files in a temp dir. Medians over the reps;
 // every rep runs each client in turn.
 #include <dlock/dlock.hpp>
@@ -23,6 +26,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -32,6 +36,7 @@
 #include <map>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -43,6 +48,7 @@ struct Args {
   double seconds = 3;
   int reps = 3;
   int procs = 4;
+  int threads = 8;
   std::string json;
   std::string postgres;  // a postgres:// URL: measure that backend instead of SQLite
 };
@@ -154,28 +160,54 @@ Pairs w1_limit(const std::string& dir, double seconds) {
   return run_pairs(seconds, [&](long long i) { limit.pair("w1:" + std::to_string(i)); });
 }
 
+// Runs pair(thread, i) on `threads` threads for `seconds`: total pairs/s.
+template <class Pair>
+double run_threads(int threads, double seconds, Pair pair) {
+  std::atomic<long long> total{0};
+  std::vector<std::thread> ts;
+  const auto start = Clock::now();
+  for (int t = 0; t < threads; ++t)
+    ts.emplace_back([&, t] { total += static_cast<long long>(run_pairs(seconds, [&](long long i) { pair(t, i); }).per_s * seconds); });
+  for (auto& t : ts) t.join();
+  return static_cast<double>(total) / std::chrono::duration<double>(Clock::now() - start).count();
+}
+
 // The PostgreSQL limit: libpq calling the functions dlock calls, one round
-// trip each, on the schema a dlock client made.
-Pairs w1_pg_limit(const std::string& url, double seconds) {
+// trip each, on the schema a dlock client made; one connection per thread.
+Pairs pg_limit(const std::string& url, double seconds, int threads) {
   { auto c = dlock::Client::connect(url); }  // creates the schema
   const std::string conninfo = "postgresql://" + url.substr(url.find("://") + 3);
-  PGconn* pg = PQconnectdb(conninfo.c_str());
-  if (PQstatus(pg) != CONNECTION_OK) throw std::runtime_error(PQerrorMessage(pg));
-  auto call = [&](const char* sql, const std::vector<std::string>& args) {
+  std::vector<PGconn*> conns;
+  for (int t = 0; t < threads; ++t) {
+    conns.push_back(PQconnectdb(conninfo.c_str()));
+    if (PQstatus(conns.back()) != CONNECTION_OK) throw std::runtime_error(PQerrorMessage(conns.back()));
+  }
+  auto call = [](PGconn* pg, const char* sql, const std::vector<std::string>& args) {
     std::vector<const char*> v;
     for (const auto& a : args) v.push_back(a.c_str());
     PGresult* r = PQexecParams(pg, sql, static_cast<int>(v.size()), nullptr, v.data(), nullptr, nullptr, 0);
     if (PQresultStatus(r) != PGRES_TUPLES_OK) throw std::runtime_error(PQerrorMessage(pg));
     PQclear(r);
   };
-  auto p = run_pairs(seconds, [&](long long i) {
-    const std::string name = "w1l:" + std::to_string(i);
-    call("SELECT kind, fence, depth, ttl_ms FROM dlock_locks_acquire($1, $2, $3, $4, $5)",
+  auto pair = [&](int t, long long i) {
+    const std::string name = "pgl:" + std::to_string(t) + ":" + std::to_string(i);
+    call(conns[t], "SELECT kind, fence, depth, ttl_ms FROM dlock_locks_acquire($1, $2, $3, $4, $5)",
          {name, "limit", "1", "0", "30000"});
-    call("SELECT kind, depth FROM dlock_locks_release($1, $2, $3, $4, $5)", {name, "limit", "1", "1", "false"});
-  });
-  PQfinish(pg);
+    call(conns[t], "SELECT kind, depth FROM dlock_locks_release($1, $2, $3, $4, $5, $6)",
+         {name, "limit", "1", "1", "false", "0"});
+  };
+  const Pairs p = threads == 1 ? run_pairs(seconds, [&](long long i) { pair(0, i); })
+                               : Pairs{run_threads(threads, seconds, pair), 0};
+  for (PGconn* c : conns) PQfinish(c);
   return p;
+}
+
+double w2_dlock(const std::string& url, double seconds, int threads) {
+  auto client = dlock::Client::connect(url);
+  return run_threads(threads, seconds, [&](int t, long long i) {
+    auto lease = client.acquire("w2:" + std::to_string(t) + ":" + std::to_string(i), std::chrono::milliseconds(0));
+    if (!lease.ok() || !lease->release().ok()) throw std::runtime_error("dlock pair failed");
+  });
 }
 
 Pairs w1_flock(const std::string& dir, double seconds) {
@@ -273,10 +305,11 @@ int main(int argc, char** argv) {
     if (k == "--seconds" && i + 1 < argc) a.seconds = std::atof(argv[++i]);
     else if (k == "--reps" && i + 1 < argc) a.reps = std::atoi(argv[++i]);
     else if (k == "--procs" && i + 1 < argc) a.procs = std::atoi(argv[++i]);
+    else if (k == "--threads" && i + 1 < argc) a.threads = std::max(1, std::atoi(argv[++i]));
     else if (k == "--json" && i + 1 < argc) a.json = argv[++i];
     else if (k == "--postgres" && i + 1 < argc) a.postgres = argv[++i];
     else {
-      std::cerr << "usage: dlock-sql-bench [--postgres URL] [--seconds S] [--reps N] [--procs P] [--json FILE]\n";
+      std::cerr << "usage: dlock-sql-bench [--postgres URL] [--seconds S] [--reps N] [--procs P] [--threads T] [--json FILE]\n";
       return 64;
     }
   }
@@ -284,7 +317,7 @@ int main(int argc, char** argv) {
   const std::string dir = mkdtemp(tmpl);
   int rc = 0;
   try {
-    std::map<std::string, std::vector<double>> rate, p50;
+    std::map<std::string, std::vector<double>> rate, p50, w2;
     std::vector<double> cs, h50, h99, same;
     long long lost = 0;
     const bool pg = !a.postgres.empty();
@@ -296,10 +329,14 @@ int main(int argc, char** argv) {
         Pairs p;
         if (name == "dlock") p = w1_dlock(pg ? a.postgres : "sqlite://" + dir + "/dlock.db", a.seconds);
         else if (name == "flock(2)") p = w1_flock(dir, a.seconds);
-        else if (pg) p = w1_pg_limit(a.postgres, a.seconds);
+        else if (pg) p = pg_limit(a.postgres, a.seconds, 1);
         else p = w1_limit(dir, a.seconds);
         rate[name].push_back(p.per_s);
         p50[name].push_back(p.p50_us);
+      }
+      if (pg) {
+        w2["dlock"].push_back(w2_dlock(a.postgres, a.seconds, a.threads));
+        w2[limit_name].push_back(pg_limit(a.postgres, a.seconds, a.threads).per_s);
       }
       const Handoff h = w3(pg ? a.postgres : "sqlite://" + dir + "/w3.db", dir, a.seconds, a.procs);
       cs.push_back(h.cs_per_s);
@@ -315,6 +352,12 @@ int main(int argc, char** argv) {
     for (const auto& name : names)
       std::printf("  %-24s %12.0f %10.1f %13.2fx\n", name.c_str(), median(rate[name]), median(p50[name]),
                   median(rate[name]) / limit);
+    if (pg) {
+      std::printf("W2, %d threads of one client, pairs on distinct names\n", a.threads);
+      for (const auto& name : names)
+        std::printf("  %-24s %12.0f %10s %13.2fx\n", name.c_str(), median(w2[name]), "",
+                    median(w2[name]) / median(w2[limit_name]));
+    }
     std::printf("W3, %d processes on one lock\n  %.0f critical sections/s, hand-off p50 %.0f us, p99 %.0f us, "
                 "same-holder fraction %.2f, lost updates %lld\n",
                 a.procs, median(cs), median(h50), median(h99), median(same), lost);
@@ -322,7 +365,9 @@ int main(int argc, char** argv) {
       std::ofstream j(a.json);
       j << "{\"store\": \"" << (pg ? "postgres" : "sqlite") << "\", \"w1_dlock_pairs_per_s\": "
         << median(rate["dlock"]) << ", \"w1_limit_pairs_per_s\": " << limit
-        << ", \"w1_flock_pairs_per_s\": " << median(rate["flock(2)"]) << ", \"w3_cs_per_s\": " << median(cs)
+        << ", \"w1_flock_pairs_per_s\": " << median(rate["flock(2)"])
+        << ", \"w2_dlock_pairs_per_s\": " << median(w2["dlock"]) << ", \"w2_limit_pairs_per_s\": "
+        << median(w2[limit_name]) << ", \"w3_cs_per_s\": " << median(cs)
         << ", \"w3_handoff_p50_us\": " << median(h50) << ", \"w3_handoff_p99_us\": " << median(h99)
         << ", \"w3_same_holder\": " << median(same) << ", \"w3_lost\": " << lost << "}\n";
     }

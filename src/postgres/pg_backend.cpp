@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <charconv>
+#include <condition_variable>
 #include <map>
 #include <mutex>
 
@@ -98,7 +99,7 @@ class PgBackend final : public detail::Backend {
  public:
   PgBackend(asio::io_context& io, PgBackendConfig config)
       : io_(io), config_(std::move(config)), conn_(io, config_.connection), listen_(io, config_.connection),
-        listen_timer_(io), fast_(config_.connection) {}
+        listen_timer_(io) {}
 
   detail::Capabilities capabilities() const override { return {}; }  // leases renewed, re-entry in the row
   void set_events(detail::BackendEvents events) override { events_ = std::move(events); }
@@ -132,32 +133,43 @@ class PgBackend final : public detail::Backend {
     listen_timer_.cancel();
     conn_.close();
     listen_.close();
-    std::lock_guard lk(fast_mu_);
+    std::unique_lock lk(fast_mu_);
     fast_closed_ = true;
+    // A call on a caller's thread is bounded by the command timeout; the
+    // backend outlives it.
+    fast_idle_cv_.wait(lk, [this] { return fast_busy_ == 0; });
+    fast_idle_.clear();
   }
 
   // The fast path: a fresh grant or a last release on the caller's thread,
-  // through a blocking connection of its own (a hop to the I/O thread costs
-  // more than the round trip). Transient failures fall back to the I/O
-  // thread's path, which retries.
+  // through a blocking connection of the pool (a hop to the I/O thread
+  // costs more than the round trip). Transient failures fall back to the
+  // I/O thread's path, which retries; so does a call that finds every
+  // pooled connection busy.
   std::optional<Result<AcquireOutcome>> acquire_now(const AcquireCall& call) override {
     if (detail::check_mode(call, "PostgreSQL").ok() == false || call.lease.count() <= 0) return std::nullopt;
-    std::lock_guard lk(fast_mu_);
-    if (fast_closed_) return std::nullopt;
-    ++commands_;
-    return acquire_outcome(fast_.exec(acquire_sql(config_.table), acquire_params(call)));
+    auto out = with_blocking([&](PgBlocking& c) {
+      ++commands_;
+      return c.exec(acquire_sql(config_.table), acquire_params(call));
+    });
+    if (!out) return std::nullopt;
+    return acquire_outcome(std::move(*out));
   }
 
   void open_blocking() override {
-    std::lock_guard lk(fast_mu_);
-    if (!fast_closed_) fast_.warm();
+    with_blocking([](PgBlocking& c) {
+      c.warm();
+      return true;
+    });
   }
 
   std::optional<Result<ReleaseOutcome>> release_now(const ReleaseCall& call) override {
-    std::lock_guard lk(fast_mu_);
-    if (fast_closed_) return std::nullopt;
-    ++commands_;
-    return release_outcome(fast_.exec(release_sql(config_.table), release_params(call)));
+    auto out = with_blocking([&](PgBlocking& c) {
+      ++commands_;
+      return c.exec(release_sql(config_.table), release_params(call));
+    });
+    if (!out) return std::nullopt;
+    return release_outcome(std::move(*out));
   }
 
   void acquire(const AcquireCall& call, std::function<void(Result<AcquireOutcome>)> done) override {
@@ -242,6 +254,34 @@ class PgBackend final : public detail::Backend {
   std::uint64_t reconnects() const override { return conn_.reconnects() + listen_.reconnects(); }
 
  private:
+  // Runs f(connection) with a pooled blocking connection taken for the
+  // call, so callers on several threads run their statements at once
+  // (one shared connection made PostgreSQL's W2 one connection's rate).
+  // nullopt: closed, or every one of kMaxBlocking connections is busy.
+  template <class F>
+  auto with_blocking(F f) -> std::optional<decltype(f(std::declval<PgBlocking&>()))> {
+    std::unique_ptr<PgBlocking> c;
+    {
+      std::lock_guard lk(fast_mu_);
+      if (fast_closed_) return std::nullopt;
+      if (!fast_idle_.empty()) {
+        c = std::move(fast_idle_.back());
+        fast_idle_.pop_back();
+      } else if (fast_busy_ < kMaxBlocking) {
+        c = std::make_unique<PgBlocking>(config_.connection);
+      } else {
+        return std::nullopt;
+      }
+      ++fast_busy_;
+    }
+    auto out = f(*c);
+    std::lock_guard lk(fast_mu_);
+    --fast_busy_;
+    if (!fast_closed_) fast_idle_.push_back(std::move(c));
+    fast_idle_cv_.notify_all();
+    return out;
+  }
+
   template <class Done, class Value>
   void post(Done done, Value value) {
     asio::post(io_, [done = std::move(done), value = std::move(value)]() mutable { done(std::move(value)); });
@@ -296,9 +336,12 @@ class PgBackend final : public detail::Backend {
   detail::BackendEvents events_;
   std::map<std::string, int> watches_;
   std::atomic<std::uint64_t> commands_{0};
+  static constexpr int kMaxBlocking = 8;
   std::mutex fast_mu_;
-  PgBlocking fast_;           // guarded by fast_mu_
-  bool fast_closed_ = false;  // guarded by fast_mu_
+  std::condition_variable fast_idle_cv_;
+  std::vector<std::unique_ptr<PgBlocking>> fast_idle_;  // guarded by fast_mu_
+  int fast_busy_ = 0;                                    // guarded by fast_mu_: taken by callers
+  bool fast_closed_ = false;                             // guarded by fast_mu_
   bool listening_ = false;
   bool listen_pending_ = false;  // a LISTEN is on its way
   std::vector<std::function<void(Status)>> listen_waiters_;  // watches (and start) waiting for it
