@@ -48,9 +48,15 @@ struct Hold {
   std::atomic<std::int64_t> valid_until_ns{0};  // steady_clock ticks
   std::atomic<bool> lost{false};
   std::stop_source lost_source;
-  // Granted on the caller's thread and touched by nothing else since: its
-  // release may take the fast path too.
-  std::atomic<bool> fast{false};
+  // Who orders this hold's calls. kFast: granted on a caller's thread and
+  // touched by nothing else since, so its release may take the fast path
+  // too. kFastReleasing: such a release claimed it and is out; calls the
+  // I/O thread queues meanwhile wait for its end. kIo: the I/O thread's
+  // queue orders every call from now on. Claimed by compare-and-swap, so a
+  // fast release and a re-entry of one shared Mutex can never both send
+  // `held = 1`.
+  enum Order : std::uint8_t { kIo, kFast, kFastReleasing };
+  std::atomic<std::uint8_t> order{kIo};
   std::atomic<bool> releasing{false};  // a fast release is out: renewals ignore it
 
   // I/O thread only.
@@ -167,6 +173,7 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   void stage(std::shared_ptr<Hold> hold, Clock::time_point sent_at, milliseconds interval, bool renew);
   void adopt_staged();
   void retire(const std::shared_ptr<Hold>& hold);
+  void fast_release_done(const std::shared_ptr<Hold>& hold);
 
   template <class F>
   void post(F&& f);

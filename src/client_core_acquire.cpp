@@ -23,8 +23,12 @@ void ClientCore::maybe_forget(const std::shared_ptr<Hold>& hold) {
 // Script calls of one owner on one lock go out one at a time: each carries
 // the depth the owner holds, which must not change under it.
 void ClientCore::hold_exec(const std::shared_ptr<Hold>& hold, std::function<void()> op) {
-  hold->fast.store(false);  // from now on its calls are ordered here
+  std::uint8_t was = Hold::kFast;
+  hold->order.compare_exchange_strong(was, Hold::kIo);  // from now on its calls are ordered here
   hold->ops.push_back(std::move(op));
+  // A fast release out on a caller's thread counts as the running call:
+  // its end (fast_release_done) runs the queue.
+  if (was == Hold::kFastReleasing) hold->op_busy = true;
   if (!hold->op_busy) run_next_op(hold);
 }
 
@@ -140,13 +144,20 @@ void ClientCore::send_attempt(const std::shared_ptr<AcquireOp>& op) {
     }
     const auto sent_at = Clock::now();
     if (held > 0 && !caps_.server_reentry) {
-      // The backend keeps no depth: a re-entry is counted here.
+      // The backend keeps no depth: a re-entry is counted here. A queue
+      // place this acquire's fast attempt kept (a thread sharing the Mutex
+      // found it held) is not needed: left, it would become the head of the
+      // queue once the hold is released, held by nobody until the session ends.
+      if (op->sent_any) {
+        abandon(op->hold, abandon_call(*op, false));
+        op->sent_any = false;
+      }
       AcquireOutcome local;
       local.kind = AcquireOutcome::Kind::granted;
       local.fence = h.fence.load();
       local.depth = held + 1;
-      hold_op_done(op->hold);
-      return on_attempt_answer(op, local, sent_at);
+      on_attempt_answer(op, local, sent_at);
+      return hold_op_done(op->hold);  // after the answer: the next call reads the new depth
     }
     AcquireCall call{op->name, h.owner, op->lease, held};
     call.grant = held > 0 ? h.grant : op->fresh_grant;
@@ -159,8 +170,11 @@ void ClientCore::send_attempt(const std::shared_ptr<AcquireOp>& op) {
     backend_->acquire(call, [this, op, sent_at](Result<AcquireOutcome> r) {
       if (closing_) return;
       op->in_flight = false;
-      hold_op_done(op->hold);
+      // The answer first: the next queued call runs inside hold_op_done and
+      // must see the depth this grant set (it read the old one, sent a
+      // stale `held`, and a second re-entry counted as a replay).
       on_attempt_answer(op, std::move(r), sent_at);
+      hold_op_done(op->hold);
     });
   });
 }
@@ -195,6 +209,7 @@ void ClientCore::granted(const std::shared_ptr<AcquireOp>& op, const AcquireOutc
   h.fence.store(outcome.fence);
   h.depth.store(outcome.depth);
   if (fresh) {
+    h.releasing.store(false);  // the same hold, granted again after a fast release
     h.grant = op->sent_grant;
     h.stray = op->stray;
     h.lost.store(false);

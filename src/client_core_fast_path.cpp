@@ -59,7 +59,7 @@ std::optional<Result<Lease>> ClientCore::acquire_now(const std::string& name, mi
   hold->on_lost = o.on_lost;
   hold->valid_until_ns.store(ticks(caps_.needs_renewal ? valid_until(sent_at, lease)
                                                       : (*r)->valid_until.value_or(Clock::time_point{})));
-  hold->fast.store(true);
+  hold->order.store(Hold::kFast);
   grants_.fetch_add(1, std::memory_order_relaxed);
   leases_held_.fetch_add(1, std::memory_order_relaxed);
   stage(hold, sent_at, renew ? o.renew_interval : lease, renew);
@@ -89,8 +89,11 @@ void ClientCore::stage(std::shared_ptr<Hold> hold, Clock::time_point sent_at, mi
 }
 
 std::optional<Status> ClientCore::release_now(const std::shared_ptr<Hold>& hold) {
-  if (!backend_ || on_io_thread() || !hold->fast.load() || hold->depth.load() != 1 || hold->lost.load())
-    return std::nullopt;
+  if (!backend_ || on_io_thread() || hold->depth.load() != 1 || hold->lost.load()) return std::nullopt;
+  // Claimed, or the I/O thread orders this hold's calls: then the release
+  // queues there behind whatever it runs (a re-entry of a shared Mutex).
+  std::uint8_t fast = Hold::kFast;
+  if (!hold->order.compare_exchange_strong(fast, Hold::kFastReleasing)) return std::nullopt;
   bool was_staged = false;
   {
     std::lock_guard lk(stage_mu_);
@@ -117,10 +120,19 @@ std::optional<Status> ClientCore::release_now(const std::shared_ptr<Hold>& hold)
   }
   hold->depth.store(0);
   leases_held_.fetch_sub(1, std::memory_order_relaxed);
-  if (!was_staged) post([this, hold] {
-    if (!closing_) retire(hold);
+  post([this, hold, was_staged] {
+    if (closing_) return;
+    if (!was_staged) retire(hold);
+    fast_release_done(hold);
   });
   return status;
+}
+
+// I/O thread: the fast release claimed by release_now is over; calls queued
+// on the hold meanwhile run now, and see it released.
+void ClientCore::fast_release_done(const std::shared_ptr<Hold>& hold) {
+  hold->order.store(Hold::kIo);
+  if (hold->op_busy) hold_op_done(hold);
 }
 
 // I/O thread: fast grants join the registry and the scheduler.

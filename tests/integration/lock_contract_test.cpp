@@ -5,6 +5,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <future>
 #include <memory>
@@ -250,6 +251,32 @@ TEST_P(LockContract, ANameOrOwnerWithANulIsRefusedOnEveryBackend) {
   EXPECT_THAT(client.inspect(nul_name), StatusIs(Errc::invalid_argument));
   EXPECT_THAT(client.try_acquire("a", owner(std::string("m\0e", 3))), StatusIs(Errc::invalid_argument));
   EXPECT_FALSE(client.inspect("a")->held);
+}
+
+// Threads sharing one Mutex share its ownership: they re-enter one another's
+// levels. Fast-path grants and releases on the callers' threads race with
+// re-entries through the I/O thread; every level must still be counted once
+// on both sides, no lease reported lost, nothing left behind.
+TEST_P(LockContract, ThreadsSharingOneMutexCountEveryLevelOnce) {
+  Mutex m(client, "c");
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&] {
+      for (int i = 0; i < 40; ++i) {
+        try {
+          if (!m.try_lock_for(5s) || !m.release().ok()) ++failures;
+        } catch (const std::exception&) {
+          ++failures;
+        }
+      }
+    });
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_EQ(m.depth(), 0u);
+  EXPECT_FALSE(client.inspect("c")->held) << "a level was left on the server";
+  EXPECT_EQ(client.stats().leases_lost, 0u);
+  EXPECT_EQ(client.stats().release_failures, 0u);
 }
 
 TEST_P(LockContract, ClosingAClientFreesWhatItHeld) {

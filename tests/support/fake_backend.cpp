@@ -42,6 +42,7 @@ class FakeBackend final : public detail::Backend {
   }
 
   void acquire(const AcquireCall& call, std::function<void(Result<AcquireOutcome>)> done) override {
+    if (server_.before_acquire) server_.before_acquire(call.name);
     std::unique_lock lk(server_.mu_);
     ++server_.acquires_;
     server_.acquire_calls_.push_back(call);
@@ -74,6 +75,24 @@ class FakeBackend final : public detail::Backend {
       out = Status(Errc::outcome_unknown, "fake: reply dropped");
     }
     post([done = std::move(done), out = std::move(out)] { done(out); });
+  }
+
+  std::optional<Result<AcquireOutcome>> acquire_now(const AcquireCall& call) override {
+    if (!server_.fast_path) return std::nullopt;
+    std::lock_guard lk(server_.mu_);
+    ++server_.acquires_;
+    server_.acquire_calls_.push_back(call);
+    if (auto failed = take_failure()) return Result<AcquireOutcome>(*failed);
+    return Result<AcquireOutcome>(apply_acquire(call));
+  }
+
+  std::optional<Result<ReleaseOutcome>> release_now(const ReleaseCall& call) override {
+    if (!server_.fast_path) return std::nullopt;
+    if (server_.before_release_now) server_.before_release_now();
+    std::lock_guard lk(server_.mu_);
+    ++server_.releases_;
+    if (auto failed = take_failure()) return Result<ReleaseOutcome>(*failed);
+    return Result<ReleaseOutcome>(apply_release(call));
   }
 
   void abandon(const AbandonCall& call, std::function<void(Status)> done) override {

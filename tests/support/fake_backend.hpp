@@ -47,6 +47,17 @@ struct FakeServer {
 
   // Set before connecting.
   detail::Capabilities caps;
+  // Offer the blocking fast path (acquire_now, release_now on the callers'
+  // threads), as Redis, SQL and ZooKeeper do.
+  bool fast_path = false;
+  // Runs on the caller's thread at the start of each release_now, before it
+  // is applied and without the server's lock: a test parks a fast release
+  // here to let another thread's call overtake it.
+  std::function<void()> before_release_now;
+  // Runs on the client's I/O thread at the start of each acquire(), before
+  // it is applied and without the server's lock: a test blocks the I/O
+  // thread here.
+  std::function<void(const std::string& name)> before_acquire;
 
   // --- switches (any thread) ---
   // The next `n` acquire (release) calls are applied but answered

@@ -8,9 +8,12 @@
 #include <atomic>
 #include <chrono>
 #include <future>
+#include <mutex>
 #include <thread>
+#include <vector>
 
 #include "client_core.hpp"
+#include "dlock/mutex.hpp"
 #include "support/fake_backend.hpp"
 
 namespace dlock {
@@ -361,6 +364,139 @@ TEST(CoreDecisions, AWokenWaiterThatFailsPassesTheWakeUpOn) {
   auto f = second.get_future();
   ASSERT_EQ(f.wait_for(5s), std::future_status::ready) << "the wake-up died with the first waiter";
   EXPECT_TRUE(f.get().ok());
+}
+
+// A Mutex shared by threads (allowed: they share its ownership). Thread B
+// re-enters through the I/O thread while thread A unlocks the last level on
+// the fast path: the two must be ordered by the hold, or both send held = 1
+// and the server ends with a level nobody releases (or a false lease_lost).
+// The schedule is forced: the I/O thread is blocked while B's re-entry is
+// queued and A's release passes its checks; A's release is then parked in
+// the backend while the I/O thread runs.
+TEST(CoreDecisions, AFastReleaseAndAReentryOfOneSharedMutexAreOrdered) {
+  FakeServer server;
+  server.fast_path = true;
+  std::promise<void> io_blocked, release_parked;
+  std::promise<void> unblock_io, unpark_release;
+  std::shared_future<void> unblock_f = unblock_io.get_future().share();
+  std::shared_future<void> unpark_f = unpark_release.get_future().share();
+  server.before_acquire = [&](const std::string& name) {
+    if (name != "blocker") return;
+    io_blocked.set_value();
+    unblock_f.wait();
+  };
+  server.before_release_now = [&] {
+    release_parked.set_value();
+    unpark_f.wait_for(300ms);  // the I/O thread's calls may overtake it meanwhile
+  };
+  Client client = connect(server);
+  Mutex m(client, "a");
+  ASSERT_TRUE(m.try_lock());
+  client.async_acquire("blocker", 0ms, {}, [](Result<Lease>) {});
+  io_blocked.get_future().wait();
+  auto b = std::async(std::launch::async, [&] { return m.try_lock_for(2s); });  // a level is held: re-entry
+  std::this_thread::sleep_for(50ms);  // B's re-entry is queued behind the blocked I/O thread
+  auto a = std::async(std::launch::async, [&] { return m.release(); });
+  release_parked.get_future().wait();
+  unblock_io.set_value();
+  std::this_thread::sleep_for(100ms);
+  unpark_release.set_value();
+  const Status released = a.get();
+  EXPECT_TRUE(released.ok()) << released.to_string();
+  bool b_locked = false;
+  try {
+    b_locked = b.get();
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "B's lock threw: " << e.what();
+  }
+  ASSERT_TRUE(b_locked) << "B holds the mutex, re-entered or granted afresh";
+  ASSERT_TRUE(server.lock("a").has_value());
+  EXPECT_EQ(server.lock("a")->depth, 1u) << "one level on the server, B's";
+  EXPECT_EQ(m.depth(), 1u);
+  EXPECT_TRUE(m.release().ok());
+  EXPECT_FALSE(server.lock("a").has_value()) << "nothing left for the watchdog to renew";
+  EXPECT_EQ(client.stats().release_failures, 0u);
+}
+
+// Two re-entries of one hold queued behind each other: the second runs as
+// soon as the first is answered and must send the depth the first set. It
+// read the old depth, sent held = 1 again, the server took it for a replay
+// of the first, and the client counted three levels where the server had
+// two (found by the stress test below).
+TEST(CoreDecisions, QueuedReentriesOfOneHoldEachAddALevel) {
+  FakeServer server;
+  std::promise<void> io_blocked, unblock_io;
+  std::shared_future<void> unblock_f = unblock_io.get_future().share();
+  server.before_acquire = [&](const std::string& name) {
+    if (name != "blocker") return;
+    io_blocked.set_value();
+    unblock_f.wait();
+  };
+  Client client = connect(server);
+  Mutex m(client, "a");
+  ASSERT_TRUE(m.try_lock());
+  client.async_acquire("blocker", 0ms, {}, [](Result<Lease>) {});
+  io_blocked.get_future().wait();
+  auto b = std::async(std::launch::async, [&] { return m.try_lock_for(2s); });
+  auto c = std::async(std::launch::async, [&] { return m.try_lock_for(2s); });
+  std::this_thread::sleep_for(50ms);  // both re-entries are queued behind the blocked I/O thread
+  unblock_io.set_value();
+  EXPECT_TRUE(b.get());
+  EXPECT_TRUE(c.get());
+  EXPECT_EQ(m.depth(), 3u);
+  ASSERT_TRUE(server.lock("a").has_value());
+  EXPECT_EQ(server.lock("a")->depth, 3u);
+  for (int i = 0; i < 3; ++i) EXPECT_TRUE(m.release().ok()) << i;
+  EXPECT_FALSE(server.lock("a").has_value());
+}
+
+// The same race, undirected: threads sharing one Mutex lock and unlock it
+// as fast as they can on the fast path. Every level is released exactly
+// once, no lease is ever reported lost, and nothing is left behind.
+TEST(CoreDecisions, ThreadsSharingOneMutexNeverLoseOrLeakALevel) {
+  FakeServer server;
+  server.fast_path = true;
+  std::mutex why_mu;
+  std::vector<std::string> why;  // the failures, for the message
+  ClientOptions co;
+  co.logger = [&](LogLevel, std::string_view m) {
+    std::lock_guard lk(why_mu);
+    why.emplace_back(m);
+  };
+  Client client = connect(server, co);
+  Mutex m(client, "a");
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&] {
+      for (int i = 0; i < 300; ++i) {
+        try {
+          if (!m.try_lock_for(2s)) {
+            ++failures;
+            std::lock_guard lk(why_mu);
+            why.push_back("timeout");
+            continue;
+          }
+          if (Status s = m.release(); !s.ok()) {
+            ++failures;
+            std::lock_guard lk(why_mu);
+            why.push_back(s.to_string());
+          }
+        } catch (const std::exception& e) {
+          ++failures;
+          std::lock_guard lk(why_mu);
+          why.push_back(e.what());
+        }
+      }
+    });
+  for (auto& t : threads) t.join();
+  std::string all;
+  for (const auto& w : why) all += w + "\n";
+  EXPECT_EQ(failures.load(), 0) << all;
+  EXPECT_EQ(m.depth(), 0u);
+  EXPECT_TRUE(eventually([&] { return !server.lock("a").has_value(); })) << "a level was left on the server";
+  EXPECT_EQ(client.stats().release_failures, 0u);
+  EXPECT_EQ(client.stats().leases_lost, 0u);
 }
 
 }  // namespace
