@@ -27,10 +27,11 @@ inline constexpr milliseconds kMaxLease{365LL * 24 * 3600 * 1000};  // one year
 // Shortest watchdog lease (LockOptions::watchdog_lease). A grant or renewal
 // sent at t is believed until t + lease - (lease/100 + 2 ms), and the next
 // renewal leaves at t + renew_interval (a third of the lease by default): so
-// each renewal has about 2/3 of the lease, minus that margin, to make its
-// round trip and the timer its wake-up. Below 100 ms (a 62 ms window) one
-// scheduling delay on a busy host loses the lock; a 10 ms lease (a 4 ms
-// window) was lost within a second on an idle one.
+// each renewal has lease - lease/100 - 2 ms - renew_interval to make its
+// round trip, timer wake-up included: 64 ms at 100 ms, 5 ms at 10 ms, which
+// one scheduling delay overruns (a 10 ms lease was lost within a second).
+// 100 ms leases held for 10 s on Redis and SQLite on a 2-core host at load
+// 3.5; longer ones are kinder to a busy host.
 inline constexpr milliseconds kMinWatchdogLease{100};
 
 // A wait in any duration type as milliseconds: rounded up, <= 0 as 0, and
