@@ -40,6 +40,10 @@ TEST_F(CliMessages, ArgumentErrorsDoNotPrintPasswords) {
     EXPECT_NE(r.exit_code, 0) << join_args(args);
     EXPECT_FALSE(has(r.err + r.out, "HUNTER2")) << join_args(args) << ":\n" << r.err;
   }
+  // A blank in the password: the argument is quoted whole.
+  auto blank = dlock({"status", "x", "redis://u:HUNTER 2@127.0.0.1:1"});
+  EXPECT_EQ(blank.exit_code, 64);
+  EXPECT_FALSE(has(blank.err, "HUNTER") || has(blank.err, "2@")) << blank.err;
 }
 
 // The form the PostgreSQL permission hint suggests: `dlock migrate URL`.

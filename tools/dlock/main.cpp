@@ -101,6 +101,21 @@ std::string unknown_option(int argc, char** argv, std::initializer_list<CLI::App
   return {};
 }
 
+// Arguments that hold a URL ("--url=URL" counts from its '='), and
+// DLOCK_URL: what an argument error may quote verbatim.
+std::vector<std::string> url_arguments(int argc, char** argv) {
+  std::vector<std::string> urls;
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view arg = argv[i];
+    if (arg.find("://") == std::string_view::npos) continue;
+    urls.emplace_back(arg);
+    if (const auto eq = arg.find('='); eq != std::string_view::npos && eq < arg.find("://"))
+      urls.emplace_back(arg.substr(eq + 1));
+  }
+  if (const char* env = std::getenv("DLOCK_URL"); env != nullptr) urls.emplace_back(env);
+  return urls;
+}
+
 struct Common {
   std::string url;
   bool quiet = false;
@@ -484,7 +499,8 @@ int main(int argc, char** argv) {
     // reports an unknown option as the arguments left over after it.
     const std::string unknown = unknown_option(argc, argv, {&app, run_cmd, status_cmd, migrate_cmd});
     std::cerr << "dlock: "
-              << (unknown.empty() ? dlock::cli::redact_urls(e.what()) : "unknown option '" + unknown + "'")
+              << (unknown.empty() ? dlock::cli::redact_urls(e.what(), url_arguments(argc, argv))
+                                  : "unknown option '" + unknown + "'")
               << " (see dlock " << (run_cmd->parsed() ? "run " : "") << (status_cmd->parsed() ? "status " : "")
               << (migrate_cmd->parsed() ? "migrate " : "") << "--help)\n";
     return dlock::cli::kUsage;

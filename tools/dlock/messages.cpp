@@ -38,6 +38,17 @@ std::string redact_urls(std::string_view text) {
   return out;
 }
 
+std::string redact_urls(std::string_view text, const std::vector<std::string>& urls) {
+  std::string out(text);
+  for (const std::string& url : urls) {
+    if (url.empty()) continue;
+    const std::string safe = describe_url(url);
+    for (std::size_t at = out.find(url); at != std::string::npos; at = out.find(url, at + safe.size()))
+      out.replace(at, url.size(), safe);
+  }
+  return redact_urls(out);
+}
+
 std::string shown_name(std::string_view name) {
   if (name.size() <= kShownNameBytes) return std::string(name);
   return std::string(name.substr(0, kShownNameBytes / 2)) + "...(" + std::to_string(name.size()) + " bytes)";

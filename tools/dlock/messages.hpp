@@ -5,6 +5,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace dlock::cli {
 
@@ -12,6 +13,11 @@ namespace dlock::cli {
 // dlock::describe_url, so no password is printed, wherever the URL came
 // from (an argument error quotes raw arguments).
 std::string redact_urls(std::string_view text);
+
+// The same, after replacing every verbatim occurrence of each of `urls` (the
+// URL arguments as given) with describe_url of it: a password holding a
+// blank or a quote would otherwise end the scan early.
+std::string redact_urls(std::string_view text, const std::vector<std::string>& urls);
 
 // A lock name for messages: whole up to 80 bytes, else its start and its
 // length ("aaaa…(102400 bytes)").
