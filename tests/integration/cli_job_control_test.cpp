@@ -138,7 +138,6 @@ TEST_F(CliJobControl, InteractiveCommandReadsTheTerminalAndCtrlCEndsIt) {
   {
     PtyDlock d({"run", "tty", "--", "sh", "-c", "echo ready; read a; echo \"got $a\""}, env());
     ASSERT_TRUE(d.expect("ready", 10s)) << d.seen();
-    std::this_thread::sleep_for(100ms);  // the shell is in read
     d.type("\x03");  // Ctrl-C
     EXPECT_EQ(wait_exit(d.pid(), 5s), 128 + SIGINT) << d.seen();
     EXPECT_FALSE(client.inspect("tty").value().held);
@@ -152,7 +151,6 @@ TEST_F(CliJobControl, CtrlZInATerminalStopsTheCommandAndCtrlCThenEndsIt) {
   auto client = Client::connect(server.url(), quiet(log));
   PtyDlock d({"run", "--ttl", "500ms", "ttyz", "--", "sh", "-c", "echo ready; read a; echo \"got $a\""}, env());
   ASSERT_TRUE(d.expect("ready", 10s)) << d.seen();
-  std::this_thread::sleep_for(100ms);
   d.type("\x1a");  // Ctrl-Z
   ASSERT_TRUE(d.expect("stopped", 5s)) << d.seen();
   std::this_thread::sleep_for(1000ms);  // past the lease
