@@ -130,6 +130,17 @@ TEST_F(CliMessages, StatusSaysWaitersAreUnknownWhereTheStoreDoesNotCountThem) {
   EXPECT_EQ(redis.inspect("w").value().waiters, 0u);
 }
 
+TEST_F(CliMessages, StatusSaysWaitersAreUnknownOnPostgres) {
+  PostgresServer pg;
+  LogSink log;
+  auto client = Client::connect(pg.url(), quiet(log));
+  auto held = client.try_acquire("w").value();
+  auto text = dlock({"status", "--url", pg.url(), "w"});
+  EXPECT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_TRUE(has(text.out, "waiters unknown")) << text.out;
+  EXPECT_FALSE(client.inspect("w").value().waiters.has_value());
+}
+
 TEST_F(CliMessages, HintsForACorruptSqliteFileSpeakOfTheFile) {
   const std::string path = server.dir() + "/corrupt.db";
   {
