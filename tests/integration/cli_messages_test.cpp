@@ -7,6 +7,7 @@
 
 #include "integration/common.hpp"
 #include "support/postgres_server.hpp"
+#include "support/temp_dir.hpp"
 
 namespace dlock::test {
 namespace {
@@ -152,6 +153,24 @@ TEST_F(CliMessages, HintsForACorruptSqliteFileSpeakOfTheFile) {
   EXPECT_FALSE(has(r.err, "key")) << r.err;
   EXPECT_FALSE(has(r.err, "EVAL")) << r.err;
   EXPECT_TRUE(has(r.err, "file")) << r.err;
+}
+
+// A lock file this user may not write (root is not bound by permissions:
+// then the tool runs as nobody).
+TEST_F(CliMessages, HintsForAReadOnlySqliteFileSpeakOfTheFile) {
+  TempDir dir;
+  const std::string db = dir.file("ro.db"), url = "sqlite://" + db;
+  ASSERT_EQ(dlock({"migrate", url}).exit_code, 0);
+  ASSERT_EQ(::chmod(db.c_str(), 0444), 0);
+  std::vector<std::string> args = {kCli, "run", "--wait", "0", "--url", url, "x", "--", "true"};
+  if (::geteuid() == 0) {
+    ASSERT_EQ(::chmod(dir.path().c_str(), 0755), 0);
+    args.insert(args.begin(), {"setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"});
+  }
+  auto r = run(args, 30s);
+  EXPECT_NE(r.exit_code, 0) << r.err;
+  EXPECT_FALSE(has(r.err, "ACL") || has(r.err, "EVAL") || has(r.err, "key")) << r.err;
+  EXPECT_TRUE(has(r.err, "write")) << r.err;
 }
 
 TEST_F(CliMessages, PostgresHintsSpeakOfRolesAndReadOnlySessions) {

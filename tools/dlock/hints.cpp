@@ -42,8 +42,8 @@ std::string sqlite_advice(Errc code) {
       return "this user cannot write the lock file or its directory (SQLite writes a journal beside the file)";
     case Errc::wrong_type: return "the file is not a dlock lock file (another database, or damaged): use another path";
     case Errc::server_error:
-      return "the lock file could not be read or written (damaged, disk full or an I/O error): check it, or use "
-             "another path";
+      return "the lock file could not be opened, read or written: check that this user may write it and its "
+             "directory (SQLite writes beside it), the free space, and that the file is not damaged";
     default: return {};
   }
 }
