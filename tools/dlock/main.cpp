@@ -505,6 +505,10 @@ int main(int argc, char** argv) {
               << (migrate_cmd->parsed() ? "migrate " : "") << "--help)\n";
     return dlock::cli::kUsage;
   }
+  // Only `dlock run` reads them from a signalfd; the other commands keep
+  // the default actions (Ctrl-C ends a status that waits for a server).
+  // Still before any thread exists.
+  if (!run_cmd->parsed()) pthread_sigmask(SIG_UNBLOCK, &sigs, nullptr);
   if (!migrate_url.empty()) common.url = migrate_url;
   run.ttl_given = run_cmd->count("--ttl") > 0;
   // Only commands that write make the default file's directory: status reads.
