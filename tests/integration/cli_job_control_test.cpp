@@ -69,6 +69,16 @@ TEST_F(CliJobControl, StopSignalStopsTheCommandAndKeepsTheLock) {
   EXPECT_NE(all.find("stopped"), std::string::npos) << "dlock says CMD is stopped: " << all;
 }
 
+// Only `dlock run` handles signals itself; `status` keeps their defaults.
+TEST_F(CliJobControl, SigtermEndsAStatusWaitingForItsServer) {
+  server.pause();  // the status waits for the handshake
+  auto status = spawn({kCli, "status", "x"}, env(), server.dir() + "/out");
+  std::this_thread::sleep_for(300ms);
+  ASSERT_EQ(::kill(status.pid, SIGTERM), 0);
+  EXPECT_EQ(wait_exit(status.pid, 1s), 128 + SIGTERM);
+  server.resume();
+}
+
 // dlock in a pseudo-terminal, as a shell's foreground job.
 class PtyDlock {
  public:
