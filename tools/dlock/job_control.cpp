@@ -17,9 +17,7 @@ sigset_t handled_signals() {
 bool is_stop_signal(int sig) { return sig == SIGTSTP || sig == SIGTTIN || sig == SIGTTOU; }
 
 int foreground_terminal() {
-  for (int fd : {STDIN_FILENO, STDOUT_FILENO, STDERR_FILENO})
-    if (isatty(fd) && tcgetpgrp(fd) == getpgrp()) return fd;
-  return -1;
+  return isatty(STDIN_FILENO) && tcgetpgrp(STDIN_FILENO) == getpgrp() ? STDIN_FILENO : -1;
 }
 
 void give_terminal(int tty, pid_t pgrp) {

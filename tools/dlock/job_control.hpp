@@ -24,8 +24,10 @@ sigset_t handled_signals();
 // SIGTSTP, SIGTTIN or SIGTTOU.
 bool is_stop_signal(int sig);
 
-// A descriptor of the terminal of which dlock's process group is the
-// foreground group (stdin, stdout or stderr, in that order), or -1.
+// STDIN_FILENO if stdin is a terminal whose foreground group is dlock's,
+// else -1. Only stdin: a shell script's `dlock run ... &` shares the
+// script's (foreground) group with its output on the terminal, but reads
+// /dev/null, and must not take the terminal from the script's other jobs.
 int foreground_terminal();
 
 // Makes `pgrp` the foreground group of `tty` (no-op when tty < 0). Safe

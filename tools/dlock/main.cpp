@@ -455,8 +455,8 @@ int main(int argc, char** argv) {
       "environment and runs in its own process group: SIGINT, SIGTERM, SIGHUP and SIGQUIT to dlock are passed to "
       "that group, and if the lock is lost the group gets SIGTERM, then SIGKILL after --grace. The same signals "
       "while dlock is still connecting or waiting end it (128+N) without running CMD. CMD inherits no connection "
-      "to the lock server. When dlock runs in the foreground of a terminal, CMD gets the terminal (it can read it, "
-      "and Ctrl-C goes to CMD). dlock itself never stops, since a stopped dlock cannot renew the lease: Ctrl-Z, or "
+      "to the lock server. When stdin is a terminal and dlock its foreground job, CMD gets the terminal (it can "
+      "read it, and Ctrl-C goes to CMD). dlock itself never stops, since a stopped dlock cannot renew the lease: Ctrl-Z, or "
       "SIGTSTP/SIGTTIN/SIGTTOU to dlock, stops CMD's group while dlock keeps the lock (and takes the terminal "
       "back, so Ctrl-C then ends CMD); SIGCONT to dlock resumes CMD. Stop signals while waiting are ignored.");
   add_common(run_cmd);
