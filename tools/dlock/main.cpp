@@ -169,12 +169,14 @@ bool sqlite_store_missing(const std::string& url) {
   if (dlock::cli::store_of(url) != dlock::cli::Store::sqlite) return false;
   const std::string path = url.substr(std::string_view("sqlite://").size(), url.find('?') - 9);
   struct stat st {};
-  return !path.empty() && stat(path.c_str(), &st) != 0 && errno == ENOENT;
+  // Only a well-formed URL (absolute path): the library reports bad ones.
+  return path.starts_with('/') && stat(path.c_str(), &st) != 0 && errno == ENOENT;
 }
 
 int cmd_status(const Common& common, const std::string& name) {
   dlock::Result<dlock::LockInfo> info = dlock::LockInfo{};
-  if (!sqlite_store_missing(common.url)) {
+  const bool no_store = sqlite_store_missing(common.url);
+  if (!no_store) {
     int code = 0;
     auto client = connect(common, code, name);
     if (!client) return code;
@@ -199,6 +201,8 @@ int cmd_status(const Common& common, const std::string& name) {
     else
       std::cout << "kept by its holder's session";  // ZooKeeper: no lease
     std::cout << ", re-entry count " << info->reentry_count << ", " << waiters << '\n';
+  } else if (no_store) {
+    std::cout << shown_name(name) << ": free (no lock file at " << dlock::describe_url(common.url) << " yet)\n";
   } else {
     std::cout << shown_name(name) << ": free (fence counter at " << info->last_fence << "), " << waiters << '\n';
   }
