@@ -33,9 +33,9 @@ Status check_options(const ClientOptions& o) {
   return {};
 }
 
-Status check_lease(const char* field, milliseconds lease) {
-  if (lease < kMinLease || lease > kMaxLease)
-    return {Errc::invalid_argument, std::string(field) + " must be between " + std::to_string(kMinLease.count()) +
+Status check_lease(const char* field, milliseconds lease, milliseconds min) {
+  if (lease < min || lease > kMaxLease)
+    return {Errc::invalid_argument, std::string(field) + " must be between " + std::to_string(min.count()) +
                                         " ms and " + std::to_string(kMaxLease.count()) + " ms (got " +
                                         std::to_string(lease.count()) + " ms)"};
   return {};
@@ -70,9 +70,10 @@ Status check_acquire(const std::string& name, milliseconds wait, const LockOptio
 Status check_lock_options(const LockOptions& o, milliseconds wait) {
   if (wait.count() < 0) return {Errc::invalid_argument, "wait must be >= 0 ms"};
   if (o.lease) {
-    if (Status s = check_lease("lease", *o.lease); !s.ok()) return s;
+    if (Status s = check_lease("lease", *o.lease, kMinLease); !s.ok()) return s;
   } else {
-    if (Status s = check_lease("watchdog_lease", o.watchdog_lease); !s.ok()) return s;
+    // A shorter lease runs out between renewals (options.hpp).
+    if (Status s = check_lease("watchdog_lease", o.watchdog_lease, kMinWatchdogLease); !s.ok()) return s;
     if (o.renew_interval.count() <= 0 || o.renew_interval >= o.watchdog_lease)
       return {Errc::invalid_argument, "renew_interval must be > 0 and below watchdog_lease"};
   }

@@ -38,6 +38,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -67,10 +68,12 @@ struct LockInfo {
                                      // when a session keeps it (ZooKeeper)
   unsigned reentry_count = 0;        // 0 when free (ZooKeeper: 1 when held;
                                      // the holding client counts levels)
-  unsigned waiters = 0;              // clients waiting for its release, as the
-                                     // server sees them (Redis: subscribers of
-                                     // the name's release channel; ZooKeeper:
-                                     // queue nodes behind the holder's)
+  std::optional<unsigned> waiters = 0;  // clients waiting for its release,
+                                     // as the server sees them (Redis:
+                                     // subscribers of the name's release
+                                     // channel; ZooKeeper: queue nodes behind
+                                     // the holder's); nullopt where the store
+                                     // does not know them (SQLite, PostgreSQL)
 };
 
 // Counters since the client was created; a snapshot.

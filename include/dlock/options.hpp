@@ -24,6 +24,16 @@ inline constexpr milliseconds kForever = milliseconds::max();
 inline constexpr milliseconds kMinLease{10};
 inline constexpr milliseconds kMaxLease{365LL * 24 * 3600 * 1000};  // one year
 
+// Shortest watchdog lease (LockOptions::watchdog_lease). A grant or renewal
+// sent at t is believed until t + lease - (lease/100 + 2 ms), and the next
+// renewal leaves at t + renew_interval (a third of the lease by default): so
+// each renewal has lease - lease/100 - 2 ms - renew_interval to make its
+// round trip, timer wake-up included: 64 ms at 100 ms, 5 ms at 10 ms, which
+// one scheduling delay overruns (a 10 ms lease was lost within a second).
+// 100 ms leases held for 10 s on Redis and SQLite on a 2-core host at load
+// 3.5; longer ones are kinder to a busy host.
+inline constexpr milliseconds kMinWatchdogLease{100};
+
 // A wait in any duration type as milliseconds: rounded up, <= 0 as 0, and
 // saturated to kForever instead of overflowing.
 template <class Rep, class Period>
@@ -118,8 +128,9 @@ struct LockOptions {
   std::optional<milliseconds> lease;
 
   // Lease while under the watchdog. Default: 30 s. It bounds how long a
-  // crashed holder blocks others. Leases (this and `lease`) must lie within
-  // [kMinLease, kMaxLease] = [10 ms, 1 year]: invalid_argument otherwise.
+  // crashed holder blocks others. Must lie within [kMinWatchdogLease,
+  // kMaxLease] = [100 ms, 1 year], and `lease` within [kMinLease, kMaxLease]
+  // = [10 ms, 1 year] (nothing renews it): invalid_argument otherwise.
   milliseconds watchdog_lease{30000};
 
   // Renewal period under the watchdog. Default: 10 s. Must be below

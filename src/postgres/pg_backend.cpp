@@ -227,6 +227,7 @@ class PgBackend final : public detail::Backend {
       if (r->size() != 1 || r->front().size() != 4) return done(bad_reply("inspect"));
       const Row& row = r->front();
       LockInfo info;
+      info.waiters = std::nullopt;  // LISTEN does not count listeners per name
       info.last_fence = static_cast<std::uint64_t>(to_int(row[0]));
       if (row[1]) {
         info.held = true;

@@ -104,6 +104,7 @@ Result<LockInfo> LockStore::inspect(const std::string& name) {
   auto stored = table_->read(name);
   if (!stored.ok()) return stored.status();
   LockInfo info;
+  info.waiters = std::nullopt;  // waiters sleep on a file, uncounted
   const std::int64_t now = boot_ms();
   if (const detail::LockRow* row = LockTable::live(*stored, now)) {
     info.held = true;

@@ -5,9 +5,6 @@
 
 #include <dlock/error.hpp>
 
-#include <string>
-#include <string_view>
-
 namespace dlock::cli {
 
 inline constexpr int kUsage = 64;        // EX_USAGE
@@ -33,21 +30,6 @@ inline int exit_code_for(Errc code) {
     default: return kSoftware;
   }
 }
-
-// One line saying what to do about it.
-inline std::string_view advice(Errc code) {
-  switch (code) {
-    case Errc::invalid_argument: return "check the URL and the option values (dlock --help)";
-    case Errc::unavailable: return "is the server running and reachable? check --url / DLOCK_URL";
-    case Errc::outcome_unknown: return "the server stopped answering mid-call; retry when it is healthy";
-    case Errc::auth_failed: return "check the user and password in the URL";
-    case Errc::tls_failed: return "check the server certificate and the cacert= parameter";
-    case Errc::permission_denied: return "the ACL user needs EVALSHA/EVAL and access to the dlock:* keys";
-    case Errc::wrong_type: return "the lock key holds other data: pick another name or prefix";
-    default: return "see the message above";
-  }
-}
-
 
 }  // namespace dlock::cli
 

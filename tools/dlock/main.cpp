@@ -2,16 +2,15 @@
 //
 //   dlock run [options] NAME -- CMD [ARGS...]   run CMD while holding NAME
 //   dlock status [options] NAME                  show NAME's state
+//   dlock migrate [options] [URL]                make a SQL store's lock table
 //
 // Uses only the public API.
 #include <dlock/dlock.hpp>
-#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/eventfd.h>
 #include <sys/signalfd.h>
-#include <sys/syscall.h>
-#include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -32,18 +31,23 @@
 
 #include "default_url.hpp"
 #include "exit_codes.hpp"
+#include "hints.hpp"
+#include "job_control.hpp"
+#include "messages.hpp"
+#include "run_command.hpp"
 
 namespace {
 
 using namespace std::chrono_literals;
 using dlock::milliseconds;
+using dlock::cli::shown_name;
 
 const char* kExitCodesHelp =
     "Exit codes:\n"
     "  CMD's own status    dlock run: CMD ran under the lock (128+N if a signal N ended it)\n"
     "  64  (EX_USAGE)      bad arguments, URL or option values\n"
     "  69  (EX_UNAVAILABLE) the lock server is unreachable (or an outcome was lost)\n"
-    "  70  (EX_SOFTWARE)   the server refused (wrong key type, unexpected reply)\n"
+    "  70  (EX_SOFTWARE)   the store refused (wrong key type, not a lock file or table, unexpected reply)\n"
     "  75  (EX_TEMPFAIL)   the lock was not acquired within --wait\n"
     "  77  (EX_NOPERM)     authentication, permission or TLS verification failed\n"
     "  79                  the lock was lost while CMD ran (CMD got SIGTERM, then SIGKILL after --grace),\n"
@@ -82,6 +86,36 @@ struct DurationValidator : CLI::Validator {
   }
 };
 
+// The first argument before "--" that looks like an option none of `apps`
+// knows, or empty.
+std::string unknown_option(int argc, char** argv, std::initializer_list<CLI::App*> apps) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--") break;
+    if (arg.size() < 2 || arg[0] != '-' || (arg[1] >= '0' && arg[1] <= '9')) continue;
+    const std::string key = arg.substr(0, arg.find('='));
+    bool known = false;
+    for (CLI::App* app : apps) known = known || app->get_option_no_throw(key) != nullptr;
+    if (!known) return dlock::cli::redact_urls(key);
+  }
+  return {};
+}
+
+// Arguments that hold a URL ("--url=URL" counts from its '='), and
+// DLOCK_URL: what an argument error may quote verbatim.
+std::vector<std::string> url_arguments(int argc, char** argv) {
+  std::vector<std::string> urls;
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view arg = argv[i];
+    if (arg.find("://") == std::string_view::npos) continue;
+    urls.emplace_back(arg);
+    if (const auto eq = arg.find('='); eq != std::string_view::npos && eq < arg.find("://"))
+      urls.emplace_back(arg.substr(eq + 1));
+  }
+  if (const char* env = std::getenv("DLOCK_URL"); env != nullptr) urls.emplace_back(env);
+  return urls;
+}
+
 struct Common {
   std::string url;
   bool quiet = false;
@@ -92,9 +126,12 @@ void say(const Common& c, const std::string& text) {
   if (!c.quiet) std::cerr << "dlock: " << text << '\n';
 }
 
-int fail(const dlock::Status& s, const std::string& what) {
-  std::cerr << "dlock: " << what << ": " << s.to_string() << '\n';
-  std::cerr << "dlock: " << dlock::cli::advice(s.code()) << '\n';
+// An error of the library, `what` it was doing, and what to do about it in
+// the terms of the store `url` names. Secrets and long names are cut from
+// the library's text (it may quote both).
+int fail(const dlock::Status& s, const std::string& what, const std::string& url, std::string_view name = {}) {
+  std::cerr << "dlock: " << dlock::cli::tidy(what + ": " + s.to_string(), name) << '\n';
+  std::cerr << "dlock: " << dlock::cli::advice(s, url) << '\n';
   return dlock::cli::exit_code_for(s.code());
 }
 
@@ -102,15 +139,15 @@ int fail(const dlock::Status& s, const std::string& what) {
 // CMD runs; before that, the tool reports failures itself, once.
 std::atomic<bool> library_logs{false};
 
-std::optional<dlock::Client> connect(const Common& c, int& exit_code) {
+std::optional<dlock::Client> connect(const Common& c, int& exit_code, std::string_view name = {}) {
   dlock::ClientOptions options;
-  options.logger = [quiet = c.quiet](dlock::LogLevel level, std::string_view msg) {
+  options.logger = [quiet = c.quiet, name = std::string(name)](dlock::LogLevel level, std::string_view msg) {
     if (quiet || !library_logs.load() || level == dlock::LogLevel::debug || level == dlock::LogLevel::info) return;
-    std::cerr << "dlock: " << msg << '\n';
+    std::cerr << "dlock: " << dlock::cli::tidy(msg, name) << '\n';
   };
   auto client = dlock::Client::try_connect(c.url, options);
   if (!client.ok()) {
-    exit_code = fail(client.status(), "cannot connect to " + dlock::describe_url(c.url));
+    exit_code = fail(client.status(), "cannot connect to " + dlock::describe_url(c.url), c.url);
     return std::nullopt;
   }
   return std::move(client.value());
@@ -126,12 +163,28 @@ int cmd_migrate(const Common& common) {
   return 0;
 }
 
+// A SQLite URL whose file does not exist: nothing can be held there, and
+// connecting would create it (a read should not write).
+bool sqlite_store_missing(const std::string& url) {
+  if (dlock::cli::store_of(url) != dlock::cli::Store::sqlite) return false;
+  const std::string path = url.substr(std::string_view("sqlite://").size(), url.find('?') - 9);
+  struct stat st {};
+  // Only a well-formed URL (absolute path): the library reports bad ones.
+  return path.starts_with('/') && stat(path.c_str(), &st) != 0 && errno == ENOENT;
+}
+
 int cmd_status(const Common& common, const std::string& name) {
-  int code = 0;
-  auto client = connect(common, code);
-  if (!client) return code;
-  auto info = client->inspect(name);
-  if (!info.ok()) return fail(info.status(), "cannot read the state of '" + name + "'");
+  dlock::Result<dlock::LockInfo> info = dlock::LockInfo{};
+  const bool no_store = sqlite_store_missing(common.url);
+  if (!no_store) {
+    int code = 0;
+    auto client = connect(common, code, name);
+    if (!client) return code;
+    info = client->inspect(name);
+    if (!info.ok()) return fail(info.status(), "cannot read the state of '" + name + "'", common.url, name);
+  }
+  const std::string waiters =
+      info->waiters ? std::to_string(*info->waiters) + " waiting" : std::string("waiters unknown");
   if (common.json) {
     nlohmann::json j = {{"name", name},
                         {"held", info->held},
@@ -139,17 +192,19 @@ int cmd_status(const Common& common, const std::string& name) {
                         {"last_fence", info->last_fence},
                         {"remaining_ms", info->remaining.count()},
                         {"reentry_count", info->reentry_count},
-                        {"waiters", info->waiters}};
+                        {"waiters", info->waiters ? nlohmann::json(*info->waiters) : nlohmann::json()}};
     std::cout << j.dump() << '\n';
   } else if (info->held) {
-    std::cout << name << ": held, fence " << info->fence << ", ";
+    std::cout << shown_name(name) << ": held, fence " << info->fence << ", ";
     if (info->remaining.count() > 0)
       std::cout << "lease " << static_cast<double>(info->remaining.count()) / 1000.0 << " s left";
     else
       std::cout << "kept by its holder's session";  // ZooKeeper: no lease
-    std::cout << ", re-entry count " << info->reentry_count << ", " << info->waiters << " waiting\n";
+    std::cout << ", re-entry count " << info->reentry_count << ", " << waiters << '\n';
+  } else if (no_store) {
+    std::cout << shown_name(name) << ": free (no lock file at " << dlock::describe_url(common.url) << " yet)\n";
   } else {
-    std::cout << name << ": free (fence counter at " << info->last_fence << "), " << info->waiters << " waiting\n";
+    std::cout << shown_name(name) << ": free (fence counter at " << info->last_fence << "), " << waiters << '\n';
   }
   return 0;
 }
@@ -161,16 +216,8 @@ struct RunOptions {
   std::string ttl = std::to_string(dlock::LockOptions{}.watchdog_lease.count()) + "ms";
   std::string wait;  // empty: forever
   std::string grace = "10s";
+  bool ttl_given = false;  // --ttl on the command line
 };
-
-// Signals dlock forwards to CMD. They are blocked in every thread (before the
-// client's I/O thread exists) and read from a signalfd.
-sigset_t forwarded_signals() {
-  sigset_t set;
-  sigemptyset(&set);
-  for (int s : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGCHLD}) sigaddset(&set, s);
-  return set;
-}
 
 int status_to_exit(int status) {
   if (WIFEXITED(status)) return WEXITSTATUS(status);
@@ -178,13 +225,17 @@ int status_to_exit(int status) {
   return 1;
 }
 
-// Terminating signals (not SIGCHLD) read from the signalfd: the first one,
-// or 0. Every queued signal is consumed; SIGCHLD is left to the caller.
+// Terminating signals read from the signalfd: the first one, or 0. Every
+// queued signal is consumed. Stop signals are dropped: nothing runs yet to
+// stop, and a waiter that stopped could be granted a lease that runs out
+// before CMD starts. SIGCHLD is left to the caller.
 int take_terminating_signal(int sig_fd) {
   signalfd_siginfo si;
   int first = 0;
-  while (read(sig_fd, &si, sizeof si) == sizeof si)
-    if (si.ssi_signo != SIGCHLD && first == 0) first = static_cast<int>(si.ssi_signo);
+  while (read(sig_fd, &si, sizeof si) == sizeof si) {
+    const int sig = static_cast<int>(si.ssi_signo);
+    if (sig != SIGCHLD && sig != SIGCONT && !dlock::cli::is_stop_signal(sig) && first == 0) first = sig;
+  }
   return first;
 }
 
@@ -233,7 +284,8 @@ struct Handoff {
 };
 
 // Connects in the background so that a signal ends the wait at once.
-std::optional<dlock::Client> connect_interruptibly(const Common& c, int sig_fd, int& exit_code) {
+std::optional<dlock::Client> connect_interruptibly(const Common& c, const std::string& name, int sig_fd,
+                                                  int& exit_code) {
   auto result = std::make_shared<Handoff<int>>();
   auto client = std::make_shared<std::optional<dlock::Client>>();
   if (result->fd < 0) {
@@ -241,9 +293,9 @@ std::optional<dlock::Client> connect_interruptibly(const Common& c, int sig_fd, 
     exit_code = dlock::cli::kSoftware;
     return std::nullopt;
   }
-  std::thread connecting([c, result, client] {
+  std::thread connecting([c, name, result, client] {
     int code = 0;
-    *client = connect(c, code);
+    *client = connect(c, code, name);
     result->set(code);
   });
   if (int sig = wait_or_signal(sig_fd, result->fd); sig != 0) {
@@ -272,129 +324,20 @@ std::optional<dlock::Lease> acquire_interruptibly(const Common& common, const dl
   }
   client.async_acquire(o.name, wait, lo, [result](dlock::Result<dlock::Lease> r) { result->set(std::move(r)); });
   if (int sig = wait_or_signal(sig_fd, result->fd); sig != 0) {
-    exit_code = interrupted(common, sig, "waiting for '" + o.name + "'");
+    exit_code = interrupted(common, sig, "waiting for '" + shown_name(o.name) + "'");
     return std::nullopt;  // a lease granted meanwhile is released with `result`
   }
   auto lease = std::move(*result->take());
   if (lease.ok()) return std::move(lease.value());
   if (lease.code() == dlock::Errc::busy || lease.code() == dlock::Errc::timeout) {
     if (!common.quiet)
-      std::cerr << "dlock: '" << o.name << "' is held by another owner"
+      std::cerr << "dlock: '" << shown_name(o.name) << "' is held by another owner"
                 << (wait.count() == 0 ? "" : " and was not released within --wait") << '\n';
     exit_code = dlock::cli::kTempFail;
   } else {
-    exit_code = fail(lease.status(), "cannot acquire '" + o.name + "'");
+    exit_code = fail(lease.status(), "cannot acquire '" + o.name + "'", common.url, o.name);
   }
   return std::nullopt;
-}
-
-// The child: own process group, default signal mask, nothing of dlock's
-// inherited but stdio (the lock server's sockets are close-on-exec anyway).
-// It dies with dlock: a dlock killed by SIGKILL holds nothing any more (a
-// SQLite lock passes on at once), so CMD must not run on without it.
-[[noreturn]] void exec_child(std::vector<char*>& argv, int errno_fd, pid_t parent) {
-  setpgid(0, 0);
-  prctl(PR_SET_PDEATHSIG, SIGKILL);
-  if (getppid() != parent) _exit(128 + SIGKILL);  // dlock died before the line above
-  sigset_t none;
-  sigemptyset(&none);
-  sigprocmask(SIG_SETMASK, &none, nullptr);
-  constexpr unsigned kCloexec = 1u << 2;  // CLOSE_RANGE_CLOEXEC (Linux 5.11)
-  if (syscall(SYS_close_range, 3u, ~0u, kCloexec) != 0) {
-    const long max = std::min(sysconf(_SC_OPEN_MAX), 65536L);
-    for (int fd = 3; fd < max; ++fd)
-      if (fd != errno_fd) fcntl(fd, F_SETFD, FD_CLOEXEC);
-  }
-  execvp(argv[0], argv.data());
-  int e = errno;
-  (void)!write(errno_fd, &e, sizeof e);
-  _exit(e == ENOENT ? 127 : 126);
-}
-
-// Runs CMD until it exits, passing signals on and stopping it if the lock
-// is lost. Returns CMD's wait status; sets `lost`.
-int supervise(const Common& common, const RunOptions& o, pid_t child, int sig_fd, int lost_fd, milliseconds grace,
-              bool& lost) {
-  using Clock = std::chrono::steady_clock;
-  constexpr Clock::time_point kNever = Clock::time_point::max();
-  Clock::time_point kill_at = kNever;
-  int child_status = 0;
-  for (;;) {
-    int timeout_ms = -1;
-    if (kill_at != kNever) {
-      auto left = std::chrono::duration_cast<milliseconds>(kill_at - Clock::now()).count();
-      timeout_ms = static_cast<int>(std::max<long long>(0, left));
-    }
-    pollfd fds[2] = {{sig_fd, POLLIN, 0}, {lost_fd, POLLIN, 0}};
-    int n = poll(fds, 2, timeout_ms);
-    if (n < 0 && errno != EINTR) {
-      // Cannot watch any more: do not leave CMD running unsupervised.
-      std::cerr << "dlock: poll failed (" << std::strerror(errno) << "): stopping CMD\n";
-      kill(-child, SIGKILL);
-      waitpid(child, &child_status, 0);
-      return child_status;
-    }
-    if (kill_at != kNever && Clock::now() >= kill_at) {
-      say(common, "CMD still running " + o.grace + " after SIGTERM: sending SIGKILL");
-      kill(-child, SIGKILL);
-      kill_at = kNever;
-    }
-    if (n > 0 && (fds[1].revents & POLLIN) && !lost) {
-      std::uint64_t v;
-      (void)!read(lost_fd, &v, sizeof v);
-      lost = true;
-      std::cerr << "dlock: lost the lock on '" << o.name << "' while CMD ran: sending it SIGTERM\n";
-      kill(-child, SIGTERM);
-      kill_at = Clock::now() + grace;
-    }
-    if (n > 0 && (fds[0].revents & POLLIN)) {
-      signalfd_siginfo si;
-      while (read(sig_fd, &si, sizeof si) == sizeof si) {
-        // CMD is in its own group, so terminal signals reach it only
-        // through here.
-        if (si.ssi_signo != SIGCHLD) kill(-child, static_cast<int>(si.ssi_signo));
-      }
-    }
-    // SIGCHLD may coalesce: ask directly.
-    if (waitpid(child, &child_status, WNOHANG) == child) return child_status;
-  }
-}
-
-// Forks and execs CMD with DLOCK_NAME and DLOCK_FENCE set; -1 if it
-// cannot fork. A CMD that cannot be executed is reported here and exits
-// 126/127 in the child.
-pid_t spawn_cmd(const RunOptions& o, std::uint64_t fence) {
-  // Environment and argv prepared before fork: only async-signal-safe calls
-  // between fork and exec.
-  setenv("DLOCK_NAME", o.name.c_str(), 1);
-  setenv("DLOCK_FENCE", std::to_string(fence).c_str(), 1);
-  std::vector<char*> argv;
-  for (const auto& a : o.command) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  int exec_errno_pipe[2];
-  if (pipe2(exec_errno_pipe, O_CLOEXEC) != 0) {
-    std::cerr << "dlock: pipe failed: " << std::strerror(errno) << '\n';
-    return -1;
-  }
-
-  const pid_t parent = getpid();
-  pid_t child = fork();
-  if (child < 0) {
-    std::cerr << "dlock: fork failed: " << std::strerror(errno) << '\n';
-    close(exec_errno_pipe[0]);
-    close(exec_errno_pipe[1]);
-    return -1;
-  }
-  if (child == 0) exec_child(argv, exec_errno_pipe[1], parent);
-  setpgid(child, child);  // also here: no race with the first signal
-  close(exec_errno_pipe[1]);
-  int exec_errno = 0;
-  bool exec_failed = read(exec_errno_pipe[0], &exec_errno, sizeof exec_errno) == sizeof exec_errno;
-  close(exec_errno_pipe[0]);
-  if (exec_failed)
-    std::cerr << "dlock: cannot run '" << o.command[0] << "': " << std::strerror(exec_errno) << '\n';
-
-  return child;
 }
 
 // Gives the lock back after CMD ended; the exit code: CMD's, or the
@@ -406,15 +349,17 @@ int release_and_exit(const Common& common, const RunOptions& o, dlock::Lease& le
   // part of the time without the lock. That is the lost-lock exit, not CMD's.
   if (released.code() == dlock::Errc::not_owner || released.code() == dlock::Errc::not_held ||
       released.code() == dlock::Errc::lease_lost) {
-    std::cerr << "dlock: the lock on '" << o.name << "' was lost before CMD finished: " << released.to_string()
+    std::cerr << "dlock: the lock on '" << shown_name(o.name)
+              << "' was lost before CMD finished: " << dlock::cli::tidy(released.to_string(), o.name)
               << '\n';
     return dlock::cli::kLockLost;
   }
   if (!released.ok()) {
-    std::cerr << "dlock: releasing '" << o.name << "' failed: " << released.to_string()
+    std::cerr << "dlock: releasing '" << shown_name(o.name)
+              << "' failed: " << dlock::cli::tidy(released.to_string(), o.name)
               << " (it expires by its lease)\n";
   } else {
-    say(common, "released '" + o.name + "'");
+    say(common, "released '" + shown_name(o.name) + "'");
   }
   return status_to_exit(child_status);
 }
@@ -423,13 +368,19 @@ int cmd_run(const Common& common, const RunOptions& o) {
   const milliseconds ttl = *parse_duration(o.ttl);
   const milliseconds grace = *parse_duration(o.grace);
   const milliseconds wait = o.wait.empty() ? dlock::kForever : dlock::to_wait(*parse_duration(o.wait));
-  if (ttl < dlock::kMinLease || ttl > dlock::kMaxLease) {
-    std::cerr << "dlock: --ttl must be between " << dlock::kMinLease.count() << "ms and "
+  if (ttl < dlock::kMinWatchdogLease || ttl > dlock::kMaxLease) {
+    std::cerr << "dlock: --ttl must be between " << dlock::kMinWatchdogLease.count()
+              << "ms (renewed every ttl/3, a shorter lease runs out between renewals) and "
               << dlock::kMaxLease.count() / 3'600'000 << "h\n";
     return dlock::cli::kUsage;
   }
+  if (o.ttl_given && dlock::cli::store_of(common.url) == dlock::cli::Store::zookeeper) {
+    std::cerr << "dlock: --ttl does not apply to zk:// URLs: a ZooKeeper lock lasts as long as the client's "
+                 "session; set its timeout in the URL (?session_timeout=10s)\n";
+    return dlock::cli::kUsage;
+  }
   const int sig_fd = [] {
-    sigset_t sigs = forwarded_signals();
+    sigset_t sigs = dlock::cli::handled_signals();
     return signalfd(-1, &sigs, SFD_CLOEXEC | SFD_NONBLOCK);
   }();
   if (sig_fd < 0) {
@@ -438,14 +389,14 @@ int cmd_run(const Common& common, const RunOptions& o) {
   }
 
   int code = 0;
-  auto client = connect_interruptibly(common, sig_fd, code);
+  auto client = connect_interruptibly(common, o.name, sig_fd, code);
   if (!client) return code;
   dlock::LockOptions lo;
   lo.watchdog_lease = ttl;
   lo.renew_interval = std::max(ttl / 3, milliseconds(1));
   auto lease = acquire_interruptibly(common, *client, o, wait, lo, sig_fd, code);
   if (!lease) return code;
-  say(common, "acquired '" + o.name + "' (fence " + std::to_string(lease->fence()) + ")");
+  say(common, "acquired '" + shown_name(o.name) + "' (fence " + std::to_string(lease->fence()) + ")");
   library_logs = true;
 
   // Lost-lock notification into the poll loop.
@@ -459,10 +410,14 @@ int cmd_run(const Common& common, const RunOptions& o) {
     (void)!write(lost_fd, &one, sizeof one);
   });
 
-  const pid_t child = spawn_cmd(o, lease->fence());
-  if (child < 0) return dlock::cli::kSoftware;
+  const dlock::cli::Command command{o.name, o.command, grace, o.grace, common.quiet};
+  dlock::cli::Job job;
+  job.tty = dlock::cli::foreground_terminal();
+  job.pid = dlock::cli::spawn_command(command, lease->fence(), job.tty);
+  if (job.pid < 0) return dlock::cli::kSoftware;
   bool lost = false;
-  const int child_status = supervise(common, o, child, sig_fd, lost_fd, grace, lost);
+  const int child_status = dlock::cli::supervise(command, job, sig_fd, lost_fd, lost);
+  dlock::cli::give_terminal(job.tty, getpgrp());
   close(sig_fd);
 
   return release_and_exit(common, o, *lease, lost, child_status);
@@ -473,7 +428,7 @@ int cmd_run(const Common& common, const RunOptions& o) {
 int main(int argc, char** argv) {
   // Before any thread exists: every thread inherits the blocked set, so the
   // signals reach only the signalfd of `dlock run`.
-  sigset_t sigs = forwarded_signals();
+  sigset_t sigs = dlock::cli::handled_signals();
   pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
 
   CLI::App app{"dlock: distributed locks from the shell (Redis, Redlock, PostgreSQL, ZooKeeper, SQLite).", "dlock"};
@@ -483,7 +438,7 @@ int main(int argc, char** argv) {
   const char* env_url = std::getenv("DLOCK_URL");
   const bool url_from_env = env_url != nullptr && *env_url != '\0';
   common.url = url_from_env ? env_url : dlock::cli::default_url();
-  auto add_common = [&](CLI::App* sub) {
+  auto add_common = [&](CLI::App* sub) {  // also before the subcommand: dlock --url URL run ...
     sub->add_option("--url", common.url,
                     "Lock store URL: redis://HOST:PORT, redlock://H1,H2,H3, postgres://HOST/DB, zk://H1,H2,H3[/CHROOT], "
                     "sqlite:///PATH (default: $DLOCK_URL, "
@@ -495,6 +450,8 @@ int main(int argc, char** argv) {
     sub->footer(kExitCodesHelp);
   };
 
+  add_common(&app);
+
   RunOptions run;
   auto* run_cmd = app.add_subcommand(
       "run",
@@ -502,12 +459,16 @@ int main(int argc, char** argv) {
       "environment and runs in its own process group: SIGINT, SIGTERM, SIGHUP and SIGQUIT to dlock are passed to "
       "that group, and if the lock is lost the group gets SIGTERM, then SIGKILL after --grace. The same signals "
       "while dlock is still connecting or waiting end it (128+N) without running CMD. CMD inherits no connection "
-      "to the lock server.");
+      "to the lock server. When stdin is a terminal and dlock its foreground job, CMD gets the terminal (it can "
+      "read it, and Ctrl-C goes to CMD). dlock itself never stops, since a stopped dlock cannot renew the lease: Ctrl-Z, or "
+      "SIGTSTP/SIGTTIN/SIGTTOU to dlock, stops CMD's group while dlock keeps the lock (and takes the terminal "
+      "back, so Ctrl-C then ends CMD); SIGCONT to dlock resumes CMD. Stop signals while waiting are ignored.");
   add_common(run_cmd);
   run_cmd->add_option("--ttl", run.ttl,
                       "Lease, renewed every ttl/3 while CMD runs (default " +
                           std::to_string(dlock::LockOptions{}.watchdog_lease.count() / 1000) +
-                          "s, LockOptions::watchdog_lease; 10ms to 1 year)")
+                          "s, LockOptions::watchdog_lease; " + std::to_string(dlock::kMinWatchdogLease.count()) +
+                          "ms to 1 year; not for zk://, where the session timeout is the lease)")
       ->check(DurationValidator());
   run_cmd->add_option("--wait", run.wait,
                       "How long to wait for the lock (default: forever; 0: try once; 100 years or more: forever)")
@@ -528,6 +489,8 @@ int main(int argc, char** argv) {
       "Create the lock table in a SQL store (postgres://, sqlite://) if missing and check its version, then exit; "
       "for deployments whose application role may not create tables (other stores need nothing)");
   add_common(migrate_cmd);
+  std::string migrate_url;
+  migrate_cmd->add_option("url", migrate_url, "Lock store URL (as --url)");
 
   try {
     app.parse(argc, argv);
@@ -536,11 +499,24 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForAllHelp& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    std::cerr << "dlock: " << e.what() << " (see dlock " << (run_cmd->parsed() ? "run " : "")
-              << (status_cmd->parsed() ? "status " : "") << (migrate_cmd->parsed() ? "migrate " : "") << "--help)\n";
+    // CLI11 quotes raw arguments, URLs with their passwords among them, and
+    // reports an unknown option as the arguments left over after it.
+    const std::string unknown = unknown_option(argc, argv, {&app, run_cmd, status_cmd, migrate_cmd});
+    std::cerr << "dlock: "
+              << (unknown.empty() ? dlock::cli::redact_urls(e.what(), url_arguments(argc, argv))
+                                  : "unknown option '" + unknown + "'")
+              << " (see dlock " << (run_cmd->parsed() ? "run " : "") << (status_cmd->parsed() ? "status " : "")
+              << (migrate_cmd->parsed() ? "migrate " : "") << "--help)\n";
     return dlock::cli::kUsage;
   }
-  if (common.url == dlock::cli::default_url())
+  // Only `dlock run` reads them from a signalfd; the other commands keep
+  // the default actions (Ctrl-C ends a status that waits for a server).
+  // Still before any thread exists.
+  if (!run_cmd->parsed()) pthread_sigmask(SIG_UNBLOCK, &sigs, nullptr);
+  if (!migrate_url.empty()) common.url = migrate_url;
+  run.ttl_given = run_cmd->count("--ttl") > 0;
+  // Only commands that write make the default file's directory: status reads.
+  if (common.url == dlock::cli::default_url() && !status_cmd->parsed())
     if (std::string err = dlock::cli::prepare_default_dir(); !err.empty()) {
       std::cerr << "dlock: " << err << '\n';
       return dlock::cli::kCantCreate;
