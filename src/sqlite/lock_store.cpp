@@ -26,6 +26,7 @@ std::int64_t until(std::int64_t now, milliseconds lease) {
 
 Result<std::unique_ptr<LockStore>> LockStore::open(const std::string& path, std::chrono::milliseconds busy) {
   if (Status s = check_local_fs(dir_of(path)); !s.ok()) return s;
+  if (Status s = check_clock(); !s.ok()) return s;
   auto db = Database::open(path, busy);
   if (!db.ok()) return db.status();
   // WAL: readers never block the writer. FULL (a setting of each

@@ -217,7 +217,7 @@ class SqliteBackend final : public detail::Backend {
 
   // A holder on this host that dies wakes the name's waiters at once.
   void watch_holder(const std::string& name, const ProcessId& holder) {
-    if (holder.ns != self().ns || holder.pid == self().pid) return;
+    if (!can_check_pids() || holder.ns.empty() || holder.ns != self().ns || holder.pid == self().pid) return;
     wakeups_.watch_process(name, holder, [this, name] {
       if (!closed_ && events_.released) events_.released({name, 0});
     });

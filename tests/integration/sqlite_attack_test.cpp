@@ -1,0 +1,170 @@
+// The SQLite backend against what another user of the machine can do to it:
+// delete or replace the lock file, run a holder or a waiter in another pid
+// or time namespace (containers, CRIU), or leave no inotify instances. Each
+// test spawns the other side as a child process on the same real file.
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/inotify.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <future>
+#include <fstream>
+
+#include "integration/common.hpp"
+#include "support/temp_dir.hpp"
+
+namespace dlock::test {
+namespace {
+
+std::string url_of(const TempDir& dir) { return "sqlite://" + dir.file("locks.db"); }
+
+long long read_number(const std::string& path) {
+  std::ifstream in(path);
+  long long v = 0;
+  in >> v;
+  return v;
+}
+
+bool write_file(const std::string& path, const std::string& text) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  const bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+  ::close(fd);
+  return ok;
+}
+
+// Runs body() in a grandchild inside new namespaces (`flags`, as unshare(2)),
+// as `unshare --fork` does: the calling child only waits for it. The
+// grandchild dies with the child. `setup` runs between unshare and fork (the
+// time namespace's offsets must be set before a process enters it).
+int in_namespaces(int flags, const std::function<bool()>& setup, const std::function<int()>& body) {
+  if (unshare(flags) != 0) return 90;
+  if (setup && !setup()) return 91;
+  const pid_t kid = fork();
+  if (kid < 0) return 92;
+  if (kid == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    _exit(body());
+  }
+  int status = 0;
+  if (waitpid(kid, &status, 0) != kid) return 93;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+bool set_boottime_offset() { return write_file("/proc/self/timens_offsets", "boottime 100000 0"); }
+
+// Blocks until the parent writes a byte to the pipe.
+void await(int fd) {
+  char c;
+  (void)!::read(fd, &c, 1);
+}
+
+// --- item: a holder in a pid namespace without its own /proc --------------
+
+// The holder's pid inside its namespace is the pid of an unrelated process
+// outside (`victim`); /proc is the outer one, so /proc/<getpid()> is the
+// victim. Its death must not free the lock.
+TEST(SqliteAttack, AnUnrelatedDeathDoesNotFreeAHolderInAPidNamespace) {
+  TempDir dir;
+  const std::string url = url_of(dir), marker = dir.file("held");
+  const pid_t victim = fork_child([] {
+    pause();
+    return 0;
+  });
+  const pid_t holder = fork_child([&] {
+    return in_namespaces(
+        CLONE_NEWPID, nullptr, [&] {  // pid 1 of the namespace: make the next pid the victim's number
+          if (!write_file("/proc/sys/kernel/ns_last_pid", std::to_string(victim - 1))) return 80;
+          const pid_t kid = fork();
+          if (kid == 0) {
+            prctl(PR_SET_PDEATHSIG, SIGKILL);
+            if (getpid() != victim) _exit(81);
+            LogSink log;
+            auto client = Client::connect(url, quiet(log));
+            auto lease = client.acquire("job", 5s);
+            if (!lease.ok()) _exit(82);
+            std::ofstream(marker) << lease->fence();
+            pause();
+            _exit(0);
+          }
+          int status = 0;
+          waitpid(kid, &status, 0);
+          return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        });
+  });
+  ASSERT_TRUE(eventually([&] { return read_number(marker) > 0 || wait_exit(holder, 0ms) >= 0; }, 10s));
+  ASSERT_GT(read_number(marker), 0) << "the holder could not be set up";
+
+  LogSink log;
+  auto client = Client::connect(url, quiet(log));
+  EXPECT_EQ(client.try_acquire("job").status().code(), Errc::busy);
+  auto waiter = std::async(std::launch::async, [&] { return client.acquire("job", 1500ms); });
+  kill(victim, SIGKILL);
+  EXPECT_EQ(wait_exit(victim, 10s), 128 + SIGKILL);
+  auto got = waiter.get();
+  EXPECT_EQ(got.status().code(), Errc::timeout) << "granted while the holder lives";
+  EXPECT_EQ(client.try_acquire("job").status().code(), Errc::busy) << "taken while the holder lives";
+  kill(holder, SIGKILL);
+  wait_exit(holder, 10s);
+}
+
+// --- item: another time namespace (CLOCK_BOOTTIME differs) ----------------
+
+TEST(SqliteAttack, AWaiterInAnotherTimeNamespaceSeesALiveHolder) {
+  TempDir dir;
+  const std::string url = url_of(dir);
+  int go[2];
+  ASSERT_EQ(pipe(go), 0);
+  const pid_t waiter = fork_child([&] {
+    await(go[0]);
+    return in_namespaces(CLONE_NEWTIME, set_boottime_offset, [&] {
+      LogSink log;
+      auto client = Client::connect(url, quiet(log));
+      auto got = client.try_acquire("job");
+      if (got.ok()) return 1;  // taken from a live holder
+      return got.status().code() == Errc::busy ? 0 : 2;
+    });
+  });
+  LogSink log;
+  auto client = Client::connect(url, quiet(log));
+  auto held = client.acquire("job", 0ms);
+  ASSERT_TRUE(held.ok());
+  ASSERT_EQ(::write(go[1], "x", 1), 1);
+  EXPECT_EQ(wait_exit(waiter, 20s), 0) << "1: granted to a waiter in another time namespace";
+  EXPECT_FALSE(held->lost());
+  close(go[0]);
+  close(go[1]);
+}
+
+TEST(SqliteAttack, AHolderInAnotherTimeNamespaceKeepsItsLock) {
+  TempDir dir;
+  const std::string url = url_of(dir), marker = dir.file("held");
+  const pid_t holder = fork_child([&] {
+    return in_namespaces(CLONE_NEWTIME, set_boottime_offset, [&] {
+      LogSink log;
+      auto client = Client::connect(url, quiet(log));
+      auto lease = client.acquire("job", 5s);
+      if (!lease.ok()) return 1;
+      std::ofstream(marker) << lease->fence();
+      pause();
+      return 0;
+    });
+  });
+  ASSERT_TRUE(eventually([&] { return read_number(marker) > 0 || wait_exit(holder, 0ms) >= 0; }, 10s));
+  ASSERT_GT(read_number(marker), 0) << "the holder could not be set up";
+  LogSink log;
+  auto client = Client::connect(url, quiet(log));
+  EXPECT_EQ(client.try_acquire("job").status().code(), Errc::busy);
+  EXPECT_TRUE(client.inspect("job")->held);
+  kill(holder, SIGKILL);
+  EXPECT_EQ(wait_exit(holder, 10s), 128 + SIGKILL);
+}
+
+}  // namespace
+}  // namespace dlock::test
