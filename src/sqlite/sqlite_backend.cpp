@@ -42,7 +42,9 @@ class SqliteBackend final : public detail::Backend {
     Status s = store.status();
     if (store.ok()) {
       store_ = std::move(*store);
-      s = wakeups_.open([this] { check_releases(); });
+      s = wakeups_.open([this] { check_releases(); }, [this] { check_file(); });
+      if (s.ok() && !wakeups_.inotify_status().ok() && config_.log)
+        config_.log(LogLevel::warning, "sqlite: " + wakeups_.inotify_status().message());
     }
     post(std::move(done), s);
   }
@@ -61,6 +63,7 @@ class SqliteBackend final : public detail::Backend {
     ++commands_;
     std::optional<ProcessId> holder;
     auto out = store_->acquire(call, &holder);
+    report_gone(*store_);
     if (holder && watches_.count(call.name)) watch_holder(call.name, *holder);
     post(std::move(done), std::move(out));
   }
@@ -69,6 +72,7 @@ class SqliteBackend final : public detail::Backend {
     if (!store_) return post(std::move(done), closed());
     ++commands_;
     auto out = store_->release(call);
+    report_gone(*store_);
     if (freed(out)) announce_release(call.name);
     post(std::move(done), std::move(out));
   }
@@ -91,7 +95,9 @@ class SqliteBackend final : public detail::Backend {
              std::function<void(Result<std::vector<RenewOutcome>>)> done) override {
     if (!store_) return post(std::move(done), Result<std::vector<RenewOutcome>>(closed()));
     ++commands_;
-    post(std::move(done), store_->renew(calls));
+    auto out = store_->renew(calls);
+    report_gone(*store_);
+    post(std::move(done), std::move(out));
   }
 
   void inspect(const std::string& name, std::function<void(Result<LockInfo>)> done) override {
@@ -127,7 +133,9 @@ class SqliteBackend final : public detail::Backend {
     std::lock_guard lk(fast_mu_);
     if (!open_fast()) return std::nullopt;
     ++commands_;
-    return fast_->acquire(call);
+    auto out = fast_->acquire(call);
+    report_gone(*fast_);
+    return out;
   }
 
   std::optional<Result<ReleaseOutcome>> release_now(const ReleaseCall& call) override {
@@ -135,6 +143,7 @@ class SqliteBackend final : public detail::Backend {
     if (!open_fast()) return std::nullopt;
     ++commands_;
     auto out = fast_->release(call);
+    report_gone(*fast_);
     if (freed(out)) {
       wakeups_.ring();  // other processes
       // This one's waiters, through the I/O thread, if there are any: a
@@ -176,6 +185,24 @@ class SqliteBackend final : public detail::Backend {
       fast_ = std::move(*store);
     }
     return true;
+  }
+
+  // This process's holds in a lock file that was deleted or replaced are
+  // lost; told on the I/O thread (any thread may call this).
+  void report_gone(LockStore& store) {
+    auto gone = store.take_gone();
+    if (gone.empty()) return;
+    asio::post(io_, [this, gone = std::move(gone)] {
+      if (!closed_ && events_.lost) events_.lost(gone, LossReason::expired);
+    });
+  }
+
+  // The directory changed under the lock file's name: if it is another file
+  // now, its holders learn at once rather than at their next renewal.
+  void check_file() {
+    if (closed_ || !store_) return;
+    (void)store_->follow_file();
+    report_gone(*store_);
   }
 
   // After the commit: this client's waiters are woken at once, other

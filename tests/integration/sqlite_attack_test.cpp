@@ -65,6 +65,53 @@ void await(int fd) {
   (void)!::read(fd, &c, 1);
 }
 
+// --- item: the file deleted or replaced under a holder --------------------
+
+void remove_lock_files(const TempDir& dir) {
+  for (const char* suffix : {"", "-wal", "-shm", "-wake"}) std::remove(dir.file(std::string("locks.db") + suffix).c_str());
+}
+
+TEST(SqliteAttack, ADeletedLockFileIsNoticedByItsHolder) {
+  TempDir dir;
+  LogSink log;
+  auto a = Client::connect(url_of(dir), quiet(log));
+  auto held = a.acquire("job", 0ms, fast_watchdog(2000ms, 500ms));
+  ASSERT_TRUE(held.ok()) << held.status().to_string();
+  remove_lock_files(dir);
+  const auto removed = Clock::now();
+
+  auto b = Client::connect(url_of(dir), quiet(log));
+  auto other = b.try_acquire("job");
+  ASSERT_TRUE(other.ok()) << "a new file is a new lock table: " << other.status().to_string();
+  EXPECT_EQ(other->fence(), 1u) << "fences restart with a new file (README says so)";
+
+  EXPECT_TRUE(eventually([&] { return held->lost(); }, 5s)) << "the holder never learned its file was deleted";
+  measure("sqlite_deleted_file_loss_notice", ms_since(removed));
+  EXPECT_FALSE(held->release().ok()) << "a release into a deleted file is not a release";
+}
+
+TEST(SqliteAttack, AReplacedLockFileIsUsedByTheNextCall) {
+  TempDir dir;
+  LogSink log;
+  auto a = Client::connect(url_of(dir), quiet(log));
+  auto held = a.acquire("job", 0ms);
+  ASSERT_TRUE(held.ok()) << held.status().to_string();
+  // Another lock table moved over the path, held there by someone else.
+  const std::string fresh = dir.file("fresh.db");
+  {
+    auto b = Client::connect("sqlite://" + fresh, quiet(log));
+    ASSERT_TRUE(b.inspect("job").ok());
+  }
+  std::filesystem::rename(fresh, dir.file("locks.db"));
+  auto b = Client::connect(url_of(dir), quiet(log));
+  auto other = b.try_acquire("other");
+  ASSERT_TRUE(other.ok()) << other.status().to_string();
+
+  EXPECT_TRUE(eventually([&] { return held->lost(); }, 5s));
+  auto again = a.try_acquire("other");
+  EXPECT_EQ(again.status().code(), Errc::busy) << "the client still grants from the file it opened first";
+}
+
 // --- item: a holder in a pid namespace without its own /proc --------------
 
 // The holder's pid inside its namespace is the pid of an unrelated process
@@ -164,6 +211,61 @@ TEST(SqliteAttack, AHolderInAnotherTimeNamespaceKeepsItsLock) {
   EXPECT_TRUE(client.inspect("job")->held);
   kill(holder, SIGKILL);
   EXPECT_EQ(wait_exit(holder, 10s), 128 + SIGKILL);
+}
+
+// --- item: no inotify instance left -------------------------------------
+
+// Runs body() in a child as a user of its own (so no one else's instances
+// are touched) that has used up its inotify instances.
+int without_inotify(const TempDir& dir, const std::function<int()>& body) {
+  if (chmod(dir.path().c_str(), 0777) != 0) return 60;
+  return wait_exit(fork_child([&] {
+                     constexpr uid_t kUser = 54321;
+                     if (setgid(kUser) != 0 || setuid(kUser) != 0) return 70;
+                     int used = 0;
+                     while (inotify_init1(IN_CLOEXEC) >= 0) ++used;
+                     if (errno != EMFILE || used > 100000) return 71;
+                     return body();
+                   }),
+                   30s);
+}
+
+TEST(SqliteAttack, WithoutInotifyTheStoreWorksAndWaitsEndAtTheLease) {
+  TempDir dir;
+  const std::string url = url_of(dir);
+  EXPECT_EQ(without_inotify(dir, [&] {
+              LogSink log;
+              auto a = Client::try_connect(url, quiet(log));
+              if (!a.ok()) {
+                std::cerr << "connect: " << a.status().to_string() << "\n";
+                return 1;
+              }
+              LockOptions short_lease;
+              short_lease.lease = 300ms;
+              auto held = a->acquire("job", 0ms, short_lease);
+              if (!held.ok()) return 2;
+              auto b = Client::connect(url, quiet(log));
+              if (b.try_acquire("job").status().code() != Errc::busy) return 3;
+              auto got = b.acquire("job", 10s);
+              return got.ok() ? 0 : 4;
+            }),
+            0);
+}
+
+// Without inotify the holder learns of a deleted file at its next renewal.
+TEST(SqliteAttack, WithoutInotifyADeletedFileIsNoticedAtTheNextRenewal) {
+  TempDir dir;
+  const std::string url = url_of(dir);
+  EXPECT_EQ(without_inotify(dir, [&] {
+              LogSink log;
+              auto a = Client::connect(url, quiet(log));
+              auto held = a.acquire("job", 0ms, fast_watchdog(2000ms, 300ms));
+              if (!held.ok()) return 1;
+              remove_lock_files(dir);
+              if (!eventually([&] { return held->lost(); }, 5s)) return 2;
+              return held->release().ok() ? 3 : 0;
+            }),
+            0);
 }
 
 }  // namespace
