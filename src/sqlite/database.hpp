@@ -74,6 +74,7 @@ class Database {
   // long one may last.
   std::chrono::steady_clock::time_point busy_since(int tries) const;
   std::chrono::milliseconds busy_limit() const { return busy_; }
+  void set_busy_limit(std::chrono::milliseconds busy) { busy_ = busy; }
 
  private:
   Database(sqlite3* db, std::chrono::milliseconds busy) : db_(db), busy_(busy) {}

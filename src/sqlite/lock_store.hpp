@@ -37,6 +37,11 @@ class LockStore {
   // The name's release counter (0 if never locked).
   Result<std::int64_t> releases(const std::string& name);
 
+  // From now on a call waits this long for another connection's write lock.
+  void set_busy(std::chrono::milliseconds busy) {
+    busy_ = busy;
+    if (db_) db_->set_busy_limit(busy);
+  }
   // Opens the file now at the path if the one open was deleted or replaced.
   Status follow_file();
   // This process's holds in files left behind since the last call (each

@@ -9,6 +9,7 @@
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <sqlite3.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -161,6 +162,26 @@ TEST(SqliteAttack, AnUnrelatedDeathDoesNotFreeAHolderInAPidNamespace) {
   wait_exit(holder, 10s);
 }
 
+// A child forked after its parent used the store is a holder of its own:
+// its rows name it, not the parent, so its death frees them.
+TEST(SqliteAttack, AForkedChildIsItsOwnHolder) {
+  TempDir dir;
+  const std::string url = url_of(dir);
+  LogSink log;
+  { ASSERT_TRUE(Client::connect(url, quiet(log)).try_acquire("warm-up").ok()); }
+  const pid_t kid = fork_child([&] {
+    LogSink child_log;
+    auto client = Client::connect(url, quiet(child_log));
+    auto lease = client.acquire("job", 5s);
+    if (!lease.ok()) return 1;
+    _exit(0);  // no release
+  });
+  ASSERT_EQ(wait_exit(kid, 10s), 0);
+  auto client = Client::connect(url, quiet(log));
+  auto got = client.try_acquire("job");
+  EXPECT_TRUE(got.ok()) << "the dead child's lock still held: " << got.status().to_string();
+}
+
 // --- item: another time namespace (CLOCK_BOOTTIME differs) ----------------
 
 TEST(SqliteAttack, AWaiterInAnotherTimeNamespaceSeesALiveHolder) {
@@ -266,6 +287,35 @@ TEST(SqliteAttack, WithoutInotifyADeletedFileIsNoticedAtTheNextRenewal) {
               return held->release().ok() ? 3 : 0;
             }),
             0);
+}
+
+// --- item: another program holding the write lock -----------------------
+
+// While another program keeps the file's write lock, a write of the client
+// waits for it (up to busy_timeout_ms) without holding up the client's
+// other calls: a read of another lock answers at once.
+TEST(SqliteAttack, AWaitForTheWriteLockStallsNoOtherCall) {
+  TempDir dir;
+  LogSink log;
+  auto client = Client::connect(url_of(dir) + "?busy_timeout_ms=60000", quiet(log));
+  ASSERT_TRUE(client.inspect("b").ok());  // the table exists
+  sqlite3* other = nullptr;
+  ASSERT_EQ(sqlite3_open(dir.file("locks.db").c_str(), &other), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(other, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr), SQLITE_OK);
+
+  std::promise<Result<Lease>> acquired;
+  client.async_acquire("a", 60s, {}, [&](Result<Lease> r) { acquired.set_value(std::move(r)); });
+  const auto asked = Clock::now();
+  auto read = std::async(std::launch::async, [&] { return client.inspect("b"); });
+  const bool answered = read.wait_for(10s) == std::future_status::ready;
+  measure("sqlite_inspect_while_write_lock_held", ms_since(asked));
+  EXPECT_TRUE(answered) << "a read waited behind another call's wait for the write lock";
+
+  ASSERT_EQ(sqlite3_exec(other, "COMMIT", nullptr, nullptr, nullptr), SQLITE_OK);
+  sqlite3_close(other);
+  auto got = acquired.get_future().get();
+  EXPECT_TRUE(got.ok()) << got.status().to_string();
+  if (answered) EXPECT_TRUE(read.get().ok());
 }
 
 }  // namespace
