@@ -1,5 +1,6 @@
 #include "sqlite/host.hpp"
 
+#include <sys/stat.h>
 #include <sys/statfs.h>
 #include <time.h>
 #include <unistd.h>
@@ -170,6 +171,14 @@ Status check_local_fs(const std::string& dir) {
                                           ": SQLite's file locking is not safe on network file systems; "
                                           "put the database on a local disk, or use a server (redis://, postgres://)"};
   return {};
+}
+
+Status check_link_owner(const std::string& path) {
+  struct stat st {};
+  if (lstat(path.c_str(), &st) != 0 || !S_ISLNK(st.st_mode)) return {};
+  if (st.st_uid == geteuid() || st.st_uid == 0) return {};
+  return {Errc::permission_denied, path + " is a symbolic link of another user (uid " + std::to_string(st.st_uid) +
+                                       "), who could point it at another lock file at any time: use the real path"};
 }
 
 }  // namespace dlock::sqlite

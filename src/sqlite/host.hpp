@@ -56,6 +56,12 @@ bool known_dead(const ProcessId& p);
 // SQLite's file locking is not safe; unavailable if it cannot be examined.
 Status check_local_fs(const std::string& dir);
 
+// permission_denied if `path` is a symbolic link owned by another user than
+// this process's (root excepted): its owner can point it elsewhere at any
+// time, splitting processes between two lock tables (e.g. a link planted as
+// /tmp/dlock-UID by someone else). Not a link, or missing: ok.
+Status check_link_owner(const std::string& path);
+
 }  // namespace dlock::sqlite
 
 #endif  // DLOCK_SQLITE_HOST_HPP_

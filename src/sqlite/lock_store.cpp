@@ -27,6 +27,8 @@ std::int64_t until(std::int64_t now, milliseconds lease) {
 Result<std::unique_ptr<LockStore>> LockStore::open(const std::string& path, std::chrono::milliseconds busy) {
   if (Status s = check_local_fs(dir_of(path)); !s.ok()) return s;
   if (Status s = check_clock(); !s.ok()) return s;
+  for (const std::string& p : {dir_of(path), path})
+    if (Status s = check_link_owner(p); !s.ok()) return s;
   std::unique_ptr<LockStore> store(new LockStore(path, busy));
   if (Status s = store->open_file(); !s.ok()) return s;
   return store;

@@ -318,5 +318,35 @@ TEST(SqliteAttack, AWaitForTheWriteLockStallsNoOtherCall) {
   if (answered) EXPECT_TRUE(read.get().ok());
 }
 
+// --- item: a directory another user could plant -------------------------
+
+// As /tmp/dlock-UID when HOME is unset: in a world-writable directory,
+// another user makes the name a link to a directory of the victim's; later
+// they can point it at one of their own, with a lock table of their own.
+TEST(SqliteAttack, ALinkOfAnotherUserIsNotFollowed) {
+  TempDir dir;
+  const std::string shared = dir.file("tmp"), real = dir.file("real");
+  ASSERT_EQ(mkdir(shared.c_str(), 01777), 0);
+  ASSERT_EQ(chmod(shared.c_str(), 01777), 0);
+  ASSERT_EQ(mkdir(real.c_str(), 0700), 0);
+  const std::string planted = shared + "/dlock-0", mine = shared + "/mine";
+  ASSERT_EQ(symlink(real.c_str(), planted.c_str()), 0);
+  ASSERT_EQ(lchown(planted.c_str(), 54321, 54321), 0);
+  ASSERT_EQ(symlink(real.c_str(), mine.c_str()), 0);
+
+  LogSink log;
+  auto refused = Client::try_connect("sqlite://" + planted + "/locks.db", quiet(log));
+  ASSERT_FALSE(refused.ok()) << "followed a link another user owns";
+  EXPECT_EQ(refused.status().code(), Errc::permission_denied);
+  EXPECT_NE(refused.status().message().find("uid 54321"), std::string::npos) << refused.status().message();
+  EXPECT_TRUE(Client::try_connect("sqlite://" + mine + "/locks.db", quiet(log)).ok()) << "a link of our own is fine";
+
+  // The file itself as a link of another user's.
+  const std::string file_link = real + "/other.db";
+  ASSERT_EQ(symlink(dir.file("x.db").c_str(), file_link.c_str()), 0);
+  ASSERT_EQ(lchown(file_link.c_str(), 54321, 54321), 0);
+  EXPECT_EQ(Client::try_connect("sqlite://" + file_link, quiet(log)).status().code(), Errc::permission_denied);
+}
+
 }  // namespace
 }  // namespace dlock::test
