@@ -39,11 +39,12 @@ constexpr std::chrono::milliseconds kInlineBusy{5};
 // through a second connection: a hop to the I/O thread costs more than the
 // transaction when the cores are busy.
 //
-// The I/O thread never sleeps long in SQLite's busy handler: its connection
-// waits kInlineBusy for the write lock, then the call goes on from a timer
-// until busy_timeout_ms has passed. Writes stay in order (one queue), and
-// meanwhile the thread serves everything else: reads, wake-ups, timers,
-// losses, other clients' completions.
+// No thread sleeps long in SQLite's busy handler: each connection waits
+// kInlineBusy for another program's write lock. Then an acquire answers
+// busy (unavailable) and the client retries it within the caller's wait; a
+// release, renewal or undo goes on from a timer until busy_timeout_ms has
+// passed, in order (one queue), while the I/O thread serves everything
+// else: reads, wake-ups, timers, losses.
 class SqliteBackend final : public detail::Backend {
  public:
   SqliteBackend(asio::io_context& io, SqliteConfig config)
@@ -80,21 +81,21 @@ class SqliteBackend final : public detail::Backend {
     fast_.reset();
   }
 
+  // Not queued, so a wait's deadline holds: after kInlineBusy the busy
+  // answer goes back, and the client retries within the wait (and
+  // error_retry). Refused while a write of this client waits for the write
+  // lock, so it never overtakes a release or an abandon.
   void acquire(const AcquireCall& call, std::function<void(Result<AcquireOutcome>)> done) override {
-    queue_write([this, call, done = std::move(done)](bool last) {
-      if (!store_) {
-        post(done, Result<AcquireOutcome>(closed()));
-        return true;
-      }
-      std::optional<ProcessId> holder;
-      auto out = store_->acquire(call, &holder);
-      report_gone(*store_);
-      if (!last && waits_for_write_lock(out.status())) return false;
-      ++commands_;
-      if (holder && watches_.count(call.name)) watch_holder(call.name, *holder);
-      post(done, std::move(out));
-      return true;
-    });
+    if (!store_) return post(std::move(done), closed());
+    if (!writes_.empty())
+      return post(std::move(done),
+                  Status(Errc::unavailable, "sqlite: another program holds the lock file's write lock", "5"));
+    ++commands_;
+    std::optional<ProcessId> holder;
+    auto out = store_->acquire(call, &holder);
+    report_gone(*store_);
+    if (holder && watches_.count(call.name)) watch_holder(call.name, *holder);
+    post(std::move(done), std::move(out));
   }
 
   void release(const ReleaseCall& call, std::function<void(Result<ReleaseOutcome>)> done) override {
@@ -255,7 +256,7 @@ class SqliteBackend final : public detail::Backend {
   // Another connection kept the write lock past kInlineBusy.
   static bool waits_for_write_lock(const Status& s) {
     if (s.code() != Errc::unavailable || s.backend_code().empty()) return false;
-    const int rc = std::atoi(std::string(s.backend_code()).c_str()) & 0xff;
+    const int rc = std::atoi(s.backend_code().c_str()) & 0xff;
     return rc == 5 /* SQLITE_BUSY */ || rc == 6 /* SQLITE_LOCKED */;
   }
 
@@ -273,6 +274,7 @@ class SqliteBackend final : public detail::Backend {
       auto store = LockStore::open(config_.path, config_.busy);
       if (!store.ok()) return false;
       fast_ = std::move(*store);
+      fast_->set_busy(std::min(config_.busy, kInlineBusy));
     }
     return true;
   }

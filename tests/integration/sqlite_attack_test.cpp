@@ -298,10 +298,12 @@ TEST(SqliteAttack, AWaitForTheWriteLockStallsNoOtherCall) {
   TempDir dir;
   LogSink log;
   auto client = Client::connect(url_of(dir) + "?busy_timeout_ms=60000", quiet(log));
-  ASSERT_TRUE(client.inspect("b").ok());  // the table exists
+  auto renewed = client.acquire("r", 0ms, fast_watchdog(5000ms, 50ms));  // renewals wait in the queue
+  ASSERT_TRUE(renewed.ok());
   sqlite3* other = nullptr;
   ASSERT_EQ(sqlite3_open(dir.file("locks.db").c_str(), &other), SQLITE_OK);
   ASSERT_EQ(sqlite3_exec(other, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr), SQLITE_OK);
+  std::this_thread::sleep_for(200ms);  // the fault lasts a few renewal ticks
 
   std::promise<Result<Lease>> acquired;
   client.async_acquire("a", 60s, {}, [&](Result<Lease> r) { acquired.set_value(std::move(r)); });
@@ -316,6 +318,37 @@ TEST(SqliteAttack, AWaitForTheWriteLockStallsNoOtherCall) {
   auto got = acquired.get_future().get();
   EXPECT_TRUE(got.ok()) << got.status().to_string();
   if (answered) EXPECT_TRUE(read.get().ok());
+  EXPECT_FALSE(renewed->lost()) << "a renewal that waited for the write lock was given up";
+  EXPECT_TRUE(renewed->release().ok());
+}
+
+// A call with a deadline returns by it while another program keeps the
+// write lock for longer: the fast path does not wait busy_timeout_ms (here
+// a minute) and the slow path then another.
+TEST(SqliteAttack, ADeadlineHoldsWhileAnotherProgramKeepsTheWriteLock) {
+  TempDir dir;
+  LogSink log;
+  auto client = Client::connect(url_of(dir) + "?busy_timeout_ms=60000", quiet(log));
+  ASSERT_TRUE(client.inspect("b").ok());
+  sqlite3* other = nullptr;
+  ASSERT_EQ(sqlite3_open(dir.file("locks.db").c_str(), &other), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(other, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr), SQLITE_OK);
+
+  auto asked = Clock::now();
+  auto once = client.try_acquire("a");
+  measure("sqlite_try_acquire_while_write_lock_held", ms_since(asked));
+  EXPECT_EQ(once.status().code(), Errc::unavailable) << once.status().to_string();
+  EXPECT_LT(ms_since(asked), 10000) << "try_acquire waited for the busy timeout";
+
+  asked = Clock::now();
+  auto waited = client.acquire("a", 300ms);
+  measure("sqlite_acquire_300ms_while_write_lock_held", ms_since(asked));
+  EXPECT_EQ(waited.status().code(), Errc::unavailable) << waited.status().to_string();
+  EXPECT_LT(ms_since(asked), 10000) << "a 300 ms wait waited for the busy timeout";
+
+  ASSERT_EQ(sqlite3_exec(other, "COMMIT", nullptr, nullptr, nullptr), SQLITE_OK);
+  sqlite3_close(other);
+  EXPECT_TRUE(client.try_acquire("a").ok());
 }
 
 // --- item: a directory another user could plant -------------------------
