@@ -183,6 +183,7 @@ class SqliteBackend final : public detail::Backend {
     std::lock_guard lk(fast_mu_);
     if (!open_fast()) return std::nullopt;
     ++commands_;
+    fast_->set_busy(std::min(config_.busy, kInlineBusy));  // the caller's wait goes on in the client
     auto out = fast_->acquire(call);
     report_gone(*fast_);
     return out;
@@ -192,6 +193,7 @@ class SqliteBackend final : public detail::Backend {
     std::lock_guard lk(fast_mu_);
     if (!open_fast()) return std::nullopt;
     ++commands_;
+    fast_->set_busy(config_.busy);  // a release has no deadline: failing it would leave the lock held
     auto out = fast_->release(call);
     report_gone(*fast_);
     if (freed(out)) {
@@ -274,7 +276,6 @@ class SqliteBackend final : public detail::Backend {
       auto store = LockStore::open(config_.path, config_.busy);
       if (!store.ok()) return false;
       fast_ = std::move(*store);
-      fast_->set_busy(std::min(config_.busy, kInlineBusy));
     }
     return true;
   }

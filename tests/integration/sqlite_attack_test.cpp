@@ -351,6 +351,28 @@ TEST(SqliteAttack, ADeadlineHoldsWhileAnotherProgramKeepsTheWriteLock) {
   EXPECT_TRUE(client.try_acquire("a").ok());
 }
 
+// A release has no deadline: it waits for the write lock (up to
+// busy_timeout_ms) rather than leave the lock held until its lease.
+TEST(SqliteAttack, AReleaseWaitsForAnotherProgramsWriteLock) {
+  TempDir dir;
+  LogSink log;
+  auto client = Client::connect(url_of(dir), quiet(log));
+  auto held = client.acquire("a", 0ms);
+  ASSERT_TRUE(held.ok());
+  sqlite3* other = nullptr;
+  ASSERT_EQ(sqlite3_open(dir.file("locks.db").c_str(), &other), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(other, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr), SQLITE_OK);
+  auto other_commits = std::async(std::launch::async, [&] {
+    std::this_thread::sleep_for(200ms);  // the other program's transaction
+    return sqlite3_exec(other, "COMMIT", nullptr, nullptr, nullptr);
+  });
+  Status released = held->release();
+  EXPECT_TRUE(released.ok()) << released.to_string();
+  EXPECT_EQ(other_commits.get(), SQLITE_OK);
+  sqlite3_close(other);
+  EXPECT_FALSE(client.inspect("a")->held);
+}
+
 // --- item: a directory another user could plant -------------------------
 
 // As /tmp/dlock-UID when HOME is unset: in a world-writable directory,
