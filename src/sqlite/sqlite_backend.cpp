@@ -164,6 +164,7 @@ class SqliteBackend final : public detail::Backend {
     watched_names_.store(watches_.size());
     if (w.count++ == 0 && store_) {
       auto seen = store_->releases(key.name);
+      report_gone(*store_);
       w.releases = seen.ok() ? *seen : -1;
     }
     post(std::move(ready), s);
@@ -319,6 +320,7 @@ class SqliteBackend final : public detail::Backend {
     std::vector<std::string> released;
     for (auto& [name, w] : watches_) {
       auto seen = store_->releases(name);
+      report_gone(*store_);
       if (!seen.ok()) {
         asio::post(io_, [this] {
           if (!closed_ && events_.resync) events_.resync();
