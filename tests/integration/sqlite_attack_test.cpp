@@ -58,6 +58,10 @@ int in_namespaces(int flags, const std::function<bool()>& setup, const std::func
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
+// Namespaces, another uid and lchown need root (as on the test machines).
+#define REQUIRE_ROOT() \
+  if (geteuid() != 0) GTEST_SKIP() << "needs root (namespaces, another user)"
+
 bool set_boottime_offset() { return write_file("/proc/self/timens_offsets", "boottime 100000 0"); }
 
 // Blocks until the parent writes a byte to the pipe.
@@ -119,6 +123,7 @@ TEST(SqliteAttack, AReplacedLockFileIsUsedByTheNextCall) {
 // outside (`victim`); /proc is the outer one, so /proc/<getpid()> is the
 // victim. Its death must not free the lock.
 TEST(SqliteAttack, AnUnrelatedDeathDoesNotFreeAHolderInAPidNamespace) {
+  REQUIRE_ROOT();
   TempDir dir;
   const std::string url = url_of(dir), marker = dir.file("held");
   const pid_t victim = fork_child([] {
@@ -185,6 +190,7 @@ TEST(SqliteAttack, AForkedChildIsItsOwnHolder) {
 // --- item: another time namespace (CLOCK_BOOTTIME differs) ----------------
 
 TEST(SqliteAttack, AWaiterInAnotherTimeNamespaceSeesALiveHolder) {
+  REQUIRE_ROOT();
   TempDir dir;
   const std::string url = url_of(dir);
   int go[2];
@@ -211,6 +217,7 @@ TEST(SqliteAttack, AWaiterInAnotherTimeNamespaceSeesALiveHolder) {
 }
 
 TEST(SqliteAttack, AHolderInAnotherTimeNamespaceKeepsItsLock) {
+  REQUIRE_ROOT();
   TempDir dir;
   const std::string url = url_of(dir), marker = dir.file("held");
   const pid_t holder = fork_child([&] {
@@ -252,6 +259,7 @@ int without_inotify(const TempDir& dir, const std::function<int()>& body) {
 }
 
 TEST(SqliteAttack, WithoutInotifyTheStoreWorksAndWaitsEndAtTheLease) {
+  REQUIRE_ROOT();
   TempDir dir;
   const std::string url = url_of(dir);
   EXPECT_EQ(without_inotify(dir, [&] {
@@ -275,6 +283,7 @@ TEST(SqliteAttack, WithoutInotifyTheStoreWorksAndWaitsEndAtTheLease) {
 
 // Without inotify the holder learns of a deleted file at its next renewal.
 TEST(SqliteAttack, WithoutInotifyADeletedFileIsNoticedAtTheNextRenewal) {
+  REQUIRE_ROOT();
   TempDir dir;
   const std::string url = url_of(dir);
   EXPECT_EQ(without_inotify(dir, [&] {
@@ -379,6 +388,7 @@ TEST(SqliteAttack, AReleaseWaitsForAnotherProgramsWriteLock) {
 // another user makes the name a link to a directory of the victim's; later
 // they can point it at one of their own, with a lock table of their own.
 TEST(SqliteAttack, ALinkOfAnotherUserIsNotFollowed) {
+  REQUIRE_ROOT();
   TempDir dir;
   const std::string shared = dir.file("tmp"), real = dir.file("real");
   ASSERT_EQ(mkdir(shared.c_str(), 01777), 0);
