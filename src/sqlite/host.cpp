@@ -38,11 +38,15 @@ struct TimeNamespace {
 
 TimeNamespace read_time_namespace() {
   TimeNamespace t;
-  if (link_of("/proc/self/ns/time") != link_of("/proc/self/ns/time_for_children")) {
+  const std::string ns = link_of("/proc/self/ns/time");
+  if (ns != link_of("/proc/self/ns/time_for_children")) {
     t.known = false;
     return t;
   }
   std::ifstream in("/proc/self/timens_offsets");
+  // Unreadable: fine only in the host's own time namespace (its inode
+  // number is fixed, PROC_TIME_INIT_INO) or without time namespaces.
+  if (!in) t.known = ns.empty() || ns == "time:[4026531834]";
   std::string clock;
   long long sec = 0, nsec = 0;
   while (in >> clock >> sec >> nsec)
@@ -124,8 +128,9 @@ std::int64_t boot_ms() {
 Status check_clock() {
   if (identity().time.known) return {};
   return {Errc::invalid_argument,
-          "this process's children are in another time namespace than itself, so its boot clock cannot be "
-          "compared with other processes': open the lock file before unshare(CLONE_NEWTIME), or in the child"};
+          "this process's time namespace offsets are unknown (its children are in another time namespace, or "
+          "/proc/self/timens_offsets cannot be read), so its boot clock cannot be compared with other processes': "
+          "open the lock file before unshare(CLONE_NEWTIME), or in the child"};
 }
 
 const std::string& boot_id() {

@@ -22,7 +22,8 @@ std::int64_t boot_ms();
 
 // invalid_argument if this process's boot clock cannot be put on the host's:
 // it moved its children to another time namespace (unshare CLONE_NEWTIME)
-// and /proc/self/timens_offsets describes theirs, not its own.
+// and /proc/self/timens_offsets describes theirs, not its own; or it is in
+// a time namespace whose offsets it cannot read.
 Status check_clock();
 
 // The kernel's id of this boot (/proc/sys/kernel/random/boot_id): a row

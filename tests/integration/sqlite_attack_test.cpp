@@ -241,6 +241,23 @@ TEST(SqliteAttack, AHolderInAnotherTimeNamespaceKeepsItsLock) {
   EXPECT_EQ(wait_exit(holder, 10s), 128 + SIGKILL);
 }
 
+// After unshare(CLONE_NEWTIME) the process itself stays in its namespace
+// while /proc/self/timens_offsets shows its future children's: its offset
+// is unknown, and it is told so rather than compare the wrong instants.
+TEST(SqliteAttack, AProcessWhoseOwnTimeOffsetIsUnknownIsRefused) {
+  REQUIRE_ROOT();
+  TempDir dir;
+  const std::string url = url_of(dir);
+  const pid_t kid = fork_child([&] {
+    if (unshare(CLONE_NEWTIME) != 0 || !set_boottime_offset()) return 90;
+    LogSink log;
+    auto client = Client::try_connect(url, quiet(log));
+    if (client.ok()) return 1;
+    return client.status().code() == Errc::invalid_argument ? 0 : 2;
+  });
+  EXPECT_EQ(wait_exit(kid, 20s), 0);
+}
+
 // --- item: no inotify instance left -------------------------------------
 
 // Runs body() in a child as a user of its own (so no one else's instances
