@@ -66,7 +66,7 @@ Result<std::int64_t> LockStore::releases(const std::string& name) {
 
 // Any error rolls the transaction back.
 template <class T, class F>
-Result<T> LockStore::in_transaction(F&& body, bool* moved) {
+Result<T> LockStore::in_transaction(bool* moved, F&& body) {
   if (Status s = follow_file(); !s.ok()) return s;
   WriteTransaction tx(*db_);
   if (Status s = tx.begin(); !s.ok()) return s;
@@ -80,14 +80,14 @@ Result<T> LockStore::in_transaction(F&& body, bool* moved) {
   }
   // Checked after the commit: a file still in place now was in place then
   // (its inode cannot come back to the path while this connection holds it).
-  if (moved != nullptr) *moved = db_->has_moved();
+  *moved = db_->has_moved();
   return out;
 }
 
 Result<AcquireOutcome> LockStore::acquire(const detail::AcquireCall& call, std::optional<ProcessId>* holder) {
   if (Status s = detail::check_mode(call, "SQLite"); !s.ok()) return s;
   bool moved = false;
-  auto out = in_transaction<AcquireOutcome>([&]() -> Result<AcquireOutcome> {
+  auto out = in_transaction<AcquireOutcome>(&moved, [&]() -> Result<AcquireOutcome> {
     auto stored = table_->read(call.name);
     if (!stored.ok()) return stored.status();
     const std::int64_t now = boot_ms();
@@ -102,7 +102,7 @@ Result<AcquireOutcome> LockStore::acquire(const detail::AcquireCall& call, std::
       if (Status s = table_->write(call.name, *r.write); !s.ok()) return s;
     if (holder != nullptr && r.outcome.kind == AcquireOutcome::Kind::busy) *holder = (*stored)->holder;
     return r.outcome;
-  }, &moved);
+  });
   if (moved && out.ok() && out->kind == AcquireOutcome::Kind::granted)
     return Status(Errc::unavailable, "sqlite: the lock file " + path_ + " was deleted or replaced during the grant");
   return out;
@@ -110,7 +110,7 @@ Result<AcquireOutcome> LockStore::acquire(const detail::AcquireCall& call, std::
 
 Result<ReleaseOutcome> LockStore::release(const detail::ReleaseCall& call) {
   bool moved = false;
-  auto out = in_transaction<ReleaseOutcome>([&]() -> Result<ReleaseOutcome> {
+  auto out = in_transaction<ReleaseOutcome>(&moved, [&]() -> Result<ReleaseOutcome> {
     auto stored = table_->read(call.name);
     if (!stored.ok()) return stored.status();
     auto r = detail::decide_release(LockTable::live(*stored, boot_ms()), call);
@@ -119,14 +119,14 @@ Result<ReleaseOutcome> LockStore::release(const detail::ReleaseCall& call) {
     if (r.write == detail::RowRelease::Write::erase) s = table_->free(call.name);
     if (!s.ok()) return s;
     return r.outcome;
-  }, &moved);
+  });
   if (moved && out.ok()) return ReleaseOutcome{ReleaseOutcome::Kind::not_held, 0};  // released in a dead file
   return out;
 }
 
 Result<std::vector<RenewOutcome>> LockStore::renew(const std::vector<detail::RenewCall>& calls) {
   bool moved = false;
-  auto done = in_transaction<std::vector<RenewOutcome>>([&]() -> Result<std::vector<RenewOutcome>> {
+  auto done = in_transaction<std::vector<RenewOutcome>>(&moved, [&]() -> Result<std::vector<RenewOutcome>> {
     std::vector<RenewOutcome> out;
     const std::int64_t now = boot_ms();
     for (const detail::RenewCall& c : calls) {
@@ -137,7 +137,7 @@ Result<std::vector<RenewOutcome>> LockStore::renew(const std::vector<detail::Ren
         if (Status s = table_->set_expiry(c.name, until(now, c.lease)); !s.ok()) return s;
     }
     return out;
-  }, &moved);
+  });
   if (moved && done.ok())  // extended in a dead file
     for (RenewOutcome& o : *done) o = RenewOutcome::expired;
   return done;

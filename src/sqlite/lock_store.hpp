@@ -51,9 +51,10 @@ class LockStore {
  private:
   LockStore(std::string path, std::chrono::milliseconds busy) : path_(std::move(path)), busy_(busy) {}
   Status open_file();
-  // `moved`: set if the file was replaced by the time the commit was done.
+  // body() in one write transaction; *moved tells whether the file was
+  // deleted or replaced by the time the commit was done.
   template <class T, class F>
-  Result<T> in_transaction(F&& body, bool* moved = nullptr);
+  Result<T> in_transaction(bool* moved, F&& body);
 
   std::string path_;
   std::chrono::milliseconds busy_;
