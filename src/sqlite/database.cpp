@@ -142,6 +142,13 @@ Status Database::error(int rc, std::string_view what) const {
 
 std::int64_t Database::changes() const { return sqlite3_changes64(db_); }
 
+bool Database::has_moved() const {
+  int moved = 0;
+  // An error (no such control in this VFS) leaves moved 0: nothing known.
+  (void)sqlite3_file_control(db_, "main", SQLITE_FCNTL_HAS_MOVED, &moved);
+  return moved != 0;
+}
+
 WriteTransaction::~WriteTransaction() {
   if (open_) (void)db_.exec("ROLLBACK");
 }

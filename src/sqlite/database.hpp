@@ -65,11 +65,16 @@ class Database {
   // The Status for result code `rc` of `what`, from the connection's error.
   Status error(int rc, std::string_view what) const;
   std::int64_t changes() const;
+  // The file this connection opened is no longer at its path: deleted,
+  // renamed, or replaced by another file (SQLITE_FCNTL_HAS_MOVED compares
+  // the open file's inode with the path's).
+  bool has_moved() const;
 
   // For the busy handler: when this wait began (try 0 starts it), and how
   // long one may last.
   std::chrono::steady_clock::time_point busy_since(int tries) const;
   std::chrono::milliseconds busy_limit() const { return busy_; }
+  void set_busy_limit(std::chrono::milliseconds busy) { busy_ = busy; }
 
  private:
   Database(sqlite3* db, std::chrono::milliseconds busy) : db_(db), busy_(busy) {}

@@ -2,12 +2,19 @@
 // interface on it, each one write transaction. Used by one thread at a time:
 // the backend keeps one for its I/O thread and one, behind a mutex, for the
 // blocking fast path on callers' threads.
+//
+// The file at the path is the lock table: if it was deleted or replaced
+// (rm, mv), every call first opens the file now there, and this process's
+// holds in the old one are gone (take_gone()). A call whose file moved while
+// it ran did nothing that counts: a grant is refused (unavailable), a
+// renewal reports expired, a release not_held.
 #ifndef DLOCK_SQLITE_LOCK_STORE_HPP_
 #define DLOCK_SQLITE_LOCK_STORE_HPP_
 
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backend.hpp"
@@ -28,16 +35,32 @@ class LockStore {
   Result<std::vector<detail::RenewOutcome>> renew(const std::vector<detail::RenewCall>& calls);
   Result<LockInfo> inspect(const std::string& name);
   // The name's release counter (0 if never locked).
-  Result<std::int64_t> releases(const std::string& name) { return table_->releases(name); }
+  Result<std::int64_t> releases(const std::string& name);
+
+  // From now on a call waits this long for another connection's write lock.
+  void set_busy(std::chrono::milliseconds busy) {
+    busy_ = busy;
+    if (db_) db_->set_busy_limit(busy);
+  }
+  // Opens the file now at the path if the one open was deleted or replaced.
+  Status follow_file();
+  // This process's holds in files left behind since the last call (each
+  // reported once).
+  std::vector<detail::HoldRef> take_gone() { return std::exchange(gone_, {}); }
 
  private:
-  LockStore(std::unique_ptr<Database> db, std::unique_ptr<LockTable> table)
-      : db_(std::move(db)), table_(std::move(table)) {}
+  LockStore(std::string path, std::chrono::milliseconds busy) : path_(std::move(path)), busy_(busy) {}
+  Status open_file();
+  // body() in one write transaction; *moved tells whether the file was
+  // deleted or replaced by the time the commit was done.
   template <class T, class F>
-  Result<T> in_transaction(F&& body);
+  Result<T> in_transaction(bool* moved, F&& body);
 
+  std::string path_;
+  std::chrono::milliseconds busy_;
   std::unique_ptr<Database> db_;
   std::unique_ptr<LockTable> table_;  // over *db_
+  std::vector<detail::HoldRef> gone_;
 };
 
 // A release that freed the lock (waiters should hear of it).

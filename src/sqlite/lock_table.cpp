@@ -62,6 +62,9 @@ Status LockTable::prepare_all() {
       {&bump_fence_, "UPDATE dlock_meta SET value = value + 1 WHERE key = 'fence' RETURNING value"},
       {&fence_, "SELECT value FROM dlock_meta WHERE key = 'fence'"},
       {&releases_, "SELECT releases FROM dlock_locks WHERE name = ?1"},
+      {&held_by_,
+       "SELECT name, owner, grant_id FROM dlock_locks WHERE owner IS NOT NULL AND pid = ?1 AND pid_start = ?2 "
+       "AND pid_ns = ?3"},
   };
   for (const auto& s : all) {
     auto st = db_.prepare(s.sql);
@@ -149,6 +152,21 @@ Result<std::int64_t> LockTable::releases(const std::string& name) {
   const std::int64_t v = *row ? releases_.int64(0) : 0;
   releases_.reset();
   return v;
+}
+
+Result<std::vector<detail::HoldRef>> LockTable::held_by(const ProcessId& holder) {
+  held_by_.bind(1, static_cast<std::int64_t>(holder.pid))
+      .bind(2, static_cast<std::int64_t>(holder.start))
+      .bind(3, holder.ns);
+  std::vector<detail::HoldRef> out;
+  for (;;) {
+    auto row = held_by_.step();
+    if (!row.ok()) return row.status();
+    if (!*row) break;
+    out.push_back({held_by_.text(0), held_by_.text(1), static_cast<std::uint64_t>(held_by_.int64(2))});
+  }
+  held_by_.reset();
+  return out;
 }
 
 }  // namespace dlock::sqlite

@@ -14,7 +14,9 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
+#include "backend.hpp"
 #include "core/lock_row.hpp"
 #include "sqlite/database.hpp"
 #include "sqlite/host.hpp"
@@ -50,12 +52,14 @@ class LockTable {
   Result<std::uint64_t> next_fence();
   Result<std::uint64_t> last_fence();
   Result<std::int64_t> releases(const std::string& name);
+  // The locks `holder` holds in this file (expired or not).
+  Result<std::vector<detail::HoldRef>> held_by(const ProcessId& holder);
 
  private:
   explicit LockTable(Database& db) : db_(db) {}
   Status prepare_all();
   Database& db_;
-  Statement read_, write_, expiry_, free_, bump_fence_, fence_, releases_;
+  Statement read_, write_, expiry_, free_, bump_fence_, fence_, releases_, held_by_;
 };
 
 }  // namespace dlock::sqlite

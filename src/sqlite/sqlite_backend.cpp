@@ -1,8 +1,12 @@
 #include "sqlite/sqlite_backend.hpp"
 
 #include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
 
+#include <algorithm>
 #include <atomic>
+#include <cstdlib>
+#include <deque>
 #include <map>
 #include <mutex>
 #include <vector>
@@ -24,25 +28,40 @@ using detail::RenewCall;
 using detail::RenewOutcome;
 using detail::WatchKey;
 
+// How long the I/O thread's connection itself waits for another process's
+// write lock before the call is put off to a timer: dlock's own
+// transactions hold it for microseconds.
+constexpr std::chrono::milliseconds kInlineBusy{5};
+
 // The statements run on the I/O thread (they are local, and wait only for
 // another process's write lock, which every dlock transaction holds for
 // microseconds), or, for the blocking fast path, on the caller's thread
 // through a second connection: a hop to the I/O thread costs more than the
 // transaction when the cores are busy.
+//
+// No thread sleeps long in SQLite's busy handler: each connection waits
+// kInlineBusy for another program's write lock. Then an acquire answers
+// busy (unavailable) and the client retries it within the caller's wait; a
+// release, renewal or undo goes on from a timer until busy_timeout_ms has
+// passed, in order (one queue), while the I/O thread serves everything
+// else: reads, wake-ups, timers, losses.
 class SqliteBackend final : public detail::Backend {
  public:
   SqliteBackend(asio::io_context& io, SqliteConfig config)
-      : io_(io), config_(std::move(config)), wakeups_(io, config_.path) {}
+      : io_(io), config_(std::move(config)), wakeups_(io, config_.path), retry_(io) {}
 
   detail::Capabilities capabilities() const override { return {}; }  // leases renewed, re-entry in the row
   void set_events(detail::BackendEvents events) override { events_ = std::move(events); }
 
   void start(std::function<void(Status)> done) override {
-    auto store = LockStore::open(config_.path, config_.busy);
+    auto store = LockStore::open(config_.path, config_.busy);  // the schema may wait: nothing else runs yet
     Status s = store.status();
     if (store.ok()) {
       store_ = std::move(*store);
-      s = wakeups_.open([this] { check_releases(); });
+      store_->set_busy(std::min(config_.busy, kInlineBusy));
+      s = wakeups_.open([this] { check_releases(); }, [this] { check_file(); });
+      if (s.ok() && !wakeups_.inotify_status().ok() && config_.log)
+        config_.log(LogLevel::warning, "sqlite: " + wakeups_.inotify_status().message());
     }
     post(std::move(done), s);
   }
@@ -51,47 +70,84 @@ class SqliteBackend final : public detail::Backend {
     closed_ = true;
     wakeups_.close();
     store_.reset();
+    retry_.cancel();
+    while (!writes_.empty()) {  // each fails with cancelled (no store)
+      auto write = std::move(writes_.front());
+      writes_.pop_front();
+      write.run(true);
+    }
     std::lock_guard lk(fast_mu_);
     fast_closed_ = true;
     fast_.reset();
   }
 
+  // Not queued, so a wait's deadline holds: after kInlineBusy the busy
+  // answer goes back, and the client retries within the wait (and
+  // error_retry). Refused while a write of this client waits for the write
+  // lock, so it never overtakes a release or an abandon.
   void acquire(const AcquireCall& call, std::function<void(Result<AcquireOutcome>)> done) override {
     if (!store_) return post(std::move(done), closed());
+    if (!writes_.empty())
+      return post(std::move(done),
+                  Status(Errc::unavailable, "sqlite: another program holds the lock file's write lock", "5"));
     ++commands_;
     std::optional<ProcessId> holder;
     auto out = store_->acquire(call, &holder);
+    report_gone(*store_);
     if (holder && watches_.count(call.name)) watch_holder(call.name, *holder);
     post(std::move(done), std::move(out));
   }
 
   void release(const ReleaseCall& call, std::function<void(Result<ReleaseOutcome>)> done) override {
-    if (!store_) return post(std::move(done), closed());
-    ++commands_;
-    auto out = store_->release(call);
-    if (freed(out)) announce_release(call.name);
-    post(std::move(done), std::move(out));
+    queue_write([this, call, done = std::move(done)](bool last) {
+      if (!store_) {
+        post(done, Result<ReleaseOutcome>(closed()));
+        return true;
+      }
+      auto out = store_->release(call);
+      report_gone(*store_);
+      if (!last && waits_for_write_lock(out.status())) return false;
+      ++commands_;
+      if (freed(out)) announce_release(call.name);
+      post(done, std::move(out));
+      return true;
+    });
   }
 
   // Nothing of a local attempt stays behind; a grant is undone only if its
   // commit's outcome was unknown.
   void abandon(const AbandonCall& call, std::function<void(Status)> done) override {
-    Status s;
-    if (auto undo = detail::undo_of(call); undo && call.in_doubt) {
-      if (!store_) return post(std::move(done), closed());
+    auto undo = detail::undo_of(call);
+    if (!undo || !call.in_doubt) return post(std::move(done), Status());
+    queue_write([this, name = call.name, undo = *undo, done = std::move(done)](bool last) {
+      if (!store_) {
+        post(done, closed());
+        return true;
+      }
+      auto out = store_->release(undo);
+      report_gone(*store_);
+      if (!last && waits_for_write_lock(out.status())) return false;
       ++commands_;
-      auto out = store_->release(*undo);
-      if (freed(out)) announce_release(call.name);
-      s = out.status();
-    }
-    post(std::move(done), s);
+      if (freed(out)) announce_release(name);
+      post(done, out.status());
+      return true;
+    });
   }
 
   void renew(const std::vector<RenewCall>& calls,
              std::function<void(Result<std::vector<RenewOutcome>>)> done) override {
-    if (!store_) return post(std::move(done), Result<std::vector<RenewOutcome>>(closed()));
-    ++commands_;
-    post(std::move(done), store_->renew(calls));
+    queue_write([this, calls, done = std::move(done)](bool last) {
+      if (!store_) {
+        post(done, Result<std::vector<RenewOutcome>>(closed()));
+        return true;
+      }
+      auto out = store_->renew(calls);
+      report_gone(*store_);
+      if (!last && waits_for_write_lock(out.status())) return false;
+      ++commands_;
+      post(done, std::move(out));
+      return true;
+    });
   }
 
   void inspect(const std::string& name, std::function<void(Result<LockInfo>)> done) override {
@@ -108,6 +164,7 @@ class SqliteBackend final : public detail::Backend {
     watched_names_.store(watches_.size());
     if (w.count++ == 0 && store_) {
       auto seen = store_->releases(key.name);
+      report_gone(*store_);
       w.releases = seen.ok() ? *seen : -1;
     }
     post(std::move(ready), s);
@@ -127,14 +184,19 @@ class SqliteBackend final : public detail::Backend {
     std::lock_guard lk(fast_mu_);
     if (!open_fast()) return std::nullopt;
     ++commands_;
-    return fast_->acquire(call);
+    fast_->set_busy(std::min(config_.busy, kInlineBusy));  // the caller's wait goes on in the client
+    auto out = fast_->acquire(call);
+    report_gone(*fast_);
+    return out;
   }
 
   std::optional<Result<ReleaseOutcome>> release_now(const ReleaseCall& call) override {
     std::lock_guard lk(fast_mu_);
     if (!open_fast()) return std::nullopt;
     ++commands_;
+    fast_->set_busy(config_.busy);  // a release has no deadline: failing it would leave the lock held
     auto out = fast_->release(call);
+    report_gone(*fast_);
     if (freed(out)) {
       wakeups_.ring();  // other processes
       // This one's waiters, through the I/O thread, if there are any: a
@@ -160,6 +222,47 @@ class SqliteBackend final : public detail::Backend {
     std::int64_t releases = -1;  // the name's release counter when last looked at
   };
 
+  // A write on the I/O thread: run(last) tries it once and returns false
+  // (having answered nothing) if the write lock was busy and `last` is
+  // false; otherwise it answers and returns true.
+  struct Write {
+    std::function<bool(bool last)> run;
+    std::chrono::steady_clock::time_point until;
+    int tries = 0;
+  };
+
+  void queue_write(std::function<bool(bool last)> run) {
+    writes_.push_back({std::move(run), std::chrono::steady_clock::now() + config_.busy});
+    if (writes_.size() == 1 && !retrying_) run_writes();
+  }
+
+  void run_writes() {
+    while (!writes_.empty()) {
+      Write& w = writes_.front();
+      if (!w.run(closed_ || std::chrono::steady_clock::now() >= w.until)) {
+        // 1 ms, then 2 ms, as the busy handler backs off (a timer's wake-up
+        // costs more than a sleep, so it starts later).
+        const auto pause = std::chrono::milliseconds(w.tries++ == 0 ? 1 : 2);
+        retrying_ = true;
+        retry_.expires_after(std::min<std::chrono::steady_clock::duration>(
+            pause, std::max<std::chrono::steady_clock::duration>(w.until - std::chrono::steady_clock::now(), {})));
+        retry_.async_wait([this](const boost::system::error_code& ec) {
+          retrying_ = false;
+          if (!ec && !closed_) run_writes();
+        });
+        return;
+      }
+      writes_.pop_front();
+    }
+  }
+
+  // Another connection kept the write lock past kInlineBusy.
+  static bool waits_for_write_lock(const Status& s) {
+    if (s.code() != Errc::unavailable || s.backend_code().empty()) return false;
+    const int rc = std::atoi(s.backend_code().c_str()) & 0xff;
+    return rc == 5 /* SQLITE_BUSY */ || rc == 6 /* SQLITE_LOCKED */;
+  }
+
   template <class Done, class Value>
   void post(Done done, Value value) {
     asio::post(io_, [done = std::move(done), value = std::move(value)]() mutable { done(std::move(value)); });
@@ -176,6 +279,24 @@ class SqliteBackend final : public detail::Backend {
       fast_ = std::move(*store);
     }
     return true;
+  }
+
+  // This process's holds in a lock file that was deleted or replaced are
+  // lost; told on the I/O thread (any thread may call this).
+  void report_gone(LockStore& store) {
+    auto gone = store.take_gone();
+    if (gone.empty()) return;
+    asio::post(io_, [this, gone = std::move(gone)] {
+      if (!closed_ && events_.lost) events_.lost(gone, LossReason::expired);
+    });
+  }
+
+  // The directory changed under the lock file's name: if it is another file
+  // now, its holders learn at once rather than at their next renewal.
+  void check_file() {
+    if (closed_ || !store_) return;
+    (void)store_->follow_file();
+    report_gone(*store_);
   }
 
   // After the commit: this client's waiters are woken at once, other
@@ -199,6 +320,7 @@ class SqliteBackend final : public detail::Backend {
     std::vector<std::string> released;
     for (auto& [name, w] : watches_) {
       auto seen = store_->releases(name);
+      report_gone(*store_);
       if (!seen.ok()) {
         asio::post(io_, [this] {
           if (!closed_ && events_.resync) events_.resync();
@@ -217,7 +339,7 @@ class SqliteBackend final : public detail::Backend {
 
   // A holder on this host that dies wakes the name's waiters at once.
   void watch_holder(const std::string& name, const ProcessId& holder) {
-    if (holder.ns != self().ns || holder.pid == self().pid) return;
+    if (!can_check_pids() || holder.ns.empty() || holder.ns != self().ns || holder.pid == self().pid) return;
     wakeups_.watch_process(name, holder, [this, name] {
       if (!closed_ && events_.released) events_.released({name, 0});
     });
@@ -232,6 +354,9 @@ class SqliteBackend final : public detail::Backend {
   std::atomic<std::size_t> watched_names_{0};  // watches_.size(), for the fast path's threads
   std::atomic<std::uint64_t> commands_{0};
   bool closed_ = false;
+  std::deque<Write> writes_;  // in order; the front one runs or waits on retry_
+  asio::steady_timer retry_;
+  bool retrying_ = false;
   std::mutex fast_mu_;
   std::unique_ptr<LockStore> fast_;  // guarded by fast_mu_
   bool fast_closed_ = false;         // guarded by fast_mu_

@@ -18,7 +18,7 @@ namespace dlock::sqlite {
 
 struct SqliteConfig {
   std::string path;                        // absolute path of the database file
-  std::chrono::milliseconds busy{5000};    // wait for another process's write lock
+  std::chrono::milliseconds busy{5000};    // a release or renewal waits this long for another process's write lock
   std::function<void(LogLevel, std::string_view)> log;
 };
 

@@ -14,58 +14,88 @@ namespace dlock::sqlite {
 
 namespace asio = boost::asio;
 
+namespace {
+
+// Always watched: the database file's name deleted, renamed away or to, or
+// made. Rare, unlike the modifications of every commit, watched only while
+// this process waits.
+constexpr std::uint32_t kNameEvents = IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_CREATE;
+
+}  // namespace
+
 Wakeups::Wakeups(asio::io_context& io, std::string db_path) : io_(io) {
   const auto slash = db_path.rfind('/');
   dir_ = slash == 0 ? "/" : db_path.substr(0, slash);
-  wake_name_ = db_path.substr(slash + 1) + "-wake";
+  db_name_ = db_path.substr(slash + 1);
+  wake_name_ = db_name_ + "-wake";
 }
 
-Wakeups::~Wakeups() {
-  close();
-  if (wake_fd_ >= 0) ::close(wake_fd_);
-}
+Wakeups::~Wakeups() { close(); }
 
-Status Wakeups::open(std::function<void()> rung) {
+Status Wakeups::open(std::function<void()> rung, std::function<void()> moved) {
   rung_ = std::move(rung);
+  moved_ = std::move(moved);
   const std::string wake_path = dir_ + "/" + wake_name_;
-  wake_fd_ = ::open(wake_path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0666);
-  if (wake_fd_ < 0) return {Errc::permission_denied, "cannot open " + wake_path + ": " + std::strerror(errno)};
+  const int wake_fd = ::open(wake_path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0666);
+  if (wake_fd < 0) return {Errc::permission_denied, "cannot open " + wake_path + ": " + std::strerror(errno)};
+  ::close(wake_fd);
   const int fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-  if (fd < 0) return {Errc::unavailable, std::string("inotify_init1: ") + std::strerror(errno)};
+  if (fd < 0) {
+    inotify_status_ = {Errc::unavailable, std::string("no release notifications (inotify_init1: ") +
+                                              std::strerror(errno) + "): waits end at the holder's lease"};
+    return {};
+  }
   inotify_ = std::make_unique<asio::posix::stream_descriptor>(io_, fd);
+  if (Status s = set_mask(); !s.ok()) {
+    inotify_status_ = s;
+    inotify_.reset();
+    return {};
+  }
   read_events();
   return {};
 }
 
-Status Wakeups::listen(bool on) {
-  if (closed_ || !inotify_ || on == (watch_ >= 0)) return {};
-  const int fd = inotify_->native_handle();
-  if (!on) {
-    inotify_rm_watch(fd, watch_);
-    watch_ = -1;
-    return {};
-  }
+Status Wakeups::set_mask() {
   // The directory, not the file: a wake file deleted and made again is
-  // still seen.
-  watch_ = inotify_add_watch(fd, dir_.c_str(), IN_MODIFY);
-  if (watch_ < 0) return {Errc::unavailable, "inotify on " + dir_ + ": " + std::strerror(errno)};
+  // still seen. The same watch (one per directory) gets the new mask.
+  watch_ = inotify_add_watch(inotify_->native_handle(), dir_.c_str(), kNameEvents | (listening_ ? IN_MODIFY : 0));
+  if (watch_ < 0)
+    return {Errc::unavailable, "no release notifications (inotify on " + dir_ + ": " + std::strerror(errno) +
+                                   "): waits end at the holder's lease"};
   return {};
 }
 
+Status Wakeups::listen(bool on) {
+  if (closed_) return {};
+  if (!inotify_) return inotify_status_;
+  if (on == listening_) return {};
+  listening_ = on;
+  return set_mask();
+}
+
+// Opened each time: the wake file may have been deleted with the database
+// (and a new one made by the next process), and a byte into a deleted file
+// wakes no one.
 void Wakeups::ring() {
-  if (wake_fd_ >= 0) (void)!pwrite(wake_fd_, "", 1, 0);
+  const std::string wake_path = dir_ + "/" + wake_name_;
+  const int fd = ::open(wake_path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0666);
+  if (fd < 0) return;
+  (void)!pwrite(fd, "", 1, 0);
+  ::close(fd);
 }
 
 void Wakeups::read_events() {
   inotify_->async_read_some(asio::buffer(buf_), [this](const boost::system::error_code& ec, std::size_t n) {
     if (ec || closed_) return;
-    bool ours = false;
+    bool rung = false, moved = false;
     for (std::size_t at = 0; at + sizeof(inotify_event) <= n;) {
       const auto* ev = reinterpret_cast<const inotify_event*>(buf_.data() + at);
-      if (ev->len > 0 && wake_name_ == ev->name) ours = true;
+      if (ev->len > 0 && (ev->mask & IN_MODIFY) && wake_name_ == ev->name) rung = true;
+      if (ev->len > 0 && (ev->mask & kNameEvents) && db_name_ == ev->name) moved = true;
       at += sizeof(inotify_event) + ev->len;
     }
-    if (ours && rung_) rung_();
+    if (moved && moved_) moved_();
+    if (rung && rung_ && listening_) rung_();
     read_events();
   });
 }

@@ -4,6 +4,8 @@
 // on a write to that file, checks the names it waits for. A holder that dies
 // without releasing is seen through a pidfd on its process. Both are hints:
 // a missed one costs at most the holder's remaining lease, the waiter's cap.
+// The same inotify watch tells when the database file's name is deleted,
+// renamed or replaced, so holders learn of it at once.
 #ifndef DLOCK_SQLITE_WAKEUPS_HPP_
 #define DLOCK_SQLITE_WAKEUPS_HPP_
 
@@ -26,10 +28,15 @@ class Wakeups {
   Wakeups(boost::asio::io_context& io, std::string db_path);
   ~Wakeups();
 
-  // Creates the wake file and an inotify instance. While listening, `rung`
-  // runs (on the I/O thread) after writes to the wake file by any process,
-  // this one included.
-  Status open(std::function<void()> rung);
+  // Creates the wake file and an inotify instance watching the directory.
+  // While listening, `rung` runs (on the I/O thread) after writes to the
+  // wake file by any process, this one included; `moved` runs after the
+  // database file's name was deleted, renamed or made. Without inotify
+  // (instances used up: a warning is logged by the caller from the status)
+  // nothing runs, and waits end at the holder's lease.
+  Status open(std::function<void()> rung, std::function<void()> moved);
+  // Why there are no release notifications (ok if there are).
+  const Status& inotify_status() const { return inotify_status_; }
   // Listens only while this process waits for something: the I/O thread is
   // not woken by every commit of every process otherwise. Turned on before
   // the waiter's next attempt, so no release after it is missed.
@@ -44,19 +51,21 @@ class Wakeups {
 
  private:
   void read_events();
+  Status set_mask();
 
   boost::asio::io_context& io_;
-  std::string dir_, wake_name_;
-  int wake_fd_ = -1;
-  int watch_ = -1;  // the inotify watch descriptor while listening
+  std::string dir_, db_name_, wake_name_;
+  int watch_ = -1;  // the inotify watch descriptor of the directory
+  bool listening_ = false;
   std::unique_ptr<boost::asio::posix::stream_descriptor> inotify_;
   alignas(8) std::array<char, 4096> buf_{};
-  std::function<void()> rung_;
+  std::function<void()> rung_, moved_;
   struct Pidfd {
     pid_t pid = 0;
     std::unique_ptr<boost::asio::posix::stream_descriptor> fd;
   };
   std::map<std::string, Pidfd> pids_;
+  Status inotify_status_;
   bool closed_ = false;
 };
 
