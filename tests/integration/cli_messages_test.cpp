@@ -1,7 +1,9 @@
 // What `dlock` prints: no secrets, hints true for the backend in use, names
 // cut to a readable size; and the option checks behind some of them.
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -171,6 +173,29 @@ TEST_F(CliMessages, HintsForAReadOnlySqliteFileSpeakOfTheFile) {
   EXPECT_NE(r.exit_code, 0) << r.err;
   EXPECT_FALSE(has(r.err, "ACL") || has(r.err, "EVAL") || has(r.err, "key")) << r.err;
   EXPECT_TRUE(has(r.err, "write")) << r.err;
+}
+
+// With HOME unset the default store is in /tmp/dlock-UID, where another
+// user may plant a symbolic link to a directory of the victim's own; stat
+// followed it. Runs as nobody (root plants the link).
+TEST_F(CliMessages, ADefaultDirectoryLinkedByAnotherUserIsRefused) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to act as two users";
+  TempDir dir;
+  const std::string target = dir.file("nobodys");
+  ASSERT_EQ(::mkdir(target.c_str(), 0700), 0);
+  ASSERT_EQ(::chown(target.c_str(), 65534, 65534), 0);
+  ASSERT_EQ(::chmod(dir.path().c_str(), 0755), 0);
+  const std::string link = "/tmp/dlock-65534";
+  ::unlink(link.c_str());
+  ::rmdir(link.c_str());
+  ASSERT_EQ(::symlink(target.c_str(), link.c_str()), 0);  // root's link, to nobody's directory
+  auto r = run({"env", "-u", "HOME", "-u", "XDG_STATE_HOME", "setpriv", "--reuid=65534", "--regid=65534",
+                "--clear-groups", kCli, "run", "--wait", "0", "x", "--", "true"},
+               30s);
+  ::unlink(link.c_str());
+  EXPECT_NE(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(has(r.err, "symbolic link")) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(target + "/locks.db")) << "the store was made through the link";
 }
 
 TEST_F(CliMessages, PostgresHintsSpeakOfRolesAndReadOnlySessions) {

@@ -36,8 +36,15 @@ std::string prepare_default_dir() {
       return "cannot create " + part + ": " + std::strerror(errno);
     if (end == std::string::npos) break;
   }
+  // Without HOME the directory is in /tmp, where another user may have
+  // planted a symbolic link to a directory of the user's own (stat alone
+  // follows it): the link itself must be the user's too.
   struct stat st {};
+  if (lstat(dir.c_str(), &st) != 0) return "cannot use " + dir + ": " + std::strerror(errno);
+  if (S_ISLNK(st.st_mode) && st.st_uid != getuid())
+    return dir + " is a symbolic link of another user; set DLOCK_URL or --url";
   if (stat(dir.c_str(), &st) != 0) return "cannot use " + dir + ": " + std::strerror(errno);
+  if (!S_ISDIR(st.st_mode)) return dir + " is not a directory; set DLOCK_URL or --url";
   if (st.st_uid != getuid()) return dir + " belongs to another user; set DLOCK_URL or --url";
   return {};
 }
