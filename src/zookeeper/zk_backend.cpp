@@ -13,15 +13,19 @@
 // A release deletes the node; an acquire that ends without a grant deletes
 // its node (a delete that fails is retried on every reconnect).
 //
-// Liveness is the session's: every reply proves the server heard the
-// session when its request was sent, so each hold is valid until that send
-// time + the negotiated session timeout - drift (pushed as alive_until).
-// While anything is held a cheap read every third of the timeout keeps the
-// proof fresh. If the proof runs out (no reply: the client was partitioned
-// or paused) every hold is reported lost and the session is closed and
-// replaced: the server cannot have expired it before that moment, so the
-// loss is reported before anyone else can be granted. A session the server
-// expired is reported at once. A new session never re-acquires by itself.
+// Liveness is the session's, and only the leader expires sessions. A
+// follower answers reads by itself even when cut off from the leader, so a
+// reply proves nothing: the proof comes from syncs through the leader (see
+// leader_proof.hpp), sent every sixth of the timeout while a session is
+// connected, and from the leader's own touches when a session is created
+// (from the moment it was asked for) or revalidated on a reconnect (from
+// the newest request answered before). Each hold is valid until what the
+// leader vouches for (pushed as alive_until). If the proof runs out (no
+// answer: the client or its server was partitioned or paused) every hold
+// is reported lost and the session is closed and replaced: the leader
+// cannot have expired it before that moment, so the loss is reported
+// before anyone else can be granted. A session the server expired is
+// reported at once. A new session never re-acquires by itself.
 #include "zookeeper/zk_backend.hpp"
 
 #include "core/token.hpp"
@@ -149,6 +153,7 @@ void ZkBackend::log(LogLevel level, const std::string& message) {
 
 Status ZkBackend::open_session() {
   session_id_ = 0;
+  opened_at_ = Clock::now();
   Status s = session_.open();
   if (s.ok() && !config_.user.empty()) s = session_.add_digest_auth(config_.user, config_.password);
   return s;
@@ -166,12 +171,24 @@ milliseconds ZkBackend::session_timeout() const {
 
 void ZkBackend::on_state(const SessionState& s) {
   if (closed_) return;
+  ++link_epoch_;
+  proof_.reset();
   if (s.state == ZOO_CONNECTED_STATE) {
-    if (session_id_ != 0 && s.session_id == session_id_) ++reconnects_;
+    const bool same = session_id_ != 0 && s.session_id == session_id_;
+    if (same) ++reconnects_;
     session_id_ = s.session_id;
     timeout_ms_ = (s.timeout.count() > 0 ? s.timeout : config_.session_timeout).count();
+    proof_.set_timeout(session_timeout());
+    // The leader touched the session when it made it (after open_session)
+    // or revalidated it for this connection (after every request answered
+    // on the previous one).
+    vouch(same ? heard_ : opened_at_);
     if (start_done_) finish_start({});
-    if (!held_.empty()) send_heartbeat();
+    if (!heartbeat_out_) {
+      heartbeat_armed_ = false;
+      heartbeat_.cancel();
+      send_heartbeat();
+    }
     retry_orphans();
     // Watch events are re-armed by the C client on reconnect; a wake-up
     // lost meanwhile costs each waiter one more look at its queue.
@@ -193,17 +210,21 @@ void ZkBackend::session_ended(LossReason reason, const std::string& why) {
   watchers_.clear();
   orphans_.clear();  // their session's nodes go with it
   heard_ = {};
-  heartbeat_.cancel();
+  until_ = {};
+  vouched_ns_ = 0;
   deadline_.cancel();
   if (had && events_.lost) events_.lost({}, reason);
   ++reconnects_;
   if (Status s = open_session(); !s.ok()) log(LogLevel::error, "zookeeper: a new session failed: " + s.to_string());
 }
 
-void ZkBackend::heard(Clock::time_point sent_at) {
-  if (sent_at <= heard_) return;
-  heard_ = sent_at;
-  until_ = detail::valid_until(heard_, session_timeout());
+void ZkBackend::heard(Clock::time_point sent_at) { heard_ = std::max(heard_, sent_at); }
+
+void ZkBackend::vouch(Clock::time_point at) {
+  const auto until = detail::valid_until(at, session_timeout());
+  if (until <= until_) return;
+  until_ = until;
+  vouched_ns_ = until.time_since_epoch().count();
   if (events_.alive_until) events_.alive_until(until_);
   if (!held_.empty()) arm_deadline();
 }
@@ -212,25 +233,31 @@ void ZkBackend::arm_deadline() {
   deadline_.expires_at(until_);
   deadline_.async_wait([this](const boost::system::error_code& ec) {
     if (ec || closed_ || held_.empty() || Clock::now() < until_) return;
-    session_ended(LossReason::unreachable, "no reply from ZooKeeper within the session timeout");
+    session_ended(LossReason::unreachable, "the ZooKeeper leader no longer vouches for the session (no answer "
+                                           "through it within the session timeout)");
   });
 }
 
 void ZkBackend::schedule_heartbeat() {
-  if (heartbeat_armed_ || held_.empty()) return;
+  if (heartbeat_armed_ || heartbeat_out_ || closed_) return;
   heartbeat_armed_ = true;
-  heartbeat_.expires_after(session_timeout() / 3);
+  heartbeat_.expires_after(proof_.interval());
   heartbeat_.async_wait([this](const boost::system::error_code& ec) {
+    if (ec) return;  // cancelled: whoever cancelled sends or re-arms
     heartbeat_armed_ = false;
-    if (ec || closed_ || held_.empty()) return;
-    send_heartbeat();
-    schedule_heartbeat();
+    if (!closed_) send_heartbeat();
   });
 }
 
 void ZkBackend::send_heartbeat() {
-  session_.exists(config_.base, false, [this](Reply r) {
-    if (!closed_ && answered(r.rc)) heard(r.sent_at);
+  heartbeat_out_ = true;
+  session_.sync(config_.base.empty() ? "/" : config_.base, [this, epoch = link_epoch_](Reply r) {
+    heartbeat_out_ = false;
+    if (closed_) return;
+    if (answered(r.rc)) heard(r.sent_at);
+    if (r.rc == ZOK && epoch == link_epoch_)
+      if (auto at = proof_.answered(r.sent_at, Clock::now())) vouch(*at);
+    schedule_heartbeat();
   });
 }
 
@@ -341,13 +368,12 @@ void ZkBackend::grant(std::uint64_t id, AcquireDone done) {
   Attempt a = std::move(it->second);
   attempts_.erase(it);
   held_.add(a.grant, a.node);
-  schedule_heartbeat();
   arm_deadline();
   AcquireOutcome out;
   out.kind = AcquireOutcome::Kind::granted;
   out.fence = static_cast<std::uint64_t>(a.czxid);
   out.depth = 1;
-  out.valid_until = until_;  // the listing's reply just renewed it
+  out.valid_until = until_;  // what the leader vouches for, never a follower's reply
   done(out);
 }
 

@@ -61,15 +61,12 @@ std::optional<Result<AcquireOutcome>> ZkBackend::acquire_now(const AcquireCall& 
     held_.erase(call.grant);
     return Result<AcquireOutcome>(session_gone());
   }
-  loop([this] {
-    schedule_heartbeat();
-    arm_deadline();
-  });
+  loop([this] { arm_deadline(); });
   AcquireOutcome out;
   out.kind = AcquireOutcome::Kind::granted;
   out.fence = static_cast<std::uint64_t>(c.stat.czxid);
   out.depth = 1;
-  out.valid_until = detail::valid_until(l.sent_at, session_timeout());
+  out.valid_until = vouched();  // what the leader vouches for, never a follower's reply
   return Result<AcquireOutcome>(out);
 }
 

@@ -17,6 +17,7 @@
 
 #include "backend.hpp"
 #include "zookeeper/held_nodes.hpp"
+#include "zookeeper/leader_proof.hpp"
 #include "zookeeper/zk_session.hpp"
 
 namespace dlock::zookeeper {
@@ -56,7 +57,8 @@ class ZkBackend final : public detail::Backend {
                   [this](int, const std::string& path) { on_node_event(path); }}),
         start_timer_(io),
         heartbeat_(io),
-        deadline_(io) {}
+        deadline_(io),
+        proof_(config_.session_timeout) {}
 
   detail::Capabilities capabilities() const override;
   void set_events(detail::BackendEvents events) override { events_ = std::move(events); }
@@ -159,11 +161,21 @@ class ZkBackend final : public detail::Backend {
   // the session is closed (its nodes go with it) and a new one opened.
   void session_ended(LossReason reason, const std::string& why);
 
-  // A request sent at `sent_at` was answered.
+  // A request sent at `sent_at` was answered: the newest such time is what
+  // a reconnect's revalidation at the leader vouches from.
   void heard(Clock::time_point sent_at);
+
+  // The leader keeps the session at least until `at` + the timeout (less
+  // drift): every hold is valid until then.
+  void vouch(Clock::time_point at);
+
+  // What the leader is known to vouch for (steady_clock), any thread.
+  Clock::time_point vouched() const { return Clock::time_point(Clock::duration(vouched_ns_.load())); }
 
   void arm_deadline();
 
+  // Syncs through the leader, one at a time, every proof_.interval() while
+  // a session is connected (see leader_proof.hpp).
   void schedule_heartbeat();
 
   void send_heartbeat();
@@ -222,12 +234,16 @@ class ZkBackend final : public detail::Backend {
   detail::BackendEvents events_;
   StatusDone start_done_;
   asio::steady_timer start_timer_, heartbeat_, deadline_;
-  bool heartbeat_armed_ = false;
+  bool heartbeat_armed_ = false, heartbeat_out_ = false;
+  std::uint64_t link_epoch_ = 0;  // bumped on every session event: a connection's syncs prove only on it
+  LeaderProof proof_;
+  Clock::time_point opened_at_{};  // the current session was asked for then
   bool closed_ = false;
   // Written on the I/O thread, read by the fast path too.
   std::atomic<std::int64_t> session_id_{0};
   std::atomic<std::int64_t> timeout_ms_{0};  // negotiated; 0: not yet
   Clock::time_point heard_{}, until_{};
+  std::atomic<Clock::rep> vouched_ns_{0};  // until_, for the fast path
   std::map<std::uint64_t, Attempt> attempts_;  // by AcquireCall::attempt
   HeldNodes held_;
   std::map<std::string, std::set<std::uint64_t>> watchers_;  // node ahead -> attempts

@@ -89,6 +89,11 @@ struct ZkCallbacks {
     r.rc = rc;
     post(data, std::move(r));
   }
+  static void string_done(int rc, const char*, const void* data) {
+    Reply r;
+    r.rc = rc;
+    post(data, std::move(r));
+  }
   static void strings_stat(int rc, const String_vector* strings, const Stat* stat, const void* data) {
     Reply r;
     r.rc = rc;
@@ -185,8 +190,8 @@ void ZkSession::on_watch(std::uint64_t generation, int type, int state, const st
 // `call` sends with the handle and a Pending it hands to the C client; when
 // the client refuses at once, no completion will come: the reply is posted.
 template <class Call>
-void ZkSession::submit(ReplyFn done, Delivery via, Call call) {
-  calls_.fetch_add(1, std::memory_order_relaxed);
+void ZkSession::submit(ReplyFn done, Delivery via, Call call, bool counted) {
+  if (counted) calls_.fetch_add(1, std::memory_order_relaxed);
   auto* p = new Pending{bridge_, generation_.load(), std::move(done), Clock::now(), via == Delivery::direct};
   int rc = ZINVALIDSTATE;
   {
@@ -230,6 +235,12 @@ void ZkSession::children(const std::string& path, ReplyFn done, Delivery via) {
   submit(std::move(done), via, [&](zhandle_t* zh, Pending* p) {
     return zoo_aget_children2(zh, path.c_str(), 0, &ZkCallbacks::strings_stat, p);
   });
+}
+
+void ZkSession::sync(const std::string& path, ReplyFn done) {
+  submit(
+      std::move(done), Delivery::loop,
+      [&](zhandle_t* zh, Pending* p) { return zoo_async(zh, path.c_str(), &ZkCallbacks::string_done, p); }, false);
 }
 
 // No completion: the C client may drop an auth completion at close without

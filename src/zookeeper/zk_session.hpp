@@ -93,6 +93,10 @@ class ZkSession {
   void exists(const std::string& path, bool watch, ReplyFn done);
   void get(const std::string& path, ReplyFn done);
   void children(const std::string& path, ReplyFn done, Delivery via = Delivery::loop);
+  // A round trip through the leader (the server forwards it and answers
+  // once the leader has). Like the C client's own pings, not counted in
+  // calls(): it keeps the session's proof, it is no lock command.
+  void sync(const std::string& path, ReplyFn done);
   // For the current handle, resent on every reconnect.
   Status add_digest_auth(const std::string& user, const std::string& password);
 
@@ -104,7 +108,7 @@ class ZkSession {
 
  private:
   template <class Call>
-  void submit(ReplyFn done, Delivery via, Call call);
+  void submit(ReplyFn done, Delivery via, Call call, bool counted = true);
   void deliver(std::uint64_t generation, ReplyFn& done, Reply& reply);
   void on_watch(std::uint64_t generation, int type, int state, const std::string& path, std::int64_t session,
                 int timeout_ms);

@@ -242,6 +242,52 @@ TEST(ZooKeeper, ACutOffHolderIsToldOfItsLossBeforeAnyoneElseIsGranted) {
   EXPECT_THAT(holder.acquire("s", 10s), IsOk());
 }
 
+// The holder's server, a follower, is cut off from its leader while its
+// client port stays up: it goes on answering the holder's reads, but the
+// leader no longer hears of the session, expires it and grants the lock to
+// a waiter on the other servers. The holder must stop believing first.
+TEST(ZooKeeper, AHolderOnAFollowerCutFromItsLeaderIsToldOfItsLossFirst) {
+  REQUIRE_ZOOKEEPER();
+  // Server 0's view of the others' quorum and election ports goes through
+  // proxies (declared first: they outlive the servers).
+  std::vector<std::unique_ptr<torture::Proxy>> links;
+  ZooKeeperEnsemble zk(3, "", [&](int viewer, int, int port) {
+    if (viewer != 0) return port;
+    auto& p = links.emplace_back(std::make_unique<torture::Proxy>("127.0.0.1", static_cast<std::uint16_t>(port)));
+    const int via = p->add_link("peer");
+    p->start();
+    return via;
+  });
+  ASSERT_TRUE(eventually([&] { return zk.mode(0) == "follower"; }, 30s)) << "server 0 leads: " << zk.mode(0);
+  const std::string rest = "127.0.0.1:" + std::to_string(zk.client_port(1)) + ",127.0.0.1:" +
+                           std::to_string(zk.client_port(2));
+  Client holder =
+      Client::connect(url("127.0.0.1:" + std::to_string(zk.client_port(0)), "session_timeout=2s"), silent());
+  Client other = Client::connect(url(rest, "session_timeout=2s"), silent());
+  auto held = holder.acquire("s", 0ms);
+  ASSERT_THAT(held, IsOk());
+  std::atomic<long long> lost_at{0};
+  std::stop_callback on_lost(held->lost_token(), [&] { lost_at = Clock::now().time_since_epoch().count(); });
+  auto waited = std::async(std::launch::async, [&] { return other.acquire("s", 20s); });
+  ZkProbe probe(rest);
+  ASSERT_TRUE(eventually([&] { return probe.children("/dlock/s").size() == 2; }, 5s)) << "the waiter is in line";
+  std::this_thread::sleep_for(1s);  // the holder's proof is as fresh as it gets
+  const auto cut = Clock::now();
+  for (auto& p : links) p->blackhole("", true);
+  auto got = waited.get();
+  const auto granted_at = Clock::now();
+  const auto believed_until = held->valid_until();
+  for (auto& p : links) p->blackhole("", false);
+  ASSERT_THAT(got, IsOk());
+  ASSERT_NE(lost_at.load(), 0) << "the holder was not told within " << ms_since(cut) << " ms of the cut";
+  EXPECT_LT(lost_at.load(), granted_at.time_since_epoch().count()) << "the loss was told after the grant";
+  EXPECT_LT(believed_until, granted_at) << "the holder's validity outlived the grant";
+  EXPECT_GT(got->fence(), held->fence());
+  measure("zk.follower_cut.loss_before_grant", (granted_at.time_since_epoch().count() - lost_at.load()) / 1'000'000);
+  measure("zk.follower_cut.cut_to_grant", std::chrono::duration_cast<milliseconds>(granted_at - cut).count());
+  ASSERT_THAT(got->release(), IsOk());
+}
+
 TEST(ZooKeeper, AKilledHolderBlocksOthersForAboutTheSessionTimeout) {
   REQUIRE_ZOOKEEPER();
   ZooKeeperEnsemble zk(1);

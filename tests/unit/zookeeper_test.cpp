@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "zookeeper/factory.hpp"
+#include "zookeeper/leader_proof.hpp"
 #include "zookeeper/lock_queue.hpp"
 
 namespace dlock::zookeeper {
@@ -52,6 +53,30 @@ TEST(ZooKeeperUrl, BadPartsAreNamed) {
     EXPECT_EQ(c.status().code(), Errc::invalid_argument) << url;
     EXPECT_NE(c.status().message().find(needle), std::string::npos) << url << ": " << c.status().message();
   }
+}
+
+// Three answered syncs j < i < k, i sent a third of the timeout after j's
+// answer: k proves j's touch reached the leader (leader_proof.hpp).
+TEST(ZooKeeperLeaderProof, ThirdSyncVouchesForTheFirstWhenTheMiddleOneIsLateEnough) {
+  using namespace std::chrono_literals;
+  const auto t0 = LeaderProof::Clock::time_point{} + 1h;
+  LeaderProof proof(3000ms);
+  EXPECT_EQ(proof.interval(), 500ms);
+  EXPECT_FALSE(proof.answered(t0, t0 + 1ms));
+  EXPECT_FALSE(proof.answered(t0 + 500ms, t0 + 501ms));
+  EXPECT_FALSE(proof.answered(t0 + 1000ms, t0 + 1001ms)) << "the middle sync came too soon after the first";
+  const auto p = proof.answered(t0 + 1500ms, t0 + 1501ms);  // middle at t0 + 1000 < t0 + 1 + 1000
+  EXPECT_FALSE(p);
+  const auto q = proof.answered(t0 + 2000ms, t0 + 2001ms);  // middle at t0 + 1500 >= t0 + 1 + 1000
+  ASSERT_TRUE(q);
+  EXPECT_EQ(*q, t0);
+  const auto r = proof.answered(t0 + 2500ms, t0 + 2501ms);  // middle at t0 + 2000 >= t0 + 501 + 1000
+  ASSERT_TRUE(r);
+  EXPECT_EQ(*r, t0 + 500ms);
+  proof.reset();  // a new connection proves nothing yet
+  EXPECT_FALSE(proof.answered(t0 + 3000ms, t0 + 3001ms));
+  EXPECT_FALSE(proof.answered(t0 + 4500ms, t0 + 4501ms));
+  EXPECT_EQ(proof.answered(t0 + 6000ms, t0 + 6001ms), t0 + 3000ms);
 }
 
 TEST(ZooKeeperQueue, NamesBecomeOneSafeSegment) {

@@ -121,7 +121,11 @@ bool zookeeper_available() {
   return fs::exists(kJar) && std::system("command -v java >/dev/null 2>&1") == 0;
 }
 
-ZooKeeperEnsemble::ZooKeeperEnsemble(int servers, const std::string& parent) {
+ZooKeeperEnsemble::ZooKeeperEnsemble(int servers, const std::string& parent)
+    : ZooKeeperEnsemble(servers, parent, nullptr) {}
+
+ZooKeeperEnsemble::ZooKeeperEnsemble(int servers, const std::string& parent, PeerRoute route)
+    : route_(std::move(route)) {
   if (servers < 1) throw std::invalid_argument("an ensemble needs at least one server");
   const char* base = std::getenv("TMPDIR");
   std::string tmpl = (parent.empty() ? std::string(base && *base ? base : "/tmp") : parent) + "/dlock-zk-XXXXXX";
@@ -174,9 +178,11 @@ void ZooKeeperEnsemble::write_config(int i) const {
       << "# otherwise the Jetty AdminServer binds port 8080\n"
       << "admin.enableServer=false\n"
       << "4lw.commands.whitelist=srvr,ruok,stat,mntr,cons\n";
+  auto port = [&](int k, int p) { return k == i || !route_ ? p : route_(i, k, p); };
   if (size() > 1)
     for (int k = 0; k < size(); ++k)
-      cfg << "server." << k + 1 << "=127.0.0.1:" << nodes_[k].quorum_port << ":" << nodes_[k].election_port << "\n";
+      cfg << "server." << k + 1 << "=127.0.0.1:" << port(k, nodes_[k].quorum_port) << ":"
+          << port(k, nodes_[k].election_port) << "\n";
   if (!cfg) throw std::runtime_error("cannot write " + d + "/zoo.cfg");
 }
 
