@@ -40,8 +40,9 @@ struct ClientCore::Runtime {
 };
 
 struct ClientCore::AcquireOp {
-  AcquireOp(asio::io_context& io, Clock::time_point now, milliseconds wait, milliseconds retry)
-      : fsm(now, wait, retry), timer(io) {}
+  AcquireOp(asio::io_context& io, Clock::time_point now, milliseconds wait, milliseconds retry,
+            milliseconds reply_budget)
+      : fsm(now, wait, retry, reply_budget), timer(io), answer_timer(io) {}
   std::string name;
   LockOptions opts;
   milliseconds lease{0};
@@ -50,6 +51,7 @@ struct ClientCore::AcquireOp {
   std::shared_ptr<Hold> hold;
   AcquireFsm fsm;
   asio::steady_timer timer;
+  asio::steady_timer answer_timer;  // at fsm.answer_by(): an attempt still out ends the call
   std::function<void(Result<Lease>)> done;
   bool in_waiters = false;
   bool watching = false;

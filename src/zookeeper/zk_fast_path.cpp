@@ -23,7 +23,13 @@ std::optional<Result<AcquireOutcome>> ZkBackend::acquire_now(const AcquireCall& 
       [w](Reply r) { w->arrive(&Rendezvous::created, std::move(r)); }, via);
   session_.children(
       parent, [w](Reply r) { w->arrive(&Rendezvous::listed, std::move(r)); }, via);
-  w->wait();
+  if (!w->wait_until(call.deadline)) {
+    // The server did not answer in time: the node may still be made (the
+    // lookup by guid is sent after the create, so the server sees it after).
+    drop_later({parent, guid, ""});
+    return Result<AcquireOutcome>(
+        Status(Errc::timeout, "zookeeper: no answer from the server within the wait (paused or cut off?)"));
+  }
   const Reply& c = w->created;
   const Reply& l = w->listed;
   if (answered(c.rc)) loop([this, at = c.sent_at] { heard(at); });

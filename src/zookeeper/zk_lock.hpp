@@ -121,6 +121,13 @@ class ZkBackend final : public detail::Backend {
       std::unique_lock lk(mu);
       cv.wait(lk, [&] { return left == 0; });
     }
+    // False if `by` came first (the replies may still come: this object
+    // lives on with them).
+    bool wait_until(Clock::time_point by) {
+      if (by == Clock::time_point::max()) return wait(), true;
+      std::unique_lock lk(mu);
+      return cv.wait_until(lk, by, [&] { return left == 0; });
+    }
     std::mutex mu;
     std::condition_variable cv;
     int left;
