@@ -55,7 +55,7 @@ void ClientCore::acquire(std::string name, milliseconds wait, LockOptions option
     self->adopt_staged();
     const auto started = seed.started != Clock::time_point{} ? seed.started : Clock::now();
     auto op = std::make_shared<AcquireOp>(self->rt_->io, started, wait, options.error_retry,
-                                          self->options_.command_timeout);
+                                          try_budget(self->options_, options));
     op->name = std::move(name);
     op->renew = !options.lease.has_value();
     op->lease = options.lease.value_or(options.watchdog_lease);

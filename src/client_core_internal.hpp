@@ -39,6 +39,12 @@ struct ClientCore::Runtime {
   ClientCore* orphan = nullptr;
 };
 
+// How long a try (wait 0) waits for the server's answer: a round trip at
+// all (command_timeout), and a lost reply settled by retrying (error_retry).
+inline milliseconds try_budget(const ClientOptions& c, const LockOptions& o) {
+  return std::max(c.command_timeout, o.error_retry);
+}
+
 struct ClientCore::AcquireOp {
   AcquireOp(asio::io_context& io, Clock::time_point now, milliseconds wait, milliseconds retry,
             milliseconds reply_budget)

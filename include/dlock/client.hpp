@@ -101,8 +101,9 @@ class Client {
   // once). While waiting it sleeps until the holder's release is published or
   // the holder's lease would run out, whichever is first: no polling.
   // It returns by its deadline, answered or not: `wait` after the call, or
-  // for a try (wait 0) ClientOptions::command_timeout after it (a server
-  // needs a round trip to answer at all). A server that stays silent past
+  // for a try (wait 0) the longer of ClientOptions::command_timeout and
+  // LockOptions::error_retry after it (a server needs a round trip to
+  // answer at all, and a lost reply is settled by retrying). A server that stays silent past
   // it (paused, cut off) gives Errc::timeout, and whatever the unanswered
   // attempt may still do is undone in the background.
   // Errors: Errc::busy (wait == 0 and held by another owner), Errc::timeout

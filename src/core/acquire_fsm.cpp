@@ -11,6 +11,7 @@ constexpr milliseconds kBackoffMin{10};
 constexpr milliseconds kBackoffMax{500};
 constexpr milliseconds kPollMin{10};  // waiting without release notifications
 constexpr milliseconds kPollMax{500};
+constexpr milliseconds kTryGrace{50};
 
 }  // namespace
 
@@ -125,13 +126,17 @@ AcquireFsm::Action AcquireFsm::given_up() {
 
 AcquireFsm::time_point AcquireFsm::answer_by() const {
   if (forever_) return time_point::max();
-  return wait_.count() > 0 ? deadline_ : start_ + reply_budget_;
+  // A try's budget leaves the backend a moment to report its own timeout
+  // first (a request never sent, to a server known down, is an error).
+  return wait_.count() > 0 ? deadline_ : start_ + reply_budget_ + kTryGrace;
 }
 
 AcquireFsm::Action AcquireFsm::on_no_answer(time_point now) {
   if (finished_) return {Action::Kind::none, {}, {}};
   if (!attempting_) return on_wake(now);  // between attempts: the deadline ends the wait
+  const bool known_down = first_error_ && !in_doubt_;
   in_doubt_ = true;
+  if (known_down) return done(last_error_);
   return done({Errc::timeout, wait_.count() > 0 ? "no answer from the server within the wait of " +
                                                       std::to_string(wait_.count()) + " ms"
                                                 : "no answer from the server to the try"});

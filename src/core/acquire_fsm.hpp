@@ -80,7 +80,9 @@ class AcquireFsm {
   time_point answer_by() const;
   // answer_by passed with the attempt still out: the server did not answer
   // in time (alive but silent, or cut off). Ends with timeout, the attempt
-  // in doubt (the caller undoes whatever it may have done).
+  // in doubt (the caller undoes whatever it may have done). A server known
+  // down (every earlier attempt of the call failed outright, none left in
+  // doubt) stays an error: the last one.
   Action on_no_answer(time_point now);
 
   // An attempt's outcome is unknown and no later reply settled it: the lock
