@@ -12,6 +12,7 @@ constexpr milliseconds kBackoffMax{500};
 constexpr milliseconds kPollMin{10};  // waiting without release notifications
 constexpr milliseconds kPollMax{500};
 constexpr milliseconds kTryGrace{50};
+constexpr milliseconds kWatchedNap{24LL * 3600 * 1000};  // no poll: a day, or the deadline
 
 }  // namespace
 
@@ -82,6 +83,7 @@ AcquireFsm::Action AcquireFsm::on_busy(time_point now, WaitHint hint) {
     case WaitHint::Kind::expiry: nap = std::max(hint.after, milliseconds(0)) + milliseconds(1); break;
     case WaitHint::Kind::event: nap = kNoExpiryPoll; break;
     case WaitHint::Kind::retry: nap = std::max(hint.after, milliseconds(0)); break;
+    case WaitHint::Kind::watched: nap = kWatchedNap; break;  // woken by the watch or a resync
   }
   if (blind_) {
     poll_ = poll_.count() == 0 ? kPollMin : std::min(poll_ * 2, kPollMax);

@@ -81,7 +81,7 @@ void ZkBackend::acquire(const AcquireCall& call, AcquireDone done) {
 }
 
 void ZkBackend::release(const ReleaseCall& call, std::function<void(Result<ReleaseOutcome>)> done) {
-  const auto node = held_.find(call.grant);
+  const auto node = held_.start_release(call.grant);
   if (!node) return post(std::move(done), ReleaseOutcome{ReleaseOutcome::Kind::not_held, 0});
   session_.remove(*node, [this, grant = call.grant, done = std::move(done)](Reply r) {
     if (closed_) return done(cancelled());
@@ -106,7 +106,7 @@ void ZkBackend::abandon(const AbandonCall& call, StatusDone done) {
     Orphan o{a.parent, a.guid, a.node};
     return remove_orphan(std::move(o), std::move(done));
   }
-  if (auto path = held_.find(call.grant)) {  // a grant undone (it came too late)
+  if (auto path = held_.start_release(call.grant)) {  // a grant undone (it came too late)
     Orphan o{"", "", *path};
     held_.erase(call.grant);
     return remove_orphan(std::move(o), std::move(done));
@@ -176,6 +176,7 @@ void ZkBackend::on_state(const SessionState& s) {
   if (s.state == ZOO_CONNECTED_STATE) {
     const bool same = session_id_ != 0 && s.session_id == session_id_;
     if (same) ++reconnects_;
+    if (!same) held_.set_session(s.session_id);  // before the fast path can see the session
     session_id_ = s.session_id;
     timeout_ms_ = (s.timeout.count() > 0 ? s.timeout : config_.session_timeout).count();
     proof_.set_timeout(session_timeout());
@@ -354,12 +355,13 @@ void ZkBackend::on_listed(std::uint64_t id, AcquireDone done, Reply r) {
   }
   if (place.first) return grant(id, std::move(done));
   const std::string ahead = a->parent + "/" + place.predecessor;
-  session_.exists(ahead, true, [this, id, ahead, done = std::move(done)](Reply e) mutable {
+  // getData, not exists: a node gone meanwhile leaves no watch behind.
+  session_.get(ahead, true, [this, id, ahead, done = std::move(done)](Reply e) mutable {
     if (!live(id, done, e)) return;
     if (e.rc == ZNONODE) return done(busy(detail::WaitHint::retry(milliseconds(0))));
     if (e.rc != ZOK) return done(rc_status(e.rc, "watch the node ahead"));
     watchers_[ahead].insert(id);
-    done(busy(detail::WaitHint::event()));
+    done(busy(detail::WaitHint::watched()));
   });
 }
 
@@ -367,7 +369,8 @@ void ZkBackend::grant(std::uint64_t id, AcquireDone done) {
   auto it = attempts_.find(id);
   Attempt a = std::move(it->second);
   attempts_.erase(it);
-  held_.add(a.grant, a.node);
+  if (!held_.add(a.grant, {a.node, a.name, a.owner, a.session})) return done(session_gone());
+  watch_own(a.node);
   arm_deadline();
   AcquireOutcome out;
   out.kind = AcquireOutcome::Kind::granted;
@@ -418,7 +421,26 @@ void ZkBackend::make_path(const std::string& path, StatusDone done, std::size_t 
                   });
 }
 
-void ZkBackend::on_node_event(const std::string& path) {
+void ZkBackend::watch_own(const std::string& path) {
+  session_.get(path, true, [this, path](Reply r) {
+    if (closed_) return;
+    if (answered(r.rc)) heard(r.sent_at);
+    if (r.rc == ZNONODE) node_lost(path);  // deleted before the watch was set
+  });
+}
+
+void ZkBackend::node_lost(const std::string& path) {
+  auto lost = held_.take_lost(path);
+  if (!lost) return;
+  log(LogLevel::warning, "zookeeper: the lock node " + path + " was deleted while held (by hand or by a tool)");
+  if (events_.lost) events_.lost({{lost->second.name, lost->second.owner, lost->first}}, LossReason::expired);
+}
+
+void ZkBackend::on_node_event(int type, const std::string& path) {
+  if (held_.holds_path(path)) {
+    if (type == ZOO_DELETED_EVENT) return node_lost(path);
+    return watch_own(path);  // changed: a data watch fires once, so it is set again
+  }
   auto it = watchers_.find(path);
   if (it == watchers_.end()) return;
   const std::set<std::uint64_t> ids = std::move(it->second);

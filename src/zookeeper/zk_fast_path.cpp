@@ -60,14 +60,16 @@ std::optional<Result<AcquireOutcome>> ZkBackend::acquire_now(const AcquireCall& 
           remove_orphan({"", "", a.node}, [](Status) {});
       });
     }
-    return Result<AcquireOutcome>(busy(detail::WaitHint::event()));
+    return Result<AcquireOutcome>(busy(detail::WaitHint::watched()));
   }
-  held_.add(call.grant, c.path);
-  if (session_id_.load() != session) {  // the session ended meanwhile: its nodes with it
-    held_.erase(call.grant);
-    return Result<AcquireOutcome>(session_gone());
-  }
-  loop([this] { arm_deadline(); });
+  // Refused if the session ended meanwhile (its nodes went with it): held
+  // nodes are tagged with their session, so the next one cannot keep this
+  // grant alive.
+  if (!held_.add(call.grant, {c.path, call.name, call.owner, session})) return Result<AcquireOutcome>(session_gone());
+  loop([this, path = c.path] {
+    watch_own(path);
+    arm_deadline();
+  });
   AcquireOutcome out;
   out.kind = AcquireOutcome::Kind::granted;
   out.fence = static_cast<std::uint64_t>(c.stat.czxid);
@@ -77,7 +79,7 @@ std::optional<Result<AcquireOutcome>> ZkBackend::acquire_now(const AcquireCall& 
 }
 
 std::optional<Result<ReleaseOutcome>> ZkBackend::release_now(const ReleaseCall& call) {
-  const auto path = held_.find(call.grant);
+  const auto path = held_.start_release(call.grant);
   if (!path) return std::nullopt;  // not a grant this client holds: the I/O thread answers
   auto w = std::make_shared<Rendezvous>(1);
   session_.remove(

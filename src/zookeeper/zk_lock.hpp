@@ -54,7 +54,7 @@ class ZkBackend final : public detail::Backend {
         config_(std::move(config)),
         session_(io, config_,
                  {[this](const SessionState& s) { on_state(s); },
-                  [this](int, const std::string& path) { on_node_event(path); }}),
+                  [this](int type, const std::string& path) { on_node_event(type, path); }}),
         start_timer_(io),
         heartbeat_(io),
         deadline_(io),
@@ -223,8 +223,15 @@ class ZkBackend final : public detail::Backend {
   // node a container, which the server removes once empty).
   void make_path(const std::string& path, StatusDone done, std::size_t from = 1);
 
-  // A watched node changed or went: the attempt behind it looks again.
-  void on_node_event(const std::string& path);
+  // A watched node changed or went: the attempt behind it looks again; a
+  // hold whose own node went (deleted by hand or by a tool) is lost.
+  void on_node_event(int type, const std::string& path);
+
+  // Watches a hold's own node, so that its deletion is told at once.
+  void watch_own(const std::string& path);
+
+  // The hold on `path` is gone while its session lives: told as lost.
+  void node_lost(const std::string& path);
 
   // Deletes a queue node no acquire wants any more; kept and retried on
   // every reconnect until it is gone (or its session is).

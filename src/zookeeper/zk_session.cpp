@@ -132,13 +132,21 @@ Status ZkSession::open() {
     std::lock_guard lk(mu_);
     previous = std::move(current_);
   }
+  std::erase_if(closers_, [](Closer& c) {
+    if (!c.done->load()) return false;
+    c.thread.join();
+    return true;
+  });
   if (previous) {
     Handle* old = previous.release();
-    closers_.emplace_back([old] {
-      zookeeper_close(old->zh);
-      delete old->ctx;
-      delete old;
-    });
+    auto done = std::make_shared<std::atomic<bool>>(false);
+    closers_.push_back({std::thread([old, done] {
+                          zookeeper_close(old->zh);
+                          delete old->ctx;
+                          delete old;
+                          done->store(true);
+                        }),
+                        done});
   }
   auto h = std::make_unique<Handle>();
   h->ctx = new Handle::Ctx{bridge_, ++generation_};
@@ -157,7 +165,7 @@ Status ZkSession::open() {
 }
 
 void ZkSession::close() {
-  for (auto& t : closers_) t.join();
+  for (auto& c : closers_) c.thread.join();
   closers_.clear();
   std::unique_ptr<Handle> last;
   {
@@ -226,9 +234,10 @@ void ZkSession::exists(const std::string& path, bool watch, ReplyFn done) {
   });
 }
 
-void ZkSession::get(const std::string& path, ReplyFn done) {
-  submit(std::move(done), Delivery::loop,
-         [&](zhandle_t* zh, Pending* p) { return zoo_aget(zh, path.c_str(), 0, &ZkCallbacks::data, p); });
+void ZkSession::get(const std::string& path, bool watch, ReplyFn done) {
+  submit(std::move(done), Delivery::loop, [&](zhandle_t* zh, Pending* p) {
+    return zoo_aget(zh, path.c_str(), watch ? 1 : 0, &ZkCallbacks::data, p);
+  });
 }
 
 void ZkSession::children(const std::string& path, ReplyFn done, Delivery via) {

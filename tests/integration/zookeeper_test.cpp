@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <future>
+#include <optional>
 
 #include "integration/common.hpp"
 #include "support/status_matchers.hpp"
@@ -286,6 +287,99 @@ TEST(ZooKeeper, AHolderOnAFollowerCutFromItsLeaderIsToldOfItsLossFirst) {
   measure("zk.follower_cut.loss_before_grant", (granted_at.time_since_epoch().count() - lost_at.load()) / 1'000'000);
   measure("zk.follower_cut.cut_to_grant", std::chrono::duration_cast<milliseconds>(granted_at - cut).count());
   ASSERT_THAT(got->release(), IsOk());
+}
+
+// An operator (or a cleanup tool) deletes the holder's node: the next
+// waiter is granted at once, and the holder must be told at once too, not
+// at its release.
+TEST(ZooKeeper, AHolderWhoseNodeIsDeletedIsToldOfItsLoss) {
+  REQUIRE_ZOOKEEPER();
+  ZooKeeperEnsemble zk(1);
+  Client holder = Client::connect(url(zk.hosts()), silent());
+  Client other = Client::connect(url(zk.hosts()), silent());
+  ZkProbe probe(zk.hosts());
+  for (bool fast : {true, false}) {  // granted on the caller's thread, or after a wait
+    SCOPED_TRACE(fast ? "fast grant" : "granted after a wait");
+    std::optional<Result<Lease>> blocker;
+    if (!fast) blocker = other.acquire("del", 0ms);
+    auto pending = std::async(std::launch::async, [&] { return holder.acquire("del", 10s); });
+    if (!fast) {
+      ASSERT_TRUE(eventually([&] { return probe.children("/dlock/del").size() == 2; }, 5s));
+      ASSERT_THAT((*blocker)->release(), IsOk());
+    }
+    auto held = pending.get();
+    ASSERT_THAT(held, IsOk());
+    auto waiter = std::async(std::launch::async, [&] { return other.acquire("del", 10s); });
+    ASSERT_TRUE(eventually([&] { return probe.children("/dlock/del").size() == 2; }, 5s));
+    const auto nodes = probe.children("/dlock/del");
+    const std::string mine = *std::min_element(nodes.begin(), nodes.end(), [](const auto& a, const auto& b) {
+      return a.substr(a.rfind('-')) < b.substr(b.rfind('-'));
+    });
+    ASSERT_TRUE(probe.remove_tree("/dlock/del/" + mine));
+    auto got = waiter.get();
+    ASSERT_THAT(got, IsOk());
+    EXPECT_TRUE(eventually([&] { return held->lost(); }, 2s)) << "the holder was not told";
+    EXPECT_FALSE(held->release().ok());
+    ASSERT_THAT(got->release(), IsOk());
+  }
+  // Its own release is no loss.
+  auto again = holder.acquire("del", 0ms);
+  ASSERT_THAT(again, IsOk());
+  bool told = false;
+  std::stop_callback cb(again->lost_token(), [&] { told = true; });
+  ASSERT_THAT(again->release(), IsOk());
+  std::this_thread::sleep_for(200ms);
+  EXPECT_FALSE(told);
+}
+
+// Waiters whose predecessor is gone by the time they watch it must not
+// leave a watch behind on the server (an exists() watch on a missing node
+// waits for a creation that never comes, and is re-sent on every reconnect).
+TEST(ZooKeeper, ShortWaitsLeaveNoWatchesBehind) {
+  REQUIRE_ZOOKEEPER();
+  ZooKeeperEnsemble zk(1);
+  Client holder = Client::connect(url(zk.hosts()), silent());
+  Client waiter = Client::connect(url(zk.hosts()), silent());
+  auto watches = [&] {
+    const std::string m = zk.four_letter(0, "mntr");
+    const auto at = m.find("zk_watch_count");
+    return at == std::string::npos ? -1 : std::atoi(m.c_str() + m.find_first_of("0123456789", at));
+  };
+  ASSERT_EQ(watches(), 0);
+  std::atomic<bool> stop{false};
+  auto churn = std::async(std::launch::async, [&] {
+    while (!stop) {
+      auto l = holder.acquire("w", 1s);
+      if (l.ok()) (void)l->release();
+    }
+  });
+  for (int i = 0; i < 200; ++i) (void)waiter.acquire("w", 1ms);
+  stop = true;
+  churn.get();
+  // Every wait is over: at most the watches of holds still held remain.
+  EXPECT_TRUE(eventually([&] { return watches() == 0; }, 3s)) << watches() << " watches left";
+}
+
+// A waiter in the queue needs its predecessor's watch (and a resync after
+// a reconnect), nothing else: while nothing changes hands it sends nothing.
+TEST(ZooKeeper, IdleWaitersSendNothing) {
+  REQUIRE_ZOOKEEPER();
+  ZooKeeperEnsemble zk(1);
+  Client holder = Client::connect(url(zk.hosts()), silent());
+  Client waiter = Client::connect(url(zk.hosts()), silent());
+  ZkProbe probe(zk.hosts());
+  auto held = holder.acquire("idle", 0ms);
+  ASSERT_THAT(held, IsOk());
+  auto waits = std::async(std::launch::async, [&] { return waiter.acquire("idle", 20s); });
+  ASSERT_TRUE(eventually([&] { return probe.children("/dlock/idle").size() == 2; }, 5s));
+  std::this_thread::sleep_for(300ms);  // the waiter has set its watch
+  const auto before = waiter.stats().commands_sent;
+  std::this_thread::sleep_for(2500ms);  // what is measured: 2.5 s of nothing changing hands
+  EXPECT_EQ(waiter.stats().commands_sent, before) << "the waiter polled";
+  ASSERT_THAT(held->release(), IsOk());
+  auto got = waits.get();
+  ASSERT_THAT(got, IsOk());
+  EXPECT_EQ(waiter.stats().wakeups, 1u);
 }
 
 TEST(ZooKeeper, AKilledHolderBlocksOthersForAboutTheSessionTimeout) {

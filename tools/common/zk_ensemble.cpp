@@ -239,10 +239,15 @@ std::string ZooKeeperEnsemble::hosts() const {
 
 std::string ZooKeeperEnsemble::mode(int i) const {
   if (nodes_.at(i).pid <= 0) return "";
-  const std::string r = four_letter(nodes_[i].client_port, "srvr", 2s);
+  const std::string r = tools::four_letter(nodes_[i].client_port, "srvr", 2s);
   const auto at = r.find("Mode: ");
   if (at == std::string::npos) return "";
   return r.substr(at + 6, r.find('\n', at) - at - 6);
+}
+
+std::string ZooKeeperEnsemble::four_letter(int i, const char* cmd) const {
+  if (nodes_.at(i).pid <= 0) return "";
+  return tools::four_letter(nodes_[i].client_port, cmd, 2s);
 }
 
 int ZooKeeperEnsemble::leader() const {

@@ -54,6 +54,9 @@ class ZooKeeperEnsemble {
   // "standalone", or "" when it does not serve (down, paused, no quorum).
   std::string mode(int i) const;
   int leader() const;  // the server in mode "leader"; -1 if none
+  // A four-letter command's reply from server i ("mntr", "srvr"...; only
+  // the whitelisted ones answer); "" when it does not answer within 2 s.
+  std::string four_letter(int i, const char* cmd) const;
   // Waits until a quorum serves (a leader, or a standalone server).
   bool wait_serving(std::chrono::milliseconds limit) const;
 
