@@ -79,6 +79,7 @@ TEST(ZooKeeper, WaitsThatEndWithoutAGrantLeaveNothingBehind) {
   // Cancelled mid-wait by closing the client.
   std::atomic<int> calls{0};
   std::atomic<int> cancelled{0};
+  Clock::time_point closing;
   {
     Client c = Client::connect(url(zk.hosts()), silent());
     c.async_acquire("n", 20s, {}, [&](Result<Lease> r) {
@@ -86,7 +87,9 @@ TEST(ZooKeeper, WaitsThatEndWithoutAGrantLeaveNothingBehind) {
       if (r.code() == Errc::cancelled) ++cancelled;
     });
     ASSERT_TRUE(eventually([&] { return probe.children("/dlock/n").size() == 2; }, 5s));
+    closing = Clock::now();
   }
+  EXPECT_LT(ms_since(closing), 5000) << "closing the client waited for the acquire's deadline";
   EXPECT_EQ(calls.load(), 1);
   EXPECT_EQ(cancelled.load(), 1);
   EXPECT_TRUE(eventually([&] { return probe.children("/dlock/n").size() == 1; }, 5s))
