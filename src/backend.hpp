@@ -99,6 +99,12 @@ struct AcquireCall {
   // node in place, because the acquire goes on waiting under the same
   // attempt id on the I/O thread (false: try once, leave nothing).
   bool keep_place = false;
+  // The blocking fast path returns by then, answered or not (the call's
+  // deadline: the wait's end, or for a try the reply budget). Unanswered:
+  // Errc::timeout, and the backend cleans up whatever the request may still
+  // do. max(): no limit. The asynchronous acquire() ignores it (the client
+  // bounds those calls itself).
+  std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
 };
 
 struct AcquireOutcome {

@@ -237,6 +237,7 @@ void ClientCore::shutdown_io() {
   for (const auto& op : ops) {
     op->finished = true;
     op->timer.cancel();
+    op->answer_timer.cancel();  // an armed timer would hold the loop's drain until it fired
     if (op->sent_any) {
       AbandonCall c = abandon_call(*op, op->in_flight || op->fsm.in_doubt());
       if (c.in_doubt && op->sent_held == 0) c.tombstone = op->lease;

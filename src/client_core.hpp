@@ -80,6 +80,9 @@ struct AcquireSeed {
   // The fast attempt's id when its busy answer kept a place in a queue: the
   // wait goes on under it (and abandons it if it ends without a grant).
   std::uint64_t attempt = 0;
+  // When the call began (the fast attempt's start): its wait counts from
+  // then. Default: when the asynchronous acquire starts.
+  std::chrono::steady_clock::time_point started{};
 };
 
 class ClientCore;

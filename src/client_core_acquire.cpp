@@ -57,7 +57,9 @@ void ClientCore::acquire(std::string name, milliseconds wait, LockOptions option
         done = std::move(done), seed]() mutable {
     if (self->closing_) return done(Status(Errc::cancelled, "client closed"));
     self->adopt_staged();
-    auto op = std::make_shared<AcquireOp>(self->rt_->io, Clock::now(), wait, options.error_retry);
+    const auto started = seed.started != Clock::time_point{} ? seed.started : Clock::now();
+    auto op = std::make_shared<AcquireOp>(self->rt_->io, started, wait, options.error_retry,
+                                          try_budget(self->options_, options));
     op->name = std::move(name);
     op->renew = !options.lease.has_value();
     op->lease = options.lease.value_or(options.watchdog_lease);
@@ -71,6 +73,15 @@ void ClientCore::acquire(std::string name, milliseconds wait, LockOptions option
     op->sent_any = seed.stray || seed.attempt != 0;  // the fast attempt may have left something
     ++op->hold->users;
     self->live_ops_.insert(op);
+    // A server that does not answer (paused, cut off) must not hold the
+    // call past its deadline: the attempt is then in doubt and undone.
+    if (const auto by = op->fsm.answer_by(); by != AcquireFsm::time_point::max()) {
+      op->answer_timer.expires_at(by);
+      op->answer_timer.async_wait([self = self.get(), op](const error_code& ec) {
+        if (ec || self->closing_ || op->finished) return;
+        self->step(op, op->fsm.on_no_answer(Clock::now()));
+      });
+    }
     // A fast attempt that failed counts as this acquire's first failure (so
     // error_retry bounds the whole call, as documented).
     if (!seed.error.ok()) {
@@ -257,6 +268,7 @@ void ClientCore::wake_same_owner(const std::shared_ptr<AcquireOp>& op) {
 void ClientCore::finish(const std::shared_ptr<AcquireOp>& op, Status status) {
   op->finished = true;
   op->timer.cancel();
+  op->answer_timer.cancel();
   live_ops_.erase(op);
   if (op->in_waiters) {
     auto it = waiters_.find(op->name);

@@ -21,6 +21,8 @@ std::optional<Result<Lease>> ClientCore::acquire_now(const std::string& name, mi
   call.attempt = next_attempt_.fetch_add(1);
   call.keep_place = wait.count() > 0;
   const auto sent_at = Clock::now();
+  seed.started = sent_at;  // the wait that may follow counts from here
+  if (to_wait(wait) != kForever) call.deadline = sent_at + (wait.count() > 0 ? wait : try_budget(options_, o));
   auto r = backend_->acquire_now(call);
   if (!r) return std::nullopt;
   seed.grant = call.grant;

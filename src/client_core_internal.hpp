@@ -39,9 +39,16 @@ struct ClientCore::Runtime {
   ClientCore* orphan = nullptr;
 };
 
+// How long a try (wait 0) waits for the server's answer: a round trip at
+// all (command_timeout), and a lost reply settled by retrying (error_retry).
+inline milliseconds try_budget(const ClientOptions& c, const LockOptions& o) {
+  return std::max(c.command_timeout, o.error_retry);
+}
+
 struct ClientCore::AcquireOp {
-  AcquireOp(asio::io_context& io, Clock::time_point now, milliseconds wait, milliseconds retry)
-      : fsm(now, wait, retry), timer(io) {}
+  AcquireOp(asio::io_context& io, Clock::time_point now, milliseconds wait, milliseconds retry,
+            milliseconds reply_budget)
+      : fsm(now, wait, retry, reply_budget), timer(io), answer_timer(io) {}
   std::string name;
   LockOptions opts;
   milliseconds lease{0};
@@ -50,6 +57,7 @@ struct ClientCore::AcquireOp {
   std::shared_ptr<Hold> hold;
   AcquireFsm fsm;
   asio::steady_timer timer;
+  asio::steady_timer answer_timer;  // at fsm.answer_by(): an attempt still out ends the call
   std::function<void(Result<Lease>)> done;
   bool in_waiters = false;
   bool watching = false;

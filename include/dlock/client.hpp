@@ -104,8 +104,14 @@ class Client {
   // every backend), waiting up to `wait` (kForever: no limit; zero: try
   // once). While waiting it sleeps until the holder's release is published or
   // the holder's lease would run out, whichever is first: no polling.
+  // It returns by its deadline, answered or not: `wait` after the call, or
+  // for a try (wait 0) the longer of ClientOptions::command_timeout and
+  // LockOptions::error_retry after it (a server needs a round trip to
+  // answer at all, and a lost reply is settled by retrying). A server that stays silent past
+  // it (paused, cut off) gives Errc::timeout, and whatever the unanswered
+  // attempt may still do is undone in the background.
   // Errors: Errc::busy (wait == 0 and held by another owner), Errc::timeout
-  // (waited `wait`), invalid_argument, wrong_type, lease_lost (a re-entry
+  // (waited `wait`, or no answer by the deadline), invalid_argument, wrong_type, lease_lost (a re-entry
   // found this owner's lease gone), and connection errors that outlasted
   // options.error_retry (unavailable, outcome_unknown, auth_failed...).
   Result<Lease> acquire(std::string_view name, milliseconds wait,

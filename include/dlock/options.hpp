@@ -147,10 +147,9 @@ struct LockOptions {
 
   // How long acquire() keeps retrying after connection errors before
   // reporting them. The acquire script is idempotent, so retrying after a
-  // lost reply is safe. Default: 2 s. Bounded by the wait timeout, except
-  // while an attempt's outcome is in doubt (its reply was lost): then the
-  // call keeps settling it for up to error_retry, even past a shorter wait,
-  // because the lock may be held on the server.
+  // lost reply is safe. Default: 2 s. Bounded by the wait timeout: a call
+  // whose last attempt is still in doubt at its deadline (no reply) returns
+  // Errc::timeout and the client undoes that attempt in the background.
   milliseconds error_retry{2000};
 
   // Called once, on the client's I/O thread, when the lock is lost while held

@@ -11,11 +11,13 @@ constexpr milliseconds kBackoffMin{10};
 constexpr milliseconds kBackoffMax{500};
 constexpr milliseconds kPollMin{10};  // waiting without release notifications
 constexpr milliseconds kPollMax{500};
+constexpr milliseconds kTryGrace{50};
+constexpr milliseconds kWatchedNap{24LL * 3600 * 1000};  // no poll: a day, or the deadline
 
 }  // namespace
 
-AcquireFsm::AcquireFsm(time_point now, milliseconds wait, milliseconds error_retry)
-    : forever_(to_wait(wait) == kForever), wait_(wait), error_retry_(std::min(error_retry, kMaxLease)) {
+AcquireFsm::AcquireFsm(time_point now, milliseconds wait, milliseconds error_retry, milliseconds reply_budget)
+    : start_(now), reply_budget_(reply_budget), forever_(to_wait(wait) == kForever), wait_(wait), error_retry_(std::min(error_retry, kMaxLease)) {
   deadline_ = forever_ ? time_point::max() : now + std::max(wait, milliseconds(0));
 }
 
@@ -81,6 +83,7 @@ AcquireFsm::Action AcquireFsm::on_busy(time_point now, WaitHint hint) {
     case WaitHint::Kind::expiry: nap = std::max(hint.after, milliseconds(0)) + milliseconds(1); break;
     case WaitHint::Kind::event: nap = kNoExpiryPoll; break;
     case WaitHint::Kind::retry: nap = std::max(hint.after, milliseconds(0)); break;
+    case WaitHint::Kind::watched: nap = kWatchedNap; break;  // woken by the watch or a resync
   }
   if (blind_) {
     poll_ = poll_.count() == 0 ? kPollMin : std::min(poll_ * 2, kPollMax);
@@ -95,19 +98,50 @@ AcquireFsm::Action AcquireFsm::on_error(time_point now, const Status& error) {
   if (error.code() == Errc::outcome_unknown) in_doubt_ = true;
   if (!transient(error.code())) return done(error);
   if (!first_error_) first_error_ = now;
-  // In doubt, keep trying to settle it for the whole retry budget even when
-  // the wait is shorter: the lock may be ours on the server.
-  time_point give_up = *first_error_ + error_retry_;
-  if (!in_doubt_) give_up = std::min(give_up, std::max(deadline_, *first_error_));
-  if (now >= give_up) {
-    return done(in_doubt_ ? Status(Errc::outcome_unknown,
-                                   "acquire outcome unknown after retrying for " +
-                                       std::to_string(error_retry_.count()) + " ms: " + error.message())
-                          : error);
-  }
+  // The call ends by its deadline whatever happens. An attempt still in
+  // doubt then is undone by the caller (AbandonCall::in_doubt), so the
+  // server's silence is reported as timeout: the lock is not this caller's.
+  last_error_ = error;
+  const time_point give_up = give_up_at();
+  if (now >= give_up) return given_up();
   error_backoff_ = error_backoff_.count() == 0 ? kBackoffMin : std::min(error_backoff_ * 2, kBackoffMax);
   waiting_ = true;
   return {Action::Kind::wait, std::min(give_up, now + error_backoff_), {}};
+}
+
+AcquireFsm::time_point AcquireFsm::give_up_at() const {
+  // In doubt, the attempt is settled (retried: the lock may be ours) until
+  // the call must answer; otherwise errors end the wait at its deadline.
+  const time_point end = in_doubt_ && !forever_ ? answer_by() : deadline_;
+  return std::min(*first_error_ + error_retry_, std::max(end, *first_error_));
+}
+
+AcquireFsm::Action AcquireFsm::given_up() {
+  const std::string& why = last_error_.message();
+  if (in_doubt_ && give_up_at() < *first_error_ + error_retry_)
+    return done({Errc::timeout,
+                 "no answer from the server within the wait of " + std::to_string(wait_.count()) + " ms (" + why + ")"});
+  return done(in_doubt_ ? Status(Errc::outcome_unknown, "acquire outcome unknown after retrying for " +
+                                                            std::to_string(error_retry_.count()) + " ms: " + why)
+                        : last_error_);
+}
+
+AcquireFsm::time_point AcquireFsm::answer_by() const {
+  if (forever_) return time_point::max();
+  // A try's budget leaves the backend a moment to report its own timeout
+  // first (a request never sent, to a server known down, is an error).
+  return wait_.count() > 0 ? deadline_ : start_ + reply_budget_ + kTryGrace;
+}
+
+AcquireFsm::Action AcquireFsm::on_no_answer(time_point now) {
+  if (finished_) return {Action::Kind::none, {}, {}};
+  if (!attempting_) return on_wake(now);  // between attempts: the deadline ends the wait
+  const bool known_down = first_error_ && !in_doubt_;
+  in_doubt_ = true;
+  if (known_down) return done(last_error_);
+  return done({Errc::timeout, wait_.count() > 0 ? "no answer from the server within the wait of " +
+                                                      std::to_string(wait_.count()) + " ms"
+                                                : "no answer from the server to the try"});
 }
 
 AcquireFsm::Action AcquireFsm::on_watch_ready(time_point now, bool subscribed) {
@@ -134,6 +168,7 @@ AcquireFsm::Action AcquireFsm::on_wake(time_point now) {
   if (now >= deadline_ && !first_error_)
     return done({Errc::timeout, "the lock was still held by another owner after waiting " +
                                     std::to_string(wait_.count()) + " ms"});
+  if (first_error_ && now >= give_up_at()) return given_up();  // no attempt past the deadline
   return attempt();
 }
 

@@ -52,7 +52,8 @@ class AcquireFsm {
   };
 
   // wait: how long to wait for a busy lock (kForever, or 0 = try once).
-  AcquireFsm(time_point now, milliseconds wait, milliseconds error_retry);
+  // reply_budget: how long a try (wait 0) waits for an answer (see answer_by).
+  AcquireFsm(time_point now, milliseconds wait, milliseconds error_retry, milliseconds reply_budget = milliseconds(0));
 
   Action start();
   // Granted by the attempt sent at `sent_at`; fresh: a first level (a
@@ -72,6 +73,18 @@ class AcquireFsm {
   // attempt is in flight it is remembered for that attempt's answer.
   Action on_wake(time_point now);
 
+  // When an attempt out now must have been answered, and an attempt in
+  // doubt settled: the wait's deadline, or for a try (wait 0) the reply
+  // budget after the call began (a server needs a round trip to answer at
+  // all). max(): never (wait forever).
+  time_point answer_by() const;
+  // answer_by passed with the attempt still out: the server did not answer
+  // in time (alive but silent, or cut off). Ends with timeout, the attempt
+  // in doubt (the caller undoes whatever it may have done). A server known
+  // down (every earlier attempt of the call failed outright, none left in
+  // doubt) stays an error: the last one.
+  Action on_no_answer(time_point now);
+
   // An attempt's outcome is unknown and no later reply settled it: the lock
   // may be held by this owner on the server. The caller cleans up.
   bool in_doubt() const { return in_doubt_; }
@@ -84,7 +97,13 @@ class AcquireFsm {
  private:
   Action done(Status s);
   Action attempt();
+  // After errors: when retrying ends (error_retry, or the wait's deadline),
+  // and the call's end then (timeout when the server left it in doubt).
+  time_point give_up_at() const;
+  Action given_up();
+  time_point start_;
   time_point deadline_;  // of the wait
+  milliseconds reply_budget_;
   bool forever_;
   milliseconds wait_;
   milliseconds error_retry_;

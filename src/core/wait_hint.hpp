@@ -13,6 +13,8 @@ struct WaitHint {
     expiry,  // the holder's lease ends `after` from now: try again then
     event,   // the holder has no expiry (a session, no TTL): wait for a wake-up
     retry,   // try again after `after` (a split vote, a vanished holder)
+    watched,  // the backend watches exactly what this waiter waits for (a
+              // queue's predecessor) and resyncs after a reconnect: no poll
   };
   Kind kind = Kind::event;
   milliseconds after{0};
@@ -20,6 +22,7 @@ struct WaitHint {
   static WaitHint expiry(milliseconds ttl) { return {Kind::expiry, ttl}; }
   static WaitHint event() { return {Kind::event, milliseconds(0)}; }
   static WaitHint retry(milliseconds delay) { return {Kind::retry, delay}; }
+  static WaitHint watched() { return {Kind::watched, milliseconds(0)}; }
 };
 
 }  // namespace dlock::detail

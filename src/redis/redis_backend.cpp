@@ -186,7 +186,7 @@ class RedisBackend final : public detail::Backend {
   // and undo stay on the I/O thread).
   std::optional<Result<AcquireOutcome>> acquire_now(const AcquireCall& call) override {
     if (!sync_ok() || !detail::check_mode(call, "Redis").ok()) return std::nullopt;
-    auto r = eval_now(acquire_request(prefix_, call));
+    auto r = eval_now(acquire_request(prefix_, call), call.deadline);
     if (!r.ok()) return Result<AcquireOutcome>(r.status());
     return parse_acquire(*r);
   }
@@ -350,7 +350,8 @@ class RedisBackend final : public detail::Backend {
 
   // EVALSHA (EVAL on NOSCRIPT) on a pooled blocking connection, on the
   // calling thread. A broken connection is dropped; the next call opens one.
-  Result<Reply> eval_now(const ScriptCall& sc) {
+  Result<Reply> eval_now(const ScriptCall& sc,
+                         std::chrono::steady_clock::time_point by = std::chrono::steady_clock::time_point::max()) {
     std::unique_ptr<SyncConnection> conn;
     {
       std::lock_guard lk(pool_mu_);
@@ -360,15 +361,27 @@ class RedisBackend final : public detail::Backend {
       }
     }
     if (!conn) {
-      auto opened = SyncConnection::open(config_.endpoint, config_.connect_timeout, config_.command_timeout);
-      if (!opened.ok()) return opened.status();
+      // A silent server accepts connections (the kernel does) but never
+      // answers the handshake: the call's deadline bounds it too.
+      using std::chrono::steady_clock;
+      auto patience = config_.command_timeout;
+      if (by != steady_clock::time_point::max())
+        patience = std::clamp(std::chrono::duration_cast<milliseconds>(by - steady_clock::now()), milliseconds(1),
+                              patience);
+      auto opened = SyncConnection::open(config_.endpoint, config_.connect_timeout, patience);
+      if (!opened.ok()) {
+        if (steady_clock::now() + milliseconds(5) >= by)  // cut short by the deadline, not refused
+          return Status(Errc::timeout, "no answer from " + config_.endpoint.describe() + " within the call's deadline");
+        return opened.status();
+      }
       conn = std::move(opened.value());
+      conn->set_command_timeout(config_.command_timeout);
     }
     std::vector<Reply> replies;
     const std::uint64_t before = conn->requests_sent();
-    Status s = conn->call(eval_payload("EVALSHA", sc.script->sha1, sc.keys, sc.args), 1, replies);
+    Status s = conn->call(eval_payload("EVALSHA", sc.script->sha1, sc.keys, sc.args), 1, replies, by);
     if (s.ok() && replies.front().is_error() && replies.front().str.starts_with("NOSCRIPT"))
-      s = conn->call(eval_payload("EVAL", sc.script->body, sc.keys, sc.args), 1, replies);
+      s = conn->call(eval_payload("EVAL", sc.script->body, sc.keys, sc.args), 1, replies, by);
     sync_sent_.fetch_add(conn->requests_sent() - before, std::memory_order_relaxed);
     if (!conn->broken()) {
       std::lock_guard lk(pool_mu_);

@@ -116,10 +116,16 @@ Result<std::unique_ptr<SyncConnection>> SyncConnection::open(const detail::Redis
   return c;
 }
 
-Status SyncConnection::call(const std::string& payload, std::size_t n, std::vector<Reply>& out) {
+void SyncConnection::set_command_timeout(milliseconds t) {
+  command_timeout_ = t;
+  if (fd_ >= 0) set_timeouts(fd_, t);
+}
+
+Status SyncConnection::call(const std::string& payload, std::size_t n, std::vector<Reply>& out,
+                            Clock::time_point by) {
   out.clear();
   if (fd_ < 0) return unavailable(peer_, "closed");
-  const auto deadline = Clock::now() + command_timeout_;
+  const auto deadline = std::min(Clock::now() + command_timeout_, by);
   std::size_t off = 0;
   while (off < payload.size()) {
     const ssize_t w = ::send(fd_, payload.data() + off, payload.size() - off, MSG_NOSIGNAL);
@@ -142,6 +148,14 @@ Status SyncConnection::call(const std::string& payload, std::size_t n, std::vect
     if (!error.ok()) {
       close_fd();
       return error;
+    }
+    // The socket's receive timeout is the command timeout: a sooner
+    // deadline is kept by polling first.
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    pollfd p{fd_, POLLIN, 0};
+    if (left <= 0 || ::poll(&p, 1, static_cast<int>(std::min<long long>(left, 1 << 30))) == 0) {
+      close_fd();
+      return {Errc::outcome_unknown, "no reply from " + peer_ + " within the call's deadline"};
     }
     const ssize_t r = ::recv(fd_, buf_.data(), buf_.size(), 0);
     if (r < 0 && errno == EINTR) continue;

@@ -37,9 +37,15 @@ class SyncConnection {
   SyncConnection(const SyncConnection&) = delete;
   SyncConnection& operator=(const SyncConnection&) = delete;
 
-  // Sends `payload` (formatted commands) and reads `n` replies into `out`.
-  Status call(const std::string& payload, std::size_t n, std::vector<Reply>& out);
+  // Sends `payload` (formatted commands) and reads `n` replies into `out`,
+  // giving up at `by` or after the command timeout, whichever comes first
+  // (outcome_unknown, the connection closed: a late reply cannot be taken
+  // for the next command's).
+  Status call(const std::string& payload, std::size_t n, std::vector<Reply>& out,
+              std::chrono::steady_clock::time_point by = std::chrono::steady_clock::time_point::max());
   bool broken() const { return fd_ < 0; }
+  // For the commands from now on (the socket's receive timeout too).
+  void set_command_timeout(milliseconds t);
   std::uint64_t requests_sent() const { return sent_; }
 
  private:

@@ -22,7 +22,7 @@ bool parse_duration(std::string_view s, std::chrono::milliseconds& out) {
   while (digits < s.size() && std::isdigit(static_cast<unsigned char>(s[digits]))) ++digits;
   if (digits == 0 || !detail::parse_int(s.substr(0, digits), n)) return false;
   const std::string_view unit = s.substr(digits);
-  long long scale = unit == "ms" ? 1 : unit == "s" ? 1000 : unit == "m" ? 60000 : 0;
+  long long scale = unit == "ms" ? 1 : unit == "s" ? 1000 : unit == "m" ? 60000 : unit == "h" ? 3600000 : 0;
   if (scale == 0 || n > 3'600'000 / scale) return false;
   out = std::chrono::milliseconds(n * scale);
   return true;
@@ -81,7 +81,7 @@ Status parse_params(std::string_view query, ZkConfig& c, std::string& prefix) {
       return bad("parameter '" + key + "' needs a value");
     if (key == "session_timeout") {
       if (!parse_duration(value, c.session_timeout) || c.session_timeout.count() <= 0)
-        return bad("session_timeout must be a positive duration with a unit, at most 1h (e.g. 10s, 1500ms)");
+        return bad("session_timeout must be a positive duration with a unit (ms, s, m, h), at most 1h (e.g. 10s, 1500ms)");
     } else if (key == "prefix") {
       if (!plain_segment(value)) return bad("prefix must be one name of letters, digits, '_', '-' and '.'");
       prefix = value;

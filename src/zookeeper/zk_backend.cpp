@@ -13,15 +13,19 @@
 // A release deletes the node; an acquire that ends without a grant deletes
 // its node (a delete that fails is retried on every reconnect).
 //
-// Liveness is the session's: every reply proves the server heard the
-// session when its request was sent, so each hold is valid until that send
-// time + the negotiated session timeout - drift (pushed as alive_until).
-// While anything is held a cheap read every third of the timeout keeps the
-// proof fresh. If the proof runs out (no reply: the client was partitioned
-// or paused) every hold is reported lost and the session is closed and
-// replaced: the server cannot have expired it before that moment, so the
-// loss is reported before anyone else can be granted. A session the server
-// expired is reported at once. A new session never re-acquires by itself.
+// Liveness is the session's, and only the leader expires sessions. A
+// follower answers reads by itself even when cut off from the leader, so a
+// reply proves nothing: the proof comes from syncs through the leader (see
+// leader_proof.hpp), sent every sixth of the timeout while a session is
+// connected, and from the leader's own touches when a session is created
+// (from the moment it was asked for) or revalidated on a reconnect (from
+// the newest request answered before). Each hold is valid until what the
+// leader vouches for (pushed as alive_until). If the proof runs out (no
+// answer: the client or its server was partitioned or paused) every hold
+// is reported lost and the session is closed and replaced: the leader
+// cannot have expired it before that moment, so the loss is reported
+// before anyone else can be granted. A session the server expired is
+// reported at once. A new session never re-acquires by itself.
 #include "zookeeper/zk_backend.hpp"
 
 #include "core/token.hpp"
@@ -77,7 +81,7 @@ void ZkBackend::acquire(const AcquireCall& call, AcquireDone done) {
 }
 
 void ZkBackend::release(const ReleaseCall& call, std::function<void(Result<ReleaseOutcome>)> done) {
-  const auto node = held_.find(call.grant);
+  const auto node = held_.start_release(call.grant);
   if (!node) return post(std::move(done), ReleaseOutcome{ReleaseOutcome::Kind::not_held, 0});
   session_.remove(*node, [this, grant = call.grant, done = std::move(done)](Reply r) {
     if (closed_) return done(cancelled());
@@ -102,7 +106,7 @@ void ZkBackend::abandon(const AbandonCall& call, StatusDone done) {
     Orphan o{a.parent, a.guid, a.node};
     return remove_orphan(std::move(o), std::move(done));
   }
-  if (auto path = held_.find(call.grant)) {  // a grant undone (it came too late)
+  if (auto path = held_.start_release(call.grant)) {  // a grant undone (it came too late)
     Orphan o{"", "", *path};
     held_.erase(call.grant);
     return remove_orphan(std::move(o), std::move(done));
@@ -149,6 +153,7 @@ void ZkBackend::log(LogLevel level, const std::string& message) {
 
 Status ZkBackend::open_session() {
   session_id_ = 0;
+  opened_at_ = Clock::now();
   Status s = session_.open();
   if (s.ok() && !config_.user.empty()) s = session_.add_digest_auth(config_.user, config_.password);
   return s;
@@ -166,12 +171,25 @@ milliseconds ZkBackend::session_timeout() const {
 
 void ZkBackend::on_state(const SessionState& s) {
   if (closed_) return;
+  ++link_epoch_;
+  proof_.reset();
   if (s.state == ZOO_CONNECTED_STATE) {
-    if (session_id_ != 0 && s.session_id == session_id_) ++reconnects_;
+    const bool same = session_id_ != 0 && s.session_id == session_id_;
+    if (same) ++reconnects_;
+    if (!same) held_.set_session(s.session_id);  // before the fast path can see the session
     session_id_ = s.session_id;
     timeout_ms_ = (s.timeout.count() > 0 ? s.timeout : config_.session_timeout).count();
+    proof_.set_timeout(session_timeout());
+    // The leader touched the session when it made it (after open_session)
+    // or revalidated it for this connection (after every request answered
+    // on the previous one).
+    vouch(same ? heard_ : opened_at_);
     if (start_done_) finish_start({});
-    if (!held_.empty()) send_heartbeat();
+    if (!heartbeat_out_) {
+      heartbeat_armed_ = false;
+      heartbeat_.cancel();
+      send_heartbeat();
+    }
     retry_orphans();
     // Watch events are re-armed by the C client on reconnect; a wake-up
     // lost meanwhile costs each waiter one more look at its queue.
@@ -193,17 +211,21 @@ void ZkBackend::session_ended(LossReason reason, const std::string& why) {
   watchers_.clear();
   orphans_.clear();  // their session's nodes go with it
   heard_ = {};
-  heartbeat_.cancel();
+  until_ = {};
+  vouched_ns_ = 0;
   deadline_.cancel();
   if (had && events_.lost) events_.lost({}, reason);
   ++reconnects_;
   if (Status s = open_session(); !s.ok()) log(LogLevel::error, "zookeeper: a new session failed: " + s.to_string());
 }
 
-void ZkBackend::heard(Clock::time_point sent_at) {
-  if (sent_at <= heard_) return;
-  heard_ = sent_at;
-  until_ = detail::valid_until(heard_, session_timeout());
+void ZkBackend::heard(Clock::time_point sent_at) { heard_ = std::max(heard_, sent_at); }
+
+void ZkBackend::vouch(Clock::time_point at) {
+  const auto until = detail::valid_until(at, session_timeout());
+  if (until <= until_) return;
+  until_ = until;
+  vouched_ns_ = until.time_since_epoch().count();
   if (events_.alive_until) events_.alive_until(until_);
   if (!held_.empty()) arm_deadline();
 }
@@ -212,25 +234,31 @@ void ZkBackend::arm_deadline() {
   deadline_.expires_at(until_);
   deadline_.async_wait([this](const boost::system::error_code& ec) {
     if (ec || closed_ || held_.empty() || Clock::now() < until_) return;
-    session_ended(LossReason::unreachable, "no reply from ZooKeeper within the session timeout");
+    session_ended(LossReason::unreachable, "the ZooKeeper leader no longer vouches for the session (no answer "
+                                           "through it within the session timeout)");
   });
 }
 
 void ZkBackend::schedule_heartbeat() {
-  if (heartbeat_armed_ || held_.empty()) return;
+  if (heartbeat_armed_ || heartbeat_out_ || closed_) return;
   heartbeat_armed_ = true;
-  heartbeat_.expires_after(session_timeout() / 3);
+  heartbeat_.expires_after(proof_.interval());
   heartbeat_.async_wait([this](const boost::system::error_code& ec) {
+    if (ec) return;  // cancelled: whoever cancelled sends or re-arms
     heartbeat_armed_ = false;
-    if (ec || closed_ || held_.empty()) return;
-    send_heartbeat();
-    schedule_heartbeat();
+    if (!closed_) send_heartbeat();
   });
 }
 
 void ZkBackend::send_heartbeat() {
-  session_.exists(config_.base, false, [this](Reply r) {
-    if (!closed_ && answered(r.rc)) heard(r.sent_at);
+  heartbeat_out_ = true;
+  session_.sync(config_.base.empty() ? "/" : config_.base, [this, epoch = link_epoch_](Reply r) {
+    heartbeat_out_ = false;
+    if (closed_) return;
+    if (answered(r.rc)) heard(r.sent_at);
+    if (r.rc == ZOK && epoch == link_epoch_)
+      if (auto at = proof_.answered(r.sent_at, Clock::now())) vouch(*at);
+    schedule_heartbeat();
   });
 }
 
@@ -327,12 +355,13 @@ void ZkBackend::on_listed(std::uint64_t id, AcquireDone done, Reply r) {
   }
   if (place.first) return grant(id, std::move(done));
   const std::string ahead = a->parent + "/" + place.predecessor;
-  session_.exists(ahead, true, [this, id, ahead, done = std::move(done)](Reply e) mutable {
+  // getData, not exists: a node gone meanwhile leaves no watch behind.
+  session_.get(ahead, true, [this, id, ahead, done = std::move(done)](Reply e) mutable {
     if (!live(id, done, e)) return;
     if (e.rc == ZNONODE) return done(busy(detail::WaitHint::retry(milliseconds(0))));
     if (e.rc != ZOK) return done(rc_status(e.rc, "watch the node ahead"));
     watchers_[ahead].insert(id);
-    done(busy(detail::WaitHint::event()));
+    done(busy(detail::WaitHint::watched()));
   });
 }
 
@@ -340,14 +369,14 @@ void ZkBackend::grant(std::uint64_t id, AcquireDone done) {
   auto it = attempts_.find(id);
   Attempt a = std::move(it->second);
   attempts_.erase(it);
-  held_.add(a.grant, a.node);
-  schedule_heartbeat();
+  if (!held_.add(a.grant, {a.node, a.name, a.owner, a.session})) return done(session_gone());
+  watch_own(a.node);
   arm_deadline();
   AcquireOutcome out;
   out.kind = AcquireOutcome::Kind::granted;
   out.fence = static_cast<std::uint64_t>(a.czxid);
   out.depth = 1;
-  out.valid_until = until_;  // the listing's reply just renewed it
+  out.valid_until = until_;  // what the leader vouches for, never a follower's reply
   done(out);
 }
 
@@ -392,7 +421,26 @@ void ZkBackend::make_path(const std::string& path, StatusDone done, std::size_t 
                   });
 }
 
-void ZkBackend::on_node_event(const std::string& path) {
+void ZkBackend::watch_own(const std::string& path) {
+  session_.get(path, true, [this, path](Reply r) {
+    if (closed_) return;
+    if (answered(r.rc)) heard(r.sent_at);
+    if (r.rc == ZNONODE) node_lost(path);  // deleted before the watch was set
+  });
+}
+
+void ZkBackend::node_lost(const std::string& path) {
+  auto lost = held_.take_lost(path);
+  if (!lost) return;
+  log(LogLevel::warning, "zookeeper: the lock node " + path + " was deleted while held (by hand or by a tool)");
+  if (events_.lost) events_.lost({{lost->second.name, lost->second.owner, lost->first}}, LossReason::expired);
+}
+
+void ZkBackend::on_node_event(int type, const std::string& path) {
+  if (held_.holds_path(path)) {
+    if (type == ZOO_DELETED_EVENT) return node_lost(path);
+    return watch_own(path);  // changed: a data watch fires once, so it is set again
+  }
   auto it = watchers_.find(path);
   if (it == watchers_.end()) return;
   const std::set<std::uint64_t> ids = std::move(it->second);

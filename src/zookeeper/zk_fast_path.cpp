@@ -23,7 +23,13 @@ std::optional<Result<AcquireOutcome>> ZkBackend::acquire_now(const AcquireCall& 
       [w](Reply r) { w->arrive(&Rendezvous::created, std::move(r)); }, via);
   session_.children(
       parent, [w](Reply r) { w->arrive(&Rendezvous::listed, std::move(r)); }, via);
-  w->wait();
+  if (!w->wait_until(call.deadline)) {
+    // The server did not answer in time: the node may still be made (the
+    // lookup by guid is sent after the create, so the server sees it after).
+    drop_later({parent, guid, ""});
+    return Result<AcquireOutcome>(
+        Status(Errc::timeout, "zookeeper: no answer from the server within the wait (paused or cut off?)"));
+  }
   const Reply& c = w->created;
   const Reply& l = w->listed;
   if (answered(c.rc)) loop([this, at = c.sent_at] { heard(at); });
@@ -54,27 +60,26 @@ std::optional<Result<AcquireOutcome>> ZkBackend::acquire_now(const AcquireCall& 
           remove_orphan({"", "", a.node}, [](Status) {});
       });
     }
-    return Result<AcquireOutcome>(busy(detail::WaitHint::event()));
+    return Result<AcquireOutcome>(busy(detail::WaitHint::watched()));
   }
-  held_.add(call.grant, c.path);
-  if (session_id_.load() != session) {  // the session ended meanwhile: its nodes with it
-    held_.erase(call.grant);
-    return Result<AcquireOutcome>(session_gone());
-  }
-  loop([this] {
-    schedule_heartbeat();
+  // Refused if the session ended meanwhile (its nodes went with it): held
+  // nodes are tagged with their session, so the next one cannot keep this
+  // grant alive.
+  if (!held_.add(call.grant, {c.path, call.name, call.owner, session})) return Result<AcquireOutcome>(session_gone());
+  loop([this, path = c.path] {
+    watch_own(path);
     arm_deadline();
   });
   AcquireOutcome out;
   out.kind = AcquireOutcome::Kind::granted;
   out.fence = static_cast<std::uint64_t>(c.stat.czxid);
   out.depth = 1;
-  out.valid_until = detail::valid_until(l.sent_at, session_timeout());
+  out.valid_until = vouched();  // what the leader vouches for, never a follower's reply
   return Result<AcquireOutcome>(out);
 }
 
 std::optional<Result<ReleaseOutcome>> ZkBackend::release_now(const ReleaseCall& call) {
-  const auto path = held_.find(call.grant);
+  const auto path = held_.start_release(call.grant);
   if (!path) return std::nullopt;  // not a grant this client holds: the I/O thread answers
   auto w = std::make_shared<Rendezvous>(1);
   session_.remove(

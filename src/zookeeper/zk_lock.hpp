@@ -17,6 +17,7 @@
 
 #include "backend.hpp"
 #include "zookeeper/held_nodes.hpp"
+#include "zookeeper/leader_proof.hpp"
 #include "zookeeper/zk_session.hpp"
 
 namespace dlock::zookeeper {
@@ -53,10 +54,11 @@ class ZkBackend final : public detail::Backend {
         config_(std::move(config)),
         session_(io, config_,
                  {[this](const SessionState& s) { on_state(s); },
-                  [this](int, const std::string& path) { on_node_event(path); }}),
+                  [this](int type, const std::string& path) { on_node_event(type, path); }}),
         start_timer_(io),
         heartbeat_(io),
-        deadline_(io) {}
+        deadline_(io),
+        proof_(config_.session_timeout) {}
 
   detail::Capabilities capabilities() const override;
   void set_events(detail::BackendEvents events) override { events_ = std::move(events); }
@@ -119,6 +121,13 @@ class ZkBackend final : public detail::Backend {
       std::unique_lock lk(mu);
       cv.wait(lk, [&] { return left == 0; });
     }
+    // False if `by` came first (the replies may still come: this object
+    // lives on with them).
+    bool wait_until(Clock::time_point by) {
+      if (by == Clock::time_point::max()) return wait(), true;
+      std::unique_lock lk(mu);
+      return cv.wait_until(lk, by, [&] { return left == 0; });
+    }
     std::mutex mu;
     std::condition_variable cv;
     int left;
@@ -159,11 +168,21 @@ class ZkBackend final : public detail::Backend {
   // the session is closed (its nodes go with it) and a new one opened.
   void session_ended(LossReason reason, const std::string& why);
 
-  // A request sent at `sent_at` was answered.
+  // A request sent at `sent_at` was answered: the newest such time is what
+  // a reconnect's revalidation at the leader vouches from.
   void heard(Clock::time_point sent_at);
+
+  // The leader keeps the session at least until `at` + the timeout (less
+  // drift): every hold is valid until then.
+  void vouch(Clock::time_point at);
+
+  // What the leader is known to vouch for (steady_clock), any thread.
+  Clock::time_point vouched() const { return Clock::time_point(Clock::duration(vouched_ns_.load())); }
 
   void arm_deadline();
 
+  // Syncs through the leader, one at a time, every proof_.interval() while
+  // a session is connected (see leader_proof.hpp).
   void schedule_heartbeat();
 
   void send_heartbeat();
@@ -204,8 +223,15 @@ class ZkBackend final : public detail::Backend {
   // node a container, which the server removes once empty).
   void make_path(const std::string& path, StatusDone done, std::size_t from = 1);
 
-  // A watched node changed or went: the attempt behind it looks again.
-  void on_node_event(const std::string& path);
+  // A watched node changed or went: the attempt behind it looks again; a
+  // hold whose own node went (deleted by hand or by a tool) is lost.
+  void on_node_event(int type, const std::string& path);
+
+  // Watches a hold's own node, so that its deletion is told at once.
+  void watch_own(const std::string& path);
+
+  // The hold on `path` is gone while its session lives: told as lost.
+  void node_lost(const std::string& path);
 
   // Deletes a queue node no acquire wants any more; kept and retried on
   // every reconnect until it is gone (or its session is).
@@ -222,12 +248,16 @@ class ZkBackend final : public detail::Backend {
   detail::BackendEvents events_;
   StatusDone start_done_;
   asio::steady_timer start_timer_, heartbeat_, deadline_;
-  bool heartbeat_armed_ = false;
+  bool heartbeat_armed_ = false, heartbeat_out_ = false;
+  std::uint64_t link_epoch_ = 0;  // bumped on every session event: a connection's syncs prove only on it
+  LeaderProof proof_;
+  Clock::time_point opened_at_{};  // the current session was asked for then
   bool closed_ = false;
   // Written on the I/O thread, read by the fast path too.
   std::atomic<std::int64_t> session_id_{0};
   std::atomic<std::int64_t> timeout_ms_{0};  // negotiated; 0: not yet
   Clock::time_point heard_{}, until_{};
+  std::atomic<Clock::rep> vouched_ns_{0};  // until_, for the fast path
   std::map<std::uint64_t, Attempt> attempts_;  // by AcquireCall::attempt
   HeldNodes held_;
   std::map<std::string, std::set<std::uint64_t>> watchers_;  // node ahead -> attempts

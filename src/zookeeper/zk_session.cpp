@@ -89,6 +89,11 @@ struct ZkCallbacks {
     r.rc = rc;
     post(data, std::move(r));
   }
+  static void string_done(int rc, const char*, const void* data) {
+    Reply r;
+    r.rc = rc;
+    post(data, std::move(r));
+  }
   static void strings_stat(int rc, const String_vector* strings, const Stat* stat, const void* data) {
     Reply r;
     r.rc = rc;
@@ -127,13 +132,21 @@ Status ZkSession::open() {
     std::lock_guard lk(mu_);
     previous = std::move(current_);
   }
+  std::erase_if(closers_, [](Closer& c) {
+    if (!c.done->load()) return false;
+    c.thread.join();
+    return true;
+  });
   if (previous) {
     Handle* old = previous.release();
-    closers_.emplace_back([old] {
-      zookeeper_close(old->zh);
-      delete old->ctx;
-      delete old;
-    });
+    auto done = std::make_shared<std::atomic<bool>>(false);
+    closers_.push_back({std::thread([old, done] {
+                          zookeeper_close(old->zh);
+                          delete old->ctx;
+                          delete old;
+                          done->store(true);
+                        }),
+                        done});
   }
   auto h = std::make_unique<Handle>();
   h->ctx = new Handle::Ctx{bridge_, ++generation_};
@@ -152,7 +165,7 @@ Status ZkSession::open() {
 }
 
 void ZkSession::close() {
-  for (auto& t : closers_) t.join();
+  for (auto& c : closers_) c.thread.join();
   closers_.clear();
   std::unique_ptr<Handle> last;
   {
@@ -185,8 +198,8 @@ void ZkSession::on_watch(std::uint64_t generation, int type, int state, const st
 // `call` sends with the handle and a Pending it hands to the C client; when
 // the client refuses at once, no completion will come: the reply is posted.
 template <class Call>
-void ZkSession::submit(ReplyFn done, Delivery via, Call call) {
-  calls_.fetch_add(1, std::memory_order_relaxed);
+void ZkSession::submit(ReplyFn done, Delivery via, Call call, bool counted) {
+  if (counted) calls_.fetch_add(1, std::memory_order_relaxed);
   auto* p = new Pending{bridge_, generation_.load(), std::move(done), Clock::now(), via == Delivery::direct};
   int rc = ZINVALIDSTATE;
   {
@@ -221,15 +234,22 @@ void ZkSession::exists(const std::string& path, bool watch, ReplyFn done) {
   });
 }
 
-void ZkSession::get(const std::string& path, ReplyFn done) {
-  submit(std::move(done), Delivery::loop,
-         [&](zhandle_t* zh, Pending* p) { return zoo_aget(zh, path.c_str(), 0, &ZkCallbacks::data, p); });
+void ZkSession::get(const std::string& path, bool watch, ReplyFn done) {
+  submit(std::move(done), Delivery::loop, [&](zhandle_t* zh, Pending* p) {
+    return zoo_aget(zh, path.c_str(), watch ? 1 : 0, &ZkCallbacks::data, p);
+  });
 }
 
 void ZkSession::children(const std::string& path, ReplyFn done, Delivery via) {
   submit(std::move(done), via, [&](zhandle_t* zh, Pending* p) {
     return zoo_aget_children2(zh, path.c_str(), 0, &ZkCallbacks::strings_stat, p);
   });
+}
+
+void ZkSession::sync(const std::string& path, ReplyFn done) {
+  submit(
+      std::move(done), Delivery::loop,
+      [&](zhandle_t* zh, Pending* p) { return zoo_async(zh, path.c_str(), &ZkCallbacks::string_done, p); }, false);
 }
 
 // No completion: the C client may drop an auth completion at close without

@@ -91,8 +91,15 @@ class ZkSession {
               Delivery via = Delivery::loop);
   void remove(const std::string& path, ReplyFn done, Delivery via = Delivery::loop);
   void exists(const std::string& path, bool watch, ReplyFn done);
-  void get(const std::string& path, ReplyFn done);
+  // With `watch`, a node that exists is watched (its change or deletion
+  // comes to Handlers::node); a missing one leaves no watch behind, unlike
+  // exists(), whose watch waits for a creation that may never come.
+  void get(const std::string& path, bool watch, ReplyFn done);
   void children(const std::string& path, ReplyFn done, Delivery via = Delivery::loop);
+  // A round trip through the leader (the server forwards it and answers
+  // once the leader has). Like the C client's own pings, not counted in
+  // calls(): it keeps the session's proof, it is no lock command.
+  void sync(const std::string& path, ReplyFn done);
   // For the current handle, resent on every reconnect.
   Status add_digest_auth(const std::string& user, const std::string& password);
 
@@ -104,7 +111,7 @@ class ZkSession {
 
  private:
   template <class Call>
-  void submit(ReplyFn done, Delivery via, Call call);
+  void submit(ReplyFn done, Delivery via, Call call, bool counted = true);
   void deliver(std::uint64_t generation, ReplyFn& done, Reply& reply);
   void on_watch(std::uint64_t generation, int type, int state, const std::string& path, std::int64_t session,
                 int timeout_ms);
@@ -114,7 +121,13 @@ class ZkSession {
   std::shared_ptr<Bridge> bridge_;
   std::mutex mu_;                    // current_, against calls from other threads
   std::unique_ptr<Handle> current_;  // guarded by mu_
-  std::vector<std::thread> closers_;
+  // Replaced sessions being closed; each is joined once done (at the next
+  // open()) or at close().
+  struct Closer {
+    std::thread thread;
+    std::shared_ptr<std::atomic<bool>> done;
+  };
+  std::vector<Closer> closers_;
   std::atomic<std::uint64_t> generation_{0};
   std::atomic<std::uint64_t> calls_{0};
 };

@@ -5,10 +5,18 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <signal.h>
+#include <sqlite3.h>
+
 #include <atomic>
 #include <chrono>
+#include <filesystem>
+#include <fstream>
 #include <future>
+#include <functional>
+#include <iostream>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -37,7 +45,34 @@ class Env {
   virtual bool every_grant_fenced() const { return true; }
   // Holds live as long as a session (ZooKeeper): a fixed lease is refused.
   virtual bool session_held() const { return false; }
+  // Makes the server alive but silent (true), or answer again (false).
+  // false: this backend has no such fault.
+  virtual bool freeze(bool) { return false; }
 };
+
+// SIGSTOP / SIGCONT to `pid` and every process below it.
+void signal_tree(pid_t root, int sig) {
+  std::vector<pid_t> todo{root};
+  while (!todo.empty()) {
+    const pid_t p = todo.back();
+    todo.pop_back();
+    ::kill(p, sig);
+    for (const auto& e : std::filesystem::directory_iterator("/proc")) {
+      const std::string n = e.path().filename();
+      if (n.find_first_not_of("0123456789") != std::string::npos) continue;
+      std::ifstream stat(e.path() / "stat");
+      std::string line;
+      std::getline(stat, line);
+      const auto close = line.rfind(')');
+      if (close == std::string::npos) continue;
+      std::istringstream rest(line.substr(close + 2));
+      char state;
+      pid_t ppid = 0;
+      rest >> state >> ppid;
+      if (ppid == p) todo.push_back(std::stoi(n));
+    }
+  }
+}
 
 ClientOptions quiet() {
   ClientOptions o;
@@ -48,6 +83,10 @@ ClientOptions quiet() {
 class RedisEnv final : public Env {
  public:
   Client client() override { return Client::connect(server_.url(), quiet()); }
+  bool freeze(bool on) override {
+    on ? server_.pause() : server_.resume();
+    return true;
+  }
 
  private:
   RedisServer server_;
@@ -65,6 +104,10 @@ class RedlockEnv final : public Env {
       url += (i ? "," : "") + std::string("127.0.0.1:") + std::to_string(servers_[i]->port());
     return Client::connect(url, quiet());
   }
+  bool freeze(bool on) override {
+    for (auto& s : servers_) on ? s->pause() : s->resume();
+    return true;
+  }
 
  private:
   std::vector<std::unique_ptr<RedisServer>> servers_;
@@ -73,14 +116,37 @@ class RedlockEnv final : public Env {
 class SqliteEnv final : public Env {
  public:
   Client client() override { return Client::connect("sqlite://" + dir_.file("locks.db"), quiet()); }
+  // Another connection holds the file's write lock.
+  bool freeze(bool on) override {
+    if (on) {
+      if (sqlite3_open(dir_.file("locks.db").c_str(), &db_) != SQLITE_OK) return false;
+      return sqlite3_exec(db_, "BEGIN EXCLUSIVE", nullptr, nullptr, nullptr) == SQLITE_OK;
+    }
+    sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+    sqlite3_close(db_);
+    db_ = nullptr;
+    return true;
+  }
+  ~SqliteEnv() override {
+    if (db_) sqlite3_close(db_);
+  }
 
  private:
   TempDir dir_;
+  sqlite3* db_ = nullptr;
 };
 
 class PostgresEnv final : public Env {
  public:
   Client client() override { return Client::connect(server_.url(), quiet()); }
+  // The postmaster and every backend process.
+  bool freeze(bool on) override {
+    std::ifstream pidfile(server_.dir() + "/data/postmaster.pid");
+    pid_t pid = 0;
+    if (!(pidfile >> pid) || pid <= 0) return false;
+    signal_tree(pid, on ? SIGSTOP : SIGCONT);
+    return true;
+  }
 
  private:
   PostgresServer server_;
@@ -91,6 +157,10 @@ class ZooKeeperEnv final : public Env {
   ZooKeeperEnv() : zk_(1) {}
   bool session_held() const override { return true; }
   Client client() override { return Client::connect("zk://" + zk_.hosts() + "/contract", quiet()); }
+  bool freeze(bool on) override {
+    on ? zk_.pause(0) : zk_.resume(0);
+    return true;
+  }
 
  private:
   ZooKeeperEnsemble zk_;
@@ -131,6 +201,14 @@ LockOptions fixed(std::chrono::milliseconds lease) {
   LockOptions o;
   o.lease = lease;
   return o;
+}
+
+using Clock = std::chrono::steady_clock;
+
+// The lock can be taken and released again within a few seconds.
+bool eventually_ok(const std::function<Result<Lease>()>& acquire) {
+  auto got = acquire();
+  return got.ok() && got->release().ok();
 }
 
 LockOptions owner(const std::string& id) {
@@ -286,6 +364,43 @@ TEST_P(LockContract, ClosingAClientFreesWhatItHeld) {
     ASSERT_THAT(first.acquire("c", 0ms, owner("me")), IsOk());  // two levels, both freed
   }
   EXPECT_THAT(client.try_acquire("c"), IsOk());
+}
+
+// A server alive but silent (SIGSTOP; SQLite: another connection holds the
+// write lock). Every blocking call returns by its deadline: a wait at its
+// end, a try (wait 0) within command_timeout or error_retry, the longer
+// (2 s by default). A Mutex's timed try says false, as for contention: the server
+// did not answer in time, it is not known to be down.
+TEST_P(LockContract, EveryBlockingCallReturnsByItsDeadlineWhileTheServerIsFrozen) {
+  auto warm = client.acquire("d", 0ms);  // connections open, the lock's node exists
+  ASSERT_THAT(warm, IsOk());
+  ASSERT_THAT(warm->release(), IsOk());
+  if (!env->freeze(true)) GTEST_SKIP() << "this backend's server cannot be frozen";
+  constexpr auto kSlack = 200ms;  // the deadline plus a few ms, on a busy machine
+  auto since = [](Clock::time_point t) { return std::chrono::duration_cast<milliseconds>(Clock::now() - t); };
+  auto t = Clock::now();
+  auto waited = client.acquire("d", 1s);
+  const auto acquire_took = since(t);
+  Mutex mutex(client, "d");
+  t = Clock::now();
+  bool locked = true;
+  EXPECT_NO_THROW(locked = mutex.try_lock_for(1s));
+  const auto mutex_took = since(t);
+  t = Clock::now();
+  auto tried = client.try_acquire("d");
+  const auto try_took = since(t);
+  env->freeze(false);
+  EXPECT_THAT(waited, StatusIs(Errc::timeout));
+  EXPECT_LT(acquire_took, 1s + kSlack);
+  EXPECT_FALSE(locked);
+  EXPECT_LT(mutex_took, 1s + kSlack);
+  EXPECT_FALSE(tried.ok());
+  EXPECT_LT(try_took, std::max(ClientOptions().command_timeout, LockOptions().error_retry) + kSlack);
+  std::cout << "[measure] frozen." << GetParam().name << ".acquire_1s=" << acquire_took.count()
+            << "ms try_lock_for_1s=" << mutex_took.count() << "ms try_acquire=" << try_took.count() << "ms"
+            << std::endl;
+  // Nothing stays behind once the server answers again.
+  EXPECT_TRUE(eventually_ok([&] { return client.acquire("d", 5s); }));
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, LockContract, ::testing::ValuesIn(kBackends),

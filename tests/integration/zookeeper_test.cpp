@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <future>
+#include <optional>
 
 #include "integration/common.hpp"
 #include "support/status_matchers.hpp"
@@ -78,6 +79,7 @@ TEST(ZooKeeper, WaitsThatEndWithoutAGrantLeaveNothingBehind) {
   // Cancelled mid-wait by closing the client.
   std::atomic<int> calls{0};
   std::atomic<int> cancelled{0};
+  Clock::time_point closing;
   {
     Client c = Client::connect(url(zk.hosts()), silent());
     c.async_acquire("n", 20s, {}, [&](Result<Lease> r) {
@@ -85,7 +87,9 @@ TEST(ZooKeeper, WaitsThatEndWithoutAGrantLeaveNothingBehind) {
       if (r.code() == Errc::cancelled) ++cancelled;
     });
     ASSERT_TRUE(eventually([&] { return probe.children("/dlock/n").size() == 2; }, 5s));
+    closing = Clock::now();
   }
+  EXPECT_LT(ms_since(closing), 5000) << "closing the client waited for the acquire's deadline";
   EXPECT_EQ(calls.load(), 1);
   EXPECT_EQ(cancelled.load(), 1);
   EXPECT_TRUE(eventually([&] { return probe.children("/dlock/n").size() == 1; }, 5s))
@@ -240,6 +244,145 @@ TEST(ZooKeeper, ACutOffHolderIsToldOfItsLossBeforeAnyoneElseIsGranted) {
   // The holder's client goes on with a new session: it can lock again.
   ASSERT_THAT(got->release(), IsOk());
   EXPECT_THAT(holder.acquire("s", 10s), IsOk());
+}
+
+// The holder's server, a follower, is cut off from its leader while its
+// client port stays up: it goes on answering the holder's reads, but the
+// leader no longer hears of the session, expires it and grants the lock to
+// a waiter on the other servers. The holder must stop believing first.
+TEST(ZooKeeper, AHolderOnAFollowerCutFromItsLeaderIsToldOfItsLossFirst) {
+  REQUIRE_ZOOKEEPER();
+  // Server 0's view of the others' quorum and election ports goes through
+  // proxies (declared first: they outlive the servers).
+  std::vector<std::unique_ptr<torture::Proxy>> links;
+  ZooKeeperEnsemble zk(3, "", [&](int viewer, int, int port) {
+    if (viewer != 0) return port;
+    auto& p = links.emplace_back(std::make_unique<torture::Proxy>("127.0.0.1", static_cast<std::uint16_t>(port)));
+    const int via = p->add_link("peer");
+    p->start();
+    return via;
+  });
+  ASSERT_TRUE(eventually([&] { return zk.mode(0) == "follower"; }, 30s)) << "server 0 leads: " << zk.mode(0);
+  const std::string rest = "127.0.0.1:" + std::to_string(zk.client_port(1)) + ",127.0.0.1:" +
+                           std::to_string(zk.client_port(2));
+  Client holder =
+      Client::connect(url("127.0.0.1:" + std::to_string(zk.client_port(0)), "session_timeout=2s"), silent());
+  Client other = Client::connect(url(rest, "session_timeout=2s"), silent());
+  auto held = holder.acquire("s", 0ms);
+  ASSERT_THAT(held, IsOk());
+  std::atomic<long long> lost_at{0};
+  std::stop_callback on_lost(held->lost_token(), [&] { lost_at = Clock::now().time_since_epoch().count(); });
+  auto waited = std::async(std::launch::async, [&] { return other.acquire("s", 20s); });
+  ZkProbe probe(rest);
+  ASSERT_TRUE(eventually([&] { return probe.children("/dlock/s").size() == 2; }, 5s)) << "the waiter is in line";
+  std::this_thread::sleep_for(1s);  // the holder's proof is as fresh as it gets
+  const auto cut = Clock::now();
+  for (auto& p : links) p->blackhole("", true);
+  auto got = waited.get();
+  const auto granted_at = Clock::now();
+  const auto believed_until = held->valid_until();
+  for (auto& p : links) p->blackhole("", false);
+  ASSERT_THAT(got, IsOk());
+  ASSERT_NE(lost_at.load(), 0) << "the holder was not told within " << ms_since(cut) << " ms of the cut";
+  EXPECT_LT(lost_at.load(), granted_at.time_since_epoch().count()) << "the loss was told after the grant";
+  EXPECT_LT(believed_until, granted_at) << "the holder's validity outlived the grant";
+  EXPECT_GT(got->fence(), held->fence());
+  measure("zk.follower_cut.loss_before_grant", (granted_at.time_since_epoch().count() - lost_at.load()) / 1'000'000);
+  measure("zk.follower_cut.cut_to_grant", std::chrono::duration_cast<milliseconds>(granted_at - cut).count());
+  ASSERT_THAT(got->release(), IsOk());
+}
+
+// An operator (or a cleanup tool) deletes the holder's node: the next
+// waiter is granted at once, and the holder must be told at once too, not
+// at its release.
+TEST(ZooKeeper, AHolderWhoseNodeIsDeletedIsToldOfItsLoss) {
+  REQUIRE_ZOOKEEPER();
+  ZooKeeperEnsemble zk(1);
+  Client holder = Client::connect(url(zk.hosts()), silent());
+  Client other = Client::connect(url(zk.hosts()), silent());
+  ZkProbe probe(zk.hosts());
+  for (bool fast : {true, false}) {  // granted on the caller's thread, or after a wait
+    SCOPED_TRACE(fast ? "fast grant" : "granted after a wait");
+    std::optional<Result<Lease>> blocker;
+    if (!fast) blocker = other.acquire("del", 0ms);
+    auto pending = std::async(std::launch::async, [&] { return holder.acquire("del", 10s); });
+    if (!fast) {
+      ASSERT_TRUE(eventually([&] { return probe.children("/dlock/del").size() == 2; }, 5s));
+      ASSERT_THAT((*blocker)->release(), IsOk());
+    }
+    auto held = pending.get();
+    ASSERT_THAT(held, IsOk());
+    auto waiter = std::async(std::launch::async, [&] { return other.acquire("del", 10s); });
+    ASSERT_TRUE(eventually([&] { return probe.children("/dlock/del").size() == 2; }, 5s));
+    const auto nodes = probe.children("/dlock/del");
+    const std::string mine = *std::min_element(nodes.begin(), nodes.end(), [](const auto& a, const auto& b) {
+      return a.substr(a.rfind('-')) < b.substr(b.rfind('-'));
+    });
+    ASSERT_TRUE(probe.remove_tree("/dlock/del/" + mine));
+    auto got = waiter.get();
+    ASSERT_THAT(got, IsOk());
+    EXPECT_TRUE(eventually([&] { return held->lost(); }, 2s)) << "the holder was not told";
+    EXPECT_FALSE(held->release().ok());
+    ASSERT_THAT(got->release(), IsOk());
+  }
+  // Its own release is no loss.
+  auto again = holder.acquire("del", 0ms);
+  ASSERT_THAT(again, IsOk());
+  bool told = false;
+  std::stop_callback cb(again->lost_token(), [&] { told = true; });
+  ASSERT_THAT(again->release(), IsOk());
+  std::this_thread::sleep_for(200ms);
+  EXPECT_FALSE(told);
+}
+
+// Waiters whose predecessor is gone by the time they watch it must not
+// leave a watch behind on the server (an exists() watch on a missing node
+// waits for a creation that never comes, and is re-sent on every reconnect).
+TEST(ZooKeeper, ShortWaitsLeaveNoWatchesBehind) {
+  REQUIRE_ZOOKEEPER();
+  ZooKeeperEnsemble zk(1);
+  Client holder = Client::connect(url(zk.hosts()), silent());
+  Client waiter = Client::connect(url(zk.hosts()), silent());
+  auto watches = [&] {
+    const std::string m = zk.four_letter(0, "mntr");
+    const auto at = m.find("zk_watch_count");
+    return at == std::string::npos ? -1 : std::atoi(m.c_str() + m.find_first_of("0123456789", at));
+  };
+  ASSERT_EQ(watches(), 0);
+  std::atomic<bool> stop{false};
+  auto churn = std::async(std::launch::async, [&] {
+    while (!stop) {
+      auto l = holder.acquire("w", 1s);
+      if (l.ok()) (void)l->release();
+    }
+  });
+  for (int i = 0; i < 200; ++i) (void)waiter.acquire("w", 1ms);
+  stop = true;
+  churn.get();
+  // Every wait is over: at most the watches of holds still held remain.
+  EXPECT_TRUE(eventually([&] { return watches() == 0; }, 3s)) << watches() << " watches left";
+}
+
+// A waiter in the queue needs its predecessor's watch (and a resync after
+// a reconnect), nothing else: while nothing changes hands it sends nothing.
+TEST(ZooKeeper, IdleWaitersSendNothing) {
+  REQUIRE_ZOOKEEPER();
+  ZooKeeperEnsemble zk(1);
+  Client holder = Client::connect(url(zk.hosts()), silent());
+  Client waiter = Client::connect(url(zk.hosts()), silent());
+  ZkProbe probe(zk.hosts());
+  auto held = holder.acquire("idle", 0ms);
+  ASSERT_THAT(held, IsOk());
+  auto waits = std::async(std::launch::async, [&] { return waiter.acquire("idle", 20s); });
+  ASSERT_TRUE(eventually([&] { return probe.children("/dlock/idle").size() == 2; }, 5s));
+  std::this_thread::sleep_for(300ms);  // the waiter has set its watch
+  const auto before = waiter.stats().commands_sent;
+  std::this_thread::sleep_for(2500ms);  // what is measured: 2.5 s of nothing changing hands
+  EXPECT_EQ(waiter.stats().commands_sent, before) << "the waiter polled";
+  ASSERT_THAT(held->release(), IsOk());
+  auto got = waits.get();
+  ASSERT_THAT(got, IsOk());
+  EXPECT_EQ(waiter.stats().wakeups, 1u);
 }
 
 TEST(ZooKeeper, AKilledHolderBlocksOthersForAboutTheSessionTimeout) {

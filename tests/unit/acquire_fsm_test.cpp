@@ -105,7 +105,7 @@ TEST(AcquireFsm, TransientErrorsRetryWithBackoffWithinBudget) {
 
 TEST(AcquireFsm, UnknownOutcomeStaysInDoubtUntilAReplySettlesIt) {
   FakeClock c;
-  AcquireFsm fsm(c.now, 0ms, 500ms);  // even a try-once settles its doubt
+  AcquireFsm fsm(c.now, 0ms, 500ms, 500ms);  // even a try-once settles its doubt, within its reply budget
   fsm.start();
   auto w = fsm.on_error(c.now, Status(Errc::outcome_unknown, "reply lost"));
   ASSERT_EQ(w.kind, Kind::wait);
@@ -119,7 +119,7 @@ TEST(AcquireFsm, UnknownOutcomeStaysInDoubtUntilAReplySettlesIt) {
 
 TEST(AcquireFsm, UnknownOutcomeThatNeverSettlesIsReportedUnknown) {
   FakeClock c;
-  AcquireFsm fsm(c.now, 0ms, 100ms);
+  AcquireFsm fsm(c.now, 0ms, 100ms, 1000ms);
   fsm.start();
   Status lost(Errc::outcome_unknown, "reply lost");
   fsm.on_error(c.now, lost);
@@ -132,6 +132,29 @@ TEST(AcquireFsm, UnknownOutcomeThatNeverSettlesIsReportedUnknown) {
   ASSERT_EQ(d.kind, Kind::done);
   EXPECT_EQ(d.status.code(), Errc::outcome_unknown) << "never report an unknown outcome as a clean failure";
   EXPECT_TRUE(fsm.in_doubt());
+}
+
+// The call ends by its deadline even in doubt: timeout, and the caller
+// undoes the attempt (in_doubt).
+TEST(AcquireFsm, AnAttemptInDoubtAtTheDeadlineEndsTheCallWithTimeout) {
+  FakeClock c;
+  AcquireFsm fsm(c.now, 100ms, 2000ms);
+  fsm.start();
+  ASSERT_EQ(fsm.answer_by(), c.now + 100ms);
+  fsm.on_error(c.now, Status(Errc::outcome_unknown, "reply lost"));
+  c.advance(100ms);
+  auto d = fsm.on_wake(c.now);
+  ASSERT_EQ(d.kind, Kind::done);
+  EXPECT_EQ(d.status.code(), Errc::timeout);
+  EXPECT_TRUE(fsm.in_doubt());
+  // No answer at all: the same at answer_by.
+  AcquireFsm silent(c.now, 100ms, 2000ms);
+  silent.start();
+  c.advance(100ms);
+  auto s = silent.on_no_answer(c.now);
+  ASSERT_EQ(s.kind, Kind::done);
+  EXPECT_EQ(s.status.code(), Errc::timeout);
+  EXPECT_TRUE(silent.in_doubt());
 }
 
 TEST(AcquireFsm, PermanentErrorsEndAtOnce) {

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include "zookeeper/factory.hpp"
+#include "zookeeper/held_nodes.hpp"
+#include "zookeeper/leader_proof.hpp"
 #include "zookeeper/lock_queue.hpp"
 
 namespace dlock::zookeeper {
@@ -24,6 +26,8 @@ TEST(ZooKeeperUrl, HostsChrootTimeoutAndCredentials) {
   EXPECT_EQ(plain->session_timeout, std::chrono::seconds(10));
   EXPECT_TRUE(parse_zk_url("zk://h/?session_timeout=2s").ok());
   EXPECT_EQ(parse_zk_url("zk://h?session_timeout=1m")->session_timeout, std::chrono::minutes(1));
+  EXPECT_EQ(parse_zk_url("zk://h?session_timeout=1h")->session_timeout, std::chrono::hours(1)) << "as the error says";
+  EXPECT_FALSE(parse_zk_url("zk://h?session_timeout=61m").ok());
 }
 
 TEST(ZooKeeperUrl, BadPartsAreNamed) {
@@ -52,6 +56,53 @@ TEST(ZooKeeperUrl, BadPartsAreNamed) {
     EXPECT_EQ(c.status().code(), Errc::invalid_argument) << url;
     EXPECT_NE(c.status().message().find(needle), std::string::npos) << url << ": " << c.status().message();
   }
+}
+
+// Three answered syncs j < i < k, i sent a third of the timeout after j's
+// answer: k proves j's touch reached the leader (leader_proof.hpp).
+TEST(ZooKeeperLeaderProof, ThirdSyncVouchesForTheFirstWhenTheMiddleOneIsLateEnough) {
+  using namespace std::chrono_literals;
+  const auto t0 = LeaderProof::Clock::time_point{} + 1h;
+  LeaderProof proof(3000ms);
+  EXPECT_EQ(proof.interval(), 500ms);
+  EXPECT_FALSE(proof.answered(t0, t0 + 1ms));
+  EXPECT_FALSE(proof.answered(t0 + 500ms, t0 + 501ms));
+  EXPECT_FALSE(proof.answered(t0 + 1000ms, t0 + 1001ms)) << "the middle sync came too soon after the first";
+  const auto p = proof.answered(t0 + 1500ms, t0 + 1501ms);  // middle at t0 + 1000 < t0 + 1 + 1000
+  EXPECT_FALSE(p);
+  const auto q = proof.answered(t0 + 2000ms, t0 + 2001ms);  // middle at t0 + 1500 >= t0 + 1 + 1000
+  ASSERT_TRUE(q);
+  EXPECT_EQ(*q, t0);
+  const auto r = proof.answered(t0 + 2500ms, t0 + 2501ms);  // middle at t0 + 2000 >= t0 + 501 + 1000
+  ASSERT_TRUE(r);
+  EXPECT_EQ(*r, t0 + 500ms);
+  proof.reset();  // a new connection proves nothing yet
+  EXPECT_FALSE(proof.answered(t0 + 3000ms, t0 + 3001ms));
+  EXPECT_FALSE(proof.answered(t0 + 4500ms, t0 + 4501ms));
+  EXPECT_EQ(proof.answered(t0 + 6000ms, t0 + 6001ms), t0 + 3000ms);
+}
+
+// A grant racing with the end of its session (clear(), then a new
+// session) is refused, so the next session's proof cannot keep it alive.
+TEST(ZooKeeperHeldNodes, OnlyTheCurrentSessionsHoldsAreKept) {
+  HeldNodes held;
+  held.set_session(7);
+  EXPECT_TRUE(held.add(1, {"/dlock/a/n1", "a", "o", 7}));
+  EXPECT_TRUE(held.clear());  // session 7 ended
+  EXPECT_FALSE(held.add(2, {"/dlock/a/n2", "a", "o", 7})) << "a late grant of the ended session";
+  held.set_session(8);
+  EXPECT_FALSE(held.add(3, {"/dlock/a/n3", "a", "o", 7}));
+  EXPECT_TRUE(held.empty());
+  EXPECT_TRUE(held.add(4, {"/dlock/a/n4", "a", "o", 8}));
+  // Its own release's deletion is no loss; another deletion is.
+  EXPECT_FALSE(held.take_lost("/dlock/a/n9"));
+  ASSERT_TRUE(held.start_release(4));
+  EXPECT_FALSE(held.take_lost("/dlock/a/n4"));
+  EXPECT_TRUE(held.add(5, {"/dlock/b/n5", "b", "o", 8}));
+  auto lost = held.take_lost("/dlock/b/n5");
+  ASSERT_TRUE(lost);
+  EXPECT_EQ(lost->first, 5u);
+  EXPECT_EQ(lost->second.name, "b");
 }
 
 TEST(ZooKeeperQueue, NamesBecomeOneSafeSegment) {

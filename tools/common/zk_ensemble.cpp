@@ -121,7 +121,11 @@ bool zookeeper_available() {
   return fs::exists(kJar) && std::system("command -v java >/dev/null 2>&1") == 0;
 }
 
-ZooKeeperEnsemble::ZooKeeperEnsemble(int servers, const std::string& parent) {
+ZooKeeperEnsemble::ZooKeeperEnsemble(int servers, const std::string& parent)
+    : ZooKeeperEnsemble(servers, parent, nullptr) {}
+
+ZooKeeperEnsemble::ZooKeeperEnsemble(int servers, const std::string& parent, PeerRoute route)
+    : route_(std::move(route)) {
   if (servers < 1) throw std::invalid_argument("an ensemble needs at least one server");
   const char* base = std::getenv("TMPDIR");
   std::string tmpl = (parent.empty() ? std::string(base && *base ? base : "/tmp") : parent) + "/dlock-zk-XXXXXX";
@@ -174,9 +178,11 @@ void ZooKeeperEnsemble::write_config(int i) const {
       << "# otherwise the Jetty AdminServer binds port 8080\n"
       << "admin.enableServer=false\n"
       << "4lw.commands.whitelist=srvr,ruok,stat,mntr,cons\n";
+  auto port = [&](int k, int p) { return k == i || !route_ ? p : route_(i, k, p); };
   if (size() > 1)
     for (int k = 0; k < size(); ++k)
-      cfg << "server." << k + 1 << "=127.0.0.1:" << nodes_[k].quorum_port << ":" << nodes_[k].election_port << "\n";
+      cfg << "server." << k + 1 << "=127.0.0.1:" << port(k, nodes_[k].quorum_port) << ":"
+          << port(k, nodes_[k].election_port) << "\n";
   if (!cfg) throw std::runtime_error("cannot write " + d + "/zoo.cfg");
 }
 
@@ -233,10 +239,15 @@ std::string ZooKeeperEnsemble::hosts() const {
 
 std::string ZooKeeperEnsemble::mode(int i) const {
   if (nodes_.at(i).pid <= 0) return "";
-  const std::string r = four_letter(nodes_[i].client_port, "srvr", 2s);
+  const std::string r = tools::four_letter(nodes_[i].client_port, "srvr", 2s);
   const auto at = r.find("Mode: ");
   if (at == std::string::npos) return "";
   return r.substr(at + 6, r.find('\n', at) - at - 6);
+}
+
+std::string ZooKeeperEnsemble::four_letter(int i, const char* cmd) const {
+  if (nodes_.at(i).pid <= 0) return "";
+  return tools::four_letter(nodes_[i].client_port, cmd, 2s);
 }
 
 int ZooKeeperEnsemble::leader() const {

@@ -13,6 +13,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,21 @@ class ZooKeeperEnsemble {
   // Throws std::runtime_error naming the server whose start failed.
   // `parent`: where its temp dir goes ("": $TMPDIR or /tmp).
   explicit ZooKeeperEnsemble(int servers = 3, const std::string& parent = "");
+
+  // Where server `viewer` reaches server `peer`'s quorum or election
+  // port `port`: the port written in the viewer's zoo.cfg (127.0.0.1). A
+  // proxy in between can then cut one server off from the others while
+  // its client port stays up (a follower partitioned from its leader):
+  //
+  //   ZooKeeperEnsemble zk(3, "", [&](int viewer, int, int port) {
+  //     return viewer == 0 ? start_proxy_to(port) : port;
+  //   });
+  //
+  // A follower reaches its leader at the leader's quorum port; election
+  // links are made from the higher server id to the lower one, so server
+  // 0 (id 1) opens every link of its own.
+  using PeerRoute = std::function<int(int viewer, int peer, int port)>;
+  ZooKeeperEnsemble(int servers, const std::string& parent, PeerRoute route);
   ~ZooKeeperEnsemble();  // SIGKILL what still runs, temp dir removed
   ZooKeeperEnsemble(const ZooKeeperEnsemble&) = delete;
   ZooKeeperEnsemble& operator=(const ZooKeeperEnsemble&) = delete;
@@ -38,6 +54,9 @@ class ZooKeeperEnsemble {
   // "standalone", or "" when it does not serve (down, paused, no quorum).
   std::string mode(int i) const;
   int leader() const;  // the server in mode "leader"; -1 if none
+  // A four-letter command's reply from server i ("mntr", "srvr"...; only
+  // the whitelisted ones answer); "" when it does not answer within 2 s.
+  std::string four_letter(int i, const char* cmd) const;
   // Waits until a quorum serves (a leader, or a standalone server).
   bool wait_serving(std::chrono::milliseconds limit) const;
 
@@ -57,6 +76,7 @@ class ZooKeeperEnsemble {
   void write_config(int i) const;
   std::string dir_;
   std::vector<Node> nodes_;
+  PeerRoute route_;
 };
 
 // True if Debian's zookeeper package (the server jar) and java are installed.
