@@ -150,7 +150,7 @@ class PgBackend final : public detail::Backend {
     if (detail::check_mode(call, "PostgreSQL").ok() == false || call.lease.count() <= 0) return std::nullopt;
     auto out = with_blocking([&](PgBlocking& c) {
       ++commands_;
-      return c.exec(acquire_sql(config_.table), acquire_params(call));
+      return c.exec(acquire_sql(config_.table), acquire_params(call), call.deadline);
     });
     if (!out) return std::nullopt;
     return acquire_outcome(std::move(*out));

@@ -8,7 +8,7 @@
 namespace dlock::postgres {
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using Clock = PgBlocking::Clock;
 
 std::string trimmed(const char* s) {
   std::string out = s ? s : "";
@@ -18,7 +18,9 @@ std::string trimmed(const char* s) {
 
 // Waits for the socket until `deadline`; false on timeout or error.
 bool wait_socket(pg_conn* c, short events, Clock::time_point deadline) {
-  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+  // Rounded up: poll's timeout must not end before the deadline, or a wait
+  // cut short by it would look like a failure of its own.
+  const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now()).count();
   if (left <= 0) return false;
   pollfd p{PQsocket(c), events, 0};
   return poll(&p, 1, static_cast<int>(left)) == 1;
@@ -34,20 +36,25 @@ void PgBlocking::drop() {
 }
 
 // Nonblocking connect driven to completion with the connect timeout.
-Status PgBlocking::open() {
+Status PgBlocking::open(Clock::time_point by) {
   conn_ = start_libpq(config_);
   if (conn_ == nullptr || PQstatus(conn_) == CONNECTION_BAD) {
     Status s(Errc::unavailable, "postgres: cannot connect to " + config_.describe);
     drop();
     return s;
   }
-  const auto deadline = Clock::now() + config_.connect_timeout;
+  // A frozen server accepts the connection (the kernel does) and never
+  // answers the start-up: the caller's deadline bounds that too.
+  const auto deadline = std::min(Clock::now() + config_.connect_timeout, by);
   PostgresPollingStatusType st = PGRES_POLLING_WRITING;
   while (st != PGRES_POLLING_OK) {
     if (st == PGRES_POLLING_FAILED ||
         !wait_socket(conn_, st == PGRES_POLLING_READING ? POLLIN : POLLOUT, deadline)) {
-      Status s(Errc::unavailable, "postgres: cannot connect to " + config_.describe + ": " +
-                                      trimmed(PQerrorMessage(conn_)));
+      const bool cut_short = st != PGRES_POLLING_FAILED && Clock::now() + std::chrono::milliseconds(1) >= by;
+      Status s = cut_short ? Status(Errc::timeout, "postgres: no answer from " + config_.describe +
+                                                       " within the call's deadline (nothing was sent)")
+                           : Status(Errc::unavailable, "postgres: cannot connect to " + config_.describe + ": " +
+                                                           trimmed(PQerrorMessage(conn_)));
       drop();
       return s;
     }
@@ -57,9 +64,9 @@ Status PgBlocking::open() {
   return {};
 }
 
-Result<Rows> PgBlocking::exec(const std::string& sql, const std::vector<std::string>& params) {
+Result<Rows> PgBlocking::exec(const std::string& sql, const std::vector<std::string>& params, Clock::time_point by) {
   if (conn_ == nullptr)
-    if (Status s = open(); !s.ok()) return s;
+    if (Status s = open(by); !s.ok()) return s;
   std::vector<const char*> values;
   for (const auto& p : params) values.push_back(p.c_str());
   if (PQsendQueryParams(conn_, sql.c_str(), static_cast<int>(values.size()), nullptr, values.data(), nullptr, nullptr,
@@ -68,7 +75,7 @@ Result<Rows> PgBlocking::exec(const std::string& sql, const std::vector<std::str
     drop();
     return s;
   }
-  const auto deadline = Clock::now() + config_.command_timeout;
+  const auto deadline = std::min(Clock::now() + config_.command_timeout, by);
   auto unknown = [&](const std::string& why) {
     drop();
     return Status(Errc::outcome_unknown, "postgres: " + why);
@@ -81,7 +88,7 @@ Result<Rows> PgBlocking::exec(const std::string& sql, const std::vector<std::str
     while (PQisBusy(conn_) != 0)
       if (!wait_socket(conn_, POLLIN, deadline) || PQconsumeInput(conn_) != 1)
         return unknown("no reply within the command timeout (" + std::to_string(config_.command_timeout.count()) +
-                       " ms) or the connection dropped");
+                       " ms) or the call's deadline, or the connection dropped");
     PGresult* res = PQgetResult(conn_);
     if (res == nullptr) break;
     const ExecStatusType st = PQresultStatus(res);

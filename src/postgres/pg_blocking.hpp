@@ -5,6 +5,7 @@
 #ifndef DLOCK_POSTGRES_PG_BLOCKING_HPP_
 #define DLOCK_POSTGRES_PG_BLOCKING_HPP_
 
+#include <chrono>
 #include <string>
 #include <vector>
 
@@ -19,17 +20,21 @@ class PgBlocking {
   PgBlocking(const PgBlocking&) = delete;
   PgBlocking& operator=(const PgBlocking&) = delete;
 
+  using Clock = std::chrono::steady_clock;
+
   // As PgConnection::query: unavailable if not sent, outcome_unknown if sent
   // and not answered in time (the connection is then dropped and made again
-  // at the next call).
-  Result<Rows> exec(const std::string& sql, const std::vector<std::string>& params);
+  // at the next call). In time: within the command timeout and by `by`;
+  // timeout if a new connection was not even up by then (nothing sent).
+  Result<Rows> exec(const std::string& sql, const std::vector<std::string>& params,
+                    Clock::time_point by = Clock::time_point::max());
   // Connects now if not connected (failures are left to the next exec).
   void warm() {
-    if (conn_ == nullptr) (void)open();
+    if (conn_ == nullptr) (void)open(Clock::time_point::max());
   }
 
  private:
-  Status open();
+  Status open(Clock::time_point by);
   void drop();
   PgConfig config_;
   pg_conn* conn_ = nullptr;

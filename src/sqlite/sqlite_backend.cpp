@@ -32,6 +32,7 @@ using detail::WatchKey;
 // write lock before the call is put off to a timer: dlock's own
 // transactions hold it for microseconds.
 constexpr std::chrono::milliseconds kInlineBusy{5};
+constexpr std::chrono::milliseconds kBusyRetry{10};  // an acquire that met the write lock looks again
 
 // The statements run on the I/O thread (they are local, and wait only for
 // another process's write lock, which every dlock transaction holds for
@@ -87,12 +88,10 @@ class SqliteBackend final : public detail::Backend {
   // lock, so it never overtakes a release or an abandon.
   void acquire(const AcquireCall& call, std::function<void(Result<AcquireOutcome>)> done) override {
     if (!store_) return post(std::move(done), closed());
-    if (!writes_.empty())
-      return post(std::move(done),
-                  Status(Errc::unavailable, "sqlite: another program holds the lock file's write lock", "5"));
+    if (!writes_.empty()) return post(std::move(done), Result<AcquireOutcome>(write_lock_busy()));
     ++commands_;
     std::optional<ProcessId> holder;
-    auto out = store_->acquire(call, &holder);
+    auto out = busy_if_locked(store_->acquire(call, &holder));
     report_gone(*store_);
     if (holder && watches_.count(call.name)) watch_holder(call.name, *holder);
     post(std::move(done), std::move(out));
@@ -185,7 +184,7 @@ class SqliteBackend final : public detail::Backend {
     if (!open_fast()) return std::nullopt;
     ++commands_;
     fast_->set_busy(std::min(config_.busy, kInlineBusy));  // the caller's wait goes on in the client
-    auto out = fast_->acquire(call);
+    auto out = busy_if_locked(fast_->acquire(call));
     report_gone(*fast_);
     return out;
   }
@@ -261,6 +260,23 @@ class SqliteBackend final : public detail::Backend {
     if (s.code() != Errc::unavailable || s.backend_code().empty()) return false;
     const int rc = std::atoi(s.backend_code().c_str()) & 0xff;
     return rc == 5 /* SQLITE_BUSY */ || rc == 6 /* SQLITE_LOCKED */;
+  }
+
+  // An acquire that found the file's write lock taken (another process is
+  // granting, releasing, or a program keeps the file locked) did nothing:
+  // the lock is busy for now, as if held, and the caller looks again
+  // shortly. So a try answers busy and a wait ends by its deadline as a
+  // timeout, as on a frozen server (an error would end a Mutex wait in an
+  // exception).
+  static AcquireOutcome write_lock_busy() {
+    AcquireOutcome out;
+    out.kind = AcquireOutcome::Kind::busy;
+    out.hint = detail::WaitHint::retry(kBusyRetry);
+    return out;
+  }
+  static Result<AcquireOutcome> busy_if_locked(Result<AcquireOutcome> r) {
+    if (!r.ok() && waits_for_write_lock(r.status())) return write_lock_busy();
+    return r;
   }
 
   template <class Done, class Value>
