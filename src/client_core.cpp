@@ -119,9 +119,11 @@ Result<std::shared_ptr<ClientCore>> ClientCore::connect(std::string_view url, Cl
   return start(std::move(core));
 }
 
-Result<std::shared_ptr<ClientCore>> ClientCore::connect_with(const BackendMaker& make, ClientOptions options) {
+Result<std::shared_ptr<ClientCore>> ClientCore::connect_with(const BackendMaker& make, ClientOptions options,
+                                                             ClockFn clock) {
   if (Status s = check_options(options); !s.ok()) return s;
   std::shared_ptr<ClientCore> core(new ClientCore(std::move(options)), &ClientCore::destroy);
+  core->clock_ = std::move(clock);
   core->backend_ = make(core->rt_->io);
   return start(std::move(core));
 }
@@ -176,7 +178,7 @@ void ClientCore::set_backend_events() {
   };
   events.link = [this](bool up) {
     if (closing_ || up) return;
-    scheduler_.link_down(Clock::now());
+    scheduler_.link_down(now());
     rearm_renewal();
   };
   events.lost = [this](const std::vector<HoldRef>& holds, LossReason reason) {

@@ -107,7 +107,12 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   static Result<std::shared_ptr<ClientCore>> connect(std::string_view url, ClientOptions options);
   // Over the backend `make` builds on the core's I/O loop (tests: a fake).
   using BackendMaker = std::function<std::unique_ptr<Backend>(boost::asio::io_context&)>;
-  static Result<std::shared_ptr<ClientCore>> connect_with(const BackendMaker& make, ClientOptions options);
+  // Where the core reads the time for its decisions (validity, late grants,
+  // deadlines); tests move it forward instead of sleeping. Timers still wait
+  // on the steady clock, so a test clock must not run slower than it.
+  using ClockFn = std::function<Clock::time_point()>;
+  static Result<std::shared_ptr<ClientCore>> connect_with(const BackendMaker& make, ClientOptions options,
+                                                          ClockFn clock = {});
   ClientCore(const ClientCore&) = delete;
   ClientCore& operator=(const ClientCore&) = delete;
 
@@ -137,6 +142,7 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   struct Runtime;
 
   explicit ClientCore(ClientOptions options);
+  Clock::time_point now() const { return clock_ ? clock_() : Clock::now(); }
   ~ClientCore() = default;
   // The deleter of every handle: shuts down, then deletes after the drain.
   static void destroy(ClientCore* core) noexcept;
@@ -182,6 +188,7 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   void post(F&& f);
 
   ClientOptions options_;
+  ClockFn clock_;  // empty: Clock::now (set before the I/O thread starts)
   std::shared_ptr<Runtime> rt_;  // io_context + thread; may outlive *this; set once
   std::thread::id io_thread_id_;
   std::unique_ptr<Backend> backend_;

@@ -57,7 +57,7 @@ void ClientCore::acquire(std::string name, milliseconds wait, LockOptions option
         done = std::move(done), seed]() mutable {
     if (self->closing_) return done(Status(Errc::cancelled, "client closed"));
     self->adopt_staged();
-    const auto started = seed.started != Clock::time_point{} ? seed.started : Clock::now();
+    const auto started = seed.started != Clock::time_point{} ? seed.started : self->now();
     auto op = std::make_shared<AcquireOp>(self->rt_->io, started, wait, options.error_retry,
                                           try_budget(self->options_, options));
     op->name = std::move(name);
@@ -79,14 +79,14 @@ void ClientCore::acquire(std::string name, milliseconds wait, LockOptions option
       op->answer_timer.expires_at(by);
       op->answer_timer.async_wait([self = self.get(), op](const error_code& ec) {
         if (ec || self->closing_ || op->finished) return;
-        self->step(op, op->fsm.on_no_answer(Clock::now()));
+        self->step(op, op->fsm.on_no_answer(self->now()));
       });
     }
     // A fast attempt that failed counts as this acquire's first failure (so
     // error_retry bounds the whole call, as documented).
     if (!seed.error.ok()) {
       op->sent_grant = op->fresh_grant;
-      return self->step(op, op->fsm.on_error(Clock::now(), seed.error));
+      return self->step(op, op->fsm.on_error(self->now(), seed.error));
     }
     self->step(op, op->fsm.start());
   });
@@ -109,7 +109,7 @@ void ClientCore::step(const std::shared_ptr<AcquireOp>& op, AcquireFsm::Action a
       op->timer.expires_at(action.until);
       op->timer.async_wait([this, op](const error_code& ec) {
         if (ec || closing_ || op->finished) return;
-        step(op, op->fsm.on_wake(Clock::now()));
+        step(op, op->fsm.on_wake(now()));
       });
       return;
     case Kind::done: return finish(op, action.status);
@@ -129,7 +129,7 @@ void ClientCore::start_watch(const std::shared_ptr<AcquireOp>& op, AcquireFsm::t
     op->timer.expires_at(until);
     op->timer.async_wait([this, op](const error_code& ec) {
       if (ec || closing_ || op->finished) return;
-      step(op, op->fsm.on_wake(Clock::now()));
+      step(op, op->fsm.on_wake(now()));
     });
   }
   backend_->watch({op->name, op->attempt}, [this, op](Status s) {
@@ -138,7 +138,7 @@ void ClientCore::start_watch(const std::shared_ptr<AcquireOp>& op, AcquireFsm::t
     if (!s.ok() && s.code() != Errc::cancelled && !std::exchange(warned_blind_, true))
       log(LogLevel::warning, "waiting for locks without release notifications (polling; said once): " +
                                  s.to_string());
-    step(op, op->fsm.on_watch_ready(Clock::now(), s.ok()));
+    step(op, op->fsm.on_watch_ready(now(), s.ok()));
   });
 }
 
@@ -153,7 +153,7 @@ void ClientCore::send_attempt(const std::shared_ptr<AcquireOp>& op) {
       hold_op_done(op->hold);
       return step(op, op->fsm.on_lost());
     }
-    const auto sent_at = Clock::now();
+    const auto sent_at = now();
     if (held > 0 && !caps_.server_reentry) {
       // The backend keeps no depth: a re-entry is counted here. A queue
       // place this acquire's fast attempt kept (a thread sharing the Mutex
@@ -193,7 +193,7 @@ void ClientCore::send_attempt(const std::shared_ptr<AcquireOp>& op) {
 void ClientCore::on_attempt_answer(const std::shared_ptr<AcquireOp>& op, Result<AcquireOutcome> r,
                                    Clock::time_point sent_at) {
   if (op->finished) return;
-  const auto now = Clock::now();
+  const auto now = this->now();
   if (!r.ok() && r.code() == Errc::outcome_unknown && op->sent_held == 0) op->stray = true;
   if (!r.ok()) return step(op, op->fsm.on_error(now, r.status()));
   switch (r->kind) {
@@ -254,7 +254,7 @@ void ClientCore::wake_same_owner(const std::shared_ptr<AcquireOp>& op) {
   std::vector<std::shared_ptr<AcquireOp>> same;
   for (const auto& w : it->second)
     if (w->hold == op->hold) same.push_back(w);
-  const auto now = Clock::now();
+  const auto now = this->now();
   for (const auto& w : same) {
     if (w->finished) continue;
     auto action = w->fsm.on_wake(now);
@@ -331,7 +331,7 @@ void ClientCore::abandon(const std::shared_ptr<Hold>& hold, AbandonCall call) {
 void ClientCore::on_release_published(const std::string& name, std::uint64_t attempt) {
   auto it = waiters_.find(name);
   if (it == waiters_.end()) return;
-  const auto now = Clock::now();
+  const auto now = this->now();
   const std::vector<std::shared_ptr<AcquireOp>> ops(it->second.begin(), it->second.end());
   bool woke = false;
   for (const auto& op : ops) {
@@ -352,7 +352,7 @@ void ClientCore::on_release_published(const std::string& name, std::uint64_t att
 }
 
 void ClientCore::wake_all() {
-  const auto now = Clock::now();
+  const auto now = this->now();
   std::vector<std::shared_ptr<AcquireOp>> ops;
   for (auto& [name, list] : waiters_) ops.insert(ops.end(), list.begin(), list.end());
   for (auto& op : ops) {

@@ -20,7 +20,7 @@ std::optional<Result<Lease>> ClientCore::acquire_now(const std::string& name, mi
   call.grant = next_grant_.fetch_add(1);
   call.attempt = next_attempt_.fetch_add(1);
   call.keep_place = wait.count() > 0;
-  const auto sent_at = Clock::now();
+  const auto sent_at = now();
   seed.started = sent_at;  // the wait that may follow counts from here
   if (to_wait(wait) != kForever) call.deadline = sent_at + (wait.count() > 0 ? wait : try_budget(options_, o));
   auto r = backend_->acquire_now(call);
@@ -44,7 +44,7 @@ std::optional<Result<Lease>> ClientCore::acquire_now(const std::string& name, mi
       return std::nullopt;
     case AcquireOutcome::Kind::granted: break;
   }
-  if (Clock::now() >= valid_until(sent_at, lease)) {
+  if (now() >= valid_until(sent_at, lease)) {
     // Late: undone, and the asynchronous path tries again (same grant).
     late_grants_.fetch_add(1, std::memory_order_relaxed);
     ReleaseCall undo{name, o.owner, 1, false};

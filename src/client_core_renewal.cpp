@@ -48,7 +48,7 @@ void ClientCore::rearm_renewal() {
     // Nothing due: an armed timer is left to fire once, idle, instead of
     // cancelled. Fast grants staged meanwhile are then adopted by it, with
     // no wake-up of their own (a loop of short holds wakes nobody).
-    if (next == Clock::time_point::max() && armed_ != Clock::time_point::max() && armed_ > Clock::now()) return;
+    if (next == Clock::time_point::max() && armed_ != Clock::time_point::max() && armed_ > now()) return;
     armed_ = next;
   }
   if (next == Clock::time_point::max()) {
@@ -64,7 +64,7 @@ void ClientCore::rearm_renewal() {
 
 void ClientCore::on_renewal_timer() {
   adopt_staged();
-  const auto now = Clock::now();
+  const auto now = this->now();
   for (auto [id, reason] : scheduler_.take_lost(now)) {
     auto it = scheduled_.find(id);
     if (it == scheduled_.end()) continue;

@@ -83,7 +83,9 @@ class FakeBackend final : public detail::Backend {
     ++server_.acquires_;
     server_.acquire_calls_.push_back(call);
     if (auto failed = take_failure()) return Result<AcquireOutcome>(*failed);
-    return Result<AcquireOutcome>(apply_acquire(call));
+    Result<AcquireOutcome> out = apply_acquire(call);
+    if (server_.during_acquire_now) server_.during_acquire_now();
+    return out;
   }
 
   std::optional<Result<ReleaseOutcome>> release_now(const ReleaseCall& call) override {

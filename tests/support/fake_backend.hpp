@@ -58,6 +58,9 @@ struct FakeServer {
   // it is applied and without the server's lock: a test blocks the I/O
   // thread here.
   std::function<void(const std::string& name)> before_acquire;
+  // Runs on the caller's thread inside each acquire_now, after it was
+  // applied: a test moves its clock here, as if the reply came late.
+  std::function<void()> during_acquire_now;
 
   // --- switches (any thread) ---
   // The next `n` acquire (release) calls are applied but answered

@@ -33,8 +33,18 @@ bool eventually(F cond) {
   return cond();
 }
 
-Client connect(FakeServer& server, ClientOptions options = {}) {
-  auto core = detail::ClientCore::connect_with(server.maker(), std::move(options));
+// The steady clock moved forward on demand: the core's decisions (validity,
+// late grants) see time pass without the test sleeping.
+struct TestClock {
+  std::atomic<std::int64_t> ahead_ns{0};
+  void advance(std::chrono::nanoseconds d) { ahead_ns += d.count(); }
+  detail::ClientCore::ClockFn fn() {
+    return [this] { return std::chrono::steady_clock::now() + std::chrono::nanoseconds(ahead_ns.load()); };
+  }
+};
+
+Client connect(FakeServer& server, ClientOptions options = {}, detail::ClientCore::ClockFn clock = {}) {
+  auto core = detail::ClientCore::connect_with(server.maker(), std::move(options), std::move(clock));
   EXPECT_TRUE(core.ok()) << core.status().to_string();
   return detail::ClientFactory::make(std::move(core.value()));
 }
@@ -95,14 +105,15 @@ TEST(CoreDecisions, AnAcquireLeftInDoubtIsAbandonedWithATombstone) {
 
 TEST(CoreDecisions, AGrantWhoseReplyCameTooLateIsUndoneAndAcquiredAgain) {
   FakeServer server;
-  Client client = connect(server);
+  TestClock clock;
+  Client client = connect(server, {}, clock.fn());
   server.hold_acquire_reply(1);
   LockOptions o = owner("me");
   o.lease = 20ms;
   std::promise<Result<Lease>> result;
   client.async_acquire("a", 2000ms, o, [&](Result<Lease> r) { result.set_value(std::move(r)); });
   ASSERT_TRUE(eventually([&] { return server.held_replies() == 1; }));
-  std::this_thread::sleep_for(40ms);  // past the 20 ms lease's validity
+  clock.advance(40ms);  // past the 20 ms lease's validity
   server.flush();
   auto lease = result.get_future().get();
   ASSERT_TRUE(lease.ok()) << lease.status().to_string();
@@ -111,7 +122,34 @@ TEST(CoreDecisions, AGrantWhoseReplyCameTooLateIsUndoneAndAcquiredAgain) {
   EXPECT_TRUE(server.abandons().front().in_doubt);
   EXPECT_EQ(server.abandons().front().tombstone, 0ms) << "the same grant id is asked for again";
   EXPECT_GE(server.acquires(), 2);
-  EXPECT_GT(lease->valid_until(), std::chrono::steady_clock::now());
+  EXPECT_GT(lease->valid_until(), clock.fn()());
+}
+
+// The same on the blocking fast path: the caller's thread was held up
+// between sending and reading the reply (here the clock jumps inside the
+// call) past the lease's validity. The grant is undone, never returned, and
+// the acquire goes on under the same grant id.
+TEST(CoreDecisions, AFastGrantThatCameTooLateIsUndoneAndAcquiredAgain) {
+  FakeServer server;
+  server.fast_path = true;
+  TestClock clock;
+  std::atomic<int> calls{0};
+  server.during_acquire_now = [&] {
+    if (calls++ == 0) clock.advance(1s);  // the first reply is read a second late
+  };
+  Client client = connect(server, {}, clock.fn());
+  LockOptions o;  // the Mutex's own owner: its first lock takes the fast path
+  o.lease = 500ms;
+  Mutex m(client, "a", o);
+  ASSERT_TRUE(m.try_lock_for(2s));
+  EXPECT_EQ(client.stats().late_grants, 1u);
+  EXPECT_GE(server.acquires(), 2);
+  const auto acquires = server.acquire_calls();
+  EXPECT_EQ(acquires.front().grant, acquires.back().grant) << "the same grant id is asked for again";
+  EXPECT_GT(m.valid_until(), clock.fn()());
+  ASSERT_TRUE(server.lock("a").has_value());
+  EXPECT_EQ(server.lock("a")->depth, 1u) << "the late grant was undone, not stacked";
+  EXPECT_TRUE(m.release().ok());
 }
 
 TEST(CoreDecisions, AReleasePublishedWhileAnAttemptIsOutIsNotSleptThrough) {
