@@ -25,18 +25,33 @@ void write_file(const fs::path& p, const std::string& text) {
   if (!out) throw std::runtime_error("cannot write " + p.string());
 }
 
+// After the nemesis loop: resume and heal everything, ending every fault
+// window still open in the history (a worker may have stopped itself at a
+// failpoint after the loop's last housekeeping), then mark the heal, which
+// closes any window left open.
 void heal_everything(RunCtx& c) {
+  c.housekeeping();  // logs self-stops the loop did not see
   c.proxy().set_delay("", std::chrono::milliseconds(0));
   c.proxy().hold_replies("", std::chrono::milliseconds(0));
   c.proxy().blackhole("", false);
   c.proxy().drop_replies("", false);
   c.proxy().refuse("", false);
-  for (auto& p : c.procs) {
+  for (int w = 0; w < c.workers(); ++w) {
+    WorkerProc& p = c.procs[w];
     p.clock->set_offset(std::chrono::milliseconds(0));
-    if (p.pid > 0) ::kill(p.pid, SIGCONT);
+    if (const int self = c.worker_pid(w); self > 0) ::kill(self, SIGCONT);
+    if (p.pid > 0 && p.resume_at != 0)
+      c.fault_end("failpoint-pause", p.args.proc, "SIGCONT at the heal after the nemesis loop");
     p.paused_by_nemesis = false;
     p.resume_at = 0;
   }
+  Event heal;
+  heal.t = mono_ns();
+  heal.proc = "nemesis";
+  heal.pid = static_cast<int>(::getpid());
+  heal.op = "heal";
+  heal.detail = "every worker resumed, proxies and clocks healed";
+  c.log->write(heal);
 }
 
 // The lock server(s), each behind its own proxy: Redis (one, or the Redlock
@@ -45,7 +60,8 @@ void start_lock_servers(RunCtx& c, const RunConfig& cfg, const Scenario& scenari
   const LockServer kind = lock_server_of(cfg.strategy);
   if (kind == LockServer::postgres) {
     fs::create_directories(dir / "lock-server");
-    c.pg = std::make_unique<PgProc>(fs::absolute(dir / "lock-server" / "postgres.log").string());
+    c.pg = std::make_unique<PgProc>(fs::absolute(dir / "lock-server" / "postgres.log").string(),
+                                    scenario.server_settings);
     c.pg->query(kNaiveTableSql);
     LockNode n;
     n.proxy = std::make_unique<Proxy>("127.0.0.1", c.pg->port());
@@ -115,6 +131,7 @@ void plan_workers(RunCtx& c, const RunConfig& cfg, const Scenario& scenario, con
     p.args.seed = cfg.seed * 100 + static_cast<std::uint64_t>(w);
     p.args.failpoints = scenario.failpoints;
     p.clock = std::make_unique<ClockControl>(fs::absolute(dir / ("clock-" + p.args.proc)).string());
+    if (scenario.pg_role) p.args.pg_user = scenario.pg_role(w);
     c.procs.push_back(std::move(p));
   }
 }
@@ -176,6 +193,8 @@ RunReport run_one(const RunConfig& cfg) {
   plan_workers(c, cfg, *scenario, dir, resource.port());
   for (auto& n : c.nodes) n.proxy->start();
   if (scenario->replica) start_replica(c, cfg, dir);
+  if (scenario->prepare) scenario->prepare(c);
+  c.wrap_worker = scenario->wrap;
 
   const auto run_start = mono_ns();
   c.end_t = run_start + cfg.duration_ms * 1'000'000;
