@@ -7,7 +7,10 @@
 #include <filesystem>
 #include <fstream>
 #include <stdexcept>
+#include <map>
+#include <memory>
 #include <thread>
+#include <type_traits>
 
 #include "run_ctx.hpp"
 #include "scenarios.hpp"
@@ -54,6 +57,34 @@ void heal_everything(RunCtx& c) {
   c.log->write(heal);
 }
 
+// An ensemble whose server 0 reaches its peers (and they it) through
+// proxies. Needs the ensemble's peer routes (tools/common/zk_ensemble):
+// a build without them refuses the scenario (kZkPeerRoutes).
+template <class Ensemble>
+std::unique_ptr<Ensemble> routed_ensemble(RunCtx& c, int servers, const std::string& dir) {
+  using Route = std::function<int(int, int, int)>;
+  if constexpr (std::is_constructible_v<Ensemble, int, const std::string&, Route>) {
+    auto links = std::make_shared<std::map<std::string, int>>();  // a config is written at every start
+    Route route = [&c, links](int viewer, int peer, int port) {
+      if (viewer != 0 && peer != 0) return port;
+      const std::string name = "peer-" + std::to_string(viewer) + "-" + std::to_string(peer);
+      auto& p = c.peer_proxies[port];
+      if (!p) {
+        p = std::make_unique<Proxy>("127.0.0.1", static_cast<std::uint16_t>(port));
+        p->start();
+        c.peer_net.add(p.get());
+      }
+      auto [it, fresh] = links->try_emplace(name + "@" + std::to_string(port), 0);
+      if (fresh) it->second = p->add_link(name);
+      return it->second;
+    };
+    return std::make_unique<Ensemble>(servers, dir, route);
+  } else {
+    (void)c, (void)servers, (void)dir;
+    throw std::runtime_error("this build's ZooKeeper ensemble cannot route peer links");
+  }
+}
+
 // The lock server(s), each behind its own proxy: Redis (one, or the Redlock
 // set), PostgreSQL, or none for SQLite.
 void start_lock_servers(RunCtx& c, const RunConfig& cfg, const Scenario& scenario, const fs::path& dir) {
@@ -72,8 +103,11 @@ void start_lock_servers(RunCtx& c, const RunConfig& cfg, const Scenario& scenari
   if (kind == LockServer::zookeeper) {
     // Three servers, each behind its own proxy; logs stay in the run dir.
     fs::create_directories(dir / "lock-server");
-    c.zk = std::make_unique<dlock::tools::ZooKeeperEnsemble>(lock_nodes(cfg.strategy),
-                                                             fs::absolute(dir / "lock-server").string());
+    const std::string zk_dir = fs::absolute(dir / "lock-server").string();
+    if (scenario.peer_proxies)
+      c.zk = routed_ensemble<dlock::tools::ZooKeeperEnsemble>(c, lock_nodes(cfg.strategy), zk_dir);
+    else
+      c.zk = std::make_unique<dlock::tools::ZooKeeperEnsemble>(lock_nodes(cfg.strategy), zk_dir);
     for (int i = 0; i < c.zk->size(); ++i) {
       LockNode n;
       n.proxy = std::make_unique<Proxy>("127.0.0.1", static_cast<std::uint16_t>(c.zk->client_port(i)));
@@ -121,6 +155,8 @@ void plan_workers(RunCtx& c, const RunConfig& cfg, const Scenario& scenario, con
     p.args.slot_count = cfg.workers;
     p.args.strategy = cfg.strategy;
     for (auto& n : c.nodes) p.args.lock_ports.push_back(n.proxy->add_link(p.args.proc));
+    if (scenario.peer_proxies && w % 2 == 1)  // a client of server 0 only
+      for (auto& port : p.args.lock_ports) port = p.args.lock_ports.front();
     if (lock_server_of(cfg.strategy) == LockServer::sqlite)
       p.args.sqlite_path = fs::absolute(dir / "locks.db").string();
     p.args.resource_port = resource_port;

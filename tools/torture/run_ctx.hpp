@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <random>
 #include <string>
@@ -117,6 +118,10 @@ class RunCtx {
   ProxyGroup net;
   std::unique_ptr<ServerProc> replica;  // failover scenario only
   std::unique_ptr<PgProc> pg;
+  // Server 0's links to the other ZooKeeper servers (Scenario::peer_proxies),
+  // declared before `zk`, which uses them.
+  std::map<int, std::unique_ptr<Proxy>> peer_proxies;  // by upstream port
+  ProxyGroup peer_net;
   std::unique_ptr<dlock::tools::ZooKeeperEnsemble> zk;
   std::unique_ptr<SlotTable> slots;
   std::unique_ptr<HistoryWriter> log;

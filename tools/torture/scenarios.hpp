@@ -63,6 +63,9 @@ struct Scenario {
   std::function<std::string(int)> pg_role = nullptr;
   // Too slow for every test run: in the full suite only.
   bool full_only = false;
+  // ZooKeeper: server 0's quorum and election links go through proxies
+  // (RunCtx::peer_net), and odd workers are clients of server 0 only.
+  bool peer_proxies = false;
 };
 
 // The scenarios of faults in a backend's surroundings: server settings,

@@ -7,6 +7,8 @@
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <type_traits>
 
 #include "run_ctx.hpp"
 #include "scenarios.hpp"
@@ -84,6 +86,20 @@ void pg_make_role_with_schema(RunCtx& c) {
                 "odd workers connect as role alice (schema alice exists; search_path " + path +
                     "), even workers as postgres");
   c.fault_end("search-path", "all", "set before the workers started");
+}
+
+// Contention; at the end, which schemas hold a table named dlock_locks.
+void pg_two_roles(RunCtx& c) {
+  while (c.running()) c.idle(ms(20));
+  std::string where;
+  try {
+    where = c.postgres()->query("SELECT string_agg(n.nspname, ',' ORDER BY n.nspname) FROM pg_class t "
+                                "JOIN pg_namespace n ON n.oid = t.relnamespace WHERE t.relname = 'dlock_locks'");
+  } catch (const std::exception& e) {
+    where = std::string("? (") + e.what() + ")";
+  }
+  c.fault_start("search-path", "all", "schemas with a table dlock_locks at the end: " + where);
+  c.fault_end("search-path", "all", "read");
 }
 
 // ---- SQLite file -------------------------------------------------------------
@@ -169,6 +185,49 @@ void kill_decoys(RunCtx& c) {
   }
 }
 
+// ---- ZooKeeper ---------------------------------------------------------------
+
+// Whether this build's ensemble can route a server's peer links through
+// proxies (tools/common/zk_ensemble); without, the scenario is left out.
+constexpr bool kZkPeerRoutes = std::is_constructible_v<dlock::tools::ZooKeeperEnsemble, int, const std::string&,
+                                                       std::function<int(int, int, int)>>;
+
+// A follower cut from its leader while a client of it holds the lock: the
+// proxies of server 0's quorum and election links freeze (what was sent
+// arrives on healing) while its client port stays up, for 3 session
+// timeouts. Skipped while server 0 leads.
+void zk_follower_partition(RunCtx& c) {
+  c.idle(ms(1000));
+  while (c.running()) {
+    auto& zk = *c.zookeeper();
+    const int leader = zk.leader();
+    int w = -1;
+    for (int i = 0; i < 20 && c.running() && w < 0; ++i) {
+      const int h = c.find_worker(Phase::holding, ms(200));
+      if (h >= 0 && h % 2 == 1) w = h;  // odd workers are clients of server 0 only
+    }
+    if (leader <= 0 || w < 0) {
+      c.idle(ms(200));
+      continue;
+    }
+    const auto before = c.peer_net.stats("").held_chunks;
+    const std::int64_t at = mono_ns();
+    c.peer_net.blackhole("", true);
+    c.fault_start("follower-partition", "server0",
+                  "proxies freeze server 0's quorum and election links (leader: server " + std::to_string(leader) +
+                      ") while " + c.name(w) + ", a client of server 0 only, held the lock",
+                  at);
+    c.idle(ms(3 * c.ttl_ms()));
+    const auto during = c.peer_net.stats("").held_chunks;
+    c.peer_net.blackhole("", false);
+    const bool serving = zk.wait_serving(ms(10000));
+    c.fault_end("follower-partition", "server0",
+                "healed; " + std::to_string(during - before) + " chunks held meanwhile; ensemble " +
+                    (serving ? "serving" : "NOT serving"));
+    c.idle(ms(c.uniform(1500, 2500)));
+  }
+}
+
 // ---- the CLI -----------------------------------------------------------------
 
 // SIGTSTP (Ctrl-Z's signal) to the holder's `dlock run` process only, as
@@ -214,7 +273,7 @@ void add_environment_scenarios(std::vector<Scenario>& v) {
   }
   {
     Scenario s{"pg-search-path", "PostgreSQL: two roles, one with a schema of its own name first on its search_path",
-               "", false, no_faults, {},
+               "", false, pg_two_roles, {},
                safe(1, "no overlap: every role finds the same lock table, whatever its search_path")};
     s.setups = kPostgres;
     s.prepare = pg_make_role_with_schema;
@@ -223,8 +282,8 @@ void add_environment_scenarios(std::vector<Scenario>& v) {
   }
   for (bool replace : {false, true}) {
     Scenario s{replace ? "sqlite-file-replace" : "sqlite-file-delete",
-               replace ? "SQLite: a fresh empty file moved over the lock file while a lock is held"
-                       : "SQLite: the lock file and its side files deleted (rm locks.db*) while a lock is held",
+               replace ? "SQLite: a fresh empty file moved over the lock file while a lock is held; the other workers restart"
+                       : "SQLite: the lock file and its side files deleted (rm locks.db*) while a lock is held; the other workers restart",
                "", false, [replace](RunCtx& c) { sqlite_file_fault(c, replace); }, {},
                safe(1, "no overlap: the holder notices its file is gone and reports the loss; fences restart "
                        "with the new file (documented)")};
@@ -253,12 +312,24 @@ void add_environment_scenarios(std::vector<Scenario>& v) {
     s.think_ms = 500;
     v.push_back(std::move(s));
   }
+  if (kZkPeerRoutes) {
+    Scenario s{"zk-follower-partition",
+               "ZooKeeper: server 0 cut from its leader (quorum and election links frozen, client port up) while "
+               "a client of server 0 only holds the lock",
+               "", false, zk_follower_partition, {},
+               safe(1, "no overlap: a holder on a partitioned follower stops believing before the leader "
+                       "grants the lock to another")};
+    s.setups = kZooKeeper;
+    s.peer_proxies = true;
+    s.think_ms = 1500;  // holders that hold across the cut
+    v.push_back(std::move(s));
+  }
   {
     Scenario s{"cli-tstp", "dlock run: SIGTSTP to the holder's dlock (not to CMD) for 1.5-3 leases, then SIGCONT",
                "", false, tstp_dlock_run, {},
                safe(1, "no overlap: a stopped dlock stops its CMD with it, or keeps renewing")};
     s.setups = kCli;
-    s.think_leases = 3.0;  // CMD works on past the lease the stopped dlock no longer renews
+    s.think_leases = 4.0;  // CMD works on past the lease the stopped dlock no longer renews
     s.dlock.min_grants = 2;
     v.push_back(std::move(s));
   }
