@@ -83,7 +83,9 @@ std::vector<FaultWindow> build_faults(const std::vector<Event>& events, std::int
   std::vector<FaultWindow> out;
   std::map<std::pair<std::string, std::string>, std::deque<std::size_t>> open;  // (kind, target)
   std::map<std::string, std::size_t> self_paused;  // worker -> its open self-pause
-  auto close = [&out](std::size_t i, std::int64_t t) { out[i].end_t = std::min(out[i].end_t, std::max(t, out[i].start_t)); };
+  auto close = [&out](std::size_t i, std::int64_t t) {
+    out[i].end_t = std::min(out[i].end_t, std::max(t, out[i].start_t));
+  };
   auto unqueue = [&open](std::size_t i, const FaultWindow& w) {
     auto& q = open[{w.kind, w.target}];
     q.erase(std::remove(q.begin(), q.end(), i), q.end());
@@ -103,7 +105,8 @@ std::vector<FaultWindow> build_faults(const std::vector<Event>& events, std::int
       }
       open[{"failpoint-pause", e.proc}].push_back(out.size());
       self_paused[e.proc] = out.size();
-      out.push_back({"failpoint-pause", e.proc, e.t, kNever, "the worker's own event: failpoint " + e.kind + " pause"});
+      out.push_back(
+          {"failpoint-pause", e.proc, e.t, kNever, "the worker's own event: failpoint " + e.kind + " pause"});
       continue;
     }
     if (e.op != "fault") {

@@ -71,6 +71,7 @@ CLI::App* add_worker_command(CLI::App& app, WorkerArgs& wa) {
   worker->add_option("--resource-port", wa.resource_port)->required();
   worker->add_option("--ttl", wa.ttl_ms);
   worker->add_option("--think", wa.think_ms);
+  worker->add_option("--think-min", wa.think_min_ms);
   worker->add_option("--wait", wa.wait_ms);
   worker->add_option("--history", wa.history)->required();
   worker->add_option("--seed", wa.seed);

@@ -162,6 +162,7 @@ void plan_workers(RunCtx& c, const RunConfig& cfg, const Scenario& scenario, con
     p.args.resource_port = resource_port;
     p.args.ttl_ms = cfg.ttl_ms;
     p.args.think_ms = think_ms;
+    p.args.think_min_ms = static_cast<std::int64_t>(scenario.think_min_leases * static_cast<double>(cfg.ttl_ms));
     p.args.wait_ms = 3 * cfg.ttl_ms;
     p.args.history = fs::absolute(dir / "history" / (p.args.proc + ".jsonl")).string();
     p.args.seed = cfg.seed * 100 + static_cast<std::uint64_t>(w);
@@ -284,7 +285,8 @@ RunReport run_one(const RunConfig& cfg) {
              {"lock server", server_version(cfg)},
              {"workers", std::to_string(cfg.workers)},
              {"lease", std::to_string(cfg.ttl_ms) + " ms (renewed every " + std::to_string(cfg.ttl_ms / 3) + " ms)"},
-             {"think", "U(0, " + std::to_string(think_ms_of(cfg, *scenario)) + ") ms"},
+             {"think", "U(" + std::to_string(c.procs.empty() ? 0 : c.procs[0].args.think_min_ms) + ", " +
+                           std::to_string(think_ms_of(cfg, *scenario)) + ") ms"},
              {"duration", std::to_string(cfg.duration_ms) + " ms"},
              {"seed", std::to_string(cfg.seed)},
              {"failpoints", scenario->failpoints.empty() ? "none" : scenario->failpoints},

@@ -65,6 +65,7 @@ void RunCtx::spawn(int w) {
                                 "--resource-port", std::to_string(a.resource_port),
                                 "--ttl", std::to_string(a.ttl_ms),
                                 "--think", std::to_string(a.think_ms),
+                                "--think-min", std::to_string(a.think_min_ms),
                                 "--wait", std::to_string(a.wait_ms),
                                 "--history", a.history,
                                 "--seed", std::to_string(a.seed),

@@ -49,6 +49,8 @@ struct Scenario {
   std::int64_t think_ms = 0;
   // The same in leases (0: not set), for holds meant to outlive the lease.
   double think_leases = 0;
+  // The shortest think inside the critical section, in leases (0: none).
+  double think_min_leases = 0;
   // For redlock, when it differs from `dlock`.
   std::optional<Expectation> redlock = std::nullopt;
   // Lock-server settings, "name=value" (PostgreSQL: -c name=value): faults

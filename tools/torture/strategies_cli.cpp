@@ -17,9 +17,9 @@
 #include <stdexcept>
 #include <thread>
 
+#include "common/sync_redis.hpp"
 #include "history.hpp"
 #include "worker.hpp"
-#include "common/sync_redis.hpp"
 
 namespace torture {
 namespace {
@@ -79,12 +79,24 @@ class CliRun final : public Strategy {
   }
 
   AcquireResult acquire(milliseconds wait, std::function<void()> on_lost) override {
-    const std::vector<std::string> args{dlock_, "run", "--url", "sqlite://" + config_.sqlite_path,
-                                        "--ttl", std::to_string(config_.ttl_ms) + "ms",
-                                        "--wait", std::to_string(wait.count()) + "ms",
-                                        "--grace", "1s", config_.key, "--",
-                                        self_exe(), "cli-cmd", "--port", std::to_string(port_),
-                                        "--resource-port", std::to_string(config_.resource_port)};
+    const std::vector<std::string> args{dlock_,
+                                        "run",
+                                        "--url",
+                                        "sqlite://" + config_.sqlite_path,
+                                        "--ttl",
+                                        std::to_string(config_.ttl_ms) + "ms",
+                                        "--wait",
+                                        std::to_string(wait.count()) + "ms",
+                                        "--grace",
+                                        "1s",
+                                        config_.key,
+                                        "--",
+                                        self_exe(),
+                                        "cli-cmd",
+                                        "--port",
+                                        std::to_string(port_),
+                                        "--resource-port",
+                                        std::to_string(config_.resource_port)};
     child_ = ::fork();
     if (child_ < 0) return {Outcome::fail, 0, "fork failed"};
     if (child_ == 0) {
@@ -171,9 +183,12 @@ class CliRun final : public Strategy {
     ReleaseResult r{Outcome::info, "dlock run did not exit"};
     if (got == child_) {
       const int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-      if (code == 0) r = {Outcome::ok, {}};
-      else if (code == kLockLostExit) r = {Outcome::fail, "dlock run: lock lost while CMD ran"};
-      else r = {Outcome::info, "dlock run exited " + std::to_string(code)};
+      if (code == 0)
+        r = {Outcome::ok, {}};
+      else if (code == kLockLostExit)
+        r = {Outcome::fail, "dlock run: lock lost while CMD ran"};
+      else
+        r = {Outcome::info, "dlock run exited " + std::to_string(code)};
     } else {
       ::kill(child_, SIGKILL);
       ::waitpid(child_, &status, 0);
@@ -259,8 +274,7 @@ int cli_cmd_main(std::uint16_t port, std::uint16_t resource_port) {
     }
     auto u = res.cmd({"EVAL", kUnfencedWriteLua, "1", "ureg:seq"});
     if (u.good()) useq = u.integer;
-    if (!write_all(fd, std::to_string(accepted) + " " + std::to_string(seq) + " " + std::to_string(useq) + "\n"))
-      break;
+    if (!write_all(fd, std::to_string(accepted) + " " + std::to_string(seq) + " " + std::to_string(useq) + "\n")) break;
   }
   return 0;
 }

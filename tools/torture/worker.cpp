@@ -122,7 +122,7 @@ class Worker {
     auto read = resource_.cmd({"GET", "counter"});
     const std::int64_t v = read.good() && !read.is_nil ? std::stoll(read.str) : 0;
     emit("read", read.good() ? "ok" : "info", grant, v);
-    sleep_ms(uniform(a_.think_ms));
+    sleep_ms(a_.think_min_ms + uniform(std::max<std::int64_t>(0, a_.think_ms - a_.think_min_ms)));
     failpoint("hold:before-write");
     // A careful holder checks its lease before writing; a pause right after
     // the check (the failpoint) is the case only fencing covers.

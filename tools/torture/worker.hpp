@@ -19,7 +19,8 @@ struct WorkerArgs {
   std::string pg_user;                    // PostgreSQL role; "" for the superuser
   std::uint16_t resource_port = 0;  // resource server, direct
   std::int64_t ttl_ms = 1000;
-  std::int64_t think_ms = 20;   // think U(0, think) between read and write
+  std::int64_t think_ms = 20;   // think U(think_min, think) between read and write
+  std::int64_t think_min_ms = 0;
   std::int64_t wait_ms = 3000;  // acquire wait
   std::string history;          // file
   std::string slots;            // file
