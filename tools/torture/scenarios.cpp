@@ -41,7 +41,11 @@ std::string node_label(RunCtx& c, int i) { return c.node_count() == 1 ? "server"
 int holder_granted_after(RunCtx& c, std::int64_t t) {
   while (c.running()) {
     const int w = c.find_worker(Phase::holding, ms(200));
-    if (w >= 0 && c.slots->at(w).since_ns.load() > t) return w;
+    // The time, then the phase again (set_phase writes them the other way
+    // round): a holder leaving its hold is not taken for a fresh one.
+    if (w >= 0 && c.slots->at(w).since_ns.load() > t &&
+        c.slots->at(w).phase.load() == static_cast<std::int32_t>(Phase::holding))
+      return w;
   }
   return -1;
 }
