@@ -212,10 +212,13 @@ void zk_follower_partition(RunCtx& c) {
   while (c.running()) {
     auto& zk = *c.zookeeper();
     const int leader = zk.leader();
+    // A fresh holder among the odd workers (clients of server 0 only).
     int w = -1;
-    for (int i = 0; i < 20 && c.running() && w < 0; ++i) {
-      const int h = c.find_worker(Phase::holding, ms(200));
-      if (h >= 0 && h % 2 == 1) w = h;  // odd workers are clients of server 0 only
+    for (std::int64_t from = mono_ns(); c.running() && w < 0;) {
+      const int h = holder_granted_after(c, from);
+      if (h < 0) break;
+      if (h % 2 == 1) w = h;
+      else from = c.slots->at(h).since_ns.load();  // wait for the next grant
     }
     if (leader <= 0 || w < 0) {
       c.idle(ms(200));
@@ -358,7 +361,11 @@ void add_environment_scenarios(std::vector<Scenario>& v) {
                     "grants the lock to another")};
     s.setups = kZooKeeper;
     s.peer_proxies = true;
-    s.think_ms = 1500;  // holders that hold across the cut
+    // Holders that hold 1.5-3 leases after the grant: across the cut and
+    // the leader's expiry of their session.
+    s.think_min_leases = 1.5;
+    s.think_leases = 3.0;
+    s.dlock.min_grants = 3;
     v.push_back(std::move(s));
   }
   {
