@@ -61,6 +61,11 @@ class History {
     e.detail = what;
     return *this;
   }
+  // The verifier's mark after the nemesis loop: everything resumed and healed.
+  History& heal(std::int64_t t) {
+    add(t, "nemesis", "heal", "");
+    return *this;
+  }
   History& write(const std::string& op, const std::string& grant, std::int64_t t, std::int64_t seq,
                  const std::string& phase = "ok") {
     add(t, proc_of(grant), op, phase, grant).seq = seq;
@@ -194,6 +199,86 @@ TEST(TortureAnalysis, PauseOfAnotherWorkerOrHarmlessFaultExplainsNothing) {
   ASSERT_EQ(f.overlaps.size(), 1u);
   EXPECT_FALSE(f.overlaps[0].explained);
   EXPECT_EQ(f.unexplained_overlaps, 1);
+}
+
+// A worker that stopped itself at a failpoint after the nemesis loop ended:
+// no nemesis event names the stop, only the worker's own "failpoint … pause";
+// it dates the window, which the heal (SIGCONT to every worker) closes.
+TEST(TortureAnalysis, SelfPauseAfterTheNemesisLoopExplainsAnOverlap) {
+  History h;
+  h.acquire("w0/1/1", 0, 10, 1).failpoint("w0", 500, "hold:after-check", "pause");
+  h.acquire("w1/1/1", 1000, 2100, 2);
+  h.heal(3000);
+  h.write("fenced_write", "w0/1/1", 3005, 7, "fail");  // the register refused the late write
+  h.release("w0/1/1", 3010, 3020, "fail").release("w1/1/1", 4000, 4010);
+  const Findings f = analyze(h.events(), run(5000));
+  ASSERT_EQ(f.faults.size(), 1u);
+  EXPECT_EQ(f.faults[0].kind, "failpoint-pause");
+  EXPECT_EQ(f.faults[0].target, "w0");
+  EXPECT_EQ(f.faults[0].start_t, 500 * kMs);
+  EXPECT_EQ(f.faults[0].end_t, 3000 * kMs);
+  ASSERT_EQ(f.overlaps.size(), 1u);
+  EXPECT_TRUE(f.overlaps[0].explained);
+  EXPECT_NE(f.overlaps[0].explanation.find("failpoint-pause of w0 (2500 ms)"), std::string::npos)
+      << f.overlaps[0].explanation;
+  EXPECT_EQ(f.unexplained_overlaps, 0);
+}
+
+// The nemesis' start of a self-pause comes later than the stop itself; the
+// worker's event dates it, the nemesis' SIGCONT ends it: one window.
+TEST(TortureAnalysis, SelfPauseIsDatedFromTheWorkersOwnEvent) {
+  History h;
+  h.acquire("w0/1/1", 0, 10, 1).failpoint("w0", 500, "hold:after-check", "pause");
+  h.fault("failpoint-pause", "w0", 520, 2500);
+  h.write("fenced_write", "w0/1/1", 2505, 7, "fail");
+  const Findings f = analyze(h.events(), run(5000));
+  ASSERT_EQ(f.faults.size(), 1u);
+  EXPECT_EQ(f.faults[0].start_t, 500 * kMs);
+  EXPECT_EQ(f.faults[0].end_t, 2500 * kMs);
+  EXPECT_NE(f.faults[0].proof.find("proof of failpoint-pause"), std::string::npos) << f.faults[0].proof;
+}
+
+// Without the nemesis' SIGCONT (the worker was resumed by the shutdown), the
+// worker's next event of its own shows it ran again; "lost" does not (it is
+// told on another thread, which may race the stop).
+TEST(TortureAnalysis, SelfPauseEndsAtTheWorkersNextEvent) {
+  History h;
+  h.acquire("w0/1/1", 0, 10, 1).failpoint("w0", 500, "hold:after-check", "pause");
+  h.lost("w0/1/1", 501);
+  h.write("fenced_write", "w0/1/1", 1800, 7, "fail");
+  const Findings f = analyze(h.events(), run(5000));
+  ASSERT_EQ(f.faults.size(), 1u);
+  EXPECT_EQ(f.faults[0].end_t, 1800 * kMs);
+}
+
+// A window the nemesis opened and never closed ends at the heal, not at the
+// end of the run: else it explains overlaps of holds that began after.
+TEST(TortureAnalysis, UnclosedFaultWindowIsClosedAtTheHeal) {
+  History h;
+  h.fault("failpoint-pause", "w0", 100, -1);
+  h.heal(1000);
+  h.acquire("w0/1/1", 1500, 2000, 1);
+  h.acquire("w1/1/1", 2500, 3000, 2);
+  const Findings f = analyze(h.events(), run(5000));
+  ASSERT_EQ(f.faults.size(), 1u);
+  EXPECT_EQ(f.faults[0].end_t, 1000 * kMs);
+  ASSERT_EQ(f.overlaps.size(), 1u);
+  EXPECT_FALSE(f.overlaps[0].explained) << f.overlaps[0].explanation;
+  EXPECT_EQ(f.unexplained_overlaps, 1);
+}
+
+// Reports cut long lists at kMaxListed: the unexplained overlaps come first.
+TEST(TortureAnalysis, UnexplainedOverlapsAreListedFirst) {
+  History h;
+  h.acquire("w0/1/1", 0, 10, 1).fault("pause", "w0", 100, 3100);
+  h.acquire("w1/1/1", 1000, 2100, 2);
+  h.release("w0/1/1", 3200, 3210, "fail").release("w1/1/1", 4000, 4010);
+  h.acquire("w2/1/1", 4100, 4200, 3).acquire("w3/1/1", 4300, 4400, 4);  // no fault
+  const Findings f = analyze(h.events(), run(6000));
+  ASSERT_EQ(f.overlaps.size(), 2u);
+  EXPECT_FALSE(f.overlaps[0].explained);
+  EXPECT_EQ(f.overlaps[0].second_grant, "w3/1/1");
+  EXPECT_TRUE(f.overlaps[1].explained);
 }
 
 TEST(TortureAnalysis, UnexplainedOverlapWithoutFaults) {

@@ -69,19 +69,69 @@ std::vector<Hold> build_holds(const Index& ix, std::int64_t run_end) {
   return holds;
 }
 
+// Fault windows, in time order. The nemesis' "fault" events open (invoke)
+// and close (ok) windows, paired by kind and target. A worker that stops
+// itself at a failpoint logs "failpoint ... pause" just before: that event
+// dates the window, since the nemesis notices the stop only later (or never,
+// once its loop has ended), and the nemesis' own start of the same pause is
+// folded into it. Every window closes: at its end event; a self-pause also
+// at the worker's next event of its own (a stopped process logs nothing;
+// "lost" comes from another thread and may race the stop); anything still
+// open at the verifier's "heal" after the nemesis loop, which resumes and
+// heals everything; failing all that, at the end of the run.
 std::vector<FaultWindow> build_faults(const std::vector<Event>& events, std::int64_t run_end) {
   std::vector<FaultWindow> out;
   std::map<std::pair<std::string, std::string>, std::deque<std::size_t>> open;  // (kind, target)
+  std::map<std::string, std::size_t> self_paused;  // worker -> its open self-pause
+  auto close = [&out](std::size_t i, std::int64_t t) {
+    out[i].end_t = std::min(out[i].end_t, std::max(t, out[i].start_t));
+  };
+  auto unqueue = [&open](std::size_t i, const FaultWindow& w) {
+    auto& q = open[{w.kind, w.target}];
+    q.erase(std::remove(q.begin(), q.end(), i), q.end());
+  };
   for (const Event& e : events) {
-    if (e.op != "fault") continue;
+    if (e.op == "heal") {
+      for (auto& [key, q] : open)
+        for (std::size_t i : q) close(i, e.t);
+      open.clear();
+      self_paused.clear();
+      continue;
+    }
+    if (e.op == "failpoint" && e.detail == "pause" && is_worker(e.proc)) {
+      if (auto it = self_paused.find(e.proc); it != self_paused.end()) {  // it ran again to get here
+        close(it->second, e.t);
+        unqueue(it->second, out[it->second]);
+      }
+      open[{"failpoint-pause", e.proc}].push_back(out.size());
+      self_paused[e.proc] = out.size();
+      out.push_back(
+          {"failpoint-pause", e.proc, e.t, kNever, "the worker's own event: failpoint " + e.kind + " pause"});
+      continue;
+    }
+    if (e.op != "fault") {
+      if (auto it = self_paused.find(e.proc); it != self_paused.end() && e.op != "lost") {
+        close(it->second, e.t);  // running again
+        unqueue(it->second, out[it->second]);
+        self_paused.erase(it);
+      }
+      continue;
+    }
     if (e.phase == "invoke") {
+      if (e.kind == "failpoint-pause") {
+        if (auto it = self_paused.find(e.target); it != self_paused.end()) {
+          out[it->second].proof += "; " + e.detail;  // the same stop, seen by the nemesis
+          continue;
+        }
+      }
       const bool instant = is_instant_fault(e.kind);
       if (!instant) open[{e.kind, e.target}].push_back(out.size());
       out.push_back({e.kind, e.target, e.t, instant ? e.t : kNever, e.detail});
     } else if (e.phase == "ok") {
       auto& q = open[{e.kind, e.target}];
       if (q.empty()) continue;
-      out[q.front()].end_t = e.t;
+      close(q.front(), e.t);
+      if (e.kind == "failpoint-pause") self_paused.erase(e.target);
       q.pop_front();
     }
   }
@@ -131,8 +181,11 @@ void find_overlaps(const std::vector<Hold>& holds, const std::vector<FaultWindow
     }
     if (h.end_t > h.ok_t) active.emplace(h.end_t, i);
   }
-  std::stable_sort(f.overlaps.begin(), f.overlaps.end(),
-                   [](const Overlap& a, const Overlap& b) { return a.start_t < b.start_t; });
+  // Unexplained first: reports cut long lists, and those are the ones to read.
+  std::stable_sort(f.overlaps.begin(), f.overlaps.end(), [](const Overlap& a, const Overlap& b) {
+    if (a.explained != b.explained) return !a.explained;
+    return a.start_t < b.start_t;
+  });
   f.overlap_total_ms = to_ms(total_ns);
   f.overlap_max_ms = to_ms(max_ns);
 }

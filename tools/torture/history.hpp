@@ -9,7 +9,7 @@
 //   inc     incarnation of the worker (1, then +1 after every restart)
 //   pid     OS process id
 //   op      acquire | release | read | fenced_write | unfenced_write |
-//           counter_write | lost | failpoint | fault | final
+//           counter_write | lost | failpoint | fault | heal | final
 //   phase   invoke | ok | fail | info     (info = outcome unknown)
 //   grant   id of one grant: "<proc>/<inc>/<n>"; every op done under that
 //           grant carries it

@@ -20,6 +20,7 @@
 #include "run.hpp"
 #include "scenarios.hpp"
 #include "strategies.hpp"
+#include "strategies_cli.hpp"
 #include "worker.hpp"
 
 #ifndef DLOCK_CLOCK_SHIM_BUILD_PATH
@@ -66,9 +67,11 @@ CLI::App* add_worker_command(CLI::App& app, WorkerArgs& wa) {
   worker->add_option("--strategy", wa.strategy)->required();
   worker->add_option("--lock-ports", wa.lock_ports)->delimiter(',');
   worker->add_option("--sqlite", wa.sqlite_path);
+  worker->add_option("--pg-user", wa.pg_user);
   worker->add_option("--resource-port", wa.resource_port)->required();
   worker->add_option("--ttl", wa.ttl_ms);
   worker->add_option("--think", wa.think_ms);
+  worker->add_option("--think-min", wa.think_min_ms);
   worker->add_option("--wait", wa.wait_ms);
   worker->add_option("--history", wa.history)->required();
   worker->add_option("--seed", wa.seed);
@@ -193,6 +196,12 @@ int main(int argc, char** argv) {
 
   WorkerArgs wa;
   auto* worker = add_worker_command(app, wa);
+  // The CMD of strategy dlock-run, started by `dlock run`.
+  std::uint16_t cmd_port = 0, cmd_resource_port = 0;
+  auto* cli_cmd = app.add_subcommand("cli-cmd", "(internal) CMD of strategy dlock-run");
+  cli_cmd->group("");
+  cli_cmd->add_option("--port", cmd_port)->required();
+  cli_cmd->add_option("--resource-port", cmd_resource_port)->required();
 
   try {
     app.parse(argc, argv);
@@ -201,6 +210,7 @@ int main(int argc, char** argv) {
     return rc == 0 ? 0 : 64;
   }
   if (*worker) return worker_main(wa);
+  if (*cli_cmd) return cli_cmd_main(cmd_port, cmd_resource_port);
   if (*list) return print_list();
 
   cfg.duration_ms = static_cast<std::int64_t>(duration_s * 1000);

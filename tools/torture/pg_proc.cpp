@@ -80,7 +80,8 @@ std::string postgres_version() {
   return line;
 }
 
-PgProc::PgProc(std::string log_copy) : log_copy_(std::move(log_copy)) {
+PgProc::PgProc(std::string log_copy, std::vector<std::string> settings)
+    : log_copy_(std::move(log_copy)), settings_(std::move(settings)) {
   std::string tmpl = "/tmp/dlock-torture-pg-XXXXXX";
   if (::mkdtemp(tmpl.data()) == nullptr) throw std::runtime_error("mkdtemp: " + std::string(std::strerror(errno)));
   dir_ = tmpl;
@@ -110,9 +111,10 @@ PgProc::~PgProc() {
 std::string PgProc::url() const { return "postgres://postgres@127.0.0.1:" + std::to_string(port_) + "/postgres"; }
 
 void PgProc::start() {
-  const std::string opts = "-p " + std::to_string(port_) +
+  std::string opts = "-p " + std::to_string(port_) +
                            " -c listen_addresses=127.0.0.1 -c unix_socket_directories=" + dir_ +
                            " -c max_connections=200";
+  for (const auto& s : settings_) opts += " -c " + s;
   if (run_to_end(as_owner({kBin + "pg_ctl", "-D", dir_ + "/data", "-l", dir_ + "/server.log", "-w", "-t", "60",
                            "-o", opts, "start"}),
                  dir_ + "/pg_ctl.log", 90) != 0)

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace torture {
 
@@ -15,7 +16,9 @@ class PgProc {
  public:
   // `log_copy`: where the server log is copied when the cluster goes.
   // Throws std::runtime_error naming the step that failed.
-  explicit PgProc(std::string log_copy);
+  // `settings`: "name=value" server settings on top of the defaults (a
+  // scenario's parameters, e.g. synchronous_commit=off).
+  explicit PgProc(std::string log_copy, std::vector<std::string> settings = {});
   ~PgProc();  // immediate stop, directory removed; never throws
   PgProc(const PgProc&) = delete;
   PgProc& operator=(const PgProc&) = delete;
@@ -37,6 +40,7 @@ class PgProc {
   void stop(const std::string& mode);
   std::string dir_;
   std::string log_copy_;
+  std::vector<std::string> settings_;
   std::uint16_t port_ = 0;
 };
 

@@ -7,7 +7,10 @@
 #include <filesystem>
 #include <fstream>
 #include <stdexcept>
+#include <map>
+#include <memory>
 #include <thread>
+#include <type_traits>
 
 #include "run_ctx.hpp"
 #include "scenarios.hpp"
@@ -25,17 +28,60 @@ void write_file(const fs::path& p, const std::string& text) {
   if (!out) throw std::runtime_error("cannot write " + p.string());
 }
 
+// After the nemesis loop: resume and heal everything, ending every fault
+// window still open in the history (a worker may have stopped itself at a
+// failpoint after the loop's last housekeeping), then mark the heal, which
+// closes any window left open.
 void heal_everything(RunCtx& c) {
+  c.housekeeping();  // logs self-stops the loop did not see
   c.proxy().set_delay("", std::chrono::milliseconds(0));
   c.proxy().hold_replies("", std::chrono::milliseconds(0));
   c.proxy().blackhole("", false);
   c.proxy().drop_replies("", false);
   c.proxy().refuse("", false);
-  for (auto& p : c.procs) {
+  for (int w = 0; w < c.workers(); ++w) {
+    WorkerProc& p = c.procs[w];
     p.clock->set_offset(std::chrono::milliseconds(0));
-    if (p.pid > 0) ::kill(p.pid, SIGCONT);
+    if (const int self = c.worker_pid(w); self > 0) ::kill(self, SIGCONT);
+    if (p.pid > 0 && p.resume_at != 0)
+      c.fault_end("failpoint-pause", p.args.proc, "SIGCONT at the heal after the nemesis loop");
     p.paused_by_nemesis = false;
     p.resume_at = 0;
+  }
+  Event heal;
+  heal.t = mono_ns();
+  heal.proc = "nemesis";
+  heal.pid = static_cast<int>(::getpid());
+  heal.op = "heal";
+  heal.detail = "every worker resumed, proxies and clocks healed";
+  c.log->write(heal);
+}
+
+// An ensemble whose server 0 reaches its peers (and they it) through
+// proxies. Needs the ensemble's peer routes (tools/common/zk_ensemble):
+// a build without them refuses the scenario (kZkPeerRoutes).
+template <class Ensemble>
+std::unique_ptr<Ensemble> routed_ensemble(RunCtx& c, int servers, const std::string& dir) {
+  using Route = std::function<int(int, int, int)>;
+  if constexpr (std::is_constructible_v<Ensemble, int, const std::string&, Route>) {
+    auto links = std::make_shared<std::map<std::string, int>>();  // a config is written at every start
+    Route route = [&c, links](int viewer, int peer, int port) {
+      if (viewer != 0 && peer != 0) return port;
+      const std::string name = "peer-" + std::to_string(viewer) + "-" + std::to_string(peer);
+      auto& p = c.peer_proxies[port];
+      if (!p) {
+        p = std::make_unique<Proxy>("127.0.0.1", static_cast<std::uint16_t>(port));
+        p->start();
+        c.peer_net.add(p.get());
+      }
+      auto [it, fresh] = links->try_emplace(name + "@" + std::to_string(port), 0);
+      if (fresh) it->second = p->add_link(name);
+      return it->second;
+    };
+    return std::make_unique<Ensemble>(servers, dir, route);
+  } else {
+    (void)c, (void)servers, (void)dir;
+    throw std::runtime_error("this build's ZooKeeper ensemble cannot route peer links");
   }
 }
 
@@ -45,7 +91,8 @@ void start_lock_servers(RunCtx& c, const RunConfig& cfg, const Scenario& scenari
   const LockServer kind = lock_server_of(cfg.strategy);
   if (kind == LockServer::postgres) {
     fs::create_directories(dir / "lock-server");
-    c.pg = std::make_unique<PgProc>(fs::absolute(dir / "lock-server" / "postgres.log").string());
+    c.pg = std::make_unique<PgProc>(fs::absolute(dir / "lock-server" / "postgres.log").string(),
+                                    scenario.server_settings);
     c.pg->query(kNaiveTableSql);
     LockNode n;
     n.proxy = std::make_unique<Proxy>("127.0.0.1", c.pg->port());
@@ -56,8 +103,11 @@ void start_lock_servers(RunCtx& c, const RunConfig& cfg, const Scenario& scenari
   if (kind == LockServer::zookeeper) {
     // Three servers, each behind its own proxy; logs stay in the run dir.
     fs::create_directories(dir / "lock-server");
-    c.zk = std::make_unique<dlock::tools::ZooKeeperEnsemble>(lock_nodes(cfg.strategy),
-                                                             fs::absolute(dir / "lock-server").string());
+    const std::string zk_dir = fs::absolute(dir / "lock-server").string();
+    if (scenario.peer_proxies)
+      c.zk = routed_ensemble<dlock::tools::ZooKeeperEnsemble>(c, lock_nodes(cfg.strategy), zk_dir);
+    else
+      c.zk = std::make_unique<dlock::tools::ZooKeeperEnsemble>(lock_nodes(cfg.strategy), zk_dir);
     for (int i = 0; i < c.zk->size(); ++i) {
       LockNode n;
       n.proxy = std::make_unique<Proxy>("127.0.0.1", static_cast<std::uint16_t>(c.zk->client_port(i)));
@@ -105,16 +155,20 @@ void plan_workers(RunCtx& c, const RunConfig& cfg, const Scenario& scenario, con
     p.args.slot_count = cfg.workers;
     p.args.strategy = cfg.strategy;
     for (auto& n : c.nodes) p.args.lock_ports.push_back(n.proxy->add_link(p.args.proc));
+    if (scenario.peer_proxies && w % 2 == 1)  // a client of server 0 only
+      for (auto& port : p.args.lock_ports) port = p.args.lock_ports.front();
     if (lock_server_of(cfg.strategy) == LockServer::sqlite)
       p.args.sqlite_path = fs::absolute(dir / "locks.db").string();
     p.args.resource_port = resource_port;
     p.args.ttl_ms = cfg.ttl_ms;
     p.args.think_ms = think_ms;
+    p.args.think_min_ms = static_cast<std::int64_t>(scenario.think_min_leases * static_cast<double>(cfg.ttl_ms));
     p.args.wait_ms = 3 * cfg.ttl_ms;
     p.args.history = fs::absolute(dir / "history" / (p.args.proc + ".jsonl")).string();
     p.args.seed = cfg.seed * 100 + static_cast<std::uint64_t>(w);
     p.args.failpoints = scenario.failpoints;
     p.clock = std::make_unique<ClockControl>(fs::absolute(dir / ("clock-" + p.args.proc)).string());
+    if (scenario.pg_role) p.args.pg_user = scenario.pg_role(w);
     c.procs.push_back(std::move(p));
   }
 }
@@ -176,6 +230,8 @@ RunReport run_one(const RunConfig& cfg) {
   plan_workers(c, cfg, *scenario, dir, resource.port());
   for (auto& n : c.nodes) n.proxy->start();
   if (scenario->replica) start_replica(c, cfg, dir);
+  if (scenario->prepare) scenario->prepare(c);
+  c.wrap_worker = scenario->wrap;
 
   const auto run_start = mono_ns();
   c.end_t = run_start + cfg.duration_ms * 1'000'000;
@@ -229,7 +285,8 @@ RunReport run_one(const RunConfig& cfg) {
              {"lock server", server_version(cfg)},
              {"workers", std::to_string(cfg.workers)},
              {"lease", std::to_string(cfg.ttl_ms) + " ms (renewed every " + std::to_string(cfg.ttl_ms / 3) + " ms)"},
-             {"think", "U(0, " + std::to_string(think_ms_of(cfg, *scenario)) + ") ms"},
+             {"think", "U(" + std::to_string(c.procs.empty() ? 0 : c.procs[0].args.think_min_ms) + ", " +
+                           std::to_string(think_ms_of(cfg, *scenario)) + ") ms"},
              {"duration", std::to_string(cfg.duration_ms) + " ms"},
              {"seed", std::to_string(cfg.seed)},
              {"failpoints", scenario->failpoints.empty() ? "none" : scenario->failpoints},

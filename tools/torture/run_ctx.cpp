@@ -65,12 +65,17 @@ void RunCtx::spawn(int w) {
                                 "--resource-port", std::to_string(a.resource_port),
                                 "--ttl", std::to_string(a.ttl_ms),
                                 "--think", std::to_string(a.think_ms),
+                                "--think-min", std::to_string(a.think_min_ms),
                                 "--wait", std::to_string(a.wait_ms),
                                 "--history", a.history,
                                 "--seed", std::to_string(a.seed),
                                 "--failpoints", a.failpoints};
   if (!ports.empty()) args.insert(args.end(), {"--lock-ports", ports});
   if (!a.sqlite_path.empty()) args.insert(args.end(), {"--sqlite", a.sqlite_path});
+  if (!a.pg_user.empty()) args.insert(args.end(), {"--pg-user", a.pg_user});
+  p.wrap = wrap_worker ? wrap_worker(*this, w) : std::vector<std::string>{};
+  args.insert(args.begin(), p.wrap.begin(), p.wrap.end());
+  slots->at(w).pid.store(0);  // set by the worker once it runs
   const std::string log_path = a.history.substr(0, a.history.rfind('/')) + "/../" + a.proc + ".log";
   const pid_t pid = ::fork();
   if (pid < 0) throw std::runtime_error("fork failed");
@@ -88,13 +93,41 @@ void RunCtx::spawn(int w) {
     std::vector<char*> argv;
     for (auto& s : args) argv.push_back(s.data());
     argv.push_back(nullptr);
-    ::execv(argv[0], argv.data());
+    ::execvp(argv[0], argv.data());
     ::_exit(127);
   }
   p.pid = pid;
   p.paused_by_nemesis = false;
   p.killed_by_nemesis = false;
   p.resume_at = 0;
+}
+
+int RunCtx::spawn_decoy(int w) {
+  kill_decoy(w);
+  const pid_t pid = ::fork();
+  if (pid < 0) throw std::runtime_error("fork failed");
+  if (pid == 0) {
+    ::execlp("sleep", "sleep", "100000", static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  procs[w].decoy = pid;
+  return pid;
+}
+
+void RunCtx::kill_decoy(int w) {
+  int& d = procs[w].decoy;
+  if (d <= 0) return;
+  ::kill(d, SIGKILL);
+  ::waitpid(d, nullptr, 0);
+  d = -1;
+}
+
+int RunCtx::worker_pid(int w) const {
+  const WorkerProc& p = procs[w];
+  if (p.pid <= 0) return -1;
+  if (p.wrap.empty()) return p.pid;
+  const int own = slots->at(w).pid.load();
+  return own > 0 ? own : -1;
 }
 
 void RunCtx::housekeeping() {
@@ -114,16 +147,18 @@ void RunCtx::housekeeping() {
         continue;
       }
       if (p.paused_by_nemesis) continue;
-      if (p.resume_at == 0 && proc_state(p.pid) == 'T') {
+      const int self = worker_pid(w);
+      if (self <= 0) continue;
+      if (p.resume_at == 0 && proc_state(self) == 'T') {
         // Stopped itself at a failpoint: resume after 1.5-3 leases.
         const auto d = uniform(ttl * 3 / 2, ttl * 3);
         p.resume_at = now + d * 1'000'000;
         ++self_pauses;
         fault_start("failpoint-pause", p.args.proc,
-                    "pid " + std::to_string(p.pid) + " in state T (/proc/" + std::to_string(p.pid) +
+                    "pid " + std::to_string(self) + " in state T (/proc/" + std::to_string(self) +
                         "/stat); resumed in " + std::to_string(d) + " ms");
       } else if (p.resume_at != 0 && now >= p.resume_at) {
-        ::kill(p.pid, SIGCONT);
+        ::kill(self, SIGCONT);
         p.resume_at = 0;
         fault_end("failpoint-pause", p.args.proc, "SIGCONT");
       }
@@ -151,7 +186,7 @@ int RunCtx::find_worker(Phase phase, ms patience) {
     for (int w = 0; w < workers(); ++w) {
       const WorkerProc& p = procs[w];
       if (p.pid <= 0 || p.paused_by_nemesis || p.resume_at != 0) continue;
-      if (slots->at(w).pid.load() != p.pid) continue;  // not started yet
+      if (worker_pid(w) <= 0 || slots->at(w).pid.load() != worker_pid(w)) continue;  // not started yet
       if (slots->at(w).phase.load() == static_cast<std::int32_t>(phase)) candidates.push_back(w);
     }
     if (!candidates.empty())
@@ -163,17 +198,18 @@ int RunCtx::find_worker(Phase phase, ms patience) {
 
 void RunCtx::pause(int w, ms d, const std::string& kind) {
   WorkerProc& p = procs[w];
-  if (p.pid <= 0) return;
+  const int self = worker_pid(w);
+  if (self <= 0) return;
   p.paused_by_nemesis = true;
-  ::kill(p.pid, SIGSTOP);
+  ::kill(self, SIGSTOP);
   char state = '?';
-  for (int i = 0; i < 100 && (state = proc_state(p.pid)) != 'T'; ++i)
+  for (int i = 0; i < 100 && (state = proc_state(self)) != 'T'; ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   fault_start(kind, p.args.proc,
-              "SIGSTOP pid " + std::to_string(p.pid) + " for " + std::to_string(d.count()) + " ms; state " +
-                  std::string(1, state) + " in /proc/" + std::to_string(p.pid) + "/stat");
+              "SIGSTOP pid " + std::to_string(self) + " for " + std::to_string(d.count()) + " ms; state " +
+                  std::string(1, state) + " in /proc/" + std::to_string(self) + "/stat");
   idle(d);
-  if (p.pid > 0) ::kill(p.pid, SIGCONT);
+  if (p.pid > 0) ::kill(self, SIGCONT);
   p.paused_by_nemesis = false;
   fault_end(kind, p.args.proc, "SIGCONT");
 }
@@ -187,6 +223,7 @@ void RunCtx::kill(int w) {
   // lock that frees itself at its holder's death (SQLite) may be granted
   // again before the reap below returns.
   const std::int64_t at = mono_ns();
+  if (const int self = worker_pid(w); self > 0 && self != pid) ::kill(self, SIGKILL);  // then its wrapper
   ::kill(pid, SIGKILL);
   int status = 0;
   ::waitpid(pid, &status, 0);
@@ -199,10 +236,11 @@ void RunCtx::kill(int w) {
 }
 
 void RunCtx::stop_workers() {
-  for (auto& p : procs)
-    if (p.pid > 0) {
-      ::kill(p.pid, SIGCONT);
-      ::kill(p.pid, SIGTERM);
+  // To the worker itself: a wrapper would die of SIGTERM and take it along.
+  for (int w = 0; w < workers(); ++w)
+    if (const int self = worker_pid(w); self > 0) {
+      ::kill(self, SIGCONT);
+      ::kill(self, SIGTERM);
     }
   // Workers finish their iteration (an acquire waits at most wait_ms).
   const auto deadline = mono_ns() + (procs.empty() ? 0 : procs[0].args.wait_ms + 5000) * 1'000'000;
@@ -219,10 +257,12 @@ void RunCtx::stop_workers() {
         p.pid = -1;
         break;
       }
-      ::kill(p.pid, SIGCONT);  // a failpoint may have stopped it again
+      if (const int self = worker_pid(static_cast<int>(&p - procs.data())); self > 0)
+        ::kill(self, SIGCONT);  // a failpoint may have stopped it again
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
   }
+  for (int w = 0; w < workers(); ++w) kill_decoy(w);
 }
 
 }  // namespace torture

@@ -6,6 +6,8 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <memory>
 #include <random>
 #include <string>
@@ -34,6 +36,10 @@ struct WorkerProc {
   std::int64_t respawn_at = 0;   // ns
   std::int64_t resume_at = 0;    // ns, for a self-paused worker; 0: none
   std::unique_ptr<ClockControl> clock;
+  // A command prefix (unshare into other namespaces): then `pid` is the
+  // wrapper's, and the worker's own pid is the one it publishes in its slot.
+  std::vector<std::string> wrap;
+  int decoy = -1;  // see RunCtx::spawn_decoy
 };
 
 // One lock server with its own proxy (clients reach it only through the
@@ -65,9 +71,16 @@ class RunCtx {
   // if none.
   int find_worker(Phase phase, ms patience);
   const std::string& name(int w) const { return procs[w].args.proc; }
+  // The worker process itself (not its wrapper); -1 if dead or not started.
+  int worker_pid(int w) const;
   void pause(int w, ms d, const std::string& kind);  // SIGSTOP, idle d, SIGCONT
   void kill(int w);                                  // SIGKILL, respawned soon
   ClockControl& worker_clock(int w) { return *procs[w].clock; }
+  // A process of the verifier's (sleep) standing for worker w: a holder
+  // that misreads its own identity may record the decoy's. Replaces the
+  // previous one; returns its pid.
+  int spawn_decoy(int w);
+  void kill_decoy(int w);
 
   // --- servers --------------------------------------------------------
   // Node 0 is "the lock server" of single-server scenarios; for Redlock it
@@ -105,12 +118,18 @@ class RunCtx {
   ProxyGroup net;
   std::unique_ptr<ServerProc> replica;  // failover scenario only
   std::unique_ptr<PgProc> pg;
+  // Server 0's links to the other ZooKeeper servers (Scenario::peer_proxies),
+  // declared before `zk`, which uses them.
+  std::map<int, std::unique_ptr<Proxy>> peer_proxies;  // by upstream port
+  ProxyGroup peer_net;
   std::unique_ptr<dlock::tools::ZooKeeperEnsemble> zk;
   std::unique_ptr<SlotTable> slots;
   std::unique_ptr<HistoryWriter> log;
   std::string self_exe;
   std::string clock_shim;
   int self_pauses = 0;
+  // Worker w's command prefix at each spawn (Scenario::wrap); null: none.
+  std::function<std::vector<std::string>(RunCtx&, int)> wrap_worker;
 
   void spawn(int w);
   void housekeeping();

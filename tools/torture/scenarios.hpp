@@ -23,6 +23,7 @@ enum Setup : unsigned {
   kPostgres = 4,  // one PostgreSQL server
   kSqlite = 8,    // a file on this host, no server
   kZooKeeper = 16,  // a three-server ZooKeeper ensemble
+  kCli = 32,        // `dlock run NAME -- CMD` on a SQLite file; not in kEvery
   kRedisFamily = kRedis | kRedlock,
   kNetworked = kRedis | kRedlock | kPostgres | kZooKeeper,
   kEvery = kNetworked | kSqlite,
@@ -48,9 +49,30 @@ struct Scenario {
   std::int64_t think_ms = 0;
   // The same in leases (0: not set), for holds meant to outlive the lease.
   double think_leases = 0;
+  // The shortest think inside the critical section, in leases (0: none).
+  double think_min_leases = 0;
   // For redlock, when it differs from `dlock`.
   std::optional<Expectation> redlock = std::nullopt;
+  // Lock-server settings, "name=value" (PostgreSQL: -c name=value): faults
+  // that live in a server's configuration.
+  std::vector<std::string> server_settings = {};
+  // Runs once the lock server is up, before any worker: roles, schemas.
+  std::function<void(RunCtx&)> prepare = nullptr;
+  // Worker w's command prefix, asked at every (re)spawn: unshare into other
+  // namespaces; empty: none.
+  std::function<std::vector<std::string>(RunCtx&, int)> wrap = nullptr;
+  // Worker w's PostgreSQL role; "" or unset: the superuser.
+  std::function<std::string(int)> pg_role = nullptr;
+  // Too slow for every test run: in the full suite only.
+  bool full_only = false;
+  // ZooKeeper: server 0's quorum and election links go through proxies
+  // (RunCtx::peer_net), and odd workers are clients of server 0 only.
+  bool peer_proxies = false;
 };
+
+// The scenarios of faults in a backend's surroundings: server settings,
+// the lock file, namespaces, the CLI (scenarios_env.cpp).
+void add_environment_scenarios(std::vector<Scenario>& v);
 
 // Whether `strategy` runs in `s` (a Redlock scenario needs several servers).
 bool applies(const Scenario& s, const std::string& strategy);

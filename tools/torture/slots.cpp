@@ -28,9 +28,13 @@ SlotTable::SlotTable(const std::string& path, int n, bool create) : n_(n) {
 
 SlotTable::~SlotTable() { ::munmap(slots_, static_cast<size_t>(n_) * sizeof(Slot)); }
 
+// The phase first: a reader that sees the old phase then sees its old time,
+// never the next phase's (a holder leaving its hold would otherwise look
+// freshly granted to holder_granted_after).
 void set_phase(Slot& s, Phase p) noexcept {
-  s.since_ns.store(mono_ns());
+  const auto now = mono_ns();
   s.phase.store(static_cast<std::int32_t>(p));
+  s.since_ns.store(now);
 }
 
 }  // namespace torture

@@ -17,6 +17,7 @@ struct alignas(64) Slot {
   std::atomic<std::int32_t> phase;
   std::atomic<std::int64_t> since_ns;  // CLOCK_MONOTONIC when phase was set
   std::atomic<std::int64_t> grants;
+  std::atomic<std::int32_t> child_pid;  // a strategy's own process (dlock run), 0: none
 };
 static_assert(std::atomic<std::int64_t>::is_always_lock_free);
 

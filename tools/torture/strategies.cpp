@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "history.hpp"
+#include "strategies_cli.hpp"
 #include "strategies_sql.hpp"
 #include "strategies_zk.hpp"
 #include "common/sync_redis.hpp"
@@ -27,7 +28,7 @@ using Clock = std::chrono::steady_clock;
 std::string url_of(LockServer server, const StrategyConfig& c) {
   if (server == LockServer::sqlite) return "sqlite://" + c.sqlite_path;
   if (server == LockServer::postgres)
-    return "postgres://postgres@" + c.host + ":" + std::to_string(c.ports.at(0)) +
+    return "postgres://" + c.pg_user + "@" + c.host + ":" + std::to_string(c.ports.at(0)) +
            "/postgres?application_name=" + c.client_name;
   if (server == LockServer::zookeeper) {
     // The session timeout is the lease: how long a silent holder keeps it.
@@ -242,6 +243,7 @@ const std::vector<std::string>& strategy_names() {
                                               "postgres",
                                               "sqlite",
                                               "zk",
+                                              "dlock-run",
                                               "setnx-del",
                                               "setnx-then-expire",
                                               "getset-timestamp",
@@ -253,11 +255,12 @@ const std::vector<std::string>& strategy_names() {
 }
 
 bool is_naive(const std::string& name) {
-  return name != "dlock" && name != "redlock" && name != "postgres" && name != "sqlite" && name != "zk";
+  return name != "dlock" && name != "redlock" && name != "postgres" && name != "sqlite" && name != "zk" &&
+         name != "dlock-run";
 }
 
 LockServer lock_server_of(const std::string& name) {
-  if (name == "sqlite") return LockServer::sqlite;
+  if (name == "sqlite" || name == "dlock-run") return LockServer::sqlite;
   if (name == "zk" || name == "zk-herd") return LockServer::zookeeper;
   if (name == "postgres" || name.rfind("db-", 0) == 0) return LockServer::postgres;
   return LockServer::redis;
@@ -270,6 +273,10 @@ int lock_nodes(const std::string& name) {
 }
 
 std::unique_ptr<Strategy> make_strategy(const std::string& name, const StrategyConfig& config) {
+  if (name == "dlock-run") {
+    if (config.sqlite_path.empty()) throw std::invalid_argument("dlock-run needs a lock file");
+    return make_cli_run(config);
+  }
   if (!is_naive(name)) {
     const auto server = lock_server_of(name);
     if (server == LockServer::sqlite ? config.sqlite_path.empty()

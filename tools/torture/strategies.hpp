@@ -36,6 +36,7 @@ struct StrategyConfig {
   // The lock servers (through the proxies): one, or the Redlock masters.
   std::vector<std::uint16_t> ports;
   std::string sqlite_path;  // the lock file, for LockServer::sqlite
+  std::string pg_user = "postgres";  // the PostgreSQL role
   // The worker's name: its PostgreSQL application_name, so the nemesis can
   // find its connections.
   std::string client_name;
@@ -46,6 +47,19 @@ struct StrategyConfig {
   // and the delete of a non-atomic release); the worker may pause or kill
   // its own process there.
   std::function<void(const char*)> failpoint;
+  // The resource server (for strategies whose critical section runs in a
+  // process of their own), and where they publish that process's pid.
+  std::uint16_t resource_port = 0;
+  std::function<void(int)> on_child;
+};
+
+// The register writes of one critical section, when a strategy makes them
+// itself (see Strategy::write_registers).
+struct RegisterWrites {
+  std::optional<bool> fenced_accepted;  // nullopt: outcome unknown
+  std::int64_t fenced_seq = 0;
+  std::optional<std::int64_t> unfenced_seq;  // nullopt: outcome unknown
+  std::string detail;
 };
 
 class Strategy {
@@ -61,6 +75,10 @@ class Strategy {
   // Waiters of this client woken by a release notification so far; nullopt
   // for strategies that do not count them.
   virtual std::optional<std::uint64_t> wakeups() const { return std::nullopt; }
+  // For a strategy whose critical section runs in another process (the
+  // CLI's CMD): the fenced and unfenced register writes, made there.
+  // nullopt: the worker makes them itself.
+  virtual std::optional<RegisterWrites> write_registers(std::uint64_t /*fence*/) { return std::nullopt; }
 };
 
 // Throws std::invalid_argument for an unknown name.

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <random>
 #include <sstream>
@@ -18,6 +19,16 @@
 
 namespace torture {
 
+// The protected resources live on a second, fault-free server. Beside the
+// fenced register, the unfenced one shows what fencing stopped.
+const char* const kFencedWriteLua = R"(
+local seq = redis.call('INCR', KEYS[2])
+local max = tonumber(redis.call('GET', KEYS[1]) or '0')
+if tonumber(ARGV[1]) < max then return {0, seq} end
+redis.call('SET', KEYS[1], ARGV[1])
+return {1, seq})";
+const char* const kUnfencedWriteLua = "return redis.call('INCR', KEYS[1])";
+
 using dlock::tools::Reply;
 using dlock::tools::SyncRedis;
 namespace {
@@ -25,18 +36,6 @@ namespace {
 std::atomic<bool> g_stop{false};
 void on_term(int) { g_stop.store(true); }
 
-// The protected resources live on a second, fault-free server.
-// Fenced register: accepts a write only if its fence is not below the
-// highest fence it has accepted; every write gets the server's order.
-constexpr const char* kFencedWrite = R"(
-local seq = redis.call('INCR', KEYS[2])
-local max = tonumber(redis.call('GET', KEYS[1]) or '0')
-if tonumber(ARGV[1]) < max then return {0, seq} end
-redis.call('SET', KEYS[1], ARGV[1])
-return {1, seq})";
-// Unfenced register: accepts everything, in the server's order. Beside the
-// fenced one it shows what fencing stopped.
-constexpr const char* kUnfencedWrite = "return redis.call('INCR', KEYS[1])";
 
 const char* phase_name(Outcome o) {
   switch (o) {
@@ -45,6 +44,14 @@ const char* phase_name(Outcome o) {
     case Outcome::info: return "info";
   }
   return "info";
+}
+
+// This process's pid as the verifier sees it: in a pid namespace of its own
+// getpid() is not, but /proc (the host's, not remounted) names it.
+int host_pid() {
+  char buf[32] = {};
+  const ssize_t n = ::readlink("/proc/self", buf, sizeof buf - 1);
+  return n > 0 ? std::atoi(buf) : ::getpid();
 }
 
 std::int64_t wall_minus_mono_ms() { return wall_ms() - mono_ns() / 1'000'000; }
@@ -62,15 +69,18 @@ class Worker {
   }
 
   int run() {
-    slot_.pid.store(::getpid());
+    slot_.pid.store(host_pid());
     set_phase(slot_, Phase::idle);
     emit("start", "", "", {});
     StrategyConfig sc;
     sc.ports = a_.lock_ports;
     sc.sqlite_path = a_.sqlite_path;
+    if (!a_.pg_user.empty()) sc.pg_user = a_.pg_user;
     sc.client_name = a_.proc;
     sc.ttl_ms = a_.ttl_ms;
     sc.failpoint = [this](const char* name) { failpoint(name); };
+    sc.resource_port = a_.resource_port;
+    sc.on_child = [this](int pid) { slot_.child_pid.store(pid); };
     std::unique_ptr<Strategy> strategy;
     try {
       strategy = make_strategy(a_.strategy, sc);
@@ -112,13 +122,13 @@ class Worker {
     auto read = resource_.cmd({"GET", "counter"});
     const std::int64_t v = read.good() && !read.is_nil ? std::stoll(read.str) : 0;
     emit("read", read.good() ? "ok" : "info", grant, v);
-    sleep_ms(uniform(a_.think_ms));
+    sleep_ms(a_.think_min_ms + uniform(std::max<std::int64_t>(0, a_.think_ms - a_.think_min_ms)));
     failpoint("hold:before-write");
     // A careful holder checks its lease before writing; a pause right after
     // the check (the failpoint) is the case only fencing covers.
     if (s.still_valid()) {
       failpoint("hold:after-check");
-      register_write(grant, r.fence);
+      register_write(s, grant, r.fence);
       emit("counter_write", "invoke", grant, v + 1);
       auto w = resource_.cmd({"SET", "counter", std::to_string(v + 1)});
       emit("counter_write", w.good() ? "ok" : "info", grant, v + 1);
@@ -144,11 +154,26 @@ class Worker {
     log_.write(e);
   }
 
-  void register_write(const std::string& grant, std::uint64_t fence) {
+  void register_write(Strategy& s, const std::string& grant, std::uint64_t fence) {
     Event inv = base("fenced_write", "invoke", grant);
     inv.fence = fence;
     log_.write(inv);
-    auto f = resource_.cmd({"EVAL", kFencedWrite, "2", "reg:max", "reg:seq", std::to_string(fence)});
+    if (auto w = s.write_registers(fence)) {  // made by the strategy's own process
+      Event done = base("fenced_write", "info", grant);
+      done.fence = fence;
+      done.detail = w->detail;
+      if (w->fenced_accepted) {
+        done.phase = *w->fenced_accepted ? "ok" : "fail";
+        done.seq = w->fenced_seq;
+      }
+      log_.write(done);
+      emit("unfenced_write", "invoke", grant, {});
+      Event ud = base("unfenced_write", w->unfenced_seq ? "ok" : "info", grant);
+      if (w->unfenced_seq) ud.seq = *w->unfenced_seq;
+      log_.write(ud);
+      return;
+    }
+    auto f = resource_.cmd({"EVAL", kFencedWriteLua, "2", "reg:max", "reg:seq", std::to_string(fence)});
     Event done = base("fenced_write", "info", grant);
     done.fence = fence;
     if (f.good() && f.elements.size() == 2) {
@@ -159,7 +184,7 @@ class Worker {
     }
     log_.write(done);
     emit("unfenced_write", "invoke", grant, {});
-    auto u = resource_.cmd({"EVAL", kUnfencedWrite, "1", "ureg:seq"});
+    auto u = resource_.cmd({"EVAL", kUnfencedWriteLua, "1", "ureg:seq"});
     Event ud = base("unfenced_write", u.good() ? "ok" : "info", grant);
     if (u.good()) ud.seq = u.integer;
     log_.write(ud);

@@ -16,9 +16,11 @@ struct WorkerArgs {
   std::string strategy;
   std::vector<std::uint16_t> lock_ports;  // lock server(s), through the proxies
   std::string sqlite_path;                // the lock file of strategy sqlite
+  std::string pg_user;                    // PostgreSQL role; "" for the superuser
   std::uint16_t resource_port = 0;  // resource server, direct
   std::int64_t ttl_ms = 1000;
-  std::int64_t think_ms = 20;   // think U(0, think) between read and write
+  std::int64_t think_ms = 20;   // think U(think_min, think) between read and write
+  std::int64_t think_min_ms = 0;
   std::int64_t wait_ms = 3000;  // acquire wait
   std::string history;          // file
   std::string slots;            // file
@@ -28,6 +30,13 @@ struct WorkerArgs {
   // probability, stop (SIGSTOP, resumed by the nemesis) or kill itself.
   std::string failpoints;
 };
+
+// The protected resources' scripts (Redis EVAL). Fenced register: accepts a
+// write only if its fence is not below the highest fence it has accepted;
+// every write gets the server's order ({accepted, seq}). Unfenced register:
+// accepts everything, in the server's order (seq).
+extern const char* const kFencedWriteLua;
+extern const char* const kUnfencedWriteLua;
 
 // Runs until SIGTERM, then finishes the current iteration. Returns the exit
 // status.
