@@ -17,6 +17,7 @@ struct ZkConfig {
   std::chrono::milliseconds session_timeout{10000};  // asked for; the server may clamp it
   std::string user, password;                        // digest auth; empty: none
   std::chrono::milliseconds connect_timeout{2000};
+  std::chrono::milliseconds command_timeout{2000};  // a blocking release waits this long for its reply
   std::string describe;  // the URL without its password, for messages
   std::function<void(LogLevel, std::string_view)> log;
 };

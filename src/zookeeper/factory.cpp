@@ -142,6 +142,7 @@ Result<std::unique_ptr<detail::Backend>> make_from_url(std::string_view url, det
   if (config->user.empty() != config->password.empty())
     return Status(Errc::invalid_argument, "ZooKeeper digest auth needs both a user and a password");
   config->connect_timeout = o.connect_timeout;
+  config->command_timeout = o.command_timeout;
   config->log = context.log;
   return make_zk_backend(context.io, std::move(*config));
 }

@@ -84,7 +84,14 @@ std::optional<Result<ReleaseOutcome>> ZkBackend::release_now(const ReleaseCall& 
   auto w = std::make_shared<Rendezvous>(1);
   session_.remove(
       *path, [w](Reply r) { w->arrive(&Rendezvous::created, std::move(r)); }, ZkSession::Delivery::direct);
-  w->wait();
+  if (!w->wait_until(Clock::now() + config_.command_timeout)) {
+    // A frozen server: the caller is not held past the command timeout. The
+    // delete may still happen; the node is deleted again on every reconnect.
+    drop_later({"", "", *path});
+    return Result<ReleaseOutcome>(Status(Errc::outcome_unknown, "zookeeper: no reply to the lock node's delete within " +
+                                                                    std::to_string(config_.command_timeout.count()) +
+                                                                    " ms"));
+  }
   const Reply& r = w->created;
   if (answered(r.rc)) loop([this, at = r.sent_at] { heard(at); });
   if (r.rc == ZOK || r.rc == ZNONODE) {

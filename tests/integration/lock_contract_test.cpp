@@ -403,6 +403,33 @@ TEST_P(LockContract, EveryBlockingCallReturnsByItsDeadlineWhileTheServerIsFrozen
   EXPECT_TRUE(eventually_ok([&] { return client.acquire("d", 5s); }));
 }
 
+// A release while the server is silent: the caller is not held forever (a
+// blocking release is bounded by the command timeout, resent at most twice
+// after a lost reply; on ZooKeeper the session's end may come first), and
+// it never reports success it did not see. The lock is then freed by its
+// lease (or session) if the release never arrived.
+TEST_P(LockContract, AReleaseOnAFrozenServerReturnsAndIsNotReportedDone) {
+  LockOptions o;
+  o.watchdog_lease = 1s;  // a release that never arrived frees the lock soon
+  o.renew_interval = 300ms;
+  auto held = client.acquire("r", 0ms, o);
+  ASSERT_THAT(held, IsOk());
+  if (!env->freeze(true)) GTEST_SKIP() << "this backend's server cannot be frozen";
+  const auto t = Clock::now();
+  const Status released = held->release();
+  const auto took = std::chrono::duration_cast<milliseconds>(Clock::now() - t);
+  env->freeze(false);
+  EXPECT_LT(took, 3 * ClientOptions().command_timeout + 6s) << "a release must not hang on a silent server";
+  std::cout << "[measure] frozen." << GetParam().name << ".release=" << took.count() << "ms " << released.to_string()
+            << std::endl;
+  if (!released.ok())
+    EXPECT_TRUE(released.code() == Errc::outcome_unknown || released.code() == Errc::unavailable ||
+                released.code() == Errc::timeout)
+        << released.to_string();
+  // Once the server answers, the name is free again or frees with the lease.
+  EXPECT_TRUE(eventually_ok([&] { return client.acquire("r", 10s); }));
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, LockContract, ::testing::ValuesIn(kBackends),
                          [](const ::testing::TestParamInfo<Backend>& info) { return std::string(info.param.name); });
 
