@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <limits>
 #include <type_traits>
 
 #include "run_ctx.hpp"
@@ -28,8 +29,9 @@ Expectation safe(std::int64_t min_faults, std::string why) {
 
 // A worker holding a grant made after `t` (mono ns), -1 if none came while
 // the run lasted.
-int holder_granted_after(RunCtx& c, std::int64_t t) {
-  while (c.running()) {
+int holder_granted_after(RunCtx& c, std::int64_t t,
+                         std::int64_t until_ns = std::numeric_limits<std::int64_t>::max()) {
+  while (c.running() && mono_ns() < until_ns) {
     const int w = c.find_worker(Phase::holding, ms(200));
     // The time, then the phase again (set_phase writes them the other way
     // round): a holder leaving its hold is not taken for a fresh one.
@@ -212,24 +214,34 @@ void zk_follower_partition(RunCtx& c) {
   while (c.running()) {
     auto& zk = *c.zookeeper();
     const int leader = zk.leader();
-    // A fresh holder among the odd workers (clients of server 0 only).
+    // A fresh holder among the odd workers (clients of server 0 only), for
+    // up to two leases; then whoever holds (the cut is a fault all the
+    // same: a run with holders of servers 1-2 only made none at all).
     int w = -1;
+    const std::int64_t give_up = mono_ns() + 2 * c.ttl_ms() * 1'000'000;
     for (std::int64_t from = mono_ns(); c.running() && w < 0;) {
-      const int h = holder_granted_after(c, from);
+      const int h = holder_granted_after(c, from, give_up);
       if (h < 0) break;
       if (h % 2 == 1) w = h;
       else from = c.slots->at(h).since_ns.load();  // wait for the next grant
     }
-    if (leader <= 0 || w < 0) {
+    if (w < 0 && c.running()) w = c.find_worker(Phase::holding, ms(200));
+    if (leader < 0 || w < 0) {  // no leader known yet (an election), or nobody holds
       c.idle(ms(200));
       continue;
     }
+    // Server 0 is mostly a follower; when it leads (some elections make it
+    // so), the same cut isolates a leader from its quorum: it answers its
+    // clients' syncs itself until it steps down, while the other two elect
+    // a new leader. Skipping that case made runs with no fault at all.
+    const std::string role = leader == 0 ? "server 0 leads: a leader cut from its quorum"
+                                         : "leader: server " + std::to_string(leader);
     const auto before = c.peer_net.stats("").held_chunks;
     const std::int64_t at = mono_ns();
     c.peer_net.blackhole("", true);
     c.fault_start("follower-partition", "server0",
-                  "proxies freeze server 0's quorum and election links (leader: server " + std::to_string(leader) +
-                      ") while " + c.name(w) + ", a client of server 0 only, held the lock",
+                  "proxies freeze server 0's quorum and election links (" + role + ") while " + c.name(w) +
+                      (w % 2 == 1 ? ", a client of server 0 only," : ", a client of servers 1-2,") + " held the lock",
                   at);
     c.idle(ms(3 * c.ttl_ms()));
     const auto during = c.peer_net.stats("").held_chunks;
