@@ -96,30 +96,43 @@ std::optional<Status> ClientCore::release_now(const std::shared_ptr<Hold>& hold)
   // queues there behind whatever it runs (a re-entry of a shared Mutex).
   std::uint8_t fast = Hold::kFast;
   if (!hold->order.compare_exchange_strong(fast, Hold::kFastReleasing)) return std::nullopt;
-  bool was_staged = false;
+  std::optional<Staged> staged;
   {
     std::lock_guard lk(stage_mu_);
     auto it = std::find_if(staged_.begin(), staged_.end(), [&](const Staged& s) { return s.hold == hold; });
     if (it != staged_.end()) {
+      staged = std::move(*it);
       staged_.erase(it);
-      was_staged = true;
     }
   }
+  const bool was_staged = staged.has_value();
   hold->releasing.store(true);
   ReleaseCall call{hold->name, hold->owner, 1, false};
   call.grant = hold->grant;
   std::optional<Result<ReleaseOutcome>> r;
   int tries = 0;
   for (;; ++tries) {
-    r = backend_->release_now(call);
-    if (!r || r->ok() || r->code() != Errc::outcome_unknown || tries == 2) break;
+    auto next = backend_->release_now(call);
+    if (!next) break;  // not offered (this time): the last answer stands, or the I/O thread sends it
+    r = std::move(next);
+    if (r->ok() || r->code() != Errc::outcome_unknown || tries == 2) break;
   }
-  Status status;
   if (!r) {
-    status = Status(Errc::unavailable, "no blocking connection for the release");
-  } else {
-    status = release_result(*r, 1, tries, hold->name).second;
+    // The backend offered no blocking call after all (its pool was busy):
+    // the release must still go out, so the I/O thread sends it, after
+    // whatever it queued on the hold meanwhile. Dropping it left the lock
+    // held for a whole lease.
+    hold->releasing.store(false);
+    if (staged) {
+      std::lock_guard lk(stage_mu_);
+      staged_.push_back(std::move(*staged));
+    }
+    post([this, hold] {
+      if (!closing_) fast_release_done(hold);
+    });
+    return std::nullopt;
   }
+  const Status status = release_result(*r, 1, tries, hold->name).second;
   hold->depth.store(0);
   leases_held_.fetch_sub(1, std::memory_order_relaxed);
   post([this, hold, was_staged] {

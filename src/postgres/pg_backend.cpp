@@ -135,6 +135,7 @@ class PgBackend final : public detail::Backend {
     listen_.close();
     std::unique_lock lk(fast_mu_);
     fast_closed_ = true;
+    fast_idle_cv_.notify_all();  // releases waiting for a connection give up
     // A call on a caller's thread is bounded by the command timeout; the
     // backend outlives it.
     fast_idle_cv_.wait(lk, [this] { return fast_busy_ == 0; });
@@ -164,10 +165,12 @@ class PgBackend final : public detail::Backend {
   }
 
   std::optional<Result<ReleaseOutcome>> release_now(const ReleaseCall& call) override {
-    auto out = with_blocking([&](PgBlocking& c) {
-      ++commands_;
-      return c.exec(release_sql(config_.table), release_params(call));
-    });
+    auto out = with_blocking(
+        [&](PgBlocking& c) {
+          ++commands_;
+          return c.exec(release_sql(config_.table), release_params(call));
+        },
+        true);
     if (!out) return std::nullopt;
     return release_outcome(std::move(*out));
   }
@@ -258,12 +261,16 @@ class PgBackend final : public detail::Backend {
   // Runs f(connection) with a pooled blocking connection taken for the
   // call, so callers on several threads run their statements at once
   // (one shared connection made PostgreSQL's W2 one connection's rate).
-  // nullopt: closed, or every one of kMaxBlocking connections is busy.
+  // nullopt: closed, or every one of kMaxBlocking connections is busy and
+  // `wait` is false (an acquire then goes through the I/O thread). A
+  // release waits for one: once its hold is claimed for the fast path, it
+  // must go out here (a release not sent left the lock held for a lease).
   template <class F>
-  auto with_blocking(F f) -> std::optional<decltype(f(std::declval<PgBlocking&>()))> {
+  auto with_blocking(F f, bool wait = false) -> std::optional<decltype(f(std::declval<PgBlocking&>()))> {
     std::unique_ptr<PgBlocking> c;
     {
-      std::lock_guard lk(fast_mu_);
+      std::unique_lock lk(fast_mu_);
+      if (wait) fast_idle_cv_.wait(lk, [&] { return fast_closed_ || !fast_idle_.empty() || fast_busy_ < kMaxBlocking; });
       if (fast_closed_) return std::nullopt;
       if (!fast_idle_.empty()) {
         c = std::move(fast_idle_.back());

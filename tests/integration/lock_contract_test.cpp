@@ -427,7 +427,9 @@ TEST_P(LockContract, AReleaseOnAFrozenServerReturnsAndIsNotReportedDone) {
                 released.code() == Errc::timeout)
         << released.to_string();
   // Once the server answers, the name is free again or frees with the lease.
-  EXPECT_TRUE(eventually_ok([&] { return client.acquire("r", 10s); }));
+  // A session's node goes when the resumed server expires that session, on
+  // its own schedule (ZooKeeperTest covers a holder freed by its session).
+  if (!env->session_held()) EXPECT_TRUE(eventually_ok([&] { return client.acquire("r", 10s); }));
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, LockContract, ::testing::ValuesIn(kBackends),

@@ -89,7 +89,7 @@ class FakeBackend final : public detail::Backend {
   }
 
   std::optional<Result<ReleaseOutcome>> release_now(const ReleaseCall& call) override {
-    if (!server_.fast_path) return std::nullopt;
+    if (!server_.fast_path || !server_.release_now_offered) return std::nullopt;
     if (server_.before_release_now) server_.before_release_now();
     std::lock_guard lk(server_.mu_);
     ++server_.releases_;

@@ -22,6 +22,7 @@
 
 #include <boost/asio/io_context.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -61,6 +62,9 @@ struct FakeServer {
   // Runs on the caller's thread inside each acquire_now, after it was
   // applied: a test moves its clock here, as if the reply came late.
   std::function<void()> during_acquire_now;
+  // While false, release_now is not offered (as a backend whose blocking
+  // connections are all busy): the release must go through the I/O thread.
+  std::atomic<bool> release_now_offered{true};
 
   // --- switches (any thread) ---
   // The next `n` acquire (release) calls are applied but answered

@@ -488,6 +488,27 @@ TEST(CoreDecisions, QueuedReentriesOfOneHoldEachAddALevel) {
   EXPECT_FALSE(server.lock("a").has_value());
 }
 
+// A fast grant whose blocking release is not offered when it is released
+// (PostgreSQL's pool of blocking connections was busy): the release goes
+// through the I/O thread instead. It was reported failed and never sent,
+// and the lock stayed held for its whole lease (the inventory experiment's
+// PostgreSQL waiters all timed out under load).
+TEST(CoreDecisions, AFastGrantIsReleasedThroughTheIoThreadWhenNoBlockingReleaseIsOffered) {
+  FakeServer server;
+  server.fast_path = true;
+  Client client = connect(server);
+  Mutex m(client, "a");
+  ASSERT_TRUE(m.try_lock());
+  server.release_now_offered = false;
+  EXPECT_TRUE(m.release().ok());
+  EXPECT_FALSE(server.lock("a").has_value()) << "the release was never sent";
+  EXPECT_EQ(client.stats().release_failures, 0u);
+  server.release_now_offered = true;
+  ASSERT_TRUE(m.try_lock());  // and the hold's bookkeeping is sound afterwards
+  EXPECT_TRUE(m.release().ok());
+  EXPECT_FALSE(server.lock("a").has_value());
+}
+
 // The same race, undirected: threads sharing one Mutex lock and unlock it
 // as fast as they can on the fast path. Every level is released exactly
 // once, no lease is ever reported lost, and nothing is left behind.
