@@ -19,8 +19,13 @@
 //   SQL       a row per lock with a server-computed expiry (needs renewal),
 //             releases sent by NOTIFY (watch keyed by name, a LISTEN), busy
 //             answers carry the row's remaining lease.
-//   Semaphore mode = shared with permits = N: N holders at once, each its own
-//             grant; a backend that cannot refuses it with invalid_argument.
+//   Lines     fair, shared and counted locks (AcquireCall::queued, mode,
+//             permits) follow one table of decisions, core/lock_line.hpp:
+//             the exclusive holder lives where a plain lock lives, shared
+//             holders and the line of waiters beside it, and a release hands
+//             the lock to the head of the line (BackendEvents::handed). A
+//             backend without Capabilities::lines refuses them with
+//             invalid_argument naming why.
 //
 // Idempotency: acquire and release carry the re-entry count the caller
 // believes the owner holds, so a call repeated after a lost reply is
@@ -50,6 +55,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/wait_hint.hpp"
@@ -78,7 +84,12 @@ struct Capabilities {
   // Fences strictly increase across every grant of a name (Redlock: only
   // while its fence node answers).
   bool strict_fence = true;
-  bool shared_mode = false;  // LockMode::shared and permits > 1
+  // Fair, shared and counted locks (core/lock_line.hpp): AcquireCall's
+  // queued, mode and permits are honoured. false: refused (check_mode).
+  bool lines = false;
+  // Every exclusive lock is granted in arrival order already (a queue):
+  // AcquireCall::queued changes nothing.
+  bool always_fair = false;
 };
 
 struct AcquireCall {
@@ -91,7 +102,14 @@ struct AcquireCall {
   // Client::acquire call (a queue node is found again by it), unique per call.
   std::uint64_t attempt = 0;
   LockMode mode = LockMode::exclusive;
-  unsigned permits = 1;  // holders allowed at once in shared mode
+  // Shared holders allowed at once (a semaphore's permits); 0: no limit (a
+  // read lock). Every shared caller of a name must agree (invalid_argument).
+  unsigned permits = 0;
+  // Join the name's line when busy and keep the place while retrying (a fair
+  // lock, every SharedMutex and Semaphore call).
+  bool queued = false;
+  // Who the holder is, for inspect (an election's candidate id). Lines only.
+  std::string info;
   // Redlock's numbering of its rounds on each master (0: none), so a late
   // undo of a failed round leaves a later round's grant alone.
   std::uint64_t round = 0;
@@ -171,6 +189,8 @@ struct RenewCall {
   std::string owner;
   std::uint64_t grant = 0;
   milliseconds lease{0};
+  LockMode mode = LockMode::exclusive;
+  bool line = false;  // a hold of a line (AcquireCall::queued or shared)
 };
 
 // unconfirmed: extended on the master, but not acknowledged by the replicas
@@ -182,6 +202,14 @@ enum class RenewOutcome { renewed, expired, taken, wrong_type, unconfirmed };
 struct WatchKey {
   std::string name;
   std::uint64_t attempt = 0;
+};
+
+// A waiter the line granted inside someone else's call (core/lock_line.hpp).
+struct HandOver {
+  std::string name;
+  std::string owner;
+  std::uint64_t grant = 0;
+  std::uint64_t fence = 0;
 };
 
 // A hold the backend knows is gone.
@@ -197,6 +225,10 @@ struct BackendEvents {
   // 0: any of them; otherwise that attempt's waiter, whose predecessor in a
   // queue went).
   std::function<void(const WatchKey& key)> released;
+  // A line granted a waiter of this client: it holds the lock now (the
+  // waiter's last busy answer proves the grant came after its send time).
+  // Also published as a release of the name for everyone else.
+  std::function<void(const HandOver& to)> handed;
   // Notifications may have been lost (the subscription dropped): every
   // waiter retries once.
   std::function<void()> resync;
@@ -271,12 +303,18 @@ inline std::optional<ReleaseCall> undo_of(const AbandonCall& call) {
   return undo;
 }
 
-// invalid_argument for a call in a mode a backend without shared_mode
+inline constexpr std::string_view kNoLines = "not built for this backend yet";
+// Why Redlock refuses them.
+inline constexpr std::string_view kRedlockNoLines =
+    "a line needs one place that orders waiters and hands the lock over inside a release; independent "
+    "masters each keep their own line, and a majority vote cannot make one order of them (use a single "
+    "master, or ZooKeeper)";
+// invalid_argument for a call in a mode a backend without lines
 // cannot serve; ok otherwise.
-inline Status check_mode(const AcquireCall& call, std::string_view backend) {
-  if (call.mode == LockMode::exclusive && call.permits == 1) return {};
-  return {Errc::invalid_argument, std::string(backend) + " locks are exclusive: shared mode and permits > 1 "
-                                                         "are not supported"};
+inline Status check_mode(const AcquireCall& call, std::string_view backend, std::string_view why) {
+  if (call.mode == LockMode::exclusive && !call.queued) return {};
+  return {Errc::invalid_argument, std::string(backend) + " does not offer fair, shared or counted locks: " +
+                                      std::string(why)};
 }
 
 }  // namespace dlock::detail

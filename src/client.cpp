@@ -11,8 +11,9 @@ namespace detail {
 // A blocking acquire: on the caller's thread when the owner is fresh and the
 // backend allows it, else (or to wait) through the I/O thread.
 Result<Lease> blocking_acquire(ClientCore& core, std::string name, milliseconds wait, const LockOptions& options,
-                               bool fresh_owner) {
+                               bool fresh_owner, Shape shape) {
   AcquireSeed seed;
+  seed.shape = shape;
   if (fresh_owner)
     if (auto r = core.acquire_now(name, wait, options, seed)) return std::move(*r);
   return acquire_and_wait(core, std::move(name), wait, options, seed);

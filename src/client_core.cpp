@@ -56,8 +56,11 @@ void emit(const Logger& logger, LogLevel level, const std::string& message) {
   if (level == LogLevel::warning || level == LogLevel::error) std::cerr << "dlock: " << message << '\n';
 }
 
-Status check_acquire(const std::string& name, milliseconds wait, const LockOptions& o, const Capabilities& caps) {
+Status check_acquire(const std::string& name, milliseconds wait, const LockOptions& o, const Capabilities& caps,
+                     Shape shape) {
   Status bad = validate_name(name);
+  if (bad.ok() && o.holder.size() > kMaxHolderInfo)
+    bad = {Errc::invalid_argument, "holder: at most " + std::to_string(kMaxHolderInfo) + " bytes"};
   if (bad.ok()) bad = check_lock_options(o, wait);
   if (bad.ok() && !o.owner.empty()) bad = validate_owner(o.owner);
   if (bad.ok() && o.lease && !caps.needs_renewal)
@@ -172,6 +175,9 @@ void ClientCore::set_backend_events() {
   BackendEvents events;
   events.released = [this](const WatchKey& key) {
     if (!closing_) on_release_published(key.name, key.attempt);
+  };
+  events.handed = [this](const HandOver& to) {
+    if (!closing_) on_handed(to);
   };
   events.resync = [this] {
     if (!closing_) wake_all();

@@ -70,10 +70,20 @@ struct Hold {
   std::vector<std::function<void()>> ops;
   std::function<void(LossReason)> on_lost;
   milliseconds lease{0};
+  bool line = false;  // granted through the name's line (RenewCall::line)
+};
+
+// What kind of hold an acquire asks for: a plain lock, a read lock (shared,
+// permits 0) or a semaphore permit (shared, permits N). LockOptions::fair,
+// and any shared hold, make it wait in the name's line.
+struct Shape {
+  LockMode mode = LockMode::exclusive;
+  unsigned permits = 0;
 };
 
 // Where a blocking acquire that left the fast path starts from.
 struct AcquireSeed {
+  Shape shape;
   std::uint64_t grant = 0;  // 0: a new one
   bool stray = false;       // a fast attempt under `grant` has an unknown outcome
   Status error;             // the fast attempt's transient failure: counts as the first
@@ -93,7 +103,7 @@ struct ClientFactory {
 };
 
 Result<Lease> blocking_acquire(ClientCore& core, std::string name, milliseconds wait, const LockOptions& options,
-                               bool fresh_owner);
+                               bool fresh_owner, Shape shape = {});
 // The asynchronous acquire, waited for (the slow path of blocking calls).
 Result<Lease> acquire_and_wait(ClientCore& core, std::string name, milliseconds wait, const LockOptions& options,
                                struct AcquireSeed seed);
@@ -151,7 +161,9 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   void finish_close();
 
   // I/O thread only.
-  std::shared_ptr<Hold> find_or_add_hold(const std::string& name, const std::string& owner);
+  std::shared_ptr<Hold> find_or_add_hold(const std::string& name, const std::string& owner, LockMode mode);
+  // The call goes through the name's line (AcquireCall::queued).
+  bool queued(const LockOptions& o, Shape shape) const;
   void maybe_forget(const std::shared_ptr<Hold>& hold);
   void hold_exec(const std::shared_ptr<Hold>& hold, std::function<void()> op);
   void hold_op_done(const std::shared_ptr<Hold>& hold);
@@ -162,6 +174,7 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   void on_attempt_answer(const std::shared_ptr<AcquireOp>& op, Result<AcquireOutcome> r, Clock::time_point sent_at);
   void finish(const std::shared_ptr<AcquireOp>& op, Status status);
   void on_release_published(const std::string& name, std::uint64_t attempt = 0);
+  void on_handed(const HandOver& to);
   void wake_all();
   void granted(const std::shared_ptr<AcquireOp>& op, const AcquireOutcome& outcome, Clock::time_point sent_at);
   void wake_same_owner(const std::shared_ptr<AcquireOp>& op);

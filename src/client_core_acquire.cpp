@@ -8,10 +8,16 @@
 
 namespace dlock::detail {
 
-std::shared_ptr<Hold> ClientCore::find_or_add_hold(const std::string& name, const std::string& owner) {
-  auto& slot = holds_[{name, owner, LockMode::exclusive}];
-  if (!slot) slot = std::make_shared<Hold>(name, owner);
+std::shared_ptr<Hold> ClientCore::find_or_add_hold(const std::string& name, const std::string& owner,
+                                                   LockMode mode) {
+  auto& slot = holds_[{name, owner, mode}];
+  if (!slot) slot = std::make_shared<Hold>(name, owner, mode);
   return slot;
+}
+
+bool ClientCore::queued(const LockOptions& o, Shape shape) const {
+  if (shape.mode == LockMode::shared) return true;
+  return o.fair && !caps_.always_fair;  // a queue backend is fair without it
 }
 
 void ClientCore::maybe_forget(const std::shared_ptr<Hold>& hold) {
@@ -48,7 +54,7 @@ void ClientCore::run_next_op(const std::shared_ptr<Hold>& hold) {
 
 void ClientCore::acquire(std::string name, milliseconds wait, LockOptions options,
                          std::function<void(Result<Lease>)> done, AcquireSeed seed) {
-  if (Status bad = check_acquire(name, wait, options, caps_); !bad.ok()) {
+  if (Status bad = check_acquire(name, wait, options, caps_, seed.shape); !bad.ok()) {
     post([done = std::move(done), bad]() mutable { done(bad); });
     return;
   }
@@ -66,7 +72,9 @@ void ClientCore::acquire(std::string name, milliseconds wait, LockOptions option
     op->interval = op->renew ? options.renew_interval : op->lease;
     op->opts = std::move(options);
     op->done = std::move(done);
-    op->hold = self->find_or_add_hold(op->name, op->opts.owner);
+    op->shape = seed.shape;
+    op->queued = self->queued(op->opts, seed.shape);
+    op->hold = self->find_or_add_hold(op->name, op->opts.owner, seed.shape.mode);
     op->fresh_grant = seed.grant != 0 ? seed.grant : self->next_grant_.fetch_add(1);
     op->attempt = seed.attempt != 0 ? seed.attempt : self->next_attempt_.fetch_add(1);
     op->stray = seed.stray;
@@ -174,6 +182,9 @@ void ClientCore::send_attempt(const std::shared_ptr<AcquireOp>& op) {
     call.grant = held > 0 ? h.grant : op->fresh_grant;
     call.attempt = op->attempt;
     call.mode = h.mode;
+    call.permits = op->shape.permits;
+    call.queued = op->queued;
+    call.info = op->opts.holder;
     op->sent_held = call.held;
     op->sent_grant = call.grant;
     op->in_flight = true;
@@ -202,7 +213,9 @@ void ClientCore::on_attempt_answer(const std::shared_ptr<AcquireOp>& op, Result<
       if (action.kind == AcquireFsm::Action::Kind::done && action.status.ok()) return granted(op, *r, sent_at);
       return step(op, std::move(action));
     }
-    case AcquireOutcome::Kind::busy: return step(op, op->fsm.on_busy(now, r->hint));
+    case AcquireOutcome::Kind::busy:
+      op->busy_sent_at = sent_at;
+      return step(op, op->fsm.on_busy(now, r->hint));
     case AcquireOutcome::Kind::lost:
       mark_lost(op->hold, LossReason::expired);
       return step(op, op->fsm.on_lost());
@@ -227,6 +240,7 @@ void ClientCore::granted(const std::shared_ptr<AcquireOp>& op, const AcquireOutc
     h.lost_source = std::stop_source();
     h.on_lost = op->opts.on_lost;
     h.lease = op->lease;
+    h.line = op->queued || op->shape.mode == LockMode::shared;
     h.id = next_id_++;
     scheduled_[h.id] = op->hold;
     if (caps_.needs_renewal) {
@@ -349,6 +363,32 @@ void ClientCore::on_release_published(const std::string& name, std::uint64_t att
     op->timer.cancel();
     step(op, action);
   }
+}
+
+// A line granted one of this client's waiters inside another's call. A
+// waiter with an attempt out learns it from that attempt's answer (the line
+// answers a caller it granted as granted); an idle one is granted here, its
+// lease counted from its newest busy attempt's send time (the hand-over came
+// after that attempt found the lock busy). Anything else (the waiter gave up
+// meanwhile: its abandon removes the hold) is left alone.
+void ClientCore::on_handed(const HandOver& to) {
+  auto it = waiters_.find(to.name);
+  if (it == waiters_.end()) return;
+  std::shared_ptr<AcquireOp> op;
+  for (const auto& w : it->second)
+    if (!w->finished && w->hold->owner == to.owner && w->fresh_grant == to.grant) op = w;
+  if (!op || op->fsm.attempting() || op->hold->depth.load() != 0 || op->hold->op_busy ||
+      op->busy_sent_at == Clock::time_point{})
+    return;
+  wakeups_.fetch_add(1, std::memory_order_relaxed);
+  op->timer.cancel();
+  op->sent_grant = to.grant;
+  op->sent_held = 0;
+  AcquireOutcome granted;
+  granted.kind = AcquireOutcome::Kind::granted;
+  granted.fence = to.fence;
+  granted.depth = 1;
+  on_attempt_answer(op, granted, op->busy_sent_at);
 }
 
 void ClientCore::wake_all() {

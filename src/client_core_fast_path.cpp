@@ -13,13 +13,17 @@ namespace dlock::detail {
 std::optional<Result<Lease>> ClientCore::acquire_now(const std::string& name, milliseconds wait,
                                                      const LockOptions& o, AcquireSeed& seed) {
   if (!backend_ || on_io_thread()) return std::nullopt;
-  if (Status bad = check_acquire(name, wait, o, caps_); !bad.ok()) return Result<Lease>(bad);
+  if (Status bad = check_acquire(name, wait, o, caps_, seed.shape); !bad.ok()) return Result<Lease>(bad);
   const bool renew = !o.lease.has_value();
   const milliseconds lease = o.lease.value_or(o.watchdog_lease);
   AcquireCall call{name, o.owner, lease, 0};
   call.grant = next_grant_.fetch_add(1);
   call.attempt = next_attempt_.fetch_add(1);
   call.keep_place = wait.count() > 0;
+  call.mode = seed.shape.mode;
+  call.permits = seed.shape.permits;
+  call.queued = queued(o, seed.shape);
+  call.info = o.holder;
   const auto sent_at = now();
   seed.started = sent_at;  // the wait that may follow counts from here
   if (to_wait(wait) != kForever) call.deadline = sent_at + (wait.count() > 0 ? wait : try_budget(options_, o));
@@ -49,11 +53,13 @@ std::optional<Result<Lease>> ClientCore::acquire_now(const std::string& name, mi
     late_grants_.fetch_add(1, std::memory_order_relaxed);
     ReleaseCall undo{name, o.owner, 1, false};
     undo.grant = call.grant;
+    undo.mode = call.mode;
     auto u = backend_->release_now(undo);
     if (!u || !u->ok()) seed.stray = true;
     return std::nullopt;
   }
-  auto hold = std::make_shared<Hold>(name, o.owner);
+  auto hold = std::make_shared<Hold>(name, o.owner, call.mode);
+  hold->line = call.queued || call.mode == LockMode::shared;
   hold->fence.store((*r)->fence);
   hold->depth.store(1);
   hold->grant = call.grant;

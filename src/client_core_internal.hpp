@@ -22,7 +22,8 @@ Status check_lock_options(const LockOptions& o, milliseconds wait);
 // set), and a fixed lease only where leases are renewed: a session backend's
 // hold lives as long as its session. invalid_argument naming what is wrong,
 // or ok.
-Status check_acquire(const std::string& name, milliseconds wait, const LockOptions& o, const Capabilities& caps);
+Status check_acquire(const std::string& name, milliseconds wait, const LockOptions& o, const Capabilities& caps,
+                     Shape shape = {});
 // What a release's answer means for the caller: the depth left here and the
 // status to report (tries: how many times it was re-sent).
 std::pair<unsigned, Status> release_result(const Result<ReleaseOutcome>& r, unsigned held, int tries,
@@ -72,6 +73,11 @@ struct ClientCore::AcquireOp {
   std::uint64_t sent_grant = 0;
   bool in_flight = false;
   bool stray = false;  // a fresh attempt's reply was lost: a copy may still arrive
+  Shape shape;
+  bool queued = false;  // AcquireCall::queued
+  // Send time of the newest attempt answered busy: a hand-over that arrives
+  // after it was made after it, so the lease counts from there.
+  Clock::time_point busy_sent_at{};
 };
 
 struct ClientCore::ReleaseOp {

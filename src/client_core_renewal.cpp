@@ -84,7 +84,7 @@ void ClientCore::on_renewal_timer() {
         continue;
       }
       ids.push_back(due[i]);
-      calls.push_back({hold->name, hold->owner, hold->grant, hold->lease});
+      calls.push_back({hold->name, hold->owner, hold->grant, hold->lease, hold->mode, hold->line});
     }
     if (calls.empty()) continue;
     renewal_round_trips_.fetch_add(1, std::memory_order_relaxed);

@@ -74,6 +74,12 @@ struct LockInfo {
                                      // channel; ZooKeeper: queue nodes behind
                                      // the holder's); nullopt where the store
                                      // does not know them (SQLite, PostgreSQL)
+  // Fair, shared and counted locks (LockOptions::fair, SharedMutex,
+  // Semaphore, Election): the oldest grant speaks for the lock.
+  std::string holder;                // what its holder said of itself
+                                     // (Election: the candidate id)
+  unsigned holders = 0;              // grants held now (readers, permits)
+  bool shared = false;               // held in shared mode (readers, permits)
 };
 
 // Counters since the client was created; a snapshot.

@@ -5,6 +5,7 @@
 #define DLOCK_OPTIONS_HPP_
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -33,6 +34,9 @@ inline constexpr milliseconds kMaxLease{365LL * 24 * 3600 * 1000};  // one year
 // 100 ms leases held for 10 s on Redis and SQLite on a 2-core host at load
 // 3.5; longer ones are kinder to a busy host.
 inline constexpr milliseconds kMinWatchdogLease{100};
+
+// Longest LockOptions::holder.
+inline constexpr std::size_t kMaxHolderInfo = 256;
 
 // A wait in any duration type as milliseconds: rounded up, <= 0 as 0, and
 // saturated to kForever instead of overflowing.
@@ -151,6 +155,22 @@ struct LockOptions {
   // whose last attempt is still in doubt at its deadline (no reply) returns
   // Errc::timeout and the client undoes that attempt in the background.
   milliseconds error_retry{2000};
+
+  // Grant in arrival order, across processes and machines: waiters join a
+  // line kept on the server (ordered by a server-side ticket, kept alive by
+  // their retries within a third of their lease, expired by server time
+  // only), and a release hands the lock to the head of the line inside the
+  // release itself. A waiter that dies leaves the line within its lease; one
+  // that gives up leaves it at once. Default: false (whoever retries first
+  // after a release wins). ZooKeeper is fair always: no effect there.
+  // Redlock refuses it (invalid_argument).
+  bool fair = false;
+
+  // What inspect shows of the holder while this grant holds a fair, shared
+  // or counted lock (LockInfo::holder; an Election's candidate id). Not a
+  // secret: anyone who can inspect the lock reads it. At most
+  // kMaxHolderInfo bytes. Default: empty.
+  std::string holder;
 
   // Called once, on the client's I/O thread, when the lock is lost while held
   // (see LossReason). Must not block. The lease's lost_token() fires as well.

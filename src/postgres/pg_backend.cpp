@@ -148,7 +148,7 @@ class PgBackend final : public detail::Backend {
   // I/O thread's path, which retries; so does a call that finds every
   // pooled connection busy.
   std::optional<Result<AcquireOutcome>> acquire_now(const AcquireCall& call) override {
-    if (detail::check_mode(call, "PostgreSQL").ok() == false || call.lease.count() <= 0) return std::nullopt;
+    if (detail::check_mode(call, "PostgreSQL", detail::kNoLines).ok() == false || call.lease.count() <= 0) return std::nullopt;
     auto out = with_blocking([&](PgBlocking& c) {
       ++commands_;
       return c.exec(acquire_sql(config_.table), acquire_params(call), call.deadline);
@@ -176,7 +176,7 @@ class PgBackend final : public detail::Backend {
   }
 
   void acquire(const AcquireCall& call, std::function<void(Result<AcquireOutcome>)> done) override {
-    if (Status s = detail::check_mode(call, "PostgreSQL"); !s.ok()) return post(std::move(done), s);
+    if (Status s = detail::check_mode(call, "PostgreSQL", detail::kNoLines); !s.ok()) return post(std::move(done), s);
     if (call.lease.count() <= 0) return post(std::move(done), Status(Errc::invalid_argument, "lease must be > 0"));
     ++commands_;
     conn_.query(acquire_sql(config_.table), acquire_params(call),

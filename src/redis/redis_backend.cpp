@@ -156,7 +156,7 @@ class RedisBackend final : public detail::Backend {
   void set_events(detail::BackendEvents events) override { events_ = std::move(events); }
 
   void acquire(const AcquireCall& call, std::function<void(Result<AcquireOutcome>)> done) override {
-    if (Status bad = detail::check_mode(call, "Redis"); !bad.ok())
+    if (Status bad = detail::check_mode(call, "Redis", detail::kNoLines); !bad.ok())
       return boost::asio::post(io_, [done = std::move(done), bad] { done(bad); });
     ScriptCall sc = acquire_request(prefix_, call);
     eval(*sc.script, sc.keys, sc.args, [this, call, done = std::move(done)](Result<Reply> r) {
@@ -185,7 +185,7 @@ class RedisBackend final : public detail::Backend {
   // The blocking fast path: plain TCP, no WAIT mode (its extra round trip
   // and undo stay on the I/O thread).
   std::optional<Result<AcquireOutcome>> acquire_now(const AcquireCall& call) override {
-    if (!sync_ok() || !detail::check_mode(call, "Redis").ok()) return std::nullopt;
+    if (!sync_ok() || !detail::check_mode(call, "Redis", detail::kNoLines).ok()) return std::nullopt;
     auto r = eval_now(acquire_request(prefix_, call), call.deadline);
     if (!r.ok()) return Result<AcquireOutcome>(r.status());
     return parse_acquire(*r);

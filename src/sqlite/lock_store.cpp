@@ -85,7 +85,7 @@ Result<T> LockStore::in_transaction(bool* moved, F&& body) {
 }
 
 Result<AcquireOutcome> LockStore::acquire(const detail::AcquireCall& call, std::optional<ProcessId>* holder) {
-  if (Status s = detail::check_mode(call, "SQLite"); !s.ok()) return s;
+  if (Status s = detail::check_mode(call, "SQLite", detail::kNoLines); !s.ok()) return s;
   bool moved = false;
   auto out = in_transaction<AcquireOutcome>(&moved, [&]() -> Result<AcquireOutcome> {
     auto stored = table_->read(call.name);

@@ -64,7 +64,7 @@ void ZkBackend::close() {
 }
 
 void ZkBackend::acquire(const AcquireCall& call, AcquireDone done) {
-  if (Status s = detail::check_mode(call, "ZooKeeper"); !s.ok()) return post(std::move(done), s);
+  if (Status s = detail::check_mode(call, "ZooKeeper", detail::kNoLines); !s.ok()) return post(std::move(done), s);
   auto [it, fresh] = attempts_.try_emplace(call.attempt);
   Attempt& a = it->second;
   if (fresh) {

@@ -9,7 +9,7 @@ namespace dlock::zookeeper {
 
 std::optional<Result<AcquireOutcome>> ZkBackend::acquire_now(const AcquireCall& call) {
   const std::int64_t session = session_id_.load();
-  if (session == 0 || !detail::check_mode(call, "ZooKeeper").ok()) return std::nullopt;
+  if (session == 0 || !detail::check_mode(call, "ZooKeeper", detail::kNoLines).ok()) return std::nullopt;
   const std::string parent = config_.base + "/" + encode_name(call.name);
   const bool known = known_parents_.contains(parent);
   auto w = std::make_shared<Rendezvous>(known ? 2 : 3);
