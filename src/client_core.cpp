@@ -174,13 +174,19 @@ Result<std::shared_ptr<ClientCore>> ClientCore::start(std::shared_ptr<ClientCore
 void ClientCore::set_backend_events() {
   BackendEvents events;
   events.released = [this](const WatchKey& key) {
-    if (!closing_) on_release_published(key.name, key.attempt);
+    if (closing_) return;
+    on_release_published(key.name, key.attempt);
+    observers_of(key.name);
   };
   events.handed = [this](const HandOver& to) {
-    if (!closing_) on_handed(to);
+    if (closing_) return;
+    on_handed(to);
+    observers_of(to.name);
   };
   events.resync = [this] {
-    if (!closing_) wake_all();
+    if (closing_) return;
+    wake_all();
+    for (auto& [id, obs] : observers_) look(obs);
   };
   events.link = [this](bool up) {
     if (closing_ || up) return;
@@ -221,6 +227,7 @@ void ClientCore::shutdown_io() {
   closing_ = true;
   renew_timer_->cancel();
   waiters_.clear();
+  observers_.clear();  // their timers' handlers see closing_
   std::vector<ReleaseCall> calls;
   std::vector<AbandonCall> abandons;
   for (auto& [key, hold] : holds_) {

@@ -137,6 +137,12 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   std::optional<Status> release_now(const std::shared_ptr<Hold>& hold);
   void release(std::shared_ptr<Hold> hold, std::function<void(Status)> done);
   void inspect(std::string name, std::function<void(Result<LockInfo>)> done);
+  // Calls on_change (on the I/O thread) with the lock's state now and each
+  // time its holder changes (held, fence or holder info). Returns an id for
+  // unobserve, which returns once no call of on_change runs any more (at
+  // once on the I/O thread itself).
+  std::uint64_t observe(std::string name, std::function<void(const LockInfo&)> on_change);
+  void unobserve(std::uint64_t id);
   // Runs done(status) on the I/O thread.
   void deliver(std::function<void(Status)> done, Status status);
 
@@ -149,6 +155,9 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
  private:
   struct AcquireOp;
   struct ReleaseOp;
+  struct Observer;
+  void look(const std::shared_ptr<Observer>& obs);  // inspects, and tells a change
+  void observers_of(const std::string& name);       // a release or hand-over of `name`
   struct Runtime;
 
   explicit ClientCore(ClientOptions options);
@@ -216,6 +225,8 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   std::unique_ptr<boost::asio::steady_timer> renew_timer_;
   std::map<std::string, std::list<std::shared_ptr<AcquireOp>>> waiters_;
   std::set<std::shared_ptr<AcquireOp>> live_ops_;  // every acquire not yet finished
+  std::map<std::uint64_t, std::shared_ptr<Observer>> observers_;
+  std::atomic<std::uint64_t> next_observer_{1};
   std::atomic<std::uint64_t> next_grant_;           // grant ids: random start, then +1
   std::atomic<std::uint64_t> next_attempt_{1};      // AcquireCall::attempt ids (the fast path draws too)
   // Backends without renewal: when the session's holds stop being valid.

@@ -145,6 +145,9 @@ class Client {
  private:
   explicit Client(std::shared_ptr<detail::ClientCore> core) noexcept;
   friend class Mutex;
+  friend class SharedMutex;
+  friend class Semaphore;
+  friend class Election;
   friend struct detail::ClientFactory;  // clients over a given backend (tests)
   std::shared_ptr<detail::ClientCore> core_;
 };

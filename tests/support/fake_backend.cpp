@@ -100,7 +100,12 @@ class FakeBackend final : public detail::Backend {
   void abandon(const AbandonCall& call, std::function<void(Status)> done) override {
     std::lock_guard lk(server_.mu_);
     server_.abandons_.push_back(call);
-    if (auto undo = detail::undo_of(call)) (void)apply_release(*undo);
+    if (server_.lines_.count(call.name) != 0) {
+      auto& st = server_.line(call.name);
+      server_.hand_over(call.name, detail::line_abandon(st, call, FakeServer::steady_ms(), next_fence()));
+    } else if (auto undo = detail::undo_of(call)) {
+      (void)apply_release(*undo);
+    }
     post([done = std::move(done)] { done({}); });
   }
 
@@ -112,6 +117,10 @@ class FakeBackend final : public detail::Backend {
       return post([done = std::move(done)] { done(Status(Errc::unavailable, "fake: renewals fail")); });
     std::vector<RenewOutcome> out;
     for (const RenewCall& c : calls) {
+      if (c.line || server_.lines_.count(c.name) != 0) {
+        out.push_back(detail::line_renew(server_.line(c.name), c, FakeServer::steady_ms()));
+        continue;
+      }
       FakeServer::Lock* l = server_.live(c.name);
       out.push_back(detail::decide_renew(l, c));
       if (out.back() == RenewOutcome::renewed) l->expires_ms = FakeServer::steady_ms() + c.lease.count();
@@ -122,7 +131,11 @@ class FakeBackend final : public detail::Backend {
   void inspect(const std::string& name, std::function<void(Result<LockInfo>)> done) override {
     std::lock_guard lk(server_.mu_);
     LockInfo info;
-    if (const FakeServer::Lock* l = server_.live(name)) {
+    if (server_.lines_.count(name) != 0) {
+      auto& st = server_.line(name);
+      server_.hand_over(name, detail::line_settle(st, FakeServer::steady_ms(), next_fence()));
+      info = detail::line_info(st, FakeServer::steady_ms());
+    } else if (const FakeServer::Lock* l = server_.live(name)) {
       info.held = true;
       info.fence = l->fence;
       info.reentry_count = l->depth;
@@ -158,6 +171,11 @@ class FakeBackend final : public detail::Backend {
       if (events_.released) events_.released({name, 0});
     });
   }
+  void publish(const detail::HandOver& to) {
+    post([this, to] {
+      if (events_.handed) events_.handed(to);
+    });
+  }
   const detail::BackendEvents& events() const { return events_; }
 
  private:
@@ -167,9 +185,21 @@ class FakeBackend final : public detail::Backend {
     return server_.fail_status_;
   }
 
-  // The lease-row decisions every row backend shares (core/lock_row).
-  AcquireOutcome apply_acquire(const AcquireCall& c) {
+  detail::NextFence next_fence() {
+    return [this] { return ++server_.fence_; };
+  }
+
+  // The lease-row decisions every row backend shares (core/lock_row), and
+  // the line's (core/lock_line) for fair, shared and counted locks.
+  Result<AcquireOutcome> apply_acquire(const AcquireCall& c) {
     const std::int64_t now = FakeServer::steady_ms();
+    if (c.queued || c.mode == detail::LockMode::shared || server_.lines_.count(c.name) != 0) {
+      if (!server_.caps.lines) return Status(detail::check_mode(c, "fake", "capabilities say no lines"));
+      auto r = detail::line_acquire(server_.line(c.name), c, now, next_fence());
+      server_.hand_over(c.name, r.handed);
+      if (!r.error.ok()) return r.error;
+      return r.outcome;
+    }
     // A session keeps its holds; a lease expires unless renewed.
     const std::int64_t expires = server_.caps.needs_renewal ? now + c.lease.count() : detail::kNoExpiry;
     auto r = detail::decide_acquire(server_.live(c.name), c, now, expires, [this] { return ++server_.fence_; });
@@ -178,6 +208,11 @@ class FakeBackend final : public detail::Backend {
   }
 
   ReleaseOutcome apply_release(const ReleaseCall& c) {
+    if (server_.lines_.count(c.name) != 0) {
+      auto r = detail::line_release(server_.line(c.name), c, FakeServer::steady_ms(), next_fence());
+      server_.hand_over(c.name, r.handed);
+      return r.outcome;
+    }
     auto r = detail::decide_release(server_.live(c.name), c);
     if (r.write == detail::RowRelease::Write::update) server_.locks_[c.name] = r.row;
     if (r.write == detail::RowRelease::Write::erase) {
@@ -255,6 +290,22 @@ void FakeServer::each_backend(F f) {
 void FakeServer::publish(const std::string& name) {
   each_backend([&](FakeBackend* b) { b->publish(name); });
 }
+detail::LineState& FakeServer::line(const std::string& name) {
+  auto& st = lines_[name];
+  if (Lock* l = live(name)) {
+    st.holders.push_back({l->owner, l->grant, detail::LockMode::exclusive, l->depth, l->fence, l->expires_ms, ""});
+    locks_.erase(name);
+  }
+  return st;
+}
+// Tells the granted waiters, and everyone that the name changed hands (an
+// observer's wake-up); a line with nobody left publishes a plain release.
+void FakeServer::hand_over(const std::string& name, const std::vector<detail::Handed>& to) {
+  auto it = lines_.find(name);
+  for (const auto& h : to) each_backend([&](FakeBackend* b) { b->publish(detail::HandOver{name, h.owner, h.grant, h.fence}); });
+  if (it != lines_.end() && it->second.holders.empty()) publish(name);
+  if (it != lines_.end() && it->second.empty()) lines_.erase(it);
+}
 void FakeServer::drop(const std::string& name, bool publish_it) {
   std::lock_guard lk(mu_);
   locks_.erase(name);
@@ -271,6 +322,7 @@ void FakeServer::link(bool up) {
 void FakeServer::session_lost(LossReason reason) {
   std::lock_guard lk(mu_);
   locks_.clear();  // the session's holds are gone on the server too
+  lines_.clear();
   each_backend([reason](FakeBackend* b) {
     b->post([b, reason] {
       if (b->events().lost) b->events().lost({}, reason);
@@ -289,6 +341,10 @@ void FakeServer::alive_until(std::chrono::steady_clock::time_point until) {
 std::optional<FakeServer::Lock> FakeServer::lock(const std::string& name) {
   std::lock_guard lk(mu_);
   if (const Lock* l = live(name)) return *l;
+  if (auto it = lines_.find(name); it != lines_.end())
+    for (const auto& h : it->second.holders)
+      if (h.mode == detail::LockMode::exclusive && h.expires_ms > steady_ms())
+        return Lock{h.owner, h.grant, h.depth, h.fence, h.expires_ms};
   return std::nullopt;
 }
 int FakeServer::acquires() {

@@ -9,7 +9,9 @@
 //
 // Semantics follow the Redis scripts: one exclusive holder per name,
 // idempotent replays of acquire and release (the `held` count), owner- and
-// grant-checked release and renewal, a release to depth 0 publishes.
+// grant-checked release and renewal, a release to depth 0 publishes. Fair,
+// shared and counted calls (and every call on a name that has them) run
+// core/lock_line's decisions, and a hand-over is published to every client.
 //
 // Several clients may share one FakeServer, as they would a server: a
 // release is published to all of them; link, session and liveness switches
@@ -33,6 +35,7 @@
 #include <vector>
 
 #include "backend.hpp"
+#include "core/lock_line.hpp"
 #include "core/lock_row.hpp"
 
 namespace dlock::testing {
@@ -117,6 +120,12 @@ struct FakeServer {
   template <class F>
   void each_backend(F f);  // REQUIRES: mu_ held
   std::map<std::string, Lock> locks_;
+  // Names used by fair, shared or counted calls: their whole state (a plain
+  // hold of such a name moves in here).
+  std::map<std::string, detail::LineState> lines_;
+  // The line of `name`, with a plain hold of it moved in. REQUIRES: mu_ held.
+  detail::LineState& line(const std::string& name);
+  void hand_over(const std::string& name, const std::vector<detail::Handed>& to);  // REQUIRES: mu_ held
   std::uint64_t fence_ = 0;
   int drop_ = 0;
   int drop_release_ = 0;
