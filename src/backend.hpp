@@ -229,6 +229,9 @@ struct BackendEvents {
   // waiter's last busy answer proves the grant came after its send time).
   // Also published as a release of the name for everyone else.
   std::function<void(const HandOver& to)> handed;
+  // A line granted a free lock (its holder changed without a release): only
+  // observers look again (Election::observe); waiters sleep on.
+  std::function<void(const std::string& name)> changed;
   // Notifications may have been lost (the subscription dropped): every
   // waiter retries once.
   std::function<void()> resync;

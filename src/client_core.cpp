@@ -178,6 +178,9 @@ void ClientCore::set_backend_events() {
     on_release_published(key.name, key.attempt);
     observers_of(key.name);
   };
+  events.changed = [this](const std::string& name) {
+    if (!closing_) observers_of(name);
+  };
   events.handed = [this](const HandOver& to) {
     if (closing_) return;
     on_handed(to);

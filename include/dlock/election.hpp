@@ -42,7 +42,7 @@ struct LeaderInfo {
 class Leadership {
  public:
   Leadership() = default;
-  std::uint64_t term() const { return lease_.fence(); }
+  std::uint64_t term() const { return term_; }  // 0 for an empty Leadership
   const std::string& id() const { return id_; }
   bool lost() const noexcept { return lease_.lost(); }
   std::stop_token lost_token() const noexcept { return lease_.lost_token(); }
@@ -53,9 +53,10 @@ class Leadership {
 
  private:
   friend class Election;
-  Leadership(Lease lease, std::string id) : lease_(std::move(lease)), id_(std::move(id)) {}
+  Leadership(Lease lease, std::string id) : lease_(std::move(lease)), id_(std::move(id)), term_(lease_.fence()) {}
   Lease lease_;
   std::string id_;
+  std::uint64_t term_ = 0;
 };
 
 // Stops its observation when destroyed (waiting for a callback that is

@@ -171,6 +171,11 @@ class FakeBackend final : public detail::Backend {
       if (events_.released) events_.released({name, 0});
     });
   }
+  void changed(const std::string& name) {
+    post([this, name] {
+      if (events_.changed) events_.changed(name);
+    });
+  }
   void publish(const detail::HandOver& to) {
     post([this, to] {
       if (events_.handed) events_.handed(to);
@@ -197,6 +202,8 @@ class FakeBackend final : public detail::Backend {
       if (!server_.caps.lines) return Status(detail::check_mode(c, "fake", "capabilities say no lines"));
       auto r = detail::line_acquire(server_.line(c.name), c, now, next_fence());
       server_.hand_over(c.name, r.handed);
+      if (r.error.ok() && r.outcome.kind == AcquireOutcome::Kind::granted && c.held == 0)
+        server_.each_backend([&](FakeBackend* b) { b->changed(c.name); });
       if (!r.error.ok()) return r.error;
       return r.outcome;
     }

@@ -1,0 +1,190 @@
+// The backends every contract suite runs against (lock_contract_test,
+// recipe_contract_test): real servers started per test, and the fake. A new
+// backend joins by adding its environment to kBackends.
+#ifndef DLOCK_TESTS_INTEGRATION_BACKEND_ENVS_HPP_
+#define DLOCK_TESTS_INTEGRATION_BACKEND_ENVS_HPP_
+
+#include <dlock/dlock.hpp>
+
+#include <signal.h>
+#include <sqlite3.h>
+
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "client_core.hpp"
+#include "support/fake_backend.hpp"
+#include "support/postgres_server.hpp"
+#include "support/redis_server.hpp"
+#include "support/temp_dir.hpp"
+#include "support/zookeeper_server.hpp"
+
+namespace dlock::test {
+
+// Servers for one test, and clients of them.
+class Env {
+ public:
+  virtual ~Env() = default;
+  virtual Client client() = 0;
+  // Redlock's fence comes from node 0 and only when node 0 is in the
+  // granting majority: a grant may have none (fence 0), as documented.
+  virtual bool every_grant_fenced() const { return true; }
+  // Holds live as long as a session (ZooKeeper): a fixed lease is refused.
+  virtual bool session_held() const { return false; }
+  // Makes the server alive but silent (true), or answer again (false).
+  // false: this backend has no such fault.
+  virtual bool freeze(bool) { return false; }
+  // Fair, shared and counted locks are offered (Redlock refuses them).
+  virtual bool lines() const { return true; }
+};
+
+// SIGSTOP / SIGCONT to `pid` and every process below it.
+inline void signal_tree(pid_t root, int sig) {
+  std::vector<pid_t> todo{root};
+  while (!todo.empty()) {
+    const pid_t p = todo.back();
+    todo.pop_back();
+    ::kill(p, sig);
+    for (const auto& e : std::filesystem::directory_iterator("/proc")) {
+      const std::string n = e.path().filename();
+      if (n.find_first_not_of("0123456789") != std::string::npos) continue;
+      std::ifstream stat(e.path() / "stat");
+      std::string line;
+      std::getline(stat, line);
+      const auto close = line.rfind(')');
+      if (close == std::string::npos) continue;
+      std::istringstream rest(line.substr(close + 2));
+      char state;
+      pid_t ppid = 0;
+      rest >> state >> ppid;
+      if (ppid == p) todo.push_back(std::stoi(n));
+    }
+  }
+}
+
+inline ClientOptions quiet() {
+  ClientOptions o;
+  o.logger = [](LogLevel, std::string_view) {};
+  return o;
+}
+
+class RedisEnv final : public Env {
+ public:
+  Client client() override { return Client::connect(server_.url(), quiet()); }
+  bool freeze(bool on) override {
+    on ? server_.pause() : server_.resume();
+    return true;
+  }
+
+ private:
+  RedisServer server_;
+};
+
+class RedlockEnv final : public Env {
+ public:
+  bool every_grant_fenced() const override { return false; }
+  bool lines() const override { return false; }
+  RedlockEnv() {
+    for (int i = 0; i < 3; ++i) servers_.push_back(std::make_unique<RedisServer>());
+  }
+  Client client() override {
+    std::string url = "redlock://";
+    for (std::size_t i = 0; i < servers_.size(); ++i)
+      url += (i ? "," : "") + std::string("127.0.0.1:") + std::to_string(servers_[i]->port());
+    return Client::connect(url, quiet());
+  }
+  bool freeze(bool on) override {
+    for (auto& s : servers_) on ? s->pause() : s->resume();
+    return true;
+  }
+
+ private:
+  std::vector<std::unique_ptr<RedisServer>> servers_;
+};
+
+class SqliteEnv final : public Env {
+ public:
+  Client client() override { return Client::connect("sqlite://" + dir_.file("locks.db"), quiet()); }
+  // Another connection holds the file's write lock.
+  bool freeze(bool on) override {
+    if (on) {
+      if (sqlite3_open(dir_.file("locks.db").c_str(), &db_) != SQLITE_OK) return false;
+      return sqlite3_exec(db_, "BEGIN EXCLUSIVE", nullptr, nullptr, nullptr) == SQLITE_OK;
+    }
+    sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+    sqlite3_close(db_);
+    db_ = nullptr;
+    return true;
+  }
+  ~SqliteEnv() override {
+    if (db_) sqlite3_close(db_);
+  }
+
+ private:
+  TempDir dir_;
+  sqlite3* db_ = nullptr;
+};
+
+class PostgresEnv final : public Env {
+ public:
+  Client client() override { return Client::connect(server_.url(), quiet()); }
+  // The postmaster and every backend process.
+  bool freeze(bool on) override {
+    std::ifstream pidfile(server_.dir() + "/data/postmaster.pid");
+    pid_t pid = 0;
+    if (!(pidfile >> pid) || pid <= 0) return false;
+    signal_tree(pid, on ? SIGSTOP : SIGCONT);
+    return true;
+  }
+
+ private:
+  PostgresServer server_;
+};
+
+class ZooKeeperEnv final : public Env {
+ public:
+  ZooKeeperEnv() : zk_(1) {}
+  bool session_held() const override { return true; }
+  Client client() override { return Client::connect("zk://" + zk_.hosts() + "/contract", quiet()); }
+  bool freeze(bool on) override {
+    on ? zk_.pause(0) : zk_.resume(0);
+    return true;
+  }
+
+ private:
+  ZooKeeperEnsemble zk_;
+};
+
+class FakeEnv final : public Env {
+ public:
+  FakeEnv() { server_.caps.lines = true; }
+  Client client() override {
+    auto core = detail::ClientCore::connect_with(server_.maker(), quiet());
+    return detail::ClientFactory::make(std::move(core.value()));
+  }
+
+ private:
+  testing::FakeServer server_;  // outlives the test's clients (declared in the fixture first)
+};
+
+struct Backend {
+  const char* name;
+  std::unique_ptr<Env> (*make)();
+};
+
+inline const Backend kBackends[] = {
+    {"redis", [] { return std::unique_ptr<Env>(new RedisEnv); }},
+    {"redlock", [] { return std::unique_ptr<Env>(new RedlockEnv); }},
+    {"sqlite", [] { return std::unique_ptr<Env>(new SqliteEnv); }},
+    {"postgres", [] { return std::unique_ptr<Env>(new PostgresEnv); }},
+    {"zookeeper", [] { return std::unique_ptr<Env>(new ZooKeeperEnv); }},
+    {"fake", [] { return std::unique_ptr<Env>(new FakeEnv); }},
+};
+
+}  // namespace dlock::test
+
+#endif  // DLOCK_TESTS_INTEGRATION_BACKEND_ENVS_HPP_
