@@ -219,16 +219,22 @@ RenewOutcome line_renew(LineState& s, const RenewCall& call, std::int64_t now) {
 
 LockInfo line_info(const LineState& s, std::int64_t now) {
   LockInfo info;
-  info.waiters = static_cast<unsigned>(s.line.size());
-  if (s.holders.empty()) return info;
-  // The oldest grant speaks for the lock (a leader, a writer, the first reader).
-  auto first = std::min_element(s.holders.begin(), s.holders.end(),
-                                [](const auto& a, const auto& b) { return a.fence < b.fence; });
+  info.waiters = static_cast<unsigned>(
+      std::count_if(s.line.begin(), s.line.end(), [&](const LineWaiter& w) { return w.expires_ms > now; }));
+  // The oldest live grant speaks for the lock (a leader, a writer, the first reader).
+  const LineHolder* first = nullptr;
+  unsigned live = 0;
+  for (const auto& h : s.holders) {
+    if (h.expires_ms <= now) continue;
+    ++live;
+    if (first == nullptr || h.fence < first->fence) first = &h;
+  }
+  if (first == nullptr) return info;
   info.held = true;
   info.fence = first->fence;
   info.reentry_count = first->depth;
   info.holder = first->info;
-  info.holders = static_cast<unsigned>(s.holders.size());
+  info.holders = live;
   info.shared = first->mode == LockMode::shared;
   if (first->expires_ms != kNoExpiry) info.remaining = milliseconds(std::max<std::int64_t>(first->expires_ms - now, 0));
   return info;
