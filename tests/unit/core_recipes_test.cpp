@@ -1,0 +1,180 @@
+// ClientCore's line paths over the in-memory fake: a hand-over granting an
+// idle waiter with no attempt of its own, a waiter giving up as the hand-
+// over arrives, observers stopped inside their own callback and at shutdown,
+// and many threads with tiny timeouts on one fair lock, one semaphore and one
+// read-write lock. The sanitizer stages run these.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <future>
+#include <mutex>
+#include <shared_mutex>
+#include <thread>
+#include <vector>
+
+#include "client_core.hpp"
+#include "dlock/election.hpp"
+#include "dlock/mutex.hpp"
+#include "dlock/semaphore.hpp"
+#include "dlock/shared_mutex.hpp"
+#include "support/fake_backend.hpp"
+
+namespace dlock {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::FakeServer;
+
+template <class F>
+bool eventually(F cond) {
+  const auto deadline = std::chrono::steady_clock::now() + 5s;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (cond()) return true;
+    std::this_thread::sleep_for(1ms);
+  }
+  return cond();
+}
+
+ClientOptions quiet() {
+  ClientOptions o;
+  o.logger = [](LogLevel, std::string_view) {};
+  return o;
+}
+
+Client connect(FakeServer& server) {
+  auto core = detail::ClientCore::connect_with(server.maker(), quiet());
+  EXPECT_TRUE(core.ok()) << core.status().to_string();
+  return detail::ClientFactory::make(std::move(core.value()));
+}
+
+LockOptions fair() {
+  LockOptions o;
+  o.fair = true;
+  return o;
+}
+
+struct Lines : ::testing::Test {
+  Lines() { server.caps.lines = true; }
+  FakeServer server;
+};
+
+TEST_F(Lines, AHandOverGrantsAnIdleWaiterWithoutAnotherAttempt) {
+  Client a = connect(server), b = connect(server);
+  Lease held = a.acquire("h", 0ms, fair()).value();
+  std::promise<Result<Lease>> got;
+  b.async_acquire("h", 10s, fair(), [&](Result<Lease> r) { got.set_value(std::move(r)); });
+  // The waiter's first attempt, and its retry once its watch is in place.
+  ASSERT_TRUE(eventually([&] { return server.acquires() >= 3; }));
+  std::this_thread::sleep_for(20ms);
+  const int before = server.acquires();
+  ASSERT_TRUE(held.release().ok());
+  auto r = got.get_future().get();
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(server.acquires(), before) << "the hand-over was the grant: no attempt after the release";
+  EXPECT_EQ(r->fence(), server.lock("h")->fence);
+  EXPECT_GT(r->valid_until(), std::chrono::steady_clock::now());
+}
+
+TEST_F(Lines, AWaiterGivingUpAsTheHandOverArrivesLeavesNothingHeld) {
+  Client a = connect(server), b = connect(server), c = connect(server);
+  for (int round = 0; round < 40; ++round) {
+    const std::string name = "g" + std::to_string(round);
+    Lease held = a.acquire(name, 0ms, fair()).value();
+    std::promise<Result<Lease>> quit;
+    b.async_acquire(name, std::chrono::milliseconds(5 + round % 4), fair(),
+                    [&](Result<Lease> r) { quit.set_value(std::move(r)); });
+    std::this_thread::sleep_for(std::chrono::milliseconds(4 + round % 3));
+    (void)held.release();
+    auto r = quit.get_future().get();
+    if (r.ok()) (void)r->release();
+    auto next = c.acquire(name, 2s, fair());
+    ASSERT_TRUE(next.ok()) << "round " << round << ": " << next.status().to_string();
+  }
+}
+
+TEST_F(Lines, AnObserverMayStopItselfAndTheClientMayCloseUnderIt) {
+  Client a = connect(server);
+  Election e(a, "o", "me");
+  std::atomic<int> calls{0};
+  std::unique_ptr<Observation> obs;
+  std::mutex mu;
+  {
+    std::lock_guard lk(mu);
+    obs = std::make_unique<Observation>(e.observe([&](const std::optional<LeaderInfo>&) {
+      ++calls;
+      std::lock_guard lk(mu);
+      obs.reset();  // dropped inside its own callback
+    }));
+  }
+  ASSERT_TRUE(eventually([&] { return calls.load() == 1; }));
+  Leadership l = e.campaign(1s).value();
+  std::this_thread::sleep_for(50ms);
+  EXPECT_EQ(calls.load(), 1) << "no call after it stopped itself";
+  // A second observer left running when the client goes.
+  Client b = connect(server);
+  Election e2(b, "o", "other");
+  std::atomic<int> seen{0};
+  Observation keep = e2.observe([&](const std::optional<LeaderInfo>&) { ++seen; });
+  ASSERT_TRUE(eventually([&] { return seen.load() >= 1; }));
+  b = Client(connect(server));  // the first handle goes: its core shuts down with the observer registered
+  (void)l.resign();
+}
+
+TEST_F(Lines, ManyThreadsWithTinyTimeoutsKeepEveryRecipesPromise) {
+  constexpr int kThreads = 8;
+  Client client = connect(server);
+  std::atomic<int> inside{0}, permits_in{0}, max_inside{0}, writers_in{0}, readers_in{0}, bad{0}, grants{0};
+  auto note_max = [&](int now) {
+    int m = max_inside.load();
+    while (now > m && !max_inside.compare_exchange_weak(m, now)) {
+    }
+  };
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      Mutex m(client, "fair", fair());
+      Semaphore sem(client, "sem", 3);
+      SharedMutex rw(client, "rw");
+      for (int i = 0; i < 60; ++i) {
+        const auto wait = std::chrono::milliseconds((t + i) % 4);
+        if (m.try_lock_for(wait)) {
+          if (inside.fetch_add(1) != 0) ++bad;
+          ++grants;
+          inside.fetch_sub(1);
+          m.unlock();
+        }
+        if (sem.try_acquire_for(wait)) {
+          note_max(permits_in.fetch_add(1) + 1);
+          std::this_thread::yield();
+          permits_in.fetch_sub(1);
+          sem.release();
+        }
+        if (i % 3 == 0) {
+          if (rw.try_lock_for(wait)) {
+            if (writers_in.fetch_add(1) != 0 || readers_in.load() != 0) ++bad;
+            writers_in.fetch_sub(1);
+            rw.unlock();
+          }
+        } else if (rw.try_lock_shared_for(wait)) {
+          readers_in.fetch_add(1);
+          if (writers_in.load() != 0) ++bad;
+          readers_in.fetch_sub(1);
+          rw.unlock_shared();
+        }
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(bad.load(), 0);
+  EXPECT_LE(max_inside.load(), 3) << "never more holders than permits";
+  EXPECT_GT(grants.load(), 0);
+  for (const char* name : {"fair", "sem", "rw"}) {
+    auto info = client.inspect(name);
+    ASSERT_TRUE(info.ok());
+    EXPECT_FALSE(info->held) << name << " was left held";
+  }
+}
+
+}  // namespace
+}  // namespace dlock
