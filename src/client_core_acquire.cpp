@@ -79,6 +79,7 @@ void ClientCore::acquire(std::string name, milliseconds wait, LockOptions option
     op->attempt = seed.attempt != 0 ? seed.attempt : self->next_attempt_.fetch_add(1);
     op->stray = seed.stray;
     op->sent_any = seed.stray || seed.attempt != 0;  // the fast attempt may have left something
+    if (seed.attempt != 0) op->busy_sent_at = started;  // the fast attempt was answered busy
     ++op->hold->users;
     self->live_ops_.insert(op);
     // A server that does not answer (paused, cut off) must not hold the
@@ -377,10 +378,17 @@ void ClientCore::on_handed(const HandOver& to) {
   std::shared_ptr<AcquireOp> op;
   for (const auto& w : it->second)
     if (!w->finished && w->hold->owner == to.owner && w->fresh_grant == to.grant) op = w;
-  if (!op || op->fsm.attempting() || op->hold->depth.load() != 0 || op->hold->op_busy ||
-      op->busy_sent_at == Clock::time_point{})
-    return;
+  if (!op) return;
   wakeups_.fetch_add(1, std::memory_order_relaxed);
+  const auto now = this->now();
+  if (op->fsm.attempting() || op->hold->depth.load() != 0 || op->hold->op_busy ||
+      op->busy_sent_at == Clock::time_point{}) {
+    // Its next attempt (at once, or right after the one out) finds the grant.
+    auto action = op->fsm.on_wake(now);
+    if (action.kind == AcquireFsm::Action::Kind::none) return;
+    op->timer.cancel();
+    return step(op, action);
+  }
   op->timer.cancel();
   op->sent_grant = to.grant;
   op->sent_held = 0;

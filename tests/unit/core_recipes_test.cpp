@@ -76,6 +76,21 @@ TEST_F(Lines, AHandOverGrantsAnIdleWaiterWithoutAnotherAttempt) {
   EXPECT_GT(r->valid_until(), std::chrono::steady_clock::now());
 }
 
+TEST_F(Lines, AWaiterWhoseFirstAttemptWasOnTheFastPathIsHandedTheLockAtOnce) {
+  server.fast_path = true;
+  Client a = connect(server), b = connect(server);
+  Lease held = a.acquire("fp", 0ms, fair()).value();
+  auto waiter = std::async(std::launch::async, [&] { return b.acquire("fp", 30s, fair()); });
+  ASSERT_TRUE(eventually([&] { return a.inspect("fp")->waiters.value_or(0) == 1; }));
+  std::this_thread::sleep_for(20ms);
+  const auto released = std::chrono::steady_clock::now();
+  ASSERT_TRUE(held.release().ok());
+  auto r = waiter.get();
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  // Its heartbeat is 10 s away (a third of the 30 s lease): only the hand-over can be this quick.
+  EXPECT_LT(std::chrono::steady_clock::now() - released, 2s);
+}
+
 TEST_F(Lines, AWaiterGivingUpAsTheHandOverArrivesLeavesNothingHeld) {
   Client a = connect(server), b = connect(server), c = connect(server);
   for (int round = 0; round < 40; ++round) {
