@@ -82,7 +82,8 @@ class ZkBackend final : public detail::Backend {
   // The blocking fast path, on the caller's thread: the queue node and the
   // listing in one round trip, the replies handed over on the C client's
   // completion thread (a hop to the I/O thread and back costs more than
-  // ZooKeeper's reply). Only a free lock is taken here; a queue to wait in
+  // ZooKeeper's reply). Only a lock it may take at once (free, or shared
+  // with room) is taken here; a queue to wait in
   // is the I/O thread's job (this node is then deleted, and the waiting
   // acquire queues anew).
   std::optional<Result<AcquireOutcome>> acquire_now(const AcquireCall& call) override;
