@@ -152,6 +152,30 @@ TEST(ZooKeeperLines, ThreePermitsNeverAdmitAFourthAndAReleasedPermitGoesToTheNex
   for (Lease* l : {&held[0], &*f4, &*f5}) ASSERT_THAT(l->release(), IsOk());
 }
 
+TEST(ZooKeeperLines, AWaiterForManyPermitsWatchesTheQueueAndIsLetIn) {
+  REQUIRE_ZOOKEEPER();
+  ZooKeeperEnsemble zk(1);
+  constexpr unsigned kPermits = 20;  // more than a waiter watches nodes for
+  Node a(url(zk.hosts())), b(url(zk.hosts()));
+  std::vector<Lease> held;
+  for (unsigned i = 0; i < kPermits; ++i) {
+    auto l = a.permit("wide", kPermits, 0ms);
+    ASSERT_THAT(l, IsOk()) << "permit " << i;
+    held.push_back(std::move(*l));
+  }
+  EXPECT_THAT(b.permit("wide", kPermits, 0ms), StatusIs(Errc::busy));
+  ZkProbe probe(zk.hosts());
+  auto waiter = std::async(std::launch::async, [&] { return b.permit("wide", kPermits, 20s); });
+  ASSERT_TRUE(eventually([&] { return probe.children("/dlock/wide").size() == kPermits + 1; }, 5s));
+  std::this_thread::sleep_for(300ms);
+  EXPECT_FALSE(ready(waiter));
+  ASSERT_THAT(held[7].release(), IsOk());
+  ASSERT_TRUE(ready(waiter, 10s));
+  auto got = waiter.get();
+  ASSERT_THAT(got, IsOk());
+  ASSERT_THAT(got->release(), IsOk());
+}
+
 TEST(ZooKeeperLines, ConcurrentPermitHoldersNeverExceedTheCount) {
   REQUIRE_ZOOKEEPER();
   ZooKeeperEnsemble zk(1);
