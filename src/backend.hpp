@@ -16,6 +16,15 @@
 //             session's, pushed as BackendEvents::alive_until and, on expiry,
 //             BackendEvents::lost for every hold. abandon() deletes the node.
 //             Re-entry is counted by ClientCore (server_reentry = false).
+//             Lines: read and permit nodes join the same queue, their kind
+//             and permits in the node's name, the holder's info in its data
+//             (zookeeper/lock_queue.hpp); a reader waits on the nearest
+//             writer ahead, a permit waiter on the N nodes ahead. Every lock
+//             is fair already (always_fair). watch({name, 0}) watches the
+//             lock's children: every change to its queue (a holder or a
+//             waiter came or went) is told as released({name, 0}), and the
+//             watch is set again, so an election's observer learns of a new
+//             leader (re-armed, and told once, on a new session).
 //   SQL       a row per lock with a server-computed expiry (needs renewal),
 //             releases sent by NOTIFY (watch keyed by name, a LISTEN), busy
 //             answers carry the row's remaining lease.

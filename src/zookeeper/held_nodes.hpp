@@ -17,6 +17,7 @@ struct HeldNode {
   std::string path, name, owner;
   std::int64_t session = 0;
   bool releasing = false;  // its delete is out: its deletion is no loss
+  bool shared = false;     // a read hold or a permit
 };
 
 // grant -> hold, shared by the I/O thread and the blocking fast path. Every
@@ -65,6 +66,14 @@ class HeldNodes {
     std::lock_guard lk(mu_);
     for (const auto& [grant, n] : nodes_)
       if (n.path == path && !n.releasing) return true;
+    return false;
+  }
+  // The owner holds `name` in the other mode (an upgrade or a downgrade
+  // would wait for its own hold).
+  bool holds_other_mode(const std::string& name, const std::string& owner, bool shared) const {
+    std::lock_guard lk(mu_);
+    for (const auto& [grant, n] : nodes_)
+      if (n.name == name && n.owner == owner && n.shared != shared && !n.releasing) return true;
     return false;
   }
   void erase(std::uint64_t grant) {

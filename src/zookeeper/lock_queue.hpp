@@ -1,7 +1,16 @@
 // The lock queue's layout and order, I/O-free: a lock is a persistent node
 // under the base, each acquire an ephemeral-sequential child of it named
 // after the acquire's GUID (Curator's protected name, so a create whose
-// reply was lost is found again), and the lowest sequence holds the lock.
+// reply was lost is found again) and its mode, and the line of children in
+// sequence order decides who holds it (core/lock_line.hpp's rules, read off
+// the names alone, so one listing is the whole decision):
+//   _c_<guid>-lock-<seq>    exclusive: granted when nothing is ahead;
+//   _c_<guid>-read-<seq>    shared, no limit (a read lock): granted when no
+//                           exclusive node is ahead;
+//   _c_<guid>-sem<N>-<seq>  shared, N permits: granted when no exclusive
+//                           node is ahead and fewer than N nodes are.
+// Grants follow line order: a reader behind a waiting writer waits too.
+// The node's data is the owner, then a NUL and the holder's info.
 #ifndef DLOCK_ZOOKEEPER_LOCK_QUEUE_HPP_
 #define DLOCK_ZOOKEEPER_LOCK_QUEUE_HPP_
 
@@ -10,6 +19,8 @@
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "backend.hpp"
 
 namespace dlock::zookeeper {
 
@@ -20,8 +31,52 @@ std::string encode_name(std::string_view name);
 std::string decode_name(std::string_view segment);
 
 // "_c_<guid>-lock-": the child's name before the server appends its
-// ten-digit sequence.
+// ten-digit sequence. The shared forms: "-read-" (permits 0), "-sem<N>-".
 std::string child_prefix(std::string_view guid);
+std::string child_prefix(std::string_view guid, detail::LockMode mode, unsigned permits);
+
+// A queue node's data: who made it and what its holder says of itself.
+std::string node_data(std::string_view owner, std::string_view info);
+struct NodeData {
+  std::string owner, info;
+};
+NodeData parse_node_data(std::string_view data);
+
+// A queue child as its name tells it.
+struct QueueNode {
+  std::string name;
+  std::int64_t seq = 0;
+  detail::LockMode mode = detail::LockMode::exclusive;
+  unsigned permits = 0;  // shared only
+};
+// nullopt: not a queue node. An unknown kind counts as exclusive (the safe
+// reading of a node some later version made).
+std::optional<QueueNode> parse_child(std::string_view child);
+// Queue children in line order (by sequence); other children are left out.
+std::vector<QueueNode> line_of(const std::vector<std::string>& children);
+
+// How many nodes at the head of the line hold the lock now.
+std::size_t granted_count(const std::vector<QueueNode>& line);
+
+// Watching more nodes than this, a permit waiter watches the children.
+inline constexpr unsigned kMaxPermitWatches = 16;
+
+// Where `mine` stands in the line, and what to watch while it waits.
+struct Standing {
+  bool present = false;  // false: the node is gone
+  bool granted = false;
+  // A shared node ahead counts other permits: this caller disagrees with
+  // the ones before it (their count).
+  std::optional<unsigned> disagrees;
+  // Nodes ahead whose deletion may let it in: a writer its predecessor, a
+  // reader the nearest writer ahead, a permit waiter with no writer ahead
+  // the N nodes just ahead (at least one of them goes before it can be let
+  // in, whichever holders release first).
+  std::vector<std::string> watch;
+  bool watch_children = false;  // more permits than kMaxPermitWatches: any change
+  std::size_t ahead = 0;
+};
+Standing standing_of(const std::vector<QueueNode>& line, std::string_view mine);
 
 // The server's sequence suffix of a queue child; nullopt when the name does
 // not end in ten digits (not a queue node).

@@ -1,15 +1,21 @@
 // The lock, per acquire():
-//   1. create  <base>/<name>/_c_<guid>-lock-<seq>, ephemeral and sequential,
-//      once per acquire (the guid is the acquire's; a create whose reply was
-//      lost is found again by it, never made twice);
-//   2. list the queue: the lowest sequence holds the lock, granted with the
+//   1. create  <base>/<name>/_c_<guid>-<kind>-<seq>, ephemeral and
+//      sequential, once per acquire (the guid is the acquire's; a create
+//      whose reply was lost is found again by it, never made twice; the
+//      kind says exclusive, read or N permits, see lock_queue.hpp; the data
+//      is the owner and the holder's info);
+//   2. list the queue: the line in sequence order says who holds (the
+//      lowest sequence for an exclusive lock, every node with no writer
+//      ahead for a read lock, the first N for permits), granted with the
 //      node's czxid as the fence (a zxid: it grows across every write of
 //      the ensemble, so it survives a re-created parent, which restarts the
 //      sequence), and only if the node belongs to the current session (the
 //      CURATOR-604 check);
-//   3. otherwise watch only the node just ahead (no herd: one release wakes
-//      one waiter) and answer busy; the watch event wakes exactly that
-//      attempt, whose next try lists the queue again.
+//   3. otherwise watch only the nodes whose deletion may let it in (a
+//      writer its predecessor, a reader the nearest writer ahead: no herd,
+//      one release wakes one waiter; a permit waiter the N nodes ahead) and
+//      answer busy; the watch event wakes exactly that attempt, whose next
+//      try lists the queue again.
 // A release deletes the node; an acquire that ends without a grant deletes
 // its node (a delete that fails is retried on every reconnect).
 //
@@ -40,6 +46,8 @@ detail::Capabilities ZkBackend::capabilities() const {
   c.needs_renewal = false;  // the session's heartbeat keeps the nodes
   c.server_reentry = false;
   c.fifo = true;
+  c.lines = true;        // shared and counted nodes in the same queue
+  c.always_fair = true;  // the queue is granted in arrival order
   return c;
 }
 
@@ -63,8 +71,23 @@ void ZkBackend::close() {
   session_.close();  // the session's nodes go now; pending calls complete (closed_: cancelled)
 }
 
+Status ZkBackend::refuse(const AcquireCall& call) const {
+  const bool shared = call.mode == detail::LockMode::shared;
+  if (!held_.holds_other_mode(call.name, call.owner, shared)) return {};
+  return {Errc::precondition_failed,
+          "lock '" + call.name + "': owner '" + call.owner + "' holds it " + (shared ? "exclusively" : "shared") +
+              " and asks for it " + (shared ? "shared" : "exclusively") +
+              "; that would wait for its own hold (release it first)"};
+}
+
+Status ZkBackend::disagreeing(const std::string& name, unsigned mine, unsigned theirs) {
+  const auto says = [](unsigned p) { return p == 0 ? std::string("0 (a read lock)") : std::to_string(p); };
+  return {Errc::invalid_argument, "permits: this call asks for " + says(mine) + " on lock '" + name +
+                                      "', whose holders and waiters use " + says(theirs)};
+}
+
 void ZkBackend::acquire(const AcquireCall& call, AcquireDone done) {
-  if (Status s = detail::check_mode(call, "ZooKeeper", detail::kNoLines); !s.ok()) return post(std::move(done), s);
+  if (Status s = refuse(call); !s.ok()) return post(std::move(done), s);
   auto [it, fresh] = attempts_.try_emplace(call.attempt);
   Attempt& a = it->second;
   if (fresh) {
@@ -72,6 +95,9 @@ void ZkBackend::acquire(const AcquireCall& call, AcquireDone done) {
     a.owner = call.owner;
     a.guid = detail::random_token();
     a.parent = config_.base + "/" + encode_name(call.name);
+    a.mode = call.mode;
+    a.permits = call.mode == detail::LockMode::shared ? call.permits : 0;
+    a.info = call.info;
   }
   a.grant = call.grant;
   a.recreated = 0;
@@ -119,18 +145,21 @@ void ZkBackend::renew(const std::vector<RenewCall>&, std::function<void(Result<s
 }
 
 void ZkBackend::inspect(const std::string& name, std::function<void(Result<LockInfo>)> done) {
-  session_.children(config_.base + "/" + encode_name(name), [this, name, done = std::move(done)](Reply r) mutable {
+  const std::string parent = config_.base + "/" + encode_name(name);
+  session_.children(parent, [this, parent, done = std::move(done)](Reply r) mutable {
     if (closed_) return done(cancelled());
     if (answered(r.rc)) heard(r.sent_at);
     if (r.rc == ZNONODE) return done(LockInfo{});
     if (r.rc != ZOK) return done(rc_status(r.rc, "list the lock queue"));
-    auto ordered = in_order(std::move(r.children));
+    const auto line = line_of(r.children);
     LockInfo info;
     info.last_fence = static_cast<std::uint64_t>(r.stat.pzxid);
-    if (ordered.empty()) return done(info);
-    info.waiters = static_cast<unsigned>(ordered.size() - 1);
-    const std::string head = config_.base + "/" + encode_name(name) + "/" + ordered.front();
-    session_.exists(head, false, [this, info, done = std::move(done)](Reply e) mutable {
+    if (line.empty()) return done(info);
+    const std::size_t granted = granted_count(line);
+    info.holders = static_cast<unsigned>(granted);
+    info.shared = line.front().mode == detail::LockMode::shared;
+    info.waiters = static_cast<unsigned>(line.size() - granted);
+    session_.get(parent + "/" + line.front().name, false, [this, info, done = std::move(done)](Reply e) mutable {
       if (closed_) return done(cancelled());
       if (e.rc == ZNONODE) return done(info);  // released meanwhile
       if (e.rc != ZOK) return done(rc_status(e.rc, "read the lock node"));
@@ -138,9 +167,49 @@ void ZkBackend::inspect(const std::string& name, std::function<void(Result<LockI
       info.fence = static_cast<std::uint64_t>(e.stat.czxid);
       info.reentry_count = 1;  // levels are counted by the holding client
       info.last_fence = std::max(info.last_fence, info.fence);
+      info.holder = parse_node_data(e.data).info;
       done(info);
     });
   });
+}
+
+void ZkBackend::watch(const WatchKey& key, StatusDone ready) {
+  if (key.attempt != 0) return post(std::move(ready), Status());
+  if (observers_[key.name]++ > 0) return post(std::move(ready), Status());
+  observed_[config_.base + "/" + encode_name(key.name)] = key.name;
+  arm_observer(key.name, std::move(ready));
+}
+
+void ZkBackend::unwatch(const WatchKey& key) {
+  if (key.attempt != 0) return;
+  auto it = observers_.find(key.name);
+  if (it == observers_.end() || --it->second > 0) return;
+  observers_.erase(it);
+  observed_.erase(config_.base + "/" + encode_name(key.name));  // the server's watch fires once into nothing
+}
+
+void ZkBackend::arm_observer(const std::string& name, StatusDone ready) {
+  const std::string parent = config_.base + "/" + encode_name(name);
+  session_.children(
+      parent,
+      [this, name, parent, ready = std::move(ready)](Reply r) mutable {
+        if (closed_) return ready(cancelled());
+        if (answered(r.rc)) heard(r.sent_at);
+        if (r.rc == ZOK) return ready(Status());
+        if (r.rc != ZNONODE) return ready(rc_status(r.rc, "watch the lock queue"));
+        // No lock node yet (or no more): watched for its creation.
+        session_.exists(parent, true, [this, name, ready = std::move(ready)](Reply e) mutable {
+          if (closed_) return ready(cancelled());
+          if (answered(e.rc)) heard(e.sent_at);
+          if (e.rc == ZNONODE) return ready(Status());
+          if (e.rc != ZOK) return ready(rc_status(e.rc, "watch for the lock node"));
+          // Made meanwhile: its children are watched now (a change may
+          // have been missed: told as one).
+          if (observers_.count(name) && events_.released) events_.released({name, 0});
+          arm_observer(name, std::move(ready));
+        });
+      },
+      ZkSession::Delivery::loop, true);
 }
 
 void ZkBackend::drop_later(Orphan o) {
@@ -191,6 +260,14 @@ void ZkBackend::on_state(const SessionState& s) {
       send_heartbeat();
     }
     retry_orphans();
+    if (!same) {
+      // A new session has none of the old one's watches: the observers'
+      // are set again, and told (a change may have been missed).
+      for (const auto& [name, refs] : observers_) {
+        arm_observer(name, [](Status) {});
+        if (events_.released) events_.released({name, 0});
+      }
+    }
     // Watch events are re-armed by the C client on reconnect; a wake-up
     // lost meanwhile costs each waiter one more look at its queue.
     if (events_.resync) events_.resync();
@@ -209,6 +286,7 @@ void ZkBackend::session_ended(LossReason reason, const std::string& why) {
   log(had ? LogLevel::warning : LogLevel::info, why + (had ? ": every lock this client held is lost" : ""));
   attempts_.clear();
   watchers_.clear();
+  child_watchers_.clear();
   orphans_.clear();  // their session's nodes go with it
   heard_ = {};
   until_ = {};
@@ -268,7 +346,8 @@ void ZkBackend::create_node(std::uint64_t id, AcquireDone done) {
     session_.create(sent.parent, "", ZOO_CONTAINER, creator_acl(), [](Reply) {});  // told by the next reply
   auto flow = std::make_shared<Pipelined>();
   flow->done = std::move(done);
-  session_.create(sent.parent + "/" + child_prefix(sent.guid), sent.owner, ZOO_EPHEMERAL_SEQUENTIAL, creator_acl(),
+  session_.create(sent.parent + "/" + child_prefix(sent.guid, sent.mode, sent.permits),
+                  node_data(sent.owner, sent.info), ZOO_EPHEMERAL_SEQUENTIAL, creator_acl(),
                   [this, id, flow](Reply r) { on_created(id, flow, std::move(r)); });
   session_.children(sent.parent, [this, id, flow](Reply r) {
     if (flow->created) on_listed(id, std::move(flow->done), std::move(r));
@@ -343,33 +422,72 @@ void ZkBackend::on_listed(std::uint64_t id, AcquireDone done, Reply r) {
   Attempt* a = live(id, done, r);
   if (!a) return;
   if (r.rc != ZOK && r.rc != ZNONODE) return done(rc_status(r.rc, "list the lock queue"));
-  const Place place = r.rc == ZOK ? place_of(in_order(std::move(r.children)), basename_of(a->node)) : Place{};
-  if (!place.present || a->session != session_id_) {
+  const Standing st = r.rc == ZOK ? standing_of(line_of(r.children), basename_of(a->node)) : Standing{};
+  if (!st.present || a->session != session_id_) {
     // Gone (deleted by hand, its parent removed) or not this session's:
     // never counted, made anew.
     if (a->recreated++ >= 3)
       return done(Status(Errc::server_error, "zookeeper: the queue node keeps vanishing under " + a->parent));
-    if (place.present) remove_orphan({"", "", a->node}, [](Status) {});
+    if (st.present) remove_orphan({"", "", a->node}, [](Status) {});
     a->node.clear();
     return create_node(id, std::move(done));
   }
-  if (place.first) return grant(id, std::move(done));
-  const std::string ahead = a->parent + "/" + place.predecessor;
-  // getData, not exists: a node gone meanwhile leaves no watch behind.
-  session_.get(ahead, true, [this, id, ahead, done = std::move(done)](Reply e) mutable {
-    if (!live(id, done, e)) return;
-    if (e.rc == ZNONODE) return done(busy(detail::WaitHint::retry(milliseconds(0))));
-    if (e.rc != ZOK) return done(rc_status(e.rc, "watch the node ahead"));
-    watchers_[ahead].insert(id);
-    done(busy(detail::WaitHint::watched()));
-  });
+  // The node stays until the acquire ends: its abandon removes it.
+  if (st.disagrees) return done(disagreeing(a->name, a->permits, *st.disagrees));
+  if (st.granted) return grant(id, std::move(done));
+  watch_ahead(id, st, r.stat.pzxid, std::move(done));
+}
+
+void ZkBackend::watch_ahead(std::uint64_t id, const Standing& st, std::int64_t pzxid, AcquireDone done) {
+  const std::string parent = attempts_.at(id).parent;
+  if (st.watch_children) {
+    session_.children(
+        parent,
+        [this, id, parent, pzxid, done = std::move(done)](Reply r) mutable {
+          if (!live(id, done, r)) return;
+          if (r.rc != ZOK && r.rc != ZNONODE) return done(rc_status(r.rc, "watch the lock queue"));
+          if (r.rc == ZOK) child_watchers_[parent].insert(id);
+          // Changed since the listing: look again at once.
+          if (r.rc != ZOK || r.stat.pzxid != pzxid) return done(busy(detail::WaitHint::retry(milliseconds(0))));
+          done(busy(detail::WaitHint::watched()));
+        },
+        ZkSession::Delivery::loop, true);
+    return;
+  }
+  struct Watching {
+    AcquireDone done;
+    std::size_t left = 0;
+    bool gone = false;
+    Status error;
+  };
+  auto w = std::make_shared<Watching>();
+  w->done = std::move(done);
+  w->left = st.watch.size();
+  for (const auto& node : st.watch) {
+    const std::string ahead = parent + "/" + node;
+    // getData, not exists: a node gone meanwhile leaves no watch behind.
+    session_.get(ahead, true, [this, id, ahead, w](Reply e) {
+      if (answered(e.rc)) heard(e.sent_at);
+      if (e.rc == ZOK && !closed_ && attempts_.count(id)) watchers_[ahead].insert(id);
+      else if (e.rc == ZNONODE) w->gone = true;
+      else if (e.rc != ZOK && w->error.ok()) w->error = rc_status(e.rc, "watch the node ahead");
+      if (--w->left > 0) return;
+      if (closed_) return w->done(cancelled());
+      if (!attempts_.count(id)) return w->done(session_gone());
+      if (w->gone) return w->done(busy(detail::WaitHint::retry(milliseconds(0))));  // one went: look again
+      if (!w->error.ok()) return w->done(w->error);
+      w->done(busy(detail::WaitHint::watched()));
+    });
+  }
 }
 
 void ZkBackend::grant(std::uint64_t id, AcquireDone done) {
   auto it = attempts_.find(id);
   Attempt a = std::move(it->second);
   attempts_.erase(it);
-  if (!held_.add(a.grant, {a.node, a.name, a.owner, a.session})) return done(session_gone());
+  HeldNode held{a.node, a.name, a.owner, a.session};
+  held.shared = a.mode == detail::LockMode::shared;
+  if (!held_.add(a.grant, std::move(held))) return done(session_gone());
   watch_own(a.node);
   arm_deadline();
   AcquireOutcome out;
@@ -441,13 +559,22 @@ void ZkBackend::on_node_event(int type, const std::string& path) {
     if (type == ZOO_DELETED_EVENT) return node_lost(path);
     return watch_own(path);  // changed: a data watch fires once, so it is set again
   }
-  auto it = watchers_.find(path);
-  if (it == watchers_.end()) return;
-  const std::set<std::uint64_t> ids = std::move(it->second);
-  watchers_.erase(it);
-  for (std::uint64_t id : ids) {
-    auto a = attempts_.find(id);
-    if (a != attempts_.end() && events_.released) events_.released({a->second.name, id});
+  const auto wake = [this](std::map<std::string, std::set<std::uint64_t>>& by_path, const std::string& p) {
+    auto it = by_path.find(p);
+    if (it == by_path.end()) return;
+    const std::set<std::uint64_t> ids = std::move(it->second);
+    by_path.erase(it);
+    for (std::uint64_t id : ids) {
+      auto a = attempts_.find(id);
+      if (a != attempts_.end() && events_.released) events_.released({a->second.name, id});
+    }
+  };
+  wake(watchers_, path);
+  wake(child_watchers_, path);  // a lock node's children changed
+  if (auto it = observed_.find(path); it != observed_.end()) {
+    const std::string name = it->second;
+    arm_observer(name, [](Status) {});  // watches fire once: set again, then told
+    if (events_.released) events_.released({name, 0});
   }
 }
 

@@ -9,7 +9,9 @@ namespace dlock::zookeeper {
 
 std::optional<Result<AcquireOutcome>> ZkBackend::acquire_now(const AcquireCall& call) {
   const std::int64_t session = session_id_.load();
-  if (session == 0 || !detail::check_mode(call, "ZooKeeper", detail::kNoLines).ok()) return std::nullopt;
+  if (session == 0) return std::nullopt;
+  if (Status s = refuse(call); !s.ok()) return Result<AcquireOutcome>(s);
+  const unsigned permits = call.mode == detail::LockMode::shared ? call.permits : 0;
   const std::string parent = config_.base + "/" + encode_name(call.name);
   const bool known = known_parents_.contains(parent);
   auto w = std::make_shared<Rendezvous>(known ? 2 : 3);
@@ -19,7 +21,8 @@ std::optional<Result<AcquireOutcome>> ZkBackend::acquire_now(const AcquireCall& 
         parent, "", ZOO_CONTAINER, creator_acl(), [w](Reply) { w->arrive(); }, via);
   const std::string guid = detail::random_token();
   session_.create(
-      parent + "/" + child_prefix(guid), call.owner, ZOO_EPHEMERAL_SEQUENTIAL, creator_acl(),
+      parent + "/" + child_prefix(guid, call.mode, permits), node_data(call.owner, call.info), ZOO_EPHEMERAL_SEQUENTIAL,
+      creator_acl(),
       [w](Reply r) { w->arrive(&Rendezvous::created, std::move(r)); }, via);
   session_.children(
       parent, [w](Reply r) { w->arrive(&Rendezvous::listed, std::move(r)); }, via);
@@ -45,14 +48,21 @@ std::optional<Result<AcquireOutcome>> ZkBackend::acquire_now(const AcquireCall& 
     drop_later({"", "", c.path});
     return Result<AcquireOutcome>(rc_status(l.rc, "list the lock queue"));
   }
-  const Place place = place_of(in_order(l.children), basename_of(c.path));
-  if (!place.first || c.stat.ephemeral_owner != session) {
+  const Standing st = standing_of(line_of(l.children), basename_of(c.path));
+  if (st.disagrees && c.stat.ephemeral_owner == session) {
+    drop_later({"", "", c.path});
+    return Result<AcquireOutcome>(disagreeing(call.name, permits, *st.disagrees));
+  }
+  if (!st.granted || c.stat.ephemeral_owner != session) {
     if (!call.keep_place || c.stat.ephemeral_owner != session) {
       drop_later({"", "", c.path});
     } else {
       // The wait goes on on the I/O thread under this attempt id, from
       // this place in line (posted before the wait is).
       Attempt a{call.name, call.owner, guid, parent, c.path, c.stat.czxid, c.stat.ephemeral_owner, call.grant};
+      a.mode = call.mode;
+      a.permits = permits;
+      a.info = call.info;
       loop([this, id = call.attempt, a = std::move(a)]() mutable {
         if (session_id_.load() == a.session)
           attempts_.emplace(id, std::move(a));
@@ -65,7 +75,9 @@ std::optional<Result<AcquireOutcome>> ZkBackend::acquire_now(const AcquireCall& 
   // Refused if the session ended meanwhile (its nodes went with it): held
   // nodes are tagged with their session, so the next one cannot keep this
   // grant alive.
-  if (!held_.add(call.grant, {c.path, call.name, call.owner, session})) return Result<AcquireOutcome>(session_gone());
+  HeldNode held{c.path, call.name, call.owner, session};
+  held.shared = call.mode == detail::LockMode::shared;
+  if (!held_.add(call.grant, std::move(held))) return Result<AcquireOutcome>(session_gone());
   loop([this, path = c.path] {
     watch_own(path);
     arm_deadline();

@@ -18,6 +18,7 @@
 #include "backend.hpp"
 #include "zookeeper/held_nodes.hpp"
 #include "zookeeper/leader_proof.hpp"
+#include "zookeeper/lock_queue.hpp"
 #include "zookeeper/zk_session.hpp"
 
 namespace dlock::zookeeper {
@@ -81,16 +82,20 @@ class ZkBackend final : public detail::Backend {
   // The blocking fast path, on the caller's thread: the queue node and the
   // listing in one round trip, the replies handed over on the C client's
   // completion thread (a hop to the I/O thread and back costs more than
-  // ZooKeeper's reply). Only a free lock is taken here; a queue to wait in
+  // ZooKeeper's reply). Only a lock it may take at once (free, or shared
+  // with room) is taken here; a queue to wait in
   // is the I/O thread's job (this node is then deleted, and the waiting
   // acquire queues anew).
   std::optional<Result<AcquireOutcome>> acquire_now(const AcquireCall& call) override;
 
   std::optional<Result<ReleaseOutcome>> release_now(const ReleaseCall& call) override;
 
-  // The attempt set its watch on the node ahead when it answered busy.
-  void watch(const WatchKey&, StatusDone ready) override { post(std::move(ready), Status()); }
-  void unwatch(const WatchKey&) override {}
+  // An attempt's watch: set on the nodes ahead when it answered busy.
+  // Attempt 0: a watch on the lock's children, re-armed after every change,
+  // told as released({name, 0}) (an election's observers learn of a new
+  // leader).
+  void watch(const WatchKey& key, StatusDone ready) override;
+  void unwatch(const WatchKey& key) override;
 
   std::uint64_t commands_sent() const override { return session_.calls(); }
   std::uint64_t reconnects() const override { return reconnects_; }
@@ -103,6 +108,9 @@ class ZkBackend final : public detail::Backend {
     std::uint64_t grant = 0;
     bool create_unknown = false;  // a create's reply was lost: find the node by guid
     int recreated = 0;            // within this call: a vanished node or parent made again
+    detail::LockMode mode = detail::LockMode::exclusive;
+    unsigned permits = 0;
+    std::string info{};
   };
   // A node to delete (path), or to find first (parent + guid).
   struct Orphan {
@@ -213,6 +221,17 @@ class ZkBackend final : public detail::Backend {
 
   static AcquireOutcome busy(detail::WaitHint hint);
 
+  // Refusals before any node is made (ok: none): the owner holds the lock
+  // in the other mode.
+  Status refuse(const AcquireCall& call) const;
+  static Status disagreeing(const std::string& name, unsigned mine, unsigned theirs);
+
+  // Sets the watches a waiting attempt needs, then answers busy.
+  void watch_ahead(std::uint64_t id, const Standing& st, std::int64_t pzxid, AcquireDone done);
+
+  // The attempt-0 watch on `name`'s children (or on its creation).
+  void arm_observer(const std::string& name, StatusDone ready);
+
   static Status session_gone();
 
   // The attempt a reply belongs to, or null once `done` has been told why
@@ -261,6 +280,9 @@ class ZkBackend final : public detail::Backend {
   std::map<std::uint64_t, Attempt> attempts_;  // by AcquireCall::attempt
   HeldNodes held_;
   std::map<std::string, std::set<std::uint64_t>> watchers_;  // node ahead -> attempts
+  std::map<std::string, std::set<std::uint64_t>> child_watchers_;  // lock node -> attempts
+  std::map<std::string, unsigned> observers_;  // lock name -> attempt-0 watches
+  std::map<std::string, std::string> observed_;  // lock node -> lock name
   std::vector<Orphan> orphans_;
   KnownParents known_parents_;
   std::uint64_t reconnects_ = 0;

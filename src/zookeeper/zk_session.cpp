@@ -240,9 +240,9 @@ void ZkSession::get(const std::string& path, bool watch, ReplyFn done) {
   });
 }
 
-void ZkSession::children(const std::string& path, ReplyFn done, Delivery via) {
+void ZkSession::children(const std::string& path, ReplyFn done, Delivery via, bool watch) {
   submit(std::move(done), via, [&](zhandle_t* zh, Pending* p) {
-    return zoo_aget_children2(zh, path.c_str(), 0, &ZkCallbacks::strings_stat, p);
+    return zoo_aget_children2(zh, path.c_str(), watch ? 1 : 0, &ZkCallbacks::strings_stat, p);
   });
 }
 

@@ -95,7 +95,9 @@ class ZkSession {
   // comes to Handlers::node); a missing one leaves no watch behind, unlike
   // exists(), whose watch waits for a creation that may never come.
   void get(const std::string& path, bool watch, ReplyFn done);
-  void children(const std::string& path, ReplyFn done, Delivery via = Delivery::loop);
+  // With `watch`, a change to the node's children (or its deletion) comes
+  // to Handlers::node under the node's own path.
+  void children(const std::string& path, ReplyFn done, Delivery via = Delivery::loop, bool watch = false);
   // A round trip through the leader (the server forwards it and answers
   // once the leader has). Like the C client's own pings, not counted in
   // calls(): it keeps the session's proof, it is no lock command.

@@ -139,5 +139,79 @@ TEST(ZooKeeperQueue, ANodeIsFoundAgainByItsGuidOnly) {
   EXPECT_EQ(child_prefix("g"), "_c_g-lock-");
 }
 
+
+std::vector<std::string> names(const std::vector<std::string>& kinds) {
+  std::vector<std::string> out;
+  for (std::size_t i = 0; i < kinds.size(); ++i) {
+    std::string seq = std::to_string(i + 1);
+    out.push_back("_c_g" + std::to_string(i) + "-" + kinds[i] + "-" + std::string(10 - seq.size(), '0') + seq);
+  }
+  return out;
+}
+
+TEST(ZooKeeperLine, NamesTellTheModeAndPermits) {
+  using detail::LockMode;
+  EXPECT_EQ(child_prefix("g", LockMode::exclusive, 0), "_c_g-lock-");
+  EXPECT_EQ(child_prefix("g", LockMode::shared, 0), "_c_g-read-");
+  EXPECT_EQ(child_prefix("g", LockMode::shared, 3), "_c_g-sem3-");
+  const auto sem = parse_child("_c_a-b-sem3-0000000007");
+  ASSERT_TRUE(sem);
+  EXPECT_EQ(sem->mode, LockMode::shared);
+  EXPECT_EQ(sem->permits, 3u);
+  EXPECT_EQ(sem->seq, 7);
+  EXPECT_EQ(parse_child("_c_a-read-0000000001")->mode, LockMode::shared);
+  EXPECT_EQ(parse_child("_c_a-read-0000000001")->permits, 0u);
+  EXPECT_EQ(parse_child("_c_a-lock-0000000001")->mode, LockMode::exclusive);
+  EXPECT_EQ(parse_child("_c_a-future-0000000001")->mode, LockMode::exclusive) << "unknown kinds count as writers";
+  EXPECT_EQ(find_by_guid({"_c_ab-c-read-0000000001", "_c_ab-sem2-0000000002"}, "ab"), "_c_ab-sem2-0000000002");
+  const auto d = parse_node_data(node_data("me", "candidate-7"));
+  EXPECT_EQ(d.owner, "me");
+  EXPECT_EQ(d.info, "candidate-7");
+  EXPECT_EQ(parse_node_data("old-owner").owner, "old-owner") << "data without info (older clients)";
+}
+
+TEST(ZooKeeperLine, ReadersShareUntilAWriterAndQueueBehindAWaitingWriter) {
+  const auto n = names({"read", "read", "lock", "read"});
+  const auto line = line_of({n[3], n[1], n[0], n[2]});
+  EXPECT_EQ(granted_count(line), 2u);
+  EXPECT_TRUE(standing_of(line, n[1]).granted);
+  const Standing writer = standing_of(line, n[2]);
+  EXPECT_FALSE(writer.granted);
+  EXPECT_EQ(writer.watch, std::vector<std::string>{n[1]}) << "a writer watches its predecessor";
+  const Standing late = standing_of(line, n[3]);
+  EXPECT_FALSE(late.granted) << "a reader behind a waiting writer waits";
+  EXPECT_EQ(late.watch, std::vector<std::string>{n[2]}) << "a reader watches the nearest writer ahead";
+  const auto w = names({"lock", "read", "read", "lock", "read"});
+  EXPECT_EQ(standing_of(line_of(w), w[4]).watch, std::vector<std::string>{w[3]});
+  EXPECT_EQ(granted_count(line_of(w)), 1u);
+}
+
+TEST(ZooKeeperLine, PermitsAdmitNAndAWaiterWatchesTheNAhead) {
+  const auto n = names({"sem2", "sem2", "sem2", "sem2"});
+  const auto line = line_of(n);
+  EXPECT_EQ(granted_count(line), 2u);
+  const Standing third = standing_of(line, n[2]);
+  EXPECT_FALSE(third.granted);
+  EXPECT_EQ(third.watch, (std::vector<std::string>{n[0], n[1]})) << "either holder's release lets it in";
+  EXPECT_EQ(standing_of(line, n[3]).watch, (std::vector<std::string>{n[1], n[2]}));
+  const auto big = names({"sem20", "sem20"});
+  EXPECT_TRUE(standing_of(line_of(big), big[1]).granted);
+  std::vector<std::string> kinds(21, "sem20");
+  const auto full = names(kinds);
+  const Standing last = standing_of(line_of(full), full[20]);
+  EXPECT_FALSE(last.granted);
+  EXPECT_TRUE(last.watch_children) << "more permits than it watches nodes for";
+}
+
+TEST(ZooKeeperLine, ADisagreeingCountIsTheLatecomers) {
+  const auto n = names({"sem3", "read", "sem3"});
+  const auto line = line_of(n);
+  EXPECT_FALSE(standing_of(line, n[0]).disagrees);
+  EXPECT_EQ(standing_of(line, n[1]).disagrees, 3u);
+  EXPECT_EQ(standing_of(line, n[2]).disagrees, 0u) << "the reader ahead is still there";
+  const auto w = names({"lock", "sem3"});
+  EXPECT_FALSE(standing_of(line_of(w), w[1]).disagrees) << "writers carry no count";
+}
+
 }  // namespace
 }  // namespace dlock::zookeeper
