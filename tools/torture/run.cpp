@@ -140,7 +140,14 @@ void start_lock_servers(RunCtx& c, const RunConfig& cfg, const Scenario& scenari
 
 std::int64_t think_ms_of(const RunConfig& cfg, const Scenario& scenario) {
   if (scenario.think_leases > 0) return static_cast<std::int64_t>(scenario.think_leases * static_cast<double>(cfg.ttl_ms));
-  return scenario.think_ms > 0 ? scenario.think_ms : cfg.think_ms;
+  if (scenario.think_ms > 0) return scenario.think_ms;
+  // Line order is judged only for waiters that waited longer than the join
+  // bound (a quarter lease): holds of up to 0.3 lease (a leader's 1-4 rounds
+  // of up to 1/8 lease) keep three waiters in line that long.
+  const std::string recipe = recipe_of(cfg.strategy);
+  if (recipe == "fair") return std::max(cfg.think_ms, cfg.ttl_ms * 3 / 10);
+  if (recipe == "election") return std::max(cfg.think_ms, cfg.ttl_ms / 8);
+  return cfg.think_ms;
 }
 
 void plan_workers(RunCtx& c, const RunConfig& cfg, const Scenario& scenario, const fs::path& dir,
