@@ -349,29 +349,19 @@ Result<ReleaseOutcome> LockStore::release(const detail::ReleaseCall& call) {
 }
 
 Result<bool> LockStore::abandon_needed(const detail::AbandonCall& call) {
-  if (call.in_doubt) return true;
+  if (call.in_doubt || call.tombstone.count() > 0) return true;
   if (Status s = follow_file(); !s.ok()) return s;
   return table_->touches(call.name, call.owner, call.grant);
 }
 
+// Always the line's decision: it removes the caller's place in the line, and
+// the level its attempt may have added: a grant whose outcome was unknown,
+// or a hand-over it never heard of (which lives in dlock_locks when
+// exclusive, where no line row is left to tell the name has a line).
 Status LockStore::abandon(const detail::AbandonCall& call) {
   bool moved = false;
   auto out = in_transaction<bool>(&moved, [&]() -> Result<bool> {
     const std::int64_t now = boot_ms();
-    bool in_line = call.mode == LockMode::shared;
-    if (!in_line) {
-      auto any = table_->has_line(call.name);
-      if (!any.ok()) return any.status();
-      in_line = *any;
-    }
-    if (!in_line) {
-      // A plain attempt leaves nothing but a grant whose outcome was unknown.
-      auto undo = detail::undo_of(call);
-      if (!undo || !call.in_doubt) return true;
-      auto r = release_plain(*undo, now);
-      if (!r.ok()) return r.status();
-      return true;
-    }
     auto line = load_line(call.name, now);
     if (!line.ok()) return line.status();
     detail::LineState state = line->state;
