@@ -387,6 +387,37 @@ TEST(SqliteLines, PlainAndLineHoldersExcludeEachOther) {
   EXPECT_TRUE(a.client.try_acquire("g").ok());
 }
 
+// Renewals of one client mix plain and line holds in a batch: all three
+// outlive many leases, and inspect shows what a line's holder said.
+TEST(SqliteLines, RenewalsKeepPlainAndLineHoldsAlike) {
+  TempDir dir;
+  const std::string path = dir.file("locks.db");
+  LogSink log;
+  Conn a = open(path, log), b = open(path, log);
+  LockOptions o = fast_watchdog(400ms, 120ms);
+  LockOptions named = o;
+  named.holder = "candidate-7";
+  auto r = read_lock(a, "r", 1s, o);
+  auto x = fair(a, "x", 1s, named);
+  auto p = a.client.acquire("p", 1s, o);
+  ASSERT_TRUE(r.ok() && x.ok() && p.ok());
+  std::this_thread::sleep_for(1500ms);  // several leases
+  for (auto* l : {&*r, &*x, &*p}) EXPECT_FALSE(l->lost()) << l->name();
+  for (const char* name : {"r", "x", "p"}) {
+    auto info = b.client.inspect(name);
+    ASSERT_TRUE(info.ok());
+    EXPECT_TRUE(info->held) << name;
+    EXPECT_GT(info->remaining.count(), 0) << name;
+  }
+  EXPECT_EQ(b.client.inspect("x")->holder, "candidate-7");
+  EXPECT_TRUE(b.client.inspect("r")->shared);
+  EXPECT_EQ(fair(b, "x", 0ms).status().code(), Errc::busy);
+  EXPECT_EQ(b.client.try_acquire("r").status().code(), Errc::busy);
+  EXPECT_EQ(read_lock(b, "p", 0ms).status().code(), Errc::busy);
+  for (auto* l : {&*r, &*x, &*p}) EXPECT_TRUE(l->release().ok());
+  EXPECT_TRUE(b.client.try_acquire("x").ok());
+}
+
 // (h) A file of schema 1 (before lines) is upgraded in place: its held lock
 // stays held, its fence counter goes on, and lines work in it.
 TEST(SqliteLines, AFileOfThePreviousSchemaIsUpgradedInPlace) {
