@@ -770,11 +770,11 @@ bool has(const std::vector<std::string>& v, const std::string& part) {
   return std::any_of(v.begin(), v.end(), [&](const std::string& s) { return s.find(part) != std::string::npos; });
 }
 
-// w0 holds 0-100; w1 joins the line at 10, w2 at 50; the release at 100
+// w0 holds 15-100; w1 joins the line at 10, w2 at 50; the release at 100
 // hands the lock to w1 (105), then w2 (155).
 History fair_in_order() {
   History h;
-  h.acquire_as("fair", "w0/1/1", 0, 1, 1).release("w0/1/1", 100, 101);
+  h.acquire_as("fair", "w0/1/1", 0, 15, 1).release("w0/1/1", 100, 101);
   h.acquire_as("fair", "w1/1/1", 10, 105, 2).release("w1/1/1", 150, 151);
   h.acquire_as("fair", "w2/1/1", 50, 155, 3).release("w2/1/1", 200, 201);
   return h;
@@ -794,7 +794,7 @@ TEST(TortureRecipes, FairGrantsInArrivalOrderPass) {
 // MUST FAIL: w2 arrived 40 ms after w1 had joined, and was granted first.
 TEST(TortureRecipes, FairLaterArrivalGrantedFirstFails) {
   History h;
-  h.acquire_as("fair", "w0/1/1", 0, 1, 1).release("w0/1/1", 100, 101);
+  h.acquire_as("fair", "w0/1/1", 0, 15, 1).release("w0/1/1", 100, 101);
   h.acquire_as("fair", "w2/1/1", 50, 105, 2).release("w2/1/1", 150, 151);
   h.acquire_as("fair", "w1/1/1", 10, 155, 3).release("w1/1/1", 200, 201);
   const Findings f = analyze(h.events(), recipe_run("fair", 300));
@@ -823,7 +823,7 @@ TEST(TortureRecipes, FairLaterArrivalGrantedFirstFails) {
 // that was killed after it, was still in the line: overtaken all the same.
 TEST(TortureRecipes, FairWaiterThatLeftAfterTheOvertakeStillCounts) {
   History gave_up;
-  gave_up.acquire_as("fair", "w0/1/1", 0, 1, 1).release("w0/1/1", 100, 101);
+  gave_up.acquire_as("fair", "w0/1/1", 0, 15, 1).release("w0/1/1", 100, 101);
   gave_up.acquire_as("fair", "w2/1/1", 50, 105, 2).release("w2/1/1", 150, 151);
   gave_up.acquire_outcome("w1", 10, 120, "fail");
   Findings f = analyze(gave_up.events(), recipe_run("fair", 300));
@@ -831,7 +831,7 @@ TEST(TortureRecipes, FairWaiterThatLeftAfterTheOvertakeStillCounts) {
   EXPECT_EQ(f.recipe.overtakes.at(0).waiter_outcome, "fail");
 
   History killed;
-  killed.acquire_as("fair", "w0/1/1", 0, 1, 1).release("w0/1/1", 100, 101);
+  killed.acquire_as("fair", "w0/1/1", 0, 15, 1).release("w0/1/1", 100, 101);
   killed.acquire_as("fair", "w2/1/1", 50, 105, 2).release("w2/1/1", 150, 151);
   killed.invoke_only("w1/1/1", 10);
   killed.fault("kill", "w1", 130, -1);  // alive, in the line, at w2's grant
@@ -846,7 +846,7 @@ TEST(TortureRecipes, FairWaiterThatLeftAfterTheOvertakeStillCounts) {
 // lease in the line lapses) are no overtakes, or excused ones.
 TEST(TortureRecipes, FairLeavingTheLineAndFaultsAreAllowed) {
   History left;
-  left.acquire_as("fair", "w0/1/1", 0, 1, 1).release("w0/1/1", 100, 101);
+  left.acquire_as("fair", "w0/1/1", 0, 15, 1).release("w0/1/1", 100, 101);
   left.acquire_outcome("w1", 10, 90, "fail");  // gave up before w2's grant
   left.acquire_as("fair", "w2/1/1", 50, 105, 2).release("w2/1/1", 150, 151);
   Findings f = analyze(left.events(), recipe_run("fair", 300));
@@ -854,7 +854,7 @@ TEST(TortureRecipes, FairLeavingTheLineAndFaultsAreAllowed) {
   EXPECT_EQ(f.recipe.line_pairs_judged, 1);
 
   History close;  // w2 began 10 ms after w1: within the join bound, order unknown
-  close.acquire_as("fair", "w0/1/1", 0, 1, 1).release("w0/1/1", 100, 101);
+  close.acquire_as("fair", "w0/1/1", 0, 15, 1).release("w0/1/1", 100, 101);
   close.acquire_as("fair", "w2/1/1", 20, 105, 2).release("w2/1/1", 150, 151);
   close.acquire_as("fair", "w1/1/1", 10, 155, 3).release("w1/1/1", 200, 201);
   f = analyze(close.events(), recipe_run("fair", 300));
@@ -864,7 +864,7 @@ TEST(TortureRecipes, FairLeavingTheLineAndFaultsAreAllowed) {
   EXPECT_TRUE(has(judge(f, expect(3)).problems, "no waiter was in the line"));
 
   History unknown;
-  unknown.acquire_as("fair", "w0/1/1", 0, 1, 1).release("w0/1/1", 100, 101);
+  unknown.acquire_as("fair", "w0/1/1", 0, 15, 1).release("w0/1/1", 100, 101);
   unknown.acquire_as("fair", "w2/1/1", 50, 105, 2).release("w2/1/1", 150, 151);
   unknown.acquire_outcome("w1", 10, 160, "info");
   f = analyze(unknown.events(), recipe_run("fair", 300));
@@ -872,7 +872,7 @@ TEST(TortureRecipes, FairLeavingTheLineAndFaultsAreAllowed) {
   EXPECT_EQ(f.recipe.line_overtakes_excused, 1);
 
   History paused;
-  paused.acquire_as("fair", "w0/1/1", 0, 1, 1).release("w0/1/1", 100, 101);
+  paused.acquire_as("fair", "w0/1/1", 0, 15, 1).release("w0/1/1", 100, 101);
   paused.acquire_as("fair", "w2/1/1", 50, 105, 2).release("w2/1/1", 150, 151);
   paused.acquire_as("fair", "w1/1/1", 10, 155, 3).release("w1/1/1", 200, 201);
   paused.fault("pause", "w1", 20, 80);
@@ -882,8 +882,16 @@ TEST(TortureRecipes, FairLeavingTheLineAndFaultsAreAllowed) {
   EXPECT_NE(f.recipe.overtakes.at(0).excuse.find("pause of w1"), std::string::npos);
   EXPECT_TRUE(judge(f, expect(3)).pass);
 
+  History silent;  // the server answered nobody while w1 joined: not judged
+  silent.acquire_as("fair", "w0/1/1", 0, 300, 1).release("w0/1/1", 400, 401);
+  silent.acquire_as("fair", "w2/1/1", 50, 405, 2).release("w2/1/1", 450, 451);
+  silent.acquire_as("fair", "w1/1/1", 10, 455, 3).release("w1/1/1", 500, 501);
+  f = analyze(silent.events(), recipe_run("fair", 600));
+  EXPECT_EQ(f.recipe.line_pairs_judged, 0);
+  EXPECT_EQ(f.recipe.line_overtakes, 0);
+
   History other;  // a pause of someone else excuses nothing
-  other.acquire_as("fair", "w0/1/1", 0, 1, 1).release("w0/1/1", 100, 101);
+  other.acquire_as("fair", "w0/1/1", 0, 15, 1).release("w0/1/1", 100, 101);
   other.acquire_as("fair", "w2/1/1", 50, 105, 2).release("w2/1/1", 150, 151);
   other.acquire_as("fair", "w1/1/1", 10, 155, 3).release("w1/1/1", 200, 201);
   other.fault("pause", "w3", 20, 80).fault("client-clock", "w1", 20, 80);

@@ -41,6 +41,17 @@ void check_line_order(const Index& ix, const std::vector<FaultWindow>& faults, s
     if (a.done_t != kNever) return a.done_t;
     return std::min(death_after(ix, a.proc, a.inc, a.invoke_t), run_end);
   };
+  // When the server answered anyone: grants and releases that succeeded.
+  std::vector<std::int64_t> answers;
+  for (const AcquireRec& a : ix.acquires)
+    if (a.phase == "ok") answers.push_back(a.done_t);
+  for (const auto& [grant, rel] : ix.releases)
+    if (rel.phase == "ok") answers.push_back(rel.done_t);
+  std::sort(answers.begin(), answers.end());
+  auto serving = [&](std::int64_t from, std::int64_t to) {
+    auto it = std::lower_bound(answers.begin(), answers.end(), from);
+    return it != answers.end() && *it <= to;
+  };
   std::vector<LineOvertake> excused;
   for (const AcquireRec& b : ix.acquires) {
     if (b.phase != "ok") continue;
@@ -53,6 +64,9 @@ void check_line_order(const Index& ix, const std::vector<FaultWindow>& faults, s
       const AcquireRec& a = **(it - 1);
       const std::int64_t a_end = end_of(a);
       if (a_end <= b.invoke_t) continue;  // out of the line before b began
+      // A server that answered nobody meanwhile (starting, stalled) may not
+      // have counted a's request either.
+      if (!serving(a.invoke_t, a.invoke_t + join_bound_ns)) continue;
       ++r.line_pairs_judged;
       if (a_end <= b.done_t) continue;  // left (or was granted) before b's ok
       LineOvertake o;

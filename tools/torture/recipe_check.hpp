@@ -9,9 +9,12 @@
 //
 // Line order (fair, election). A waiter A is *in the line* from
 // A.invoke + J on (J = RunInfo::line_join_bound_ms, the client's command
-// timeout: by then its first request has been answered, or retried) until
-// its acquire's outcome, or its death. Another acquire B *began after A
-// joined* when B.invoke >= A.invoke + J. A is *overtaken* by B when B began
+// timeout: a serving server has answered its first request by then, or it
+// was retried) until its acquire's outcome, or its death; only if the server
+// was serving: it answered someone (a grant or a release that succeeded)
+// within [A.invoke, A.invoke + J] (a server starting up or stalled may not
+// have counted A). Another acquire B *began after A joined* when
+// B.invoke >= A.invoke + J. A is *overtaken* by B when B began
 // after A joined and B was granted (B's ok) while A was still in the line,
 // i.e. A's outcome (granted later, gave up, or no answer) or death came after
 // B's ok. On a mutex that is sound: had the server granted A first, A would
