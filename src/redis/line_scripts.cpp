@@ -26,8 +26,11 @@ local function L_load(q)
   st.w = st.w or {}
   return st
 end
--- The key lives as long as its latest entry; empty, it is gone.
-local function L_save(q, st)
+-- The key lives as long as its latest entry; empty, it is gone. An
+-- exclusive holder beside a line is marked (q = 1), so that the plain
+-- release, which reads the hash anyway, knows to hand over without another
+-- command (a mark left after the line went costs one settle).
+local function L_save(q, st, lock)
   if #st.s == 0 and #st.w == 0 then
     redis.call('del', q)
     return
@@ -36,6 +39,7 @@ local function L_save(q, st)
   for _, h in ipairs(st.s) do if h.e > last then last = h.e end end
   for _, w in ipairs(st.w) do if w.e > last then last = w.e end end
   redis.call('set', q, cmsgpack.pack(st), 'pxat', string.format('%d', last))
+  if #st.w > 0 and redis.call('exists', lock) == 1 then redis.call('hset', lock, 'q', 1) end
 end
 local function L_live(list, now)
   local out = {}
@@ -114,7 +118,7 @@ constexpr std::string_view kSettleBody = R"lua(
   L_purge(st, now)
   local handed = {}
   L_promote(st, lock, fence, now, handed)
-  L_save(q, st)
+  L_save(q, st, lock)
   L_announce(channel, handed)
   local x = L_xholder(lock, now)
   if not x and #st.s == 0 and #st.w == 0 then return #handed, nil end
@@ -136,7 +140,7 @@ L_purge(st, now)
 local handed = {}
 L_promote(st, lock, fence, now, handed)
 local function done(res)
-  L_save(q, st)
+  L_save(q, st, lock)
   L_announce(ARGV[8], handed)
   return res
 end
@@ -240,7 +244,7 @@ else
     res = {-3, n}
   end
 end
-L_save(q, st)
+L_save(q, st, lock)
 L_announce(ARGV[3], handed)
 if freed and #handed == 0 then pcall(redis.call, 'publish', ARGV[3], '1') end
 return res
@@ -284,7 +288,7 @@ handed = L_without(handed, me)
 -- The line may have moved even when nothing was held (the abandoned waiter
 -- was its head).
 L_promote(st, lock, fence, now, handed)
-L_save(q, st)
+L_save(q, st, lock)
 L_announce(ARGV[3], handed)
 if freed and #handed == 0 then pcall(redis.call, 'publish', ARGV[3], '1') end
 return 1
@@ -297,7 +301,7 @@ local st = L_load(q)
 L_purge(st, now)
 local handed = {}
 L_promote(st, lock, fence, now, handed)
-L_save(q, st)
+L_save(q, st, lock)
 L_announce(ARGV[1], handed)
 local x = L_xholder(lock, now)
 local first = nil

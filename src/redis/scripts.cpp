@@ -50,10 +50,12 @@ if not owner then
   if redis.call('exists', KEYS[1]) == 1 then
     return redis.error_reply('WRONGTYPE lock key is a hash without an owner field')
   end
-  if held > 0 or redis.call('exists', KEYS[3]) == 1 then return {2, 0, 0} end
-  -- A line beside it (shared holders, waiters): settled first (an expired
-  -- holder hands over), and a caller outside the line waits behind it.
-  if redis.call('exists', KEYS[4]) == 1 then
+  if held > 0 then return {2, 0, 0} end
+  -- The tombstone and the line in one command. A line beside it (shared
+  -- holders, waiters) is settled first (an expired holder hands over), and
+  -- a caller outside the line waits behind it.
+  if redis.call('exists', KEYS[3], KEYS[4]) > 0 then
+    if redis.call('exists', KEYS[3]) == 1 then return {2, 0, 0} end
 )lua";
 constexpr std::string_view kAcquireTail = R"lua(
     local _, busy = line_settle(KEYS[1], KEYS[2], KEYS[4], ARGV[5])
@@ -91,7 +93,7 @@ return {0, redis.call('pttl', KEYS[1]), 0}
 constexpr std::string_view kRelease = R"lua(
 local tomb = tonumber(ARGV[6]) or 0
 if tomb > 0 then redis.call('set', KEYS[2], '1', 'px', tomb) end
-local h = redis.call('hmget', KEYS[1], 'o', 'n', 'r')
+local h = redis.call('hmget', KEYS[1], 'o', 'n', 'r', 'q')
 local owner = h[1]
 if not owner then
   -- An expired holder of a line hands over at the next call.
@@ -107,8 +109,9 @@ local all = ARGV[4] == '1'
 if all or n == held then
   if all or n <= 1 then
     redis.call('del', KEYS[1])
-    -- A line waits: its head gets the lock inside this release.
-    if redis.call('exists', KEYS[3]) == 1 and line_settle(KEYS[1], KEYS[4], KEYS[3], ARGV[3]) > 0 then
+    -- A line waits (the line scripts mark the hash, q): its head gets the
+    -- lock inside this release.
+    if h[4] and line_settle(KEYS[1], KEYS[4], KEYS[3], ARGV[3]) > 0 then
       return {0, 0}
     end
     -- The release is done: a refused PUBLISH (an ACL user without channel
@@ -162,7 +165,7 @@ for i = 1, #ARGV / 3 do
           found = true
         end
       end
-      L_save(q, st)
+      L_save(q, st, key)
       if found then out[i] = 1 elseif owner then out[i] = 2 else out[i] = 0 end
     end
   end
