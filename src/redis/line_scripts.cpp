@@ -111,7 +111,7 @@ local function L_hint(st, x, now, queued_lease)
 end
 )lua";
 
-constexpr std::string_view kSettleHead = "local function line_settle(lock, fence, q, channel)\n";
+constexpr std::string_view kSettleHead = "local function line_settle(lock, fence, q, channel, me)\n";
 constexpr std::string_view kSettleBody = R"lua(
   local now = L_now()
   local st = L_load(q)
@@ -121,8 +121,14 @@ constexpr std::string_view kSettleBody = R"lua(
   L_save(q, st, lock)
   L_announce(channel, handed)
   local x = L_xholder(lock, now)
-  if not x and #st.s == 0 and #st.w == 0 then return #handed, nil end
-  return #handed, L_hint(st, x, now, nil)
+  if not x and #st.s == 0 and #st.w == 0 then return #handed, nil, false end
+  -- An exclusive caller that holds it shared would wait for itself.
+  local conflict = false
+  if me then
+    local who = L_owner_of(me)
+    for _, h in ipairs(st.s) do if L_owner_of(h.o) == who then conflict = true end end
+  end
+  return #handed, L_hint(st, x, now, nil), conflict
 end
 )lua";
 

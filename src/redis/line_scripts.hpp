@@ -21,10 +21,13 @@
 
 namespace dlock::redis {
 
-// A Lua chunk defining `local function line_settle(lock, fence, q, channel)`:
-// purge, promote (publishing hand-overs), save. Returns the number handed
-// over and, when anything still holds or waits, the wait a caller outside
-// the line is told (ms; -1: until an event); nil when the name is free.
+// A Lua chunk defining
+// `local function line_settle(lock, fence, q, channel, me)`: purge, promote
+// (publishing hand-overs), save. Returns the number handed over; when
+// anything still holds or waits, the wait a caller outside the line is
+// told (ms; -1: until an event), nil when the name is free; and whether
+// `me` (optional)'s owner holds it shared (an exclusive call would wait
+// for itself).
 // The plain scripts run it only when the line key exists.
 std::string_view line_settle_chunk();
 // The helpers alone (the renew script's line branch uses them).

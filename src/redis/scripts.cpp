@@ -58,7 +58,8 @@ if not owner then
     if redis.call('exists', KEYS[3]) == 1 then return {2, 0, 0} end
 )lua";
 constexpr std::string_view kAcquireTail = R"lua(
-    local _, busy = line_settle(KEYS[1], KEYS[2], KEYS[4], ARGV[5])
+    local _, busy, conflict = line_settle(KEYS[1], KEYS[2], KEYS[4], ARGV[5], ARGV[1])
+    if conflict then return {6, 0, 0} end
     if busy then return {0, busy, 0} end
   end
   local ok, fence = pcall(redis.call, 'incr', KEYS[2])

@@ -19,7 +19,8 @@ std::string script_sha1(std::string_view body);
 // owner, lease ms, depth the caller holds, attempt number (0: none; see
 // AcquireCall::round), wake channel. A free lock beside a live line is busy
 // (after the line is settled: an expired holder hands over).
-// Returns {1, fence, depth} granted, {0, holder pttl, 0} busy,
+// Returns {6, 0, 0} when the caller's owner holds it shared (as the line
+// acquire), {1, fence, depth} granted, {0, holder pttl, 0} busy,
 // {2, 0, 0} lost, {3, server depth, 0} mismatch.
 const Script& acquire_script();
 // KEYS: lock, tombstone, line, fence counter. ARGV: owner, depth the caller

@@ -319,6 +319,12 @@ TEST_F(RedisLines, AChangeOfModeByTheSameOwnerFailsAtOnce) {
   ASSERT_FALSE(x.ok());
   EXPECT_EQ(x.code(), Errc::precondition_failed) << x.status().to_string();
   EXPECT_LT(ms_since(t0), 2000) << "it waited for itself";
+  LockOptions unfair;
+  unfair.owner = "same-owner";
+  auto plain = c.client.acquire("g", 5s, unfair);  // not a line's call: the same answer
+  ASSERT_FALSE(plain.ok());
+  EXPECT_EQ(plain.code(), Errc::precondition_failed) << plain.status().to_string();
+  EXPECT_LT(ms_since(t0), 2000) << "it waited for itself";
   auto rs = r->release();
   ASSERT_TRUE(rs.ok()) << rs.to_string();
 
