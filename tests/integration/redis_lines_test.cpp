@@ -398,11 +398,18 @@ TEST_F(RedisLines, SharedHoldsAreRenewedAndAbandonedWaitersLeaveTheLine) {
   o.renew_interval = 300ms;
   auto r = shared(a, "i", 1s, 0, o);
   ASSERT_TRUE(r.ok());
-  auto x = a.client.acquire("j", 1s, fair(1000ms));  // a fair exclusive hold beside it, one renew batch
+  LockOptions named = fair(1000ms);
+  named.holder = "candidate-7";
+  auto x = a.client.acquire("j", 1s, named);  // a fair exclusive hold beside it
   ASSERT_TRUE(x.ok());
-  std::this_thread::sleep_for(2500ms);  // well past both leases: renewed
+  auto p = a.client.acquire("k", 1s, o);  // and a plain one: renewal batches mix them
+  ASSERT_TRUE(p.ok());
+  std::this_thread::sleep_for(2500ms);  // well past the leases: renewed
   EXPECT_FALSE(r->lost());
   EXPECT_FALSE(x->lost());
+  EXPECT_FALSE(p->lost());
+  EXPECT_EQ(b.client.inspect("j")->holder, "candidate-7");
+  EXPECT_FALSE(b.client.inspect("j")->shared);
   auto info = b.client.inspect("i");
   ASSERT_TRUE(info.ok());
   EXPECT_TRUE(info->held);
@@ -416,6 +423,7 @@ TEST_F(RedisLines, SharedHoldsAreRenewedAndAbandonedWaitersLeaveTheLine) {
   EXPECT_EQ(line_waiters(b.client, "j"), 0u);
   ASSERT_TRUE(r->release().ok());
   ASSERT_TRUE(x->release().ok());
+  ASSERT_TRUE(p->release().ok());
   EXPECT_TRUE(clean(redis));
 }
 
