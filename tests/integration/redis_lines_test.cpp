@@ -8,6 +8,8 @@
 
 #include "client_core.hpp"
 #include "integration/common.hpp"
+#include "redis/line_scripts.hpp"
+#include "redis/scripts.hpp"
 
 namespace dlock::test {
 namespace {
@@ -425,6 +427,58 @@ TEST_F(RedisLines, SharedHoldsAreRenewedAndAbandonedWaitersLeaveTheLine) {
   ASSERT_TRUE(x->release().ok());
   ASSERT_TRUE(p->release().ok());
   EXPECT_TRUE(clean(redis));
+}
+
+// The scripts alone: what they store, how long it lives, a mixed renewal.
+class RedisLineScripts : public ::testing::Test {
+ protected:
+  static std::string key(const std::string& n) { return "dlock:{" + n + "}"; }
+  std::string plain(const std::string& n, const std::string& owner, int lease) {
+    return redis.cmd({"EVAL", std::string(redis::acquire_script().body), "4", key(n), "dlock:fence",
+                      key(n) + ":t:" + owner, key(n) + ":q", owner, std::to_string(lease), "0", "0",
+                      key(n) + ":wake"});
+  }
+  std::string line(const std::string& n, const std::string& owner, int lease, const std::string& mode,
+                   bool queued = true) {
+    return redis.cmd({"EVAL", std::string(redis::line_acquire_script().body), "4", key(n), "dlock:fence",
+                      key(n) + ":t:" + owner, key(n) + ":q", owner, std::to_string(lease), "0", mode, "0",
+                      queued ? "1" : "0", "", key(n) + ":wake"});
+  }
+  std::string renew(const std::vector<std::string>& keys, const std::vector<std::string>& args) {
+    std::vector<std::string> c{"EVAL", std::string(redis::renew_script().body), std::to_string(keys.size())};
+    c.insert(c.end(), keys.begin(), keys.end());
+    c.insert(c.end(), args.begin(), args.end());
+    return redis.cmd(c);
+  }
+  RedisServer server;
+  SyncRedis redis{server.port()};
+};
+
+TEST_F(RedisLineScripts, TheLineKeyExpiresWithItsLatestEntry) {
+  EXPECT_EQ(line("m", "A/B", 5000, "x"), "1\n1\n1");
+  EXPECT_EQ(line("m", "C/B", 800, "x"), "0\n266\n0") << "queued: told to come back within a third of its lease";
+  const long long ttl = redis.integer({"PTTL", key("m") + ":q"});
+  EXPECT_GT(ttl, 0);
+  EXPECT_LE(ttl, 800);
+  EXPECT_EQ(redis.cmd({"HGET", key("m"), "q"}), "1") << "the holder is marked: its release hands over";
+  std::this_thread::sleep_for(900ms);  // the waiter's place ran out, unrenewed
+  EXPECT_EQ(redis.integer({"EXISTS", key("m") + ":q"}), 0);
+}
+
+TEST_F(RedisLineScripts, ARenewalBatchMixesPlainAndLineHolds) {
+  EXPECT_EQ(plain("p", "P/A", 1000), "1\n1\n1");
+  EXPECT_EQ(line("s", "S/A", 1000, "s"), "1\n2\n1");
+  EXPECT_EQ(line("x", "X/A", 1000, "x"), "1\n3\n1");
+  EXPECT_EQ(line("x", "W/A", 1000, "x"), "0\n333\n0");
+  EXPECT_EQ(renew({key("p"), key("s"), key("s") + ":q", key("x"), key("x") + ":q", key("x"), key("x") + ":q",
+                   key("s"), key("s") + ":q", key("p")},
+                  {"P/A", "60000", "p", "S/A", "60000", "l", "X/A", "60000", "l", "W/A", "60000", "l", "G/A",
+                   "60000", "l", "Q/A", "60000", "p"}),
+            "1\n1\n1\n1\n0\n2");
+  EXPECT_GT(redis.integer({"PTTL", key("p")}), 30000);
+  EXPECT_GT(redis.integer({"PTTL", key("s") + ":q"}), 30000);
+  EXPECT_GT(redis.integer({"PTTL", key("x")}), 30000);
+  EXPECT_GT(redis.integer({"PTTL", key("x") + ":q"}), 30000) << "the waiter's place was renewed";
 }
 
 }  // namespace
