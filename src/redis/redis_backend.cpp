@@ -331,7 +331,7 @@ class RedisBackend final : public detail::Backend {
         if (r.is_error()) return done(translate_error(r.str));
       const Reply& f = replies[0];
       long long is_line = 0, held = 0, fence = 0, depth = 0, left = 0, holders = 0, shared = 0, line = 0;
-      if (!int_at(f, 0, is_line) || !int_at(f, 1, held) || !int_at(f, 2, fence) || !int_at(f, 3, depth) ||
+      if (f.type != Reply::Type::array || f.elements.size() != 9 || !int_at(f, 0, is_line) || !int_at(f, 1, held) || !int_at(f, 2, fence) || !int_at(f, 3, depth) ||
           !int_at(f, 4, left) || f.elements[5].type != Reply::Type::string || !int_at(f, 6, holders) ||
           !int_at(f, 7, shared) || !int_at(f, 8, line))
         return done(unexpected_reply("the inspect script", f));
