@@ -140,7 +140,9 @@ void start_lock_servers(RunCtx& c, const RunConfig& cfg, const Scenario& scenari
 
 std::int64_t think_ms_of(const RunConfig& cfg, const Scenario& scenario) {
   if (scenario.think_leases > 0) return static_cast<std::int64_t>(scenario.think_leases * static_cast<double>(cfg.ttl_ms));
-  if (scenario.think_ms > 0) return scenario.think_ms;
+  // A leader thinks once per round (2.5 rounds on average): a scenario's
+  // long hold is shared among them.
+  if (scenario.think_ms > 0) return recipe_of(cfg.strategy) == "election" ? scenario.think_ms / 2 : scenario.think_ms;
   // Line order is judged only for waiters that waited longer than the join
   // bound (a quarter lease): holds of up to 0.3 lease (a leader's 1-4 rounds
   // of up to 1/8 lease) keep three waiters in line that long.
