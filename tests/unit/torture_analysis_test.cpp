@@ -1035,6 +1035,12 @@ TEST(TortureRecipes, SemaphorePausedHolderExplainsAnExcessAndMeasuresRecovery) {
   EXPECT_EQ(f.recipe.permit_recoveries[0].grant, "w0/1/1");
   EXPECT_EQ(f.recipe.permit_recoveries[0].cause, "pause");
   EXPECT_EQ(f.recipe.permit_recoveries[0].recovery_ms, 1090);  // 10 -> 1100: three others hold
+
+  // A holder that was stopped itself does not count as one of the N.
+  h.fault("pause", "w3", 1200, 1300);
+  const Findings g = analyze(h.events(), recipe_run("semaphore", 4000, 3));
+  ASSERT_EQ(g.recipe.permit_recoveries.size(), 1u);
+  EXPECT_EQ(g.recipe.permit_recoveries[0].recovery_ms, -1);
 }
 
 TEST(TortureRecipes, SemaphoreKilledHolderRecoveryAndNeverRecovered) {

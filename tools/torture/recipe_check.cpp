@@ -117,13 +117,24 @@ void count_reader_overlaps(const std::vector<Hold>& holds, RecipeFindings& r) {
 
 namespace {
 
+bool is_pause(const std::string& kind) { return kind == "pause" || kind == "failpoint-pause"; }
+
+// Whether h's holder was stopped during the hold: it may believe it holds
+// a permit it lost.
+bool paused_during(const Hold& h, const std::vector<FaultWindow>& faults) {
+  for (const FaultWindow& w : faults)
+    if (is_pause(w.kind) && w.target == h.proc && w.start_t < h.end_t && w.end_t > h.ok_t) return true;
+  return false;
+}
+
 // The first time at or after `from` at which `permits` holds other than
-// holds[skip] are held at once; -1 if never.
-std::int64_t first_full_after(const std::vector<Hold>& holds, std::size_t skip, std::int64_t from, unsigned permits) {
+// holds[skip], none of them paused, are held at once; -1 if never.
+std::int64_t first_full_after(const std::vector<Hold>& holds, const std::vector<FaultWindow>& faults,
+                              std::size_t skip, std::int64_t from, unsigned permits) {
   std::vector<std::pair<std::int64_t, int>> steps;  // (t, +1/-1); ends sort first
   for (std::size_t i = 0; i < holds.size(); ++i) {
     const Hold& h = holds[i];
-    if (i == skip || h.end_t <= from) continue;
+    if (i == skip || h.end_t <= from || paused_during(h, faults)) continue;
     steps.emplace_back(std::max(h.ok_t, from), +1);
     steps.emplace_back(h.end_t, -1);
   }
@@ -210,7 +221,7 @@ void check_capacity(const std::vector<Hold>& holds, const std::vector<FaultWindo
       p.grant = h.grant;
       p.cause = cause;
       p.t = t;
-      const std::int64_t full = first_full_after(holds, i, t, permits);
+      const std::int64_t full = first_full_after(holds, faults, i, t, permits);
       p.recovery_ms = full < 0 || full > run_end ? -1 : to_ms(full - t);
       r.permit_recoveries.push_back(std::move(p));
     };
@@ -219,7 +230,7 @@ void check_capacity(const std::vector<Hold>& holds, const std::vector<FaultWindo
       continue;
     }
     for (const FaultWindow& w : faults) {
-      if ((w.kind != "pause" && w.kind != "failpoint-pause") || w.target != h.proc) continue;
+      if (!is_pause(w.kind) || w.target != h.proc) continue;
       if (w.start_t < h.ok_t || w.start_t >= h.end_t || w.end_t - w.start_t <= ttl_ns) continue;
       record(w.kind, w.start_t);
       break;

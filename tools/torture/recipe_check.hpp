@@ -35,8 +35,10 @@
 //
 // semaphore: at no instant more than N holds (what the holders believe,
 // as for the mutex's overlaps), unless a holder was paused, or the server
-// faulted, during its hold (explained, as overlaps are). Lost permits:
-// recovery_ms below.
+// faulted, during its hold (explained, as overlaps are). A permit lost with
+// its holder (killed while holding, or stopped for longer than the lease
+// while holding) is recovered when N other holds, none of them stopped
+// during its hold, are held at once: its permit was granted again by then.
 //
 // election: two grants with one term; every fenced write made after a higher
 // term was granted (deposed), and what the resource made of it.
