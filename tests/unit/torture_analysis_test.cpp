@@ -882,10 +882,11 @@ TEST(TortureRecipes, FairLeavingTheLineAndFaultsAreAllowed) {
   EXPECT_NE(f.recipe.overtakes.at(0).excuse.find("pause of w1"), std::string::npos);
   EXPECT_TRUE(judge(f, expect(3)).pass);
 
-  History silent;  // the server answered nobody while w1 joined: not judged
+  History silent;  // the server answered nobody lately when w1 joined: not judged
   silent.acquire_as("fair", "w0/1/1", 0, 300, 1).release("w0/1/1", 400, 401);
   silent.acquire_as("fair", "w2/1/1", 50, 405, 2).release("w2/1/1", 450, 451);
   silent.acquire_as("fair", "w1/1/1", 10, 455, 3).release("w1/1/1", 500, 501);
+  silent.acquire_outcome("w3", 0, 5, "fail");  // not an answer that shows it serving
   f = analyze(silent.events(), recipe_run("fair", 600));
   EXPECT_EQ(f.recipe.line_pairs_judged, 0);
   EXPECT_EQ(f.recipe.line_overtakes, 0);

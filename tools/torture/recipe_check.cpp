@@ -64,9 +64,9 @@ void check_line_order(const Index& ix, const std::vector<FaultWindow>& faults, s
       const AcquireRec& a = **(it - 1);
       const std::int64_t a_end = end_of(a);
       if (a_end <= b.invoke_t) continue;  // out of the line before b began
-      // A server that answered nobody meanwhile (starting, stalled) may not
+      // A server that answered nobody lately (starting, stalled) may not
       // have counted a's request either.
-      if (!serving(a.invoke_t, a.invoke_t + join_bound_ns)) continue;
+      if (!serving(a.invoke_t - 4 * join_bound_ns, a.invoke_t + join_bound_ns)) continue;
       ++r.line_pairs_judged;
       if (a_end <= b.done_t) continue;  // left (or was granted) before b's ok
       LineOvertake o;

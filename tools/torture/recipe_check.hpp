@@ -12,8 +12,8 @@
 // timeout: a serving server has answered its first request by then, or it
 // was retried) until its acquire's outcome, or its death; only if the server
 // was serving: it answered someone (a grant or a release that succeeded)
-// within [A.invoke, A.invoke + J] (a server starting up or stalled may not
-// have counted A). Another acquire B *began after A joined* when
+// within [A.invoke - 4J, A.invoke + J] (a server starting up, or stalled
+// for longer, may not have counted A; faults of the server excuse the rest). Another acquire B *began after A joined* when
 // B.invoke >= A.invoke + J. A is *overtaken* by B when B began
 // after A joined and B was granted (B's ok) while A was still in the line,
 // i.e. A's outcome (granted later, gave up, or no answer) or death came after
