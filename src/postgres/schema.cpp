@@ -43,8 +43,12 @@ BEGIN
   -- Version 3: lines (core/lock_line.hpp). The exclusive holder of a line
   -- lives in the lock row like any other (so plain acquirers exclude it),
   -- with what it said of itself in `info` (NULL for a plain grant); shared
-  -- holders and waiters beside it, keyed by name + owner + grant.
+  -- holders and waiters beside it, keyed by name + owner + grant. While a
+  -- name has any, its row exists (free: owner '', expires_at -infinity) and
+  -- says so (`line`): a plain call reads that in the row it locks anyway,
+  -- and pays nothing for lines elsewhere.
   ALTER TABLE @T ADD COLUMN IF NOT EXISTS info text;
+  ALTER TABLE @T ADD COLUMN IF NOT EXISTS line bool NOT NULL DEFAULT false;
   CREATE SEQUENCE IF NOT EXISTS @T_ticket NO CYCLE;
   CREATE TABLE IF NOT EXISTS @T_line (
     name text NOT NULL,
@@ -99,7 +103,7 @@ BEGIN
         IF p_held > 0 THEN RETURN QUERY SELECT 2, 0::bigint, 0, 0::bigint; RETURN; END IF;
         -- Shared holders or a line: a caller not in line has everyone
         -- ahead of it (core/lock_line.hpp), and decides there.
-        IF EXISTS (SELECT 1 FROM @T_line x WHERE x.name = p_name) THEN
+        IF existed AND r.line THEN
           RETURN QUERY SELECT * FROM @T_line_acquire(p_name, p_owner, p_grant, 0, p_lease, false, 0, false, NULL);
           RETURN;
         END IF;
@@ -138,19 +142,8 @@ BEGIN
   RETURNS TABLE (kind int, depth int) LANGUAGE plpgsql AS $f$
   DECLARE
     r @T%ROWTYPE;
-    -- Read before the row lock: the advisory lock comes first everywhere.
-    -- A waiter that joins after this look is woken by the plain NOTIFY
-    -- below and takes the lock at its next attempt.
-    has_line bool := EXISTS (SELECT 1 FROM @T_line x WHERE x.name = p_name);
     handed int := 0;
   BEGIN
-    IF has_line THEN
-      PERFORM pg_advisory_xact_lock(hashtextextended('@T ' || p_name, 0));
-      IF current_setting('synchronous_commit') IN ('off', 'local', 'remote_write') THEN
-        PERFORM set_config('synchronous_commit', 'on', true);  -- a hand-over is a grant
-      END IF;
-      PERFORM @T_line_settle(p_name, clock_timestamp(), NULL, NULL);
-    END IF;
     IF p_tomb > 0 THEN
       PERFORM pg_advisory_xact_lock(hashtextextended('@T ' || p_name, 0));
       DELETE FROM @T_tombstones t WHERE t.expires_at <= clock_timestamp();
@@ -159,12 +152,27 @@ BEGIN
         ON CONFLICT (name, grant_id) DO UPDATE SET expires_at = greatest(t.expires_at, EXCLUDED.expires_at);
     END IF;
     SELECT * INTO r FROM @T l WHERE l.name = p_name FOR UPDATE;
+    IF FOUND AND r.line THEN
+      -- A line's state changes only under its row's lock (every line call
+      -- takes it), so this one may decide for the line: first its steps 1
+      -- and 2, then the release, which hands over.
+      IF current_setting('synchronous_commit') IN ('off', 'local', 'remote_write') THEN
+        PERFORM set_config('synchronous_commit', 'on', true);  -- a hand-over is a grant
+      END IF;
+      PERFORM @T_line_settle(p_name, clock_timestamp(), NULL, NULL);
+      SELECT * INTO r FROM @T l WHERE l.name = p_name;
+    END IF;
     IF NOT FOUND OR r.expires_at <= clock_timestamp() THEN RETURN QUERY SELECT 1, 0; RETURN; END IF;
     IF r.owner <> p_owner OR r.grant_id <> p_grant THEN RETURN QUERY SELECT 2, 0; RETURN; END IF;
     IF p_all OR r.depth = p_held THEN
       IF p_all OR r.depth <= 1 THEN
-        DELETE FROM @T l WHERE l.name = p_name;
-        IF has_line THEN handed := @T_line_settle(p_name, clock_timestamp(), NULL, NULL); END IF;
+        IF r.line THEN
+          UPDATE @T l SET owner = '', grant_id = 0, depth = 0, expires_at = '-infinity', info = NULL
+            WHERE l.name = p_name;
+          handed := @T_line_settle(p_name, clock_timestamp(), NULL, NULL);
+        ELSE
+          DELETE FROM @T l WHERE l.name = p_name;
+        END IF;
         IF handed = 0 THEN PERFORM pg_notify('@C', p_name); END IF;  -- else the hand-over's NOTIFY
         RETURN QUERY SELECT 0, 0; RETURN;
       END IF;
@@ -204,11 +212,35 @@ BEGIN
   -- name by the advisory lock every fresh grant of the name takes. Times
   -- are the server's (clock_timestamp()).
 
+  -- Keeps the row's `line` true exactly while the name has shared holders
+  -- or waiters, the row itself there (free) while it does, and a free or
+  -- expired row without them gone.
+  CREATE OR REPLACE FUNCTION @T_line_mark(p_name text, p_now timestamptz)
+  RETURNS void LANGUAGE plpgsql AS $f$
+  DECLARE
+    r @T%ROWTYPE;
+    lined bool := EXISTS (SELECT 1 FROM @T_line x WHERE x.name = p_name);
+  BEGIN
+    SELECT * INTO r FROM @T l WHERE l.name = p_name FOR UPDATE;
+    IF NOT FOUND THEN
+      IF lined THEN
+        INSERT INTO @T (name, owner, grant_id, depth, fence, expires_at, info, line)
+          VALUES (p_name, '', 0, 0, 0, '-infinity', NULL, true);
+      END IF;
+    ELSIF NOT lined AND r.expires_at <= p_now THEN
+      DELETE FROM @T l WHERE l.name = p_name;
+    ELSIF r.line <> lined THEN
+      UPDATE @T l SET line = lined WHERE l.name = p_name;
+    END IF;
+  END $f$;
+
   -- Steps 1 and 2: purge what expired, then promote the head of the line
   -- while it is compatible with the holders. Each waiter granted is told by
   -- a NOTIFY naming it (fence, grant, owner), except the caller itself
   -- (p_skip_*: it learns it from its own answer). The caller holds the
-  -- name's advisory lock. Returns how many were granted.
+  -- name's row lock if the row exists (every line call takes the name's
+  -- advisory lock, then the row lock; a release finds its row locked
+  -- first). Returns how many were granted.
   CREATE OR REPLACE FUNCTION @T_line_settle(p_name text, p_now timestamptz, p_skip_owner text, p_skip_grant bigint)
   RETURNS int LANGUAGE plpgsql AS $f$
   DECLARE
@@ -251,6 +283,7 @@ BEGIN
                                 w.owner || p_name);
       END IF;
     END LOOP;
+    PERFORM @T_line_mark(p_name, p_now);
     RETURN n;
   END $f$;
 
@@ -350,6 +383,7 @@ BEGIN
           ON CONFLICT (name) DO UPDATE SET owner = EXCLUDED.owner, grant_id = EXCLUDED.grant_id, depth = 1,
             fence = EXCLUDED.fence, expires_at = EXCLUDED.expires_at, info = EXCLUDED.info;
       END IF;
+      PERFORM @T_line_mark(p_name, now_ts);
       RETURN QUERY SELECT 1, f, 1, 0::bigint; RETURN;
     END IF;
     IF p_queued THEN
@@ -361,6 +395,7 @@ BEGIN
                               info)
           VALUES (p_name, p_owner, p_grant, p_shared, false, nextval('@T_ticket'), v_permits, 0, 0, p_lease, v_until,
                   coalesce(p_info, ''));
+        PERFORM @T_line_mark(p_name, now_ts);
       END IF;
     END IF;
     -- Busy: retry at the first holder's expiry (no holder: the first

@@ -362,8 +362,8 @@ TEST(PostgresLines, AVersion2TableIsMigrated) {
   // Back to version 2's objects: no line tables, functions or info column.
   pg.psql(
       "DROP FUNCTION dlock_locks_line_acquire, dlock_locks_line_release, dlock_locks_line_abandon, "
-      "dlock_locks_line_renew, dlock_locks_line_settle; DROP TABLE dlock_locks_line, dlock_locks_line_tombs; "
-      "DROP SEQUENCE dlock_locks_ticket; ALTER TABLE dlock_locks DROP COLUMN info; "
+      "dlock_locks_line_renew, dlock_locks_line_settle, dlock_locks_line_mark; DROP TABLE dlock_locks_line, dlock_locks_line_tombs; "
+      "DROP SEQUENCE dlock_locks_ticket; ALTER TABLE dlock_locks DROP COLUMN info, DROP COLUMN line; "
       "UPDATE dlock_locks_meta SET value = 2");
   LineClient second(pg.url(), log);
   EXPECT_EQ(pg.psql("SELECT value FROM dlock_locks_meta"), "3\n");
