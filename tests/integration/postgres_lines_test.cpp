@@ -276,6 +276,44 @@ TEST(PostgresLines, AChangeOfModeBySameOwnerIsRefused) {
   EXPECT_TRUE(exclusive->release().ok());
 }
 
+// inspect shows what a line's holder said of itself (LockOptions::holder),
+// the oldest grant speaking for the lock, and its waiters.
+TEST(PostgresLines, InspectShowsTheHolderAndTheLine) {
+  PostgresServer pg;
+  LogSink log;
+  LineClient a(pg.url(), log), b(pg.url(), log);
+  LockOptions o;
+  o.holder = "candidate-7";
+  auto fair = a.fair("leader", 0ms, o);
+  ASSERT_TRUE(fair.ok());
+  auto waiting = std::async(std::launch::async, [&] { return b.fair("leader", 30s); });
+  ASSERT_TRUE(eventually([&] { return a.waiters("leader") == 1; }, 5s));
+  LockInfo info = a.info("leader");
+  EXPECT_TRUE(info.held);
+  EXPECT_EQ(info.holder, "candidate-7");
+  EXPECT_EQ(info.holders, 1u);
+  EXPECT_FALSE(info.shared);
+  EXPECT_EQ(info.fence, fair->fence());
+  ASSERT_TRUE(fair->release().ok());
+  auto next = waiting.get();
+  ASSERT_TRUE(next.ok());
+  info = a.info("leader");
+  EXPECT_EQ(info.holder, "");
+  EXPECT_EQ(info.waiters, 0u);
+  EXPECT_TRUE(next->release().ok());
+  LockOptions r;
+  r.holder = "reader-1";
+  auto reader = a.shared("leader", 0ms, 0, r);
+  ASSERT_TRUE(reader.ok());
+  info = b.info("leader");
+  EXPECT_EQ(info.holder, "reader-1");
+  EXPECT_TRUE(info.shared);
+  EXPECT_TRUE(reader->release().ok());
+  info = b.info("leader");
+  EXPECT_FALSE(info.held);
+  EXPECT_EQ(pg.psql("SELECT count(*) FROM dlock_locks"), "0\n") << "a free row outlived its line";
+}
+
 // (h) Plain and line holders exclude each other, both ways; a plain waiter
 // is woken by a line's last release.
 TEST(PostgresLines, PlainAndLineHoldersExcludeEachOther) {
