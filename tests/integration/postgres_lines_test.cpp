@@ -139,9 +139,10 @@ TEST(PostgresLines, AWaiterTimingOutAsAReleaseArrivesLeavesNothingHeld) {
   std::cout << "granted " << granted << ", timed out " << timed_out << "\n";
 }
 
-// (d) A waiter whose process dies keeps the line only until its lease ends
-// (its place, or the hold it was handed, expires by server time).
-TEST(PostgresLines, ADeadWaiterDoesNotStallTheLineBeyondItsLease) {
+// (d) A waiter whose process dies (or stops: its connections stay open)
+// keeps the line only until its lease ends (its place, or the hold it was
+// handed, expires by server time).
+void dead_waiter_does_not_stall_the_line(int sig) {
   PostgresServer pg;
   const std::string url = pg.url(), go = pg.dir() + "/go";
   pid_t child = fork_child([&] {  // forked before this process makes a client
@@ -152,6 +153,13 @@ TEST(PostgresLines, ADeadWaiterDoesNotStallTheLineBeyondItsLease) {
     std::this_thread::sleep_for(60s);
     return 0;
   });
+  struct Reap {  // on every way out, a failed assertion's too
+    pid_t pid;
+    ~Reap() {
+      ::kill(pid, SIGKILL);
+      wait_exit(pid, 5s);
+    }
+  } reap{child};
   LogSink log;
   LineClient holder(url, log), next(url, log);
   auto held = holder.fair("d", 0ms);
@@ -160,8 +168,7 @@ TEST(PostgresLines, ADeadWaiterDoesNotStallTheLineBeyondItsLease) {
   ASSERT_TRUE(eventually([&] { return holder.waiters("d") == 1; }, 10s));
   auto got = std::async(std::launch::async, [&] { return next.fair("d", 30s, fast_watchdog(1000ms, 300ms)); });
   ASSERT_TRUE(eventually([&] { return holder.waiters("d") == 2; }, 5s));
-  ::kill(child, SIGKILL);
-  wait_exit(child, 5s);
+  ::kill(child, sig);
   const auto released = Clock::now();
   ASSERT_TRUE(held->release().ok());  // handed to the dead waiter (its place is still live)
   ASSERT_EQ(got.wait_for(5s), std::future_status::ready) << "the line stalled on a dead waiter";
@@ -169,9 +176,13 @@ TEST(PostgresLines, ADeadWaiterDoesNotStallTheLineBeyondItsLease) {
   ASSERT_TRUE(lease.ok()) << lease.status().to_string();
   const auto took = ms_since(released);
   EXPECT_LT(took, 2500) << "a 1 s lease plus a heartbeat";
-  measure("pg_line_dead_waiter_ms", took);
+  measure(sig == SIGKILL ? "pg_line_killed_waiter_ms" : "pg_line_stopped_waiter_ms", took);
   EXPECT_TRUE(lease->release().ok());
 }
+
+TEST(PostgresLines, AKilledWaiterDoesNotStallTheLineBeyondItsLease) { dead_waiter_does_not_stall_the_line(SIGKILL); }
+
+TEST(PostgresLines, AStoppedWaiterDoesNotStallTheLineBeyondItsLease) { dead_waiter_does_not_stall_the_line(SIGSTOP); }
 
 // (e) Readers overlap; a writer waits for them; readers that arrive while
 // the writer waits queue behind it.
