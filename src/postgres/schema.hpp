@@ -13,6 +13,12 @@
 // Lines (fair, shared and counted locks, core/lock_line.hpp), version 3:
 //   <table>.info     what an exclusive line holder said of itself (NULL: a
 //                    plain grant); the exclusive holder lives in the row
+//   <table>.line     the name has shared holders or waiters; while it does
+//                    the row stays (free: owner '', expires_at -infinity),
+//                    so plain calls learn it from the row they lock anyway
+//                    (every line call takes the name's advisory lock, then
+//                    its row lock; a release decides for the line under the
+//                    row lock alone)
 //   <table>_line     shared holders and waiters: (name, owner, grant) PRIMARY
 //                    KEY, mode, holder or waiter, ticket, permits, depth,
 //                    fence, lease, expires_at, info
