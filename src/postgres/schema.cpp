@@ -251,10 +251,12 @@ BEGIN
     n_shared int;
     f bigint;
   BEGIN
-    DELETE FROM @T_line x WHERE x.name = p_name AND x.expires_at <= p_now;
-    DELETE FROM @T_line_tombs t WHERE t.name = p_name AND t.expires_at <= p_now;
+    -- The row lock first, before any change to the line: a release holding
+    -- it and promoting must never wait for this call's changes.
     SELECT * INTO r FROM @T l WHERE l.name = p_name FOR UPDATE;
     row_live := FOUND AND r.expires_at > p_now;
+    DELETE FROM @T_line x WHERE x.name = p_name AND x.expires_at <= p_now;
+    DELETE FROM @T_line_tombs t WHERE t.name = p_name AND t.expires_at <= p_now;
     LOOP
       SELECT * INTO w FROM @T_line x WHERE x.name = p_name AND NOT x.holder ORDER BY x.ticket LIMIT 1;
       EXIT WHEN NOT FOUND OR row_live;
