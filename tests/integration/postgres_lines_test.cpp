@@ -369,6 +369,50 @@ TEST(PostgresLines, PlainAndLineHoldersExcludeEachOther) {
   EXPECT_TRUE(next->release().ok());
 }
 
+// Plain, fair and shared callers of one name, at once: no writer ever beside
+// anyone, every call granted, nothing left behind.
+TEST(PostgresLines, MixedCallersOfOneNameKeepExclusion) {
+  PostgresServer pg;
+  LogSink log;
+  constexpr int kClients = 6, kRounds = 15;
+  std::vector<std::unique_ptr<LineClient>> clients;
+  for (int i = 0; i < kClients; ++i) clients.push_back(std::make_unique<LineClient>(pg.url(), log));
+  std::atomic<int> writers{0}, readers{0}, violations{0}, errors{0}, granted{0};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kClients; ++i) {
+    threads.emplace_back([&, i] {
+      for (int r = 0; r < kRounds; ++r) {
+        const int kind = (i + r) % 3;  // 0 plain, 1 fair, 2 shared
+        auto lease = kind == 0 ? clients[i]->client.acquire("mix", 30s)
+                     : kind == 1 ? clients[i]->fair("mix", 30s)
+                                 : clients[i]->shared("mix", 30s);
+        if (!lease.ok()) {
+          ++errors;
+          std::cerr << lease.status().to_string() << "\n";
+          continue;
+        }
+        ++granted;
+        if (kind == 2) {
+          ++readers;
+          if (writers.load() != 0) ++violations;
+        } else {
+          if (++writers != 1 || readers.load() != 0) ++violations;
+        }
+        std::this_thread::sleep_for(3ms);
+        if (kind == 2) --readers;
+        else --writers;
+        if (!lease->release().ok()) ++errors;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(violations.load(), 0);
+  EXPECT_EQ(errors.load(), 0);
+  EXPECT_EQ(granted.load(), kClients * kRounds);
+  EXPECT_TRUE(eventually([&] { return pg.psql("SELECT count(*) FROM dlock_locks_line") == "0\n"; }, 3s));
+  EXPECT_EQ(pg.psql("SELECT count(*) FROM dlock_locks WHERE expires_at > clock_timestamp()"), "0\n");
+}
+
 // The asynchronous path (I/O thread), and renewal batches that mix plain
 // and line holds: both are kept past several leases.
 TEST(PostgresLines, AsyncAcquiresAndMixedRenewalsKeepTheirHolds) {
