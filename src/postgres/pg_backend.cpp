@@ -259,7 +259,7 @@ class PgBackend final : public detail::Backend {
   // handed the lock: the line's abandon removes both, always.
   void abandon(const AbandonCall& call, std::function<void(Status)> done) override {
     handed_.erase({call.name, call.owner, call.grant});
-    if (forget_place(call.name, call.owner, call.grant) || call.mode == LockMode::shared) {
+    if (forget_place(call.name, call.owner, call.grant) || call.line || call.mode == LockMode::shared) {
       ++commands_;
       conn_.query(line_abandon_sql(config_.table),
                   {call.name, call.owner, as_bigint(call.grant), std::to_string(call.held),
@@ -348,8 +348,9 @@ class PgBackend final : public detail::Backend {
     return call.mode == LockMode::shared ? line_release_sql_ : release_sql_;
   }
 
-  // A release's payload is the name; a hand-over's names its recipient,
-  // and counts as a release of the name for everyone else.
+  // A release's payload is the name; a hand-over's names its recipient
+  // (the lock is held again: nobody else is woken); "\x1fc<name>" says a
+  // free lock was granted (observers only).
   void on_notify(const std::string& payload) {
     HandOverPayload h;
     if (parse_hand_over(payload, h)) {
@@ -358,8 +359,9 @@ class PgBackend final : public detail::Backend {
         if (handed_.size() >= kMaxHanded) handed_.clear();  // stale ones of other clients: bounded
         handed_[{h.name, h.owner, h.grant}] = h.fence;
       }
-      if (events_.handed) events_.handed({h.name, h.owner, h.grant, h.fence});
-      if (watches_.count(h.name) && events_.released) events_.released({h.name, 0});
+      if (events_.handed) events_.handed({h.name, h.owner, h.grant, h.fence});  // held again: nobody else woken
+    } else if (payload.size() > 2 && payload[0] == '\x1f' && payload[1] == 'c') {  // a free lock granted
+      if (events_.changed) events_.changed(payload.substr(2));
     }
     // A name that merely looks like a hand-over is still a name.
     if (watches_.count(payload) && events_.released) events_.released({payload, 0});

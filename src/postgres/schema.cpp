@@ -374,6 +374,8 @@ BEGIN
       IF placed THEN
         DELETE FROM @T_line x WHERE x.name = p_name AND x.owner = p_owner AND x.grant_id = p_grant;
       END IF;
+      -- A free lock changes hands without a release: observers look again.
+      IF n_shared = 0 THEN PERFORM pg_notify('@C', chr(31) || 'c' || p_name); END IF;
       f := nextval('@T_fence');
       IF p_shared THEN
         INSERT INTO @T_line (name, owner, grant_id, shared, holder, ticket, permits, depth, fence, lease_ms, expires_at,
