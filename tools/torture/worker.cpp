@@ -123,7 +123,10 @@ class Worker {
     failpoint("hold:start");
     // The lock-set workload: read, think, write; a leader does it for a few
     // rounds; readers and permit holders only read and think.
-    for (int round = 0; round < std::max(1, plan.rounds) && !g_stop.load(); ++round) {
+    // Holds meant to outlive the lease (think of a lease or more) are one
+    // round: a leader's rounds would multiply them.
+    const int rounds = a_.think_ms >= a_.ttl_ms ? 1 : std::max(1, plan.rounds);
+    for (int round = 0; round < rounds && !g_stop.load(); ++round) {
       auto read = resource_.cmd({"GET", "counter"});
       const std::int64_t v = read.good() && !read.is_nil ? std::stoll(read.str) : 0;
       emit("read", read.good() ? "ok" : "info", grant, v);
