@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <fstream>
 #include <functional>
 #include <iostream>
 #include <mutex>
@@ -54,6 +55,14 @@ inline bool eventually(const std::function<bool()>& pred, std::chrono::milliseco
     std::this_thread::sleep_for(5ms);
   }
   return pred();
+}
+
+// The number a file holds (0 when it is missing or empty).
+inline long long read_number(const std::string& path) {
+  std::ifstream in(path);
+  long long v = 0;
+  in >> v;
+  return v;
 }
 
 inline long long ms_since(Clock::time_point t) {

@@ -11,13 +11,6 @@
 namespace dlock::test {
 namespace {
 
-long long read_number(const std::string& path) {
-  std::ifstream in(path);
-  long long v = 0;
-  in >> v;
-  return v;
-}
-
 TEST(Postgres, ProcessesTakeTurnsAndLoseNoUpdate) {
   PostgresServer pg;
   const std::string url = pg.url(), counter = pg.dir() + "/counter", fences = pg.dir() + "/fences";

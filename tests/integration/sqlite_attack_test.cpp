@@ -25,13 +25,6 @@ namespace {
 
 std::string url_of(const TempDir& dir) { return "sqlite://" + dir.file("locks.db"); }
 
-long long read_number(const std::string& path) {
-  std::ifstream in(path);
-  long long v = 0;
-  in >> v;
-  return v;
-}
-
 bool write_file(const std::string& path, const std::string& text) {
   const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
   if (fd < 0) return false;

@@ -106,13 +106,6 @@ std::string dump(const std::string& path) {
   return out + "now " + std::to_string(sqlite::boot_ms());
 }
 
-long long read_number(const std::string& path) {
-  std::ifstream in(path);
-  long long v = 0;
-  in >> v;
-  return v;
-}
-
 // (a) Five waiters, each on its own Client, queue in a known order (each
 // joins once the one before it is in line) and are granted in that order.
 TEST(SqliteLines, FairWaitersAreGrantedInArrivalOrder) {

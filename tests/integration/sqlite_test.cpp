@@ -27,13 +27,6 @@ void poke(const std::string& path, const std::string& sql) {
   ASSERT_EQ(rc, SQLITE_OK) << msg;
 }
 
-long long read_number(const std::string& path) {
-  std::ifstream in(path);
-  long long v = 0;
-  in >> v;
-  return v;
-}
-
 TEST(Sqlite, ProcessesTakeTurnsAndLoseNoUpdate) {
   TempDir dir;
   const std::string url = url_of(dir), counter = dir.file("counter"), fences = dir.file("fences");

@@ -31,15 +31,6 @@ namespace {
 using detail::LockMode;
 using detail::Shape;
 
-ClientOptions silent() {
-  ClientOptions o;
-  o.logger = [](LogLevel, std::string_view) {};
-  return o;
-}
-
-std::string url(const std::string& hosts, const std::string& params = "") {
-  return "zk://" + hosts + (params.empty() ? "" : "?" + params);
-}
 
 // A client whose core takes shared and counted holds before the public
 // classes offer them.

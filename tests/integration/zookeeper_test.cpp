@@ -21,15 +21,6 @@ namespace {
 #define REQUIRE_ZOOKEEPER() \
   if (!zookeeper_available()) GTEST_SKIP() << "ZooKeeper is not installed"
 
-ClientOptions silent() {
-  ClientOptions o;
-  o.logger = [](LogLevel, std::string_view) {};
-  return o;
-}
-
-std::string url(const std::string& hosts, const std::string& params = "") {
-  return "zk://" + hosts + (params.empty() ? "" : "?" + params);
-}
 
 TEST(ZooKeeper, WaitersAreGrantedInArrivalOrderAndEachReleaseWakesOnlyTheNext) {
   REQUIRE_ZOOKEEPER();

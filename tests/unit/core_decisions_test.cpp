@@ -15,6 +15,7 @@
 #include "client_core.hpp"
 #include "dlock/mutex.hpp"
 #include "support/fake_backend.hpp"
+#include "support/fake_client.hpp"
 
 namespace dlock {
 namespace {
@@ -22,16 +23,8 @@ namespace {
 using namespace std::chrono_literals;
 using testing::FakeServer;
 
-// Polls `cond` for up to 5 s (the conditions are reached in milliseconds).
-template <class F>
-bool eventually(F cond) {
-  const auto deadline = std::chrono::steady_clock::now() + 5s;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (cond()) return true;
-    std::this_thread::sleep_for(1ms);
-  }
-  return cond();
-}
+using testing::connect;
+using testing::eventually;
 
 // The steady clock moved forward on demand: the core's decisions (validity,
 // late grants) see time pass without the test sleeping.
@@ -42,12 +35,6 @@ struct TestClock {
     return [this] { return std::chrono::steady_clock::now() + std::chrono::nanoseconds(ahead_ns.load()); };
   }
 };
-
-Client connect(FakeServer& server, ClientOptions options = {}, detail::ClientCore::ClockFn clock = {}) {
-  auto core = detail::ClientCore::connect_with(server.maker(), std::move(options), std::move(clock));
-  EXPECT_TRUE(core.ok()) << core.status().to_string();
-  return detail::ClientFactory::make(std::move(core.value()));
-}
 
 LockOptions owner(std::string id) {
   LockOptions o;

@@ -19,6 +19,7 @@
 #include "dlock/semaphore.hpp"
 #include "dlock/shared_mutex.hpp"
 #include "support/fake_backend.hpp"
+#include "support/fake_client.hpp"
 
 namespace dlock {
 namespace {
@@ -26,15 +27,7 @@ namespace {
 using namespace std::chrono_literals;
 using testing::FakeServer;
 
-template <class F>
-bool eventually(F cond) {
-  const auto deadline = std::chrono::steady_clock::now() + 5s;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (cond()) return true;
-    std::this_thread::sleep_for(1ms);
-  }
-  return cond();
-}
+using testing::eventually;
 
 ClientOptions quiet() {
   ClientOptions o;
@@ -42,11 +35,7 @@ ClientOptions quiet() {
   return o;
 }
 
-Client connect(FakeServer& server) {
-  auto core = detail::ClientCore::connect_with(server.maker(), quiet());
-  EXPECT_TRUE(core.ok()) << core.status().to_string();
-  return detail::ClientFactory::make(std::move(core.value()));
-}
+Client client_of(FakeServer& server) { return testing::connect(server, quiet()); }
 
 LockOptions fair() {
   LockOptions o;
@@ -60,7 +49,7 @@ struct Lines : ::testing::Test {
 };
 
 TEST_F(Lines, AHandOverGrantsAnIdleWaiterWithoutAnotherAttempt) {
-  Client a = connect(server), b = connect(server);
+  Client a = client_of(server), b = client_of(server);
   Lease held = a.acquire("h", 0ms, fair()).value();
   std::promise<Result<Lease>> got;
   b.async_acquire("h", 10s, fair(), [&](Result<Lease> r) { got.set_value(std::move(r)); });
@@ -78,7 +67,7 @@ TEST_F(Lines, AHandOverGrantsAnIdleWaiterWithoutAnotherAttempt) {
 
 TEST_F(Lines, AWaiterWhoseFirstAttemptWasOnTheFastPathIsHandedTheLockAtOnce) {
   server.fast_path = true;
-  Client a = connect(server), b = connect(server);
+  Client a = client_of(server), b = client_of(server);
   Lease held = a.acquire("fp", 0ms, fair()).value();
   auto waiter = std::async(std::launch::async, [&] { return b.acquire("fp", 30s, fair()); });
   ASSERT_TRUE(eventually([&] { return a.inspect("fp")->waiters.value_or(0) == 1; }));
@@ -92,7 +81,7 @@ TEST_F(Lines, AWaiterWhoseFirstAttemptWasOnTheFastPathIsHandedTheLockAtOnce) {
 }
 
 TEST_F(Lines, AWaiterGivingUpAsTheHandOverArrivesLeavesNothingHeld) {
-  Client a = connect(server), b = connect(server), c = connect(server);
+  Client a = client_of(server), b = client_of(server), c = client_of(server);
   for (int round = 0; round < 40; ++round) {
     const std::string name = "g" + std::to_string(round);
     Lease held = a.acquire(name, 0ms, fair()).value();
@@ -109,7 +98,7 @@ TEST_F(Lines, AWaiterGivingUpAsTheHandOverArrivesLeavesNothingHeld) {
 }
 
 TEST_F(Lines, AnObserverMayStopItselfAndTheClientMayCloseUnderIt) {
-  Client a = connect(server);
+  Client a = client_of(server);
   Election e(a, "o", "me");
   std::atomic<int> calls{0};
   std::unique_ptr<Observation> obs;
@@ -127,18 +116,18 @@ TEST_F(Lines, AnObserverMayStopItselfAndTheClientMayCloseUnderIt) {
   std::this_thread::sleep_for(50ms);
   EXPECT_EQ(calls.load(), 1) << "no call after it stopped itself";
   // A second observer left running when the client goes.
-  Client b = connect(server);
+  Client b = client_of(server);
   Election e2(b, "o", "other");
   std::atomic<int> seen{0};
   Observation keep = e2.observe([&](const std::optional<LeaderInfo>&) { ++seen; });
   ASSERT_TRUE(eventually([&] { return seen.load() >= 1; }));
-  b = Client(connect(server));  // the first handle goes: its core shuts down with the observer registered
+  b = Client(client_of(server));  // the first handle goes: its core shuts down with the observer registered
   (void)l.resign();
 }
 
 TEST_F(Lines, ManyThreadsWithTinyTimeoutsKeepEveryRecipesPromise) {
   constexpr int kThreads = 8;
-  Client client = connect(server);
+  Client client = client_of(server);
   std::atomic<int> inside{0}, permits_in{0}, max_inside{0}, writers_in{0}, readers_in{0}, bad{0}, grants{0};
   auto note_max = [&](int now) {
     int m = max_inside.load();
