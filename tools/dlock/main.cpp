@@ -1,6 +1,8 @@
 // dlock: the command-line tool.
 //
 //   dlock run [options] NAME -- CMD [ARGS...]   run CMD while holding NAME
+//                                                (--fair, --shared, --permits N)
+//   dlock elect [options] NAME -- CMD [ARGS...] run CMD while leading NAME
 //   dlock status [options] NAME                  show NAME's state
 //   dlock migrate [options] [URL]                make a SQL store's lock table
 //
@@ -20,6 +22,8 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -44,14 +48,14 @@ using dlock::cli::shown_name;
 
 const char* kExitCodesHelp =
     "Exit codes:\n"
-    "  CMD's own status    dlock run: CMD ran under the lock (128+N if a signal N ended it)\n"
+    "  CMD's own status    dlock run, elect: CMD ran under the lock (128+N if a signal N ended it)\n"
     "  64  (EX_USAGE)      bad arguments, URL or option values\n"
     "  69  (EX_UNAVAILABLE) the lock server is unreachable (or an outcome was lost)\n"
     "  70  (EX_SOFTWARE)   the store refused (wrong key type, not a lock file or table, unexpected reply)\n"
-    "  75  (EX_TEMPFAIL)   the lock was not acquired within --wait\n"
+    "  75  (EX_TEMPFAIL)   the lock (or leadership) was not acquired within --wait\n"
     "  77  (EX_NOPERM)     authentication, permission or TLS verification failed\n"
-    "  79                  the lock was lost while CMD ran (CMD got SIGTERM, then SIGKILL after --grace),\n"
-    "                      or found lost when releasing it after CMD ended\n"
+    "  79                  the lock (or leadership) was lost while CMD ran (CMD got SIGTERM, then\n"
+    "                      SIGKILL after --grace), or found lost when releasing it after CMD ended\n"
     "  130 / 143 ...       SIGINT / SIGTERM (128+N) before CMD started: CMD was not run\n"
     "  126 / 127           CMD is not executable / not found\n";
 
@@ -173,6 +177,16 @@ bool sqlite_store_missing(const std::string& url) {
   return path.starts_with('/') && stat(path.c_str(), &st) != 0 && errno == ENOENT;
 }
 
+// What a holder said of itself (LockOptions::holder), safe to print: other
+// programs wrote it, so control characters become '?', and it is cut as a
+// name is.
+std::string shown_holder(std::string_view holder) {
+  std::string out(holder);
+  for (char& c : out)
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
+  return shown_name(out);
+}
+
 int cmd_status(const Common& common, const std::string& name) {
   dlock::Result<dlock::LockInfo> info = dlock::LockInfo{};
   const bool no_store = sqlite_store_missing(common.url);
@@ -192,10 +206,20 @@ int cmd_status(const Common& common, const std::string& name) {
                         {"last_fence", info->last_fence},
                         {"remaining_ms", info->remaining.count()},
                         {"reentry_count", info->reentry_count},
-                        {"waiters", info->waiters ? nlohmann::json(*info->waiters) : nlohmann::json()}};
-    std::cout << j.dump() << '\n';
+                        {"waiters", info->waiters ? nlohmann::json(*info->waiters) : nlohmann::json()},
+                        {"holder", info->holder},
+                        {"holders", info->holders},
+                        {"shared", info->shared}};
+    // Names and holder texts are bytes: anything not UTF-8 is replaced.
+    std::cout << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
   } else if (info->held) {
-    std::cout << shown_name(name) << ": held, fence " << info->fence << ", ";
+    std::cout << shown_name(name) << ": held";
+    // Fair, shared and counted locks (run --fair/--shared/--permits, elect):
+    // who holds them, as the oldest grant describes itself.
+    if (info->shared) std::cout << " shared by " << info->holders;
+    else if (info->holders > 1) std::cout << " by " << info->holders;
+    if (!info->holder.empty()) std::cout << " (holder '" << shown_holder(info->holder) << "')";
+    std::cout << ", fence " << info->fence << ", ";
     if (info->remaining.count() > 0)
       std::cout << "lease " << static_cast<double>(info->remaining.count()) / 1000.0 << " s left";
     else
@@ -217,6 +241,15 @@ struct RunOptions {
   std::string wait;  // empty: forever
   std::string grace = "10s";
   bool ttl_given = false;  // --ttl on the command line
+  // dlock run: the kind of lock. Default: exclusive (the write side of a
+  // name that others hold --shared).
+  bool fair = false;       // wait in line (LockOptions::fair)
+  bool shared = false;     // a read lock (SharedMutex::lock_shared)
+  long long permits = 0;   // one permit of a Semaphore of this many
+  bool counted = false;    // --permits given
+  // dlock elect: the candidate id (empty: hostname:pid).
+  bool elect = false;
+  std::string id;
 };
 
 int status_to_exit(int status) {
@@ -311,8 +344,29 @@ std::optional<dlock::Client> connect_interruptibly(const Common& c, const std::s
   return std::move(*client);
 }
 
+// The exit code of an acquire that did not succeed: busy or timed out is
+// EX_TEMPFAIL, anything else as the error says.
+int not_acquired(const Common& common, const RunOptions& o, milliseconds wait, const dlock::Status& s) {
+  if (s.code() == dlock::Errc::busy || s.code() == dlock::Errc::timeout) {
+    if (!common.quiet) {
+      const std::string released = wait.count() == 0 ? "" : " and was not released within --wait";
+      if (o.elect)
+        std::cerr << "dlock: '" << shown_name(o.name) << "' is led by another candidate" << released << '\n';
+      else if (o.counted)
+        std::cerr << "dlock: all " << o.permits << " permits of '" << shown_name(o.name) << "' are taken"
+                  << (wait.count() == 0 ? "" : " and none was released within --wait") << '\n';
+      else
+        std::cerr << "dlock: '" << shown_name(o.name) << "' is held by another owner" << released << '\n';
+    }
+    return dlock::cli::kTempFail;
+  }
+  return fail(s, std::string(o.elect ? "cannot campaign for '" : "cannot acquire '") + o.name + "'", common.url,
+              o.name);
+}
+
 // Acquires NAME, waiting up to `wait`; a signal ends the wait (the Client's
-// shutdown then undoes whatever the acquire may have been granted).
+// shutdown then undoes whatever the acquire may have been granted, and a
+// place in a line is left at once).
 std::optional<dlock::Lease> acquire_interruptibly(const Common& common, const dlock::Client& client,
                                                   const RunOptions& o, milliseconds wait,
                                                   const dlock::LockOptions& lo, int sig_fd, int& exit_code) {
@@ -329,41 +383,133 @@ std::optional<dlock::Lease> acquire_interruptibly(const Common& common, const dl
   }
   auto lease = std::move(*result->take());
   if (lease.ok()) return std::move(lease.value());
-  if (lease.code() == dlock::Errc::busy || lease.code() == dlock::Errc::timeout) {
-    if (!common.quiet)
-      std::cerr << "dlock: '" << shown_name(o.name) << "' is held by another owner"
-                << (wait.count() == 0 ? "" : " and was not released within --wait") << '\n';
-    exit_code = dlock::cli::kTempFail;
-  } else {
-    exit_code = fail(lease.status(), "cannot acquire '" + o.name + "'", common.url, o.name);
-  }
+  exit_code = not_acquired(common, o, wait, lease.status());
   return std::nullopt;
+}
+
+// A blocking call of a recipe (`take`: true once granted, false on
+// contention, throws dlock::Error otherwise) on a thread of its own, so that
+// a signal ends the wait. The recipes have no asynchronous form that a
+// signal could cancel: the signal ends the process, and the place it kept
+// in the name's line lapses with its lease (--ttl).
+std::optional<dlock::Status> take_interruptibly(const Common& common, const RunOptions& o, int sig_fd,
+                                                std::function<bool()> take, int& exit_code) {
+  auto result = std::make_shared<Handoff<dlock::Status>>();
+  if (result->fd < 0) {
+    std::cerr << "dlock: eventfd failed: " << std::strerror(errno) << '\n';
+    exit_code = dlock::cli::kSoftware;
+    return std::nullopt;
+  }
+  std::thread taking([take = std::move(take), result] {
+    try {
+      result->set(take() ? dlock::Status() : dlock::Status(dlock::Errc::timeout, "not granted"));
+    } catch (const dlock::Error& e) {
+      result->set(e.status());
+    } catch (const std::exception& e) {
+      result->set(dlock::Status(dlock::Errc::server_error, e.what()));
+    }
+  });
+  if (int sig = wait_or_signal(sig_fd, result->fd); sig != 0) {
+    // The call cannot be stopped; nothing runs yet, so end the process here
+    // rather than race the waiting thread.
+    exit_code = interrupted(common, sig, "waiting for '" + shown_name(o.name) + "'");
+    std::cerr.flush();
+    _exit(exit_code);
+  }
+  taking.join();
+  return result->take();
+}
+
+// What CMD runs under: a lease, a read lock or a permit.
+struct Held {
+  std::uint64_t fence = 0;
+  std::stop_token lost;
+  std::function<dlock::Status()> release;  // gives it back; errors as Lease::release
+};
+
+std::string default_candidate_id() {
+  char host[256] = {};
+  if (gethostname(host, sizeof host - 1) != 0 || host[0] == '\0') std::strcpy(host, "localhost");
+  return std::string(host) + ":" + std::to_string(getpid());
+}
+
+// Takes what `o` asks for: a lock (fair or not), a read lock, a permit, or
+// the leadership (a fair lock whose holder is the candidate id, as
+// dlock::Election campaigns: taken here through async_acquire so that a
+// signal leaves the line at once).
+std::optional<Held> hold_interruptibly(const Common& common, const dlock::Client& client, const RunOptions& o,
+                                       milliseconds wait, const dlock::LockOptions& lo, int sig_fd,
+                                       int& exit_code) {
+  Held held;
+  if (o.shared || o.counted) {
+    std::function<bool()> take;
+    if (o.shared) {
+      auto rw = std::make_shared<dlock::SharedMutex>(client, o.name, lo);
+      take = [rw, wait] { return rw->try_lock_shared_for(wait); };
+      held.release = [rw] {
+        rw->unlock_shared();
+        return rw->last_release_status();
+      };
+      auto status = take_interruptibly(common, o, sig_fd, take, exit_code);
+      if (!status) return std::nullopt;
+      if (!status->ok()) {
+        exit_code = not_acquired(common, o, wait, *status);
+        return std::nullopt;
+      }
+      held.fence = rw->fence();
+      held.lost = rw->lost_token();
+    } else {
+      auto sem = std::make_shared<dlock::Semaphore>(client, o.name, static_cast<unsigned>(o.permits), lo);
+      take = [sem, wait] { return sem->try_acquire_for(wait); };
+      held.release = [sem] {
+        sem->release();
+        return sem->last_release_status();
+      };
+      auto status = take_interruptibly(common, o, sig_fd, take, exit_code);
+      if (!status) return std::nullopt;
+      if (!status->ok()) {
+        exit_code = not_acquired(common, o, wait, *status);
+        return std::nullopt;
+      }
+      held.fence = sem->fences().front();
+      held.lost = sem->lost_token();
+    }
+    return held;
+  }
+  auto lease = acquire_interruptibly(common, client, o, wait, lo, sig_fd, exit_code);
+  if (!lease) return std::nullopt;
+  auto shared_lease = std::make_shared<dlock::Lease>(std::move(*lease));
+  held.fence = shared_lease->fence();
+  held.lost = shared_lease->lost_token();
+  held.release = [shared_lease] { return shared_lease->release(); };
+  return held;
 }
 
 // Gives the lock back after CMD ended; the exit code: CMD's, or the
 // lost-lock code when the lock did not last until CMD ended.
-int release_and_exit(const Common& common, const RunOptions& o, dlock::Lease& lease, bool lost, int child_status) {
-  dlock::Status released = lease.release();
+int release_and_exit(const Common& common, const dlock::cli::Command& command, Held& held, bool lost,
+                     int child_status) {
+  dlock::Status released = held.release();
   if (lost) return dlock::cli::kLockLost;
+  const std::string& name = command.lock_name;
   // A loss noticed only now (the lease ran out between renewals): CMD ran
   // part of the time without the lock. That is the lost-lock exit, not CMD's.
   if (released.code() == dlock::Errc::not_owner || released.code() == dlock::Errc::not_held ||
       released.code() == dlock::Errc::lease_lost) {
-    std::cerr << "dlock: the lock on '" << shown_name(o.name)
-              << "' was lost before CMD finished: " << dlock::cli::tidy(released.to_string(), o.name)
-              << '\n';
+    std::cerr << "dlock: " << command.held_as << " '" << shown_name(name)
+              << "' was lost before CMD finished: " << dlock::cli::tidy(released.to_string(), name) << '\n';
     return dlock::cli::kLockLost;
   }
   if (!released.ok()) {
-    std::cerr << "dlock: releasing '" << shown_name(o.name)
-              << "' failed: " << dlock::cli::tidy(released.to_string(), o.name)
-              << " (it expires by its lease)\n";
+    std::cerr << "dlock: " << (command.held_as == "the lock on" ? "releasing '" : "resigning '") << shown_name(name)
+              << "' failed: " << dlock::cli::tidy(released.to_string(), name) << " (it expires by its lease)\n";
   } else {
-    say(common, "released '" + shown_name(o.name) + "'");
+    say(common, (command.held_as == "the lock on" ? "released '" : "resigned '") + shown_name(name) + "'");
   }
   return status_to_exit(child_status);
 }
 
+// dlock run and dlock elect: holds what `o` asks for while CMD runs.
 int cmd_run(const Common& common, const RunOptions& o) {
   const milliseconds ttl = *parse_duration(o.ttl);
   const milliseconds grace = *parse_duration(o.grace);
@@ -377,6 +523,22 @@ int cmd_run(const Common& common, const RunOptions& o) {
   if (o.ttl_given && dlock::cli::store_of(common.url) == dlock::cli::Store::zookeeper) {
     std::cerr << "dlock: --ttl does not apply to zk:// URLs: a ZooKeeper lock lasts as long as the client's "
                  "session; set its timeout in the URL (?session_timeout=10s)\n";
+    return dlock::cli::kUsage;
+  }
+  if (o.shared && o.counted) {
+    std::cerr << "dlock: --shared and --permits do not go together: --shared takes a read lock (readers overlap, "
+                 "a plain run excludes them), --permits N one of N permits\n";
+    return dlock::cli::kUsage;
+  }
+  const bool counted = o.counted;
+  if (counted && (o.permits < 1 || o.permits > std::numeric_limits<unsigned>::max())) {
+    std::cerr << "dlock: --permits must be at least 1 (and at most " << std::numeric_limits<unsigned>::max()
+              << ")\n";
+    return dlock::cli::kUsage;
+  }
+  const std::string id = o.elect && o.id.empty() ? default_candidate_id() : o.id;
+  if (o.elect && id.size() > dlock::kMaxHolderInfo) {
+    std::cerr << "dlock: --id must be at most " << dlock::kMaxHolderInfo << " bytes\n";
     return dlock::cli::kUsage;
   }
   const int sig_fd = [] {
@@ -394,9 +556,24 @@ int cmd_run(const Common& common, const RunOptions& o) {
   dlock::LockOptions lo;
   lo.watchdog_lease = ttl;
   lo.renew_interval = std::max(ttl / 3, milliseconds(1));
-  auto lease = acquire_interruptibly(common, *client, o, wait, lo, sig_fd, code);
-  if (!lease) return code;
-  say(common, "acquired '" + shown_name(o.name) + "' (fence " + std::to_string(lease->fence()) + ")");
+  if (o.elect) {
+    lo.fair = true;  // candidates wait in line, as dlock::Election's
+    lo.holder = id;  // what status and Election::leader() show
+  } else if (o.fair || o.shared || counted) {
+    lo.fair = o.fair;
+    lo.holder = default_candidate_id();  // who holds it, for dlock status
+  }
+  auto held = hold_interruptibly(common, *client, o, wait, lo, sig_fd, code);
+  if (!held) return code;
+  if (o.elect)
+    say(common, "leading '" + shown_name(o.name) + "' as '" + shown_holder(id) + "' (term " +
+                    std::to_string(held->fence) + ")");
+  else
+    say(common, "acquired '" + shown_name(o.name) + "' (" +
+                    (o.shared  ? std::string("shared, ")
+                     : counted ? "one of " + std::to_string(o.permits) + " permits, "
+                               : std::string()) +
+                    "fence " + std::to_string(held->fence) + ")");
   library_logs = true;
 
   // Lost-lock notification into the poll loop.
@@ -405,22 +582,31 @@ int cmd_run(const Common& common, const RunOptions& o) {
     std::cerr << "dlock: eventfd failed: " << std::strerror(errno) << '\n';
     return dlock::cli::kSoftware;
   }
-  std::stop_callback on_lost(lease->lost_token(), [lost_fd] {
+  std::stop_callback on_lost(held->lost, [lost_fd] {
     std::uint64_t one = 1;
     (void)!write(lost_fd, &one, sizeof one);
   });
 
-  const dlock::cli::Command command{o.name, o.command, grace, o.grace, common.quiet};
+  dlock::cli::Command command;
+  command.lock_name = o.name;
+  command.argv = o.command;
+  command.grace = grace;
+  command.grace_text = o.grace;
+  command.quiet = common.quiet;
+  if (o.elect) {
+    command.held_as = "the leadership of";
+    command.env = {{"DLOCK_TERM", std::to_string(held->fence)}, {"DLOCK_ID", id}};
+  }
   dlock::cli::Job job;
   job.tty = dlock::cli::foreground_terminal();
-  job.pid = dlock::cli::spawn_command(command, lease->fence(), job.tty);
+  job.pid = dlock::cli::spawn_command(command, held->fence, job.tty);
   if (job.pid < 0) return dlock::cli::kSoftware;
   bool lost = false;
   const int child_status = dlock::cli::supervise(command, job, sig_fd, lost_fd, lost);
   dlock::cli::give_terminal(job.tty, getpgrp());
   close(sig_fd);
 
-  return release_and_exit(common, o, *lease, lost, child_status);
+  return release_and_exit(common, command, *held, lost, child_status);
 }
 
 }  // namespace
@@ -475,11 +661,44 @@ int main(int argc, char** argv) {
       ->check(DurationValidator());
   run_cmd->add_option("--grace", run.grace, "After losing the lock: SIGTERM, then SIGKILL after this (default 10s)")
       ->check(DurationValidator());
+  run_cmd->add_flag("--fair", run.fair,
+                    "Wait in line: the lock goes to waiters in arrival order, across machines (not for redlock://)");
+  run_cmd->add_flag("--shared", run.shared,
+                    "Take a read lock: --shared runs of NAME overlap, a plain run of NAME excludes them (and waits "
+                    "for them; --fair waits in their line)");
+  run_cmd->add_option("--permits", run.permits,
+                      "Take one of N permits: at most N runs of NAME at once (every run of NAME must give the same N)");
   run_cmd->add_option("name", run.name, "Lock name")->required();
   run_cmd->add_option("command", run.command, "Command and arguments, after --")->required();
 
+  RunOptions elect;
+  elect.elect = true;
+  auto* elect_cmd = app.add_subcommand(
+      "elect",
+      "Campaign to lead NAME (candidates wait in line), run CMD while leading, and resign when CMD ends; exit with "
+      "CMD's status. CMD gets DLOCK_NAME, DLOCK_ID (the candidate id), and DLOCK_TERM (the term, also as "
+      "DLOCK_FENCE: it grows from leader to leader, so a resource can refuse a deposed leader's writes). "
+      "Signals, terminal and a lost leadership as for dlock run: CMD gets SIGTERM, then SIGKILL after --grace, "
+      "and dlock exits 79.");
+  add_common(elect_cmd);
+  elect_cmd->add_option("--id", elect.id,
+                        "Candidate id that dlock status shows for the leader (default: HOSTNAME:PID; at most " +
+                            std::to_string(dlock::kMaxHolderInfo) + " bytes; not a secret)");
+  elect_cmd->add_option("--ttl", elect.ttl, "Lease of the leadership, renewed every ttl/3 (as for dlock run)")
+      ->check(DurationValidator());
+  elect_cmd->add_option("--wait", elect.wait, "How long to wait to lead (default: forever; 0: try once)")
+      ->check(DurationValidator());
+  elect_cmd->add_option("--grace", elect.grace,
+                        "After losing the leadership: SIGTERM, then SIGKILL after this (default 10s)")
+      ->check(DurationValidator());
+  elect_cmd->add_option("name", elect.name, "Election name (a lock name)")->required();
+  elect_cmd->add_option("command", elect.command, "Command and arguments, after --")->required();
+
   std::string status_name;
-  auto* status_cmd = app.add_subcommand("status", "Show whether NAME is held, its fence, lease and waiters");
+  auto* status_cmd = app.add_subcommand(
+      "status",
+      "Show whether NAME is held, its fence, lease and waiters; for fair, shared and counted locks and elections "
+      "also the holder (the leader's id) and how many hold it");
   add_common(status_cmd);
   status_cmd->add_flag("--json", common.json, "One JSON object on stdout");
   status_cmd->add_option("name", status_name, "Lock name")->required();
@@ -501,20 +720,23 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     // CLI11 quotes raw arguments, URLs with their passwords among them, and
     // reports an unknown option as the arguments left over after it.
-    const std::string unknown = unknown_option(argc, argv, {&app, run_cmd, status_cmd, migrate_cmd});
+    const std::string unknown = unknown_option(argc, argv, {&app, run_cmd, elect_cmd, status_cmd, migrate_cmd});
     std::cerr << "dlock: "
               << (unknown.empty() ? dlock::cli::redact_urls(e.what(), url_arguments(argc, argv))
                                   : "unknown option '" + unknown + "'")
-              << " (see dlock " << (run_cmd->parsed() ? "run " : "") << (status_cmd->parsed() ? "status " : "")
+              << " (see dlock " << (run_cmd->parsed() ? "run " : "") << (elect_cmd->parsed() ? "elect " : "")
+              << (status_cmd->parsed() ? "status " : "")
               << (migrate_cmd->parsed() ? "migrate " : "") << "--help)\n";
     return dlock::cli::kUsage;
   }
-  // Only `dlock run` reads them from a signalfd; the other commands keep
+  // Only `dlock run` and `dlock elect` read them from a signalfd; the others keep
   // the default actions (Ctrl-C ends a status that waits for a server).
   // Still before any thread exists.
-  if (!run_cmd->parsed()) pthread_sigmask(SIG_UNBLOCK, &sigs, nullptr);
+  if (!run_cmd->parsed() && !elect_cmd->parsed()) pthread_sigmask(SIG_UNBLOCK, &sigs, nullptr);
   if (!migrate_url.empty()) common.url = migrate_url;
   run.ttl_given = run_cmd->count("--ttl") > 0;
+  elect.ttl_given = elect_cmd->count("--ttl") > 0;
+  run.counted = run_cmd->count("--permits") > 0;
   // Only commands that write make the default file's directory: status reads.
   if (common.url == dlock::cli::default_url() && !status_cmd->parsed())
     if (std::string err = dlock::cli::prepare_default_dir(); !err.empty()) {
@@ -523,6 +745,7 @@ int main(int argc, char** argv) {
     }
   try {
     if (run_cmd->parsed()) return cmd_run(common, run);
+    if (elect_cmd->parsed()) return cmd_run(common, elect);
     if (migrate_cmd->parsed()) return cmd_migrate(common);
     return cmd_status(common, status_name);
   } catch (const std::exception& e) {

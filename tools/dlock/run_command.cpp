@@ -82,7 +82,7 @@ bool reap(const Command& c, Job& job, int& status) {
       // Ctrl-C must reach dlock now, which can end CMD; a stopped
       // foreground group would swallow it.
       give_terminal(job.tty, getpgrp());
-      say(c, std::string("CMD stopped (SIG") + sigabbrev_np(WSTOPSIG(st)) + "); the lock on '" +
+      say(c, std::string("CMD stopped (SIG") + sigabbrev_np(WSTOPSIG(st)) + "); " + c.held_as + " '" +
                       shown_name(c.lock_name) + "' is kept while it is stopped: kill -CONT " + std::to_string(getpid()) +
                       " resumes it, Ctrl-C or kill -TERM " + std::to_string(getpid()) + " ends it");
     } else if (WIFCONTINUED(st)) {
@@ -126,7 +126,8 @@ int supervise(const Command& c, Job& job, int sig_fd, int lost_fd, bool& lost) {
       std::uint64_t v;
       (void)!read(lost_fd, &v, sizeof v);
       lost = true;
-      std::cerr << "dlock: lost the lock on '" << shown_name(c.lock_name) << "' while CMD ran: sending it SIGTERM\n";
+      std::cerr << "dlock: lost " << c.held_as << " '" << shown_name(c.lock_name)
+                << "' while CMD ran: sending it SIGTERM\n";
       pass_on(job, SIGTERM);
       kill_at = Clock::now() + c.grace;
     }
@@ -144,6 +145,7 @@ pid_t spawn_command(const Command& c, std::uint64_t fence, int tty) {
   // between fork and exec.
   setenv("DLOCK_NAME", c.lock_name.c_str(), 1);
   setenv("DLOCK_FENCE", std::to_string(fence).c_str(), 1);
+  for (const auto& [key, value] : c.env) setenv(key.c_str(), value.c_str(), 1);
   std::vector<char*> argv;
   for (const auto& a : c.argv) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace dlock::cli {
@@ -19,6 +20,11 @@ struct Command {
   std::chrono::milliseconds grace;  // after a loss: SIGTERM, then SIGKILL this much later
   std::string grace_text;         // as the user wrote it
   bool quiet = false;             // print only errors
+  // What is held, for messages: "the lock on" (dlock run), "the leadership
+  // of" (dlock elect); the lock name follows.
+  std::string held_as = "the lock on";
+  // More variables for CMD's environment (DLOCK_TERM, DLOCK_ID).
+  std::vector<std::pair<std::string, std::string>> env;
 };
 
 // CMD as dlock drives it.
@@ -28,7 +34,7 @@ struct Job {
   bool stopped = false;  // as last reaped
 };
 
-// Forks and execs CMD with DLOCK_NAME and DLOCK_FENCE set, handing it the
+// Forks and execs CMD with DLOCK_NAME, DLOCK_FENCE and `c.env` set, handing it the
 // terminal `tty` (-1: none). Returns its pid, or -1 if it cannot fork. A CMD
 // that cannot be executed is reported here and exits 126/127 in the child.
 pid_t spawn_command(const Command& c, std::uint64_t fence, int tty);
