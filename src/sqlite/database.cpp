@@ -65,7 +65,9 @@ Statement& Statement::bind(int index, std::int64_t value) {
   return *this;
 }
 Statement& Statement::bind(int index, std::string_view value) {
-  sqlite3_bind_text(stmt_, index, value.data(), static_cast<int>(value.size()), SQLITE_TRANSIENT);
+  // An empty view may have no data: text still, never NULL.
+  sqlite3_bind_text(stmt_, index, value.data() != nullptr ? value.data() : "", static_cast<int>(value.size()),
+                    SQLITE_TRANSIENT);
   return *this;
 }
 Statement& Statement::bind_null(int index) {

@@ -1,7 +1,9 @@
 #include "sqlite/lock_store.hpp"
 
 #include <algorithm>
+#include <map>
 
+#include "core/lock_line.hpp"
 #include "core/lock_row.hpp"
 #include "sqlite/host.hpp"
 
@@ -9,6 +11,7 @@ namespace dlock::sqlite {
 namespace {
 
 using detail::AcquireOutcome;
+using detail::LockMode;
 using detail::ReleaseOutcome;
 using detail::RenewOutcome;
 
@@ -16,6 +19,18 @@ std::string dir_of(const std::string& path) {
   const auto slash = path.rfind('/');
   return slash == 0 ? "/" : path.substr(0, slash);
 }
+
+}  // namespace
+
+// dlock_line's key: owner, grant, kind.
+struct LineKey {
+  std::string owner;
+  std::uint64_t grant = 0;
+  int kind = 0;
+  auto operator<=>(const LineKey&) const = default;
+};
+
+namespace {
 
 // A lease in the table's milliseconds, kept far from overflow.
 std::int64_t until(std::int64_t now, milliseconds lease) {
@@ -64,10 +79,11 @@ Result<std::int64_t> LockStore::releases(const std::string& name) {
   return table_->releases(name);
 }
 
-// Any error rolls the transaction back.
+// Any error rolls the transaction back (and what it would have told).
 template <class T, class F>
 Result<T> LockStore::in_transaction(bool* moved, F&& body) {
   if (Status s = follow_file(); !s.ok()) return s;
+  pending_ = {};
   WriteTransaction tx(*db_);
   if (Status s = tx.begin(); !s.ok()) return s;
   Result<T> out = body();
@@ -78,25 +94,211 @@ Result<T> LockStore::in_transaction(bool* moved, F&& body) {
     if (s.code() == Errc::unavailable) return s;
     return Status(Errc::outcome_unknown, s.message(), s.backend_code());
   }
+  news_.released.insert(news_.released.end(), pending_.released.begin(), pending_.released.end());
+  news_.handed.insert(news_.handed.end(), pending_.handed.begin(), pending_.handed.end());
+  pending_ = {};
   // Checked after the commit: a file still in place now was in place then
   // (its inode cannot come back to the path while this connection holds it).
   *moved = db_->has_moved();
   return out;
 }
 
+// A name's line as the decisions see it (core/lock_line.hpp), with what is
+// stored, so that only the difference is written back.
+struct LockStore::Line {
+  std::optional<StoredRow> row;   // dlock_locks
+  detail::LineState state;        // live entries only
+  std::map<LineKey, LineRow> stored;  // every dlock_line row of the name
+  // The process of each holder and waiter: a promoted waiter keeps its own.
+  std::map<std::pair<std::string, std::uint64_t>, ProcessId> processes;
+  bool exclusive_live() const {
+    return std::any_of(state.holders.begin(), state.holders.end(),
+                       [](const auto& h) { return h.mode == LockMode::exclusive; });
+  }
+};
+
+std::function<std::uint64_t()> LockStore::fence_source(Status* error) {
+  return [this, error]() -> std::uint64_t {
+    auto f = table_->next_fence();
+    if (!f.ok()) {
+      *error = f.status();
+      return 0;
+    }
+    return *f;
+  };
+}
+
+// Rows of another boot, expired, or of a process known dead hold nothing
+// (and are deleted by the next write).
+Result<LockStore::Line> LockStore::load_line(const std::string& name, std::int64_t now) {
+  Line l;
+  auto row = table_->read(name);
+  if (!row.ok()) return row.status();
+  l.row = std::move(*row);
+  if (const detail::LockRow* live = LockTable::live(l.row, now)) {
+    l.state.holders.push_back(
+        {live->owner, live->grant, LockMode::exclusive, live->depth, live->fence, live->expires_ms, l.row->info});
+    l.processes[{live->owner, live->grant}] = l.row->holder;
+  }
+  auto rows = table_->read_line(name);
+  if (!rows.ok()) return rows.status();
+  std::uint64_t last_ticket = 0;
+  bool have_permits = false;
+  for (LineRow& r : *rows) {
+    const bool live = r.boot == boot_id() && r.expires_ms > now && (r.kind == LineRow::tomb || !known_dead(r.process));
+    if (live) {
+      switch (r.kind) {
+        case LineRow::holder:
+          l.state.holders.push_back({r.owner, r.grant, r.mode, r.depth, r.fence, r.expires_ms, r.info});
+          break;
+        case LineRow::waiter:
+          l.state.line.push_back({r.owner, r.grant, r.mode, r.ticket, r.lease_ms, r.expires_ms, r.info});
+          last_ticket = std::max(last_ticket, r.ticket);
+          break;
+        default:
+          l.state.tombs.push_back({r.owner, r.grant, r.expires_ms});
+          break;
+      }
+      if (r.kind != LineRow::tomb) {
+        l.processes[{r.owner, r.grant}] = r.process;
+        if (r.mode == LockMode::shared && !have_permits) {
+          l.state.permits = r.permits;
+          have_permits = true;
+        }
+      }
+    }
+    LineKey key{r.owner, r.grant, r.kind};
+    l.stored.emplace(std::move(key), std::move(r));
+  }
+  std::sort(l.state.line.begin(), l.state.line.end(), [](const auto& a, const auto& b) { return a.ticket < b.ticket; });
+  l.state.next_ticket = last_ticket + 1;
+  return l;
+}
+
+Status LockStore::store_line(const std::string& name, const Line& before, const detail::LineState& after,
+                             const std::vector<detail::Handed>& handed) {
+  auto process_of = [&](const std::string& owner, std::uint64_t grant) -> const ProcessId& {
+    auto it = before.processes.find({owner, grant});
+    return it != before.processes.end() ? it->second : self();
+  };
+  auto find = [](const auto& v, const std::string& owner, std::uint64_t grant) {
+    return std::find_if(v.begin(), v.end(), [&](const auto& e) { return e.owner == owner && e.grant == grant; });
+  };
+  auto exclusive = [](const detail::LineState& s) -> const detail::LineHolder* {
+    for (const auto& h : s.holders)
+      if (h.mode == LockMode::exclusive) return &h;
+    return nullptr;
+  };
+
+  // The exclusive holder, in dlock_locks.
+  bool counted = false;
+  const detail::LineHolder* now_ex = exclusive(after);
+  const detail::LineHolder* was_ex = exclusive(before.state);
+  if (now_ex != nullptr) {
+    const bool same = was_ex != nullptr && was_ex->owner == now_ex->owner && was_ex->grant == now_ex->grant &&
+                      was_ex->depth == now_ex->depth && was_ex->fence == now_ex->fence &&
+                      was_ex->expires_ms == now_ex->expires_ms && was_ex->info == now_ex->info;
+    if (!same) {
+      const detail::LockRow row{now_ex->owner, now_ex->grant, now_ex->depth, now_ex->fence, now_ex->expires_ms};
+      if (Status s = table_->write(name, row, now_ex->info, &process_of(now_ex->owner, now_ex->grant)); !s.ok())
+        return s;
+    }
+  } else if (was_ex != nullptr) {
+    if (Status s = table_->free(name); !s.ok()) return s;
+    counted = true;
+  }
+
+  // Everything else, in dlock_line.
+  std::map<LineKey, LineRow> want;
+  auto add = [&](int kind, const std::string& owner, std::uint64_t grant) -> LineRow& {
+    LineRow& r = want[LineKey{owner, grant, kind}];
+    r.kind = kind;
+    r.owner = owner;
+    r.grant = grant;
+    if (kind != LineRow::tomb) {
+      r.permits = after.permits;
+      r.boot = boot_id();
+      r.process = process_of(owner, grant);
+    }
+    return r;
+  };
+  for (const auto& h : after.holders) {
+    if (h.mode == LockMode::exclusive) continue;
+    LineRow& r = add(LineRow::holder, h.owner, h.grant);
+    r.mode = h.mode;
+    r.depth = h.depth;
+    r.fence = h.fence;
+    r.expires_ms = h.expires_ms;
+    r.info = h.info;
+  }
+  for (const auto& w : after.line) {
+    LineRow& r = add(LineRow::waiter, w.owner, w.grant);
+    r.mode = w.mode;
+    r.ticket = w.ticket;
+    r.lease_ms = w.lease_ms;
+    r.expires_ms = w.expires_ms;
+    r.info = w.info;
+  }
+  for (const auto& t : after.tombs) {
+    LineRow& r = add(LineRow::tomb, t.owner, t.grant);
+    r.boot = boot_id();
+    r.expires_ms = std::max(r.expires_ms, t.until_ms);
+  }
+  bool left = !handed.empty();
+  for (const auto& [key, r] : before.stored) {
+    if (want.count(key)) continue;
+    if (Status s = table_->drop_line(name, r.owner, r.grant, r.kind); !s.ok()) return s;
+  }
+  for (const auto& [key, r] : want) {
+    auto it = before.stored.find(key);
+    if (it == before.stored.end() || !(it->second == r))
+      if (Status s = table_->put_line(name, r); !s.ok()) return s;
+  }
+
+  // Anyone gone (released, expired, given up, dead) or handed the lock:
+  // every waiter looks again.
+  for (const auto& h : before.state.holders)
+    if (find(after.holders, h.owner, h.grant) == after.holders.end()) left = true;
+  for (const auto& w : before.state.line)
+    if (find(after.line, w.owner, w.grant) == after.line.end() &&
+        find(after.holders, w.owner, w.grant) == after.holders.end())
+      left = true;
+  if (left && !counted)
+    if (Status s = table_->count_release(name); !s.ok()) return s;
+  if (left || counted) pending_.released.push_back(name);
+  for (const auto& h : handed) pending_.handed.push_back({name, h.owner, h.grant, h.fence});
+  return {};
+}
+
 Result<AcquireOutcome> LockStore::acquire(const detail::AcquireCall& call, std::optional<ProcessId>* holder) {
-  if (Status s = detail::check_mode(call, "SQLite", detail::kNoLines); !s.ok()) return s;
   bool moved = false;
   auto out = in_transaction<AcquireOutcome>(&moved, [&]() -> Result<AcquireOutcome> {
     auto stored = table_->read(call.name);
     if (!stored.ok()) return stored.status();
     const std::int64_t now = boot_ms();
+    const detail::LockRow* live = LockTable::live(*stored, now);
+    // A plain call takes the line's way too when the name has one: it must
+    // not pass its shared holders or its waiters.
+    bool in_line = call.queued || call.mode == LockMode::shared;
+    if (!in_line && live == nullptr) {
+      auto any = table_->has_line(call.name);
+      if (!any.ok()) return any.status();
+      in_line = *any;
+    }
     Status fence_error;
-    auto r = detail::decide_acquire(LockTable::live(*stored, now), call, now, until(now, call.lease), [&] {
-      auto f = table_->next_fence();
-      if (!f.ok()) fence_error = f.status();
-      return f.ok() ? *f : 0;
-    });
+    if (in_line) {
+      auto line = load_line(call.name, now);
+      if (!line.ok()) return line.status();
+      detail::LineState state = line->state;
+      auto r = detail::line_acquire(state, call, now, fence_source(&fence_error));
+      if (!fence_error.ok()) return fence_error;
+      if (!r.error.ok()) return r.error;
+      if (Status s = store_line(call.name, *line, state, r.handed); !s.ok()) return s;
+      if (holder != nullptr && r.outcome.kind == AcquireOutcome::Kind::busy && line->exclusive_live())
+        *holder = line->row->holder;
+      return r.outcome;
+    }
+    auto r = detail::decide_acquire(live, call, now, until(now, call.lease), fence_source(&fence_error));
     if (!fence_error.ok()) return fence_error;
     if (r.write)
       if (Status s = table_->write(call.name, *r.write); !s.ok()) return s;
@@ -108,20 +310,68 @@ Result<AcquireOutcome> LockStore::acquire(const detail::AcquireCall& call, std::
   return out;
 }
 
+Result<ReleaseOutcome> LockStore::release_plain(const detail::ReleaseCall& call, std::int64_t now) {
+  auto stored = table_->read(call.name);
+  if (!stored.ok()) return stored.status();
+  auto r = detail::decide_release(LockTable::live(*stored, now), call);
+  Status s;
+  if (r.write == detail::RowRelease::Write::update) s = table_->write(call.name, r.row);
+  if (r.write == detail::RowRelease::Write::erase) {
+    s = table_->free(call.name);
+    pending_.released.push_back(call.name);
+  }
+  if (!s.ok()) return s;
+  return r.outcome;
+}
+
 Result<ReleaseOutcome> LockStore::release(const detail::ReleaseCall& call) {
   bool moved = false;
   auto out = in_transaction<ReleaseOutcome>(&moved, [&]() -> Result<ReleaseOutcome> {
-    auto stored = table_->read(call.name);
-    if (!stored.ok()) return stored.status();
-    auto r = detail::decide_release(LockTable::live(*stored, boot_ms()), call);
-    Status s;
-    if (r.write == detail::RowRelease::Write::update) s = table_->write(call.name, r.row);
-    if (r.write == detail::RowRelease::Write::erase) s = table_->free(call.name);
-    if (!s.ok()) return s;
+    const std::int64_t now = boot_ms();
+    bool in_line = call.mode == LockMode::shared;
+    if (!in_line) {
+      auto any = table_->has_line(call.name);
+      if (!any.ok()) return any.status();
+      in_line = *any;
+    }
+    if (!in_line) return release_plain(call, now);
+    auto line = load_line(call.name, now);
+    if (!line.ok()) return line.status();
+    detail::LineState state = line->state;
+    Status fence_error;
+    auto r = detail::line_release(state, call, now, fence_source(&fence_error));
+    if (!fence_error.ok()) return fence_error;
+    if (Status s = store_line(call.name, *line, state, r.handed); !s.ok()) return s;
     return r.outcome;
   });
   if (moved && out.ok()) return ReleaseOutcome{ReleaseOutcome::Kind::not_held, 0};  // released in a dead file
   return out;
+}
+
+Result<bool> LockStore::abandon_needed(const detail::AbandonCall& call) {
+  if (call.in_doubt || call.tombstone.count() > 0) return true;
+  if (Status s = follow_file(); !s.ok()) return s;
+  return table_->touches(call.name, call.owner, call.grant);
+}
+
+// Always the line's decision: it removes the caller's place in the line, and
+// the level its attempt may have added: a grant whose outcome was unknown,
+// or a hand-over it never heard of (which lives in dlock_locks when
+// exclusive, where no line row is left to tell the name has a line).
+Status LockStore::abandon(const detail::AbandonCall& call) {
+  bool moved = false;
+  auto out = in_transaction<bool>(&moved, [&]() -> Result<bool> {
+    const std::int64_t now = boot_ms();
+    auto line = load_line(call.name, now);
+    if (!line.ok()) return line.status();
+    detail::LineState state = line->state;
+    Status fence_error;
+    auto handed = detail::line_abandon(state, call, now, fence_source(&fence_error));
+    if (!fence_error.ok()) return fence_error;
+    if (Status s = store_line(call.name, *line, state, handed); !s.ok()) return s;
+    return true;
+  });
+  return out.status();
 }
 
 Result<std::vector<RenewOutcome>> LockStore::renew(const std::vector<detail::RenewCall>& calls) {
@@ -130,6 +380,14 @@ Result<std::vector<RenewOutcome>> LockStore::renew(const std::vector<detail::Ren
     std::vector<RenewOutcome> out;
     const std::int64_t now = boot_ms();
     for (const detail::RenewCall& c : calls) {
+      if (c.line) {
+        auto line = load_line(c.name, now);
+        if (!line.ok()) return line.status();
+        detail::LineState state = line->state;
+        out.push_back(detail::line_renew(state, c, now));
+        if (Status s = store_line(c.name, *line, state, {}); !s.ok()) return s;
+        continue;
+      }
       auto stored = table_->read(c.name);
       if (!stored.ok()) return stored.status();
       out.push_back(detail::decide_renew(LockTable::live(*stored, now), c));
@@ -145,19 +403,28 @@ Result<std::vector<RenewOutcome>> LockStore::renew(const std::vector<detail::Ren
 
 Result<LockInfo> LockStore::inspect(const std::string& name) {
   if (Status s = follow_file(); !s.ok()) return s;
-  auto stored = table_->read(name);
-  if (!stored.ok()) return stored.status();
-  LockInfo info;
-  info.waiters = std::nullopt;  // waiters sleep on a file, uncounted
+  // One snapshot for both tables.
+  if (Status s = db_->exec("BEGIN"); !s.ok()) return s;
   const std::int64_t now = boot_ms();
-  if (const detail::LockRow* row = LockTable::live(*stored, now)) {
-    info.held = true;
-    info.fence = row->fence;
-    info.reentry_count = row->depth;
-    info.remaining = milliseconds(row->expires_ms - now);
-  }
+  auto line = load_line(name, now);
   auto last = table_->last_fence();
+  (void)db_->exec("COMMIT");
+  if (!line.ok()) return line.status();
   if (!last.ok()) return last.status();
+  LockInfo info;
+  if (!line->stored.empty()) {
+    info = detail::line_info(line->state, now);  // waiters: those in line (plain ones sleep uncounted)
+  } else {
+    info.waiters = std::nullopt;  // waiters sleep on a file, uncounted
+    if (const detail::LockRow* row = LockTable::live(line->row, now)) {
+      info.held = true;
+      info.fence = row->fence;
+      info.reentry_count = row->depth;
+      info.remaining = milliseconds(row->expires_ms - now);
+      info.holder = line->row->info;
+      info.holders = 1;
+    }
+  }
   info.last_fence = *last;
   return info;
 }

@@ -11,6 +11,7 @@
 #ifndef DLOCK_SQLITE_LOCK_STORE_HPP_
 #define DLOCK_SQLITE_LOCK_STORE_HPP_
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -18,6 +19,7 @@
 #include <vector>
 
 #include "backend.hpp"
+#include "core/lock_line.hpp"
 #include "sqlite/database.hpp"
 #include "sqlite/lock_table.hpp"
 
@@ -32,6 +34,12 @@ class LockStore {
   // `holder`: set on a busy answer to the process that holds the lock.
   Result<detail::AcquireOutcome> acquire(const detail::AcquireCall& call, std::optional<ProcessId>* holder = nullptr);
   Result<detail::ReleaseOutcome> release(const detail::ReleaseCall& call);
+  // Removes what an acquire that ended without a grant left: its place in a
+  // line, a hand-over it never heard of, or a grant whose outcome was unknown.
+  Status abandon(const detail::AbandonCall& call);
+  // Whether abandon(call) has anything to do: false when the attempt left
+  // nothing (a read, no transaction).
+  Result<bool> abandon_needed(const detail::AbandonCall& call);
   Result<std::vector<detail::RenewOutcome>> renew(const std::vector<detail::RenewCall>& calls);
   Result<LockInfo> inspect(const std::string& name);
   // The name's release counter (0 if never locked).
@@ -48,6 +56,16 @@ class LockStore {
   // reported once).
   std::vector<detail::HoldRef> take_gone() { return std::exchange(gone_, {}); }
 
+  // What the calls since the last take_news() did that others must hear of:
+  // names whose release counter moved (a release, a holder or waiter gone,
+  // a hand-over), and the waiters lines granted on the way.
+  struct News {
+    std::vector<std::string> released;
+    std::vector<detail::HandOver> handed;
+    bool empty() const { return released.empty() && handed.empty(); }
+  };
+  News take_news() { return std::exchange(news_, {}); }
+
  private:
   LockStore(std::string path, std::chrono::milliseconds busy) : path_(std::move(path)), busy_(busy) {}
   Status open_file();
@@ -55,18 +73,24 @@ class LockStore {
   // deleted or replaced by the time the commit was done.
   template <class T, class F>
   Result<T> in_transaction(bool* moved, F&& body);
+  struct Line;  // a name's line as read in a transaction
+  Result<Line> load_line(const std::string& name, std::int64_t now);
+  // Writes back what the decision changed; counts a release if someone
+  // left or was handed the lock.
+  Status store_line(const std::string& name, const Line& before, const detail::LineState& after,
+                    const std::vector<detail::Handed>& handed);
+  std::function<std::uint64_t()> fence_source(Status* error);
+  // A plain release inside the caller's transaction.
+  Result<detail::ReleaseOutcome> release_plain(const detail::ReleaseCall& call, std::int64_t now);
 
   std::string path_;
   std::chrono::milliseconds busy_;
   std::unique_ptr<Database> db_;
   std::unique_ptr<LockTable> table_;  // over *db_
   std::vector<detail::HoldRef> gone_;
+  News news_;      // of committed calls
+  News pending_;   // of the transaction under way
 };
-
-// A release that freed the lock (waiters should hear of it).
-inline bool freed(const Result<detail::ReleaseOutcome>& r) {
-  return r.ok() && r->kind == detail::ReleaseOutcome::Kind::released && r->depth == 0;
-}
 
 }  // namespace dlock::sqlite
 

@@ -16,10 +16,65 @@ CREATE TABLE IF NOT EXISTS dlock_locks (
   pid INTEGER NOT NULL DEFAULT 0,
   pid_start INTEGER NOT NULL DEFAULT 0,
   pid_ns TEXT NOT NULL DEFAULT '',
-  releases INTEGER NOT NULL DEFAULT 0
+  releases INTEGER NOT NULL DEFAULT 0,
+  info TEXT NOT NULL DEFAULT ''
 ) WITHOUT ROWID;
-INSERT OR IGNORE INTO dlock_meta VALUES ('schema', 1), ('fence', 0);
+INSERT OR IGNORE INTO dlock_meta VALUES ('schema', 2), ('fence', 0);
 )sql";
+
+// Schema 2 beside schema 1: the holder's info, and the table of lines.
+constexpr const char* kAddInfo = "ALTER TABLE dlock_locks ADD COLUMN info TEXT NOT NULL DEFAULT ''";
+constexpr const char* kLines = R"sql(
+CREATE TABLE IF NOT EXISTS dlock_line (
+  name TEXT NOT NULL,
+  owner TEXT NOT NULL,
+  grant_id INTEGER NOT NULL,
+  kind INTEGER NOT NULL,
+  mode INTEGER NOT NULL DEFAULT 0,
+  permits INTEGER NOT NULL DEFAULT 0,
+  depth INTEGER NOT NULL DEFAULT 0,
+  fence INTEGER NOT NULL DEFAULT 0,
+  ticket INTEGER NOT NULL DEFAULT 0,
+  lease_ms INTEGER NOT NULL DEFAULT 0,
+  expires_ms INTEGER NOT NULL DEFAULT 0,
+  info TEXT NOT NULL DEFAULT '',
+  boot_id TEXT NOT NULL DEFAULT '',
+  pid INTEGER NOT NULL DEFAULT 0,
+  pid_start INTEGER NOT NULL DEFAULT 0,
+  pid_ns TEXT NOT NULL DEFAULT '',
+  PRIMARY KEY (name, owner, grant_id, kind)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS dlock_line_pid ON dlock_line (pid, pid_start) WHERE kind = 0;
+)sql";
+
+Result<std::int64_t> schema_version(Database& db) {
+  auto version = db.prepare("SELECT value FROM dlock_meta WHERE key = 'schema'");
+  if (!version.ok()) return version.status();
+  auto row = version->step();
+  if (!row.ok()) return row.status();
+  return *row ? version->int64(0) : std::int64_t{-1};
+}
+
+Result<bool> has_column(Database& db, const char* table, const char* column) {
+  auto st = db.prepare(std::string("SELECT 1 FROM pragma_table_info('") + table + "') WHERE name = ?1");
+  if (!st.ok()) return st.status();
+  st->bind(1, std::string_view(column));
+  return st->step();
+}
+
+// Inside the schema's transaction: schema 1 becomes 2 (its rows keep
+// working: the new column has a default, the new table starts empty).
+Status upgrade(Database& db) {
+  auto version = schema_version(db);
+  if (!version.ok()) return version.status();
+  if (*version != 1) return {};
+  auto info = has_column(db, "dlock_locks", "info");
+  if (!info.ok()) return info.status();
+  if (!*info)
+    if (Status s = db.exec(kAddInfo); !s.ok()) return s;
+  if (Status s = db.exec(kLines); !s.ok()) return s;
+  return db.exec("UPDATE dlock_meta SET value = 2 WHERE key = 'schema'");
+}
 
 }  // namespace
 
@@ -28,16 +83,16 @@ Result<std::unique_ptr<LockTable>> LockTable::open(Database& db) {
     WriteTransaction tx(db);
     if (Status s = tx.begin(); !s.ok()) return s;
     if (Status s = db.exec_retrying(kSchema); !s.ok()) return s;
+    if (Status s = upgrade(db); !s.ok()) return s;
+    auto version = schema_version(db);
+    if (!version.ok()) return version.status();
+    if (*version != kSchemaVersion)
+      return Status(Errc::wrong_type, "the lock table has schema version " +
+                                          (*version >= 0 ? std::to_string(*version) : std::string("(none)")) +
+                                          "; this dlock uses " + std::to_string(kSchemaVersion));
+    if (Status s = db.exec(kLines); !s.ok()) return s;
     if (Status s = tx.commit(); !s.ok()) return s;
   }
-  auto version = db.prepare("SELECT value FROM dlock_meta WHERE key = 'schema'");
-  if (!version.ok()) return version.status();
-  auto row = version->step();
-  if (!row.ok()) return row.status();
-  if (!*row || version->int64(0) != kSchemaVersion)
-    return Status(Errc::wrong_type, "the lock table has schema version " +
-                                        (*row ? std::to_string(version->int64(0)) : std::string("(none)")) +
-                                        "; this dlock uses " + std::to_string(kSchemaVersion));
   std::unique_ptr<LockTable> table(new LockTable(db));
   if (Status s = table->prepare_all(); !s.ok()) return s;
   return table;
@@ -49,14 +104,14 @@ Status LockTable::prepare_all() {
     const char* sql;
   } const all[] = {
       {&read_,
-       "SELECT owner, grant_id, depth, fence, expires_ms, boot_id, pid, pid_start, pid_ns, releases "
+       "SELECT owner, grant_id, depth, fence, expires_ms, boot_id, pid, pid_start, pid_ns, releases, info "
        "FROM dlock_locks WHERE name = ?1"},
       {&write_,
-       "INSERT INTO dlock_locks (name, owner, grant_id, depth, fence, expires_ms, boot_id, pid, pid_start, pid_ns) "
-       "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10) ON CONFLICT (name) DO UPDATE SET "
+       "INSERT INTO dlock_locks (name, owner, grant_id, depth, fence, expires_ms, boot_id, pid, pid_start, pid_ns, "
+       "info) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11) ON CONFLICT (name) DO UPDATE SET "
        "owner = excluded.owner, grant_id = excluded.grant_id, depth = excluded.depth, fence = excluded.fence, "
        "expires_ms = excluded.expires_ms, boot_id = excluded.boot_id, pid = excluded.pid, "
-       "pid_start = excluded.pid_start, pid_ns = excluded.pid_ns"},
+       "pid_start = excluded.pid_start, pid_ns = excluded.pid_ns, info = excluded.info"},
       {&expiry_, "UPDATE dlock_locks SET expires_ms = ?2 WHERE name = ?1"},
       {&free_, "UPDATE dlock_locks SET owner = NULL, depth = 0, releases = releases + 1 WHERE name = ?1"},
       {&bump_fence_, "UPDATE dlock_meta SET value = value + 1 WHERE key = 'fence' RETURNING value"},
@@ -64,7 +119,23 @@ Status LockTable::prepare_all() {
       {&releases_, "SELECT releases FROM dlock_locks WHERE name = ?1"},
       {&held_by_,
        "SELECT name, owner, grant_id FROM dlock_locks WHERE owner IS NOT NULL AND pid = ?1 AND pid_start = ?2 "
-       "AND pid_ns = ?3"},
+       "AND pid_ns = ?3 UNION ALL SELECT name, owner, grant_id FROM dlock_line WHERE kind = 0 AND pid = ?1 "
+       "AND pid_start = ?2 AND pid_ns = ?3"},
+      {&count_release_,
+       "INSERT INTO dlock_locks (name, releases) VALUES (?1, 1) ON CONFLICT (name) DO UPDATE SET "
+       "releases = releases + 1"},
+      {&has_line_, "SELECT 1 FROM dlock_line WHERE name = ?1 LIMIT 1"},
+      {&touches_,
+       "SELECT EXISTS (SELECT 1 FROM dlock_line WHERE name = ?1 AND owner = ?2 AND grant_id = ?3) OR EXISTS "
+       "(SELECT 1 FROM dlock_locks WHERE name = ?1 AND owner = ?2 AND grant_id = ?3)"},
+      {&read_line_,
+       "SELECT kind, owner, grant_id, mode, permits, depth, fence, ticket, lease_ms, expires_ms, info, boot_id, pid, "
+       "pid_start, pid_ns FROM dlock_line WHERE name = ?1"},
+      {&put_line_,
+       "INSERT OR REPLACE INTO dlock_line (name, kind, owner, grant_id, mode, permits, depth, fence, ticket, "
+       "lease_ms, expires_ms, info, boot_id, pid, pid_start, pid_ns) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, "
+       "?10, ?11, ?12, ?13, ?14, ?15, ?16)"},
+      {&drop_line_, "DELETE FROM dlock_line WHERE name = ?1 AND owner = ?2 AND grant_id = ?3 AND kind = ?4"},
   };
   for (const auto& s : all) {
     auto st = db_.prepare(s.sql);
@@ -92,6 +163,7 @@ Result<std::optional<StoredRow>> LockTable::read(const std::string& name) {
     r.holder.start = static_cast<std::uint64_t>(read_.int64(7));
     r.holder.ns = read_.text(8);
     r.releases = read_.int64(9);
+    r.info = read_.text(10);
     out = std::move(r);
   }
   read_.reset();
@@ -104,8 +176,9 @@ const detail::LockRow* LockTable::live(const std::optional<StoredRow>& stored, s
   return &stored->row;
 }
 
-Status LockTable::write(const std::string& name, const detail::LockRow& row) {
-  const ProcessId& me = self();
+Status LockTable::write(const std::string& name, const detail::LockRow& row, std::string_view info,
+                        const ProcessId* holder) {
+  const ProcessId& me = holder != nullptr ? *holder : self();
   write_.bind(1, name)
       .bind(2, row.owner)
       .bind(3, static_cast<std::int64_t>(row.grant))
@@ -115,7 +188,8 @@ Status LockTable::write(const std::string& name, const detail::LockRow& row) {
       .bind(7, boot_id())
       .bind(8, static_cast<std::int64_t>(me.pid))
       .bind(9, static_cast<std::int64_t>(me.start))
-      .bind(10, me.ns);
+      .bind(10, me.ns)
+      .bind(11, info);
   return write_.run();
 }
 
@@ -127,6 +201,82 @@ Status LockTable::set_expiry(const std::string& name, std::int64_t expires_ms) {
 Status LockTable::free(const std::string& name) {
   free_.bind(1, name);
   return free_.run();
+}
+
+Status LockTable::count_release(const std::string& name) {
+  count_release_.bind(1, name);
+  return count_release_.run();
+}
+
+Result<bool> LockTable::has_line(const std::string& name) {
+  has_line_.bind(1, name);
+  auto row = has_line_.step();
+  has_line_.reset();
+  return row;
+}
+
+Result<bool> LockTable::touches(const std::string& name, const std::string& owner, std::uint64_t grant) {
+  touches_.bind(1, name).bind(2, owner).bind(3, static_cast<std::int64_t>(grant));
+  auto row = touches_.step();
+  if (!row.ok()) return row.status();
+  const bool any = *row && touches_.int64(0) != 0;
+  touches_.reset();
+  return any;
+}
+
+Result<std::vector<LineRow>> LockTable::read_line(const std::string& name) {
+  read_line_.bind(1, name);
+  std::vector<LineRow> out;
+  for (;;) {
+    auto row = read_line_.step();
+    if (!row.ok()) return row.status();
+    if (!*row) break;
+    LineRow r;
+    r.kind = static_cast<int>(read_line_.int64(0));
+    r.owner = read_line_.text(1);
+    r.grant = static_cast<std::uint64_t>(read_line_.int64(2));
+    r.mode = read_line_.int64(3) != 0 ? detail::LockMode::shared : detail::LockMode::exclusive;
+    r.permits = static_cast<unsigned>(read_line_.int64(4));
+    r.depth = static_cast<unsigned>(read_line_.int64(5));
+    r.fence = static_cast<std::uint64_t>(read_line_.int64(6));
+    r.ticket = static_cast<std::uint64_t>(read_line_.int64(7));
+    r.lease_ms = read_line_.int64(8);
+    r.expires_ms = read_line_.int64(9);
+    r.info = read_line_.text(10);
+    r.boot = read_line_.text(11);
+    r.process.pid = static_cast<pid_t>(read_line_.int64(12));
+    r.process.start = static_cast<std::uint64_t>(read_line_.int64(13));
+    r.process.ns = read_line_.text(14);
+    out.push_back(std::move(r));
+  }
+  read_line_.reset();
+  return out;
+}
+
+Status LockTable::put_line(const std::string& name, const LineRow& r) {
+  put_line_.bind(1, name)
+      .bind(2, static_cast<std::int64_t>(r.kind))
+      .bind(3, r.owner)
+      .bind(4, static_cast<std::int64_t>(r.grant))
+      .bind(5, static_cast<std::int64_t>(r.mode == detail::LockMode::shared ? 1 : 0))
+      .bind(6, static_cast<std::int64_t>(r.permits))
+      .bind(7, static_cast<std::int64_t>(r.depth))
+      .bind(8, static_cast<std::int64_t>(r.fence))
+      .bind(9, static_cast<std::int64_t>(r.ticket))
+      .bind(10, r.lease_ms)
+      .bind(11, r.expires_ms)
+      .bind(12, r.info)
+      .bind(13, r.boot)
+      .bind(14, static_cast<std::int64_t>(r.process.pid))
+      .bind(15, static_cast<std::int64_t>(r.process.start))
+      .bind(16, r.process.ns);
+  return put_line_.run();
+}
+
+Status LockTable::drop_line(const std::string& name, const std::string& owner, std::uint64_t grant, int kind) {
+  drop_line_.bind(1, name).bind(2, owner).bind(3, static_cast<std::int64_t>(grant)).bind(4,
+                                                                                        static_cast<std::int64_t>(kind));
+  return drop_line_.run();
 }
 
 Result<std::uint64_t> LockTable::next_fence() {

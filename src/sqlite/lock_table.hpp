@@ -7,13 +7,28 @@
 //   dlock_locks(name, ...)   one row per name ever locked; owner NULL = free.
 //                            expires_ms is on the host's boot clock of boot_id;
 //                            pid, pid_start, pid_ns name the holding process;
-//                            `releases` counts releases (waiters compare it).
+//                            `releases` counts releases and hand-overs
+//                            (waiters compare it); `info` is what the
+//                            holder said of itself (AcquireCall::info).
+//   dlock_line(name, owner, grant_id, kind, ...)
+//                            the rest of a fair, shared or counted lock
+//                            (core/lock_line.hpp): its shared holders (kind
+//                            0), its line of waiters (1, ordered by ticket)
+//                            and its tombstones (2, expires_ms = until), each
+//                            with the process it belongs to; `permits` is the
+//                            name's, repeated on every row. A line's
+//                            exclusive holder lives in dlock_locks, so plain
+//                            acquirers see it.
+//
+// Schema 1 (no lines) is upgraded in place to 2 when a file is opened.
 #ifndef DLOCK_SQLITE_LOCK_TABLE_HPP_
 #define DLOCK_SQLITE_LOCK_TABLE_HPP_
 
 #include <cstdint>
 #include <optional>
+#include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "backend.hpp"
@@ -23,7 +38,7 @@
 
 namespace dlock::sqlite {
 
-inline constexpr std::int64_t kSchemaVersion = 1;
+inline constexpr std::int64_t kSchemaVersion = 2;
 
 struct StoredRow {
   detail::LockRow row;  // meaningful when owner is set
@@ -31,6 +46,32 @@ struct StoredRow {
   std::string boot;
   ProcessId holder;
   std::int64_t releases = 0;
+  std::string info;
+};
+
+// A row of dlock_line.
+struct LineRow {
+  enum Kind : int { holder = 0, waiter = 1, tomb = 2 };
+  int kind = holder;
+  std::string owner;
+  std::uint64_t grant = 0;
+  detail::LockMode mode = detail::LockMode::exclusive;
+  unsigned permits = 0;
+  unsigned depth = 0;
+  std::uint64_t fence = 0;
+  std::uint64_t ticket = 0;
+  std::int64_t lease_ms = 0;
+  std::int64_t expires_ms = 0;  // a tomb's until
+  std::string info;
+  std::string boot;
+  ProcessId process;
+
+  bool operator==(const LineRow& o) const {
+    return kind == o.kind && owner == o.owner && grant == o.grant && mode == o.mode && permits == o.permits &&
+           depth == o.depth && fence == o.fence && ticket == o.ticket && lease_ms == o.lease_ms &&
+           expires_ms == o.expires_ms && info == o.info && boot == o.boot && process.pid == o.process.pid &&
+           process.start == o.process.start && process.ns == o.process.ns;
+  }
 };
 
 class LockTable {
@@ -44,22 +85,36 @@ class LockTable {
   // expired, holder not known dead.
   static const detail::LockRow* live(const std::optional<StoredRow>& stored, std::int64_t now_ms);
 
-  // Stores `row` as held by this process.
-  Status write(const std::string& name, const detail::LockRow& row);
+  // Stores `row` as held by this process (or by `holder`, a waiter of
+  // another process that a line granted).
+  Status write(const std::string& name, const detail::LockRow& row, std::string_view info = {},
+               const ProcessId* holder = nullptr);
   Status set_expiry(const std::string& name, std::int64_t expires_ms);
   // Frees the name and counts a release.
   Status free(const std::string& name);
   Result<std::uint64_t> next_fence();
   Result<std::uint64_t> last_fence();
   Result<std::int64_t> releases(const std::string& name);
+  // Counts a release without freeing the row (a line handed the lock over,
+  // or a shared holder left); makes the row if the name has none.
+  Status count_release(const std::string& name);
   // The locks `holder` holds in this file (expired or not).
   Result<std::vector<detail::HoldRef>> held_by(const ProcessId& holder);
+
+  // Whether the name has rows in dlock_line (an index lookup).
+  Result<bool> has_line(const std::string& name);
+  // Whether owner + grant has any row under the name, in either table.
+  Result<bool> touches(const std::string& name, const std::string& owner, std::uint64_t grant);
+  Result<std::vector<LineRow>> read_line(const std::string& name);
+  Status put_line(const std::string& name, const LineRow& row);
+  Status drop_line(const std::string& name, const std::string& owner, std::uint64_t grant, int kind);
 
  private:
   explicit LockTable(Database& db) : db_(db) {}
   Status prepare_all();
   Database& db_;
-  Statement read_, write_, expiry_, free_, bump_fence_, fence_, releases_, held_by_;
+  Statement read_, write_, expiry_, free_, bump_fence_, fence_, releases_, held_by_, count_release_, has_line_,
+      touches_, read_line_, put_line_, drop_line_;
 };
 
 }  // namespace dlock::sqlite

@@ -51,7 +51,12 @@ class SqliteBackend final : public detail::Backend {
   SqliteBackend(asio::io_context& io, SqliteConfig config)
       : io_(io), config_(std::move(config)), wakeups_(io, config_.path), retry_(io) {}
 
-  detail::Capabilities capabilities() const override { return {}; }  // leases renewed, re-entry in the row
+  // Leases renewed, re-entry in the row; lines in dlock_line beside it.
+  detail::Capabilities capabilities() const override {
+    detail::Capabilities caps;
+    caps.lines = true;
+    return caps;
+  }
   void set_events(detail::BackendEvents events) override { events_ = std::move(events); }
 
   void start(std::function<void(Status)> done) override {
@@ -93,6 +98,7 @@ class SqliteBackend final : public detail::Backend {
     std::optional<ProcessId> holder;
     auto out = busy_if_locked(store_->acquire(call, &holder));
     report_gone(*store_);
+    deliver(*store_);
     if (holder && watches_.count(call.name)) watch_holder(call.name, *holder);
     post(std::move(done), std::move(out));
   }
@@ -107,28 +113,32 @@ class SqliteBackend final : public detail::Backend {
       report_gone(*store_);
       if (!last && waits_for_write_lock(out.status())) return false;
       ++commands_;
-      if (freed(out)) announce_release(call.name);
+      deliver(*store_);
       post(done, std::move(out));
       return true;
     });
   }
 
-  // Nothing of a local attempt stays behind; a grant is undone only if its
-  // commit's outcome was unknown.
+  // A plain attempt leaves nothing behind but a grant whose commit's outcome
+  // was unknown; a queued or shared one may leave its place in the line, or
+  // a hand-over it never heard of. A read first tells whether there is
+  // anything to remove (no write transaction for every try that was busy).
   void abandon(const AbandonCall& call, std::function<void(Status)> done) override {
-    auto undo = detail::undo_of(call);
-    if (!undo || !call.in_doubt) return post(std::move(done), Status());
-    queue_write([this, name = call.name, undo = *undo, done = std::move(done)](bool last) {
+    if (!store_) return post(std::move(done), call.in_doubt ? closed() : Status());
+    auto needed = store_->abandon_needed(call);
+    report_gone(*store_);
+    if (needed.ok() && !*needed) return post(std::move(done), Status());
+    queue_write([this, call, done = std::move(done)](bool last) {
       if (!store_) {
         post(done, closed());
         return true;
       }
-      auto out = store_->release(undo);
+      Status s = store_->abandon(call);
       report_gone(*store_);
-      if (!last && waits_for_write_lock(out.status())) return false;
+      if (!last && waits_for_write_lock(s)) return false;
       ++commands_;
-      if (freed(out)) announce_release(name);
-      post(done, out.status());
+      deliver(*store_);
+      post(done, s);
       return true;
     });
   }
@@ -144,6 +154,7 @@ class SqliteBackend final : public detail::Backend {
       report_gone(*store_);
       if (!last && waits_for_write_lock(out.status())) return false;
       ++commands_;
+      deliver(*store_);
       post(done, std::move(out));
       return true;
     });
@@ -184,8 +195,16 @@ class SqliteBackend final : public detail::Backend {
     if (!open_fast()) return std::nullopt;
     ++commands_;
     fast_->set_busy(std::min(config_.busy, kInlineBusy));  // the caller's wait goes on in the client
-    auto out = busy_if_locked(fast_->acquire(call));
+    std::optional<Result<AcquireOutcome>> out;
+    if (call.queued && !call.keep_place) {  // a try: no place in the line stays behind
+      AcquireCall once = call;
+      once.queued = false;
+      out = busy_if_locked(fast_->acquire(once));
+    } else {
+      out = busy_if_locked(fast_->acquire(call));
+    }
     report_gone(*fast_);
+    deliver_fast(*fast_);
     return out;
   }
 
@@ -196,14 +215,7 @@ class SqliteBackend final : public detail::Backend {
     fast_->set_busy(config_.busy);  // a release has no deadline: failing it would leave the lock held
     auto out = fast_->release(call);
     report_gone(*fast_);
-    if (freed(out)) {
-      wakeups_.ring();  // other processes
-      // This one's waiters, through the I/O thread, if there are any: a
-      // watch made after this check is followed by an attempt that sees the
-      // commit above.
-      if (watched_names_.load() > 0)
-        asio::post(io_, [this, name = call.name] { announce_release(name, false); });
-    }
+    deliver_fast(*fast_);
     return out;
   }
 
@@ -313,6 +325,37 @@ class SqliteBackend final : public detail::Backend {
     if (closed_ || !store_) return;
     (void)store_->follow_file();
     report_gone(*store_);
+  }
+
+  // What a committed call did that others must hear of (I/O thread): the
+  // waiters a line granted are told (BackendEvents::handed: an idle one of
+  // this client holds the lock at once), and every name whose release
+  // counter moved is announced.
+  void deliver(LockStore& store) {
+    auto news = store.take_news();
+    for (auto& to : news.handed)
+      asio::post(io_, [this, to = std::move(to)] {
+        if (!closed_ && events_.handed) events_.handed(to);
+      });
+    std::sort(news.released.begin(), news.released.end());
+    news.released.erase(std::unique(news.released.begin(), news.released.end()), news.released.end());
+    for (const auto& name : news.released) announce_release(name);
+  }
+
+  // The same from a caller's thread (REQUIRES: fast_mu_ held).
+  void deliver_fast(LockStore& store) {
+    auto news = store.take_news();
+    if (news.empty()) return;
+    if (!news.released.empty()) wakeups_.ring();  // other processes
+    // This one's waiters, through the I/O thread, if there are any: a watch
+    // made after this check is followed by an attempt that sees the commit.
+    if (watched_names_.load() == 0 && news.handed.empty()) return;
+    asio::post(io_, [this, news = std::move(news)] {
+      if (closed_) return;
+      for (const auto& to : news.handed)
+        if (events_.handed) events_.handed(to);
+      for (const auto& name : news.released) announce_release(name, false);
+    });
   }
 
   // After the commit: this client's waiters are woken at once, other

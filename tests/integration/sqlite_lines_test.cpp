@@ -1,0 +1,470 @@
+// Fair, shared and counted locks ("lines") on the SQLite backend, on real
+// files shared by several Clients and processes: arrival order, waiters that
+// give up or die, readers and writers, permits, plain locks beside lines, and
+// a file of the previous schema upgraded in place.
+#include <signal.h>
+#include <sqlite3.h>
+
+#include <algorithm>
+#include <atomic>
+#include <fstream>
+#include <future>
+#include <memory>
+
+#include "client_core.hpp"
+#include "core/token.hpp"
+#include "integration/common.hpp"
+#include "sqlite/host.hpp"
+#include "support/temp_dir.hpp"
+
+namespace dlock::test {
+namespace {
+
+using detail::LockMode;
+
+// A Client and the core under it (shared and counted holds are internal
+// until their public classes land).
+struct Conn {
+  std::shared_ptr<detail::ClientCore> core;
+  Client client;
+};
+
+Conn open(const std::string& path, LogSink& log) {
+  auto core = detail::ClientCore::connect("sqlite://" + path, quiet(log));
+  if (!core.ok()) throw Error(core.status());
+  return {*core, detail::ClientFactory::make(*core)};
+}
+
+Result<Lease> take(Conn& c, const std::string& name, milliseconds wait, LockMode mode, unsigned permits = 0,
+                   LockOptions options = {}) {
+  if (mode == LockMode::exclusive) options.fair = true;
+  const bool fresh = options.owner.empty();  // as Client::acquire does
+  if (fresh) options.owner = detail::random_token();
+  return detail::blocking_acquire(*c.core, name, wait, options, fresh, detail::Shape{mode, permits});
+}
+
+Result<Lease> read_lock(Conn& c, const std::string& name, milliseconds wait, LockOptions o = {}) {
+  return take(c, name, wait, LockMode::shared, 0, std::move(o));
+}
+Result<Lease> permit(Conn& c, const std::string& name, milliseconds wait, unsigned permits, LockOptions o = {}) {
+  return take(c, name, wait, LockMode::shared, permits, std::move(o));
+}
+Result<Lease> fair(Conn& c, const std::string& name, milliseconds wait, LockOptions o = {}) {
+  return take(c, name, wait, LockMode::exclusive, 0, std::move(o));
+}
+
+unsigned waiters(Client& c, const std::string& name) {
+  auto info = c.inspect(name);
+  return info.ok() ? info->waiters.value_or(0) : 0;
+}
+
+// Runs one statement on the file directly, as another program would.
+void poke(const std::string& path, const std::string& sql) {
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  char* err = nullptr;
+  const int rc = sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &err);
+  const std::string msg = err ? err : "";
+  sqlite3_free(err);
+  sqlite3_close(db);
+  ASSERT_EQ(rc, SQLITE_OK) << msg;
+}
+
+long long query_number(const std::string& path, const std::string& sql) {
+  sqlite3* db = nullptr;
+  if (sqlite3_open(path.c_str(), &db) != SQLITE_OK) return -1;
+  sqlite3_stmt* st = nullptr;
+  long long v = -1;
+  if (sqlite3_prepare_v2(db, sql.c_str(), -1, &st, nullptr) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
+    v = sqlite3_column_int64(st, 0);
+  sqlite3_finalize(st);
+  sqlite3_close(db);
+  return v;
+}
+
+// The file's rows, for failure messages.
+std::string dump(const std::string& path) {
+  sqlite3* db = nullptr;
+  if (sqlite3_open(path.c_str(), &db) != SQLITE_OK) return "(cannot open)";
+  std::string out;
+  for (const char* sql : {"SELECT name, owner, grant_id, depth, fence, expires_ms, releases FROM dlock_locks",
+                          "SELECT name, owner, grant_id, kind, mode, ticket, expires_ms FROM dlock_line"}) {
+    sqlite3_stmt* st = nullptr;
+    if (sqlite3_prepare_v2(db, sql, -1, &st, nullptr) != SQLITE_OK) continue;
+    while (sqlite3_step(st) == SQLITE_ROW) {
+      for (int i = 0; i < sqlite3_column_count(st); ++i) {
+        const auto* t = sqlite3_column_text(st, i);
+        out += (t ? reinterpret_cast<const char*>(t) : "NULL");
+        out += '|';
+      }
+      out += '\n';
+    }
+    sqlite3_finalize(st);
+    out += "--\n";
+  }
+  sqlite3_close(db);
+  return out + "now " + std::to_string(sqlite::boot_ms());
+}
+
+long long read_number(const std::string& path) {
+  std::ifstream in(path);
+  long long v = 0;
+  in >> v;
+  return v;
+}
+
+// (a) Five waiters, each on its own Client, queue in a known order (each
+// joins once the one before it is in line) and are granted in that order.
+TEST(SqliteLines, FairWaitersAreGrantedInArrivalOrder) {
+  TempDir dir;
+  const std::string path = dir.file("locks.db");
+  LogSink log;
+  Conn holder = open(path, log);
+  auto held = fair(holder, "q", 1s);
+  ASSERT_TRUE(held.ok()) << held.status().to_string();
+  constexpr int kWaiters = 5;
+  std::vector<Conn> conns;
+  for (int i = 0; i < kWaiters; ++i) conns.push_back(open(path, log));
+  std::mutex mu;
+  std::vector<int> order;
+  std::vector<std::uint64_t> fences;
+  std::vector<std::future<bool>> done;
+  for (int i = 0; i < kWaiters; ++i) {
+    done.push_back(std::async(std::launch::async, [&, i] {
+      auto l = fair(conns[i], "q", 30s);
+      if (!l.ok()) return false;
+      {
+        std::lock_guard lk(mu);
+        order.push_back(i);
+        fences.push_back(l->fence());
+      }
+      std::this_thread::sleep_for(20ms);
+      return l->release().ok();
+    }));
+    ASSERT_TRUE(eventually([&] { return waiters(holder.client, "q") == static_cast<unsigned>(i + 1); }, 5s))
+        << "waiter " << i << " joined the line";
+  }
+  const auto released = Clock::now();
+  ASSERT_TRUE(held->release().ok());
+  for (auto& d : done) EXPECT_TRUE(d.get());
+  measure("sqlite_fair_five_handovers", ms_since(released));
+  EXPECT_EQ(order, (std::vector<int>{0, 1, 2, 3, 4}));
+  EXPECT_TRUE(std::is_sorted(fences.begin(), fences.end()));
+  auto info = holder.client.inspect("q");
+  ASSERT_TRUE(info.ok());
+  EXPECT_FALSE(info->held);
+  EXPECT_EQ(info->waiters.value_or(0), 0u);
+}
+
+// (b) A waiter whose wait ends as the holder lets go: whichever way the race
+// goes, nothing stays held and nobody stays in line.
+TEST(SqliteLines, AWaiterTimingOutAsAReleaseArrivesLeavesNothingHeld) {
+  TempDir dir;
+  const std::string path = dir.file("locks.db");
+  LogSink log;
+  Conn a = open(path, log), b = open(path, log), c = open(path, log);
+  int granted = 0, timed_out = 0;
+  for (int round = 0; round < 16; ++round) {
+    auto held = fair(a, "t", 1s);
+    ASSERT_TRUE(held.ok()) << held.status().to_string();
+    const auto wait = 150ms;
+    auto waiter = std::async(std::launch::async, [&] { return fair(b, "t", wait); });
+    // Release around the waiter's deadline: a little before, at, or after.
+    std::this_thread::sleep_for(wait - 6ms + milliseconds(round % 4 * 3));
+    ASSERT_TRUE(held->release().ok());
+    auto got = waiter.get();
+    if (got.ok()) {
+      ++granted;
+      EXPECT_TRUE(got->release().ok());
+    } else {
+      ++timed_out;
+      EXPECT_EQ(got.status().code(), Errc::timeout) << got.status().to_string();
+    }
+    ASSERT_TRUE(eventually(
+        [&] {
+          auto info = c.client.inspect("t");
+          return info.ok() && !info->held && info->waiters.value_or(0) == 0;
+        },
+        3s))
+        << "round " << round << (got.ok() ? " (granted)\n" : " (timed out)\n") << dump(path) << "\n"
+        << [&] {
+             std::lock_guard lk(log.mu);
+             std::string all;
+             for (const auto& l : log.lines) all += l + "\n";
+             return all;
+           }();
+    auto fresh = c.client.try_acquire("t");
+    ASSERT_TRUE(fresh.ok()) << "round " << round << ": " << fresh.status().to_string();
+    ASSERT_TRUE(fresh->release().ok());
+  }
+  std::cout << "granted " << granted << ", timed out " << timed_out << "\n";
+  EXPECT_EQ(query_number(path, "SELECT count(*) FROM dlock_line WHERE kind != 2"), 0);
+}
+
+// (c) A queued waiter in another process is killed: the line moves past it
+// (at once, since its process is seen dead; at the latest after its lease).
+TEST(SqliteLines, AWaiterThatDiesDoesNotStallTheLine) {
+  TempDir dir;
+  const std::string path = dir.file("locks.db"), started = dir.file("started");
+  constexpr auto kChildLease = 2000ms;
+  LogSink log;
+  Conn holder = open(path, log), next = open(path, log);
+  auto held = fair(holder, "d", 1s);
+  ASSERT_TRUE(held.ok()) << held.status().to_string();
+  pid_t child = fork_child([&] {
+    LogSink child_log;
+    Conn c = open(path, child_log);
+    std::ofstream(started) << 1;
+    LockOptions o = fast_watchdog(kChildLease, kChildLease / 3);
+    auto l = fair(c, "d", 120s, o);
+    return l.ok() ? 3 : 4;
+  });
+  ASSERT_TRUE(eventually([&] { return waiters(holder.client, "d") == 1; }, 10s)) << "the child joined the line";
+  auto second = std::async(std::launch::async, [&] { return fair(next, "d", 30s); });
+  ASSERT_TRUE(eventually([&] { return waiters(holder.client, "d") == 2; }, 5s));
+  kill(child, SIGKILL);
+  EXPECT_EQ(wait_exit(child, 10s), 128 + SIGKILL);
+  const auto released = Clock::now();
+  ASSERT_TRUE(held->release().ok());
+  auto got = second.get();
+  ASSERT_TRUE(got.ok()) << got.status().to_string();
+  const auto took = ms_since(released);
+  measure("sqlite_line_past_dead_waiter", took);
+  EXPECT_LT(took, kChildLease.count()) << "the dead waiter stalled the line";
+  EXPECT_EQ(waiters(holder.client, "d"), 0u);
+}
+
+// (d) Readers overlap; a writer (another process) waits for them; a reader
+// arriving while the writer waits queues behind it.
+TEST(SqliteLines, ReadersOverlapAndAWaitingWriterIsNotPassed) {
+  TempDir dir;
+  const std::string path = dir.file("locks.db"), wrote = dir.file("wrote"), go = dir.file("go");
+  LogSink log;
+  Conn r1 = open(path, log), r2 = open(path, log), r3 = open(path, log);
+  auto a = read_lock(r1, "rw", 1s);
+  auto b = read_lock(r2, "rw", 1s);
+  ASSERT_TRUE(a.ok()) << a.status().to_string();
+  ASSERT_TRUE(b.ok()) << b.status().to_string();
+  auto info = r1.client.inspect("rw");
+  ASSERT_TRUE(info.ok());
+  EXPECT_TRUE(info->held);
+  EXPECT_TRUE(info->shared);
+  EXPECT_EQ(info->holders, 2u);
+
+  pid_t writer = fork_child([&] {
+    LogSink child_log;
+    Conn w = open(path, child_log);
+    auto l = fair(w, "rw", 60s);
+    if (!l.ok()) return 2;
+    std::ofstream(wrote) << l->fence();
+    for (int i = 0; i < 2000 && read_number(go) == 0; ++i) std::this_thread::sleep_for(5ms);
+    return l->release().ok() ? 0 : 3;
+  });
+  ASSERT_TRUE(eventually([&] { return waiters(r1.client, "rw") == 1; }, 10s)) << "the writer waits";
+  EXPECT_EQ(read_lock(r3, "rw", 0ms).status().code(), Errc::busy) << "a reader may not pass a waiting writer";
+  auto late_reader = std::async(std::launch::async, [&] { return read_lock(r3, "rw", 30s); });
+  ASSERT_TRUE(eventually([&] { return waiters(r1.client, "rw") == 2; }, 5s));
+  std::this_thread::sleep_for(100ms);
+  EXPECT_EQ(read_number(wrote), 0) << "the writer waits for the readers";
+  ASSERT_TRUE(a->release().ok());
+  std::this_thread::sleep_for(100ms);
+  EXPECT_EQ(read_number(wrote), 0) << "one reader still holds it";
+  ASSERT_TRUE(b->release().ok());
+  ASSERT_TRUE(eventually([&] { return read_number(wrote) > 0; }, 5s)) << "the writer got it after the readers";
+  EXPECT_EQ(late_reader.wait_for(100ms), std::future_status::timeout) << "the late reader waits for the writer";
+  std::ofstream(go) << 1;
+  auto c = late_reader.get();
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_GT(c->fence(), static_cast<std::uint64_t>(read_number(wrote)));
+  EXPECT_EQ(wait_exit(writer, 10s), 0);
+}
+
+// (e) Three permits never make a fourth holder; a caller that disagrees on
+// the count is refused.
+TEST(SqliteLines, ThreePermitsNeverGiveAFourthHolder) {
+  TempDir dir;
+  const std::string path = dir.file("locks.db");
+  LogSink log;
+  constexpr unsigned kPermits = 3;
+  {
+    std::vector<Conn> conns;
+    std::vector<Lease> held;
+    for (unsigned i = 0; i < kPermits + 1; ++i) conns.push_back(open(path, log));
+    for (unsigned i = 0; i < kPermits; ++i) {
+      auto l = permit(conns[i], "sem", 1s, kPermits);
+      ASSERT_TRUE(l.ok()) << l.status().to_string();
+      held.push_back(std::move(*l));
+    }
+    EXPECT_EQ(permit(conns[kPermits], "sem", 0ms, kPermits).status().code(), Errc::busy);
+    EXPECT_EQ(permit(conns[kPermits], "sem", 200ms, kPermits).status().code(), Errc::timeout);
+    EXPECT_EQ(permit(conns[kPermits], "sem", 0ms, 2).status().code(), Errc::invalid_argument);
+    EXPECT_EQ(read_lock(conns[kPermits], "sem", 0ms).status().code(), Errc::invalid_argument);
+    EXPECT_EQ(conns[kPermits].client.inspect("sem")->holders, kPermits);
+    for (auto& l : held) ASSERT_TRUE(l.release().ok());
+  }
+  // Six processes' worth of contention, through separate Clients.
+  constexpr int kWorkers = 6, kRounds = 15;
+  std::atomic<int> in_use{0}, most{0}, failures{0};
+  std::vector<std::thread> workers;
+  for (int w = 0; w < kWorkers; ++w) {
+    workers.emplace_back([&] {
+      LogSink wlog;
+      Conn c = open(path, wlog);
+      for (int i = 0; i < kRounds; ++i) {
+        auto l = permit(c, "sem", 30s, kPermits);
+        if (!l.ok()) {
+          ++failures;
+          continue;
+        }
+        const int now = ++in_use;
+        int seen = most.load();
+        while (now > seen && !most.compare_exchange_weak(seen, now)) {
+        }
+        std::this_thread::sleep_for(3ms);
+        --in_use;
+        if (!l->release().ok()) ++failures;
+      }
+    });
+  }
+  for (auto& t : workers) t.join();
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_LE(most.load(), static_cast<int>(kPermits));
+  EXPECT_GE(most.load(), 2) << "permits were shared at all";
+}
+
+// (f) An owner holding it shared cannot ask for it exclusively (nor the other
+// way round): it would wait for itself.
+TEST(SqliteLines, SharedThenExclusiveBySameOwnerIsRefused) {
+  TempDir dir;
+  const std::string path = dir.file("locks.db");
+  LogSink log;
+  Conn a = open(path, log), b = open(path, log);
+  LockOptions me;
+  me.owner = "owner-f";
+  auto r = read_lock(a, "f", 1s, me);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(fair(b, "f", 200ms, me).status().code(), Errc::precondition_failed);
+  ASSERT_TRUE(r->release().ok());
+  auto w = fair(a, "f", 1s, me);
+  ASSERT_TRUE(w.ok()) << w.status().to_string();
+  EXPECT_EQ(read_lock(b, "f", 200ms, me).status().code(), Errc::precondition_failed);
+  ASSERT_TRUE(w->release().ok());
+}
+
+// (g) Plain locks and lines exclude each other both ways, and a plain
+// release hands the lock to the line.
+TEST(SqliteLines, PlainAndLineHoldersExcludeEachOther) {
+  TempDir dir;
+  const std::string path = dir.file("locks.db");
+  LogSink log;
+  Conn a = open(path, log), b = open(path, log);
+  // A plain holder keeps out readers and fair writers.
+  auto plain = a.client.try_acquire("g");
+  ASSERT_TRUE(plain.ok()) << plain.status().to_string();
+  EXPECT_EQ(read_lock(b, "g", 0ms).status().code(), Errc::busy);
+  EXPECT_EQ(fair(b, "g", 0ms).status().code(), Errc::busy);
+  // A reader queued behind it is handed the lock by the plain release.
+  auto reader = std::async(std::launch::async, [&] { return read_lock(b, "g", 10s); });
+  ASSERT_TRUE(eventually([&] { return waiters(a.client, "g") == 1; }, 5s));
+  EXPECT_EQ(a.client.try_acquire("g").status().code(), Errc::busy) << "nor does another plain caller pass it";
+  ASSERT_TRUE(plain->release().ok());
+  auto r = reader.get();
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  // Readers keep out plain callers (their row in dlock_locks is free).
+  EXPECT_EQ(a.client.try_acquire("g").status().code(), Errc::busy);
+  auto waiting_plain = std::async(std::launch::async, [&] { return a.client.acquire("g", 10s); });
+  std::this_thread::sleep_for(100ms);
+  EXPECT_EQ(waiting_plain.wait_for(0ms), std::future_status::timeout);
+  ASSERT_TRUE(r->release().ok());
+  auto p = waiting_plain.get();
+  ASSERT_TRUE(p.ok()) << p.status().to_string();
+  ASSERT_TRUE(p->release().ok());
+  // A fair writer holds in dlock_locks: plain callers are busy.
+  auto w = fair(b, "g", 1s);
+  ASSERT_TRUE(w.ok()) << w.status().to_string();
+  EXPECT_EQ(a.client.try_acquire("g").status().code(), Errc::busy);
+  ASSERT_TRUE(w->release().ok());
+  EXPECT_TRUE(a.client.try_acquire("g").ok());
+}
+
+// Renewals of one client mix plain and line holds in a batch: all three
+// outlive many leases, and inspect shows what a line's holder said.
+TEST(SqliteLines, RenewalsKeepPlainAndLineHoldsAlike) {
+  TempDir dir;
+  const std::string path = dir.file("locks.db");
+  LogSink log;
+  Conn a = open(path, log), b = open(path, log);
+  LockOptions o = fast_watchdog(400ms, 120ms);
+  LockOptions named = o;
+  named.holder = "candidate-7";
+  auto r = read_lock(a, "r", 1s, o);
+  auto x = fair(a, "x", 1s, named);
+  auto p = a.client.acquire("p", 1s, o);
+  ASSERT_TRUE(r.ok() && x.ok() && p.ok());
+  std::this_thread::sleep_for(1500ms);  // several leases
+  for (auto* l : {&*r, &*x, &*p}) EXPECT_FALSE(l->lost()) << l->name();
+  for (const char* name : {"r", "x", "p"}) {
+    auto info = b.client.inspect(name);
+    ASSERT_TRUE(info.ok());
+    EXPECT_TRUE(info->held) << name;
+    EXPECT_GT(info->remaining.count(), 0) << name;
+  }
+  EXPECT_EQ(b.client.inspect("x")->holder, "candidate-7");
+  EXPECT_TRUE(b.client.inspect("r")->shared);
+  EXPECT_EQ(fair(b, "x", 0ms).status().code(), Errc::busy);
+  EXPECT_EQ(b.client.try_acquire("r").status().code(), Errc::busy);
+  EXPECT_EQ(read_lock(b, "p", 0ms).status().code(), Errc::busy);
+  for (auto* l : {&*r, &*x, &*p}) EXPECT_TRUE(l->release().ok());
+  EXPECT_TRUE(b.client.try_acquire("x").ok());
+}
+
+// (h) A file of schema 1 (before lines) is upgraded in place: its held lock
+// stays held, its fence counter goes on, and lines work in it.
+TEST(SqliteLines, AFileOfThePreviousSchemaIsUpgradedInPlace) {
+  TempDir dir;
+  const std::string path = dir.file("locks.db");
+  const long long until = sqlite::boot_ms() + 1500;
+  poke(path, R"sql(
+PRAGMA journal_mode = WAL;
+CREATE TABLE dlock_meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;
+CREATE TABLE dlock_locks (
+  name TEXT PRIMARY KEY,
+  owner TEXT,
+  grant_id INTEGER NOT NULL DEFAULT 0,
+  depth INTEGER NOT NULL DEFAULT 0,
+  fence INTEGER NOT NULL DEFAULT 0,
+  expires_ms INTEGER NOT NULL DEFAULT 0,
+  boot_id TEXT NOT NULL DEFAULT '',
+  pid INTEGER NOT NULL DEFAULT 0,
+  pid_start INTEGER NOT NULL DEFAULT 0,
+  pid_ns TEXT NOT NULL DEFAULT '',
+  releases INTEGER NOT NULL DEFAULT 0
+) WITHOUT ROWID;
+INSERT INTO dlock_meta VALUES ('schema', 1), ('fence', 41);
+)sql");
+  // Held by a process that could not name itself: only its lease frees it.
+  poke(path, "INSERT INTO dlock_locks (name, owner, grant_id, depth, fence, expires_ms, boot_id) VALUES ('old', "
+             "'someone', 1, 1, 41, " + std::to_string(until) + ", '" + sqlite::boot_id() + "')");
+  LogSink log;
+  Conn a = open(path, log), b = open(path, log);
+  EXPECT_EQ(query_number(path, "SELECT value FROM dlock_meta WHERE key = 'schema'"), 2);
+  EXPECT_EQ(query_number(path, "SELECT count(*) FROM pragma_table_info('dlock_locks') WHERE name = 'info'"), 1);
+  auto info = a.client.inspect("old");
+  ASSERT_TRUE(info.ok()) << info.status().to_string();
+  EXPECT_TRUE(info->held);
+  EXPECT_EQ(info->fence, 41u);
+  EXPECT_EQ(a.client.try_acquire("old").status().code(), Errc::busy);
+  EXPECT_EQ(read_lock(a, "old", 0ms).status().code(), Errc::busy);
+  // A fair waiter gets it when the old lease runs out, with a later fence.
+  auto got = fair(b, "old", 10s);
+  ASSERT_TRUE(got.ok()) << got.status().to_string();
+  EXPECT_GT(got->fence(), 41u);
+  EXPECT_GE(sqlite::boot_ms(), until);
+  ASSERT_TRUE(got->release().ok());
+  auto r1 = read_lock(a, "new", 1s), r2 = read_lock(b, "new", 1s);
+  ASSERT_TRUE(r1.ok() && r2.ok());
+  EXPECT_EQ(a.client.inspect("new")->holders, 2u);
+}
+
+}  // namespace
+}  // namespace dlock::test
