@@ -191,6 +191,9 @@ struct AbandonCall {
   // As ReleaseCall::tombstone: a fresh attempt's copy may still arrive.
   milliseconds tombstone{0};
   LockMode mode = LockMode::exclusive;
+  // The attempts were a line's (AcquireCall::queued or shared): a place in
+  // the line, or a hand-over, may be left even when nothing is in doubt.
+  bool line = false;
 };
 
 struct RenewCall {

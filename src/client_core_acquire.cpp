@@ -319,6 +319,7 @@ AbandonCall ClientCore::abandon_call(const AcquireOp& op, bool in_doubt) const {
   call.in_doubt = in_doubt || op.stray;
   if (op.stray) call.tombstone = op.lease;
   call.mode = op.hold->mode;
+  call.line = op.queued || op.hold->mode == LockMode::shared;
   return call;
 }
 

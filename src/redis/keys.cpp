@@ -21,6 +21,7 @@ LockKeys lock_keys(std::string_view prefix, std::string_view name) {
   keys.fence.reserve(prefix.size() + 5);
   keys.fence.append(prefix).append("fence");
   keys.channel = keys.lock + ":wake";
+  keys.line = keys.lock + ":q";
   return keys;
 }
 

@@ -21,6 +21,7 @@ struct LockKeys {
   std::string lock;     // hash: o = owner, n = re-entry count, f = fence
   std::string fence;    // counter: last fence issued under the prefix
   std::string channel;  // pub/sub channel: release notifications
+  std::string line;     // a line's shared holders and waiters (line_scripts.hpp)
 };
 LockKeys lock_keys(std::string_view prefix, std::string_view name);
 

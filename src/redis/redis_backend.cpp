@@ -11,6 +11,7 @@
 
 #include "redis/keys.hpp"
 #include "redis/errors.hpp"
+#include "redis/line_scripts.hpp"
 #include "redis/scripts.hpp"
 #include "redis/sync_connection.hpp"
 
@@ -41,6 +42,33 @@ std::string wire_owner(const std::string& owner, std::uint64_t grant) {
   return out;
 }
 
+// wire_owner's inverse: "<owner>/<grant>" back into owner and grant.
+bool split_wire_owner(std::string_view wire, std::string& owner, std::uint64_t& grant) {
+  const auto slash = wire.rfind('/');
+  if (slash == std::string_view::npos) return false;
+  std::uint64_t g = 0;
+  unsigned shift = 0;
+  for (char c : wire.substr(slash + 1)) {
+    unsigned v;
+    if (c >= 'A' && c <= 'Z') v = static_cast<unsigned>(c - 'A');
+    else if (c >= 'a' && c <= 'z') v = static_cast<unsigned>(c - 'a') + 26;
+    else if (c >= '0' && c <= '9') v = static_cast<unsigned>(c - '0') + 52;
+    else if (c == '-') v = 62;
+    else if (c == '_') v = 63;
+    else return false;
+    if (shift >= 64) return false;
+    g |= static_cast<std::uint64_t>(v) << shift;
+    shift += 6;
+  }
+  if (shift == 0) return false;
+  owner.assign(wire.substr(0, slash));
+  grant = g;
+  return true;
+}
+
+// A line's call (core/lock_line.hpp): fair or shared.
+bool is_line(const AcquireCall& call) { return call.queued || call.mode == detail::LockMode::shared; }
+
 bool int_at(const Reply& r, std::size_t i, long long& out) {
   if (r.type != Reply::Type::array || r.elements.size() <= i || r.elements[i].type != Reply::Type::integer)
     return false;
@@ -55,31 +83,70 @@ struct ScriptCall {
   std::vector<std::string> args;
 };
 
-ScriptCall acquire_request(const std::string& prefix, const AcquireCall& call) {
+// `queued`: the line keeps the caller's place when busy (false: try once).
+ScriptCall acquire_request(const std::string& prefix, const AcquireCall& call, bool queued) {
   auto keys = detail::lock_keys(prefix, call.name);
   std::string owner = wire_owner(call.owner, call.grant);
   std::string tomb = keys.lock + ":t:" + owner;
+  if (is_line(call)) {
+    return {&line_acquire_script(),
+            {std::move(keys.lock), std::move(keys.fence), std::move(tomb), std::move(keys.line)},
+            {std::move(owner), std::to_string(call.lease.count()), std::to_string(call.held),
+             call.mode == detail::LockMode::shared ? "s" : "x", std::to_string(call.permits), queued ? "1" : "0",
+             call.info, std::move(keys.channel)}};
+  }
   return {&acquire_script(),
-          {std::move(keys.lock), std::move(keys.fence), std::move(tomb)},
+          {std::move(keys.lock), std::move(keys.fence), std::move(tomb), std::move(keys.line)},
           {std::move(owner), std::to_string(call.lease.count()), std::to_string(call.held),
-           std::to_string(call.round)}};
+           std::to_string(call.round), std::move(keys.channel)}};
 }
 
+// An exclusive hold lives in the lock hash whether a line's or not: the
+// plain script releases both (and hands over to a line). Shared holds are
+// the line's.
 ScriptCall release_request(const std::string& prefix, const ReleaseCall& call) {
   auto keys = detail::lock_keys(prefix, call.name);
   std::string owner = wire_owner(call.owner, call.grant);
   std::string tomb = keys.lock + ":t:" + owner;
+  if (call.mode == detail::LockMode::shared) {
+    return {&line_release_script(),
+            {std::move(keys.lock), std::move(tomb), std::move(keys.line), std::move(keys.fence)},
+            {std::move(owner), std::to_string(call.held), std::move(keys.channel), call.all ? "1" : "0",
+             std::to_string(call.tombstone.count())}};
+  }
   return {&release_script(),
-          {std::move(keys.lock), std::move(tomb)},
+          {std::move(keys.lock), std::move(tomb), std::move(keys.line), std::move(keys.fence)},
           {std::move(owner), std::to_string(call.held), std::move(keys.channel), call.all ? "1" : "0",
            std::to_string(call.round), std::to_string(call.tombstone.count())}};
 }
 
-Result<AcquireOutcome> parse_acquire(const Reply& r) {
+ScriptCall abandon_request(const std::string& prefix, const detail::AbandonCall& call) {
+  auto keys = detail::lock_keys(prefix, call.name);
+  std::string owner = wire_owner(call.owner, call.grant);
+  std::string tomb = keys.lock + ":t:" + owner;
+  return {&line_abandon_script(),
+          {std::move(keys.lock), std::move(tomb), std::move(keys.line), std::move(keys.fence)},
+          {std::move(owner), std::to_string(call.held), std::move(keys.channel),
+           std::to_string(call.tombstone.count())}};
+}
+
+std::string permits_text(long long p) {
+  return p == 0 ? std::string("no limit (a read lock)") : std::to_string(p);
+}
+
+Result<AcquireOutcome> parse_acquire(const Reply& r, const AcquireCall& call) {
   long long code = 0, a = 0, b = 0;
   if (!int_at(r, 0, code) || !int_at(r, 1, a) || !int_at(r, 2, b)) return unexpected_reply("the acquire script", r);
   AcquireOutcome out;
   switch (code) {
+    case 5:  // the line's wording (core/lock_line.cpp)
+      return Status(Errc::invalid_argument, "permits disagree: the lock is used with " + permits_text(a) +
+                                                " and this call asked for " + permits_text(call.permits));
+    case 6:
+      return Status(Errc::precondition_failed,
+                    std::string("this owner holds the lock ") +
+                        (a == 0 ? "shared and asked for it exclusively" : "exclusively and asked for it shared") +
+                        ": a change of mode would wait for itself (release first)");
     case 1:
       out.kind = AcquireOutcome::Kind::granted;
       out.fence = static_cast<std::uint64_t>(a);
@@ -152,16 +219,18 @@ class RedisBackend final : public detail::Backend {
     watches_.clear();
   }
 
-  detail::Capabilities capabilities() const override { return {}; }
+  detail::Capabilities capabilities() const override {
+    detail::Capabilities caps;
+    caps.lines = true;
+    return caps;
+  }
   void set_events(detail::BackendEvents events) override { events_ = std::move(events); }
 
   void acquire(const AcquireCall& call, std::function<void(Result<AcquireOutcome>)> done) override {
-    if (Status bad = detail::check_mode(call, "Redis", detail::kNoLines); !bad.ok())
-      return boost::asio::post(io_, [done = std::move(done), bad] { done(bad); });
-    ScriptCall sc = acquire_request(prefix_, call);
+    ScriptCall sc = acquire_request(prefix_, call, call.queued);
     eval(*sc.script, sc.keys, sc.args, [this, call, done = std::move(done)](Result<Reply> r) {
       if (!r.ok()) return done(r.status());
-      auto out = parse_acquire(*r);
+      auto out = parse_acquire(*r, call);
       if (out.ok() && out->kind == AcquireOutcome::Kind::granted && wait_.replicas > 0)
         return replicate_grant(call, *out, std::move(done));
       done(std::move(out));
@@ -177,6 +246,11 @@ class RedisBackend final : public detail::Backend {
   }
 
   void abandon(const detail::AbandonCall& call, std::function<void(Status)> done) override {
+    if (call.line || call.mode == detail::LockMode::shared) {
+      // Always: a place in the line, or a hand-over it never heard of.
+      ScriptCall sc = abandon_request(prefix_, call);
+      return eval(*sc.script, sc.keys, sc.args, [done = std::move(done)](Result<Reply> r) { done(r.status()); });
+    }
     auto undo = detail::undo_of(call);
     if (!undo) return boost::asio::post(io_, [done = std::move(done)] { done({}); });
     release(*undo, [done = std::move(done)](Result<ReleaseOutcome> r) { done(r.status()); });
@@ -185,10 +259,11 @@ class RedisBackend final : public detail::Backend {
   // The blocking fast path: plain TCP, no WAIT mode (its extra round trip
   // and undo stay on the I/O thread).
   std::optional<Result<AcquireOutcome>> acquire_now(const AcquireCall& call) override {
-    if (!sync_ok() || !detail::check_mode(call, "Redis", detail::kNoLines).ok()) return std::nullopt;
-    auto r = eval_now(acquire_request(prefix_, call), call.deadline);
+    if (!sync_ok()) return std::nullopt;
+    // A try leaves no place in the line behind it.
+    auto r = eval_now(acquire_request(prefix_, call, call.queued && call.keep_place), call.deadline);
     if (!r.ok()) return Result<AcquireOutcome>(r.status());
-    return parse_acquire(*r);
+    return parse_acquire(*r, call);
   }
   std::optional<Result<ReleaseOutcome>> release_now(const ReleaseCall& call) override {
     if (!sync_ok()) return std::nullopt;
@@ -201,11 +276,14 @@ class RedisBackend final : public detail::Backend {
              std::function<void(Result<std::vector<RenewOutcome>>)> done) override {
     std::vector<std::string> keys, args;
     keys.reserve(calls.size());
-    args.reserve(calls.size() * 2);
+    args.reserve(calls.size() * 3);
     for (const RenewCall& c : calls) {
-      keys.push_back(detail::lock_keys(prefix_, c.name).lock);
+      auto k = detail::lock_keys(prefix_, c.name);
+      keys.push_back(std::move(k.lock));
+      if (c.line) keys.push_back(std::move(k.line));
       args.push_back(wire_owner(c.owner, c.grant));
       args.push_back(std::to_string(c.lease.count()));
+      args.push_back(c.line ? "l" : "p");
     }
     const std::size_t n = calls.size();
     eval(renew_script(), keys, args, [this, done = std::move(done), n](Result<Reply> r) mutable {
@@ -237,31 +315,38 @@ class RedisBackend final : public detail::Backend {
     });
   }
 
+  // The line's inspect script settles the name first (core/lock_line.cpp's
+  // line_settle) and reports the oldest grant; a plain lock's waiters are
+  // the subscribers of its channel, a line's are its line.
   void inspect(const std::string& name, std::function<void(Result<LockInfo>)> done) override {
     auto keys = detail::lock_keys(prefix_, name);
+    const Script& script = line_inspect_script();
     std::string payload;
-    append_command(payload, {"HMGET", keys.lock, "o", "n", "f"});
-    append_command(payload, {"PTTL", keys.lock});
+    append_command(payload, {"EVAL", script.body, "3", keys.lock, keys.line, keys.fence, keys.channel});
     append_command(payload, {"GET", keys.fence});
     append_command(payload, {"PUBSUB", "NUMSUB", keys.channel});
-    cmd_->exec(std::move(payload), 4, [done = std::move(done)](Status s, std::vector<Reply>&& replies) {
+    cmd_->exec(std::move(payload), 3, [done = std::move(done)](Status s, std::vector<Reply>&& replies) {
       if (!s.ok()) return done(s);
       for (const Reply& r : replies)
         if (r.is_error()) return done(translate_error(r.str));
+      const Reply& f = replies[0];
+      long long is_line = 0, held = 0, fence = 0, depth = 0, left = 0, holders = 0, shared = 0, line = 0;
+      if (f.type != Reply::Type::array || f.elements.size() != 9 || !int_at(f, 0, is_line) || !int_at(f, 1, held) || !int_at(f, 2, fence) || !int_at(f, 3, depth) ||
+          !int_at(f, 4, left) || f.elements[5].type != Reply::Type::string || !int_at(f, 6, holders) ||
+          !int_at(f, 7, shared) || !int_at(f, 8, line))
+        return done(unexpected_reply("the inspect script", f));
       LockInfo info;
-      const Reply& fields = replies[0];
-      if (fields.type != Reply::Type::array || fields.elements.size() != 3)
-        return done(unexpected_reply("HMGET", fields));
-      auto to_u64 = [](const Reply& r) -> std::uint64_t {
-        return r.type == Reply::Type::string ? std::strtoull(r.str.c_str(), nullptr, 10) : 0;
-      };
-      info.held = fields.elements[0].type == Reply::Type::string;
-      info.reentry_count = static_cast<unsigned>(to_u64(fields.elements[1]));
-      info.fence = to_u64(fields.elements[2]);
-      info.remaining = milliseconds(info.held && replies[1].integer > 0 ? replies[1].integer : 0);
-      info.last_fence = to_u64(replies[2]);
-      const Reply& numsub = replies[3];
-      if (numsub.type == Reply::Type::array && numsub.elements.size() == 2)
+      info.held = held != 0;
+      info.fence = static_cast<std::uint64_t>(fence);
+      info.reentry_count = static_cast<unsigned>(depth);
+      info.remaining = milliseconds(info.held ? left : 0);
+      info.holder = f.elements[5].str;
+      info.holders = static_cast<unsigned>(holders);
+      info.shared = shared != 0;
+      info.last_fence = replies[1].type == Reply::Type::string ? std::strtoull(replies[1].str.c_str(), nullptr, 10) : 0;
+      const Reply& numsub = replies[2];
+      if (is_line != 0) info.waiters = static_cast<unsigned>(line);
+      else if (numsub.type == Reply::Type::array && numsub.elements.size() == 2)
         info.waiters = static_cast<unsigned>(numsub.elements[1].integer);
       done(info);
     });
@@ -422,6 +507,7 @@ class RedisBackend final : public detail::Backend {
       if (s.ok()) return done(out);
       ReleaseCall undo{call.name, call.owner, call.held + 1, false};
       undo.grant = call.grant;
+      undo.mode = call.mode;
       release(undo, [s, done = std::move(done)](Result<ReleaseOutcome>) mutable {
         done(Status(s.code(), "grant " + s.message() + "; it was released"));
       });
@@ -494,8 +580,22 @@ class RedisBackend final : public detail::Backend {
     const std::string& channel = r.elements[1].str;
     if (kind == "message") {
       auto it = watches_.find(channel);
-      // A copy of the name: the handler may unwatch.
-      if (it != watches_.end() && events_.released) events_.released({std::string(it->second.name), 0});
+      if (it == watches_.end()) return;
+      // A copy of the name: the handlers may unwatch.
+      std::string name = it->second.name;
+      // A hand-over, "h:<fence>:<owner>/<grant>": its recipient holds the
+      // lock now; for everyone else it is a release.
+      const std::string& payload = r.elements[2].str;
+      if (payload.starts_with("h:") && events_.handed) {
+        const auto colon = payload.find(':', 2);
+        detail::HandOver to;
+        to.name = name;
+        if (colon != std::string::npos && split_wire_owner(std::string_view(payload).substr(colon + 1), to.owner, to.grant)) {
+          to.fence = std::strtoull(payload.c_str() + 2, nullptr, 10);
+          events_.handed(to);
+        }
+      }
+      if (events_.released) events_.released({std::move(name), 0});
       return;
     }
     if (kind != "subscribe" && kind != "unsubscribe") return;

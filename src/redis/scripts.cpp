@@ -2,10 +2,13 @@
 
 #include <openssl/sha.h>
 
-namespace dlock::redis {
-namespace {
+#include <string>
 
-std::string sha1_hex(std::string_view body) {
+#include "redis/line_scripts.hpp"
+
+namespace dlock::redis {
+
+std::string script_sha1(std::string_view body) {
   unsigned char digest[SHA_DIGEST_LENGTH];
   SHA1(reinterpret_cast<const unsigned char*>(body.data()), body.size(), digest);
   static constexpr char kHex[] = "0123456789abcdef";
@@ -16,6 +19,8 @@ std::string sha1_hex(std::string_view body) {
   }
   return out;
 }
+
+namespace {
 
 // The owner the scripts see is the caller's owner plus the id of one grant
 // ("<owner>/<grant hex>"), so a call can only touch the grant it belongs to:
@@ -33,7 +38,7 @@ std::string sha1_hex(std::string_view body) {
 // The lease is checked before anything is written: a key without a TTL
 // would be held by nobody, forever.
 // The fence counter is its own key so it survives the lock key's expiry.
-constexpr std::string_view kAcquire = R"lua(
+constexpr std::string_view kAcquireHead = R"lua(
 local lease = tonumber(ARGV[2])
 if not lease or lease <= 0 or lease > 1000000000000 then
   return redis.error_reply('ERR dlock: lease out of range: ' .. ARGV[2])
@@ -45,7 +50,18 @@ if not owner then
   if redis.call('exists', KEYS[1]) == 1 then
     return redis.error_reply('WRONGTYPE lock key is a hash without an owner field')
   end
-  if held > 0 or redis.call('exists', KEYS[3]) == 1 then return {2, 0, 0} end
+  if held > 0 then return {2, 0, 0} end
+  -- The tombstone and the line in one command. A line beside it (shared
+  -- holders, waiters) is settled first (an expired holder hands over), and
+  -- a caller outside the line waits behind it.
+  if redis.call('exists', KEYS[3], KEYS[4]) > 0 then
+    if redis.call('exists', KEYS[3]) == 1 then return {2, 0, 0} end
+)lua";
+constexpr std::string_view kAcquireTail = R"lua(
+    local _, busy, conflict = line_settle(KEYS[1], KEYS[2], KEYS[4], ARGV[5], ARGV[1])
+    if conflict then return {6, 0, 0} end
+    if busy then return {0, busy, 0} end
+  end
   local ok, fence = pcall(redis.call, 'incr', KEYS[2])
   if not ok then
     local err = type(fence) == 'table' and fence.err or tostring(fence)
@@ -78,9 +94,13 @@ return {0, redis.call('pttl', KEYS[1]), 0}
 constexpr std::string_view kRelease = R"lua(
 local tomb = tonumber(ARGV[6]) or 0
 if tomb > 0 then redis.call('set', KEYS[2], '1', 'px', tomb) end
-local h = redis.call('hmget', KEYS[1], 'o', 'n', 'r')
+local h = redis.call('hmget', KEYS[1], 'o', 'n', 'r', 'q')
 local owner = h[1]
-if not owner then return {-1, 0} end
+if not owner then
+  -- An expired holder of a line hands over at the next call.
+  if redis.call('exists', KEYS[3]) == 1 then line_settle(KEYS[1], KEYS[4], KEYS[3], ARGV[3]) end
+  return {-1, 0}
+end
 if owner ~= ARGV[1] then return {-2, 0} end
 local n = tonumber(h[2])
 local round = tonumber(ARGV[5]) or 0
@@ -90,6 +110,11 @@ local all = ARGV[4] == '1'
 if all or n == held then
   if all or n <= 1 then
     redis.call('del', KEYS[1])
+    -- A line waits (the line scripts mark the hash, q): its head gets the
+    -- lock inside this release.
+    if h[4] and line_settle(KEYS[1], KEYS[4], KEYS[3], ARGV[3]) > 0 then
+      return {0, 0}
+    end
     -- The release is done: a refused PUBLISH (an ACL user without channel
     -- rights) must not turn it into an error. Waiters then poll.
     pcall(redis.call, 'publish', ARGV[3], '1')
@@ -101,20 +126,49 @@ if n == held - 1 then return {1, n} end
 return {-3, n}
 )lua";
 
-// pcall keeps one foreign key from failing the whole batch.
+// pcall keeps one foreign key from failing the whole batch. ARGV: owner,
+// lease, kind per call ('p' plain: one key; 'l' a line's hold or waiter:
+// the lock and its line key, core/lock_line.cpp's line_renew).
 constexpr std::string_view kRenew = R"lua(
 local out = {}
-for i, key in ipairs(KEYS) do
+local ki = 1
+local now = nil
+for i = 1, #ARGV / 3 do
+  local me, lease, line = ARGV[3 * i - 2], ARGV[3 * i - 1], ARGV[3 * i] == 'l'
+  local key = KEYS[ki]
+  local q = line and KEYS[ki + 1] or nil
+  ki = ki + (line and 2 or 1)
   local ok, owner = pcall(redis.call, 'hget', key, 'o')
   if not ok then
     out[i] = 3
-  elseif owner == ARGV[2 * i - 1] then
-    redis.call('pexpire', key, ARGV[2 * i])
+  elseif owner == me then
+    redis.call('pexpire', key, lease)
     out[i] = 1
-  elseif owner then
-    out[i] = 2
+  elseif not line then
+    out[i] = owner and 2 or 0
   else
-    out[i] = 0
+    now = now or L_now()
+    local ok2, st = pcall(L_load, q)
+    if not ok2 then
+      out[i] = 3
+    else
+      L_purge(st, now)
+      local found = false
+      for _, h in ipairs(st.s) do
+        if h.o == me then
+          h.e = now + tonumber(lease)
+          found = true
+        end
+      end
+      for _, w in ipairs(st.w) do
+        if w.o == me then
+          w.e = now + tonumber(lease)
+          found = true
+        end
+      end
+      L_save(q, st, key)
+      if found then out[i] = 1 elseif owner then out[i] = 2 else out[i] = 0 end
+    end
   end
 end
 return out
@@ -123,15 +177,21 @@ return out
 }  // namespace
 
 const Script& acquire_script() {
-  static const Script s{kAcquire, sha1_hex(kAcquire)};
+  static const std::string body =
+      std::string(kAcquireHead) + std::string(line_settle_chunk()) + std::string(kAcquireTail);
+  static const Script s{body, script_sha1(body)};
   return s;
 }
+// line_settle is defined once per call (one closure); its helpers only when
+// it runs.
 const Script& release_script() {
-  static const Script s{kRelease, sha1_hex(kRelease)};
+  static const std::string body = std::string(line_settle_chunk()) + std::string(kRelease);
+  static const Script s{body, script_sha1(body)};
   return s;
 }
 const Script& renew_script() {
-  static const Script s{kRenew, sha1_hex(kRenew)};
+  static const std::string body = std::string(line_library()) + std::string(kRenew);
+  static const Script s{body, script_sha1(body)};
   return s;
 }
 

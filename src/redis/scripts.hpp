@@ -12,18 +12,27 @@ struct Script {
   std::string sha1;  // hex, for EVALSHA
 };
 
-// KEYS: lock, fence counter. ARGV: owner, lease ms, depth the caller holds,
-// attempt number (0: none; see AcquireCall::round).
-// Returns {1, fence, depth} granted, {0, holder pttl, 0} busy,
+// SHA1 of a script body, hex.
+std::string script_sha1(std::string_view body);
+
+// KEYS: lock, fence counter, tombstone, line (line_scripts.hpp). ARGV:
+// owner, lease ms, depth the caller holds, attempt number (0: none; see
+// AcquireCall::round), wake channel. A free lock beside a live line is busy
+// (after the line is settled: an expired holder hands over).
+// Returns {6, 0, 0} when the caller's owner holds it shared (as the line
+// acquire), {1, fence, depth} granted, {0, holder pttl, 0} busy,
 // {2, 0, 0} lost, {3, server depth, 0} mismatch.
 const Script& acquire_script();
-// KEYS: lock. ARGV: owner, depth the caller holds, channel, '1' to free
-// every level at once, attempt number to undo (0: any).
+// KEYS: lock, tombstone, line, fence counter. ARGV: owner, depth the caller
+// holds, channel, '1' to free every level at once, attempt number to undo
+// (0: any), tombstone ms. Freeing the lock hands it to the head of a line
+// if one waits (line_scripts.hpp), else publishes '1'.
 // Returns {0, 0} freed (and published), {1, depth} decremented,
 // {-1, 0} not held, {-2, 0} another owner, {-3, depth} mismatch, {-4, depth}
 // the hold is a later attempt's (nothing touched).
 const Script& release_script();
-// KEYS: lock keys. ARGV: owner1, lease1, owner2, lease2...
+// KEYS: per call the lock key (and the line key after it for a line's
+// call). ARGV: owner, lease, 'p' | 'l' per call.
 // Returns one code per key: 1 renewed, 0 gone, 2 taken, 3 wrong type.
 const Script& renew_script();
 

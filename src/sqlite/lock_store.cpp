@@ -263,6 +263,9 @@ Status LockStore::store_line(const std::string& name, const Line& before, const 
     if (find(after.line, w.owner, w.grant) == after.line.end() &&
         find(after.holders, w.owner, w.grant) == after.holders.end())
       left = true;
+  // A free lock granted: its holder changed without a release, which an
+  // observer (Election::observe) must hear of too.
+  if (before.state.holders.empty() && !after.holders.empty()) left = true;
   if (left && !counted)
     if (Status s = table_->count_release(name); !s.ok()) return s;
   if (left || counted) pending_.released.push_back(name);
