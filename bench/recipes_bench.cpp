@@ -612,6 +612,20 @@ void limit_redis(const Args& a, int k, const std::vector<std::vector<std::string
       args.push_back(replace_all(replace_all(s, "recipescapturename", name), "recipescaptureowner", owner));
     cmds.push_back(std::move(args));
   }
+  // The reply, flattened to text: the first pair's replies are kept, and
+  // every later pair must get the same ones (the same grant, the same release).
+  std::function<std::string(const redisReply*)> text = [&](const redisReply* r) -> std::string {
+    switch (r->type) {
+      case REDIS_REPLY_INTEGER: return std::to_string(r->integer);
+      case REDIS_REPLY_ARRAY: {
+        std::string out = "[";
+        for (std::size_t i = 0; i < r->elements; ++i) out += (i ? "," : "") + text(r->element[i]);
+        return out + "]";
+      }
+      case REDIS_REPLY_NIL: return "nil";
+      default: return std::string(r->str, r->len);
+    }
+  };
   auto send = [&](const std::vector<std::string>& args) {
     std::vector<const char*> v;
     std::vector<std::size_t> len;
@@ -622,17 +636,26 @@ void limit_redis(const Args& a, int k, const std::vector<std::vector<std::string
     auto* r = static_cast<redisReply*>(redisCommandArgv(c, static_cast<int>(v.size()), v.data(), len.data()));
     if (r == nullptr || r->type == REDIS_REPLY_ERROR)
       throw std::runtime_error("limit: " + std::string(r ? std::string(r->str, r->len) : "connection failed"));
+    std::string t = text(r);
     freeReplyObject(r);
+    return t;
   };
+  // Fences grow from pair to pair: compare what the replies say (an array's
+  // first element: granted, busy, released...), not the fences.
+  auto shape = [](const std::string& t) { return t.substr(0, t.find(',')); };
+  const std::string want_acq = shape(send(cmds[0])), want_rel = shape(send(cmds[1]));
+  if (std::getenv("DLOCK_BENCH_DEBUG"))
+    std::fprintf(stderr, "limit %d: acquire %s -> %s, release -> %s\n", k, cmds[0][1].c_str(), want_acq.c_str(),
+                 want_rel.c_str());
   bar.ready_and_wait(k);
   const auto end = Clock::now() + std::chrono::duration<double>(a.seconds);
   while (Clock::now() < end) {
     Ev e;
     e.kind = kind;
     e.acq_call = mono_ns();
-    send(cmds[0]);
+    if (shape(send(cmds[0])) != want_acq) throw std::runtime_error("limit: an acquire was not granted as the first");
     e.acq_ret = e.rel_call = mono_ns();
-    send(cmds[1]);
+    if (shape(send(cmds[1])) != want_rel) throw std::runtime_error("limit: a release was not answered as the first");
     out.push_back(e);
   }
   redisFree(c);
