@@ -197,7 +197,11 @@ for i, w in ipairs(st.w) do
 end
 if (place == 1 or #st.w == 0) and L_compatible(st, lock, mode) then
   if place then table.remove(st.w, place) end
-  return done({1, L_grant(st, lock, fence, me, mode, lease, now, info), 1})
+  local was_free = x == nil and #st.s == 0
+  local f = L_grant(st, lock, fence, me, mode, lease, now, info)
+  -- A free lock changed hands without a release: observers look again.
+  if was_free then pcall(redis.call, 'publish', ARGV[8], 'c') end
+  return done({1, f, 1})
 end
 if queued then
   if place then

@@ -584,7 +584,7 @@ class RedisBackend final : public detail::Backend {
       // A copy of the name: the handlers may unwatch.
       std::string name = it->second.name;
       // A hand-over, "h:<fence>:<owner>/<grant>": its recipient holds the
-      // lock now; for everyone else it is a release.
+      // lock now (the other waiters sleep on: it is held again).
       const std::string& payload = r.elements[2].str;
       if (payload.starts_with("h:") && events_.handed) {
         const auto colon = payload.find(':', 2);
@@ -594,6 +594,11 @@ class RedisBackend final : public detail::Backend {
           to.fence = std::strtoull(payload.c_str() + 2, nullptr, 10);
           events_.handed(to);
         }
+        return;  // held again: nobody else could take it
+      }
+      if (payload == "c") {  // a free lock granted: only observers care
+        if (events_.changed) events_.changed(name);
+        return;
       }
       if (events_.released) events_.released({std::move(name), 0});
       return;
