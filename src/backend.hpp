@@ -87,9 +87,6 @@ struct Capabilities {
   // ClientCore counts them and calls acquire only for the first level and
   // release only for the last.
   bool server_reentry = true;
-  // Waiters are granted in arrival order (a queue): an acquire's attempts
-  // share one AcquireCall::attempt id, and watches are per attempt.
-  bool fifo = false;
   // Fences strictly increase across every grant of a name (Redlock: only
   // while its fence node answers).
   bool strict_fence = true;

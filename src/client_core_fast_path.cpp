@@ -115,7 +115,7 @@ std::optional<Status> ClientCore::release_now(const std::shared_ptr<Hold>& hold)
   hold->releasing.store(true);
   ReleaseCall call{hold->name, hold->owner, 1, false};
   call.grant = hold->grant;
-  call.mode = hold->mode;
+  call.mode = hold->mode;  // a shared hold is released where it lives
   std::optional<Result<ReleaseOutcome>> r;
   int tries = 0;
   for (;; ++tries) {

@@ -8,6 +8,8 @@
 #include <condition_variable>
 #include <map>
 #include <mutex>
+#include <set>
+#include <tuple>
 
 #include "postgres/pg_blocking.hpp"
 #include "postgres/schema.hpp"
@@ -19,6 +21,7 @@ namespace asio = boost::asio;
 using detail::AbandonCall;
 using detail::AcquireCall;
 using detail::AcquireOutcome;
+using detail::LockMode;
 using detail::ReleaseCall;
 using detail::ReleaseOutcome;
 using detail::RenewCall;
@@ -54,7 +57,12 @@ std::string array_literal(const std::vector<std::string>& items, bool quoted) {
 
 Status bad_reply(const char* what) { return {Errc::protocol_error, std::string("postgres: unexpected reply to ") + what}; }
 
-Result<AcquireOutcome> acquire_outcome(Result<Rows> r) {
+std::string permits_text(std::int64_t permits) {
+  return permits == 0 ? std::string("no limit (a read lock)") : std::to_string(permits);
+}
+
+// `call` names what a line's refusal says (kinds 4 and 5).
+Result<AcquireOutcome> acquire_outcome(Result<Rows> r, const AcquireCall& call) {
   if (!r.ok()) return r.status();
   if (r->size() != 1 || r->front().size() != 4) return bad_reply("acquire");
   const Row& row = r->front();
@@ -63,9 +71,20 @@ Result<AcquireOutcome> acquire_outcome(Result<Rows> r) {
     case 1: out.kind = AcquireOutcome::Kind::granted; break;
     case 2: out.kind = AcquireOutcome::Kind::lost; break;
     case 3: out.kind = AcquireOutcome::Kind::mismatch; break;
-    default:
+    case 4:
+      return Status(Errc::invalid_argument, "permits disagree: the lock is used with " + permits_text(to_int(row[2])) +
+                                                " and this call asked for " + permits_text(call.permits));
+    case 5:
+      return Status(Errc::precondition_failed,
+                    std::string("this owner holds the lock ") +
+                        (to_int(row[2]) == 1 ? "shared and asked for it exclusively"
+                                             : "exclusively and asked for it shared") +
+                        ": a change of mode would wait for itself (release first)");
+    default: {
       out.kind = AcquireOutcome::Kind::busy;
-      out.hint = detail::WaitHint::expiry(milliseconds(to_int(row[3])));
+      const std::int64_t ttl = to_int(row[3]);
+      out.hint = ttl < 0 ? detail::WaitHint::event() : detail::WaitHint::expiry(milliseconds(ttl));
+    }
   }
   out.fence = static_cast<std::uint64_t>(to_int(row[1]));
   out.depth = static_cast<unsigned>(to_int(row[2]));
@@ -86,8 +105,20 @@ Result<ReleaseOutcome> release_outcome(Result<Rows> r) {
   return out;
 }
 
-std::vector<std::string> acquire_params(const AcquireCall& call) {
-  return {call.name, call.owner, as_bigint(call.grant), std::to_string(call.held), std::to_string(call.lease.count())};
+// A call of the name's line: fair, shared or counted (core/lock_line.hpp).
+bool is_line(const AcquireCall& call) { return call.queued || call.mode == LockMode::shared; }
+
+// `queued`: whether a busy answer keeps a place in the line (the fast path's
+// try without keep_place leaves nothing).
+std::vector<std::string> acquire_params(const AcquireCall& call, bool queued) {
+  std::vector<std::string> p{call.name, call.owner, as_bigint(call.grant), std::to_string(call.held),
+                             std::to_string(call.lease.count())};
+  if (!is_line(call)) return p;
+  p.push_back(call.mode == LockMode::shared ? "true" : "false");
+  p.push_back(std::to_string(call.mode == LockMode::shared ? call.permits : 0));
+  p.push_back(queued ? "true" : "false");
+  p.push_back(call.info);
+  return p;
 }
 
 std::vector<std::string> release_params(const ReleaseCall& call) {
@@ -101,7 +132,11 @@ class PgBackend final : public detail::Backend {
       : io_(io), config_(std::move(config)), conn_(io, config_.connection), listen_(io, config_.connection),
         listen_timer_(io) {}
 
-  detail::Capabilities capabilities() const override { return {}; }  // leases renewed, re-entry in the row
+  detail::Capabilities capabilities() const override {
+    detail::Capabilities caps;  // leases renewed, re-entry in the row
+    caps.lines = true;
+    return caps;
+  }
   void set_events(detail::BackendEvents events) override { events_ = std::move(events); }
 
   // Creates the schema if missing and checks its version, then LISTENs.
@@ -114,9 +149,7 @@ class PgBackend final : public detail::Backend {
           return done(Status(Errc::wrong_type, "the lock table " + config_.table.qualified() + " has schema version " +
                                                    (v->empty() ? "(none)" : *v->front().at(0)) + "; this dlock uses " +
                                                    std::to_string(kSchemaVersion)));
-        listen_.on_notify([this](const std::string&, const std::string& name) {
-          if (watches_.count(name) && events_.released) events_.released({name, 0});
-        });
+        listen_.on_notify([this](const std::string&, const std::string& payload) { on_notify(payload); });
         listen_.on_down([this] { listen_lost(); });
         // Ready once the LISTEN is in place (or failed: waiters then poll),
         // so the first waiters miss no release.
@@ -148,13 +181,20 @@ class PgBackend final : public detail::Backend {
   // I/O thread's path, which retries; so does a call that finds every
   // pooled connection busy.
   std::optional<Result<AcquireOutcome>> acquire_now(const AcquireCall& call) override {
-    if (detail::check_mode(call, "PostgreSQL", detail::kNoLines).ok() == false || call.lease.count() <= 0) return std::nullopt;
+    if (call.lease.count() <= 0) return std::nullopt;
+    // A try leaves no place in the line; a wait keeps it for the I/O
+    // thread's attempts (same grant).
+    const bool queued = call.queued && call.keep_place;
+    if (queued) remember_place(call);
     auto out = with_blocking([&](PgBlocking& c) {
       ++commands_;
-      return c.exec(acquire_sql(config_.table), acquire_params(call), call.deadline);
+      return c.exec(is_line(call) ? line_acquire_sql(config_.table) : acquire_sql(config_.table),
+                    acquire_params(call, queued), call.deadline);
     });
     if (!out) return std::nullopt;
-    return acquire_outcome(std::move(*out));
+    auto r = acquire_outcome(std::move(*out), call);
+    if (queued && r.ok() && r->kind == AcquireOutcome::Kind::granted) forget_place(call.name, call.owner, call.grant);
+    return r;
   }
 
   void open_blocking() override {
@@ -168,31 +208,65 @@ class PgBackend final : public detail::Backend {
     auto out = with_blocking(
         [&](PgBlocking& c) {
           ++commands_;
-          return c.exec(release_sql(config_.table), release_params(call));
+          return c.exec(release_sql_for(call), release_params(call));
         },
         true);
     if (!out) return std::nullopt;
+    forget_place(call.name, call.owner, call.grant);
     return release_outcome(std::move(*out));
   }
 
   void acquire(const AcquireCall& call, std::function<void(Result<AcquireOutcome>)> done) override {
-    if (Status s = detail::check_mode(call, "PostgreSQL", detail::kNoLines); !s.ok()) return post(std::move(done), s);
     if (call.lease.count() <= 0) return post(std::move(done), Status(Errc::invalid_argument, "lease must be > 0"));
+    if (call.queued) remember_place(call);
     ++commands_;
-    conn_.query(acquire_sql(config_.table), acquire_params(call),
-                [done = std::move(done)](Result<Rows> r) { done(acquire_outcome(std::move(r))); });
+    conn_.query(is_line(call) ? line_acquire_sql(config_.table) : acquire_sql(config_.table),
+                acquire_params(call, call.queued), [this, call, done = std::move(done)](Result<Rows> r) {
+                  auto out = acquire_outcome(std::move(r), call);
+                  if (out.ok() && is_line(call)) {
+                    const HandedKey key{call.name, call.owner, call.grant};
+                    auto h = handed_.find(key);
+                    if (h != handed_.end() && out->kind == AcquireOutcome::Kind::busy && call.held == 0) {
+                      // This attempt was answered before the line handed it
+                      // the lock, and the hand-over's NOTIFY came first (the
+                      // client ignores it while an attempt is out): the
+                      // grant is this attempt's, made after it was sent.
+                      out->kind = AcquireOutcome::Kind::granted;
+                      out->fence = h->second;
+                      out->depth = 1;
+                      out->hint = {};
+                    }
+                    if (h != handed_.end() && out->kind != AcquireOutcome::Kind::busy) handed_.erase(h);
+                  }
+                  if (call.queued && out.ok() && out->kind == AcquireOutcome::Kind::granted)
+                    forget_place(call.name, call.owner, call.grant);
+                  done(std::move(out));
+                });
   }
 
   void release(const ReleaseCall& call, std::function<void(Result<ReleaseOutcome>)> done) override {
+    forget_place(call.name, call.owner, call.grant);
+    handed_.erase({call.name, call.owner, call.grant});
     ++commands_;
-    conn_.query(release_sql(config_.table), release_params(call),
+    conn_.query(release_sql_for(call), release_params(call),
                 [done = std::move(done)](Result<Rows> r) { done(release_outcome(std::move(r))); });
   }
 
-  // An attempt leaves nothing in the table but a grant whose reply was
+  // A plain attempt leaves nothing in the table but a grant whose reply was
   // lost: undone exactly (owner, grant and level checked), and a stray copy
-  // of its acquire still on its way is refused by the tombstone.
+  // of its acquire still on its way is refused by the tombstone. An attempt
+  // of a line (shared, or sent queued) may have left a place in it, or been
+  // handed the lock: the line's abandon removes both, always.
   void abandon(const AbandonCall& call, std::function<void(Status)> done) override {
+    handed_.erase({call.name, call.owner, call.grant});
+    if (forget_place(call.name, call.owner, call.grant) || call.line || call.mode == LockMode::shared) {
+      ++commands_;
+      conn_.query(line_abandon_sql(config_.table),
+                  {call.name, call.owner, as_bigint(call.grant), std::to_string(call.held),
+                   std::to_string(call.tombstone.count())},
+                  [done = std::move(done)](Result<Rows> r) { done(r.status()); });
+      return;
+    }
     auto undo = detail::undo_of(call);
     if (!undo) return post(std::move(done), Status());
     release(*undo, [done = std::move(done)](Result<ReleaseOutcome> r) { done(r.status()); });
@@ -200,17 +274,22 @@ class PgBackend final : public detail::Backend {
 
   void renew(const std::vector<RenewCall>& calls,
              std::function<void(Result<std::vector<RenewOutcome>>)> done) override {
-    std::vector<std::string> names, owners, grants, leases;
+    std::vector<std::string> names, owners, grants, leases, lines;
+    bool any_line = false;
     for (const RenewCall& c : calls) {
       names.push_back(c.name);
       owners.push_back(c.owner);
       grants.push_back(as_bigint(c.grant));
       leases.push_back(std::to_string(c.lease.count()));
+      const bool line = c.line || c.mode == LockMode::shared;
+      lines.push_back(line ? "t" : "f");
+      any_line = any_line || line;
     }
+    std::vector<std::string> params{array_literal(names, true), array_literal(owners, true),
+                                    array_literal(grants, false), array_literal(leases, false)};
+    if (any_line) params.push_back(array_literal(lines, false));  // else the plain statement, as before lines
     ++commands_;
-    conn_.query(renew_sql(config_.table),
-                {array_literal(names, true), array_literal(owners, true), array_literal(grants, false),
-                 array_literal(leases, false)},
+    conn_.query(any_line ? line_renew_sql(config_.table) : renew_sql(config_.table), std::move(params),
                 [done = std::move(done), n = calls.size()](Result<Rows> r) {
                   if (!r.ok()) return done(r.status());
                   if (r->size() != n) return done(bad_reply("renew"));
@@ -227,17 +306,24 @@ class PgBackend final : public detail::Backend {
     ++commands_;
     conn_.query(inspect_sql(config_.table), {name}, [done = std::move(done)](Result<Rows> r) {
       if (!r.ok()) return done(r.status());
-      if (r->size() != 1 || r->front().size() != 4) return done(bad_reply("inspect"));
+      if (r->size() != 1 || r->front().size() != 8) return done(bad_reply("inspect"));
       const Row& row = r->front();
       LockInfo info;
-      info.waiters = std::nullopt;  // LISTEN does not count listeners per name
       info.last_fence = static_cast<std::uint64_t>(to_int(row[0]));
+      const auto waiters = static_cast<unsigned>(to_int(row[7]));
       if (row[1]) {
         info.held = true;
         info.fence = static_cast<std::uint64_t>(to_int(row[1]));
         info.reentry_count = static_cast<unsigned>(to_int(row[2]));
         info.remaining = milliseconds(to_int(row[3]));
+        info.holder = row[4].value_or("");
+        info.shared = row[5] && *row[5] == "t";
+        info.holders = static_cast<unsigned>(to_int(row[6]));
       }
+      // A line counts its waiters; a plain lock's wait on LISTEN, which does
+      // not count listeners per name.
+      const bool line = waiters > 0 || info.shared || (row[1] && row[4].has_value());
+      info.waiters = line ? std::optional<unsigned>(waiters) : std::nullopt;
       done(info);
     });
   }
@@ -258,6 +344,45 @@ class PgBackend final : public detail::Backend {
   std::uint64_t reconnects() const override { return conn_.reconnects() + listen_.reconnects(); }
 
  private:
+  const std::string& release_sql_for(const ReleaseCall& call) const {
+    return call.mode == LockMode::shared ? line_release_sql_ : release_sql_;
+  }
+
+  // A release's payload is the name; a hand-over's names its recipient
+  // (the lock is held again: nobody else is woken); "\x1fc<name>" says a
+  // free lock was granted (observers only).
+  void on_notify(const std::string& payload) {
+    HandOverPayload h;
+    if (parse_hand_over(payload, h)) {
+      if (watches_.count(h.name)) {
+        // Kept for an attempt of that grant still out (see acquire()).
+        if (handed_.size() >= kMaxHanded) handed_.clear();  // stale ones of other clients: bounded
+        handed_[{h.name, h.owner, h.grant}] = h.fence;
+      }
+      if (events_.handed) events_.handed({h.name, h.owner, h.grant, h.fence});  // held again: nobody else woken
+    } else if (payload.size() > 2 && payload[0] == '\x1f' && payload[1] == 'c') {  // a free lock granted
+      if (events_.changed) events_.changed(payload.substr(2));
+    }
+    // A name that merely looks like a hand-over is still a name.
+    if (watches_.count(payload) && events_.released) events_.released({payload, 0});
+  }
+
+  // The attempts sent queued whose place (or hand-over) an abandon must
+  // remove; any thread (the fast path).
+  void remember_place(const AcquireCall& call) {
+    std::lock_guard lk(places_mu_);
+    if (places_.emplace(call.name, call.owner, call.grant).second) places_size_.fetch_add(1);
+  }
+  bool forget_place(const std::string& name, const std::string& owner, std::uint64_t grant) {
+    // A hold's calls are ordered, so its own remember_place is seen here:
+    // plain calls skip the lock.
+    if (places_size_.load() == 0) return false;
+    std::lock_guard lk(places_mu_);
+    if (places_.erase({name, owner, grant}) == 0) return false;
+    places_size_.fetch_sub(1);
+    return true;
+  }
+
   // Runs f(connection) with a pooled blocking connection taken for the
   // call, so callers on several threads run their statements at once
   // (one shared connection made PostgreSQL's W2 one connection's rate).
@@ -354,6 +479,15 @@ class PgBackend final : public detail::Backend {
   bool listen_pending_ = false;  // a LISTEN is on its way
   std::vector<std::function<void(Status)>> listen_waiters_;  // watches (and start) waiting for it
   bool closed_ = false;
+  const std::string release_sql_ = release_sql(config_.table);
+  const std::string line_release_sql_ = line_release_sql(config_.table);
+  std::mutex places_mu_;
+  std::set<std::tuple<std::string, std::string, std::uint64_t>> places_;  // guarded by places_mu_
+  std::atomic<std::size_t> places_size_{0};
+  // Hand-overs to (name, owner, grant) of watched names, I/O thread only.
+  using HandedKey = std::tuple<std::string, std::string, std::uint64_t>;
+  static constexpr std::size_t kMaxHanded = 1024;
+  std::map<HandedKey, std::uint64_t> handed_;
 };
 
 }  // namespace

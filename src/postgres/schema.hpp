@@ -10,18 +10,38 @@
 //   <table>_meta     'schema' = kSchemaVersion
 //   NOTIFY <table>_released, payload = the name, at the commit of a release
 //
+// Lines (fair, shared and counted locks, core/lock_line.hpp), version 3:
+//   <table>.info     what an exclusive line holder said of itself (NULL: a
+//                    plain grant); the exclusive holder lives in the row
+//   <table>.line     the name has shared holders or waiters; while it does
+//                    the row stays (free: owner '', expires_at -infinity),
+//                    so plain calls learn it from the row they lock anyway
+//                    (every line call takes the name's advisory lock, then
+//                    its row lock; a release decides for the line under the
+//                    row lock alone)
+//   <table>_line     shared holders and waiters: (name, owner, grant) PRIMARY
+//                    KEY, mode, holder or waiter, ticket, permits, depth,
+//                    fence, lease, expires_at, info
+//   <table>_ticket   the sequence waiters take their place from
+//   <table>_line_tombs  (name, owner, grant) of a line whose stray acquire
+//                    must not grant
+//   NOTIFY <table>_released, payload = hand_over_payload(): the waiter a
+//                    release (or any call) granted, at that call's commit
+//
 // Every object is qualified with one schema (the URL's `schema`, default
 // public), never found through search_path: roles with different
-// search_paths must share one table. Version 1 (unqualified, no tombstones,
-// commits as the server's synchronous_commit says) is migrated in place.
+// search_paths must share one table. Versions 1 (unqualified, no tombstones,
+// commits as the server's synchronous_commit says) and 2 (no lines) are
+// migrated in place.
 #ifndef DLOCK_POSTGRES_SCHEMA_HPP_
 #define DLOCK_POSTGRES_SCHEMA_HPP_
 
+#include <cstdint>
 #include <string>
 
 namespace dlock::postgres {
 
-inline constexpr int kSchemaVersion = 2;
+inline constexpr int kSchemaVersion = 3;
 
 struct TableName {
   std::string schema = "public";
@@ -47,9 +67,31 @@ std::string release_sql(const TableName& table);
 // $1 names[], $2 owners[], $3 grants[], $4 leases ms[] -> one row per call:
 // 0 expired, 1 renewed, 2 taken
 std::string renew_sql(const TableName& table);
-// $1 name -> last fence, then (if held) fence, depth, remaining ms
+// $1 name -> last fence, then (if held) fence, depth, remaining ms, info
+// (NULL: a plain grant), shared; then holders, waiters (of the line)
 std::string inspect_sql(const TableName& table);
 std::string channel(const TableName& table);
+
+// $1 name, $2 owner, $3 grant, $4 held, $5 lease ms, $6 shared, $7 permits,
+// $8 queued, $9 info -> kind, fence, depth, ttl_ms
+// kind: 0 busy (ttl_ms -1: no expiry to wait for), 1 granted, 2 lost,
+// 3 mismatch, 4 permits disagree (depth: the name's), 5 a change of mode
+// (depth 1: the owner holds it shared, 0: exclusively)
+std::string line_acquire_sql(const TableName& table);
+// A shared hold's release; as release_sql.
+std::string line_release_sql(const TableName& table);
+// $1 name, $2 owner, $3 grant, $4 held, $5 tombstone ms -> waiters granted
+std::string line_abandon_sql(const TableName& table);
+// renew_sql's arrays and $5 lines[] (the call is a line's hold)
+std::string line_renew_sql(const TableName& table);
+
+// A NOTIFY payload of a hand-over (distinct from a release's, the bare
+// name), and its parse; false: not one.
+struct HandOverPayload {
+  std::string name, owner;
+  std::uint64_t grant = 0, fence = 0;
+};
+bool parse_hand_over(const std::string& payload, HandOverPayload& out);
 
 }  // namespace dlock::postgres
 

@@ -45,7 +45,6 @@ detail::Capabilities ZkBackend::capabilities() const {
   detail::Capabilities c;
   c.needs_renewal = false;  // the session's heartbeat keeps the nodes
   c.server_reentry = false;
-  c.fifo = true;
   c.lines = true;        // shared and counted nodes in the same queue
   c.always_fair = true;  // the queue is granted in arrival order
   return c;

@@ -194,8 +194,9 @@ TEST_F(Cli, MigrateMakesThePostgresTableForARoleThatCannot) {
   auto migrated = run({kCli, "migrate", "--url", pg.url()}, 30s);
   EXPECT_EQ(migrated.exit_code, 0) << migrated.err;
   EXPECT_NE(migrated.out.find("ready"), std::string::npos);
-  pg.psql("GRANT SELECT, INSERT, UPDATE, DELETE ON dlock_locks, dlock_locks_meta, dlock_locks_tombstones TO app; "
-          "GRANT USAGE, SELECT ON dlock_locks_fence TO app");
+  pg.psql("GRANT SELECT, INSERT, UPDATE, DELETE ON dlock_locks, dlock_locks_meta, dlock_locks_tombstones, "
+          "dlock_locks_line, dlock_locks_line_tombs TO app; "
+          "GRANT USAGE, SELECT ON dlock_locks_fence, dlock_locks_ticket TO app");
   auto ran = run({kCli, "run", "--url", app, "job", "--", "sh", "-c", "echo $DLOCK_FENCE"}, 30s);
   EXPECT_EQ(ran.exit_code, 0) << ran.err;
   EXPECT_EQ(ran.out, "1\n");

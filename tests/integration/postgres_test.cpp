@@ -212,8 +212,9 @@ TEST(Postgres, MisconfiguredDatabasesGiveClearErrors) {
   EXPECT_EQ(app.status().backend_code(), "42501");
   // Once made by a role that can, and granted, the application role works.
   { auto admin = Client::connect(pg.url(), quiet(log)); }
-  pg.psql("GRANT SELECT, INSERT, UPDATE, DELETE ON dlock_locks, dlock_locks_meta, dlock_locks_tombstones TO app; "
-          "GRANT USAGE, SELECT ON dlock_locks_fence TO app");
+  pg.psql("GRANT SELECT, INSERT, UPDATE, DELETE ON dlock_locks, dlock_locks_meta, dlock_locks_tombstones, "
+          "dlock_locks_line, dlock_locks_line_tombs TO app; "
+          "GRANT USAGE, SELECT ON dlock_locks_fence, dlock_locks_ticket TO app");
   auto granted = Client::connect("postgres://app@127.0.0.1:" + std::to_string(pg.port()) + "/postgres", quiet(log));
   EXPECT_TRUE(granted.try_acquire("job").ok());
 }
@@ -301,7 +302,7 @@ TEST(Postgres, AnOlderSchemaIsMigratedAndItsNoticesStayOffStderr) {
   const std::string err = ::testing::internal::GetCapturedStderr();
   ASSERT_TRUE(second.ok()) << second.status().to_string();
   EXPECT_EQ(err, "");
-  EXPECT_EQ(pg.psql("SELECT value FROM dlock_locks_meta"), "2\n");
+  EXPECT_EQ(pg.psql("SELECT value FROM dlock_locks_meta"), "3\n");
   EXPECT_EQ(second->try_acquire("job").status().code(), Errc::busy) << "the held lock survived the migration";
   std::lock_guard lk(mu);
   EXPECT_TRUE(std::any_of(lines.begin(), lines.end(),

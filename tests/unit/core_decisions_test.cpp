@@ -214,7 +214,7 @@ TEST(CoreDecisions, WithRefusedWatchesAWaiterPollsAndStillGetsTheLock) {
 
 TEST(CoreDecisions, ATimedOutFifoWaiterAbandonsItsAttemptAndWatchedByAttempt) {
   FakeServer server;
-  server.caps.fifo = true;
+  server.caps.always_fair = true;
   server.take("a");
   Client client = connect(server);
   auto lease = client.acquire("a", 50ms);
