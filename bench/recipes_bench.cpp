@@ -22,6 +22,9 @@
 //          name of its own, so every acquire is granted at once: the pair
 //          rate no client of the same requests can beat on this server
 //
+// An acquire that fails with an error (unavailable, timeout) is counted in
+// acquire_errors, its first message kept, and the worker goes on.
+//
 //   dlock-recipes-bench --url URL --workload W3|SEM|RW|SEM-limit|RW-limit
 //       [--fair 0|1] [--procs 8] [--permits 3] [--readers 0.9] [--seconds 5]
 //       [--name NAME] --out FILE
@@ -246,6 +249,52 @@ struct Barrier {
   }
 };
 
+// An acquire that failed with an error other than a refusal (unavailable,
+// timeout: the store was too busy to answer in time) is counted, its first
+// message kept, and the worker goes on: the result says how often.
+struct Errors {
+  long long n = 0;
+  std::string first;
+  // Runs acquire(); false (counted) if it threw such an error.
+  template <class F>
+  bool attempt(F&& acquire) {
+    try {
+      acquire();
+      return true;
+    } catch (const dlock::Error& e) {
+      if (e.code() == dlock::Errc::invalid_argument) throw;
+      if (n++ == 0) first = e.what();
+      return false;
+    }
+  }
+  void save(const std::string& dir, int k) const {
+    std::ofstream(dir + "/errors." + std::to_string(k)) << n << '\n' << first << '\n';
+  }
+};
+
+// The errors of every worker, into the result.
+void add_errors(std::map<std::string, std::string>& r, int procs, const std::string& dir) {
+  long long total = 0;
+  std::string first;
+  for (int k = 0; k < procs; ++k) {
+    std::ifstream in(dir + "/errors." + std::to_string(k));
+    long long n = 0;
+    std::string line;
+    if (in >> n) {
+      std::getline(in, line);
+      std::getline(in, line);
+    }
+    total += n;
+    if (first.empty() && n > 0) first = line;
+  }
+  r["acquire_errors"] = std::to_string(total);
+  if (!first.empty()) {
+    std::string esc;
+    for (char c : first) esc += c == '"' || c == '\\' ? '\'' : c;
+    r["first_error"] = "\"" + esc + "\"";
+  }
+}
+
 void write_events(const std::string& dir, int k, const std::vector<Ev>& evs) {
   std::ofstream out(dir + "/ev." + std::to_string(k));
   for (const auto& e : evs) out << e.kind << ' ' << e.acq_call << ' ' << e.acq_ret << ' ' << e.rel_call << '\n';
@@ -302,22 +351,25 @@ Result w3(const Args& a, const std::string& dir) {
     dlock::LockOptions o;
     o.fair = a.fair;
     dlock::Mutex m(client, a.name, o);
+    Errors errs;
     bar.ready_and_wait(k);
     const auto end = Clock::now() + std::chrono::duration<double>(a.seconds);
     while (Clock::now() < end) {
       Ev e;
       e.acq_call = mono_ns();
-      m.lock();
+      if (!errs.attempt([&] { m.lock(); })) continue;
       e.acq_ret = mono_ns();
       ctr.set(ctr.get() + 1);
       e.rel_call = mono_ns();
       m.unlock();
       out.push_back(e);
     }
+    errs.save(dir, k);
     write_events(dir, k, out);
   });
   Result r = base(a);
   r["fair"] = a.fair ? "true" : "false";
+  add_errors(r, a.procs, dir);
   const long long cs = static_cast<long long>(evs.size());
   std::vector<double> all, change;
   long long same = 0;
@@ -349,13 +401,14 @@ Result sem(const Args& a, const std::string& dir) {
     auto client = dlock::Client::connect(a.url, quiet());
     Counter ctr("", dir + "/counter");
     dlock::Semaphore s(client, a.name, a.permits);
+    Errors errs;
     bar.ready_and_wait(k);
     const auto end = Clock::now() + std::chrono::duration<double>(a.seconds);
     while (Clock::now() < end) {
       Ev e;
       e.kind = 's';
       e.acq_call = mono_ns();
-      s.acquire();
+      if (!errs.attempt([&] { s.acquire(); })) continue;
       e.acq_ret = mono_ns();
       (void)ctr.get();  // a few µs of work, so that overlapping holds show
       e.rel_call = mono_ns();
@@ -363,10 +416,12 @@ Result sem(const Args& a, const std::string& dir) {
       if (!s.last_release_status().ok()) throw dlock::Error(s.last_release_status());
       out.push_back(e);
     }
+    errs.save(dir, k);
     write_events(dir, k, out);
   });
   Result r = base(a);
   r["permits"] = std::to_string(a.permits);
+  add_errors(r, a.procs, dir);
   r["pairs"] = std::to_string(evs.size());
   r["pairs_per_s"] = num(static_cast<double>(evs.size()) / a.seconds);
   wait_stats(r, "", evs, "s");
@@ -384,20 +439,20 @@ Result rw(const Args& a, const std::string& dir) {
     dlock::SharedMutex m(client, a.name);
     std::mt19937_64 rng(static_cast<std::uint64_t>(getpid()) * 7919u + static_cast<std::uint64_t>(k));
     std::bernoulli_distribution reader(a.readers);
+    Errors errs;
     bar.ready_and_wait(k);
     const auto end = Clock::now() + std::chrono::duration<double>(a.seconds);
     while (Clock::now() < end) {
       Ev e;
       e.kind = reader(rng) ? 'r' : 'w';
       e.acq_call = mono_ns();
+      if (!errs.attempt([&] { e.kind == 'r' ? m.lock_shared() : m.lock(); })) continue;
       if (e.kind == 'r') {
-        m.lock_shared();
         e.acq_ret = mono_ns();
         (void)ctr.get();
         e.rel_call = mono_ns();
         m.unlock_shared();
       } else {
-        m.lock();
         e.acq_ret = mono_ns();
         ctr.set(ctr.get() + 1);
         e.rel_call = mono_ns();
@@ -406,10 +461,12 @@ Result rw(const Args& a, const std::string& dir) {
       if (!m.last_release_status().ok()) throw dlock::Error(m.last_release_status());
       out.push_back(e);
     }
+    errs.save(dir, k);
     write_events(dir, k, out);
   });
   Result r = base(a);
   r["readers_fraction"] = num(a.readers);
+  add_errors(r, a.procs, dir);
   long long reads = 0, writes = 0;
   for (const auto& e : evs) (e.kind == 'r' ? reads : writes)++;
   r["ops"] = std::to_string(evs.size());

@@ -353,6 +353,9 @@ def recipes_section(md, run, meta=None):
                 wp50, wmax = m(rs, "wait_p50_us"), m(rs, "wait_max_ms")
                 spread = f"{wmax * 1000 / wp50:,.0f}×" if wp50 else "–"
                 lost = sum(int(r.get("lost_updates", 0)) for r in rs)
+                errs = sum(int(r.get("acquire_errors", 0)) for r in rs)
+                if errs:
+                    lost = f"{lost} ({errs} acquire errors)"
                 ov = sum(int(r.get("overlaps", 0)) for r in rs)
                 md.append(f"| {bname} | {lname} | {load} | {rate_cell([r['cs_per_s'] for r in rs])} | {ratio} | "
                           f"{m(rs, 'same_holder_fraction'):.2f} | {fmt(wp50)} / {fmt(wmax, 1)} ({spread}) | "
@@ -420,15 +423,16 @@ def recipes_section(md, run, meta=None):
 
     def sem_cells(rs):
         if "wait_p50_us" not in rs[0]:
-            return "– | – | –"
+            return "– | – | – | –"
         return (f"{fmt(m(rs, 'wait_p50_us'))} / {fmt(m(rs, 'wait_p99_us'))}, {fmt(m(rs, 'wait_max_ms'), 1)} | "
                 f"{max(r.get('max_holders', 0) for r in rs)} | "
-                f"{min(r['per_proc_min'] for r in rs)}–{max(r['per_proc_max'] for r in rs)}")
+                f"{min(r['per_proc_min'] for r in rs)}–{max(r['per_proc_max'] for r in rs)} | "
+                f"{sum(int(r.get('acquire_errors', 0)) for r in rs)}")
 
     def rw_cells(rs):
         if "read_wait_p50_us" not in rs[0]:
             return "– | – | – | – | – | –"
-        fails = sum(int(r.get("acquire_failures", 0)) for r in rs)
+        fails = sum(int(r.get("acquire_failures", 0)) + int(r.get("acquire_errors", 0)) for r in rs)
         return (f"{fmt(m(rs, 'reads_per_s'))} / {fmt(m(rs, 'writes_per_s'))} | "
                 f"{fmt(m(rs, 'read_wait_p50_us'))} / {fmt(m(rs, 'read_wait_p99_us'))} | "
                 f"{fmt(m(rs, 'write_wait_p50_us'))} / {fmt(m(rs, 'write_wait_p99_us'))} | "
@@ -444,10 +448,13 @@ def recipes_section(md, run, meta=None):
               "release scripts dlock sent (captured with MONITOR from a dlock client, then replayed by EVALSHA "
               "from hiredis, name and owner replaced); ZooKeeper: the C client sending {container, "
               "ephemeral-sequential `-sem3-` node, listing} in one round trip, then the delete, as dlock does. "
-              "*Most holders* = the most permits held at once, from the timestamps (must be ≤ the permits).",
+              "*Most holders* = the most permits held at once, from the timestamps (must be ≤ the permits). "
+              "*Errors* = acquires that failed with an error (the store too busy to answer in time), summed over "
+              "reps; the worker went on.",
               "SEM", "pairs_per_s",
               ("| backend | client | load | pairs/s median (min–max) | vs the limit | acquire wait p50 / p99 µs, "
-               "max ms | most holders | pairs per process |", "|---|---|---|---|---|---|---|---|", sem_cells))
+               "max ms | most holders | pairs per process | errors |", "|---|---|---|---|---|---|---|---|---|",
+               sem_cells))
     rw_frac = next((r.get("readers_fraction") for k, v in rc.items() if k[1] == "RW" for r in v
                     if "readers_fraction" in r), 0.9)
     thr_table(f"### Read-write lock: {procs} processes, {rw_frac:.0%} reads",
@@ -455,7 +462,8 @@ def recipes_section(md, run, meta=None):
               "else a write (`lock`, bumping it). **The limit**: as for the semaphore, with that share of the "
               "processes sending dlock's read-lock requests and the rest its write-lock requests, each on a "
               "name of its own. *Overlaps / lost* = writers overlapping anyone, and writes lost from the "
-              "counter (both must be 0). kazoo's ReadLock/WriteLock acquires give up after 2 s (failures).",
+              "counter (both must be 0). *Failures* = acquires that failed with an error (dlock) or gave up after 2 s "
+              "(kazoo's ReadLock/WriteLock), summed over reps.",
               "RW", "ops_per_s",
               ("| backend | client | load | operations/s median (min–max) | vs the limit | reads/s / writes/s | "
                "read wait p50 / p99 µs | write wait p50 / p99 µs | most readers | overlaps / lost | failures |",
