@@ -295,6 +295,25 @@ void add_errors(std::map<std::string, std::string>& r, int procs, const std::str
   }
 }
 
+// The client's counters at the end of a worker's run, and their sums over
+// the workers per critical section or pair: requests sent (commands_sent)
+// and waiters woken by a release notification (wakeups).
+void save_stats(const std::string& dir, int k, const dlock::Client& client) {
+  const auto st = client.stats();
+  std::ofstream(dir + "/stats." + std::to_string(k)) << st.commands_sent << ' ' << st.wakeups << '\n';
+}
+void add_stats(std::map<std::string, std::string>& r, int procs, const std::string& dir, std::size_t ops) {
+  long long sent = 0, woken = 0;
+  for (int k = 0; k < procs; ++k) {
+    std::ifstream in(dir + "/stats." + std::to_string(k));
+    long long c = 0, w = 0;
+    if (in >> c >> w) sent += c, woken += w;
+  }
+  const double n = ops > 0 ? static_cast<double>(ops) : 1.0;
+  r["requests_per_op"] = num(static_cast<double>(sent) / n);
+  r["wakeups_per_op"] = num(static_cast<double>(woken) / n);
+}
+
 void write_events(const std::string& dir, int k, const std::vector<Ev>& evs) {
   std::ofstream out(dir + "/ev." + std::to_string(k));
   for (const auto& e : evs) out << e.kind << ' ' << e.acq_call << ' ' << e.acq_ret << ' ' << e.rel_call << '\n';
@@ -365,11 +384,13 @@ Result w3(const Args& a, const std::string& dir) {
       out.push_back(e);
     }
     errs.save(dir, k);
+    save_stats(dir, k, client);
     write_events(dir, k, out);
   });
   Result r = base(a);
   r["fair"] = a.fair ? "true" : "false";
   add_errors(r, a.procs, dir);
+  add_stats(r, a.procs, dir, evs.size());
   const long long cs = static_cast<long long>(evs.size());
   std::vector<double> all, change;
   long long same = 0;
@@ -417,11 +438,13 @@ Result sem(const Args& a, const std::string& dir) {
       out.push_back(e);
     }
     errs.save(dir, k);
+    save_stats(dir, k, client);
     write_events(dir, k, out);
   });
   Result r = base(a);
   r["permits"] = std::to_string(a.permits);
   add_errors(r, a.procs, dir);
+  add_stats(r, a.procs, dir, evs.size());
   r["pairs"] = std::to_string(evs.size());
   r["pairs_per_s"] = num(static_cast<double>(evs.size()) / a.seconds);
   wait_stats(r, "", evs, "s");
@@ -462,11 +485,13 @@ Result rw(const Args& a, const std::string& dir) {
       out.push_back(e);
     }
     errs.save(dir, k);
+    save_stats(dir, k, client);
     write_events(dir, k, out);
   });
   Result r = base(a);
   r["readers_fraction"] = num(a.readers);
   add_errors(r, a.procs, dir);
+  add_stats(r, a.procs, dir, evs.size());
   long long reads = 0, writes = 0;
   for (const auto& e : evs) (e.kind == 'r' ? reads : writes)++;
   r["ops"] = std::to_string(evs.size());

@@ -326,13 +326,15 @@ def recipes_section(md, run, meta=None):
     md.append("Critical section = a counter (Redis: GET/SET on the server, as W3 above; the other backends: a "
               "file). *Same holder* = fraction of consecutive critical sections by one process; *wait max / p50* "
               "= the longest acquire wait over the median one; hand-off = the next holder's grant − the previous "
-              "holder's release call (all pairs, and holder changes only). ZooKeeper is fair always (its queue "
+              "holder's release call (all pairs, and holder changes only); *requests / wake-ups per CS* = the "
+              "clients' `ClientStats::commands_sent` and `wakeups` (waiters woken by a release notification) summed "
+              "over the processes, per critical section. ZooKeeper is fair always (its queue "
               "is FIFO): its row is the fair row. Peers: npm `redis-semaphore`'s `Mutex` (polls every 10 ms, its "
               "default), python3-kazoo's `Lock` (FIFO).\n")
     md.append("| backend | lock | load | CS/s median (min–max) | vs unfair | same holder | acquire wait p50 µs / "
-              "max ms (max/p50) | hand-off p50 / p99 µs | holder change p50 / p99 µs | CS per process | lost | "
-              "overlaps |")
-    md.append("|---|---|---|---|---|---|---|---|---|---|---|---|")
+              "max ms (max/p50) | hand-off p50 / p99 µs | holder change p50 / p99 µs | CS per process | "
+              "requests / wake-ups per CS | lost | overlaps |")
+    md.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     w3rows = []
     for b, bname in BACKENDS:
         for row, lname in (("W3-unfair", "dlock, unfair"), ("W3-fair", "dlock, `fair = true`"),
@@ -341,7 +343,7 @@ def recipes_section(md, run, meta=None):
                 lname = "dlock (fair always)"
             why = refused(b, row)
             if why and not any(rows(b, row, l) for l in loads):
-                md.append(f"| {bname} | {lname} | – | not offered by this build (`{why}`) | | | | | | | | |")
+                md.append(f"| {bname} | {lname} | – | not offered by this build (`{why}`) | | | | | | | | | |")
                 continue
             for load in loads:
                 rs = rows(b, row, load)
@@ -361,7 +363,8 @@ def recipes_section(md, run, meta=None):
                           f"{m(rs, 'same_holder_fraction'):.2f} | {fmt(wp50)} / {fmt(wmax, 1)} ({spread}) | "
                           f"{fmt(m(rs, 'handoff_p50_us'))} / {fmt(m(rs, 'handoff_p99_us'))} | "
                           f"{fmt(m(rs, 'change_p50_us'))} / {fmt(m(rs, 'change_p99_us'))} | "
-                          f"{min(r['per_proc_min'] for r in rs)}–{max(r['per_proc_max'] for r in rs)} | {lost} | {ov} |")
+                          f"{min(r['per_proc_min'] for r in rs)}–{max(r['per_proc_max'] for r in rs)} | "
+                          f"{fmt(m(rs, 'requests_per_op'), 1)} / {fmt(m(rs, 'wakeups_per_op'), 1)} | {lost} | {ov} |")
                 w3rows.append((b, bname, row, load, rs))
     md.append("")
 
