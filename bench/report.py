@@ -503,6 +503,33 @@ def recipes_section(md, run, meta=None):
                  "any client of the same requests; it is not dlock's overhead alone. The semaphore's waiters are "
                  "granted by the releasing call and told by a message (Redis: the name's channel; ZooKeeper: a "
                  "watch), which costs a wake-up per grant (see above).")
+    sq_f, sq_u = rows("sqlite", "W3-fair", "idle"), rows("sqlite", "W3-unfair", "idle")
+    pg_f = rows("postgres", "W3-fair", "idle")
+    if sq_f and sq_u and "wakeups_per_op" in sq_f[0]:
+        pg_txt = (f"; PostgreSQL's NOTIFY names the recipient: {fmt(m(pg_f, 'wakeups_per_op'), 1)} per critical "
+                  f"section" if pg_f and "wakeups_per_op" in pg_f[0] else "")
+        notes.append(f"- **Fair on SQLite** runs at {m(sq_f, 'cs_per_s') / m(sq_u, 'cs_per_s'):.2f}× the unfair "
+                     f"lock (idle), its hand-off p50 {fmt(m(sq_f, 'handoff_p50_us'))} µs: every change of the "
+                     f"database file wakes every waiter (inotify on its folder), "
+                     f"{fmt(m(sq_f, 'wakeups_per_op'), 1)} wake-ups and {fmt(m(sq_f, 'requests_per_op'), 1)} "
+                     f"requests per critical section, each a transaction that queues for SQLite's one writer"
+                     f"{pg_txt}. Not profiled further.")
+    zk_f = rows("zk", "W3-fair", "idle")
+    if zk_f:
+        notes.append("- **ZooKeeper.** A fresh server compiles its hot paths for seconds (in a 4 s profile of a "
+                     "fair W3 on a fresh server, its C2 compiler thread used 1.7 s of CPU, beside the clients); "
+                     "`scripts/bench` now warms it up before the first row (runs before that change, like the "
+                     "one above, have their first ZooKeeper rep on a cold server: the low end of the min–max). "
+                     f"A hand-off there wakes {fmt(m(zk_f, 'wakeups_per_op'), 1)} waiter per critical section "
+                     f"(the watch on the node ahead) for {fmt(m(zk_f, 'requests_per_op'), 1)} requests.")
+    failed_path = os.path.join(run, "recipes_failed.tsv")
+    if os.path.exists(failed_path):
+        for line in open(failed_path):
+            parts = line.rstrip("\n").split("\t")
+            if len(parts) >= 5:
+                bname = dict(BACKENDS).get(parts[0], parts[0])
+                notes.append(f"- **Failed:** {bname} {parts[1]} ({parts[2]}, rep {parts[3]}): `{parts[4]}`; that "
+                             "rep is missing from its row's medians.")
     missing = sorted({bname for b, bname in BACKENDS for row in ("W3-fair", "SEM", "RW") if refused(b, row)})
     left = ["elections (`Election`) were not benchmarked",
             "no limit rows for SQLite and PostgreSQL: a sqlite3 loop of the line's transactions and a libpq loop "
