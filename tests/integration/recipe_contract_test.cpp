@@ -64,7 +64,7 @@ TEST_P(RecipeContract, ABackendWithoutLinesRefusesEveryRecipeSayingWhy) {
 
 TEST_P(RecipeContract, AFairLockGrantsInArrivalOrder) {
   if (!env->lines()) GTEST_SKIP() << "refused (see above)";
-  Lease first = client.acquire("line", 0ms, fair()).value();
+  Lease first = client.acquire("line", 5s, fair()).value();
   constexpr int kWaiters = 4;
   std::vector<Client> clients;
   for (int i = 0; i < kWaiters; ++i) clients.push_back(env->client());
@@ -87,7 +87,7 @@ TEST_P(RecipeContract, AFairLockGrantsInArrivalOrder) {
 
 TEST_P(RecipeContract, AWaiterThatGivesUpLeavesTheLineWithoutStallingIt) {
   if (!env->lines()) GTEST_SKIP() << "refused (see above)";
-  Lease holder = client.acquire("giveup", 0ms, fair()).value();
+  Lease holder = client.acquire("giveup", 5s, fair()).value();
   Client quitter_client = env->client(), stayer_client = env->client();
   auto quitter = std::async(std::launch::async, [&] { return quitter_client.acquire("giveup", 300ms, fair()); });
   await_waiters("giveup", 1);
@@ -106,7 +106,7 @@ TEST_P(RecipeContract, AWaiterTimingOutAsTheReleaseArrivesLeavesNothingHeld) {
   // whichever wins, the lock must end up free or with the next waiter.
   for (int round = 0; round < 15; ++round) {
     const std::string name = "race" + std::to_string(round);
-    Lease holder = client.acquire(name, 0ms, fair()).value();
+    Lease holder = client.acquire(name, 5s, fair()).value();
     Client other = env->client();
     auto waiter = std::async(std::launch::async, [&] { return other.acquire(name, 60ms, fair()); });
     std::this_thread::sleep_for(std::chrono::milliseconds(50 + round % 5 * 4));

@@ -1,5 +1,6 @@
 #include "analysis.hpp"
 #include "analysis_index.hpp"
+#include "recipe_check.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -20,24 +21,6 @@ std::string plural(std::int64_t n, const std::string& one, const std::string& ma
   return std::to_string(n) + " " + (n == 1 ? one : many);
 }
 
-// First time at or after `from` at which incarnation `inc` of `proc` is known
-// dead: a kill/crash of it, or (should that event be missing) the first event
-// of a later incarnation. kNever if it outlived the history.
-std::int64_t death_after(const Index& ix, const std::string& proc, int inc, std::int64_t from) {
-  std::int64_t t = kNever;
-  auto first_at_or_after = [&](const std::vector<std::int64_t>& v) {
-    auto it = std::lower_bound(v.begin(), v.end(), from);
-    if (it != v.end()) t = std::min(t, *it);
-  };
-  if (auto it = ix.deaths.find(proc); it != ix.deaths.end()) first_at_or_after(it->second);
-  first_at_or_after(ix.deaths_all);
-  if (auto it = ix.first_seen.find(proc); it != ix.first_seen.end()) {
-    auto later = it->second.upper_bound(inc);
-    if (later != it->second.end() && later->second >= from) t = std::min(t, later->second);
-  }
-  return t;
-}
-
 std::vector<Hold> build_holds(const Index& ix, std::int64_t run_end) {
   std::vector<Hold> holds;
   for (const AcquireRec& a : ix.acquires) {
@@ -49,6 +32,7 @@ std::vector<Hold> build_holds(const Index& ix, std::int64_t run_end) {
     h.invoke_t = a.invoke_t;
     h.ok_t = a.done_t;
     h.fence = a.fence;
+    h.kind = a.kind;
     h.end_t = std::max(run_end, h.ok_t);
     h.end_reason = "end-of-run";
     auto consider = [&h](std::int64_t t, const char* reason) {
@@ -158,7 +142,10 @@ std::string explain(const Hold& first, const Hold& second, const std::vector<Fau
 
 // Holds are sorted by ok_t; the active set holds those not yet ended, so the
 // sweep costs O(n log n + overlaps).
-void find_overlaps(const std::vector<Hold>& holds, const std::vector<FaultWindow>& faults, Findings& f) {
+// rw: only a writer's hold conflicts (readers share).
+bool conflict(const Hold& a, const Hold& b, bool rw) { return !rw || a.kind == "exclusive" || b.kind == "exclusive"; }
+
+void find_overlaps(const std::vector<Hold>& holds, const std::vector<FaultWindow>& faults, bool rw, Findings& f) {
   std::multimap<std::int64_t, std::size_t> active;  // end_t -> hold
   std::int64_t total_ns = 0, max_ns = 0;
   for (std::size_t i = 0; i < holds.size(); ++i) {
@@ -166,7 +153,7 @@ void find_overlaps(const std::vector<Hold>& holds, const std::vector<FaultWindow
     while (!active.empty() && active.begin()->first <= h.ok_t) active.erase(active.begin());
     for (const auto& [end_t, j] : active) {
       const Hold& first = holds[j];
-      if (first.grant == h.grant) continue;
+      if (first.grant == h.grant || !conflict(first, h, rw)) continue;
       Overlap o;
       o.first_grant = first.grant;
       o.second_grant = h.grant;
@@ -225,11 +212,13 @@ void find_stale_writes(const std::vector<Event>& events, const std::string& op,
 
 // For each grant in invoke order, the largest fence among grants completed
 // before that invoke must be smaller than its own.
-void find_fence_anomalies(const std::vector<Hold>& holds, Findings& f) {
+// rw: only writers' fences are promised to be above every earlier grant's.
+void find_fence_anomalies(const std::vector<Hold>& holds, bool writers_only, Findings& f) {
   std::vector<const Hold*> by_ok, by_invoke;
   for (const Hold& h : holds)
     if (h.fence != 0) by_ok.push_back(&h);
-  by_invoke = by_ok;
+  for (const Hold* h : by_ok)
+    if (!writers_only || h->kind == "exclusive") by_invoke.push_back(h);
   std::stable_sort(by_invoke.begin(), by_invoke.end(),
                    [](const Hold* a, const Hold* b) { return a->invoke_t < b->invoke_t; });
   std::size_t next = 0;
@@ -411,7 +400,10 @@ Findings analyze(const std::vector<Event>& events, const RunInfo& info) {
   std::unordered_map<std::string, const Hold*> by_grant;
   for (const Hold& h : f.holds) by_grant.emplace(h.grant, &h);
 
-  find_overlaps(f.holds, f.faults, f);
+  const bool rw = info.recipe == "rw";
+  const bool semaphore = info.recipe == "semaphore";
+  // A semaphore's permits overlap by design: check_capacity counts them.
+  if (!semaphore) find_overlaps(f.holds, f.faults, rw, f);
   // A loss must reach its holder before anyone else is granted the lock.
   for (const Hold& h : f.holds) {
     if (h.end_reason != "lost") continue;
@@ -422,11 +414,17 @@ Findings analyze(const std::vector<Event>& events, const RunInfo& info) {
   }
   find_stale_writes(events, "fenced_write", by_grant, f, f.stale_fenced);
   find_stale_writes(events, "unfenced_write", by_grant, f, f.stale_unfenced);
-  find_fence_anomalies(f.holds, f);
-  find_foreign_releases(ix, f.holds, by_grant, f);
+  find_fence_anomalies(f.holds, rw, f);
+  // A reader's or a permit's release while others hold is no foreign one.
+  if (!rw && !semaphore) find_foreign_releases(ix, f.holds, by_grant, f);
   find_recoveries(ix, f.holds, info, run_end, f);
   measure_liveness(ix, f.holds, run_start, run_end, f);
-  f.model = check_mutex_model(events, f.holds);
+  if (rw || semaphore)
+    f.model = {"n/a", "shared holds: judged by the " + info.recipe + " checks",
+               f.ops["acquire"].invoke + f.ops["release"].invoke};
+  else
+    f.model = check_mutex_model(events, f.holds);
+  f.recipe = check_recipe(events, ix, f.holds, f.faults, info, run_end);
   return f;
 }
 
@@ -481,6 +479,21 @@ Verdict judge(const Findings& f, const Expectation& e) {
           e.lost_updates_allowed);
   }
 
+  // The recipes' own checks (recipe_check.hpp).
+  const RecipeFindings& rf = f.recipe;
+  if (rf.line_overtakes > 0)
+    found(plural(rf.line_overtakes, "waiter", "waiters") + " overtaken in the line by a later arrival", false);
+  if (rf.excess_unexplained > 0)
+    found(plural(rf.excess_unexplained, "interval", "intervals") + " with more than " +
+              std::to_string(rf.permits) + " permit holders (unexplained)",
+          false);
+  if (rf.excess_explained > 0)
+    found(plural(rf.excess_explained, "interval", "intervals") + " with more than " +
+              std::to_string(rf.permits) + " permit holders (explained)",
+          e.overlap_allowed);
+  if (rf.term_clashes > 0)
+    found(plural(rf.term_clashes, "term", "terms") + " with two leaders", e.fence_anomaly_allowed);
+
   // Checker health: a run that judged too little proves nothing, unless it
   // is a control that was caught (a lock-out leaves few grants to judge).
   if (f.grants < e.min_grants && !(e.must_be_caught && v.caught))
@@ -490,6 +503,15 @@ Verdict judge(const Findings& f, const Expectation& e) {
   if (faults < e.min_faults)
     v.problems.push_back("checker health: " + plural(faults, "fault", "faults") + " applied, need " +
                          std::to_string(e.min_faults));
+
+  if (rf.recipe == "fair" && rf.line_join_bound_ms > 0 && rf.line_pairs_judged == 0)
+    v.problems.push_back("checker health: no waiter was in the line while a later arrival was granted");
+  if (rf.recipe == "rw" && rf.reader_overlaps == 0)
+    v.problems.push_back("checker health: readers never held at once (" + std::to_string(rf.shared_grants) +
+                         " reads, " + std::to_string(rf.exclusive_grants) + " writes)");
+  if (rf.recipe == "semaphore" && rf.max_holders < static_cast<int>(rf.permits))
+    v.problems.push_back("checker health: at most " + std::to_string(rf.max_holders) + " of " +
+                         std::to_string(rf.permits) + " permits held at once");
 
   if (e.must_be_caught) {
     if (!v.caught) v.problems.push_back("not caught: this strategy must show a violation here");

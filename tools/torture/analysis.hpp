@@ -35,6 +35,14 @@ struct RunInfo {
   std::int64_t recovery_slack_ms = 0; // epsilon on top of the TTL bound
   std::int64_t run_start_t = 0;       // CLOCK_MONOTONIC ns
   std::int64_t run_end_t = 0;
+  // The recipe the strategy drives (recipe_check.hpp): "" (a plain mutex),
+  // fair, rw, semaphore or election.
+  std::string recipe;
+  unsigned permits = 1;               // semaphore: the run's N
+  // Line order: how long after its acquire began a waiter is surely counted
+  // in the line by the server (its first request answered or retried: the
+  // client's command timeout). 0: the line-order check is skipped.
+  std::int64_t line_join_bound_ms = 0;
 };
 
 struct Hold {
@@ -47,6 +55,9 @@ struct Hold {
   std::string end_reason;     // release | lost | killed | end-of-run
   std::uint64_t fence = 0;    // 0: strategy has none
   std::string release_phase;  // ok | fail | info | "" (never released)
+  std::string kind;           // the acquire's Event::kind: "" (a mutex's),
+                              // shared | exclusive (SharedMutex), permit,
+                              // leader, fair
 };
 
 struct FaultWindow {
@@ -110,6 +121,70 @@ struct Recovery {
   bool within_bound = false;                 // <= ttl + slack
 };
 
+// ---- recipes (recipe_check.hpp) --------------------------------------------
+
+// A waiter that was in the line before another acquire began and was still
+// in it when that acquire was granted (line order, recipe_check.hpp).
+struct LineOvertake {
+  std::string waiter;            // the grant or "<proc>/<inc> acquire at <ms>"
+  std::string overtaker;         // the grant given first
+  std::int64_t waiter_invoke_t = 0;
+  std::int64_t overtaker_invoke_t = 0;
+  std::int64_t overtaker_ok_t = 0;
+  std::int64_t waiter_end_t = 0;  // its outcome, or its death
+  std::string waiter_outcome;     // ok | fail | info | died
+  bool excused = false;
+  std::string excuse;            // the fault that may have dropped it
+};
+
+// An interval with more permit holders than permits.
+struct CapacityExcess {
+  std::int64_t start_t = 0, end_t = 0;
+  int holders = 0;                  // the most at once in the interval
+  std::vector<std::string> grants;  // holding at its start
+  bool explained = false;
+  std::string explanation;
+};
+
+// A permit lost with its holder (killed, or paused past its lease), and
+// how long until N holders other than it held at once again: its permit
+// was granted again by then.
+struct PermitRecovery {
+  std::string grant;
+  std::string cause;       // killed | pause | failpoint-pause
+  std::int64_t t = 0;      // death, or the pause's start
+  std::int64_t recovery_ms = -1;  // -1: N holders never seen again
+};
+
+struct RecipeFindings {
+  std::string recipe;  // "" when the run drives no recipe
+  // fair, election: line order.
+  std::int64_t line_join_bound_ms = 0;
+  std::int64_t line_pairs_judged = 0;     // (waiter in line, later grant) pairs
+  std::int64_t line_overtakes = 0;        // unexcused
+  std::int64_t line_overtakes_excused = 0;
+  std::vector<LineOvertake> overtakes;    // unexcused first; kMaxListed
+  // rw.
+  std::int64_t shared_grants = 0, exclusive_grants = 0;
+  std::int64_t reader_overlaps = 0;       // pairs of reads held at once
+  std::int64_t reader_overlap_max = 0;    // most readers at once
+  // semaphore.
+  unsigned permits = 0;
+  int max_holders = 0;                    // most permit holders at once
+  std::int64_t excess_unexplained = 0, excess_explained = 0;
+  std::vector<CapacityExcess> excesses;   // unexplained first; kMaxListed
+  std::vector<PermitRecovery> permit_recoveries;
+  // election.
+  std::int64_t terms = 0;                 // distinct terms granted
+  std::int64_t term_clashes = 0;          // two leaders with one term
+  std::vector<std::string> clashes;       // "w0/1/3 and w2/1/5: term 17"
+  std::int64_t leader_writes = 0;         // fenced writes by leaders
+  std::int64_t deposed_writes = 0;        // made after a higher term was granted
+  std::int64_t deposed_rejected = 0;      // refused by the resource
+  std::int64_t deposed_accepted = 0;      // accepted before the successor wrote
+  std::int64_t deposed_unknown = 0;       // no reply
+};
+
 struct OpCounts {
   std::int64_t invoke = 0, ok = 0, fail = 0, info = 0;
 };
@@ -161,6 +236,7 @@ struct Findings {
   std::int64_t acquire_p50_ms = 0, acquire_p99_ms = 0, acquire_max_ms = 0;  // invoke->ok
   std::int64_t max_unavailable_ms = 0;   // longest gap with no hold while
                                          // some acquire was pending
+  RecipeFindings recipe;
 };
 
 Findings analyze(const std::vector<Event>& events, const RunInfo& info);

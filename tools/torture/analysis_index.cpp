@@ -1,5 +1,6 @@
 #include "analysis_index.hpp"
 
+#include <algorithm>
 #include <deque>
 
 namespace torture {
@@ -22,7 +23,7 @@ Index index_events(const std::vector<Event>& events) {
       auto& q = open[{e.proc, e.inc}];
       if (e.phase == "invoke") {
         q.push_back(ix.acquires.size());
-        ix.acquires.push_back({e.proc, e.inc, e.t, kNever, "", e.grant, 0});
+        ix.acquires.push_back({e.proc, e.inc, e.t, kNever, "", e.grant, 0, e.kind});
         continue;
       }
       AcquireRec* a = nullptr;
@@ -30,13 +31,14 @@ Index index_events(const std::vector<Event>& events) {
         a = &ix.acquires[q.front()];
         q.pop_front();
       } else {  // outcome without a logged invoke: the invoke is taken as the outcome's time
-        ix.acquires.push_back({e.proc, e.inc, e.t, kNever, "", "", 0});
+        ix.acquires.push_back({e.proc, e.inc, e.t, kNever, "", "", 0, e.kind});
         a = &ix.acquires.back();
       }
       a->done_t = e.t;
       a->phase = e.phase;
       if (!e.grant.empty()) a->grant = e.grant;
       a->fence = e.fence.value_or(0);
+      if (!e.kind.empty()) a->kind = e.kind;
     } else if (e.op == "release" && !e.grant.empty()) {
       if (e.phase == "invoke") {
         ix.releases.try_emplace(e.grant, ReleaseRec{e.t, kNever, ""});
@@ -58,5 +60,19 @@ Index index_events(const std::vector<Event>& events) {
   return ix;
 }
 
+std::int64_t death_after(const Index& ix, const std::string& proc, int inc, std::int64_t from) {
+  std::int64_t t = kNever;
+  auto first_at_or_after = [&](const std::vector<std::int64_t>& v) {
+    auto it = std::lower_bound(v.begin(), v.end(), from);
+    if (it != v.end()) t = std::min(t, *it);
+  };
+  if (auto it = ix.deaths.find(proc); it != ix.deaths.end()) first_at_or_after(it->second);
+  first_at_or_after(ix.deaths_all);
+  if (auto it = ix.first_seen.find(proc); it != ix.first_seen.end()) {
+    auto later = it->second.upper_bound(inc);
+    if (later != it->second.end() && later->second >= from) t = std::min(t, later->second);
+  }
+  return t;
+}
 
 }  // namespace torture

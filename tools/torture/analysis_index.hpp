@@ -32,6 +32,7 @@ struct AcquireRec {
   std::string phase;             // ok | fail | info | "" (no outcome)
   std::string grant;
   std::uint64_t fence = 0;
+  std::string kind;              // Event::kind of the invoke or outcome
 };
 
 struct ReleaseRec {
@@ -51,6 +52,11 @@ struct Index {
 };
 
 Index index_events(const std::vector<Event>& events);
+
+// First time at or after `from` at which incarnation `inc` of `proc` is known
+// dead: a kill/crash of it, or (should that event be missing) the first event
+// of a later incarnation. kNever if it outlived the history.
+std::int64_t death_after(const Index& ix, const std::string& proc, int inc, std::int64_t from);
 
 
 }  // namespace torture

@@ -76,6 +76,7 @@ CLI::App* add_worker_command(CLI::App& app, WorkerArgs& wa) {
   worker->add_option("--history", wa.history)->required();
   worker->add_option("--seed", wa.seed);
   worker->add_option("--failpoints", wa.failpoints);
+  worker->add_option("--permits", wa.permits);
   return worker;
 }
 
@@ -174,6 +175,9 @@ int main(int argc, char** argv) {
     sub->add_option("--out", out, "Directory for run directories and reports")->capture_default_str();
     sub->add_option("--clock-shim", cfg.clock_shim, "Path of libdlock_clock_shim.so");
     sub->add_option("--redis-server", cfg.redis_server, "redis-server binary")->capture_default_str();
+    sub->add_option("--permits", cfg.permits, "Permits of the semaphore strategies")
+        ->capture_default_str()
+        ->check(CLI::Range(1, 7));
   };
 
   auto* run = app.add_subcommand("run", "Run one scenario against one strategy");

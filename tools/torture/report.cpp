@@ -204,6 +204,128 @@ std::string text_recovery(const RunReport& r) {
          std::to_string(f.lockouts) + "\n";
 }
 
+// The recipe's own checks (recipe_check.hpp); empty for a plain mutex.
+std::string text_recipe(const RunReport& r) {
+  const RecipeFindings& x = r.findings.recipe;
+  if (x.recipe.empty()) return {};
+  std::string out = "RECIPE (" + x.recipe + ")\n";
+  Table s;
+  if (x.line_join_bound_ms > 0)
+    s.add({"line order", std::to_string(x.line_pairs_judged) + " (waiter in line, later arrival granted) pairs judged, " +
+                             "join bound " + std::to_string(x.line_join_bound_ms) + " ms; overtaken " +
+                             std::to_string(x.line_overtakes) + ", excused by faults " +
+                             std::to_string(x.line_overtakes_excused)});
+  if (x.recipe == "rw")
+    s.add({"readers", std::to_string(x.shared_grants) + " reads, " + std::to_string(x.exclusive_grants) +
+                          " writes; readers held at once " + std::to_string(x.reader_overlaps) + " times, at most " +
+                          std::to_string(x.reader_overlap_max) + " together"});
+  if (x.recipe == "semaphore") {
+    s.add({"permits", std::to_string(x.permits) + "; at most " + std::to_string(x.max_holders) +
+                          " holders at once; intervals over N: unexplained " + std::to_string(x.excess_unexplained) +
+                          ", explained " + std::to_string(x.excess_explained)});
+    std::string rec;
+    for (const PermitRecovery& p : x.permit_recoveries)
+      rec += (rec.empty() ? "" : ", ") + (p.recovery_ms >= 0 ? std::to_string(p.recovery_ms) + " ms" : "never") +
+             " (" + p.cause + ")";
+    s.add({"lost permits", std::to_string(x.permit_recoveries.size()) + (rec.empty() ? "" : ": " + rec)});
+  }
+  if (x.recipe == "election") {
+    s.add({"terms", std::to_string(x.terms) + " granted, " + std::to_string(x.term_clashes) + " with two leaders"});
+    s.add({"deposed writes", std::to_string(x.deposed_writes) + " of " + std::to_string(x.leader_writes) +
+                                 " leader writes: rejected " + std::to_string(x.deposed_rejected) +
+                                 ", accepted before the successor wrote " + std::to_string(x.deposed_accepted) +
+                                 ", unknown " + std::to_string(x.deposed_unknown)});
+  }
+  out += s.render("  ");
+  if (!x.overtakes.empty()) {
+    Table t;
+    t.add({"waiter", "overtaken by", "waiter began s", "other began s", "other granted s", "waiter's end", "excused by"});
+    std::size_t n = 0;
+    for (; n < x.overtakes.size() && n < kTextRows; ++n) {
+      const LineOvertake& o = x.overtakes[n];
+      t.add({o.waiter, o.overtaker, secs(o.waiter_invoke_t, r.info), secs(o.overtaker_invoke_t, r.info),
+             secs(o.overtaker_ok_t, r.info), o.waiter_outcome + " at " + secs(o.waiter_end_t, r.info) + " s",
+             o.excused ? o.excuse : "NOT EXCUSED"});
+    }
+    out += "\n  overtakes\n" + t.render("    ") +
+           more(n, x.line_overtakes + x.line_overtakes_excused);
+  }
+  if (!x.excesses.empty()) {
+    Table t({1, 2});
+    t.add({"start s", "ms", "holders", "grants", "explained by"});
+    std::size_t n = 0;
+    for (; n < x.excesses.size() && n < kTextRows; ++n) {
+      const CapacityExcess& e = x.excesses[n];
+      std::string g;
+      for (const auto& s2 : e.grants) g += (g.empty() ? "" : " ") + s2;
+      t.add({secs(e.start_t, r.info), std::to_string(ms_of(e.end_t - e.start_t)), std::to_string(e.holders), g,
+             e.explained ? e.explanation : "UNEXPLAINED"});
+    }
+    out += "\n  more holders than permits\n" + t.render("    ") +
+           more(n, x.excess_unexplained + x.excess_explained);
+  }
+  for (const auto& c : x.clashes) out += "  two leaders: " + c + "\n";
+  return out + "\n";
+}
+
+json recipe_json(const RunReport& r) {
+  const RecipeFindings& x = r.findings.recipe;
+  json j = {{"recipe", x.recipe}};
+  if (x.line_join_bound_ms > 0) {
+    json list = json::array();
+    for (const LineOvertake& o : x.overtakes)
+      list.push_back({{"waiter", o.waiter},
+                      {"overtaker", o.overtaker},
+                      {"waiter_began_s", static_cast<double>(o.waiter_invoke_t - r.info.run_start_t) / 1e9},
+                      {"overtaker_granted_s", static_cast<double>(o.overtaker_ok_t - r.info.run_start_t) / 1e9},
+                      {"waiter_outcome", o.waiter_outcome},
+                      {"excused", o.excused},
+                      {"excuse", o.excuse}});
+    j["line_order"] = {{"join_bound_ms", x.line_join_bound_ms},
+                       {"pairs_judged", x.line_pairs_judged},
+                       {"overtaken", x.line_overtakes},
+                       {"excused", x.line_overtakes_excused},
+                       {"list", list}};
+  }
+  if (x.recipe == "rw")
+    j["readers"] = {{"reads", x.shared_grants},
+                    {"writes", x.exclusive_grants},
+                    {"overlaps", x.reader_overlaps},
+                    {"max_together", x.reader_overlap_max}};
+  if (x.recipe == "semaphore") {
+    json ex = json::array();
+    for (const CapacityExcess& e : x.excesses)
+      ex.push_back({{"start_s", static_cast<double>(e.start_t - r.info.run_start_t) / 1e9},
+                    {"ms", ms_of(e.end_t - e.start_t)},
+                    {"holders", e.holders},
+                    {"grants", e.grants},
+                    {"explained", e.explained},
+                    {"explanation", e.explanation}});
+    json rec = json::array();
+    for (const PermitRecovery& p : x.permit_recoveries)
+      rec.push_back({{"grant", p.grant},
+                     {"cause", p.cause},
+                     {"t_s", static_cast<double>(p.t - r.info.run_start_t) / 1e9},
+                     {"recovery_ms", p.recovery_ms >= 0 ? json(p.recovery_ms) : json(nullptr)}});
+    j["permits"] = {{"n", x.permits},
+                    {"max_holders", x.max_holders},
+                    {"excess_unexplained", x.excess_unexplained},
+                    {"excess_explained", x.excess_explained},
+                    {"excesses", ex},
+                    {"lost_permits", rec}};
+  }
+  if (x.recipe == "election")
+    j["election"] = {{"terms", x.terms},
+                     {"term_clashes", x.term_clashes},
+                     {"clashes", x.clashes},
+                     {"leader_writes", x.leader_writes},
+                     {"deposed_writes", x.deposed_writes},
+                     {"deposed_rejected", x.deposed_rejected},
+                     {"deposed_accepted", x.deposed_accepted},
+                     {"deposed_unknown", x.deposed_unknown}};
+  return j;
+}
+
 std::string text_verdict(const RunReport& r) {
   const Expectation& e = r.expect;
   std::vector<std::string> allowed;
@@ -320,6 +442,8 @@ json run_json(const RunReport& r) {
                    {"lockouts", f.lockouts},
                    {"list", rec}};
 
+  if (!f.recipe.recipe.empty()) j["recipe"] = recipe_json(r);
+
   const Expectation& e = r.expect;
   j["expectation"] = {{"overlap_allowed", e.overlap_allowed},
                       {"fence_anomaly_allowed", e.fence_anomaly_allowed},
@@ -356,7 +480,7 @@ std::int64_t ms_of(std::int64_t ns) { return (ns + 500'000) / 1'000'000; }
 std::string render_text(const RunReport& r) {
   return "dlock-torture: " + r.info.scenario + " / " + r.info.strategy + "\n\n" + text_setup(r) + "\n" +
          text_operations(r) + "\n" + text_faults(r) + "\n" + text_violations(r) + "\n" + text_lost_updates(r) + "\n" +
-         text_recovery(r) + "\n" + text_verdict(r);
+         text_recovery(r) + "\n" + text_recipe(r) + text_verdict(r);
 }
 
 std::string render_json(const RunReport& r) { return dump(run_json(r)); }

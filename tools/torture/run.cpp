@@ -15,6 +15,7 @@
 #include "run_ctx.hpp"
 #include "scenarios.hpp"
 #include "strategies.hpp"
+#include "strategies_recipes.hpp"
 #include "strategies_sql.hpp"
 
 namespace torture {
@@ -139,7 +140,16 @@ void start_lock_servers(RunCtx& c, const RunConfig& cfg, const Scenario& scenari
 
 std::int64_t think_ms_of(const RunConfig& cfg, const Scenario& scenario) {
   if (scenario.think_leases > 0) return static_cast<std::int64_t>(scenario.think_leases * static_cast<double>(cfg.ttl_ms));
-  return scenario.think_ms > 0 ? scenario.think_ms : cfg.think_ms;
+  // A leader thinks once per round (2.5 rounds on average): a scenario's
+  // long hold is shared among them.
+  if (scenario.think_ms > 0) return recipe_of(cfg.strategy) == "election" ? scenario.think_ms / 2 : scenario.think_ms;
+  // Line order is judged only for waiters that waited longer than the join
+  // bound (a quarter lease): holds of up to 0.3 lease (a leader's 1-4 rounds
+  // of up to 1/8 lease) keep three waiters in line that long.
+  const std::string recipe = recipe_of(cfg.strategy);
+  if (recipe == "fair") return std::max(cfg.think_ms, cfg.ttl_ms * 3 / 10);
+  if (recipe == "election") return std::max(cfg.think_ms, cfg.ttl_ms / 8);
+  return cfg.think_ms;
 }
 
 void plan_workers(RunCtx& c, const RunConfig& cfg, const Scenario& scenario, const fs::path& dir,
@@ -167,6 +177,7 @@ void plan_workers(RunCtx& c, const RunConfig& cfg, const Scenario& scenario, con
     p.args.history = fs::absolute(dir / "history" / (p.args.proc + ".jsonl")).string();
     p.args.seed = cfg.seed * 100 + static_cast<std::uint64_t>(w);
     p.args.failpoints = scenario.failpoints;
+    p.args.permits = cfg.permits;
     p.clock = std::make_unique<ClockControl>(fs::absolute(dir / ("clock-" + p.args.proc)).string());
     if (scenario.pg_role) p.args.pg_user = scenario.pg_role(w);
     c.procs.push_back(std::move(p));
@@ -270,6 +281,12 @@ RunReport run_one(const RunConfig& cfg) {
     r.info.recovery_slack_ms += dlock::tools::ZooKeeperEnsemble::kTickMs;
   r.info.run_start_t = run_start;
   r.info.run_end_t = run_end;
+  r.info.recipe = recipe_of(cfg.strategy);
+  r.info.permits = cfg.permits;
+  // A waiter is in the line once its first request was answered or timed
+  // out and retried: the workers' command timeout (strategies_recipes.cpp).
+  if (r.info.recipe == "fair" || r.info.recipe == "election")
+    r.info.line_join_bound_ms = std::max<std::int64_t>(50, cfg.ttl_ms / 4);
   const auto events = read_history_dir((dir / "history").string());
   r.findings = analyze(events, r.info);
   bool judged = true;
@@ -290,6 +307,10 @@ RunReport run_one(const RunConfig& cfg) {
              {"duration", std::to_string(cfg.duration_ms) + " ms"},
              {"seed", std::to_string(cfg.seed)},
              {"failpoints", scenario->failpoints.empty() ? "none" : scenario->failpoints},
+             {"recipe", r.info.recipe.empty() ? std::string("none (a plain mutex)")
+                        : r.info.recipe + (r.info.recipe == "semaphore" ? " of " + std::to_string(cfg.permits) +
+                                                                              " permits"
+                                                                        : std::string())},
              {"expectation", r.expect.assumption + (judged ? "" : " (not judged)")}};
   write_file(dir / "report.txt", render_text(r));
   write_file(dir / "report.json", render_json(r));

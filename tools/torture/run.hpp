@@ -22,6 +22,7 @@ struct RunConfig {
   std::string self_exe;       // this program, run again as the workers
   std::string clock_shim;     // the LD_PRELOAD clock shim
   std::string redis_server = "redis-server";
+  unsigned permits = 3;  // semaphore strategies: N
 };
 
 // Writes history/, report.txt, report.json and timeline.html into out_dir.

@@ -69,7 +69,8 @@ void RunCtx::spawn(int w) {
                                 "--wait", std::to_string(a.wait_ms),
                                 "--history", a.history,
                                 "--seed", std::to_string(a.seed),
-                                "--failpoints", a.failpoints};
+                                "--failpoints", a.failpoints,
+                                "--permits", std::to_string(a.permits)};
   if (!ports.empty()) args.insert(args.end(), {"--lock-ports", ports});
   if (!a.sqlite_path.empty()) args.insert(args.end(), {"--sqlite", a.sqlite_path});
   if (!a.pg_user.empty()) args.insert(args.end(), {"--pg-user", a.pg_user});

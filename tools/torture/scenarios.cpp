@@ -638,6 +638,17 @@ std::vector<PlannedRun> short_suite() {
   v.push_back({"pause", "token-get-then-del"});
   // Correct but a herd: shown for its wake-ups per release, not judged.
   v.push_back({"baseline", "zk-herd"});
+  // Each recipe on Redis and on SQLite, under a fault on its holders: a
+  // kill (a lost hold, a lost permit, a dead waiter's place in the line) or
+  // a pause past the lease (a deposed leader writing, a paused reader or
+  // permit holder). The full suite runs them on every backend and scenario.
+  for (const char* backend : {"redis", "sqlite"}) {
+    const bool redis = std::string(backend) == "redis";
+    v.push_back({redis ? "holder-kill" : "pause", std::string("fair-") + backend});
+    v.push_back({redis ? "pause" : "holder-kill", std::string("rw-") + backend});
+    v.push_back({redis ? "holder-kill" : "pause", std::string("semaphore-") + backend});
+    v.push_back({redis ? "pause" : "holder-kill", std::string("election-") + backend});
+  }
   return v;
 }
 

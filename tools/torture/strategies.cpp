@@ -8,6 +8,7 @@
 
 #include "history.hpp"
 #include "strategies_cli.hpp"
+#include "strategies_recipes.hpp"
 #include "strategies_sql.hpp"
 #include "strategies_zk.hpp"
 #include "common/sync_redis.hpp"
@@ -16,16 +17,10 @@ namespace torture {
 
 using dlock::tools::Reply;
 using dlock::tools::SyncRedis;
-namespace {
-
-using std::chrono::milliseconds;
-using Clock = std::chrono::steady_clock;
-
-// ---- dlock ---------------------------------------------------------------
 
 // redis://host:port for one server, redlock://host:p1,host:p2,... for more;
 // the PostgreSQL superuser through the proxy; the SQLite file.
-std::string url_of(LockServer server, const StrategyConfig& c) {
+std::string dlock_url(LockServer server, const StrategyConfig& c) {
   if (server == LockServer::sqlite) return "sqlite://" + c.sqlite_path;
   if (server == LockServer::postgres)
     return "postgres://" + c.pg_user + "@" + c.host + ":" + std::to_string(c.ports.at(0)) +
@@ -43,6 +38,13 @@ std::string url_of(LockServer server, const StrategyConfig& c) {
   return url;
 }
 
+namespace {
+
+using std::chrono::milliseconds;
+using Clock = std::chrono::steady_clock;
+
+// ---- dlock ---------------------------------------------------------------
+
 // dlock over one server, Redlock over several, PostgreSQL or SQLite: the
 // same client code, only the URL differs.
 class DlockStrategy final : public Strategy {
@@ -55,7 +57,7 @@ class DlockStrategy final : public Strategy {
     options.reconnect_backoff_min = milliseconds(10);
     options.reconnect_backoff_max = milliseconds(std::max<std::int64_t>(20, c.ttl_ms / 4));
     options.logger = [](dlock::LogLevel, std::string_view) {};
-    client_ = dlock::Client::connect(url_of(server, c), options);
+    client_ = dlock::Client::connect(dlock_url(server, c), options);
   }
 
   AcquireResult acquire(milliseconds wait, std::function<void()> on_lost) override {
@@ -251,15 +253,28 @@ const std::vector<std::string>& strategy_names() {
                                               "db-insert-unique",
                                               "db-insert-cleanup-job",
                                               "zk-herd"};
-  return names;
+  static const std::vector<std::string> all = [] {
+    std::vector<std::string> v = names;
+    for (const auto& r : recipe_strategy_names()) v.push_back(r);
+    return v;
+  }();
+  return all;
 }
 
 bool is_naive(const std::string& name) {
+  if (!recipe_of(name).empty()) return false;
   return name != "dlock" && name != "redlock" && name != "postgres" && name != "sqlite" && name != "zk" &&
          name != "dlock-run";
 }
 
 LockServer lock_server_of(const std::string& name) {
+  if (!recipe_of(name).empty()) {  // <recipe>-<backend>
+    const std::string backend = name.substr(name.rfind('-') + 1);
+    if (backend == "sqlite") return LockServer::sqlite;
+    if (backend == "zk") return LockServer::zookeeper;
+    if (backend == "postgres") return LockServer::postgres;
+    return LockServer::redis;
+  }
   if (name == "sqlite" || name == "dlock-run") return LockServer::sqlite;
   if (name == "zk" || name == "zk-herd") return LockServer::zookeeper;
   if (name == "postgres" || name.rfind("db-", 0) == 0) return LockServer::postgres;
@@ -283,6 +298,7 @@ std::unique_ptr<Strategy> make_strategy(const std::string& name, const StrategyC
                                      : static_cast<int>(config.ports.size()) != lock_nodes(name))
       throw std::invalid_argument(name + " needs " + (server == LockServer::sqlite ? "a lock file"
                                                       : std::to_string(lock_nodes(name)) + " lock servers"));
+    if (!recipe_of(name).empty()) return make_recipe(name, server, config);
     return std::make_unique<DlockStrategy>(server, config);
   }
   if (name.rfind("db-", 0) == 0) return make_table_lock(name, config);

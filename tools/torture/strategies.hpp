@@ -22,6 +22,13 @@ struct AcquireResult {
   std::string detail;
 };
 
+// What a recipe strategy's last acquire asked for and what its holder does.
+struct HoldPlan {
+  std::string kind;    // Event::kind: fair, shared, exclusive, permit, leader; "" for a plain mutex
+  bool writes = true;  // the holder writes the registers (not a reader, not a permit)
+  int rounds = 1;      // rounds of read, think, write under the grant
+};
+
 struct ReleaseResult {
   Outcome outcome = Outcome::fail;
   std::string detail;
@@ -51,6 +58,7 @@ struct StrategyConfig {
   // process of their own), and where they publish that process's pid.
   std::uint16_t resource_port = 0;
   std::function<void(int)> on_child;
+  unsigned permits = 3;  // semaphore strategies: N
 };
 
 // The register writes of one critical section, when a strategy makes them
@@ -79,7 +87,13 @@ class Strategy {
   // CLI's CMD): the fenced and unfenced register writes, made there.
   // nullopt: the worker makes them itself.
   virtual std::optional<RegisterWrites> write_registers(std::uint64_t /*fence*/) { return std::nullopt; }
+  // The last acquire's plan (recipes); a plain mutex's by default.
+  virtual HoldPlan plan() const { return {}; }
 };
+
+// The dlock URL of a lock server: redis:// (one server), redlock:// (more),
+// postgres:// (through the proxy), sqlite://, zk://.
+std::string dlock_url(LockServer server, const StrategyConfig& config);
 
 // Throws std::invalid_argument for an unknown name.
 std::unique_ptr<Strategy> make_strategy(const std::string& name, const StrategyConfig& config);

@@ -81,6 +81,7 @@ class Worker {
     sc.failpoint = [this](const char* name) { failpoint(name); };
     sc.resource_port = a_.resource_port;
     sc.on_child = [this](int pid) { slot_.child_pid.store(pid); };
+    sc.permits = a_.permits;
     std::unique_ptr<Strategy> strategy;
     try {
       strategy = make_strategy(a_.strategy, sc);
@@ -109,6 +110,8 @@ class Worker {
     Event ok = base("acquire", phase_name(r.outcome), r.outcome == Outcome::ok ? grant : "");
     if (r.outcome == Outcome::ok) ok.fence = r.fence;
     ok.detail = r.detail;
+    const HoldPlan plan = s.plan();
+    ok.kind = plan.kind;  // a recipe's: shared, exclusive, permit, leader, fair
     log_.write(ok);
     log_wakeups(s);
     if (r.outcome != Outcome::ok) {
@@ -118,22 +121,29 @@ class Worker {
     slot_.grants.fetch_add(1);
     set_phase(slot_, Phase::holding);
     failpoint("hold:start");
-    // The lock-set workload: read, think, write.
-    auto read = resource_.cmd({"GET", "counter"});
-    const std::int64_t v = read.good() && !read.is_nil ? std::stoll(read.str) : 0;
-    emit("read", read.good() ? "ok" : "info", grant, v);
-    sleep_ms(a_.think_min_ms + uniform(std::max<std::int64_t>(0, a_.think_ms - a_.think_min_ms)));
-    failpoint("hold:before-write");
-    // A careful holder checks its lease before writing; a pause right after
-    // the check (the failpoint) is the case only fencing covers.
-    if (s.still_valid()) {
+    // The lock-set workload: read, think, write; a leader does it for a few
+    // rounds; readers and permit holders only read and think.
+    // Holds meant to outlive the lease (think of a lease or more) are one
+    // round: a leader's rounds would multiply them.
+    const int rounds = a_.think_ms >= a_.ttl_ms ? 1 : std::max(1, plan.rounds);
+    for (int round = 0; round < rounds && !g_stop.load(); ++round) {
+      auto read = resource_.cmd({"GET", "counter"});
+      const std::int64_t v = read.good() && !read.is_nil ? std::stoll(read.str) : 0;
+      emit("read", read.good() ? "ok" : "info", grant, v);
+      sleep_ms(a_.think_min_ms + uniform(std::max<std::int64_t>(0, a_.think_ms - a_.think_min_ms)));
+      failpoint("hold:before-write");
+      // A careful holder checks its lease before writing; a pause right after
+      // the check (the failpoint) is the case only fencing covers.
+      if (!s.still_valid()) {
+        emit("lost", "ok", grant, {}, "lease no longer valid at the pre-write check; writes skipped");
+        break;
+      }
       failpoint("hold:after-check");
+      if (!plan.writes) continue;
       register_write(s, grant, r.fence);
       emit("counter_write", "invoke", grant, v + 1);
       auto w = resource_.cmd({"SET", "counter", std::to_string(v + 1)});
       emit("counter_write", w.good() ? "ok" : "info", grant, v + 1);
-    } else {
-      emit("lost", "ok", grant, {}, "lease no longer valid at the pre-write check; writes skipped");
     }
     failpoint("release:before");
     set_phase(slot_, Phase::releasing);

@@ -29,6 +29,7 @@ struct WorkerArgs {
   // "name=pause:0.1,name=kill:0.05": at failpoint `name`, with that
   // probability, stop (SIGSTOP, resumed by the nemesis) or kill itself.
   std::string failpoints;
+  unsigned permits = 3;  // semaphore strategies: N
 };
 
 // The protected resources' scripts (Redis EVAL). Fenced register: accepts a
