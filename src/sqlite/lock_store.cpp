@@ -404,6 +404,17 @@ Result<std::vector<RenewOutcome>> LockStore::renew(const std::vector<detail::Ren
   return done;
 }
 
+Result<std::vector<detail::Handed>> LockStore::holders(const std::string& name) {
+  if (Status s = follow_file(); !s.ok()) return s;
+  if (Status s = db_->exec("BEGIN"); !s.ok()) return s;  // one snapshot for both tables
+  auto line = load_line(name, boot_ms());
+  (void)db_->exec("COMMIT");
+  if (!line.ok()) return line.status();
+  std::vector<detail::Handed> out;
+  for (const auto& h : line->state.holders) out.push_back({h.owner, h.grant, h.fence});
+  return out;
+}
+
 Result<LockInfo> LockStore::inspect(const std::string& name) {
   if (Status s = follow_file(); !s.ok()) return s;
   // One snapshot for both tables.

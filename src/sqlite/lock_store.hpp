@@ -66,6 +66,11 @@ class LockStore {
   };
   News take_news() { return std::exchange(news_, {}); }
 
+  // Who holds `name` now (one read, no write transaction): after a release
+  // counter moved, a waiter handed the lock learns it from here, and nobody
+  // else need retry while it is held.
+  Result<std::vector<detail::Handed>> holders(const std::string& name);
+
  private:
   LockStore(std::string path, std::chrono::milliseconds busy) : path_(std::move(path)), busy_(busy) {}
   Status open_file();

@@ -367,6 +367,26 @@ class SqliteBackend final : public detail::Backend {
       if (seen.ok()) it->second.releases = *seen;
     }
     if (ring) wakeups_.ring();
+    tell(name);
+  }
+
+  // A name's release counter moved. Held again (a hand-over, or a free lock
+  // taken): its holders are told (a waiter of this client among them takes
+  // the grant), observers look, and the other waiters sleep on: they could
+  // not be granted before the next change anyway, and each retry would be a
+  // write transaction. Free: every waiter retries.
+  void tell(const std::string& name) {
+    auto holders = store_ ? store_->holders(name) : Result<std::vector<detail::Handed>>(closed());
+    if (holders.ok() && !holders->empty()) {
+      for (const auto& h : *holders)
+        asio::post(io_, [this, to = detail::HandOver{name, h.owner, h.grant, h.fence}] {
+          if (!closed_ && events_.handed) events_.handed(to);
+        });
+      asio::post(io_, [this, name] {
+        if (!closed_ && events_.changed) events_.changed(name);
+      });
+      return;
+    }
     asio::post(io_, [this, name] {
       if (!closed_ && events_.released) events_.released({name, 0});
     });
@@ -390,10 +410,7 @@ class SqliteBackend final : public detail::Backend {
       w.releases = *seen;
       released.push_back(name);
     }
-    for (auto& name : released)
-      asio::post(io_, [this, name = std::move(name)] {
-        if (!closed_ && events_.released) events_.released({name, 0});
-      });
+    for (const auto& name : released) tell(name);
   }
 
   // A holder on this host that dies wakes the name's waiters at once.
