@@ -56,6 +56,8 @@
 #include <thread>
 #include <vector>
 
+#include "zk_batch.hpp"
+
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -524,28 +526,7 @@ Result rw(const Args& a, const std::string& dir) {
 // ephemeral-sequential queue node named by its kind ("-sem<N>-" or
 // "-read-"), list the queue} in one round trip, then the delete. Every
 // process has a name of its own, so the listing always grants.
-struct ZkBatch {
-  std::mutex mu;
-  std::condition_variable cv;
-  int left = 0, rc = ZOK;
-  std::string node;
-  void arm(int n) {
-    std::lock_guard lk(mu);
-    left = n;
-    rc = ZOK;
-  }
-  void done(int r, bool check) {
-    std::lock_guard lk(mu);
-    if (check && r != ZOK) rc = r;
-    if (--left == 0) cv.notify_one();
-  }
-  int wait() {
-    std::unique_lock lk(mu);
-    cv.wait(lk, [&] { return left == 0; });
-    return rc;
-  }
-  static ZkBatch* of(const void* d) { return static_cast<ZkBatch*>(const_cast<void*>(d)); }
-};
+using dlock::bench::ZkBatch;
 
 void limit_zk(const Args& a, int k, const std::string& kind, const Barrier& bar, std::vector<Ev>& out) {
   auto [h, p] = host_port(a.url);

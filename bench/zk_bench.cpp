@@ -39,6 +39,8 @@
 #include <thread>
 #include <vector>
 
+#include "zk_batch.hpp"
+
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -132,29 +134,7 @@ class Raw {
 };
 
 // Waits for the completions of one round trip.
-struct Batch {
-  std::mutex mu;
-  std::condition_variable cv;
-  int left = 0;
-  int rc = ZOK;
-  std::string node;  // the queue node created
-  void arm(int n) {
-    std::lock_guard lk(mu);
-    left = n;
-    rc = ZOK;
-  }
-  void done(int r, bool check) {
-    std::lock_guard lk(mu);
-    if (check && r != ZOK) rc = r;
-    if (--left == 0) cv.notify_one();
-  }
-  int wait() {
-    std::unique_lock lk(mu);
-    cv.wait(lk, [&] { return left == 0; });
-    return rc;
-  }
-  static Batch* of(const void* d) { return static_cast<Batch*>(const_cast<void*>(d)); }
-};
+using Batch = dlock::bench::ZkBatch;
 
 Pairs w1_limit(const std::string& hosts, double seconds, const std::string& run) {
   Raw raw(hosts);

@@ -14,6 +14,7 @@
 #include "client_core.hpp"
 #include "core/token.hpp"
 #include "integration/common.hpp"
+#include "integration/sqlite_poke.hpp"
 #include "sqlite/host.hpp"
 #include "support/temp_dir.hpp"
 
@@ -58,17 +59,6 @@ unsigned waiters(Client& c, const std::string& name) {
   return info.ok() ? info->waiters.value_or(0) : 0;
 }
 
-// Runs one statement on the file directly, as another program would.
-void poke(const std::string& path, const std::string& sql) {
-  sqlite3* db = nullptr;
-  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
-  char* err = nullptr;
-  const int rc = sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &err);
-  const std::string msg = err ? err : "";
-  sqlite3_free(err);
-  sqlite3_close(db);
-  ASSERT_EQ(rc, SQLITE_OK) << msg;
-}
 
 long long query_number(const std::string& path, const std::string& sql) {
   sqlite3* db = nullptr;

@@ -8,6 +8,7 @@
 #include <future>
 
 #include "integration/common.hpp"
+#include "integration/sqlite_poke.hpp"
 #include "support/temp_dir.hpp"
 
 namespace dlock::test {
@@ -15,17 +16,6 @@ namespace {
 
 std::string url_of(const TempDir& dir) { return "sqlite://" + dir.file("locks.db"); }
 
-// Runs one statement on the file directly, as another program would.
-void poke(const std::string& path, const std::string& sql) {
-  sqlite3* db = nullptr;
-  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
-  char* err = nullptr;
-  const int rc = sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &err);
-  const std::string msg = err ? err : "";
-  sqlite3_free(err);
-  sqlite3_close(db);
-  ASSERT_EQ(rc, SQLITE_OK) << msg;
-}
 
 TEST(Sqlite, ProcessesTakeTurnsAndLoseNoUpdate) {
   TempDir dir;

@@ -1,0 +1,25 @@
+// A statement run on a SQLite lock file directly, as another program would.
+#ifndef DLOCK_TESTS_INTEGRATION_SQLITE_POKE_HPP_
+#define DLOCK_TESTS_INTEGRATION_SQLITE_POKE_HPP_
+
+#include <gtest/gtest.h>
+#include <sqlite3.h>
+
+#include <string>
+
+namespace dlock::test {
+
+inline void poke(const std::string& path, const std::string& sql) {
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  char* err = nullptr;
+  const int rc = sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &err);
+  const std::string msg = err ? err : "";
+  sqlite3_free(err);
+  sqlite3_close(db);
+  ASSERT_EQ(rc, SQLITE_OK) << msg;
+}
+
+}  // namespace dlock::test
+
+#endif  // DLOCK_TESTS_INTEGRATION_SQLITE_POKE_HPP_
