@@ -188,13 +188,12 @@ TEST(SqliteLines, AWaiterTimingOutAsAReleaseArrivesLeavesNothingHeld) {
 // (at once, since its process is seen dead; at the latest after its lease).
 TEST(SqliteLines, AWaiterThatDiesDoesNotStallTheLine) {
   TempDir dir;
-  const std::string path = dir.file("locks.db"), started = dir.file("started");
+  const std::string path = dir.file("locks.db"), started = dir.file("started"), held_file = dir.file("held");
   constexpr auto kChildLease = 2000ms;
-  LogSink log;
-  Conn holder = open(path, log), next = open(path, log);
-  auto held = fair(holder, "d", 1s);
-  ASSERT_TRUE(held.ok()) << held.status().to_string();
+  // Forked before this process has clients (their threads): the child
+  // joins the line once the holder holds.
   pid_t child = fork_child([&] {
+    for (int i = 0; i < 2000 && read_number(held_file) == 0; ++i) std::this_thread::sleep_for(5ms);
     LogSink child_log;
     Conn c = open(path, child_log);
     std::ofstream(started) << 1;
@@ -202,6 +201,11 @@ TEST(SqliteLines, AWaiterThatDiesDoesNotStallTheLine) {
     auto l = fair(c, "d", 120s, o);
     return l.ok() ? 3 : 4;
   });
+  LogSink log;
+  Conn holder = open(path, log), next = open(path, log);
+  auto held = fair(holder, "d", 1s);
+  ASSERT_TRUE(held.ok()) << held.status().to_string();
+  std::ofstream(held_file) << 1;
   ASSERT_TRUE(eventually([&] { return waiters(holder.client, "d") == 1; }, 10s)) << "the child joined the line";
   auto second = std::async(std::launch::async, [&] { return fair(next, "d", 30s); });
   ASSERT_TRUE(eventually([&] { return waiters(holder.client, "d") == 2; }, 5s));
@@ -221,7 +225,20 @@ TEST(SqliteLines, AWaiterThatDiesDoesNotStallTheLine) {
 // arriving while the writer waits queues behind it.
 TEST(SqliteLines, ReadersOverlapAndAWaitingWriterIsNotPassed) {
   TempDir dir;
-  const std::string path = dir.file("locks.db"), wrote = dir.file("wrote"), go = dir.file("go");
+  const std::string path = dir.file("locks.db"), wrote = dir.file("wrote"), go = dir.file("go"),
+                    readers_in = dir.file("readers-in");
+  // Forked before this process has clients (their threads): the writer
+  // queues once both readers hold.
+  pid_t writer = fork_child([&] {
+    for (int i = 0; i < 2000 && read_number(readers_in) == 0; ++i) std::this_thread::sleep_for(5ms);
+    LogSink child_log;
+    Conn w = open(path, child_log);
+    auto l = fair(w, "rw", 60s);
+    if (!l.ok()) return 2;
+    std::ofstream(wrote) << l->fence();
+    for (int i = 0; i < 2000 && read_number(go) == 0; ++i) std::this_thread::sleep_for(5ms);
+    return l->release().ok() ? 0 : 3;
+  });
   LogSink log;
   Conn r1 = open(path, log), r2 = open(path, log), r3 = open(path, log);
   auto a = read_lock(r1, "rw", 1s);
@@ -233,16 +250,7 @@ TEST(SqliteLines, ReadersOverlapAndAWaitingWriterIsNotPassed) {
   EXPECT_TRUE(info->held);
   EXPECT_TRUE(info->shared);
   EXPECT_EQ(info->holders, 2u);
-
-  pid_t writer = fork_child([&] {
-    LogSink child_log;
-    Conn w = open(path, child_log);
-    auto l = fair(w, "rw", 60s);
-    if (!l.ok()) return 2;
-    std::ofstream(wrote) << l->fence();
-    for (int i = 0; i < 2000 && read_number(go) == 0; ++i) std::this_thread::sleep_for(5ms);
-    return l->release().ok() ? 0 : 3;
-  });
+  std::ofstream(readers_in) << 1;
   ASSERT_TRUE(eventually([&] { return waiters(r1.client, "rw") == 1; }, 10s)) << "the writer waits";
   EXPECT_EQ(read_lock(r3, "rw", 0ms).status().code(), Errc::busy) << "a reader may not pass a waiting writer";
   auto late_reader = std::async(std::launch::async, [&] { return read_lock(r3, "rw", 30s); });

@@ -133,8 +133,9 @@ class FakeBackend final : public detail::Backend {
     LockInfo info;
     if (server_.lines_.count(name) != 0) {
       auto& st = server_.line(name);
-      server_.hand_over(name, detail::line_settle(st, FakeServer::steady_ms(), next_fence()));
+      auto handed = detail::line_settle(st, FakeServer::steady_ms(), next_fence());
       info = detail::line_info(st, FakeServer::steady_ms());
+      server_.hand_over(name, handed);  // may forget an empty line: st is not used after it
     } else if (const FakeServer::Lock* l = server_.live(name)) {
       info.held = true;
       info.fence = l->fence;
