@@ -56,8 +56,7 @@ void emit(const Logger& logger, LogLevel level, const std::string& message) {
   if (level == LogLevel::warning || level == LogLevel::error) std::cerr << "dlock: " << message << '\n';
 }
 
-Status check_acquire(const std::string& name, milliseconds wait, const LockOptions& o, const Capabilities& caps,
-                     Shape shape) {
+Status check_acquire(const std::string& name, milliseconds wait, const LockOptions& o, const Capabilities& caps) {
   Status bad = validate_name(name);
   if (bad.ok() && o.holder.size() > kMaxHolderInfo)
     bad = {Errc::invalid_argument, "holder: at most " + std::to_string(kMaxHolderInfo) + " bytes"};

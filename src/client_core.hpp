@@ -171,7 +171,8 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
 
   // I/O thread only.
   std::shared_ptr<Hold> find_or_add_hold(const std::string& name, const std::string& owner, LockMode mode);
-  // The call goes through the name's line (AcquireCall::queued).
+  // The call goes through the name's line (AcquireCall::queued): every
+  // shared one, and a fair one where the backend is not fair anyway.
   bool queued(const LockOptions& o, Shape shape) const;
   void maybe_forget(const std::shared_ptr<Hold>& hold);
   void hold_exec(const std::shared_ptr<Hold>& hold, std::function<void()> op);

@@ -54,7 +54,7 @@ void ClientCore::run_next_op(const std::shared_ptr<Hold>& hold) {
 
 void ClientCore::acquire(std::string name, milliseconds wait, LockOptions options,
                          std::function<void(Result<Lease>)> done, AcquireSeed seed) {
-  if (Status bad = check_acquire(name, wait, options, caps_, seed.shape); !bad.ok()) {
+  if (Status bad = check_acquire(name, wait, options, caps_); !bad.ok()) {
     post([done = std::move(done), bad]() mutable { done(bad); });
     return;
   }
@@ -241,7 +241,7 @@ void ClientCore::granted(const std::shared_ptr<AcquireOp>& op, const AcquireOutc
     h.lost_source = std::stop_source();
     h.on_lost = op->opts.on_lost;
     h.lease = op->lease;
-    h.line = op->queued || op->shape.mode == LockMode::shared;
+    h.line = op->queued;
     h.id = next_id_++;
     scheduled_[h.id] = op->hold;
     if (caps_.needs_renewal) {
@@ -319,7 +319,7 @@ AbandonCall ClientCore::abandon_call(const AcquireOp& op, bool in_doubt) const {
   call.in_doubt = in_doubt || op.stray;
   if (op.stray) call.tombstone = op.lease;
   call.mode = op.hold->mode;
-  call.line = op.queued || op.hold->mode == LockMode::shared;
+  call.line = op.queued;
   return call;
 }
 

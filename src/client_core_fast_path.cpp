@@ -13,7 +13,7 @@ namespace dlock::detail {
 std::optional<Result<Lease>> ClientCore::acquire_now(const std::string& name, milliseconds wait,
                                                      const LockOptions& o, AcquireSeed& seed) {
   if (!backend_ || on_io_thread()) return std::nullopt;
-  if (Status bad = check_acquire(name, wait, o, caps_, seed.shape); !bad.ok()) return Result<Lease>(bad);
+  if (Status bad = check_acquire(name, wait, o, caps_); !bad.ok()) return Result<Lease>(bad);
   const bool renew = !o.lease.has_value();
   const milliseconds lease = o.lease.value_or(o.watchdog_lease);
   AcquireCall call{name, o.owner, lease, 0};
@@ -59,7 +59,7 @@ std::optional<Result<Lease>> ClientCore::acquire_now(const std::string& name, mi
     return std::nullopt;
   }
   auto hold = std::make_shared<Hold>(name, o.owner, call.mode);
-  hold->line = call.queued || call.mode == LockMode::shared;
+  hold->line = call.queued;
   hold->fence.store((*r)->fence);
   hold->depth.store(1);
   hold->grant = call.grant;

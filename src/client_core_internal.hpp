@@ -22,8 +22,7 @@ Status check_lock_options(const LockOptions& o, milliseconds wait);
 // set), and a fixed lease only where leases are renewed: a session backend's
 // hold lives as long as its session. invalid_argument naming what is wrong,
 // or ok.
-Status check_acquire(const std::string& name, milliseconds wait, const LockOptions& o, const Capabilities& caps,
-                     Shape shape = {});
+Status check_acquire(const std::string& name, milliseconds wait, const LockOptions& o, const Capabilities& caps);
 // What a release's answer means for the caller: the depth left here and the
 // status to report (tries: how many times it was re-sent).
 std::pair<unsigned, Status> release_result(const Result<ReleaseOutcome>& r, unsigned held, int tries,

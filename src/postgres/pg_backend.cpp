@@ -185,16 +185,13 @@ class PgBackend final : public detail::Backend {
     // A try leaves no place in the line; a wait keeps it for the I/O
     // thread's attempts (same grant).
     const bool queued = call.queued && call.keep_place;
-    if (queued) remember_place(call);
     auto out = with_blocking([&](PgBlocking& c) {
       ++commands_;
       return c.exec(is_line(call) ? line_acquire_sql(config_.table) : acquire_sql(config_.table),
                     acquire_params(call, queued), call.deadline);
     });
     if (!out) return std::nullopt;
-    auto r = acquire_outcome(std::move(*out), call);
-    if (queued && r.ok() && r->kind == AcquireOutcome::Kind::granted) forget_place(call.name, call.owner, call.grant);
-    return r;
+    return acquire_outcome(std::move(*out), call);
   }
 
   void open_blocking() override {
@@ -212,41 +209,18 @@ class PgBackend final : public detail::Backend {
         },
         true);
     if (!out) return std::nullopt;
-    forget_place(call.name, call.owner, call.grant);
     return release_outcome(std::move(*out));
   }
 
   void acquire(const AcquireCall& call, std::function<void(Result<AcquireOutcome>)> done) override {
     if (call.lease.count() <= 0) return post(std::move(done), Status(Errc::invalid_argument, "lease must be > 0"));
-    if (call.queued) remember_place(call);
     ++commands_;
     conn_.query(is_line(call) ? line_acquire_sql(config_.table) : acquire_sql(config_.table),
-                acquire_params(call, call.queued), [this, call, done = std::move(done)](Result<Rows> r) {
-                  auto out = acquire_outcome(std::move(r), call);
-                  if (out.ok() && is_line(call)) {
-                    const HandedKey key{call.name, call.owner, call.grant};
-                    auto h = handed_.find(key);
-                    if (h != handed_.end() && out->kind == AcquireOutcome::Kind::busy && call.held == 0) {
-                      // This attempt was answered before the line handed it
-                      // the lock, and the hand-over's NOTIFY came first (the
-                      // client ignores it while an attempt is out): the
-                      // grant is this attempt's, made after it was sent.
-                      out->kind = AcquireOutcome::Kind::granted;
-                      out->fence = h->second;
-                      out->depth = 1;
-                      out->hint = {};
-                    }
-                    if (h != handed_.end() && out->kind != AcquireOutcome::Kind::busy) handed_.erase(h);
-                  }
-                  if (call.queued && out.ok() && out->kind == AcquireOutcome::Kind::granted)
-                    forget_place(call.name, call.owner, call.grant);
-                  done(std::move(out));
-                });
+                acquire_params(call, call.queued),
+                [call, done = std::move(done)](Result<Rows> r) { done(acquire_outcome(std::move(r), call)); });
   }
 
   void release(const ReleaseCall& call, std::function<void(Result<ReleaseOutcome>)> done) override {
-    forget_place(call.name, call.owner, call.grant);
-    handed_.erase({call.name, call.owner, call.grant});
     ++commands_;
     conn_.query(release_sql_for(call), release_params(call),
                 [done = std::move(done)](Result<Rows> r) { done(release_outcome(std::move(r))); });
@@ -258,8 +232,7 @@ class PgBackend final : public detail::Backend {
   // of a line (shared, or sent queued) may have left a place in it, or been
   // handed the lock: the line's abandon removes both, always.
   void abandon(const AbandonCall& call, std::function<void(Status)> done) override {
-    handed_.erase({call.name, call.owner, call.grant});
-    if (forget_place(call.name, call.owner, call.grant) || call.line || call.mode == LockMode::shared) {
+    if (call.line || call.mode == LockMode::shared) {
       ++commands_;
       conn_.query(line_abandon_sql(config_.table),
                   {call.name, call.owner, as_bigint(call.grant), std::to_string(call.held),
@@ -354,33 +327,12 @@ class PgBackend final : public detail::Backend {
   void on_notify(const std::string& payload) {
     HandOverPayload h;
     if (parse_hand_over(payload, h)) {
-      if (watches_.count(h.name)) {
-        // Kept for an attempt of that grant still out (see acquire()).
-        if (handed_.size() >= kMaxHanded) handed_.clear();  // stale ones of other clients: bounded
-        handed_[{h.name, h.owner, h.grant}] = h.fence;
-      }
       if (events_.handed) events_.handed({h.name, h.owner, h.grant, h.fence});  // held again: nobody else woken
     } else if (payload.size() > 2 && payload[0] == '\x1f' && payload[1] == 'c') {  // a free lock granted
       if (events_.changed) events_.changed(payload.substr(2));
     }
     // A name that merely looks like a hand-over is still a name.
     if (watches_.count(payload) && events_.released) events_.released({payload, 0});
-  }
-
-  // The attempts sent queued whose place (or hand-over) an abandon must
-  // remove; any thread (the fast path).
-  void remember_place(const AcquireCall& call) {
-    std::lock_guard lk(places_mu_);
-    if (places_.emplace(call.name, call.owner, call.grant).second) places_size_.fetch_add(1);
-  }
-  bool forget_place(const std::string& name, const std::string& owner, std::uint64_t grant) {
-    // A hold's calls are ordered, so its own remember_place is seen here:
-    // plain calls skip the lock.
-    if (places_size_.load() == 0) return false;
-    std::lock_guard lk(places_mu_);
-    if (places_.erase({name, owner, grant}) == 0) return false;
-    places_size_.fetch_sub(1);
-    return true;
   }
 
   // Runs f(connection) with a pooled blocking connection taken for the
@@ -481,13 +433,6 @@ class PgBackend final : public detail::Backend {
   bool closed_ = false;
   const std::string release_sql_ = release_sql(config_.table);
   const std::string line_release_sql_ = line_release_sql(config_.table);
-  std::mutex places_mu_;
-  std::set<std::tuple<std::string, std::string, std::uint64_t>> places_;  // guarded by places_mu_
-  std::atomic<std::size_t> places_size_{0};
-  // Hand-overs to (name, owner, grant) of watched names, I/O thread only.
-  using HandedKey = std::tuple<std::string, std::string, std::uint64_t>;
-  static constexpr std::size_t kMaxHanded = 1024;
-  std::map<HandedKey, std::uint64_t> handed_;
 };
 
 }  // namespace
