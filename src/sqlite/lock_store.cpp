@@ -95,7 +95,6 @@ Result<T> LockStore::in_transaction(bool* moved, F&& body) {
     return Status(Errc::outcome_unknown, s.message(), s.backend_code());
   }
   news_.released.insert(news_.released.end(), pending_.released.begin(), pending_.released.end());
-  news_.handed.insert(news_.handed.end(), pending_.handed.begin(), pending_.handed.end());
   pending_ = {};
   // Checked after the commit: a file still in place now was in place then
   // (its inode cannot come back to the path while this connection holds it).
@@ -269,7 +268,6 @@ Status LockStore::store_line(const std::string& name, const Line& before, const 
   if (left && !counted)
     if (Status s = table_->count_release(name); !s.ok()) return s;
   if (left || counted) pending_.released.push_back(name);
-  for (const auto& h : handed) pending_.handed.push_back({name, h.owner, h.grant, h.fence});
   return {};
 }
 

@@ -58,11 +58,10 @@ class LockStore {
 
   // What the calls since the last take_news() did that others must hear of:
   // names whose release counter moved (a release, a holder or waiter gone,
-  // a hand-over), and the waiters lines granted on the way.
+  // a hand-over; who got it is read back by holders()).
   struct News {
     std::vector<std::string> released;
-    std::vector<detail::HandOver> handed;
-    bool empty() const { return released.empty() && handed.empty(); }
+    bool empty() const { return released.empty(); }
   };
   News take_news() { return std::exchange(news_, {}); }
 

@@ -327,16 +327,11 @@ class SqliteBackend final : public detail::Backend {
     report_gone(*store_);
   }
 
-  // What a committed call did that others must hear of (I/O thread): the
-  // waiters a line granted are told (BackendEvents::handed: an idle one of
-  // this client holds the lock at once), and every name whose release
-  // counter moved is announced.
+  // What a committed call did that others must hear of (I/O thread): every
+  // name whose release counter moved is announced (tell() says who holds
+  // it now: a waiter of this client handed the lock holds it at once).
   void deliver(LockStore& store) {
     auto news = store.take_news();
-    for (auto& to : news.handed)
-      asio::post(io_, [this, to = std::move(to)] {
-        if (!closed_ && events_.handed) events_.handed(to);
-      });
     std::sort(news.released.begin(), news.released.end());
     news.released.erase(std::unique(news.released.begin(), news.released.end()), news.released.end());
     for (const auto& name : news.released) announce_release(name);
@@ -349,24 +344,23 @@ class SqliteBackend final : public detail::Backend {
     if (!news.released.empty()) wakeups_.ring();  // other processes
     // This one's waiters, through the I/O thread, if there are any: a watch
     // made after this check is followed by an attempt that sees the commit.
-    if (watched_names_.load() == 0 && news.handed.empty()) return;
+    if (watched_names_.load() == 0) return;
     asio::post(io_, [this, news = std::move(news)] {
       if (closed_) return;
-      for (const auto& to : news.handed)
-        if (events_.handed) events_.handed(to);
       for (const auto& name : news.released) announce_release(name, false);
     });
   }
 
-  // After the commit: this client's waiters are woken at once, other
-  // processes' through the wake file.
+  // After the commit: this client's waiters are told at once (if it has
+  // any for the name: a plain release nobody here waits for reads nothing
+  // more), other processes' through the wake file.
   void announce_release(const std::string& name, bool ring = true) {
     if (closed_) return;
-    if (auto it = watches_.find(name); it != watches_.end() && store_) {
-      auto seen = store_->releases(name);
-      if (seen.ok()) it->second.releases = *seen;
-    }
     if (ring) wakeups_.ring();
+    auto it = watches_.find(name);
+    if (it == watches_.end() || !store_) return;
+    auto seen = store_->releases(name);
+    if (seen.ok()) it->second.releases = *seen;
     tell(name);
   }
 
