@@ -190,7 +190,13 @@ void ZooKeeperEnsemble::start(int i) {
   Node& n = nodes_.at(i);
   if (n.pid > 0) return;
   const std::string d = dir_ + "/" + std::to_string(i);
-  n.pid = spawn({"java", "-Xms32m", "-Xmx128m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-cp",
+  // A server still looking for a quorum re-sends its votes with a backoff
+  // that doubles up to 60 s by default: one that found its peers not yet
+  // listening (started first, or through a proxy) could then stay out of
+  // the quorum for most of a minute after the others formed it. 2 s keeps
+  // it rejoining within a few seconds.
+  n.pid = spawn({"java", "-Xms32m", "-Xmx128m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+                 "-Dzookeeper.fastleader.maxNotificationInterval=2000", "-cp",
                  "/etc/zookeeper/conf:" + kJar + ":/usr/share/java/slf4j-simple.jar", "-Dzookeeper.log.dir=" + d,
                  "-Dzookeeper.root.logger=INFO,CONSOLE", "org.apache.zookeeper.server.quorum.QuorumPeerMain",
                  d + "/zoo.cfg"},
