@@ -26,9 +26,9 @@
 namespace dlock::test {
 
 // Servers for one test, and clients of them.
-class Env {
+class BackendEnv {
  public:
-  virtual ~Env() = default;
+  virtual ~BackendEnv() = default;
   virtual Client client() = 0;
   // Redlock's fence comes from node 0 and only when node 0 is in the
   // granting majority: a grant may have none (fence 0), as documented.
@@ -40,6 +40,9 @@ class Env {
   virtual bool freeze(bool) { return false; }
   // Fair, shared and counted locks are offered (Redlock refuses them).
   virtual bool lines() const { return true; }
+  // The URL another program (the dlock tool) reaches the server by; empty
+  // where there is none (the fake lives in this process).
+  virtual std::string url() const { return {}; }
 };
 
 // SIGSTOP / SIGCONT to `pid` and every process below it.
@@ -72,9 +75,10 @@ inline ClientOptions quiet() {
   return o;
 }
 
-class RedisEnv final : public Env {
+class RedisEnv final : public BackendEnv {
  public:
   Client client() override { return Client::connect(server_.url(), quiet()); }
+  std::string url() const override { return server_.url(); }
   bool freeze(bool on) override {
     on ? server_.pause() : server_.resume();
     return true;
@@ -84,7 +88,7 @@ class RedisEnv final : public Env {
   RedisServer server_;
 };
 
-class RedlockEnv final : public Env {
+class RedlockEnv final : public BackendEnv {
  public:
   bool every_grant_fenced() const override { return false; }
   bool lines() const override { return false; }
@@ -106,9 +110,10 @@ class RedlockEnv final : public Env {
   std::vector<std::unique_ptr<RedisServer>> servers_;
 };
 
-class SqliteEnv final : public Env {
+class SqliteEnv final : public BackendEnv {
  public:
-  Client client() override { return Client::connect("sqlite://" + dir_.file("locks.db"), quiet()); }
+  Client client() override { return Client::connect(url(), quiet()); }
+  std::string url() const override { return "sqlite://" + dir_.file("locks.db"); }
   // Another connection holds the file's write lock.
   bool freeze(bool on) override {
     if (on) {
@@ -129,9 +134,10 @@ class SqliteEnv final : public Env {
   sqlite3* db_ = nullptr;
 };
 
-class PostgresEnv final : public Env {
+class PostgresEnv final : public BackendEnv {
  public:
   Client client() override { return Client::connect(server_.url(), quiet()); }
+  std::string url() const override { return server_.url(); }
   // The postmaster and every backend process.
   bool freeze(bool on) override {
     std::ifstream pidfile(server_.dir() + "/data/postmaster.pid");
@@ -145,11 +151,12 @@ class PostgresEnv final : public Env {
   PostgresServer server_;
 };
 
-class ZooKeeperEnv final : public Env {
+class ZooKeeperEnv final : public BackendEnv {
  public:
   ZooKeeperEnv() : zk_(1) {}
   bool session_held() const override { return true; }
-  Client client() override { return Client::connect("zk://" + zk_.hosts() + "/contract", quiet()); }
+  Client client() override { return Client::connect(url(), quiet()); }
+  std::string url() const override { return "zk://" + zk_.hosts() + "/contract"; }
   bool freeze(bool on) override {
     on ? zk_.pause(0) : zk_.resume(0);
     return true;
@@ -159,7 +166,7 @@ class ZooKeeperEnv final : public Env {
   ZooKeeperEnsemble zk_;
 };
 
-class FakeEnv final : public Env {
+class FakeEnv final : public BackendEnv {
  public:
   FakeEnv() { server_.caps.lines = true; }
   Client client() override {
@@ -173,16 +180,16 @@ class FakeEnv final : public Env {
 
 struct Backend {
   const char* name;
-  std::unique_ptr<Env> (*make)();
+  std::unique_ptr<BackendEnv> (*make)();
 };
 
 inline const Backend kBackends[] = {
-    {"redis", [] { return std::unique_ptr<Env>(new RedisEnv); }},
-    {"redlock", [] { return std::unique_ptr<Env>(new RedlockEnv); }},
-    {"sqlite", [] { return std::unique_ptr<Env>(new SqliteEnv); }},
-    {"postgres", [] { return std::unique_ptr<Env>(new PostgresEnv); }},
-    {"zookeeper", [] { return std::unique_ptr<Env>(new ZooKeeperEnv); }},
-    {"fake", [] { return std::unique_ptr<Env>(new FakeEnv); }},
+    {"redis", [] { return std::unique_ptr<BackendEnv>(new RedisEnv); }},
+    {"redlock", [] { return std::unique_ptr<BackendEnv>(new RedlockEnv); }},
+    {"sqlite", [] { return std::unique_ptr<BackendEnv>(new SqliteEnv); }},
+    {"postgres", [] { return std::unique_ptr<BackendEnv>(new PostgresEnv); }},
+    {"zookeeper", [] { return std::unique_ptr<BackendEnv>(new ZooKeeperEnv); }},
+    {"fake", [] { return std::unique_ptr<BackendEnv>(new FakeEnv); }},
 };
 
 }  // namespace dlock::test

@@ -38,7 +38,7 @@ using ::testing::Gt;
 
 class LockContract : public ::testing::TestWithParam<Backend> {
  protected:
-  std::unique_ptr<Env> env = GetParam().make();
+  std::unique_ptr<BackendEnv> env = GetParam().make();
   Client client = env->client();
 };
 

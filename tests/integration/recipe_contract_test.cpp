@@ -2,13 +2,19 @@
 // fair locks grant in arrival order, SharedMutex lets readers overlap and
 // never starves a writer, Semaphore never has more holders than permits,
 // Election's terms increase. A backend that refuses them (Redlock) is tested
-// for a clear refusal instead.
+// for a clear refusal instead. Then the faults: a holder whose server stays
+// silent past its lease is told of the loss, a live waiter keeps its place
+// through many leases, and a holder paused past its lease (the dlock tool,
+// stopped) is overtaken and told when it wakes.
 #include <dlock/dlock.hpp>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <signal.h>
 
 #include <atomic>
 #include <chrono>
+#include <fstream>
+#include <functional>
 #include <future>
 #include <mutex>
 #include <shared_mutex>
@@ -17,17 +23,20 @@
 #include <vector>
 
 #include "backend_envs.hpp"
+#include "support/process.hpp"
 #include "support/status_matchers.hpp"
+#include "support/temp_dir.hpp"
 
 namespace dlock::test {
 namespace {
 
 using namespace std::chrono_literals;
 using ::testing::HasSubstr;
+using Clock = std::chrono::steady_clock;
 
 class RecipeContract : public ::testing::TestWithParam<Backend> {
  protected:
-  std::unique_ptr<Env> env = GetParam().make();
+  std::unique_ptr<BackendEnv> env = GetParam().make();
   Client client = env->client();
 
   // Waits until the server counts `n` waiters on `name` (their places are
@@ -243,6 +252,171 @@ TEST_P(RecipeContract, AnElectionHasOneLeaderPerTermAndObserversSeeEachChange) {
   for (const auto& l : seen) saw_a |= l && l->id == "node-a";
   EXPECT_TRUE(saw_a) << "the observer saw node-a lead first";
 }
+
+// A leader whose lease ran out unrenewed is no longer leading (leading()
+// checks valid_until() as well as the loss signal), and the next candidate
+// leads with a larger term.
+TEST_P(RecipeContract, ALeadershipWhoseLeaseRanOutIsNotLeading) {
+  if (!env->lines()) GTEST_SKIP() << "refused (see above)";
+  if (env->session_held()) GTEST_SKIP() << "a session keeps leadership: no fixed lease";
+  LockOptions brief;
+  brief.lease = 300ms;  // not renewed: as if the leader's process were starved
+  Election e(client, "brief", "starved", brief);
+  Leadership lead = e.campaign(5s).value();
+  EXPECT_TRUE(lead.leading());
+  EXPECT_LE(lead.valid_until(), Clock::now() + 300ms);
+  std::this_thread::sleep_for(400ms);
+  EXPECT_FALSE(lead.leading()) << "past valid_until()";
+  auto next = Election(env->client(), "brief", "next").campaign(5s);
+  ASSERT_THAT(next.status(), IsOk());
+  EXPECT_GT(next->term(), lead.term());
+}
+
+// A live waiter's place is kept by its heartbeats (or its session), never by
+// a deadline it set when it arrived: one that waits five times its lease is
+// still served before a later arrival.
+TEST_P(RecipeContract, ALiveWaiterKeepsItsPlaceThroughManyLeases) {
+  if (!env->lines()) GTEST_SKIP() << "refused (see above)";
+  LockOptions brief = fair();
+  brief.watchdog_lease = 500ms;
+  brief.renew_interval = 150ms;
+  Lease holder = client.acquire("patient", 5s, brief).value();
+  Client early_client = env->client(), late_client = env->client();
+  std::mutex mu;
+  std::vector<std::pair<std::string, std::uint64_t>> order;
+  auto take = [&](Client& c, std::string who) {
+    return std::async(std::launch::async, [&, who] {
+      auto l = c.acquire("patient", 30s, brief);
+      if (!l.ok()) return l.status();
+      {
+        std::lock_guard lk(mu);
+        order.emplace_back(who, l->fence());
+      }
+      return l->release();
+    });
+  };
+  auto early = take(early_client, "early");
+  await_waiters("patient", 1);
+  std::this_thread::sleep_for(2500ms);  // five leases of waiting
+  auto late = take(late_client, "late");
+  await_waiters("patient", 2);
+  std::this_thread::sleep_for(300ms);
+  ASSERT_THAT(holder.release(), IsOk());
+  EXPECT_THAT(early.get(), IsOk());
+  EXPECT_THAT(late.get(), IsOk());
+  ASSERT_EQ(order.size(), 2u);
+  EXPECT_EQ(order[0].first, "early") << "the waiter that waited longest lost its place";
+  EXPECT_LT(order[0].second, order[1].second);
+}
+
+// Holders of every recipe are told of a loss (lost_token) when their server
+// stays silent past the lease, and the server frees what they held once it
+// answers again: a live holder's grant never disappears unannounced.
+TEST_P(RecipeContract, RecipeHoldersAreToldOfALossWhenTheirServerIsSilentPastTheLease) {
+  if (!env->lines()) GTEST_SKIP() << "refused (see above)";
+  LockOptions o;
+  o.watchdog_lease = 1s;
+  o.renew_interval = 300ms;
+  SharedMutex reader(client, "rw-lost", o);
+  Semaphore permit(client, "sem-lost", 1, o);
+  Election election(client, "lead-lost", "me", o);
+  reader.lock_shared();
+  ASSERT_TRUE(permit.try_acquire_for(5s));
+  Leadership lead = election.campaign(5s).value();
+  const std::uint64_t reader_fence = reader.fence(), permit_fence = permit.fences().front();
+  EXPECT_FALSE(reader.lost_token().stop_requested());
+  EXPECT_FALSE(permit.lost_token().stop_requested());
+  EXPECT_TRUE(lead.leading());
+  if (!env->freeze(true)) GTEST_SKIP() << "this backend's server cannot be frozen";
+  const auto frozen = Clock::now();
+  auto all_lost = [&] {
+    return reader.lost_token().stop_requested() && permit.lost_token().stop_requested() && lead.lost();
+  };
+  // A session (ZooKeeper, 10 s by default) is given up on within its timeout.
+  while (!all_lost() && Clock::now() - frozen < 30s) std::this_thread::sleep_for(20ms);
+  const auto took = std::chrono::duration_cast<milliseconds>(Clock::now() - frozen);
+  env->freeze(false);
+  EXPECT_TRUE(reader.lost_token().stop_requested()) << "a read lock";
+  EXPECT_TRUE(permit.lost_token().stop_requested()) << "a permit";
+  EXPECT_TRUE(lead.lost()) << "a leadership";
+  EXPECT_FALSE(lead.leading());
+  std::cout << "[measure] silent." << GetParam().name << ".all_told=" << took.count() << "ms" << std::endl;
+  // Once the server answers, others get what was lost, with larger fences
+  // (a session's grants go when the server expires the session).
+  Client other = env->client();
+  SharedMutex writer(other, "rw-lost");
+  EXPECT_TRUE(writer.try_lock_for(30s)) << "the lost read lock was freed";
+  if (writer.fence() != 0) EXPECT_GT(writer.fence(), reader_fence);
+  Semaphore next(other, "sem-lost", 1);
+  EXPECT_TRUE(next.try_acquire_for(30s)) << "the lost permit came back";
+  if (!next.fences().empty()) EXPECT_GT(next.fences().front(), permit_fence);
+  Election rival(other, "lead-lost", "rival");
+  auto won = rival.campaign(30s);
+  ASSERT_THAT(won.status(), IsOk()) << "the lost leadership was freed";
+  EXPECT_GT(won->term(), lead.term());
+  EXPECT_EQ(rival.leader()->value_or(LeaderInfo{}).id, "rival");
+}
+
+#ifdef DLOCK_CLI_PATH
+// A holder of each recipe that is paused past its lease (the dlock tool,
+// SIGSTOPped while its CMD runs) is overtaken by a waiter with a larger
+// fence, and is told when it wakes: CMD gets SIGTERM and dlock exits 79.
+TEST_P(RecipeContract, AHolderPausedPastItsLeaseIsOvertakenAndToldWhenItWakes) {
+  if (!env->lines()) GTEST_SKIP() << "refused (see above)";
+  if (env->url().empty()) GTEST_SKIP() << "no server another program can reach";
+  struct Case {
+    std::vector<std::string> how;                       // dlock's subcommand and flags
+    std::function<std::uint64_t(Client&, const std::string&)> overtake;  // the fence taken, 0 if none
+  };
+  const std::vector<Case> cases = {
+      {{"run", "--fair"}, [](Client& c, const std::string& n) {
+         auto l = c.acquire(n, 30s, fair());
+         return l.ok() ? l->fence() : 0;
+       }},
+      {{"run", "--shared"}, [](Client& c, const std::string& n) {
+         SharedMutex w(c, n);
+         return w.try_lock_for(30s) ? w.fence() : 0;
+       }},
+      {{"run", "--permits", "1"}, [](Client& c, const std::string& n) {
+         Semaphore s(c, n, 1);
+         return s.try_acquire_for(30s) ? s.fences().front() : 0;
+       }},
+      {{"elect", "--id", "paused"}, [](Client& c, const std::string& n) {
+         auto l = Election(c, n, "usurper").campaign(30s);
+         return l.ok() ? l->term() : 0;
+       }},
+  };
+  TempDir dir;
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    const std::string name = "paused" + std::to_string(i), started = dir.file(name + ".started");
+    SCOPED_TRACE(join_args(cases[i].how));
+    std::vector<std::string> args = {DLOCK_CLI_PATH};
+    args.insert(args.end(), cases[i].how.begin(), cases[i].how.end());
+    if (env->session_held())
+      args.insert(args.end(), {"--url", env->url() + "?session_timeout=2s"});
+    else
+      args.insert(args.end(), {"--url", env->url(), "--ttl", "600ms"});
+    args.insert(args.end(), {"--grace", "1s", name, "--", "sh", "-c",
+                             "echo \"$DLOCK_FENCE $$\" > " + started + ".tmp; mv " + started + ".tmp " + started +
+                                 "; exec sleep 60"});
+    Child dlock = spawn(args, {}, dir.file(name + ".out"));
+    std::uint64_t fence = 0;
+    pid_t cmd = 0;
+    for (auto until = Clock::now() + 20s; Clock::now() < until && !(std::ifstream(started) >> fence >> cmd);)
+      std::this_thread::sleep_for(10ms);
+    ASSERT_GT(cmd, 0) << "CMD never started under the lock";
+    ASSERT_EQ(::kill(dlock.pid, SIGSTOP), 0);
+    const std::uint64_t taken = cases[i].overtake(client, name);
+    EXPECT_GT(taken, fence) << "the paused holder's grant lapsed and a larger fence was granted";
+    ::kill(dlock.pid, SIGCONT);
+    const int code = wait_exit(dlock.pid, 30s);
+    EXPECT_EQ(code, 79) << "dlock, woken, must report the loss";
+    EXPECT_NE(::kill(cmd, 0), 0) << "CMD was ended when the loss was found";
+    if (code == -1) ::kill(dlock.pid, SIGKILL), wait_exit(dlock.pid, 5s);
+    ::kill(cmd, SIGKILL);
+  }
+}
+#endif
 
 INSTANTIATE_TEST_SUITE_P(Backends, RecipeContract, ::testing::ValuesIn(kBackends),
                          [](const auto& info) { return std::string(info.param.name); });
