@@ -1,5 +1,6 @@
 #include "dlock/semaphore.hpp"
 
+#include <algorithm>
 #include <optional>
 
 #include "recipe_calls.hpp"
@@ -68,6 +69,14 @@ std::vector<std::uint64_t> Semaphore::fences() const {
   std::vector<std::uint64_t> out;
   for (const auto& p : held_) out.push_back(p->lease.fence());
   return out;
+}
+
+std::chrono::steady_clock::time_point Semaphore::valid_until() const {
+  std::lock_guard lk(mu_);
+  if (held_.empty()) throw Error(Errc::not_held, "Semaphore::valid_until(): no permit held");
+  auto until = std::chrono::steady_clock::time_point::max();
+  for (const auto& p : held_) until = std::min(until, p->lease.valid_until());
+  return until;
 }
 
 std::stop_token Semaphore::lost_token() const {

@@ -1,5 +1,7 @@
 #include "dlock/shared_mutex.hpp"
 
+#include <algorithm>
+
 #include "recipe_calls.hpp"
 
 namespace dlock {
@@ -90,6 +92,15 @@ std::stop_token SharedMutex::lost_token() const {
   if (writer_.held()) return writer_.lost_token();
   if (!readers_.empty()) return readers_.back().lost_token();
   return {};
+}
+
+std::chrono::steady_clock::time_point SharedMutex::valid_until() const {
+  std::lock_guard lk(mu_);
+  if (!writer_.held() && readers_.empty()) throw Error(Errc::not_held, "SharedMutex::valid_until(): not held");
+  auto until = std::chrono::steady_clock::time_point::max();
+  if (writer_.held()) until = writer_.valid_until();
+  for (const Lease& r : readers_) until = std::min(until, r.valid_until());
+  return until;
 }
 
 unsigned SharedMutex::readers() const {

@@ -18,6 +18,7 @@
 #ifndef DLOCK_ELECTION_HPP_
 #define DLOCK_ELECTION_HPP_
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -46,7 +47,14 @@ class Leadership {
   const std::string& id() const { return id_; }
   bool lost() const noexcept { return lease_.lost(); }
   std::stop_token lost_token() const noexcept { return lease_.lost_token(); }
-  bool leading() const noexcept { return lease_.held() && !lease_.lost(); }
+  // Until when this leadership is known to be valid (Lease::valid_until):
+  // act as leader only before it, even if no loss was signalled yet (a
+  // starved process may learn of a loss late).
+  std::chrono::steady_clock::time_point valid_until() const { return lease_.valid_until(); }
+  // Held, not lost, and still valid by the steady clock.
+  bool leading() const noexcept {
+    return lease_.held() && !lease_.lost() && std::chrono::steady_clock::now() < lease_.valid_until();
+  }
   // Steps down (the next candidate in line leads at once). Errors as
   // Lease::release.
   Status resign() { return lease_.release(); }

@@ -9,7 +9,9 @@
 // Like std::counting_semaphore, except that the count is set at run time
 // and kept on the server: every client of a name must give the same
 // `permits`, and one that disagrees gets Error(invalid_argument) naming both
-// counts (a semaphore of 3 cannot quietly become one of 5).
+// counts (a semaphore of 3 held or waited for cannot quietly become one of
+// 5). The count is kept with each permit and place in line: once nobody
+// holds or waits, the next client sets it (that is how it is changed).
 //
 // Every permit is a lease of its own, renewed by the client's watchdog (or
 // kept by the session on ZooKeeper): a crashed holder's permit comes back
@@ -69,6 +71,10 @@ class Semaphore {
   std::vector<std::uint64_t> fences() const;
   // Fires when any permit of this object is lost. A default token when none is held.
   std::stop_token lost_token() const;
+  // Until when every permit held is known to be valid (the earliest
+  // Lease::valid_until of them). REQUIRES: held() > 0 (else throws
+  // Error(not_held)).
+  std::chrono::steady_clock::time_point valid_until() const;
   Status last_release_status() const;
   const std::string& name() const { return name_; }
 

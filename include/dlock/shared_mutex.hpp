@@ -81,6 +81,9 @@ class SharedMutex {
   std::uint64_t fence() const;
   // Fires when a hold of this object is lost. A default token when none is held.
   std::stop_token lost_token() const;
+  // Until when every hold of this object is known to be valid (the earliest
+  // Lease::valid_until of them). REQUIRES: held (else throws Error(not_held)).
+  std::chrono::steady_clock::time_point valid_until() const;
   unsigned readers() const;  // read holds of this object
   bool writing() const;
   Status last_release_status() const;

@@ -140,7 +140,8 @@ class ReadWrite final : public RecipeBase {
     return r;
   }
   bool still_valid() const override {
-    return (reading_ ? rw_->readers() > 0 : rw_->writing()) && !rw_->lost_token().stop_requested();
+    return (reading_ ? rw_->readers() > 0 : rw_->writing()) && !rw_->lost_token().stop_requested() &&
+           Clock::now() < rw_->valid_until();
   }
   ReleaseResult release() override {
     if (reading_ ? rw_->readers() == 0 : !rw_->writing()) return {Outcome::fail, "not held"};
@@ -167,7 +168,9 @@ class CountingSemaphore final : public RecipeBase {
     plan_.writes = false;  // N holders at once: the registers would judge them as a mutex
     return r;
   }
-  bool still_valid() const override { return sem_->held() > 0 && !sem_->lost_token().stop_requested(); }
+  bool still_valid() const override {
+    return sem_->held() > 0 && !sem_->lost_token().stop_requested() && Clock::now() < sem_->valid_until();
+  }
   ReleaseResult release() override {
     if (sem_->held() == 0) return {Outcome::fail, "not held"};
     sem_->release();
