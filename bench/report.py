@@ -509,17 +509,17 @@ def recipes_section(md, run, meta=None):
         pg_txt = (f"; PostgreSQL's NOTIFY names the recipient: {fmt(m(pg_f, 'wakeups_per_op'), 1)} per critical "
                   f"section" if pg_f and "wakeups_per_op" in pg_f[0] else "")
         notes.append(f"- **Fair on SQLite** runs at {m(sq_f, 'cs_per_s') / m(sq_u, 'cs_per_s'):.2f}× the unfair "
-                     f"lock (idle), its hand-off p50 {fmt(m(sq_f, 'handoff_p50_us'))} µs: every change of the "
-                     f"database file wakes every waiter (inotify on its folder), "
+                     f"lock (idle), its hand-off p50 {fmt(m(sq_f, 'handoff_p50_us'))} µs. A change of the database "
+                     f"file wakes every process watching it (inotify on its folder); each reads who holds the "
+                     f"name, and only the waiter handed the lock (or every waiter of a free one) acts: "
                      f"{fmt(m(sq_f, 'wakeups_per_op'), 1)} wake-ups and {fmt(m(sq_f, 'requests_per_op'), 1)} "
-                     f"requests per critical section, each a transaction that queues for SQLite's one writer"
-                     f"{pg_txt}. Not profiled further.")
+                     f"requests per critical section, the writes among them transactions that queue for "
+                     f"SQLite's one writer{pg_txt}.")
     zk_f = rows("zk", "W3-fair", "idle")
     if zk_f:
         notes.append("- **ZooKeeper.** A fresh server compiles its hot paths for seconds (in a 4 s profile of a "
                      "fair W3 on a fresh server, its C2 compiler thread used 1.7 s of CPU, beside the clients); "
-                     "`scripts/bench` now warms it up before the first row (runs before that change, like the "
-                     "one above, have their first ZooKeeper rep on a cold server: the low end of the min–max). "
+                     "`scripts/bench` warms it up before the first row. "
                      f"A hand-off there wakes {fmt(m(zk_f, 'wakeups_per_op'), 1)} waiter per critical section "
                      f"(the watch on the node ahead) for {fmt(m(zk_f, 'requests_per_op'), 1)} requests.")
     failed_path = os.path.join(run, "recipes_failed.tsv")
