@@ -219,6 +219,10 @@ struct HandOver {
   std::string owner;
   std::uint64_t grant = 0;
   std::uint64_t fence = 0;
+  // The grant's lease, where the backend says it (0: not said). The other
+  // waiters of the name look again by then: a recipient that died holds it
+  // only that long, and nobody publishes its end.
+  milliseconds lease{0};
 };
 
 // A hold the backend knows is gone.

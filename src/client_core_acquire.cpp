@@ -372,13 +372,26 @@ void ClientCore::on_release_published(const std::string& name, std::uint64_t att
 // answers a caller it granted as granted); an idle one is granted here, its
 // lease counted from its newest busy attempt's send time (the hand-over came
 // after that attempt found the lock busy). Anything else (the waiter gave up
-// meanwhile: its abandon removes the hold) is left alone.
+// meanwhile: its abandon removes the hold) is left alone. The name's other
+// waiters sleep on, but no longer than the grant's lease: a recipient that
+// died holds it until then, and nothing is published when that runs out.
 void ClientCore::on_handed(const HandOver& to) {
   auto it = waiters_.find(to.name);
   if (it == waiters_.end()) return;
   std::shared_ptr<AcquireOp> op;
   for (const auto& w : it->second)
     if (!w->finished && w->hold->owner == to.owner && w->fresh_grant == to.grant) op = w;
+  if (to.lease.count() > 0) {
+    const auto by = now() + to.lease;
+    for (const auto& w : it->second) {
+      if (w == op || w->finished || w->fsm.attempting() || w->timer.expiry() <= by) continue;
+      w->timer.expires_at(by);  // cancels the wait armed for later; same handler as step()'s
+      w->timer.async_wait([this, w](const error_code& ec) {
+        if (ec || closing_ || w->finished) return;
+        step(w, w->fsm.on_wake(now()));
+      });
+    }
+  }
   if (!op) return;
   wakeups_.fetch_add(1, std::memory_order_relaxed);
   const auto now = this->now();

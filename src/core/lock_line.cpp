@@ -29,7 +29,7 @@ std::vector<Handed> promote(LineState& s, std::int64_t now, const NextFence& nex
     LineWaiter w = std::move(s.line.front());
     s.line.erase(s.line.begin());
     LineHolder h{w.owner, w.grant, w.mode, 1, next_fence(), now + w.lease_ms, std::move(w.info)};
-    out.push_back({h.owner, h.grant, h.fence});
+    out.push_back({h.owner, h.grant, h.fence, w.lease_ms});
     s.holders.push_back(std::move(h));
   }
   return out;

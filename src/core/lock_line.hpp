@@ -97,6 +97,7 @@ struct Handed {
   std::string owner;
   std::uint64_t grant = 0;
   std::uint64_t fence = 0;
+  std::int64_t lease_ms = 0;  // the grant's lease: it is free by then unless renewed
 };
 
 using NextFence = std::function<std::uint64_t()>;

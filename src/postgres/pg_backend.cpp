@@ -327,7 +327,9 @@ class PgBackend final : public detail::Backend {
   void on_notify(const std::string& payload) {
     HandOverPayload h;
     if (parse_hand_over(payload, h)) {
-      if (events_.handed) events_.handed({h.name, h.owner, h.grant, h.fence});  // held again: nobody else woken
+      // Held again: nobody else is woken, but the other waiters look again
+      // by the grant's lease (its recipient may have died).
+      if (events_.handed) events_.handed({h.name, h.owner, h.grant, h.fence, milliseconds(h.lease_ms)});
     } else if (payload.size() > 2 && payload[0] == '\x1f' && payload[1] == 'c') {  // a free lock granted
       if (events_.changed) events_.changed(payload.substr(2));
     }

@@ -23,7 +23,7 @@ BEGIN
   PERFORM set_config('synchronous_commit', 'on', true);  -- a table lost in a crash loses its locks
   IF to_regclass('@T_meta') IS NOT NULL THEN
     SELECT value INTO v FROM @T_meta WHERE key = 'schema';
-    IF v >= 3 THEN RETURN; END IF;  -- current (or newer: refused by the version check)
+    IF v >= 4 THEN RETURN; END IF;  -- current (or newer: refused by the version check)
   END IF;
   CREATE SEQUENCE IF NOT EXISTS @T_fence NO CYCLE;
   CREATE TABLE IF NOT EXISTS @T (
@@ -279,10 +279,12 @@ BEGIN
       END IF;
       n := n + 1;
       IF w.owner IS DISTINCT FROM p_skip_owner OR w.grant_id IS DISTINCT FROM p_skip_grant THEN
-        -- Unit separator, 'h', then fence:grant:owner-bytes:owner and the
-        -- name: never a plain release's payload (the bare name) in practice.
-        PERFORM pg_notify('@C', chr(31) || 'h' || f || ':' || w.grant_id || ':' || octet_length(w.owner) || ':' ||
-                                w.owner || p_name);
+        -- Unit separator, 'h', then fence:lease:grant:owner-bytes:owner and
+        -- the name: never a plain release's payload (the bare name) in
+        -- practice. The lease tells the other waiters how long a recipient
+        -- that died keeps it (nothing is published when that runs out).
+        PERFORM pg_notify('@C', chr(31) || 'h' || f || ':' || w.lease_ms || ':' || w.grant_id || ':' ||
+                                octet_length(w.owner) || ':' || w.owner || p_name);
       END IF;
     END LOOP;
     PERFORM @T_line_mark(p_name, p_now);
@@ -546,7 +548,7 @@ BEGIN
   END $f$;
 
   CREATE TABLE IF NOT EXISTS @T_meta (key text PRIMARY KEY, value bigint NOT NULL);
-  INSERT INTO @T_meta VALUES ('schema', 3) ON CONFLICT (key) DO UPDATE SET value = 3;
+  INSERT INTO @T_meta VALUES ('schema', 4) ON CONFLICT (key) DO UPDATE SET value = 4;
 END $do$
 )sql";
 
@@ -634,7 +636,7 @@ bool parse_hand_over(const std::string& payload, HandOverPayload& out) {
     return true;
   };
   std::uint64_t owner_bytes = 0;
-  if (!number(out.fence) || !number(out.grant) || !number(owner_bytes)) return false;
+  if (!number(out.fence) || !number(out.lease_ms) || !number(out.grant) || !number(owner_bytes)) return false;
   if (payload.size() - at < owner_bytes) return false;
   out.owner = payload.substr(at, owner_bytes);
   out.name = payload.substr(at + owner_bytes);

@@ -26,13 +26,14 @@
 //   <table>_line_tombs  (name, owner, grant) of a line whose stray acquire
 //                    must not grant
 //   NOTIFY <table>_released, payload = hand_over_payload(): the waiter a
-//                    release (or any call) granted, at that call's commit
+//                    release (or any call) granted and its lease, at that
+//                    call's commit (version 4: the lease was added)
 //
 // Every object is qualified with one schema (the URL's `schema`, default
 // public), never found through search_path: roles with different
 // search_paths must share one table. Versions 1 (unqualified, no tombstones,
-// commits as the server's synchronous_commit says) and 2 (no lines) are
-// migrated in place.
+// commits as the server's synchronous_commit says), 2 (no lines) and 3
+// (hand-overs without their lease) are migrated in place.
 #ifndef DLOCK_POSTGRES_SCHEMA_HPP_
 #define DLOCK_POSTGRES_SCHEMA_HPP_
 
@@ -41,7 +42,7 @@
 
 namespace dlock::postgres {
 
-inline constexpr int kSchemaVersion = 3;
+inline constexpr int kSchemaVersion = 4;
 
 struct TableName {
   std::string schema = "public";
@@ -89,7 +90,7 @@ std::string line_renew_sql(const TableName& table);
 // name), and its parse; false: not one.
 struct HandOverPayload {
   std::string name, owner;
-  std::uint64_t grant = 0, fence = 0;
+  std::uint64_t grant = 0, fence = 0, lease_ms = 0;
 };
 bool parse_hand_over(const std::string& payload, HandOverPayload& out);
 

@@ -75,12 +75,13 @@ end
 local function L_promote(st, lock, fence, now, handed)
   while #st.w > 0 and L_compatible(st, lock, st.w[1].m) do
     local w = table.remove(st.w, 1)
-    handed[#handed + 1] = {o = w.o, f = L_grant(st, lock, fence, w.o, w.m, w.l, now, w.i)}
+    handed[#handed + 1] = {o = w.o, l = w.l, f = L_grant(st, lock, fence, w.o, w.m, w.l, now, w.i)}
   end
 end
 local function L_announce(channel, handed)
   for _, h in ipairs(handed) do
-    pcall(redis.call, 'publish', channel, 'h:' .. string.format('%d', h.f) .. ':' .. h.o)
+    pcall(redis.call, 'publish', channel,
+          'h:' .. string.format('%d', h.f) .. ':' .. string.format('%d', h.l) .. ':' .. h.o)
   end
 end
 local function L_without(handed, me)

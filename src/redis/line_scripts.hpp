@@ -10,8 +10,8 @@
 //                     latest entry's expiry (server time);
 //   <prefix>{N}:t:<o> a tombstone per owner + grant, as for plain locks.
 // Owners are the wire owners "<owner>/<grant>". A hand-over is published on
-// the name's wake channel as "h:<fence>:<wire owner>" (the plain release
-// stays "1").
+// the name's wake channel as "h:<fence>:<lease ms>:<wire owner>" (the plain
+// release stays "1").
 #ifndef DLOCK_REDIS_LINE_SCRIPTS_HPP_
 #define DLOCK_REDIS_LINE_SCRIPTS_HPP_
 

@@ -583,15 +583,19 @@ class RedisBackend final : public detail::Backend {
       if (it == watches_.end()) return;
       // A copy of the name: the handlers may unwatch.
       std::string name = it->second.name;
-      // A hand-over, "h:<fence>:<owner>/<grant>": its recipient holds the
-      // lock now (the other waiters sleep on: it is held again).
+      // A hand-over, "h:<fence>:<lease ms>:<owner>/<grant>": its recipient
+      // holds the lock now (the other waiters sleep on: it is held again,
+      // for up to that lease unless renewed).
       const std::string& payload = r.elements[2].str;
       if (payload.starts_with("h:") && events_.handed) {
         const auto colon = payload.find(':', 2);
+        const auto colon2 = colon == std::string::npos ? colon : payload.find(':', colon + 1);
         detail::HandOver to;
         to.name = name;
-        if (colon != std::string::npos && split_wire_owner(std::string_view(payload).substr(colon + 1), to.owner, to.grant)) {
+        if (colon2 != std::string::npos &&
+            split_wire_owner(std::string_view(payload).substr(colon2 + 1), to.owner, to.grant)) {
           to.fence = std::strtoull(payload.c_str() + 2, nullptr, 10);
+          to.lease = milliseconds(std::strtoll(payload.c_str() + colon + 1, nullptr, 10));
           events_.handed(to);
         }
         return;  // held again: nobody else could take it

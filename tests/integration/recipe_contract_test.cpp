@@ -358,6 +358,46 @@ TEST_P(RecipeContract, RecipeHoldersAreToldOfALossWhenTheirServerIsSilentPastThe
 }
 
 #ifdef DLOCK_CLI_PATH
+// The dlock tool's arguments: `how` (subcommand and flags) on this
+// backend's server with a short lease (or session), NAME, and `sh -c CMD`.
+std::vector<std::string> dlock_tool(const BackendEnv& env, const std::vector<std::string>& how,
+                                    const std::string& name, const std::string& cmd) {
+  std::vector<std::string> args = {DLOCK_CLI_PATH};
+  args.insert(args.end(), how.begin(), how.end());
+  if (env.session_held())
+    args.insert(args.end(), {"--url", env.url() + "?session_timeout=2s"});
+  else
+    args.insert(args.end(), {"--url", env.url(), "--ttl", "600ms"});
+  args.insert(args.end(), {"--grace", "1s", name, "--", "sh", "-c", cmd});
+  return args;
+}
+
+// A waiter whose process dies in line (SIGKILL: no goodbye) leaves it by its
+// lease or session; the waiter behind it is served when the holder releases.
+TEST_P(RecipeContract, AWaiterKilledInLineDoesNotStallIt) {
+  if (!env->lines()) GTEST_SKIP() << "refused (see above)";
+  if (env->url().empty()) GTEST_SKIP() << "no server another program can reach";
+  Lease holder = client.acquire("dead-line", 5s, fair()).value();
+  Child dead = spawn(dlock_tool(*env, {"run", "--fair"}, "dead-line", "true"));
+  await_waiters("dead-line", 1);
+  Client behind_client = env->client();
+  auto behind = std::async(std::launch::async, [&] { return behind_client.acquire("dead-line", 30s, fair()); });
+  await_waiters("dead-line", 2);
+  ::kill(dead.pid, SIGKILL);
+  EXPECT_EQ(wait_exit(dead.pid, 5s), 128 + SIGKILL);
+  const auto released = Clock::now();
+  ASSERT_THAT(holder.release(), IsOk());
+  auto got = behind.get();
+  ASSERT_THAT(got.status(), IsOk()) << "the line stalled behind a dead waiter";
+  const auto served_after = std::chrono::duration_cast<milliseconds>(Clock::now() - released);
+  std::cout << "[measure] dead-waiter." << GetParam().name << ".served_after=" << served_after.count() << "ms"
+            << std::endl;
+  // The dead waiter may be handed the lock and keep it for its lease (600
+  // ms) or session (2 s); the one behind must not sleep on to its own
+  // heartbeat (a third of its 30 s lease).
+  EXPECT_LT(served_after, 6s);
+}
+
 // A holder of each recipe that is paused past its lease (the dlock tool,
 // SIGSTOPped while its CMD runs) is overtaken by a waiter with a larger
 // fence, and is told when it wakes: CMD gets SIGTERM and dlock exits 79.
@@ -390,16 +430,10 @@ TEST_P(RecipeContract, AHolderPausedPastItsLeaseIsOvertakenAndToldWhenItWakes) {
   for (std::size_t i = 0; i < cases.size(); ++i) {
     const std::string name = "paused" + std::to_string(i), started = dir.file(name + ".started");
     SCOPED_TRACE(join_args(cases[i].how));
-    std::vector<std::string> args = {DLOCK_CLI_PATH};
-    args.insert(args.end(), cases[i].how.begin(), cases[i].how.end());
-    if (env->session_held())
-      args.insert(args.end(), {"--url", env->url() + "?session_timeout=2s"});
-    else
-      args.insert(args.end(), {"--url", env->url(), "--ttl", "600ms"});
-    args.insert(args.end(), {"--grace", "1s", name, "--", "sh", "-c",
-                             "echo \"$DLOCK_FENCE $$\" > " + started + ".tmp; mv " + started + ".tmp " + started +
-                                 "; exec sleep 60"});
-    Child dlock = spawn(args, {}, dir.file(name + ".out"));
+    Child dlock = spawn(dlock_tool(*env, cases[i].how, name,
+                                   "echo \"$DLOCK_FENCE $$\" > " + started + ".tmp; mv " + started + ".tmp " +
+                                       started + "; exec sleep 60"),
+                        {}, dir.file(name + ".out"));
     std::uint64_t fence = 0;
     pid_t cmd = 0;
     for (auto until = Clock::now() + 20s; Clock::now() < until && !(std::ifstream(started) >> fence >> cmd);)

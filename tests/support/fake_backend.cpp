@@ -277,6 +277,13 @@ void FakeServer::take(const std::string& name) {
   locks_[name] = {"other", 1, 1, ++fence_, ttl_ ? steady_ms() + ttl_->count() : detail::kNoExpiry};
 }
 
+void FakeServer::queue_ghost(const std::string& name, std::chrono::milliseconds lease) {
+  std::lock_guard lk(mu_);
+  detail::LineState& st = line(name);
+  st.line.push_back({"ghost", 1, detail::LockMode::exclusive, st.next_ticket++, lease.count(),
+                     steady_ms() + lease.count(), ""});
+}
+
 std::int64_t FakeServer::steady_ms() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
       .count();
@@ -310,7 +317,7 @@ detail::LineState& FakeServer::line(const std::string& name) {
 // observer's wake-up); a line with nobody left publishes a plain release.
 void FakeServer::hand_over(const std::string& name, const std::vector<detail::Handed>& to) {
   auto it = lines_.find(name);
-  for (const auto& h : to) each_backend([&](FakeBackend* b) { b->publish(detail::HandOver{name, h.owner, h.grant, h.fence}); });
+  for (const auto& h : to) each_backend([&](FakeBackend* b) { b->publish(detail::HandOver{name, h.owner, h.grant, h.fence, std::chrono::milliseconds(h.lease_ms)}); });
   if (it != lines_.end() && it->second.holders.empty()) publish(name);
   if (it != lines_.end() && it->second.empty()) lines_.erase(it);
 }

@@ -89,6 +89,10 @@ struct FakeServer {
   void set_holder_ttl(std::optional<std::chrono::milliseconds> ttl);
   // Another client's hold (owner "other"), for the holder TTL.
   void take(const std::string& name);
+  // A waiter (owner "ghost") joins `name`'s line and never comes back, as
+  // a client that died in line: its place, and a grant handed to it, last
+  // `lease`.
+  void queue_ghost(const std::string& name, std::chrono::milliseconds lease);
   // Deletes the lock as an expiry would; publish: as a release would.
   void drop(const std::string& name, bool publish);
   void link(bool up);

@@ -80,6 +80,25 @@ TEST_F(Lines, AWaiterWhoseFirstAttemptWasOnTheFastPathIsHandedTheLockAtOnce) {
   EXPECT_LT(std::chrono::steady_clock::now() - released, 2s);
 }
 
+// A hand-over to a waiter that died in line: the others are not told when
+// its grant runs out, so they look again by its lease, not by their own
+// heartbeat (a third of a 30 s lease here).
+TEST_F(Lines, WaitersBehindADeadRecipientLookAgainByItsLease) {
+  Client a = client_of(server), b = client_of(server);
+  Lease held = a.acquire("ghost", 0ms, fair()).value();
+  server.queue_ghost("ghost", 2000ms);
+  auto behind = std::async(std::launch::async, [&] { return b.acquire("ghost", 20s, fair()); });
+  ASSERT_TRUE(eventually([&] { return a.inspect("ghost")->waiters.value_or(0) == 2; }));
+  std::this_thread::sleep_for(50ms);
+  const auto released = std::chrono::steady_clock::now();
+  ASSERT_TRUE(held.release().ok());
+  auto r = behind.get();
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  const auto took = std::chrono::steady_clock::now() - released;
+  EXPECT_GE(took, 1500ms) << "the dead recipient held it for its lease";
+  EXPECT_LT(took, 6s) << "the waiter slept on to its own heartbeat";
+}
+
 TEST_F(Lines, AWaiterGivingUpAsTheHandOverArrivesLeavesNothingHeld) {
   Client a = client_of(server), b = client_of(server), c = client_of(server);
   for (int round = 0; round < 40; ++round) {

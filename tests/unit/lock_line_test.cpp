@@ -41,6 +41,7 @@ TEST(LockLine, WaitersAreGrantedInArrivalOrderByTheRelease) {
   auto r = line_release(s, release("a", 1), 40, next);
   ASSERT_EQ(r.handed.size(), 1u);
   EXPECT_EQ(r.handed[0].owner, "b") << "the release hands the lock to the head of the line";
+  EXPECT_EQ(r.handed[0].lease_ms, call("b", 2).lease.count()) << "the hand-over says the grant's lease";
   // b's next call (a retry racing the hand-over) answers granted, the same fence.
   auto again = line_acquire(s, call("b", 2), 50, next);
   EXPECT_EQ(again.outcome.kind, K::granted);

@@ -59,22 +59,24 @@ TEST(PostgresUrl, BadOnesNameWhatIsWrong) {
   }
 }
 
-// The payload _line_settle builds: chr(31) 'h' fence ':' grant ':' owner
-// bytes ':' owner name (a bigint grant prints negative past 2^63).
+// The payload _line_settle builds: chr(31) 'h' fence ':' lease ':' grant ':'
+// owner bytes ':' owner name (a bigint grant prints negative past 2^63).
 TEST(PostgresHandOver, PayloadsParseAndPlainNamesDoNot) {
   HandOverPayload h;
-  ASSERT_TRUE(parse_hand_over("\x1fh42:7:5:a:b:cjobs:1", h));
+  ASSERT_TRUE(parse_hand_over("\x1fh42:30000:7:5:a:b:cjobs:1", h));
   EXPECT_EQ(h.fence, 42u);
+  EXPECT_EQ(h.lease_ms, 30000u);
   EXPECT_EQ(h.grant, 7u);
   EXPECT_EQ(h.owner, "a:b:c");
   EXPECT_EQ(h.name, "jobs:1");
-  ASSERT_TRUE(parse_hand_over("\x1fh1:-1:1:ox", h));
+  ASSERT_TRUE(parse_hand_over("\x1fh1:500:-1:1:ox", h));
   EXPECT_EQ(h.grant, ~std::uint64_t{0});
   EXPECT_EQ(h.name, "x");
   EXPECT_FALSE(parse_hand_over("jobs", h));
-  EXPECT_FALSE(parse_hand_over("\x1fh1:2:9:short", h));  // owner longer than the rest
-  EXPECT_FALSE(parse_hand_over("\x1fh1:2:3:own", h));    // no name
-  EXPECT_FALSE(parse_hand_over("\x1fhx:2:3:ownname", h));
+  EXPECT_FALSE(parse_hand_over("\x1fh1:9:2:9:short", h));  // owner longer than the rest
+  EXPECT_FALSE(parse_hand_over("\x1fh1:9:2:3:own", h));    // no name
+  EXPECT_FALSE(parse_hand_over("\x1fhx:9:2:3:ownname", h));
+  EXPECT_FALSE(parse_hand_over("\x1fh1:2:3:own", h)) << "a version-3 payload (no lease) is not taken for one";
 }
 
 }  // namespace
