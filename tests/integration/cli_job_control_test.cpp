@@ -43,14 +43,16 @@ class CliJobControl : public ::testing::Test {
 TEST_F(CliJobControl, StopSignalStopsTheCommandAndKeepsTheLock) {
   const std::string dir = server.dir(), pidfile = dir + "/cmd.pid", go = dir + "/go", out = dir + "/out";
   const std::string cmd = "echo $$ > " + pidfile + "; while [ ! -e " + go + " ]; do sleep 0.02; done; echo finished";
-  auto dlock = spawn({kCli, "run", "--ttl", "500ms", "tstp", "--", "sh", "-c", cmd}, env(), out);
+  // A lease the watchdog keeps on a loaded host under a sanitizer (renewed
+  // every 500 ms; a 500 ms lease was lost there once).
+  auto dlock = spawn({kCli, "run", "--ttl", "1500ms", "tstp", "--", "sh", "-c", cmd}, env(), out);
   pid_t cmd_pid = 0;
   ASSERT_TRUE(eventually([&] { return (cmd_pid = read_pid(pidfile)) > 0; }, 10s));
   for (int sig : {SIGTSTP, SIGTTIN, SIGTTOU}) {
     ASSERT_EQ(::kill(dlock.pid, sig), 0);
     EXPECT_TRUE(eventually([&] { return process_state(cmd_pid) == 'T'; }, 5s)) << strsignal(sig);
     std::ofstream(go).flush();  // CMD would finish now if it ran
-    std::this_thread::sleep_for(1200ms);  // past the 500 ms lease: only renewals keep it
+    std::this_thread::sleep_for(2000ms);  // past the 1500 ms lease: only renewals keep it
     EXPECT_NE(process_state(dlock.pid), 'T') << "dlock itself stopped: nothing renews the lease";
     EXPECT_EQ(process_state(cmd_pid), 'T') << "CMD runs on";
     auto second = run({kCli, "run", "--wait", "0", "tstp", "--", "true"}, 30s, env());
