@@ -182,16 +182,19 @@ TEST(ZooKeeper, ALateReplyToAWaitersFirstAttemptLeavesNothingBehind) {
   torture::Proxy proxy("127.0.0.1", static_cast<std::uint16_t>(zk.client_port(0)));
   const auto port = proxy.add_link("c");
   proxy.start();
-  Client waiter = Client::connect(url("127.0.0.1:" + std::to_string(port), "session_timeout=1000ms"), silent());
-  Client other = Client::connect(url(zk.hosts(), "session_timeout=1000ms"), silent());
+  // Sessions of 2 s (1 s ones ran out under a sanitizer on a loaded host);
+  // the replies held back for 1.5 times the session, as before: past the C
+  // client's patience.
+  Client waiter = Client::connect(url("127.0.0.1:" + std::to_string(port), "session_timeout=2000ms"), silent());
+  Client other = Client::connect(url(zk.hosts(), "session_timeout=2000ms"), silent());
   ZkProbe probe(zk.hosts());
   ASSERT_THAT(waiter.acquire("x", 0ms)->release(), IsOk());
   for (int round = 0; round < 3; ++round) {
     auto held = other.acquire("x", 0ms);
     ASSERT_THAT(held, IsOk());
-    auto wait = std::async(std::launch::async, [&] { return waiter.acquire("x", 3000ms); });
+    auto wait = std::async(std::launch::async, [&] { return waiter.acquire("x", 6000ms); });
     std::this_thread::sleep_for(2ms);
-    proxy.hold_replies("c", 1500ms);
+    proxy.hold_replies("c", 3000ms);
     std::this_thread::sleep_for(300ms);
     proxy.hold_replies("c", 0ms);
     std::this_thread::sleep_for(400ms);
