@@ -180,6 +180,9 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   void run_next_op(const std::shared_ptr<Hold>& hold);
   void step(const std::shared_ptr<AcquireOp>& op, AcquireFsm::Action action);
   void start_watch(const std::shared_ptr<AcquireOp>& op, AcquireFsm::time_point until);
+  // (Re)arms the op's timer: at `until` the FSM is woken (replaces a wait
+  // armed before).
+  void wake_at(const std::shared_ptr<AcquireOp>& op, AcquireFsm::time_point until);
   void send_attempt(const std::shared_ptr<AcquireOp>& op);
   void on_attempt_answer(const std::shared_ptr<AcquireOp>& op, Result<AcquireOutcome> r, Clock::time_point sent_at);
   void finish(const std::shared_ptr<AcquireOp>& op, Status status);

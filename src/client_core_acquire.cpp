@@ -114,16 +114,18 @@ void ClientCore::step(const std::shared_ptr<AcquireOp>& op, AcquireFsm::Action a
   switch (action.kind) {
     case Kind::attempt: return send_attempt(op);
     case Kind::watch: return start_watch(op, action.until);
-    case Kind::wait:
-      op->timer.expires_at(action.until);
-      op->timer.async_wait([this, op](const error_code& ec) {
-        if (ec || closing_ || op->finished) return;
-        step(op, op->fsm.on_wake(now()));
-      });
-      return;
+    case Kind::wait: return wake_at(op, action.until);
     case Kind::done: return finish(op, action.status);
     case Kind::none: return;
   }
+}
+
+void ClientCore::wake_at(const std::shared_ptr<AcquireOp>& op, AcquireFsm::time_point until) {
+  op->timer.expires_at(until);
+  op->timer.async_wait([this, op](const error_code& ec) {
+    if (ec || closing_ || op->finished) return;
+    step(op, op->fsm.on_wake(now()));
+  });
 }
 
 // Joins the name's waiters and asks the backend to watch for releases; the
@@ -134,13 +136,7 @@ void ClientCore::start_watch(const std::shared_ptr<AcquireOp>& op, AcquireFsm::t
     op->in_waiters = true;
   }
   op->watching = true;
-  if (until != AcquireFsm::time_point::max()) {
-    op->timer.expires_at(until);
-    op->timer.async_wait([this, op](const error_code& ec) {
-      if (ec || closing_ || op->finished) return;
-      step(op, op->fsm.on_wake(now()));
-    });
-  }
+  if (until != AcquireFsm::time_point::max()) wake_at(op, until);
   backend_->watch({op->name, op->attempt}, [this, op](Status s) {
     if (closing_ || op->finished) return;
     op->timer.cancel();
@@ -385,11 +381,7 @@ void ClientCore::on_handed(const HandOver& to) {
     const auto by = now() + to.lease;
     for (const auto& w : it->second) {
       if (w == op || w->finished || w->fsm.attempting() || w->timer.expiry() <= by) continue;
-      w->timer.expires_at(by);  // cancels the wait armed for later; same handler as step()'s
-      w->timer.async_wait([this, w](const error_code& ec) {
-        if (ec || closing_ || w->finished) return;
-        step(w, w->fsm.on_wake(now()));
-      });
+      wake_at(w, by);  // cancels the wait armed for later
     }
   }
   if (!op) return;
