@@ -16,9 +16,6 @@
 //
 // The lock calls use only the public API; the protected resource and the
 // server statistics go through a plain hiredis connection.
-#include <dlock/dlock.hpp>
-
-#include "common/sync_redis.hpp"
 #include <hiredis/hiredis.h>  // the W1-limit loop: the minimal client, by definition
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -29,17 +26,20 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <dlock/dlock.hpp>
 #include <fstream>
 #include <future>
-#include <memory>
 #include <iostream>
 #include <map>
-#include <optional>
+#include <memory>
 #include <mutex>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "common/sync_redis.hpp"
 
 namespace {
 
@@ -95,7 +95,8 @@ class Plain {
  public:
   explicit Plain(int port) : conn_("127.0.0.1", static_cast<std::uint16_t>(port), std::chrono::seconds(10)) {
     std::string why;
-    if (!conn_.connect(&why)) throw std::runtime_error("cannot connect to Redis on port " + std::to_string(port) + ": " + why);
+    if (!conn_.connect(&why))
+      throw std::runtime_error("cannot connect to Redis on port " + std::to_string(port) + ": " + why);
   }
   std::string cmd(const std::vector<std::string>& args) {
     const dlock::tools::Reply r = conn_.cmd(args);
@@ -147,7 +148,8 @@ std::string num(double v) {
 }
 
 // The fields W1 and W2 report: count, time, rate and latency percentiles.
-void pair_stats(std::map<std::string, std::string>& r, long long pairs, double secs, const std::vector<double>& lat_us) {
+void pair_stats(std::map<std::string, std::string>& r, long long pairs, double secs,
+                const std::vector<double>& lat_us) {
   r["pairs"] = std::to_string(pairs);
   r["seconds"] = num(secs);
   r["pairs_per_s"] = num(static_cast<double>(pairs) / secs);
@@ -162,7 +164,9 @@ dlock::Client connect(const Args& a) {
 }
 
 std::map<std::string, std::string> base(const Args& a) {
-  return {{"library", q("dlock")}, {"settings", q("default")}, {"workload", q(a.workload)},
+  return {{"library", q("dlock")},
+          {"settings", q("default")},
+          {"workload", q(a.workload)},
           {"version", q(DLOCK_VERSION_STRING)}};
 }
 
@@ -220,16 +224,17 @@ struct W2Task : std::enable_shared_from_this<W2Task> {
     }
     auto self = shared_from_this();
     auto t0 = Clock::now();
-    client->async_acquire("bench:w2:" + std::to_string(id) + ":" + std::to_string(done), std::chrono::milliseconds(0),
-                          {}, [self, t0](dlock::Result<dlock::Lease> r) {
-                            if (!r.ok()) throw dlock::Error(r.status());
-                            self->client->async_release(std::move(r.value()), [self, t0](dlock::Status s) {
-                              if (!s.ok()) throw dlock::Error(s);
-                              self->lat_us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
-                              ++self->done;
-                              self->next();
-                            });
-                          });
+    client->async_acquire(
+        "bench:w2:" + std::to_string(id) + ":" + std::to_string(done), std::chrono::milliseconds(0), {},
+        [self, t0](dlock::Result<dlock::Lease> r) {
+          if (!r.ok()) throw dlock::Error(r.status());
+          self->client->async_release(std::move(r.value()), [self, t0](dlock::Status s) {
+            if (!s.ok()) throw dlock::Error(s);
+            self->lat_us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
+            ++self->done;
+            self->next();
+          });
+        });
   }
 };
 
@@ -386,8 +391,7 @@ std::map<std::string, std::string> w4(const Args& a) {
   const auto period = std::chrono::milliseconds(a.renew_ms);
   auto trips_before = client.stats().renewal_round_trips;
   const auto give_up = Clock::now() + 3 * period;
-  while (client.stats().renewal_round_trips == trips_before && Clock::now() < give_up)
-    std::this_thread::sleep_for(1ms);
+  while (client.stats().renewal_round_trips == trips_before && Clock::now() < give_up) std::this_thread::sleep_for(1ms);
   std::this_thread::sleep_for(period / 4);  // let that tick's batch finish
   long long evalsha0 = stats.calls("evalsha"), eval0 = stats.calls("eval");
   auto trips0 = client.stats().renewal_round_trips;
@@ -437,8 +441,9 @@ std::map<std::string, std::string> w6(const Args& a) {
 std::map<std::string, std::string> w1_limit(const Args& a) {
   redisContext* c = redisConnect("127.0.0.1", port_of(a.url));
   if (c == nullptr || c->err) throw std::runtime_error("cannot connect for the hiredis limit");
-  auto* loaded = static_cast<redisReply*>(redisCommand(
-      c, "SCRIPT LOAD %s", "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end return 0"));
+  auto* loaded = static_cast<redisReply*>(
+      redisCommand(c, "SCRIPT LOAD %s",
+                   "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end return 0"));
   if (loaded == nullptr || loaded->type != REDIS_REPLY_STRING) throw std::runtime_error("SCRIPT LOAD failed");
   const std::string sha(loaded->str, loaded->len);
   freeReplyObject(loaded);
@@ -454,9 +459,10 @@ std::map<std::string, std::string> w1_limit(const Args& a) {
     auto* r1 = static_cast<redisReply*>(redisCommand(c, "SET %s %s NX PX 30000", name.c_str(), token.c_str()));
     if (r1 == nullptr || r1->type != REDIS_REPLY_STATUS) throw std::runtime_error("SET NX failed");
     freeReplyObject(r1);
-    auto* r2 = static_cast<redisReply*>(
-        redisCommand(c, "EVALSHA %s 1 %s %s", sha.c_str(), name.c_str(), token.c_str()));
-    if (r2 == nullptr || r2->type != REDIS_REPLY_INTEGER || r2->integer != 1) throw std::runtime_error("release failed");
+    auto* r2 =
+        static_cast<redisReply*>(redisCommand(c, "EVALSHA %s 1 %s %s", sha.c_str(), name.c_str(), token.c_str()));
+    if (r2 == nullptr || r2->type != REDIS_REPLY_INTEGER || r2->integer != 1)
+      throw std::runtime_error("release failed");
     freeReplyObject(r2);
     lat_us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
     ++i;
@@ -504,33 +510,54 @@ int main(int argc, char** argv) {
   Args a;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string k = argv[i], v = argv[i + 1];
-    if (k == "--url") a.url = v;
-    else if (k == "--workload") a.workload = v;
-    else if (k == "--keys") a.keys = v;
-    else if (k == "--api") a.api = v;
-    else if (k == "--seconds") a.seconds = std::stod(v);
-    else if (k == "--procs") a.procs = std::stoi(v);
-    else if (k == "--tasks") a.tasks = std::stoi(v);
-    else if (k == "--locks") a.locks = std::stoi(v);
-    else if (k == "--renew-ms") a.renew_ms = std::stoi(v);
-    else if (k == "--out") a.out = v;
-    else if (k == "--events") a.events = v;
-    else return usage();
+    if (k == "--url")
+      a.url = v;
+    else if (k == "--workload")
+      a.workload = v;
+    else if (k == "--keys")
+      a.keys = v;
+    else if (k == "--api")
+      a.api = v;
+    else if (k == "--seconds")
+      a.seconds = std::stod(v);
+    else if (k == "--procs")
+      a.procs = std::stoi(v);
+    else if (k == "--tasks")
+      a.tasks = std::stoi(v);
+    else if (k == "--locks")
+      a.locks = std::stoi(v);
+    else if (k == "--renew-ms")
+      a.renew_ms = std::stoi(v);
+    else if (k == "--out")
+      a.out = v;
+    else if (k == "--events")
+      a.events = v;
+    else
+      return usage();
   }
   if (a.workload == "W5" || a.workload == "WAIT") a.keys = "distinct";
   const bool contended = a.workload.rfind("W3", 0) == 0 || a.workload == "W5-contended";
   if (a.out.empty() || (contended && a.events.empty())) return usage();
   try {
     std::map<std::string, std::string> r;
-    if (a.workload == "W1" || a.workload == "W5" || a.workload == "WAIT") r = w1(a);
-    else if (a.workload == "W1-limit") r = w1_limit(a);
-    else if (a.workload == "IDLE") r = idle(a);
-    else if (a.workload == "W2") r = w2(a);
-    else if (a.workload == "W3" || a.workload == "W5-contended") r = w3(a, true);
-    else if (a.workload == "W3-nolock") r = w3(a, false);
-    else if (a.workload == "W4") r = w4(a);
-    else if (a.workload == "W6") r = w6(a);
-    else return usage();
+    if (a.workload == "W1" || a.workload == "W5" || a.workload == "WAIT")
+      r = w1(a);
+    else if (a.workload == "W1-limit")
+      r = w1_limit(a);
+    else if (a.workload == "IDLE")
+      r = idle(a);
+    else if (a.workload == "W2")
+      r = w2(a);
+    else if (a.workload == "W3" || a.workload == "W5-contended")
+      r = w3(a, true);
+    else if (a.workload == "W3-nolock")
+      r = w3(a, false);
+    else if (a.workload == "W4")
+      r = w4(a);
+    else if (a.workload == "W6")
+      r = w6(a);
+    else
+      return usage();
     std::ofstream(a.out) << json_kv(r) << '\n';
     std::cout << json_kv(r) << '\n';
     return 0;

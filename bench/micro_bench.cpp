@@ -5,8 +5,8 @@
 #include <benchmark/benchmark.h>
 
 #include "core/acquire_fsm.hpp"
-#include "redis/keys.hpp"
 #include "core/renewal_scheduler.hpp"
+#include "redis/keys.hpp"
 #include "redis/resp.hpp"
 
 namespace {
@@ -22,9 +22,8 @@ void BM_FormatAcquire(benchmark::State& state) {
   std::string out;
   for (auto _ : state) {
     out.clear();
-    dlock::redis::append_command(out, {"EVALSHA", "0123456789abcdef0123456789abcdef01234567", "2",
-                                       "dlock:{orders:42}", "dlock:{orders:42}:fence",
-                                       "5f0c2a9e8d7b6a5f4e3d2c1b0a998877", "30000", "0"});
+    dlock::redis::append_command(out, {"EVALSHA", "0123456789abcdef0123456789abcdef01234567", "2", "dlock:{orders:42}",
+                                       "dlock:{orders:42}:fence", "5f0c2a9e8d7b6a5f4e3d2c1b0a998877", "30000", "0"});
     benchmark::DoNotOptimize(out.data());
   }
 }

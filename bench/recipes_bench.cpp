@@ -30,7 +30,6 @@
 //       [--name NAME] --out FILE
 // Every process starts its clock after all have connected (a barrier),
 // and all timestamps are CLOCK_MONOTONIC, shared by the processes of a host.
-#include <dlock/dlock.hpp>
 #include <hiredis/hiredis.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -43,6 +42,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <dlock/dlock.hpp>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -215,8 +215,10 @@ std::vector<Ev> run_procs(const Args& a, const std::string& dir,
   for (pid_t p : kids) {
     int st = 0;
     waitpid(p, &st, 0);
-    if (WIFEXITED(st) && WEXITSTATUS(st) == 3) ++refusals;
-    else if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) ++failures;
+    if (WIFEXITED(st) && WEXITSTATUS(st) == 3)
+      ++refusals;
+    else if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+      ++failures;
   }
   if (refusals && !failures) {
     std::ifstream in(dir + "/refused");
@@ -399,8 +401,10 @@ Result w3(const Args& a, const std::string& dir) {
   for (std::size_t i = 1; i < evs.size(); ++i) {
     const double h = static_cast<double>(evs[i].acq_ret - evs[i - 1].rel_call) / 1000.0;
     all.push_back(h);
-    if (evs[i].proc == evs[i - 1].proc) ++same;
-    else change.push_back(h);
+    if (evs[i].proc == evs[i - 1].proc)
+      ++same;
+    else
+      change.push_back(h);
   }
   r["critical_sections"] = std::to_string(cs);
   r["cs_per_s"] = num(static_cast<double>(cs) / a.seconds);
@@ -547,21 +551,24 @@ void limit_zk(const Args& a, int k, const std::string& kind, const Barrier& bar,
     e.kind = kind == "read" ? 'r' : 's';
     e.acq_call = mono_ns();
     b.arm(3);
-    zoo_acreate(zh, parent.c_str(), "", 0, &ZOO_OPEN_ACL_UNSAFE, ZOO_CONTAINER,
-                [](int, const char*, const void* d) { ZkBatch::of(d)->done(0, false); }, &b);
-    zoo_acreate2(zh, child.c_str(), "owner", 5, &ZOO_OPEN_ACL_UNSAFE, ZOO_EPHEMERAL_SEQUENTIAL,
-                 [](int rc, const char* path, const Stat*, const void* d) {
-                   if (rc == ZOK) ZkBatch::of(d)->node = path;
-                   ZkBatch::of(d)->done(rc, true);
-                 },
-                 &b);
-    zoo_aget_children2(zh, parent.c_str(), 0,
-                       [](int rc, const String_vector*, const Stat*, const void* d) { ZkBatch::of(d)->done(rc, true); },
-                       &b);
+    zoo_acreate(
+        zh, parent.c_str(), "", 0, &ZOO_OPEN_ACL_UNSAFE, ZOO_CONTAINER,
+        [](int, const char*, const void* d) { ZkBatch::of(d)->done(0, false); }, &b);
+    zoo_acreate2(
+        zh, child.c_str(), "owner", 5, &ZOO_OPEN_ACL_UNSAFE, ZOO_EPHEMERAL_SEQUENTIAL,
+        [](int rc, const char* path, const Stat*, const void* d) {
+          if (rc == ZOK) ZkBatch::of(d)->node = path;
+          ZkBatch::of(d)->done(rc, true);
+        },
+        &b);
+    zoo_aget_children2(
+        zh, parent.c_str(), 0,
+        [](int rc, const String_vector*, const Stat*, const void* d) { ZkBatch::of(d)->done(rc, true); }, &b);
     if (b.wait() != ZOK) throw std::runtime_error("limit: create/list failed");
     e.acq_ret = e.rel_call = mono_ns();
     b.arm(1);
-    zoo_adelete(zh, b.node.c_str(), -1, [](int rc, const void* d) { ZkBatch::of(d)->done(rc, true); }, &b);
+    zoo_adelete(
+        zh, b.node.c_str(), -1, [](int rc, const void* d) { ZkBatch::of(d)->done(rc, true); }, &b);
     if (b.wait() != ZOK) throw std::runtime_error("limit: delete failed");
     out.push_back(e);
   }
@@ -586,12 +593,18 @@ std::vector<std::string> parse_monitor(const std::string& line) {
         if (c == 'x' && j + 2 < line.size()) {
           arg += static_cast<char>(std::stoi(line.substr(j + 1, 2), nullptr, 16));
           j += 2;
-        } else if (c == 'n') arg += '\n';
-        else if (c == 'r') arg += '\r';
-        else if (c == 't') arg += '\t';
-        else if (c == 'a') arg += '\a';
-        else if (c == 'b') arg += '\b';
-        else arg += c;
+        } else if (c == 'n')
+          arg += '\n';
+        else if (c == 'r')
+          arg += '\r';
+        else if (c == 't')
+          arg += '\t';
+        else if (c == 'a')
+          arg += '\a';
+        else if (c == 'b')
+          arg += '\b';
+        else
+          arg += c;
       } else {
         arg += line[j];
       }
@@ -603,7 +616,8 @@ std::vector<std::string> parse_monitor(const std::string& line) {
 }
 
 std::string replace_all(std::string s, const std::string& from, const std::string& to) {
-  for (std::size_t p = s.find(from); p != std::string::npos; p = s.find(from, p + to.size())) s.replace(p, from.size(), to);
+  for (std::size_t p = s.find(from); p != std::string::npos; p = s.find(from, p + to.size()))
+    s.replace(p, from.size(), to);
   return s;
 }
 
@@ -679,14 +693,17 @@ void limit_redis(const Args& a, int k, const std::vector<std::vector<std::string
   // every later pair must get the same ones (the same grant, the same release).
   std::function<std::string(const redisReply*)> text = [&](const redisReply* r) -> std::string {
     switch (r->type) {
-      case REDIS_REPLY_INTEGER: return std::to_string(r->integer);
+      case REDIS_REPLY_INTEGER:
+        return std::to_string(r->integer);
       case REDIS_REPLY_ARRAY: {
         std::string out = "[";
         for (std::size_t i = 0; i < r->elements; ++i) out += (i ? "," : "") + text(r->element[i]);
         return out + "]";
       }
-      case REDIS_REPLY_NIL: return "nil";
-      default: return std::string(r->str, r->len);
+      case REDIS_REPLY_NIL:
+        return "nil";
+      default:
+        return std::string(r->str, r->len);
     }
   };
   auto send = [&](const std::vector<std::string>& args) {
@@ -738,8 +755,10 @@ Result limit(const Args& a, const std::string& dir) {
     // RW: the readers' fraction of processes does reads, the rest writes.
     const bool reads = semaphore || k < static_cast<int>(a.readers * a.procs + 0.5);
     const char kind = semaphore ? 's' : reads ? 'r' : 'w';
-    if (is_zk(a.url)) limit_zk(a, k, semaphore ? "sem" + std::to_string(a.permits) : reads ? "read" : "lock", bar, out);
-    else limit_redis(a, k, reads ? read_pair : write_pair, bar, out, kind);
+    if (is_zk(a.url))
+      limit_zk(a, k, semaphore ? "sem" + std::to_string(a.permits) : reads ? "read" : "lock", bar, out);
+    else
+      limit_redis(a, k, reads ? read_pair : write_pair, bar, out, kind);
     for (auto& e : out) e.kind = kind;
     write_events(dir, k, out);
   });
@@ -748,8 +767,10 @@ Result limit(const Args& a, const std::string& dir) {
   r["pairs"] = std::to_string(evs.size());
   r["pairs_per_s"] = num(static_cast<double>(evs.size()) / a.seconds);
   r["ops_per_s"] = r["pairs_per_s"];
-  if (semaphore) r["permits"] = std::to_string(a.permits);
-  else r["readers_fraction"] = num(a.readers);
+  if (semaphore)
+    r["permits"] = std::to_string(a.permits);
+  else
+    r["readers_fraction"] = num(a.readers);
   return r;
 }
 
@@ -759,16 +780,26 @@ int main(int argc, char** argv) {
   Args a;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string k = argv[i], v = argv[i + 1];
-    if (k == "--url") a.url = v;
-    else if (k == "--workload") a.workload = v;
-    else if (k == "--fair") a.fair = v == "1" || v == "true";
-    else if (k == "--procs") a.procs = std::max(1, std::stoi(v));
-    else if (k == "--permits") a.permits = static_cast<unsigned>(std::max(1, std::stoi(v)));
-    else if (k == "--readers") a.readers = std::stod(v);
-    else if (k == "--seconds") a.seconds = std::stod(v);
-    else if (k == "--name") a.name = v;
-    else if (k == "--out") a.out = v;
-    else a.url.clear(), i = argc;
+    if (k == "--url")
+      a.url = v;
+    else if (k == "--workload")
+      a.workload = v;
+    else if (k == "--fair")
+      a.fair = v == "1" || v == "true";
+    else if (k == "--procs")
+      a.procs = std::max(1, std::stoi(v));
+    else if (k == "--permits")
+      a.permits = static_cast<unsigned>(std::max(1, std::stoi(v)));
+    else if (k == "--readers")
+      a.readers = std::stod(v);
+    else if (k == "--seconds")
+      a.seconds = std::stod(v);
+    else if (k == "--name")
+      a.name = v;
+    else if (k == "--out")
+      a.out = v;
+    else
+      a.url.clear(), i = argc;
   }
   if (a.url.empty() || a.out.empty()) {
     std::cerr << "usage: dlock-recipes-bench --url URL --workload W3|SEM|RW|SEM-limit|RW-limit [--fair 0|1]\n"
@@ -781,11 +812,16 @@ int main(int argc, char** argv) {
   int rc = 0;
   try {
     Result r;
-    if (a.workload == "W3") r = w3(a, dir);
-    else if (a.workload == "SEM") r = sem(a, dir);
-    else if (a.workload == "RW") r = rw(a, dir);
-    else if (a.workload == "SEM-limit" || a.workload == "RW-limit") r = limit(a, dir);
-    else throw std::runtime_error("unknown workload " + a.workload);
+    if (a.workload == "W3")
+      r = w3(a, dir);
+    else if (a.workload == "SEM")
+      r = sem(a, dir);
+    else if (a.workload == "RW")
+      r = rw(a, dir);
+    else if (a.workload == "SEM-limit" || a.workload == "RW-limit")
+      r = limit(a, dir);
+    else
+      throw std::runtime_error("unknown workload " + a.workload);
     std::string json = "{";
     for (const auto& [k, v] : r) json += (json.size() > 1 ? ", \"" : "\"") + k + "\": " + v;
     json += "}";
@@ -799,7 +835,8 @@ int main(int argc, char** argv) {
     std::string why;
     for (char c : std::string(e.what())) why += c == '"' || c == '\\' ? '\'' : c;
     const std::string json = "{\"library\": \"dlock\", \"backend\": \"" + backend_of(a.url) + "\", \"workload\": \"" +
-                             a.workload + "\", \"fair\": " + (a.fair ? "true" : "false") + ", \"refused\": \"" + why + "\"}";
+                             a.workload + "\", \"fair\": " + (a.fair ? "true" : "false") + ", \"refused\": \"" + why +
+                             "\"}";
     std::ofstream(a.out) << json << '\n';
     std::cout << json << '\n';
   } catch (const std::exception& e) {

@@ -16,7 +16,6 @@
 //   dlock-sql-bench [--postgres URL] [--seconds 3] [--reps 3] [--procs 4] [--threads 8] [--json FILE]
 // Without --postgres: SQLite files in a temp dir. Medians over the reps;
 // every rep runs each client in turn.
-#include <dlock/dlock.hpp>
 #include <fcntl.h>
 #include <libpq-fe.h>
 #include <sqlite3.h>
@@ -30,6 +29,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <dlock/dlock.hpp>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -107,12 +107,14 @@ class Limit {
     if (sqlite3_open(path.c_str(), &db_) != SQLITE_OK) throw std::runtime_error("sqlite3_open failed");
     exec("PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL");
     sqlite3_busy_timeout(db_, 5000);
-    read_ = prep("SELECT owner, grant_id, depth, fence, expires_ms, boot_id, pid, pid_start, pid_ns, releases "
-                 "FROM dlock_locks WHERE name = ?1");
+    read_ = prep(
+        "SELECT owner, grant_id, depth, fence, expires_ms, boot_id, pid, pid_start, pid_ns, releases "
+        "FROM dlock_locks WHERE name = ?1");
     fence_ = prep("UPDATE dlock_meta SET value = value + 1 WHERE key = 'fence' RETURNING value");
-    write_ = prep("INSERT INTO dlock_locks (name, owner, grant_id, depth, fence, expires_ms, boot_id, pid, pid_start, "
-                  "pid_ns) VALUES (?1, 'o', 1, 1, ?2, 1, 'b', 1, 1, 'n') ON CONFLICT (name) DO UPDATE SET "
-                  "owner = excluded.owner, fence = excluded.fence");
+    write_ = prep(
+        "INSERT INTO dlock_locks (name, owner, grant_id, depth, fence, expires_ms, boot_id, pid, pid_start, "
+        "pid_ns) VALUES (?1, 'o', 1, 1, ?2, 1, 'b', 1, 1, 'n') ON CONFLICT (name) DO UPDATE SET "
+        "owner = excluded.owner, fence = excluded.fence");
     free_ = prep("UPDATE dlock_locks SET owner = NULL, depth = 0, releases = releases + 1 WHERE name = ?1");
   }
   ~Limit() {
@@ -167,7 +169,9 @@ double run_threads(int threads, double seconds, Pair pair) {
   std::vector<std::thread> ts;
   const auto start = Clock::now();
   for (int t = 0; t < threads; ++t)
-    ts.emplace_back([&, t] { total += static_cast<long long>(run_pairs(seconds, [&](long long i) { pair(t, i); }).per_s * seconds); });
+    ts.emplace_back([&, t] {
+      total += static_cast<long long>(run_pairs(seconds, [&](long long i) { pair(t, i); }).per_s * seconds);
+    });
   for (auto& t : ts) t.join();
   return static_cast<double>(total) / std::chrono::duration<double>(Clock::now() - start).count();
 }
@@ -302,14 +306,21 @@ int main(int argc, char** argv) {
   Args a;
   for (int i = 1; i < argc; ++i) {
     const std::string k = argv[i];
-    if (k == "--seconds" && i + 1 < argc) a.seconds = std::atof(argv[++i]);
-    else if (k == "--reps" && i + 1 < argc) a.reps = std::atoi(argv[++i]);
-    else if (k == "--procs" && i + 1 < argc) a.procs = std::atoi(argv[++i]);
-    else if (k == "--threads" && i + 1 < argc) a.threads = std::max(1, std::atoi(argv[++i]));
-    else if (k == "--json" && i + 1 < argc) a.json = argv[++i];
-    else if (k == "--postgres" && i + 1 < argc) a.postgres = argv[++i];
+    if (k == "--seconds" && i + 1 < argc)
+      a.seconds = std::atof(argv[++i]);
+    else if (k == "--reps" && i + 1 < argc)
+      a.reps = std::atoi(argv[++i]);
+    else if (k == "--procs" && i + 1 < argc)
+      a.procs = std::atoi(argv[++i]);
+    else if (k == "--threads" && i + 1 < argc)
+      a.threads = std::max(1, std::atoi(argv[++i]));
+    else if (k == "--json" && i + 1 < argc)
+      a.json = argv[++i];
+    else if (k == "--postgres" && i + 1 < argc)
+      a.postgres = argv[++i];
     else {
-      std::cerr << "usage: dlock-sql-bench [--postgres URL] [--seconds S] [--reps N] [--procs P] [--threads T] [--json FILE]\n";
+      std::cerr << "usage: dlock-sql-bench [--postgres URL] [--seconds S] [--reps N] [--procs P] [--threads T] [--json "
+                   "FILE]\n";
       return 64;
     }
   }
@@ -327,10 +338,14 @@ int main(int argc, char** argv) {
     for (int r = 0; r < a.reps; ++r) {
       for (const auto& name : names) {
         Pairs p;
-        if (name == "dlock") p = w1_dlock(pg ? a.postgres : "sqlite://" + dir + "/dlock.db", a.seconds);
-        else if (name == "flock(2)") p = w1_flock(dir, a.seconds);
-        else if (pg) p = pg_limit(a.postgres, a.seconds, 1);
-        else p = w1_limit(dir, a.seconds);
+        if (name == "dlock")
+          p = w1_dlock(pg ? a.postgres : "sqlite://" + dir + "/dlock.db", a.seconds);
+        else if (name == "flock(2)")
+          p = w1_flock(dir, a.seconds);
+        else if (pg)
+          p = pg_limit(a.postgres, a.seconds, 1);
+        else
+          p = w1_limit(dir, a.seconds);
         rate[name].push_back(p.per_s);
         p50[name].push_back(p.p50_us);
       }
@@ -358,16 +373,16 @@ int main(int argc, char** argv) {
         std::printf("  %-24s %12.0f %10s %13.2fx\n", name.c_str(), median(w2[name]), "",
                     median(w2[name]) / median(w2[limit_name]));
     }
-    std::printf("W3, %d processes on one lock\n  %.0f critical sections/s, hand-off p50 %.0f us, p99 %.0f us, "
-                "same-holder fraction %.2f, lost updates %lld\n",
-                a.procs, median(cs), median(h50), median(h99), median(same), lost);
+    std::printf(
+        "W3, %d processes on one lock\n  %.0f critical sections/s, hand-off p50 %.0f us, p99 %.0f us, "
+        "same-holder fraction %.2f, lost updates %lld\n",
+        a.procs, median(cs), median(h50), median(h99), median(same), lost);
     if (!a.json.empty()) {
       std::ofstream j(a.json);
-      j << "{\"store\": \"" << (pg ? "postgres" : "sqlite") << "\", \"w1_dlock_pairs_per_s\": "
-        << median(rate["dlock"]) << ", \"w1_limit_pairs_per_s\": " << limit
-        << ", \"w1_flock_pairs_per_s\": " << median(rate["flock(2)"])
-        << ", \"w2_dlock_pairs_per_s\": " << median(w2["dlock"]) << ", \"w2_limit_pairs_per_s\": "
-        << median(w2[limit_name]) << ", \"w3_cs_per_s\": " << median(cs)
+      j << "{\"store\": \"" << (pg ? "postgres" : "sqlite") << "\", \"w1_dlock_pairs_per_s\": " << median(rate["dlock"])
+        << ", \"w1_limit_pairs_per_s\": " << limit << ", \"w1_flock_pairs_per_s\": " << median(rate["flock(2)"])
+        << ", \"w2_dlock_pairs_per_s\": " << median(w2["dlock"])
+        << ", \"w2_limit_pairs_per_s\": " << median(w2[limit_name]) << ", \"w3_cs_per_s\": " << median(cs)
         << ", \"w3_handoff_p50_us\": " << median(h50) << ", \"w3_handoff_p99_us\": " << median(h99)
         << ", \"w3_same_holder\": " << median(same) << ", \"w3_lost\": " << lost << "}\n";
     }

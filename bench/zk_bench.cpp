@@ -18,7 +18,6 @@
 //
 //   dlock-zk-bench --hosts H:P[,H:P] [--seconds 3] [--reps 3] [--procs 4] [--threads 4] [--json FILE]
 // Medians over the reps; every rep runs each client in turn.
-#include <dlock/dlock.hpp>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <zookeeper/zookeeper.h>
@@ -29,6 +28,7 @@
 #include <condition_variable>
 #include <cstdio>
 #include <cstring>
+#include <dlock/dlock.hpp>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -145,20 +145,23 @@ Pairs w1_limit(const std::string& hosts, double seconds, const std::string& run)
     const std::string parent = base + "/w1:" + std::to_string(i);
     const std::string child = parent + "/_c_0123456789abcdef-lock-";
     b.arm(3);
-    zoo_acreate(raw.zh(), parent.c_str(), "", 0, &ZOO_OPEN_ACL_UNSAFE, ZOO_CONTAINER,
-                [](int, const char*, const void* d) { Batch::of(d)->done(0, false); }, &b);
-    zoo_acreate2(raw.zh(), child.c_str(), "o", 1, &ZOO_OPEN_ACL_UNSAFE, ZOO_EPHEMERAL_SEQUENTIAL,
-                 [](int rc, const char* path, const Stat*, const void* d) {
-                   if (rc == ZOK) Batch::of(d)->node = path;  // read by the caller after wait()
-                   Batch::of(d)->done(rc, true);
-                 },
-                 &b);
-    zoo_aget_children2(raw.zh(), parent.c_str(), 0,
-                       [](int rc, const String_vector*, const Stat*, const void* d) { Batch::of(d)->done(rc, true); },
-                       &b);
+    zoo_acreate(
+        raw.zh(), parent.c_str(), "", 0, &ZOO_OPEN_ACL_UNSAFE, ZOO_CONTAINER,
+        [](int, const char*, const void* d) { Batch::of(d)->done(0, false); }, &b);
+    zoo_acreate2(
+        raw.zh(), child.c_str(), "o", 1, &ZOO_OPEN_ACL_UNSAFE, ZOO_EPHEMERAL_SEQUENTIAL,
+        [](int rc, const char* path, const Stat*, const void* d) {
+          if (rc == ZOK) Batch::of(d)->node = path;  // read by the caller after wait()
+          Batch::of(d)->done(rc, true);
+        },
+        &b);
+    zoo_aget_children2(
+        raw.zh(), parent.c_str(), 0,
+        [](int rc, const String_vector*, const Stat*, const void* d) { Batch::of(d)->done(rc, true); }, &b);
     if (b.wait() != ZOK) throw std::runtime_error("limit: create/list failed");
     b.arm(1);
-    zoo_adelete(raw.zh(), b.node.c_str(), -1, [](int rc, const void* d) { Batch::of(d)->done(rc, true); }, &b);
+    zoo_adelete(
+        raw.zh(), b.node.c_str(), -1, [](int rc, const void* d) { Batch::of(d)->done(rc, true); }, &b);
     if (b.wait() != ZOK) throw std::runtime_error("limit: delete failed");
   });
 }
@@ -291,13 +294,20 @@ int main(int argc, char** argv) {
   Args a;
   for (int i = 1; i < argc; ++i) {
     const std::string k = argv[i];
-    if (k == "--hosts" && i + 1 < argc) a.hosts = argv[++i];
-    else if (k == "--seconds" && i + 1 < argc) a.seconds = std::atof(argv[++i]);
-    else if (k == "--reps" && i + 1 < argc) a.reps = std::atoi(argv[++i]);
-    else if (k == "--procs" && i + 1 < argc) a.procs = std::atoi(argv[++i]);
-    else if (k == "--threads" && i + 1 < argc) a.threads = std::atoi(argv[++i]);
-    else if (k == "--json" && i + 1 < argc) a.json = argv[++i];
-    else a.hosts.clear(), i = argc;
+    if (k == "--hosts" && i + 1 < argc)
+      a.hosts = argv[++i];
+    else if (k == "--seconds" && i + 1 < argc)
+      a.seconds = std::atof(argv[++i]);
+    else if (k == "--reps" && i + 1 < argc)
+      a.reps = std::atoi(argv[++i]);
+    else if (k == "--procs" && i + 1 < argc)
+      a.procs = std::atoi(argv[++i]);
+    else if (k == "--threads" && i + 1 < argc)
+      a.threads = std::atoi(argv[++i]);
+    else if (k == "--json" && i + 1 < argc)
+      a.json = argv[++i];
+    else
+      a.hosts.clear(), i = argc;
   }
   if (a.hosts.empty()) {
     std::cerr << "usage: dlock-zk-bench --hosts H:P[,H:P] [--seconds S] [--reps N] [--procs P] [--threads T] "
@@ -318,7 +328,7 @@ int main(int argc, char** argv) {
     for (int r = 0; r < a.reps; ++r) {
       const std::string run = "bench" + std::to_string(getpid()) + "r" + std::to_string(r);
       for (const auto& name : names) {
-        const Pairs p = name == kDlock ? w1_dlock(a.hosts, a.seconds, run)
+        const Pairs p = name == kDlock   ? w1_dlock(a.hosts, a.seconds, run)
                         : name == kLimit ? w1_limit(a.hosts, a.seconds, run)
                                          : w1_sync(a.hosts, a.seconds, run);
         rate[name].push_back(p.per_s);
@@ -341,9 +351,10 @@ int main(int argc, char** argv) {
       std::printf("  %-30s %12.0f %10.1f %13.2fx\n", name.c_str(), median(rate[name]), median(p50[name]),
                   median(rate[name]) / limit);
     std::printf("W2, %d threads sharing one client: %.0f pairs/s\n", a.threads, median(w2s));
-    std::printf("W3, %d processes on one lock\n  %.0f critical sections/s, hand-off p50 %.0f us, p99 %.0f us, "
-                "same-holder fraction %.2f, wake-ups per hand-off %.2f, lost updates %lld\n",
-                a.procs, median(cs), median(h50), median(h99), median(same), median(wake), lost);
+    std::printf(
+        "W3, %d processes on one lock\n  %.0f critical sections/s, hand-off p50 %.0f us, p99 %.0f us, "
+        "same-holder fraction %.2f, wake-ups per hand-off %.2f, lost updates %lld\n",
+        a.procs, median(cs), median(h50), median(h99), median(same), median(wake), lost);
     if (!a.json.empty()) {
       std::ofstream j(a.json);
       j << "{\"store\": \"zookeeper\", \"w1_dlock_pairs_per_s\": " << median(rate[kDlock])

@@ -1,9 +1,8 @@
 // A first look at dlock: two owners contend for one lock; the second waits
 // without polling and is woken the moment the first releases. Fences grow.
-#include <dlock/dlock.hpp>
-
 #include <chrono>
 #include <cstring>
+#include <dlock/dlock.hpp>
 #include <iostream>
 #include <thread>
 
@@ -24,9 +23,8 @@ int main(int argc, char** argv) {
     std::thread tb([&] {
       std::unique_lock lb(b);  // waits for A's release notification
       auto waited = std::chrono::steady_clock::now() - t0;
-      std::cout << "B got the lock after "
-                << std::chrono::duration_cast<std::chrono::milliseconds>(waited).count() << " ms, fence "
-                << b.fence() << '\n';
+      std::cout << "B got the lock after " << std::chrono::duration_cast<std::chrono::milliseconds>(waited).count()
+                << " ms, fence " << b.fence() << '\n';
     });
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
     la.unlock();

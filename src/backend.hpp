@@ -329,8 +329,8 @@ inline constexpr std::string_view kRedlockNoLines =
 // cannot serve; ok otherwise.
 inline Status check_mode(const AcquireCall& call, std::string_view backend, std::string_view why) {
   if (call.mode == LockMode::exclusive && !call.queued) return {};
-  return {Errc::invalid_argument, std::string(backend) + " does not offer fair, shared or counted locks: " +
-                                      std::string(why)};
+  return {Errc::invalid_argument,
+          std::string(backend) + " does not offer fair, shared or counted locks: " + std::string(why)};
 }
 
 }  // namespace dlock::detail

@@ -58,8 +58,8 @@ Result<std::unique_ptr<Backend>> make_backend(std::string_view url, BackendConte
   const std::string_view scheme = url.substr(0, end);
   for (const auto& s : backend_schemes())
     if (s.scheme == scheme) return s.make(url, context);
-  return Status(Errc::invalid_argument, "unsupported URL scheme '" + std::string(scheme) +
-                                            "' (this build serves: " + scheme_list() + ")");
+  return Status(Errc::invalid_argument,
+                "unsupported URL scheme '" + std::string(scheme) + "' (this build serves: " + scheme_list() + ")");
 }
 
 }  // namespace dlock::detail

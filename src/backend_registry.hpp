@@ -6,7 +6,6 @@
 #define DLOCK_BACKEND_REGISTRY_HPP_
 
 #include <boost/asio/io_context.hpp>
-
 #include <functional>
 #include <memory>
 #include <span>

@@ -1,6 +1,5 @@
 #include "dlock/client.hpp"
 
-
 #include "client_core.hpp"
 #include "core/token.hpp"
 #include "sync_wait.hpp"
@@ -30,8 +29,8 @@ Result<Lease> acquire_and_wait(ClientCore& core, std::string name, milliseconds 
 namespace {
 Status on_io_thread_error(std::string_view call) {
   return {Errc::precondition_failed, std::string(call) +
-                                      " blocks, and was called on the client's I/O thread (from a callback); "
-                                      "use the async_ form there"};
+                                         " blocks, and was called on the client's I/O thread (from a callback); "
+                                         "use the async_ form there"};
 }
 }  // namespace
 

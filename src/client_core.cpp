@@ -1,12 +1,11 @@
 // ClientCore: options, backend choice, the I/O thread, shutdown, inspect
 // and statistics. The lock paths live in client_core_*.cpp.
-#include "client_core_internal.hpp"
-
 #include <cstdio>
 #include <future>
 #include <iostream>
 
 #include "backend_registry.hpp"
+#include "client_core_internal.hpp"
 #include "core/names.hpp"
 #include "core/token.hpp"
 
@@ -63,9 +62,10 @@ Status check_acquire(const std::string& name, milliseconds wait, const LockOptio
   if (bad.ok()) bad = check_lock_options(o, wait);
   if (bad.ok() && !o.owner.empty()) bad = validate_owner(o.owner);
   if (bad.ok() && o.lease && !caps.needs_renewal)
-    bad = {Errc::invalid_argument, "lease: this backend's locks live as long as the client's session (its "
-                                   "timeout bounds how long a crashed holder blocks others); a fixed lease is "
-                                   "not supported"};
+    bad = {Errc::invalid_argument,
+           "lease: this backend's locks live as long as the client's session (its "
+           "timeout bounds how long a crashed holder blocks others); a fixed lease is "
+           "not supported"};
   return bad;
 }
 
@@ -89,16 +89,19 @@ std::pair<unsigned, Status> release_result(const Result<ReleaseOutcome>& r, unsi
                                            const std::string& name) {
   if (!r.ok()) return {held - 1, r.status()};
   switch (r->kind) {
-    case ReleaseOutcome::Kind::released: return {r->depth, Status()};
+    case ReleaseOutcome::Kind::released:
+      return {r->depth, Status()};
     case ReleaseOutcome::Kind::not_held:
-      return {held - 1, tries > 0 ? Status()
-                                  : Status(Errc::not_held, "lock '" + name + "' was not held: the lease expired first")};
+      return {held - 1, tries > 0
+                            ? Status()
+                            : Status(Errc::not_held, "lock '" + name + "' was not held: the lease expired first")};
     case ReleaseOutcome::Kind::not_owner:
       return {held - 1, tries > 0 ? Status()
                                   : Status(Errc::not_owner, "lock '" + name +
                                                                 "' is held by another owner (this lease had "
                                                                 "expired); nothing was touched")};
-    case ReleaseOutcome::Kind::mismatch: break;
+    case ReleaseOutcome::Kind::mismatch:
+      break;
   }
   return {held - 1, Status(Errc::server_error, "re-entry depth on the server differs from this client's")};
 }

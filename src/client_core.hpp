@@ -8,23 +8,22 @@
 #ifndef DLOCK_CLIENT_CORE_HPP_
 #define DLOCK_CLIENT_CORE_HPP_
 
+#include <atomic>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
-
-#include <atomic>
-#include <vector>
 #include <functional>
 #include <list>
 #include <map>
-#include <set>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <stop_token>
 #include <string>
 #include <thread>
 #include <tuple>
+#include <vector>
 
 #include "backend.hpp"
 #include "core/acquire_fsm.hpp"
@@ -214,7 +213,7 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   void post(F&& f);
 
   ClientOptions options_;
-  ClockFn clock_;  // empty: Clock::now (set before the I/O thread starts)
+  ClockFn clock_;                // empty: Clock::now (set before the I/O thread starts)
   std::shared_ptr<Runtime> rt_;  // io_context + thread; may outlive *this; set once
   std::thread::id io_thread_id_;
   std::unique_ptr<Backend> backend_;
@@ -231,8 +230,8 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   std::set<std::shared_ptr<AcquireOp>> live_ops_;  // every acquire not yet finished
   std::map<std::uint64_t, std::shared_ptr<Observer>> observers_;
   std::atomic<std::uint64_t> next_observer_{1};
-  std::atomic<std::uint64_t> next_grant_;           // grant ids: random start, then +1
-  std::atomic<std::uint64_t> next_attempt_{1};      // AcquireCall::attempt ids (the fast path draws too)
+  std::atomic<std::uint64_t> next_grant_;       // grant ids: random start, then +1
+  std::atomic<std::uint64_t> next_attempt_{1};  // AcquireCall::attempt ids (the fast path draws too)
   // Backends without renewal: when the session's holds stop being valid.
   Clock::time_point session_until_ = Clock::time_point::max();
 
@@ -246,14 +245,14 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
     bool renew;
   };
   std::mutex stage_mu_;
-  std::vector<Staged> staged_;                       // guarded by stage_mu_
-  Clock::time_point armed_ = Clock::time_point::max();  // guarded by stage_mu_
+  std::vector<Staged> staged_;                               // guarded by stage_mu_
+  Clock::time_point armed_ = Clock::time_point::max();       // guarded by stage_mu_
   Clock::time_point staged_due_ = Clock::time_point::max();  // guarded by stage_mu_
-  bool closing_ = false;       // shutdown_io() ran: handlers still queued do nothing
-  bool warned_blind_ = false;  // logged once that waiters poll
-  std::size_t closing_releases_ = 0;  // shutdown's releases not yet answered
-  std::unique_ptr<boost::asio::steady_timer> close_timer_;  // bounds them
-  bool closed_ = false;  // finish_close() ran
+  bool closing_ = false;                                     // shutdown_io() ran: handlers still queued do nothing
+  bool warned_blind_ = false;                                // logged once that waiters poll
+  std::size_t closing_releases_ = 0;                         // shutdown's releases not yet answered
+  std::unique_ptr<boost::asio::steady_timer> close_timer_;   // bounds them
+  bool closed_ = false;                                      // finish_close() ran
 
   std::atomic<std::uint64_t> grants_{0};
   std::atomic<std::uint64_t> late_grants_{0};

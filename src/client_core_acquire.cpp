@@ -1,15 +1,13 @@
 // The asynchronous acquire: the per-hold queue of script calls, the
 // acquire state machine's driver, the waiter list and its wake-ups.
 #include "client_core_internal.hpp"
-
 #include "core/names.hpp"
 #include "core/token.hpp"
 #include "core/transient.hpp"
 
 namespace dlock::detail {
 
-std::shared_ptr<Hold> ClientCore::find_or_add_hold(const std::string& name, const std::string& owner,
-                                                   LockMode mode) {
+std::shared_ptr<Hold> ClientCore::find_or_add_hold(const std::string& name, const std::string& owner, LockMode mode) {
   auto& slot = holds_[{name, owner, mode}];
   if (!slot) slot = std::make_shared<Hold>(name, owner, mode);
   return slot;
@@ -40,8 +38,10 @@ void ClientCore::hold_exec(const std::shared_ptr<Hold>& hold, std::function<void
 
 void ClientCore::hold_op_done(const std::shared_ptr<Hold>& hold) {
   hold->op_busy = false;
-  if (hold->ops.empty()) maybe_forget(hold);
-  else run_next_op(hold);
+  if (hold->ops.empty())
+    maybe_forget(hold);
+  else
+    run_next_op(hold);
 }
 
 // REQUIRES: !hold->op_busy and ops not empty.
@@ -59,8 +59,8 @@ void ClientCore::acquire(std::string name, milliseconds wait, LockOptions option
     return;
   }
   if (options.owner.empty()) options.owner = random_token();
-  post([self = shared_from_this(), name = std::move(name), wait, options = std::move(options),
-        done = std::move(done), seed]() mutable {
+  post([self = shared_from_this(), name = std::move(name), wait, options = std::move(options), done = std::move(done),
+        seed]() mutable {
     if (self->closing_) return done(Status(Errc::cancelled, "client closed"));
     self->adopt_staged();
     const auto started = seed.started != Clock::time_point{} ? seed.started : self->now();
@@ -78,7 +78,7 @@ void ClientCore::acquire(std::string name, milliseconds wait, LockOptions option
     op->fresh_grant = seed.grant != 0 ? seed.grant : self->next_grant_.fetch_add(1);
     op->attempt = seed.attempt != 0 ? seed.attempt : self->next_attempt_.fetch_add(1);
     op->stray = seed.stray;
-    op->sent_any = seed.stray || seed.attempt != 0;  // the fast attempt may have left something
+    op->sent_any = seed.stray || seed.attempt != 0;     // the fast attempt may have left something
     if (seed.attempt != 0) op->busy_sent_at = started;  // the fast attempt was answered busy
     ++op->hold->users;
     self->live_ops_.insert(op);
@@ -112,11 +112,16 @@ void ClientCore::step(const std::shared_ptr<AcquireOp>& op, AcquireFsm::Action a
     abandon(op->hold, std::move(undo));
   }
   switch (action.kind) {
-    case Kind::attempt: return send_attempt(op);
-    case Kind::watch: return start_watch(op, action.until);
-    case Kind::wait: return wake_at(op, action.until);
-    case Kind::done: return finish(op, action.status);
-    case Kind::none: return;
+    case Kind::attempt:
+      return send_attempt(op);
+    case Kind::watch:
+      return start_watch(op, action.until);
+    case Kind::wait:
+      return wake_at(op, action.until);
+    case Kind::done:
+      return finish(op, action.status);
+    case Kind::none:
+      return;
   }
 }
 
@@ -141,8 +146,7 @@ void ClientCore::start_watch(const std::shared_ptr<AcquireOp>& op, AcquireFsm::t
     if (closing_ || op->finished) return;
     op->timer.cancel();
     if (!s.ok() && s.code() != Errc::cancelled && !std::exchange(warned_blind_, true))
-      log(LogLevel::warning, "waiting for locks without release notifications (polling; said once): " +
-                                 s.to_string());
+      log(LogLevel::warning, "waiting for locks without release notifications (polling; said once): " + s.to_string());
     step(op, op->fsm.on_watch_ready(now(), s.ok()));
   });
 }
@@ -299,9 +303,8 @@ void ClientCore::finish(const std::shared_ptr<AcquireOp>& op, Status status) {
   --op->hold->users;
   maybe_forget(op->hold);
   if (!status.ok()) {
-    post([done = std::move(op->done), status = std::move(status)]() mutable {
-      done(Result<Lease>(std::move(status)));
-    });
+    post(
+        [done = std::move(op->done), status = std::move(status)]() mutable { done(Result<Lease>(std::move(status))); });
   }
 }
 
@@ -327,8 +330,7 @@ void ClientCore::abandon(const std::shared_ptr<Hold>& hold, AbandonCall call) {
       if (closing_) return;
       if (!s.ok())
         log(LogLevel::warning, "cleanup after an acquire of '" + hold->name +
-                                   "' that ended without a grant failed (it expires with its lease): " +
-                                   s.to_string());
+                                   "' that ended without a grant failed (it expires with its lease): " + s.to_string());
       --hold->users;
       hold_op_done(hold);
     });

@@ -1,17 +1,16 @@
 // The blocking fast path: a fresh grant and its release on the caller's own
 // thread (no hand-off to the I/O thread), and the hand-over of such grants
 // to the I/O thread, which adopts them lazily.
-#include "client_core_internal.hpp"
-
 #include <algorithm>
 
+#include "client_core_internal.hpp"
 #include "core/names.hpp"
 #include "core/transient.hpp"
 
 namespace dlock::detail {
 
-std::optional<Result<Lease>> ClientCore::acquire_now(const std::string& name, milliseconds wait,
-                                                     const LockOptions& o, AcquireSeed& seed) {
+std::optional<Result<Lease>> ClientCore::acquire_now(const std::string& name, milliseconds wait, const LockOptions& o,
+                                                     AcquireSeed& seed) {
   if (!backend_ || on_io_thread()) return std::nullopt;
   if (Status bad = check_acquire(name, wait, o, caps_); !bad.ok()) return Result<Lease>(bad);
   const bool renew = !o.lease.has_value();
@@ -46,7 +45,8 @@ std::optional<Result<Lease>> ClientCore::acquire_now(const std::string& name, mi
     case AcquireOutcome::Kind::lost:
     case AcquireOutcome::Kind::mismatch:
       return std::nullopt;
-    case AcquireOutcome::Kind::granted: break;
+    case AcquireOutcome::Kind::granted:
+      break;
   }
   if (now() >= valid_until(sent_at, lease)) {
     // Late: undone, and the asynchronous path tries again (same grant).
@@ -65,8 +65,8 @@ std::optional<Result<Lease>> ClientCore::acquire_now(const std::string& name, mi
   hold->grant = call.grant;
   hold->lease = lease;
   hold->on_lost = o.on_lost;
-  hold->valid_until_ns.store(ticks(caps_.needs_renewal ? valid_until(sent_at, lease)
-                                                      : (*r)->valid_until.value_or(Clock::time_point{})));
+  hold->valid_until_ns.store(
+      ticks(caps_.needs_renewal ? valid_until(sent_at, lease) : (*r)->valid_until.value_or(Clock::time_point{})));
   hold->order.store(Hold::kFast);
   grants_.fetch_add(1, std::memory_order_relaxed);
   leases_held_.fetch_add(1, std::memory_order_relaxed);
@@ -89,11 +89,12 @@ void ClientCore::stage(std::shared_ptr<Hold> hold, Clock::time_point sent_at, mi
   // No reference to *this: a handler holding one could become the last
   // owner, and the Client's destructor would then return before the shutdown
   // ran. None is needed: *this outlives every handler (backend.hpp's rule).
-  if (wake) post([this] {
-    if (closing_) return;
-    adopt_staged();
-    rearm_renewal();
-  });
+  if (wake)
+    post([this] {
+      if (closing_) return;
+      adopt_staged();
+      rearm_renewal();
+    });
 }
 
 std::optional<Status> ClientCore::release_now(const std::shared_ptr<Hold>& hold) {

@@ -4,7 +4,6 @@
 #define DLOCK_CLIENT_CORE_INTERNAL_HPP_
 
 #include <boost/asio/post.hpp>
-
 #include <utility>
 
 #include "client_core.hpp"

@@ -3,7 +3,6 @@
 // an inspect at each wake-up, and a timer for what sends no message: a
 // holder's lease running out, and on some backends a free lock's first grant.
 #include "client_core_internal.hpp"
-
 #include "sync_wait.hpp"
 
 namespace dlock::detail {

@@ -1,9 +1,9 @@
 // Liveness: the watchdog (batched renewals on the scheduler's ticks) for
 // backends whose holds need renewal, the session's pushed liveness for the
 // others, and the loss signal either way.
-#include "client_core_internal.hpp"
-
 #include <algorithm>
+
+#include "client_core_internal.hpp"
 
 namespace dlock::detail {
 
@@ -106,15 +106,23 @@ void ClientCore::on_renewal_timer() {
             scheduler_.renewed(id, sent_at);
             hold->valid_until_ns.store(ticks(scheduler_.valid_until(id)));
             break;
-          case RenewOutcome::expired: mark_lost(hold, LossReason::expired); break;
-          case RenewOutcome::taken: mark_lost(hold, LossReason::taken); break;
-          case RenewOutcome::wrong_type: mark_lost(hold, LossReason::wrong_type); break;
-          case RenewOutcome::unconfirmed: scheduler_.failed(id, sent_at); break;
+          case RenewOutcome::expired:
+            mark_lost(hold, LossReason::expired);
+            break;
+          case RenewOutcome::taken:
+            mark_lost(hold, LossReason::taken);
+            break;
+          case RenewOutcome::wrong_type:
+            mark_lost(hold, LossReason::wrong_type);
+            break;
+          case RenewOutcome::unconfirmed:
+            scheduler_.failed(id, sent_at);
+            break;
         }
       }
       if (!r.ok())
-        log(LogLevel::warning, "lease renewal failed (retrying until the leases can no longer be confirmed): " +
-                                   r.status().to_string());
+        log(LogLevel::warning,
+            "lease renewal failed (retrying until the leases can no longer be confirmed): " + r.status().to_string());
       rearm_renewal();
     });
   }
@@ -128,10 +136,10 @@ void ClientCore::on_holds_lost(const std::vector<HoldRef>& refs, LossReason reas
   std::vector<std::shared_ptr<Hold>> gone;
   for (auto& [key, hold] : holds_) {
     if (hold->depth.load() == 0 || hold->lost.load()) continue;
-    const bool match = refs.empty() || std::any_of(refs.begin(), refs.end(), [&](const HoldRef& r) {
-                         return r.name == hold->name && r.owner == hold->owner &&
-                                (r.grant == 0 || r.grant == hold->grant);
-                       });
+    const bool match =
+        refs.empty() || std::any_of(refs.begin(), refs.end(), [&](const HoldRef& r) {
+          return r.name == hold->name && r.owner == hold->owner && (r.grant == 0 || r.grant == hold->grant);
+        });
     if (match) gone.push_back(hold);
   }
   for (const auto& hold : gone) mark_lost(hold, reason);

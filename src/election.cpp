@@ -46,9 +46,8 @@ Result<std::optional<LeaderInfo>> Election::leader() const {
 
 Observation Election::observe(std::function<void(const std::optional<LeaderInfo>&)> on_change) {
   auto core = client_.core_;
-  const auto id = core->observe(name_, [on_change = std::move(on_change)](const LockInfo& info) {
-    on_change(leader_of(info));
-  });
+  const auto id =
+      core->observe(name_, [on_change = std::move(on_change)](const LockInfo& info) { on_change(leader_of(info)); });
   return Observation([core, id] { core->unobserve(id); });
 }
 

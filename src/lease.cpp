@@ -1,6 +1,5 @@
 #include "dlock/lease.hpp"
 
-
 #include "client_core.hpp"
 #include "sync_wait.hpp"
 
@@ -77,7 +76,9 @@ std::chrono::steady_clock::time_point Lease::valid_until() const {
 
 bool Lease::lost() const noexcept { return hold_ && hold_->lost.load(); }
 
-std::stop_token Lease::lost_token() const noexcept { return hold_ ? hold_->lost_source.get_token() : std::stop_token(); }
+std::stop_token Lease::lost_token() const noexcept {
+  return hold_ ? hold_->lost_source.get_token() : std::stop_token();
+}
 
 Status Lease::release() {
   if (!hold_) return {Errc::not_held, "the lease is empty (already released or moved from)"};

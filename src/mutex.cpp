@@ -27,7 +27,8 @@ bool Mutex::try_lock() { return acquire_for(milliseconds(0)); }
 
 bool Mutex::acquire_for(milliseconds wait) {
   wait = std::max(wait, milliseconds(0));
-  if (client_.core_->on_io_thread()) throw Error(Errc::precondition_failed, "Mutex: blocking call on the client's I/O thread");
+  if (client_.core_->on_io_thread())
+    throw Error(Errc::precondition_failed, "Mutex: blocking call on the client's I/O thread");
   detail::AcquireSeed seed;
   if (private_owner_) {
     // The owner is this object's alone: with no level held, a lock is a

@@ -12,8 +12,7 @@ namespace dlock::detail {
 
 // A fresh hold (a new random owner) of `name` in `shape`, waiting up to
 // `wait`. Refuses the I/O thread (precondition_failed) as every blocking call.
-Result<Lease> take_hold(ClientCore& core, const std::string& name, milliseconds wait, LockOptions options,
-                        Shape shape);
+Result<Lease> take_hold(ClientCore& core, const std::string& name, milliseconds wait, LockOptions options, Shape shape);
 
 // ok: true. busy or timeout: false. Anything else: throws Error.
 bool granted_or_throw(const Result<Lease>& r);

@@ -39,10 +39,10 @@ bool SharedMutex::acquire(bool shared, milliseconds wait) {
       throw Error(Errc::precondition_failed,
                   std::string("SharedMutex '") + name_ + "': " +
                       (shared ? "lock_shared() while this object holds or is taking the write lock"
-                              : writer_.held() || pending_write_ > 0
-                                    ? "lock() while this object holds or is taking the write lock (not recursive)"
-                                    : "lock() while this object holds read locks (an upgrade would wait for "
-                                      "itself: unlock_shared() first)") +
+                       : writer_.held() || pending_write_ > 0
+                           ? "lock() while this object holds or is taking the write lock (not recursive)"
+                           : "lock() while this object holds read locks (an upgrade would wait for "
+                             "itself: unlock_shared() first)") +
                       "; it would wait for itself");
     ++(shared ? pending_read_ : pending_write_);
   }
@@ -51,8 +51,10 @@ bool SharedMutex::acquire(bool shared, milliseconds wait) {
   std::lock_guard lk(mu_);
   --(shared ? pending_read_ : pending_write_);
   if (!detail::granted_or_throw(r)) return false;
-  if (shared) readers_.push_back(std::move(r.value()));
-  else writer_ = std::move(r.value());
+  if (shared)
+    readers_.push_back(std::move(r.value()));
+  else
+    writer_ = std::move(r.value());
   return true;
 }
 
@@ -61,8 +63,8 @@ void SharedMutex::drop(bool shared) noexcept {
   {
     std::lock_guard lk(mu_);
     if (shared ? readers_.empty() : !writer_.held()) {
-      last_release_ = Status(Errc::not_held, std::string(shared ? "unlock_shared()" : "unlock()") + " of '" +
-                                                 name_ + "', which this SharedMutex does not hold so");
+      last_release_ = Status(Errc::not_held, std::string(shared ? "unlock_shared()" : "unlock()") + " of '" + name_ +
+                                                 "', which this SharedMutex does not hold so");
       return;
     }
     if (shared) {

@@ -20,11 +20,11 @@
 #include <unistd.h>
 
 #include <boost/asio/connect.hpp>
+#include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/read.hpp>
 #include <boost/asio/read_until.hpp>
 #include <boost/asio/streambuf.hpp>
 #include <boost/asio/write.hpp>
-#include <boost/asio/ip/tcp.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <chrono>
@@ -32,10 +32,10 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <optional>
 #include <iomanip>
 #include <iostream>
 #include <latch>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -136,17 +136,18 @@ std::string start_postgres(const fs::path& dir, std::vector<Child>& children) {
   // The postgres user must reach `dir` through its parent (mkdtemp's 0700).
   fs::permissions(dir.parent_path(), fs::perms::others_exec | fs::perms::group_exec, fs::perm_options::add);
   fs::create_directories(dir);
-  if (geteuid() == 0 && run_to_end({"chown", "postgres:postgres", dir.string()}, (dir.parent_path() / "pg.log").string()) != 0)
+  if (geteuid() == 0 &&
+      run_to_end({"chown", "postgres:postgres", dir.string()}, (dir.parent_path() / "pg.log").string()) != 0)
     throw std::runtime_error("cannot hand " + dir.string() + " to the postgres user");
-  if (run_to_end(as_postgres({kPgBin + "initdb", "-D", (dir / "data").string(), "-U", "postgres", "--auth=trust",
-                              "-E", "UTF8", "--locale=C.UTF-8", "--no-sync"}),
+  if (run_to_end(as_postgres({kPgBin + "initdb", "-D", (dir / "data").string(), "-U", "postgres", "--auth=trust", "-E",
+                              "UTF8", "--locale=C.UTF-8", "--no-sync"}),
                  (dir.parent_path() / "pg.log").string()) != 0)
     throw std::runtime_error("initdb failed (see " + (dir.parent_path() / "pg.log").string() + ")");
   const int port = free_port();
-  children.push_back(start(as_postgres({kPgBin + "postgres", "-D", (dir / "data").string(), "-p",
-                                        std::to_string(port), "-c", "listen_addresses=127.0.0.1", "-c",
-                                        "unix_socket_directories=" + dir.string()}),
-                           false, (dir.parent_path() / "pg.log").string()));
+  children.push_back(
+      start(as_postgres({kPgBin + "postgres", "-D", (dir / "data").string(), "-p", std::to_string(port), "-c",
+                         "listen_addresses=127.0.0.1", "-c", "unix_socket_directories=" + dir.string()}),
+            false, (dir.parent_path() / "pg.log").string()));
   for (int i = 0; i < 500 && !port_open(port); ++i) std::this_thread::sleep_for(20ms);
   if (!port_open(port)) throw std::runtime_error("postgres did not start");
   return "postgres://postgres@127.0.0.1:" + std::to_string(port) + "/postgres";
@@ -262,10 +263,14 @@ void run_row(Row& row, const std::vector<int>& service_ports, int redis_port, in
   for (auto& t : threads) t.join();
   row.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   for (const auto& r : results) {
-    if (r.status == 200) ++row.succeeded;
-    else if (r.status == 409) ++row.sold_out;
-    else if (r.status == 423) ++row.busy;
-    else ++row.errors;
+    if (r.status == 200)
+      ++row.succeeded;
+    else if (r.status == 409)
+      ++row.sold_out;
+    else if (r.status == 423)
+      ++row.busy;
+    else
+      ++row.errors;
   }
   row.final_stock = std::stoll(redis(redis_port, {"GET", "ProductStock_10000"}));
   // Each success must have taken exactly one unit.
@@ -293,8 +298,8 @@ void write_svg(const std::vector<Row>& rows, const fs::path& path) {
     int y = top + static_cast<int>(i) * row_h;
     double scale = static_cast<double>(bar_w) / std::max(1, r.requests);
     o << "<text x='10' y='" << y + 16 << "'>" << escape(r.label) << "</text>\n"
-      << "<text x='10' y='" << y + 31 << "' fill='#666'>" << r.instances << " instance"
-      << (r.instances > 1 ? "s" : "") << "</text>\n";
+      << "<text x='10' y='" << y + 31 << "' fill='#666'>" << r.instances << " instance" << (r.instances > 1 ? "s" : "")
+      << "</text>\n";
     double x = left;
     auto seg = [&](int n, const char* color) {
       if (n <= 0) return;
@@ -332,9 +337,8 @@ void write_json(const std::vector<Row>& rows, const fs::path& path) {
     const Row& r = rows[i];
     o << "  {\"variant\": \"" << r.variant << "\", \"instances\": " << r.instances << ", \"requests\": " << r.requests
       << ", \"succeeded\": " << r.succeeded << ", \"sold_out\": " << r.sold_out << ", \"lock_busy\": " << r.busy
-      << ", \"errors\": " << r.errors << ", \"final_stock\": " << r.final_stock
-      << ", \"lost_updates\": " << r.anomalies << ", \"seconds\": " << r.seconds << "}"
-      << (i + 1 < rows.size() ? "," : "") << "\n";
+      << ", \"errors\": " << r.errors << ", \"final_stock\": " << r.final_stock << ", \"lost_updates\": " << r.anomalies
+      << ", \"seconds\": " << r.seconds << "}" << (i + 1 < rows.size() ? "," : "") << "\n";
   }
   o << "]\n";
 }
@@ -347,9 +351,12 @@ int main(int argc, char** argv) {
   std::string think_ms = "2";
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
-    if (a == "--out" && i + 1 < argc) out = argv[++i];
-    else if (a == "--requests" && i + 1 < argc) requests = std::atoi(argv[++i]);
-    else if (a == "--think-ms" && i + 1 < argc) think_ms = argv[++i];
+    if (a == "--out" && i + 1 < argc)
+      out = argv[++i];
+    else if (a == "--requests" && i + 1 < argc)
+      requests = std::atoi(argv[++i]);
+    else if (a == "--think-ms" && i + 1 < argc)
+      think_ms = argv[++i];
     else {
       std::cerr << "usage: inventory-experiment [--out DIR] [--requests N] [--think-ms N]\n";
       return 64;
@@ -363,9 +370,10 @@ int main(int argc, char** argv) {
   int rc = 2;
   try {
     const int redis_port = free_port();
-    children.push_back(start({"redis-server", "--port", std::to_string(redis_port), "--bind", "127.0.0.1", "--dir",
-                              tmp.string(), "--save", "", "--appendonly", "no", "--logfile", (tmp / "redis.log").string()},
-                             false, (tmp / "redis.out").string()));
+    children.push_back(
+        start({"redis-server", "--port", std::to_string(redis_port), "--bind", "127.0.0.1", "--dir", tmp.string(),
+               "--save", "", "--appendonly", "no", "--logfile", (tmp / "redis.log").string()},
+              false, (tmp / "redis.out").string()));
     for (int i = 0; i < 250 && !port_open(redis_port); ++i) std::this_thread::sleep_for(20ms);
     if (!port_open(redis_port)) throw std::runtime_error("redis-server did not start (see " + tmp.string() + ")");
     const std::string pg_url = start_postgres(tmp / "pg", children);
@@ -375,12 +383,12 @@ int main(int argc, char** argv) {
     const std::string zk_url = zk ? "zk://" + zk->hosts() : "";
     std::vector<int> ports;
     for (int i = 0; i < 2; ++i) {
-      std::vector<std::string> argv = {service.string(), "--port", "0", "--redis-port", std::to_string(redis_port),
-                                       "--think-ms", think_ms, "--sqlite", (tmp / "locks.db").string()};
+      std::vector<std::string> argv = {service.string(),           "--port",     "0",      "--redis-port",
+                                       std::to_string(redis_port), "--think-ms", think_ms, "--sqlite",
+                                       (tmp / "locks.db").string()};
       if (!pg_url.empty()) argv.insert(argv.end(), {"--postgres", pg_url});
       if (!zk_url.empty()) argv.insert(argv.end(), {"--zookeeper", zk_url});
-      children.push_back(start(argv,
-                               true, (tmp / ("service" + std::to_string(i) + ".log")).string()));
+      children.push_back(start(argv, true, (tmp / ("service" + std::to_string(i) + ".log")).string()));
       ports.push_back(read_listening_port(children.back().out_fd));
     }
     std::cout << "redis-server on 127.0.0.1:" << redis_port << ", inventory-service on ports " << ports[0] << " and "
@@ -399,29 +407,27 @@ int main(int argc, char** argv) {
     if (!zk_url.empty()) rows.push_back({"dlock-zookeeper", "dlock::Mutex, ZooKeeper", 2, true});
     for (Row& r : rows) run_row(r, ports, redis_port, requests);
 
-    std::cout << std::left << std::setw(32) << "variant" << std::right << std::setw(10) << "instances"
-              << std::setw(10) << "requests" << std::setw(11) << "succeeded" << std::setw(21)
-              << "refused (out+busy)" << std::setw(8) << "errors" << std::setw(13) << "final stock"
-              << std::setw(16) << "lost/oversold" << "\n";
+    std::cout << std::left << std::setw(32) << "variant" << std::right << std::setw(10) << "instances" << std::setw(10)
+              << "requests" << std::setw(11) << "succeeded" << std::setw(21) << "refused (out+busy)" << std::setw(8)
+              << "errors" << std::setw(13) << "final stock" << std::setw(16) << "lost/oversold"
+              << "\n";
     for (const Row& r : rows) {
-      std::cout << std::left << std::setw(32) << r.label << std::right << std::setw(10) << r.instances
-                << std::setw(10) << r.requests << std::setw(11) << r.succeeded << std::setw(21)
+      std::cout << std::left << std::setw(32) << r.label << std::right << std::setw(10) << r.instances << std::setw(10)
+                << r.requests << std::setw(11) << r.succeeded << std::setw(21)
                 << (std::to_string(r.sold_out + r.busy) + " (" + std::to_string(r.sold_out) + "+" +
                     std::to_string(r.busy) + ")")
-                << std::setw(8) << r.errors << std::setw(13) << r.final_stock << std::setw(16) << r.anomalies
-                << "\n";
+                << std::setw(8) << r.errors << std::setw(13) << r.final_stock << std::setw(16) << r.anomalies << "\n";
     }
     write_svg(rows, out / "chart.svg");
     write_json(rows, out / "results.json");
-    std::cout << "\nchart: " << fs::absolute(out / "chart.svg").string() << "\nresults: "
-              << fs::absolute(out / "results.json").string() << "\n";
+    std::cout << "\nchart: " << fs::absolute(out / "chart.svg").string()
+              << "\nresults: " << fs::absolute(out / "results.json").string() << "\n";
 
     rc = 0;
     for (const Row& r : rows) {
       bool is_dlock = r.variant.rfind("dlock", 0) == 0;
       if (is_dlock && (r.anomalies != 0 || r.errors != 0)) {
-        std::cout << "FAIL: " << r.label << " shows " << r.anomalies << " lost updates and " << r.errors
-                  << " errors\n";
+        std::cout << "FAIL: " << r.label << " shows " << r.anomalies << " lost updates and " << r.errors << " errors\n";
         rc = 1;
       }
       const bool blocking = r.variant == "dlock" || r.variant == "dlock-sqlite" || r.variant == "dlock-postgres" ||

@@ -18,22 +18,21 @@
 //
 //   dlock-zookeeper  dlock::Mutex over a ZooKeeper lock queue, waiting up to 10 s
 //   inventory-service --port P --redis-port R [--think-ms 2] [--sqlite PATH] [--postgres URL] [--zookeeper URL]
-#include <dlock/dlock.hpp>
-
-#include "common/sync_redis.hpp"
-
 #include <atomic>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <chrono>
 #include <cstring>
+#include <dlock/dlock.hpp>
 #include <iostream>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
+
+#include "common/sync_redis.hpp"
 
 namespace asio = boost::asio;
 namespace http = boost::beast::http;
@@ -49,8 +48,8 @@ struct Config {
   int port = 0;
   int redis_port = 6379;
   int think_ms = 2;
-  std::string sqlite;    // lock file of the dlock-sqlite variant
-  std::string postgres;  // URL of the dlock-postgres variant
+  std::string sqlite;     // lock file of the dlock-sqlite variant
+  std::string postgres;   // URL of the dlock-postgres variant
   std::string zookeeper;  // URL of the dlock-zookeeper variant
 };
 
@@ -177,14 +176,21 @@ void serve(tcp::socket socket, const Clients& clients, const Config& cfg) {
 int main(int argc, char** argv) {
   Config cfg;
   for (int i = 1; i + 1 < argc; i += 2) {
-    if (std::strcmp(argv[i], "--port") == 0) cfg.port = std::atoi(argv[i + 1]);
-    else if (std::strcmp(argv[i], "--redis-port") == 0) cfg.redis_port = std::atoi(argv[i + 1]);
-    else if (std::strcmp(argv[i], "--think-ms") == 0) cfg.think_ms = std::atoi(argv[i + 1]);
-    else if (std::strcmp(argv[i], "--sqlite") == 0) cfg.sqlite = argv[i + 1];
-    else if (std::strcmp(argv[i], "--postgres") == 0) cfg.postgres = argv[i + 1];
-    else if (std::strcmp(argv[i], "--zookeeper") == 0) cfg.zookeeper = argv[i + 1];
+    if (std::strcmp(argv[i], "--port") == 0)
+      cfg.port = std::atoi(argv[i + 1]);
+    else if (std::strcmp(argv[i], "--redis-port") == 0)
+      cfg.redis_port = std::atoi(argv[i + 1]);
+    else if (std::strcmp(argv[i], "--think-ms") == 0)
+      cfg.think_ms = std::atoi(argv[i + 1]);
+    else if (std::strcmp(argv[i], "--sqlite") == 0)
+      cfg.sqlite = argv[i + 1];
+    else if (std::strcmp(argv[i], "--postgres") == 0)
+      cfg.postgres = argv[i + 1];
+    else if (std::strcmp(argv[i], "--zookeeper") == 0)
+      cfg.zookeeper = argv[i + 1];
     else {
-      std::cerr << "usage: inventory-service --port P --redis-port R [--think-ms N] [--sqlite PATH] [--postgres URL] [--zookeeper URL]\n";
+      std::cerr << "usage: inventory-service --port P --redis-port R [--think-ms N] [--sqlite PATH] [--postgres URL] "
+                   "[--zookeeper URL]\n";
       return 64;
     }
   }

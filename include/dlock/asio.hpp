@@ -11,9 +11,9 @@
 // Completion signatures: acquire void(boost::system::error_code, dlock::Lease)
 // and release void(boost::system::error_code). The codes wrap dlock::Errc in
 // dlock's error_category and compare equal to dlock::make_error_code(Errc);
-// use_awaitable and use_future throw them as boost::system::system_error. The handler runs on its associated executor (for
-// use_awaitable, the coroutine's); with none, on the client's I/O thread.
-// Outstanding work is tracked, so a waiting io_context does not run out.
+// use_awaitable and use_future throw them as boost::system::system_error. The handler runs on its associated executor
+// (for use_awaitable, the coroutine's); with none, on the client's I/O thread. Outstanding work is tracked, so a
+// waiting io_context does not run out.
 #ifndef DLOCK_ASIO_HPP_
 #define DLOCK_ASIO_HPP_
 
@@ -23,7 +23,6 @@
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/system_executor.hpp>
 #include <boost/system/error_code.hpp>
-
 #include <chrono>
 #include <memory>
 #include <string>
@@ -43,7 +42,8 @@ class Completion {
  public:
   explicit Completion(Handler h)
       : handler_(std::move(h)),
-        work_(boost::asio::make_work_guard(boost::asio::get_associated_executor(handler_, boost::asio::system_executor()))) {}
+        work_(boost::asio::make_work_guard(
+            boost::asio::get_associated_executor(handler_, boost::asio::system_executor()))) {}
 
   // Runs the handler on its executor with `args` (moved in, may be move-only).
   template <class... Args>
@@ -72,8 +72,10 @@ auto async_acquire(const Client& client, std::string name, std::chrono::millisec
         using C = asio_detail::Completion<decltype(handler)>;
         auto c = std::make_shared<C>(std::move(handler));
         client.async_acquire(std::move(n), w, std::move(o), [c](Result<Lease> r) {
-          if (r.ok()) C::complete(c, boost::system::error_code(), std::move(r.value()));
-          else C::complete(c, boost::system::error_code(make_error_code(r.code())), Lease());
+          if (r.ok())
+            C::complete(c, boost::system::error_code(), std::move(r.value()));
+          else
+            C::complete(c, boost::system::error_code(make_error_code(r.code())), Lease());
         });
       },
       token, std::move(name), wait, std::move(options));

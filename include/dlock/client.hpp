@@ -60,26 +60,26 @@ std::string describe_url(std::string_view url);
 // What the server says about a lock right now (Client::inspect).
 struct LockInfo {
   bool held = false;
-  std::uint64_t fence = 0;           // of the current grant; 0 when free
-  std::uint64_t last_fence = 0;      // the fence counter now (shared by every
-                                     // name under the prefix): the next grant
-                                     // of any lock gets a higher fence
-  milliseconds remaining{0};         // lease left (PTTL); 0 when free, and
-                                     // when a session keeps it (ZooKeeper)
-  unsigned reentry_count = 0;        // 0 when free (ZooKeeper: 1 when held;
-                                     // the holding client counts levels)
+  std::uint64_t fence = 0;              // of the current grant; 0 when free
+  std::uint64_t last_fence = 0;         // the fence counter now (shared by every
+                                        // name under the prefix): the next grant
+                                        // of any lock gets a higher fence
+  milliseconds remaining{0};            // lease left (PTTL); 0 when free, and
+                                        // when a session keeps it (ZooKeeper)
+  unsigned reentry_count = 0;           // 0 when free (ZooKeeper: 1 when held;
+                                        // the holding client counts levels)
   std::optional<unsigned> waiters = 0;  // clients waiting for its release,
-                                     // as the server sees them (Redis:
-                                     // subscribers of the name's release
-                                     // channel; ZooKeeper: queue nodes behind
-                                     // the holder's); nullopt where the store
-                                     // does not know them (SQLite, PostgreSQL)
+                                        // as the server sees them (Redis:
+                                        // subscribers of the name's release
+                                        // channel; ZooKeeper: queue nodes behind
+                                        // the holder's); nullopt where the store
+                                        // does not know them (SQLite, PostgreSQL)
   // Fair, shared and counted locks (LockOptions::fair, SharedMutex,
   // Semaphore, Election): the oldest grant speaks for the lock.
-  std::string holder;                // what its holder said of itself
-                                     // (Election: the candidate id)
-  unsigned holders = 0;              // grants held now (readers, permits)
-  bool shared = false;               // held in shared mode (readers, permits)
+  std::string holder;    // what its holder said of itself
+                         // (Election: the candidate id)
+  unsigned holders = 0;  // grants held now (readers, permits)
+  bool shared = false;   // held in shared mode (readers, permits)
 };
 
 // Counters since the client was created; a snapshot.
@@ -87,7 +87,7 @@ struct ClientStats {
   std::uint64_t commands_sent = 0;
   std::uint64_t reconnects = 0;
   std::uint64_t grants = 0;
-  std::uint64_t late_grants = 0;       // replies past the lease's validity, undone
+  std::uint64_t late_grants = 0;  // replies past the lease's validity, undone
   std::uint64_t renewal_round_trips = 0;
   std::uint64_t leases_lost = 0;
   std::uint64_t release_failures = 0;  // failed releases nobody could be told about
@@ -120,8 +120,7 @@ class Client {
   // (waited `wait`, or no answer by the deadline), invalid_argument, wrong_type, lease_lost (a re-entry
   // found this owner's lease gone), and connection errors that outlasted
   // options.error_retry (unavailable, outcome_unknown, auth_failed...).
-  Result<Lease> acquire(std::string_view name, milliseconds wait,
-                        const LockOptions& options = {}) const;
+  Result<Lease> acquire(std::string_view name, milliseconds wait, const LockOptions& options = {}) const;
   // acquire(name, 0, options).
   Result<Lease> try_acquire(std::string_view name, const LockOptions& options = {}) const;
 

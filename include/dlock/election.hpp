@@ -34,7 +34,7 @@
 namespace dlock {
 
 struct LeaderInfo {
-  std::string id;         // the leader's candidate id
+  std::string id;          // the leader's candidate id
   std::uint64_t term = 0;  // its grant's fence
   bool operator==(const LeaderInfo&) const = default;
 };

@@ -37,27 +37,27 @@ enum class Errc : int {
   // --- caller's input (give up) ---
   invalid_argument = 1,  // malformed URL, lease <= 0, empty or oversized name...
   // --- server/connection (retry) ---
-  unavailable = 2,   // cannot connect, connection lost before the request was
-                     // sent, server LOADING/BUSY/READONLY/MASTERDOWN
-  timeout = 3,       // waited for a lock until the wait timeout; not acquired
-  busy = 4,          // lock held by another owner (single attempt)
+  unavailable = 2,  // cannot connect, connection lost before the request was
+                    // sent, server LOADING/BUSY/READONLY/MASTERDOWN
+  timeout = 3,      // waited for a lock until the wait timeout; not acquired
+  busy = 4,         // lock held by another owner (single attempt)
   // --- the outcome is unknown ---
   outcome_unknown = 5,  // request sent, reply lost (connection dropped or
                         // per-command timeout); may have taken effect
   // --- configuration or state (give up) ---
-  auth_failed = 6,       // wrong user/password, or server requires AUTH
-  tls_failed = 7,        // TLS handshake or certificate verification failed
-  permission_denied = 8, // ACL user may not run a command or touch a key
-  wrong_type = 9,        // the lock's storage holds something else: a Redis
-                         // key of another type (WRONGTYPE)
-  not_owner = 10,        // release/renew of a lock held by another owner;
-                         // nothing was touched
-  not_held = 11,         // release of a lock this owner does not hold
-                         // (double unlock, or the lease already expired)
-  lease_lost = 12,       // the lease expired or was taken away while held
-  server_error = 13,     // any other error reply from the server
-  protocol_error = 14,   // the server sent something that is not RESP
-  cancelled = 15,        // the client shut down or the caller cancelled
+  auth_failed = 6,           // wrong user/password, or server requires AUTH
+  tls_failed = 7,            // TLS handshake or certificate verification failed
+  permission_denied = 8,     // ACL user may not run a command or touch a key
+  wrong_type = 9,            // the lock's storage holds something else: a Redis
+                             // key of another type (WRONGTYPE)
+  not_owner = 10,            // release/renew of a lock held by another owner;
+                             // nothing was touched
+  not_held = 11,             // release of a lock this owner does not hold
+                             // (double unlock, or the lease already expired)
+  lease_lost = 12,           // the lease expired or was taken away while held
+  server_error = 13,         // any other error reply from the server
+  protocol_error = 14,       // the server sent something that is not RESP
+  cancelled = 15,            // the client shut down or the caller cancelled
   precondition_failed = 16,  // the call is not allowed where it was made: a
                              // blocking call on the client's I/O thread
                              // (from a callback; use the async_ form)
@@ -129,7 +129,7 @@ class Error : public std::runtime_error {
 template <class T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : v_(std::in_place_index<0>, std::move(value)) {}  // NOLINT
+  Result(T value) : v_(std::in_place_index<0>, std::move(value)) {}        // NOLINT
   Result(Status status) : v_(std::in_place_index<1>, std::move(status)) {  // NOLINT
     if (std::get<1>(v_).ok()) v_.template emplace<1>(Errc::server_error, "failed Result without a code");
   }

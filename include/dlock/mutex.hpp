@@ -99,8 +99,8 @@ class Mutex {
 // destructor, so a failed release is logged and counted
 // (ClientStats::release_failures), never swallowed.
 template <class Fn>
-auto with_lock(const Client& client, std::string_view name, milliseconds wait, Fn&& fn,
-               const LockOptions& options = {}) -> std::invoke_result_t<Fn&, const Lease&> {
+auto with_lock(const Client& client, std::string_view name, milliseconds wait, Fn&& fn, const LockOptions& options = {})
+    -> std::invoke_result_t<Fn&, const Lease&> {
   const Lease lease = client.acquire(name, wait, options).value();
   return std::forward<Fn>(fn)(lease);
 }

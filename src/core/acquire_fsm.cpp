@@ -1,8 +1,9 @@
 #include "core/acquire_fsm.hpp"
-#include "core/transient.hpp"
-#include "core/validity.hpp"
 
 #include <algorithm>
+
+#include "core/transient.hpp"
+#include "core/validity.hpp"
 
 namespace dlock::detail {
 namespace {
@@ -17,7 +18,11 @@ constexpr milliseconds kWatchedNap{24LL * 3600 * 1000};  // no poll: a day, or t
 }  // namespace
 
 AcquireFsm::AcquireFsm(time_point now, milliseconds wait, milliseconds error_retry, milliseconds reply_budget)
-    : start_(now), reply_budget_(reply_budget), forever_(to_wait(wait) == kForever), wait_(wait), error_retry_(std::min(error_retry, kMaxLease)) {
+    : start_(now),
+      reply_budget_(reply_budget),
+      forever_(to_wait(wait) == kForever),
+      wait_(wait),
+      error_retry_(std::min(error_retry, kMaxLease)) {
   deadline_ = forever_ ? time_point::max() : now + std::max(wait, milliseconds(0));
 }
 
@@ -65,8 +70,8 @@ AcquireFsm::Action AcquireFsm::on_busy(time_point now, WaitHint hint) {
   error_backoff_ = milliseconds(0);
   if (now >= deadline_) {
     if (wait_.count() <= 0) return done({Errc::busy, "the lock is held by another owner"});
-    return done({Errc::timeout, "the lock was still held by another owner after waiting " +
-                                    std::to_string(wait_.count()) + " ms"});
+    return done({Errc::timeout,
+                 "the lock was still held by another owner after waiting " + std::to_string(wait_.count()) + " ms"});
   }
   if (!watching_) {
     watching_ = true;
@@ -80,10 +85,18 @@ AcquireFsm::Action AcquireFsm::on_busy(time_point now, WaitHint hint) {
   if (std::exchange(woken_in_flight_, false)) return attempt();
   milliseconds nap{0};
   switch (hint.kind) {
-    case WaitHint::Kind::expiry: nap = std::max(hint.after, milliseconds(0)) + milliseconds(1); break;
-    case WaitHint::Kind::event: nap = kNoExpiryPoll; break;
-    case WaitHint::Kind::retry: nap = std::max(hint.after, milliseconds(0)); break;
-    case WaitHint::Kind::watched: nap = kWatchedNap; break;  // woken by the watch or a resync
+    case WaitHint::Kind::expiry:
+      nap = std::max(hint.after, milliseconds(0)) + milliseconds(1);
+      break;
+    case WaitHint::Kind::event:
+      nap = kNoExpiryPoll;
+      break;
+    case WaitHint::Kind::retry:
+      nap = std::max(hint.after, milliseconds(0));
+      break;
+    case WaitHint::Kind::watched:
+      nap = kWatchedNap;
+      break;  // woken by the watch or a resync
   }
   if (blind_) {
     poll_ = poll_.count() == 0 ? kPollMin : std::min(poll_ * 2, kPollMax);
@@ -119,8 +132,8 @@ AcquireFsm::time_point AcquireFsm::give_up_at() const {
 AcquireFsm::Action AcquireFsm::given_up() {
   const std::string& why = last_error_.message();
   if (in_doubt_ && give_up_at() < *first_error_ + error_retry_)
-    return done({Errc::timeout,
-                 "no answer from the server within the wait of " + std::to_string(wait_.count()) + " ms (" + why + ")"});
+    return done({Errc::timeout, "no answer from the server within the wait of " + std::to_string(wait_.count()) +
+                                    " ms (" + why + ")"});
   return done(in_doubt_ ? Status(Errc::outcome_unknown, "acquire outcome unknown after retrying for " +
                                                             std::to_string(error_retry_.count()) + " ms: " + why)
                         : last_error_);
@@ -157,8 +170,8 @@ AcquireFsm::Action AcquireFsm::on_wake(time_point now) {
   if (watch_pending_) {
     if (now < deadline_) return {Action::Kind::none, {}, {}};
     watch_pending_ = false;
-    return done({Errc::timeout, "the lock was still held by another owner after waiting " +
-                                    std::to_string(wait_.count()) + " ms"});
+    return done({Errc::timeout,
+                 "the lock was still held by another owner after waiting " + std::to_string(wait_.count()) + " ms"});
   }
   if (attempting_) {
     woken_in_flight_ = true;
@@ -166,8 +179,8 @@ AcquireFsm::Action AcquireFsm::on_wake(time_point now) {
   }
   if (!waiting_) return {Action::Kind::none, {}, {}};
   if (now >= deadline_ && !first_error_)
-    return done({Errc::timeout, "the lock was still held by another owner after waiting " +
-                                    std::to_string(wait_.count()) + " ms"});
+    return done({Errc::timeout,
+                 "the lock was still held by another owner after waiting " + std::to_string(wait_.count()) + " ms"});
   if (first_error_ && now >= give_up_at()) return given_up();  // no attempt past the deadline
   return attempt();
 }

@@ -114,7 +114,7 @@ class AcquireFsm {
   bool blind_ = false;          // no release notifications: poll
   milliseconds poll_{0};
   bool waiting_ = false;
-  bool attempting_ = false;      // an attempt is out, its answer not yet seen
+  bool attempting_ = false;       // an attempt is out, its answer not yet seen
   bool woken_in_flight_ = false;  // a release was published meanwhile
   unsigned late_grants_ = 0;
   bool in_doubt_ = false;

@@ -18,8 +18,10 @@ std::string describe_url(std::string_view url) {
   const std::string_view userinfo = url.substr(start, at);
   const auto colon = userinfo.find(':');
   std::string out(url.substr(0, start));
-  if (colon != std::string_view::npos) out += std::string(userinfo.substr(0, colon)) + ":***";
-  else out += "***";  // redis://PASSWORD@host: the lone part is the password
+  if (colon != std::string_view::npos)
+    out += std::string(userinfo.substr(0, colon)) + ":***";
+  else
+    out += "***";  // redis://PASSWORD@host: the lone part is the password
   out += url.substr(start + at);
   return out;
 }

@@ -1,5 +1,6 @@
 // Error codes, their next steps and the std::error_category.
 #include "dlock/error.hpp"
+
 #include "dlock/options.hpp"
 
 namespace dlock {
@@ -34,44 +35,70 @@ NextStep next_step(Errc code) noexcept {
 
 std::string_view to_string(Errc code) noexcept {
   switch (code) {
-    case Errc::ok: return "ok";
-    case Errc::invalid_argument: return "invalid_argument";
-    case Errc::unavailable: return "unavailable";
-    case Errc::timeout: return "timeout";
-    case Errc::busy: return "busy";
-    case Errc::outcome_unknown: return "outcome_unknown";
-    case Errc::auth_failed: return "auth_failed";
-    case Errc::tls_failed: return "tls_failed";
-    case Errc::permission_denied: return "permission_denied";
-    case Errc::wrong_type: return "wrong_type";
-    case Errc::not_owner: return "not_owner";
-    case Errc::not_held: return "not_held";
-    case Errc::lease_lost: return "lease_lost";
-    case Errc::server_error: return "server_error";
-    case Errc::protocol_error: return "protocol_error";
-    case Errc::cancelled: return "cancelled";
-    case Errc::precondition_failed: return "precondition_failed";
+    case Errc::ok:
+      return "ok";
+    case Errc::invalid_argument:
+      return "invalid_argument";
+    case Errc::unavailable:
+      return "unavailable";
+    case Errc::timeout:
+      return "timeout";
+    case Errc::busy:
+      return "busy";
+    case Errc::outcome_unknown:
+      return "outcome_unknown";
+    case Errc::auth_failed:
+      return "auth_failed";
+    case Errc::tls_failed:
+      return "tls_failed";
+    case Errc::permission_denied:
+      return "permission_denied";
+    case Errc::wrong_type:
+      return "wrong_type";
+    case Errc::not_owner:
+      return "not_owner";
+    case Errc::not_held:
+      return "not_held";
+    case Errc::lease_lost:
+      return "lease_lost";
+    case Errc::server_error:
+      return "server_error";
+    case Errc::protocol_error:
+      return "protocol_error";
+    case Errc::cancelled:
+      return "cancelled";
+    case Errc::precondition_failed:
+      return "precondition_failed";
   }
   return "unknown_code";
 }
 
 std::string_view to_string(NextStep step) noexcept {
   switch (step) {
-    case NextStep::none: return "none";
-    case NextStep::retry: return "retry";
-    case NextStep::give_up: return "give_up";
-    case NextStep::unknown: return "unknown";
-    case NextStep::restart: return "restart";
+    case NextStep::none:
+      return "none";
+    case NextStep::retry:
+      return "retry";
+    case NextStep::give_up:
+      return "give_up";
+    case NextStep::unknown:
+      return "unknown";
+    case NextStep::restart:
+      return "restart";
   }
   return "unknown_step";
 }
 
 std::string_view to_string(LossReason reason) noexcept {
   switch (reason) {
-    case LossReason::expired: return "expired";
-    case LossReason::taken: return "taken";
-    case LossReason::unreachable: return "unreachable";
-    case LossReason::wrong_type: return "wrong_type";
+    case LossReason::expired:
+      return "expired";
+    case LossReason::taken:
+      return "taken";
+    case LossReason::unreachable:
+      return "unreachable";
+    case LossReason::wrong_type:
+      return "wrong_type";
   }
   return "unknown_reason";
 }

@@ -88,19 +88,19 @@ LineAcquire line_acquire(LineState& s, const AcquireCall& call, std::int64_t now
     out.depth = mine->depth;
     return r;
   }
-  const bool tombed = std::any_of(s.tombs.begin(), s.tombs.end(),
-                                  [&](const LineTomb& t) { return is(t, call.owner, call.grant); });
+  const bool tombed =
+      std::any_of(s.tombs.begin(), s.tombs.end(), [&](const LineTomb& t) { return is(t, call.owner, call.grant); });
   if (call.held > 0 || tombed) {
     out.kind = AcquireOutcome::Kind::lost;
     return r;
   }
   for (const auto& h : s.holders) {
     if (h.owner == call.owner && h.mode != call.mode) {
-      r.error = Status(Errc::precondition_failed,
-                       std::string("this owner holds the lock ") +
-                           (h.mode == LockMode::shared ? "shared and asked for it exclusively"
-                                                       : "exclusively and asked for it shared") +
-                           ": a change of mode would wait for itself (release first)");
+      r.error =
+          Status(Errc::precondition_failed, std::string("this owner holds the lock ") +
+                                                (h.mode == LockMode::shared ? "shared and asked for it exclusively"
+                                                                            : "exclusively and asked for it shared") +
+                                                ": a change of mode would wait for itself (release first)");
       return r;
     }
   }
@@ -119,8 +119,8 @@ LineAcquire line_acquire(LineState& s, const AcquireCall& call, std::int64_t now
     }
     if (!any_shared) s.permits = permits;
   }
-  auto place = std::find_if(s.line.begin(), s.line.end(),
-                            [&](const LineWaiter& w) { return is(w, call.owner, call.grant); });
+  auto place =
+      std::find_if(s.line.begin(), s.line.end(), [&](const LineWaiter& w) { return is(w, call.owner, call.grant); });
   const bool first = place == s.line.begin();  // nobody ahead (or nobody in line at all)
   if (first && compatible(s, call.mode)) {
     if (place != s.line.end()) s.line.erase(place);
@@ -152,8 +152,8 @@ LineRelease line_release(LineState& s, const ReleaseCall& call, std::int64_t now
   auto mine = std::find_if(s.holders.begin(), s.holders.end(),
                            [&](const LineHolder& h) { return is(h, call.owner, call.grant); });
   if (mine == s.holders.end()) {
-    const bool taken = std::any_of(s.holders.begin(), s.holders.end(),
-                                   [](const auto& h) { return h.mode == LockMode::exclusive; });
+    const bool taken =
+        std::any_of(s.holders.begin(), s.holders.end(), [](const auto& h) { return h.mode == LockMode::exclusive; });
     out.kind = taken ? ReleaseOutcome::Kind::not_owner : ReleaseOutcome::Kind::not_held;
     return r;
   }
@@ -173,8 +173,7 @@ LineRelease line_release(LineState& s, const ReleaseCall& call, std::int64_t now
   return r;
 }
 
-std::vector<Handed> line_abandon(LineState& s, const AbandonCall& call, std::int64_t now,
-                                 const NextFence& next_fence) {
+std::vector<Handed> line_abandon(LineState& s, const AbandonCall& call, std::int64_t now, const NextFence& next_fence) {
   std::vector<Handed> handed = line_settle(s, now, next_fence);
   std::erase_if(s.line, [&](const LineWaiter& w) { return is(w, call.owner, call.grant); });
   add_tomb(s, call.owner, call.grant, call.tombstone, now);

@@ -4,8 +4,8 @@
 
 namespace dlock::detail {
 
-RowAcquire decide_acquire(const LockRow* live, const AcquireCall& call, std::int64_t now_ms,
-                          std::int64_t expires_ms, const std::function<std::uint64_t()>& next_fence) {
+RowAcquire decide_acquire(const LockRow* live, const AcquireCall& call, std::int64_t now_ms, std::int64_t expires_ms,
+                          const std::function<std::uint64_t()>& next_fence) {
   RowAcquire r;
   AcquireOutcome& out = r.outcome;
   const bool mine = live != nullptr && live->owner == call.owner && live->grant == call.grant;
@@ -23,14 +23,14 @@ RowAcquire decide_acquire(const LockRow* live, const AcquireCall& call, std::int
   }
   if (!mine) {
     out.kind = AcquireOutcome::Kind::busy;
-    out.hint = live->expires_ms == kNoExpiry ? WaitHint::event()
-                                             : WaitHint::expiry(milliseconds(std::max<std::int64_t>(
-                                                   live->expires_ms - now_ms, 0)));
+    out.hint = live->expires_ms == kNoExpiry
+                   ? WaitHint::event()
+                   : WaitHint::expiry(milliseconds(std::max<std::int64_t>(live->expires_ms - now_ms, 0)));
     return r;
   }
   LockRow row = *live;
   if (row.depth == call.held) {
-    ++row.depth;  // a new level
+    ++row.depth;                            // a new level
   } else if (row.depth != call.held + 1) {  // not a replay either
     out.kind = AcquireOutcome::Kind::mismatch;
     out.depth = row.depth;

@@ -38,8 +38,8 @@ struct RowAcquire {
 // `live`: the record under the name if it still holds (not expired, holder
 // alive), else null. `expires_ms`: the expiry a grant gets. `next_fence` is
 // called once, for a fresh grant only.
-RowAcquire decide_acquire(const LockRow* live, const AcquireCall& call, std::int64_t now_ms,
-                          std::int64_t expires_ms, const std::function<std::uint64_t()>& next_fence);
+RowAcquire decide_acquire(const LockRow* live, const AcquireCall& call, std::int64_t now_ms, std::int64_t expires_ms,
+                          const std::function<std::uint64_t()>& next_fence);
 
 struct RowRelease {
   ReleaseOutcome outcome;

@@ -6,8 +6,8 @@
 
 namespace dlock::detail {
 
-Status quorum_failure(const std::vector<Status>& errors, std::size_t answered, std::size_t nodes,
-                      std::size_t quorum, std::string_view what) {
+Status quorum_failure(const std::vector<Status>& errors, std::size_t answered, std::size_t nodes, std::size_t quorum,
+                      std::string_view what) {
   std::string detail;
   bool unknown = false;
   for (const Status& e : errors) {
@@ -16,9 +16,8 @@ Status quorum_failure(const std::vector<Status>& errors, std::size_t answered, s
     detail += (detail.empty() ? "" : "; ") + e.message();
   }
   return Status(unknown ? Errc::outcome_unknown : Errc::unavailable,
-                "Redlock " + std::string(what) + ": only " + std::to_string(answered) + " of " +
-                    std::to_string(nodes) + " masters answered, " + std::to_string(quorum) + " needed for a majority (" + detail +
-                    ")");
+                "Redlock " + std::string(what) + ": only " + std::to_string(answered) + " of " + std::to_string(nodes) +
+                    " masters answered, " + std::to_string(quorum) + " needed for a majority (" + detail + ")");
 }
 
 }  // namespace dlock::detail

@@ -17,8 +17,8 @@ namespace dlock::detail {
 // a permanent error (auth, ACL, wrong type) as it is; else outcome_unknown if
 // any node may have applied the call, unavailable otherwise. `what` names
 // the call ("acquire", "renewal"...).
-Status quorum_failure(const std::vector<Status>& errors, std::size_t answered, std::size_t nodes,
-                      std::size_t quorum, std::string_view what);
+Status quorum_failure(const std::vector<Status>& errors, std::size_t answered, std::size_t nodes, std::size_t quorum,
+                      std::string_view what);
 
 // Answers of `nodes` nodes to one call; each node counts once.
 template <class T>

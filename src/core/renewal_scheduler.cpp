@@ -109,4 +109,3 @@ RenewalScheduler::time_point RenewalScheduler::valid_until(Id id) const {
 }
 
 }  // namespace dlock::detail
-

@@ -1,7 +1,6 @@
 #include "core/token.hpp"
 
 #include <openssl/rand.h>
-
 #include <pthread.h>
 
 #include <array>

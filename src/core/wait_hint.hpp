@@ -10,9 +10,9 @@ namespace dlock::detail {
 // from watch() may come sooner).
 struct WaitHint {
   enum class Kind {
-    expiry,  // the holder's lease ends `after` from now: try again then
-    event,   // the holder has no expiry (a session, no TTL): wait for a wake-up
-    retry,   // try again after `after` (a split vote, a vanished holder)
+    expiry,   // the holder's lease ends `after` from now: try again then
+    event,    // the holder has no expiry (a session, no TTL): wait for a wake-up
+    retry,    // try again after `after` (a split vote, a vanished holder)
     watched,  // the backend watches exactly what this waiter waits for (a
               // queue's predecessor) and resyncs after a reconnect: no poll
   };

@@ -67,7 +67,8 @@ Status parse_params(std::string_view query, PgBackendConfig& config) {
         return bad("sslmode must be disable, allow, prefer, require, verify-ca or verify-full");
       set(config.connection, key, value);
     } else {
-      return bad("unknown parameter '" + key + "' (known: table, schema, sslmode, sslrootcert, sslcert, sslkey, "
+      return bad("unknown parameter '" + key +
+                 "' (known: table, schema, sslmode, sslrootcert, sslcert, sslkey, "
                  "application_name)");
     }
   }

@@ -1,9 +1,8 @@
 #include "postgres/pg_backend.hpp"
 
+#include <atomic>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
-
-#include <atomic>
 #include <charconv>
 #include <condition_variable>
 #include <map>
@@ -55,7 +54,9 @@ std::string array_literal(const std::vector<std::string>& items, bool quoted) {
   return out + "}";
 }
 
-Status bad_reply(const char* what) { return {Errc::protocol_error, std::string("postgres: unexpected reply to ") + what}; }
+Status bad_reply(const char* what) {
+  return {Errc::protocol_error, std::string("postgres: unexpected reply to ") + what};
+}
 
 std::string permits_text(std::int64_t permits) {
   return permits == 0 ? std::string("no limit (a read lock)") : std::to_string(permits);
@@ -68,18 +69,23 @@ Result<AcquireOutcome> acquire_outcome(Result<Rows> r, const AcquireCall& call) 
   const Row& row = r->front();
   AcquireOutcome out;
   switch (to_int(row[0])) {
-    case 1: out.kind = AcquireOutcome::Kind::granted; break;
-    case 2: out.kind = AcquireOutcome::Kind::lost; break;
-    case 3: out.kind = AcquireOutcome::Kind::mismatch; break;
+    case 1:
+      out.kind = AcquireOutcome::Kind::granted;
+      break;
+    case 2:
+      out.kind = AcquireOutcome::Kind::lost;
+      break;
+    case 3:
+      out.kind = AcquireOutcome::Kind::mismatch;
+      break;
     case 4:
       return Status(Errc::invalid_argument, "permits disagree: the lock is used with " + permits_text(to_int(row[2])) +
                                                 " and this call asked for " + permits_text(call.permits));
     case 5:
-      return Status(Errc::precondition_failed,
-                    std::string("this owner holds the lock ") +
-                        (to_int(row[2]) == 1 ? "shared and asked for it exclusively"
-                                             : "exclusively and asked for it shared") +
-                        ": a change of mode would wait for itself (release first)");
+      return Status(Errc::precondition_failed, std::string("this owner holds the lock ") +
+                                                   (to_int(row[2]) == 1 ? "shared and asked for it exclusively"
+                                                                        : "exclusively and asked for it shared") +
+                                                   ": a change of mode would wait for itself (release first)");
     default: {
       out.kind = AcquireOutcome::Kind::busy;
       const std::int64_t ttl = to_int(row[3]);
@@ -96,10 +102,17 @@ Result<ReleaseOutcome> release_outcome(Result<Rows> r) {
   if (r->size() != 1 || r->front().size() != 2) return bad_reply("release");
   ReleaseOutcome out;
   switch (to_int(r->front()[0])) {
-    case 0: out.kind = ReleaseOutcome::Kind::released; break;
-    case 1: out.kind = ReleaseOutcome::Kind::not_held; break;
-    case 2: out.kind = ReleaseOutcome::Kind::not_owner; break;
-    default: out.kind = ReleaseOutcome::Kind::mismatch;
+    case 0:
+      out.kind = ReleaseOutcome::Kind::released;
+      break;
+    case 1:
+      out.kind = ReleaseOutcome::Kind::not_held;
+      break;
+    case 2:
+      out.kind = ReleaseOutcome::Kind::not_owner;
+      break;
+    default:
+      out.kind = ReleaseOutcome::Kind::mismatch;
   }
   out.depth = static_cast<unsigned>(to_int(r->front()[1]));
   return out;
@@ -122,14 +135,21 @@ std::vector<std::string> acquire_params(const AcquireCall& call, bool queued) {
 }
 
 std::vector<std::string> release_params(const ReleaseCall& call) {
-  return {call.name,         call.owner, as_bigint(call.grant), std::to_string(call.held), call.all ? "true" : "false",
+  return {call.name,
+          call.owner,
+          as_bigint(call.grant),
+          std::to_string(call.held),
+          call.all ? "true" : "false",
           std::to_string(call.tombstone.count())};
 }
 
 class PgBackend final : public detail::Backend {
  public:
   PgBackend(asio::io_context& io, PgBackendConfig config)
-      : io_(io), config_(std::move(config)), conn_(io, config_.connection), listen_(io, config_.connection),
+      : io_(io),
+        config_(std::move(config)),
+        conn_(io, config_.connection),
+        listen_(io, config_.connection),
         listen_timer_(io) {}
 
   detail::Capabilities capabilities() const override {
@@ -153,9 +173,8 @@ class PgBackend final : public detail::Backend {
         listen_.on_down([this] { listen_lost(); });
         // Ready once the LISTEN is in place (or failed: waiters then poll),
         // so the first waiters miss no release.
-        listen_waiters_.push_back([done = std::move(done)](Status s) mutable {
-          done(s.code() == Errc::cancelled ? s : Status());
-        });
+        listen_waiters_.push_back(
+            [done = std::move(done)](Status s) mutable { done(s.code() == Errc::cancelled ? s : Status()); });
         start_listen();
       });
     });
@@ -262,17 +281,18 @@ class PgBackend final : public detail::Backend {
                                     array_literal(grants, false), array_literal(leases, false)};
     if (any_line) params.push_back(array_literal(lines, false));  // else the plain statement, as before lines
     ++commands_;
-    conn_.query(any_line ? line_renew_sql(config_.table) : renew_sql(config_.table), std::move(params),
-                [done = std::move(done), n = calls.size()](Result<Rows> r) {
-                  if (!r.ok()) return done(r.status());
-                  if (r->size() != n) return done(bad_reply("renew"));
-                  std::vector<RenewOutcome> out;
-                  for (const Row& row : *r) {
-                    const auto v = to_int(row.at(0));
-                    out.push_back(v == 1 ? RenewOutcome::renewed : v == 2 ? RenewOutcome::taken : RenewOutcome::expired);
-                  }
-                  done(std::move(out));
-                });
+    conn_.query(
+        any_line ? line_renew_sql(config_.table) : renew_sql(config_.table), std::move(params),
+        [done = std::move(done), n = calls.size()](Result<Rows> r) {
+          if (!r.ok()) return done(r.status());
+          if (r->size() != n) return done(bad_reply("renew"));
+          std::vector<RenewOutcome> out;
+          for (const Row& row : *r) {
+            const auto v = to_int(row.at(0));
+            out.push_back(v == 1 ? RenewOutcome::renewed : v == 2 ? RenewOutcome::taken : RenewOutcome::expired);
+          }
+          done(std::move(out));
+        });
   }
 
   void inspect(const std::string& name, std::function<void(Result<LockInfo>)> done) override {
@@ -349,7 +369,8 @@ class PgBackend final : public detail::Backend {
     std::unique_ptr<PgBlocking> c;
     {
       std::unique_lock lk(fast_mu_);
-      if (wait) fast_idle_cv_.wait(lk, [&] { return fast_closed_ || !fast_idle_.empty() || fast_busy_ < kMaxBlocking; });
+      if (wait)
+        fast_idle_cv_.wait(lk, [&] { return fast_closed_ || !fast_idle_.empty() || fast_busy_ < kMaxBlocking; });
       if (fast_closed_) return std::nullopt;
       if (!fast_idle_.empty()) {
         c = std::move(fast_idle_.back());
@@ -387,8 +408,9 @@ class PgBackend final : public detail::Backend {
       listen_pending_ = false;
       auto waiters = std::move(listen_waiters_);
       listen_waiters_.clear();
-      const Status s = r.ok() ? Status() : Status(Errc::unavailable, "postgres: not listening for releases: " +
-                                                                           r.status().message());
+      const Status s = r.ok()
+                           ? Status()
+                           : Status(Errc::unavailable, "postgres: not listening for releases: " + r.status().message());
       for (auto& w : waiters) post(std::move(w), s);
       if (closed_) return;
       if (!r.ok()) return retry_listen();
@@ -427,10 +449,10 @@ class PgBackend final : public detail::Backend {
   std::mutex fast_mu_;
   std::condition_variable fast_idle_cv_;
   std::vector<std::unique_ptr<PgBlocking>> fast_idle_;  // guarded by fast_mu_
-  int fast_busy_ = 0;                                    // guarded by fast_mu_: taken by callers
-  bool fast_closed_ = false;                             // guarded by fast_mu_
+  int fast_busy_ = 0;                                   // guarded by fast_mu_: taken by callers
+  bool fast_closed_ = false;                            // guarded by fast_mu_
   bool listening_ = false;
-  bool listen_pending_ = false;  // a LISTEN is on its way
+  bool listen_pending_ = false;                              // a LISTEN is on its way
   std::vector<std::function<void(Status)>> listen_waiters_;  // watches (and start) waiting for it
   bool closed_ = false;
   const std::string release_sql_ = release_sql(config_.table);

@@ -5,7 +5,6 @@
 #define DLOCK_POSTGRES_PG_BACKEND_HPP_
 
 #include <boost/asio/io_context.hpp>
-
 #include <memory>
 #include <string>
 
@@ -17,7 +16,7 @@ namespace dlock::postgres {
 
 struct PgBackendConfig {
   PgConfig connection;
-  TableName table;  // public.dlock_locks unless the URL says otherwise
+  TableName table;                                                // public.dlock_locks unless the URL says otherwise
   std::chrono::milliseconds backoff_min{100}, backoff_max{5000};  // the LISTEN connection's reconnects
   std::function<void(LogLevel, std::string_view)> log;
 };

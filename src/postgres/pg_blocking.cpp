@@ -48,8 +48,7 @@ Status PgBlocking::open(Clock::time_point by) {
   const auto deadline = std::min(Clock::now() + config_.connect_timeout, by);
   PostgresPollingStatusType st = PGRES_POLLING_WRITING;
   while (st != PGRES_POLLING_OK) {
-    if (st == PGRES_POLLING_FAILED ||
-        !wait_socket(conn_, st == PGRES_POLLING_READING ? POLLIN : POLLOUT, deadline)) {
+    if (st == PGRES_POLLING_FAILED || !wait_socket(conn_, st == PGRES_POLLING_READING ? POLLIN : POLLOUT, deadline)) {
       const bool cut_short = st != PGRES_POLLING_FAILED && Clock::now() + std::chrono::milliseconds(1) >= by;
       Status s = cut_short ? Status(Errc::timeout, "postgres: no answer from " + config_.describe +
                                                        " within the call's deadline (nothing was sent)")

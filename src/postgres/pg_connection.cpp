@@ -11,8 +11,8 @@ namespace asio = boost::asio;
 Status status_of_sqlstate(const std::string& sqlstate, std::string message) {
   const std::string cls = sqlstate.substr(0, 2);
   Errc code = Errc::server_error;
-  if (cls == "08" || cls == "53" || cls == "40" || sqlstate == "57P01" || sqlstate == "57P02" ||
-      sqlstate == "57P03" || sqlstate == "57014" || sqlstate == "25006" || sqlstate == "55P03")
+  if (cls == "08" || cls == "53" || cls == "40" || sqlstate == "57P01" || sqlstate == "57P02" || sqlstate == "57P03" ||
+      sqlstate == "57014" || sqlstate == "25006" || sqlstate == "55P03")
     code = Errc::unavailable;  // connection, resources, serialization, shutdown, timeout, read-only standby
   else if (cls == "28")
     code = Errc::auth_failed;
@@ -53,8 +53,7 @@ void route_notice(void* arg, const pg_result* result) {
   if (!config->log) return;
   const char* severity = PQresultErrorField(result, PG_DIAG_SEVERITY_NONLOCALIZED);
   const bool warning = severity != nullptr && std::string_view(severity) == "WARNING";
-  config->log(warning ? LogLevel::warning : LogLevel::debug,
-              "postgres: " + trimmed(PQresultErrorMessage(result)));
+  config->log(warning ? LogLevel::warning : LogLevel::debug, "postgres: " + trimmed(PQresultErrorMessage(result)));
 }
 
 }  // namespace
@@ -72,8 +71,7 @@ pg_conn* start_libpq(const PgConfig& config) {
   return conn;
 }
 
-PgConnection::PgConnection(asio::io_context& io, PgConfig config)
-    : io_(io), config_(std::move(config)), timer_(io) {}
+PgConnection::PgConnection(asio::io_context& io, PgConfig config) : io_(io), config_(std::move(config)), timer_(io) {}
 
 PgConnection::~PgConnection() {
   if (socket_) socket_->release();
@@ -208,8 +206,7 @@ void PgConnection::read_reply() {
       for (int r = 0; r < PQntuples(res); ++r) {
         Row row;
         for (int c = 0; c < PQnfields(res); ++c)
-          row.push_back(PQgetisnull(res, r, c) ? std::nullopt
-                                               : std::optional<std::string>(PQgetvalue(res, r, c)));
+          row.push_back(PQgetisnull(res, r, c) ? std::nullopt : std::optional<std::string>(PQgetvalue(res, r, c)));
         rows_.push_back(std::move(row));
       }
     } else if (st != PGRES_COMMAND_OK && result_error_.ok()) {
@@ -271,8 +268,10 @@ void PgConnection::drop(Status why) {
   // Queued calls were never sent: they keep why's code (a refused login or
   // certificate says what to fix), but never "outcome unknown".
   Errc queued = why.code();
-  if (state_ == State::closed) queued = Errc::cancelled;
-  else if (why.ok() || queued == Errc::outcome_unknown) queued = Errc::unavailable;
+  if (state_ == State::closed)
+    queued = Errc::cancelled;
+  else if (why.ok() || queued == Errc::outcome_unknown)
+    queued = Errc::unavailable;
   if (in_flight_) {
     auto done = std::move(in_flight_->done);
     in_flight_.reset();

@@ -136,7 +136,7 @@ BEGIN
     END LOOP;
   END $f$;
 )sql"
-                             R"sql(
+                                R"sql(
   CREATE OR REPLACE FUNCTION @T_release(p_name text, p_owner text, p_grant bigint, p_held int, p_all bool,
                                          p_tomb bigint)
   RETURNS TABLE (kind int, depth int) LANGUAGE plpgsql AS $f$
@@ -207,7 +207,7 @@ BEGIN
   END $f$;
 
 )sql"
-                             R"sql(
+                                R"sql(
   -- Lines: the decisions of core/lock_line.cpp, one for one, serialized per
   -- name by the advisory lock every fresh grant of the name takes. Times
   -- are the server's (clock_timestamp()).
@@ -601,8 +601,8 @@ std::string inspect_sql(const TableName& table) {
 }
 
 std::string line_acquire_sql(const TableName& table) {
-  return with_table(
-      "SELECT kind, fence, depth, ttl_ms FROM @T_line_acquire($1, $2, $3, $4, $5, $6, $7, $8, $9)", table);
+  return with_table("SELECT kind, fence, depth, ttl_ms FROM @T_line_acquire($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+                    table);
 }
 
 std::string line_release_sql(const TableName& table) {
@@ -614,8 +614,8 @@ std::string line_abandon_sql(const TableName& table) {
 }
 
 std::string line_renew_sql(const TableName& table) {
-  return with_table(
-      "SELECT * FROM @T_line_renew($1::text[], $2::text[], $3::bigint[], $4::bigint[], $5::bool[])", table);
+  return with_table("SELECT * FROM @T_line_renew($1::text[], $2::text[], $3::bigint[], $4::bigint[], $5::bool[])",
+                    table);
 }
 
 bool parse_hand_over(const std::string& payload, HandOverPayload& out) {

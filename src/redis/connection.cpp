@@ -1,9 +1,6 @@
 #include "redis/connection.hpp"
 
-#include <boost/asio/post.hpp>
-
 #include <fcntl.h>
-
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
@@ -11,6 +8,7 @@
 #include <algorithm>
 #include <boost/asio/connect.hpp>
 #include <boost/asio/ip/address.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/read.hpp>
 #include <boost/asio/ssl/host_name_verification.hpp>
 #include <boost/asio/write.hpp>
@@ -91,10 +89,9 @@ void Connection::connect_attempt() {
     if (tls_handshaking_) {
       // A plain-text server reads the ClientHello as an unfinished command
       // and waits: say what is likely wrong rather than just "timed out".
-      attempt_failed({Errc::tls_failed, "TLS handshake with " + config_.endpoint.describe() +
-                                            " did not complete within " +
-                                            std::to_string(config_.connect_timeout.count()) +
-                                            " ms (is the server's port TLS?)"});
+      attempt_failed(
+          {Errc::tls_failed, "TLS handshake with " + config_.endpoint.describe() + " did not complete within " +
+                                 std::to_string(config_.connect_timeout.count()) + " ms (is the server's port TLS?)"});
       return;
     }
     attempt_failed({Errc::unavailable, "connecting to " + config_.endpoint.describe() + " timed out after " +
@@ -113,7 +110,8 @@ void Connection::connect_attempt() {
         asio::async_connect(*socket_, results, [this, self, gen](const error_code& ec2, const tcp::endpoint&) {
           if (gen != generation_ || state_ == State::closed) return;
           if (ec2) {
-            attempt_failed({Errc::unavailable, "cannot connect to " + config_.endpoint.describe() + ": " + describe(ec2)});
+            attempt_failed(
+                {Errc::unavailable, "cannot connect to " + config_.endpoint.describe() + ": " + describe(ec2)});
             return;
           }
           on_connected();
@@ -164,8 +162,10 @@ void Connection::send_handshake() {
   const auto& ep = config_.endpoint;
   Request hs;
   if (!ep.password.empty()) {
-    if (ep.username.empty()) append_command(hs.payload, {"AUTH", ep.password});
-    else append_command(hs.payload, {"AUTH", ep.username, ep.password});
+    if (ep.username.empty())
+      append_command(hs.payload, {"AUTH", ep.password});
+    else
+      append_command(hs.payload, {"AUTH", ep.username, ep.password});
     ++hs.expected;
   }
   if (ep.db != 0) {
@@ -226,8 +226,8 @@ void Connection::attempt_failed(Status status) {
     pending_.clear();
     for (Request& r : pending) finish(r, status);
   }
-  config_.log(LogLevel::warning, config_.name + " connection to " + config_.endpoint.describe() +
-                                     " failed: " + status.to_string());
+  config_.log(LogLevel::warning,
+              config_.name + " connection to " + config_.endpoint.describe() + " failed: " + status.to_string());
   schedule_reconnect();
 }
 
@@ -236,9 +236,9 @@ void Connection::connection_lost(Status status) {
   const bool was_ready = state_ == State::ready;
   if (!was_ready) {
     if (state_ == State::handshaking)
-      status = Status(Errc::unavailable, "connection to " + config_.endpoint.describe() +
-                                             " closed during the handshake (wrong protocol, or a TLS port?): " +
-                                             status.message());
+      status = Status(Errc::unavailable,
+                      "connection to " + config_.endpoint.describe() +
+                          " closed during the handshake (wrong protocol, or a TLS port?): " + status.message());
     attempt_failed(std::move(status));
     return;
   }
@@ -270,9 +270,11 @@ void Connection::tear_down() {
   handshake_inflight_ = false;
   for (Request& r : inflight) {
     if (!r.handler) continue;
-    if (r.expected == 0) finish(r, {});  // pubsub writes need no reply
-    else finish(r, {Errc::outcome_unknown, "connection to " + config_.endpoint.describe() +
-                                               " lost after the command was sent"});
+    if (r.expected == 0)
+      finish(r, {});  // pubsub writes need no reply
+    else
+      finish(r, {Errc::outcome_unknown,
+                 "connection to " + config_.endpoint.describe() + " lost after the command was sent"});
   }
   if (state_ != State::closed) state_ = State::idle;
 }
@@ -284,7 +286,8 @@ void Connection::schedule_reconnect() {
   // Full jitter over the upper half: processes that lost one server together
   // do not come back together.
   const auto half = std::max<std::int64_t>(1, backoff_.count() / 2);
-  const auto delay = milliseconds(half + static_cast<std::int64_t>(detail::random_u64() % static_cast<std::uint64_t>(half)));
+  const auto delay =
+      milliseconds(half + static_cast<std::int64_t>(detail::random_u64() % static_cast<std::uint64_t>(half)));
   Connection* self = this;  // lives until the loop drains (backend.hpp)
   const std::uint64_t gen = generation_;
   reconnect_timer_.expires_after(delay);
@@ -451,10 +454,10 @@ void Connection::on_deadline() {
   // Never written: the server never saw it.
   for (auto it = pending_.begin(); it != pending_.end();) {
     if (it->deadline <= now) {
-      expired.emplace_back(std::move(it->handler),
-                           Status(Errc::unavailable, "not connected to " + config_.endpoint.describe() + " (" +
-                                                         (ever_ready_ ? "reconnecting" : "connecting") +
-                                                         "); the command was not sent"));
+      expired.emplace_back(
+          std::move(it->handler),
+          Status(Errc::unavailable, "not connected to " + config_.endpoint.describe() + " (" +
+                                        (ever_ready_ ? "reconnecting" : "connecting") + "); the command was not sent"));
       it = pending_.erase(it);
     } else {
       ++it;

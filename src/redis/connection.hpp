@@ -23,7 +23,6 @@
 #include <boost/asio/ssl/context.hpp>
 #include <boost/asio/ssl/stream.hpp>
 #include <boost/asio/steady_timer.hpp>
-
 #include <chrono>
 #include <cstdint>
 #include <deque>
@@ -32,10 +31,10 @@
 #include <string>
 #include <vector>
 
-#include "redis/url.hpp"
 #include "dlock/error.hpp"
 #include "dlock/options.hpp"
 #include "redis/resp.hpp"
+#include "redis/url.hpp"
 
 namespace dlock::redis {
 
@@ -45,9 +44,9 @@ struct ConnectionConfig {
   milliseconds command_timeout{2000};
   milliseconds backoff_min{50};
   milliseconds backoff_max{2000};
-  bool pubsub = false;  // after the handshake every reply is a push
+  bool pubsub = false;       // after the handshake every reply is a push
   std::string name = "cmd";  // for log lines
-  Logger log;           // never empty
+  Logger log;                // never empty
 };
 
 using ReplyHandler = std::function<void(Status, std::vector<Reply>&&)>;
@@ -116,8 +115,10 @@ class Connection {
 
   template <class F>
   void with_stream(F&& f) {
-    if (tls_) f(*tls_);
-    else f(*socket_);
+    if (tls_)
+      f(*tls_);
+    else
+      f(*socket_);
   }
 
   boost::asio::io_context& io_;

@@ -20,8 +20,8 @@ bool has(std::string_view message, std::string_view code) {
 // script's error wraps it in "ERR Error running script..."), else its first
 // word.
 std::string backend_code(std::string_view message) {
-  for (std::string_view code : {"WRONGTYPE", "WRONGPASS", "NOAUTH", "NOPERM", "OOM", "LOADING", "BUSY",
-                                "MASTERDOWN", "TRYAGAIN", "READONLY", "CLUSTERDOWN", "NOSCRIPT"})
+  for (std::string_view code : {"WRONGTYPE", "WRONGPASS", "NOAUTH", "NOPERM", "OOM", "LOADING", "BUSY", "MASTERDOWN",
+                                "TRYAGAIN", "READONLY", "CLUSTERDOWN", "NOSCRIPT"})
     if (has(message, code)) return std::string(code);
   return std::string(message.substr(0, message.find(' ')));
 }

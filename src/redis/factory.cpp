@@ -53,8 +53,7 @@ Result<std::unique_ptr<detail::Backend>> make_from_url(std::string_view url, det
   return make_redis_backend(context.io, std::move(configs->front()), o.key_prefix, {o.wait_replicas, o.wait_timeout});
 }
 
-Result<std::unique_ptr<detail::Backend>> make_redlock_from_url(std::string_view url,
-                                                               detail::BackendContext& context) {
+Result<std::unique_ptr<detail::Backend>> make_redlock_from_url(std::string_view url, detail::BackendContext& context) {
   const ClientOptions& o = context.options;
   if (o.wait_replicas != 0)
     return Status(Errc::invalid_argument, "wait_replicas applies to redis:// masters with replicas, not Redlock");

@@ -9,8 +9,7 @@
 namespace dlock::redis {
 
 Result<std::unique_ptr<detail::Backend>> make_from_url(std::string_view url, detail::BackendContext& context);
-Result<std::unique_ptr<detail::Backend>> make_redlock_from_url(std::string_view url,
-                                                               detail::BackendContext& context);
+Result<std::unique_ptr<detail::Backend>> make_redlock_from_url(std::string_view url, detail::BackendContext& context);
 
 }  // namespace dlock::redis
 

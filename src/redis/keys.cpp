@@ -8,10 +8,17 @@ LockKeys lock_keys(std::string_view prefix, std::string_view name) {
   tag += '{';
   for (char c : name) {
     switch (c) {
-      case '{': tag += "%7B"; break;
-      case '}': tag += "%7D"; break;
-      case '%': tag += "%25"; break;
-      default: tag += c;
+      case '{':
+        tag += "%7B";
+        break;
+      case '}':
+        tag += "%7D";
+        break;
+      case '%':
+        tag += "%25";
+        break;
+      default:
+        tag += c;
     }
   }
   tag += '}';

@@ -1,16 +1,15 @@
 #include "redis/redis_backend.hpp"
 
-#include <boost/asio/post.hpp>
-
 #include <algorithm>
 #include <atomic>
-#include <mutex>
+#include <boost/asio/post.hpp>
 #include <deque>
-#include <optional>
 #include <map>
+#include <mutex>
+#include <optional>
 
-#include "redis/keys.hpp"
 #include "redis/errors.hpp"
+#include "redis/keys.hpp"
 #include "redis/line_scripts.hpp"
 #include "redis/scripts.hpp"
 #include "redis/sync_connection.hpp"
@@ -50,12 +49,18 @@ bool split_wire_owner(std::string_view wire, std::string& owner, std::uint64_t& 
   unsigned shift = 0;
   for (char c : wire.substr(slash + 1)) {
     unsigned v;
-    if (c >= 'A' && c <= 'Z') v = static_cast<unsigned>(c - 'A');
-    else if (c >= 'a' && c <= 'z') v = static_cast<unsigned>(c - 'a') + 26;
-    else if (c >= '0' && c <= '9') v = static_cast<unsigned>(c - '0') + 52;
-    else if (c == '-') v = 62;
-    else if (c == '_') v = 63;
-    else return false;
+    if (c >= 'A' && c <= 'Z')
+      v = static_cast<unsigned>(c - 'A');
+    else if (c >= 'a' && c <= 'z')
+      v = static_cast<unsigned>(c - 'a') + 26;
+    else if (c >= '0' && c <= '9')
+      v = static_cast<unsigned>(c - '0') + 52;
+    else if (c == '-')
+      v = 62;
+    else if (c == '_')
+      v = 63;
+    else
+      return false;
     if (shift >= 64) return false;
     g |= static_cast<std::uint64_t>(v) << shift;
     shift += 6;
@@ -97,8 +102,8 @@ ScriptCall acquire_request(const std::string& prefix, const AcquireCall& call, b
   }
   return {&acquire_script(),
           {std::move(keys.lock), std::move(keys.fence), std::move(tomb), std::move(keys.line)},
-          {std::move(owner), std::to_string(call.lease.count()), std::to_string(call.held),
-           std::to_string(call.round), std::move(keys.channel)}};
+          {std::move(owner), std::to_string(call.lease.count()), std::to_string(call.held), std::to_string(call.round),
+           std::move(keys.channel)}};
 }
 
 // An exclusive hold lives in the lock hash whether a line's or not: the
@@ -124,15 +129,13 @@ ScriptCall abandon_request(const std::string& prefix, const detail::AbandonCall&
   auto keys = detail::lock_keys(prefix, call.name);
   std::string owner = wire_owner(call.owner, call.grant);
   std::string tomb = keys.lock + ":t:" + owner;
-  return {&line_abandon_script(),
-          {std::move(keys.lock), std::move(tomb), std::move(keys.line), std::move(keys.fence)},
-          {std::move(owner), std::to_string(call.held), std::move(keys.channel),
-           std::to_string(call.tombstone.count())}};
+  return {
+      &line_abandon_script(),
+      {std::move(keys.lock), std::move(tomb), std::move(keys.line), std::move(keys.fence)},
+      {std::move(owner), std::to_string(call.held), std::move(keys.channel), std::to_string(call.tombstone.count())}};
 }
 
-std::string permits_text(long long p) {
-  return p == 0 ? std::string("no limit (a read lock)") : std::to_string(p);
-}
+std::string permits_text(long long p) { return p == 0 ? std::string("no limit (a read lock)") : std::to_string(p); }
 
 Result<AcquireOutcome> parse_acquire(const Reply& r, const AcquireCall& call) {
   long long code = 0, a = 0, b = 0;
@@ -154,11 +157,13 @@ Result<AcquireOutcome> parse_acquire(const Reply& r, const AcquireCall& call) {
       break;
     case 0:  // b: the holder's PTTL (-1: no expiry, -2: gone meanwhile)
       out.kind = AcquireOutcome::Kind::busy;
-      out.hint = a >= 0   ? detail::WaitHint::expiry(milliseconds(a))
+      out.hint = a >= 0    ? detail::WaitHint::expiry(milliseconds(a))
                  : a == -1 ? detail::WaitHint::event()
                            : detail::WaitHint::retry(milliseconds(0));
       break;
-    case 2: out.kind = AcquireOutcome::Kind::lost; break;
+    case 2:
+      out.kind = AcquireOutcome::Kind::lost;
+      break;
     default:
       out.kind = AcquireOutcome::Kind::mismatch;
       out.depth = static_cast<unsigned>(a);
@@ -173,10 +178,17 @@ Result<ReleaseOutcome> parse_release(const Reply& r) {
   out.depth = static_cast<unsigned>(depth);
   switch (code) {
     case 0:
-    case 1: out.kind = ReleaseOutcome::Kind::released; break;
-    case -1: out.kind = ReleaseOutcome::Kind::not_held; break;
-    case -2: out.kind = ReleaseOutcome::Kind::not_owner; break;
-    default: out.kind = ReleaseOutcome::Kind::mismatch;
+    case 1:
+      out.kind = ReleaseOutcome::Kind::released;
+      break;
+    case -1:
+      out.kind = ReleaseOutcome::Kind::not_held;
+      break;
+    case -2:
+      out.kind = ReleaseOutcome::Kind::not_owner;
+      break;
+    default:
+      out.kind = ReleaseOutcome::Kind::mismatch;
   }
   return out;
 }
@@ -294,10 +306,17 @@ class RedisBackend final : public detail::Backend {
       out.reserve(n);
       for (const Reply& e : r->elements) {
         switch (e.integer) {
-          case 1: out.push_back(RenewOutcome::renewed); break;
-          case 2: out.push_back(RenewOutcome::taken); break;
-          case 3: out.push_back(RenewOutcome::wrong_type); break;
-          default: out.push_back(RenewOutcome::expired);
+          case 1:
+            out.push_back(RenewOutcome::renewed);
+            break;
+          case 2:
+            out.push_back(RenewOutcome::taken);
+            break;
+          case 3:
+            out.push_back(RenewOutcome::wrong_type);
+            break;
+          default:
+            out.push_back(RenewOutcome::expired);
         }
       }
       if (wait_.replicas > 0 && std::find(out.begin(), out.end(), RenewOutcome::renewed) != out.end()) {
@@ -331,9 +350,10 @@ class RedisBackend final : public detail::Backend {
         if (r.is_error()) return done(translate_error(r.str));
       const Reply& f = replies[0];
       long long is_line = 0, held = 0, fence = 0, depth = 0, left = 0, holders = 0, shared = 0, line = 0;
-      if (f.type != Reply::Type::array || f.elements.size() != 9 || !int_at(f, 0, is_line) || !int_at(f, 1, held) || !int_at(f, 2, fence) || !int_at(f, 3, depth) ||
-          !int_at(f, 4, left) || f.elements[5].type != Reply::Type::string || !int_at(f, 6, holders) ||
-          !int_at(f, 7, shared) || !int_at(f, 8, line))
+      if (f.type != Reply::Type::array || f.elements.size() != 9 || !int_at(f, 0, is_line) || !int_at(f, 1, held) ||
+          !int_at(f, 2, fence) || !int_at(f, 3, depth) || !int_at(f, 4, left) ||
+          f.elements[5].type != Reply::Type::string || !int_at(f, 6, holders) || !int_at(f, 7, shared) ||
+          !int_at(f, 8, line))
         return done(unexpected_reply("the inspect script", f));
       LockInfo info;
       info.held = held != 0;
@@ -345,7 +365,8 @@ class RedisBackend final : public detail::Backend {
       info.shared = shared != 0;
       info.last_fence = replies[1].type == Reply::Type::string ? std::strtoull(replies[1].str.c_str(), nullptr, 10) : 0;
       const Reply& numsub = replies[2];
-      if (is_line != 0) info.waiters = static_cast<unsigned>(line);
+      if (is_line != 0)
+        info.waiters = static_cast<unsigned>(line);
       else if (numsub.type == Reply::Type::array && numsub.elements.size() == 2)
         info.waiters = static_cast<unsigned>(numsub.elements[1].integer);
       done(info);
@@ -405,22 +426,22 @@ class RedisBackend final : public detail::Backend {
   void eval(const Script& script, const std::vector<std::string>& keys, const std::vector<std::string>& args,
             std::function<void(Result<Reply>)> done) {
     std::string fallback = eval_payload("EVAL", script.body, keys, args);
-    cmd_->exec(eval_payload("EVALSHA", script.sha1, keys, args), 1,
-               [this, fallback = std::move(fallback), done = std::move(done)](Status s,
-                                                                              std::vector<Reply>&& replies) mutable {
-                 if (!s.ok()) return done(s);
-                 Reply& r = replies.front();
-                 if (r.is_error() && r.str.starts_with("NOSCRIPT")) {
-                   cmd_->exec(std::move(fallback), 1, [done = std::move(done)](Status s2, std::vector<Reply>&& rs) {
-                     if (!s2.ok()) return done(s2);
-                     if (rs.front().is_error()) return done(translate_error(rs.front().str));
-                     done(std::move(rs.front()));
-                   });
-                   return;
-                 }
-                 if (r.is_error()) return done(translate_error(r.str));
-                 done(std::move(r));
-               });
+    cmd_->exec(
+        eval_payload("EVALSHA", script.sha1, keys, args), 1,
+        [this, fallback = std::move(fallback), done = std::move(done)](Status s, std::vector<Reply>&& replies) mutable {
+          if (!s.ok()) return done(s);
+          Reply& r = replies.front();
+          if (r.is_error() && r.str.starts_with("NOSCRIPT")) {
+            cmd_->exec(std::move(fallback), 1, [done = std::move(done)](Status s2, std::vector<Reply>&& rs) {
+              if (!s2.ok()) return done(s2);
+              if (rs.front().is_error()) return done(translate_error(rs.front().str));
+              done(std::move(rs.front()));
+            });
+            return;
+          }
+          if (r.is_error()) return done(translate_error(r.str));
+          done(std::move(r));
+        });
   }
 
   bool sync_ok() const { return !config_.endpoint.tls && wait_.replicas == 0; }
@@ -451,8 +472,8 @@ class RedisBackend final : public detail::Backend {
       using std::chrono::steady_clock;
       auto patience = config_.command_timeout;
       if (by != steady_clock::time_point::max())
-        patience = std::clamp(std::chrono::duration_cast<milliseconds>(by - steady_clock::now()), milliseconds(1),
-                              patience);
+        patience =
+            std::clamp(std::chrono::duration_cast<milliseconds>(by - steady_clock::now()), milliseconds(1), patience);
       auto opened = SyncConnection::open(config_.endpoint, config_.connect_timeout, patience);
       if (!opened.ok()) {
         if (steady_clock::now() + milliseconds(5) >= by)  // cut short by the deadline, not refused
@@ -492,8 +513,8 @@ class RedisBackend final : public detail::Backend {
           if (r.integer < wait_.replicas)
             return done(Status(Errc::unavailable, "not replicated to " + std::to_string(wait_.replicas) +
                                                       " replica(s): " + std::to_string(r.integer) +
-                                                      " acknowledged within " +
-                                                      std::to_string(wait_.timeout.count()) + " ms"));
+                                                      " acknowledged within " + std::to_string(wait_.timeout.count()) +
+                                                      " ms"));
           done({});
         },
         wait_.timeout + config_.command_timeout);
@@ -501,8 +522,7 @@ class RedisBackend final : public detail::Backend {
 
   // A grant the replicas did not acknowledge is undone (idempotently: only
   // the level it added) and reported as unavailable.
-  void replicate_grant(const AcquireCall& call, AcquireOutcome out,
-                       std::function<void(Result<AcquireOutcome>)> done) {
+  void replicate_grant(const AcquireCall& call, AcquireOutcome out, std::function<void(Result<AcquireOutcome>)> done) {
     wait_replicated([this, call, out, done = std::move(done)](Status s) mutable {
       if (s.ok()) return done(out);
       ReleaseCall undo{call.name, call.owner, call.held + 1, false};
@@ -636,8 +656,8 @@ class RedisBackend final : public detail::Backend {
     bool subscribe;
     std::string channel;
   };
-  std::deque<Sent> sent_;             // (UN)SUBSCRIBEs awaiting their push, oldest first
-  std::optional<Status> sub_down_;    // why the subscription connection is not up
+  std::deque<Sent> sent_;           // (UN)SUBSCRIBEs awaiting their push, oldest first
+  std::optional<Status> sub_down_;  // why the subscription connection is not up
   detail::BackendEvents events_;
 };
 

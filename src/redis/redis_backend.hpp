@@ -4,7 +4,6 @@
 #define DLOCK_REDIS_REDIS_BACKEND_HPP_
 
 #include <boost/asio/io_context.hpp>
-
 #include <memory>
 
 #include "backend.hpp"

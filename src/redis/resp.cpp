@@ -10,12 +10,24 @@ namespace {
 Reply convert(const redisReply* r) {
   Reply out;
   switch (r->type) {
-    case REDIS_REPLY_STRING: out.type = Reply::Type::string; break;
-    case REDIS_REPLY_STATUS: out.type = Reply::Type::status; break;
-    case REDIS_REPLY_ERROR: out.type = Reply::Type::error; break;
-    case REDIS_REPLY_INTEGER: out.type = Reply::Type::integer; break;
-    case REDIS_REPLY_ARRAY: out.type = Reply::Type::array; break;
-    default: out.type = Reply::Type::nil; break;
+    case REDIS_REPLY_STRING:
+      out.type = Reply::Type::string;
+      break;
+    case REDIS_REPLY_STATUS:
+      out.type = Reply::Type::status;
+      break;
+    case REDIS_REPLY_ERROR:
+      out.type = Reply::Type::error;
+      break;
+    case REDIS_REPLY_INTEGER:
+      out.type = Reply::Type::integer;
+      break;
+    case REDIS_REPLY_ARRAY:
+      out.type = Reply::Type::array;
+      break;
+    default:
+      out.type = Reply::Type::nil;
+      break;
   }
   if (r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_STATUS || r->type == REDIS_REPLY_ERROR)
     out.str.assign(r->str, r->len);

@@ -1,9 +1,9 @@
 #include "redis/sync_connection.hpp"
 
+#include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <fcntl.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -48,7 +48,8 @@ int connect_fd(const detail::RedisEndpoint& ep, milliseconds timeout, std::strin
       rc = ::poll(&p, 1, static_cast<int>(timeout.count()));
       int err = 0;
       socklen_t len = sizeof err;
-      if (rc == 1 && ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err == 0) rc = 0;
+      if (rc == 1 && ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err == 0)
+        rc = 0;
       else {
         why = rc == 0 ? "connecting timed out after " + std::to_string(timeout.count()) + " ms"
                       : std::string("cannot connect: ") + std::strerror(err != 0 ? err : errno);
@@ -94,8 +95,10 @@ Result<std::unique_ptr<SyncConnection>> SyncConnection::open(const detail::Redis
   std::string hs;
   std::size_t n = 0;
   if (!ep.password.empty()) {
-    if (ep.username.empty()) append_command(hs, {"AUTH", ep.password});
-    else append_command(hs, {"AUTH", ep.username, ep.password});
+    if (ep.username.empty())
+      append_command(hs, {"AUTH", ep.password});
+    else
+      append_command(hs, {"AUTH", ep.username, ep.password});
     ++n;
   }
   if (ep.db != 0) {
@@ -121,8 +124,7 @@ void SyncConnection::set_command_timeout(milliseconds t) {
   if (fd_ >= 0) set_timeouts(fd_, t);
 }
 
-Status SyncConnection::call(const std::string& payload, std::size_t n, std::vector<Reply>& out,
-                            Clock::time_point by) {
+Status SyncConnection::call(const std::string& payload, std::size_t n, std::vector<Reply>& out, Clock::time_point by) {
   out.clear();
   if (fd_ < 0) return unavailable(peer_, "closed");
   const auto deadline = std::min(Clock::now() + command_timeout_, by);
@@ -165,9 +167,9 @@ Status SyncConnection::call(const std::string& payload, std::size_t n, std::vect
       close_fd();
       return {Errc::outcome_unknown,
               r == 0 ? "connection to " + peer_ + " closed after the command was sent"
-                     : (e == EAGAIN || e == EWOULDBLOCK)
-                           ? "no reply from " + peer_ + " within " + std::to_string(command_timeout_.count()) + " ms"
-                           : "connection to " + peer_ + " failed: " + std::strerror(e)};
+              : (e == EAGAIN || e == EWOULDBLOCK)
+                  ? "no reply from " + peer_ + " within " + std::to_string(command_timeout_.count()) + " ms"
+                  : "connection to " + peer_ + " failed: " + std::strerror(e)};
     }
     reader_.feed(buf_.data(), static_cast<std::size_t>(r));
   }

@@ -19,10 +19,10 @@
 #include <string>
 #include <vector>
 
-#include "redis/url.hpp"
 #include "dlock/error.hpp"
 #include "dlock/options.hpp"
 #include "redis/resp.hpp"
+#include "redis/url.hpp"
 
 namespace dlock::redis {
 

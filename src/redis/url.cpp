@@ -1,11 +1,11 @@
 #include "redis/url.hpp"
 
-#include "core/url_parts.hpp"
-#include "dlock/client.hpp"
-
 #include <algorithm>
 #include <cctype>
 #include <charconv>
+
+#include "core/url_parts.hpp"
+#include "dlock/client.hpp"
 
 namespace dlock::detail {
 namespace {
@@ -98,9 +98,12 @@ Status parse_param(std::string_view key, std::string value, RedisEndpoint& ep) {
     return {};
   }
   std::string* slot = nullptr;
-  if (key == "cacert") slot = &ep.ca_file;
-  else if (key == "cert") slot = &ep.cert_file;
-  else if (key == "key") slot = &ep.key_file;
+  if (key == "cacert")
+    slot = &ep.ca_file;
+  else if (key == "cert")
+    slot = &ep.cert_file;
+  else if (key == "key")
+    slot = &ep.key_file;
   if (slot == nullptr)
     return bad("unknown parameter '" + std::string(key) + "' (known: cacert, cert, key" +
                std::string(kWaitParamsListed) + ")");
@@ -136,9 +139,9 @@ Result<RedisEndpoint> parse_redis_url(std::string_view url) {
     rest = url.substr(9);
   } else {
     auto colon = url.find("://");
-    return bad(colon == std::string_view::npos ? "expected redis://host:port or rediss://host:port"
-                                               : "unsupported scheme '" + std::string(url.substr(0, colon)) +
-                                                     "' (expected redis or rediss)");
+    return bad(colon == std::string_view::npos
+                   ? "expected redis://host:port or rediss://host:port"
+                   : "unsupported scheme '" + std::string(url.substr(0, colon)) + "' (expected redis or rediss)");
   }
   std::string_view query;
   if (auto q = rest.find('?'); q != std::string_view::npos) {
@@ -162,9 +165,7 @@ Result<RedisEndpoint> parse_redis_url(std::string_view url) {
   return ep;
 }
 
-bool is_redlock_url(std::string_view url) {
-  return url.starts_with("redlock://") || url.starts_with("redlock+tls://");
-}
+bool is_redlock_url(std::string_view url) { return url.starts_with("redlock://") || url.starts_with("redlock+tls://"); }
 
 // Each node is parsed as the redis:// (or rediss://) URL it stands for, so
 // credentials, ports, IPv6, db and TLS files follow the same rules.

@@ -14,13 +14,13 @@ namespace dlock::detail {
 
 struct RedisEndpoint {
   bool tls = false;
-  std::string host;        // name, IPv4, or IPv6 without brackets
+  std::string host;  // name, IPv4, or IPv6 without brackets
   std::uint16_t port = 6379;
-  std::string username;    // empty: the default user
-  std::string password;    // empty: no AUTH
+  std::string username;  // empty: the default user
+  std::string password;  // empty: no AUTH
   int db = 0;
-  std::string ca_file;     // rediss only; empty: the system trust store
-  std::string cert_file;   // rediss only; client certificate (with key_file)
+  std::string ca_file;    // rediss only; empty: the system trust store
+  std::string cert_file;  // rediss only; client certificate (with key_file)
   std::string key_file;
   // redis:// and rediss:// only: WAIT mode from ?wait_replicas=N (N >= 0)
   // and ?wait_timeout_ms=MS (MS >= 1); unset when absent. They fill in

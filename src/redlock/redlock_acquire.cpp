@@ -9,9 +9,16 @@ namespace dlock::detail {
 
 RedlockAcquire::RedlockAcquire(const AcquireCall& call, time_point start, milliseconds per_node, Nodes nodes,
                                std::function<std::uint64_t()> rng)
-    : call_(call), round_(nodes.names->size(), call.lease, start), per_node_(per_node), start_(start),
-      nodes_(nodes), rng_(std::move(rng)), votes_(nodes.names->size(), Vote::pending),
-      replied_(nodes.names->size(), false), outcomes_(nodes.names->size()), errors_(nodes.names->size()) {}
+    : call_(call),
+      round_(nodes.names->size(), call.lease, start),
+      per_node_(per_node),
+      start_(start),
+      nodes_(nodes),
+      rng_(std::move(rng)),
+      votes_(nodes.names->size(), Vote::pending),
+      replied_(nodes.names->size(), false),
+      outcomes_(nodes.names->size()),
+      errors_(nodes.names->size()) {}
 
 RedlockAcquire::time_point RedlockAcquire::timer_at() const { return std::min(start_ + per_node_, round_.deadline()); }
 
@@ -37,10 +44,18 @@ RedlockAcquire::Effects RedlockAcquire::on_answer(std::size_t i, const Result<Ac
     } else {
       outcomes_[i] = *res;
       switch (res->kind) {
-        case AcquireOutcome::Kind::granted: votes_[i] = Vote::granted; break;
-        case AcquireOutcome::Kind::busy: votes_[i] = Vote::busy; break;
-        case AcquireOutcome::Kind::lost: votes_[i] = Vote::lost; break;
-        case AcquireOutcome::Kind::mismatch: votes_[i] = Vote::mismatch; break;
+        case AcquireOutcome::Kind::granted:
+          votes_[i] = Vote::granted;
+          break;
+        case AcquireOutcome::Kind::busy:
+          votes_[i] = Vote::busy;
+          break;
+        case AcquireOutcome::Kind::lost:
+          votes_[i] = Vote::lost;
+          break;
+        case AcquireOutcome::Kind::mismatch:
+          votes_[i] = Vote::mismatch;
+          break;
       }
     }
   }
@@ -48,9 +63,11 @@ RedlockAcquire::Effects RedlockAcquire::on_answer(std::size_t i, const Result<Ac
     case Phase::voting:
       round_.vote(i, votes_[i] == Vote::granted, now);
       return decide(now);
-    case Phase::fence_wait: return i == 0 ? grant() : Effects{};
+    case Phase::fence_wait:
+      return i == 0 ? grant() : Effects{};
     case Phase::undoing:
-    case Phase::done: break;
+    case Phase::done:
+      break;
   }
   // After a failure, undo what this answer may have granted.
   const bool counted = phase_ == Phase::undoing && !timed_out_;
@@ -74,15 +91,18 @@ RedlockAcquire::Effects RedlockAcquire::on_timer(time_point now) {
         // A node we are not connected to most likely never got the request.
         const std::string& name = (*nodes_.names)[i];
         errors_[i] = (*nodes_.connected)[i]
-                         ? Status(Errc::outcome_unknown, name + " did not answer within " +
-                                                             std::to_string(per_node_.count()) + " ms")
+                         ? Status(Errc::outcome_unknown,
+                                  name + " did not answer within " + std::to_string(per_node_.count()) + " ms")
                          : Status(Errc::unavailable, name + " is not connected");
         round_.vote(i, false, now);
       }
       return decide(now);
-    case Phase::fence_wait: return grant();  // without node 0's fence
-    case Phase::undoing: return deliver(std::move(*report_));  // silent nodes are undone if they answer
-    case Phase::done: return {};
+    case Phase::fence_wait:
+      return grant();  // without node 0's fence
+    case Phase::undoing:
+      return deliver(std::move(*report_));  // silent nodes are undone if they answer
+    case Phase::done:
+      return {};
   }
   return {};
 }
@@ -140,7 +160,9 @@ Result<AcquireOutcome> RedlockAcquire::failure() const {
   std::vector<Status> errs;
   for (std::size_t i = 0; i < votes_.size(); ++i) {
     switch (votes_[i]) {
-      case Vote::granted: ++granted; break;
+      case Vote::granted:
+        ++granted;
+        break;
       case Vote::busy: {
         ++busy;
         const WaitHint& hint = outcomes_[i].hint;
@@ -150,13 +172,18 @@ Result<AcquireOutcome> RedlockAcquire::failure() const {
         if (hint.kind == WaitHint::Kind::event) no_expiry = true;
         break;
       }
-      case Vote::lost: ++lost; break;
-      case Vote::mismatch: ++mismatch; break;
+      case Vote::lost:
+        ++lost;
+        break;
+      case Vote::mismatch:
+        ++mismatch;
+        break;
       case Vote::error:
         ++errors;
         errs.push_back(errors_[i]);
         break;
-      case Vote::pending: break;
+      case Vote::pending:
+        break;
     }
   }
   const std::size_t q = RedlockRound::quorum(votes_.size());
@@ -182,8 +209,7 @@ Result<AcquireOutcome> RedlockAcquire::failure() const {
                                    : WaitHint::retry(random_delay(kSplitRetryMax));
   } else {
     // Split vote, or too few answers: nobody may hold a majority.
-    out.hint = WaitHint::retry(
-        random_delay(min_ttl.count() > 0 ? std::min(min_ttl, kSplitRetryMax) : kSplitRetryMax));
+    out.hint = WaitHint::retry(random_delay(min_ttl.count() > 0 ? std::min(min_ttl, kSplitRetryMax) : kSplitRetryMax));
   }
   return out;
 }

@@ -46,7 +46,7 @@ class RedlockAcquire {
     bool counted;  // the report waits for this undo's answer
   };
   struct Effects {
-    std::vector<Undo> undo;                         // send these undos now
+    std::vector<Undo> undo;                        // send these undos now
     std::optional<Result<AcquireOutcome>> report;  // tell the caller (once)
   };
 

@@ -1,19 +1,18 @@
 #include "redlock/redlock_backend.hpp"
 
+#include <algorithm>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
-
-#include <algorithm>
 #include <deque>
 #include <map>
 #include <optional>
 
 #include "core/quorum.hpp"
 #include "core/redlock_round.hpp"
-#include "redlock/redlock_acquire.hpp"
-#include "core/transient.hpp"
 #include "core/token.hpp"
+#include "core/transient.hpp"
 #include "redis/redis_backend.hpp"
+#include "redlock/redlock_acquire.hpp"
 
 namespace dlock::redlock {
 
@@ -31,20 +30,21 @@ using detail::RedlockRound;
 using detail::ReleaseCall;
 using detail::ReleaseOutcome;
 using detail::RenewCall;
-using detail::transient;
 using detail::RenewOutcome;
+using detail::transient;
 using Clock = std::chrono::steady_clock;
 
 // One release is published on every node that held the lock; copies from
 // different nodes arriving within this window count as one wake-up.
 constexpr milliseconds kWakeWindow{100};
 
-
 class RedlockBackend final : public detail::Backend {
  public:
   RedlockBackend(asio::io_context& io, std::vector<redis::ConnectionConfig> configs, std::string prefix,
                  milliseconds command_timeout)
-      : io_(io), command_timeout_(command_timeout), quorum_(RedlockRound::quorum(configs.size())),
+      : io_(io),
+        command_timeout_(command_timeout),
+        quorum_(RedlockRound::quorum(configs.size())),
         up_(configs.size(), false) {
     for (std::size_t i = 0; i < configs.size(); ++i) {
       names_.push_back(configs[i].endpoint.describe());
@@ -84,8 +84,10 @@ class RedlockBackend final : public detail::Backend {
       nodes_[i]->start([this, r, i](Status s) {
         if (!r->done) return;
         r->answers.add(i, s.ok() ? Result<bool>(true) : Result<bool>(Status(s.code(), names_[i] + ": " + s.message())));
-        if (r->answers.majority_ok()) std::exchange(r->done, nullptr)({});
-        else if (r->answers.majority_lost()) std::exchange(r->done, nullptr)(r->answers.failure("connect"));
+        if (r->answers.majority_ok())
+          std::exchange(r->done, nullptr)({});
+        else if (r->answers.majority_lost())
+          std::exchange(r->done, nullptr)(r->answers.failure("connect"));
       });
     }
   }
@@ -105,8 +107,7 @@ class RedlockBackend final : public detail::Backend {
     if (!undo) return asio::post(io_, [done = std::move(done)] { done({}); });
     release(*undo, [done = std::move(done)](Result<ReleaseOutcome> r) { done(r.status()); });
   }
-  void renew(const std::vector<RenewCall>& calls,
-             std::function<void(Result<std::vector<RenewOutcome>>)> done) override;
+  void renew(const std::vector<RenewCall>& calls, std::function<void(Result<std::vector<RenewOutcome>>)> done) override;
   void inspect(const std::string& name, std::function<void(Result<LockInfo>)> done) override;
 
   // Confirmed on a majority is enough: the releaser's majority overlaps it.
@@ -123,8 +124,10 @@ class RedlockBackend final : public detail::Backend {
       nodes_[i]->watch(key, [r, i](Status s) {
         if (!r->ready) return;
         r->answers.add(i, s.ok() ? Result<bool>(true) : Result<bool>(s));
-        if (r->answers.majority_ok()) std::exchange(r->ready, nullptr)({});
-        else if (r->answers.majority_lost()) std::exchange(r->ready, nullptr)(s);
+        if (r->answers.majority_ok())
+          std::exchange(r->ready, nullptr)({});
+        else if (r->answers.majority_lost())
+          std::exchange(r->ready, nullptr)(s);
       });
     }
   }
@@ -415,8 +418,7 @@ Result<LockInfo> RedlockBackend::merge_inspect(const detail::Quorum<LockInfo>& q
 
 }  // namespace
 
-std::unique_ptr<detail::Backend> make_redlock_backend(asio::io_context& io,
-                                                      std::vector<redis::ConnectionConfig> nodes,
+std::unique_ptr<detail::Backend> make_redlock_backend(asio::io_context& io, std::vector<redis::ConnectionConfig> nodes,
                                                       std::string key_prefix, milliseconds command_timeout) {
   return std::make_unique<RedlockBackend>(io, std::move(nodes), std::move(key_prefix), command_timeout);
 }

@@ -13,7 +13,6 @@
 #define DLOCK_REDLOCK_REDLOCK_BACKEND_HPP_
 
 #include <boost/asio/io_context.hpp>
-
 #include <memory>
 #include <vector>
 

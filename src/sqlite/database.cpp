@@ -93,7 +93,8 @@ Status Statement::run() {
 std::int64_t Statement::int64(int column) const { return sqlite3_column_int64(stmt_, column); }
 std::string Statement::text(int column) const {
   const auto* p = sqlite3_column_text(stmt_, column);
-  return p ? std::string(reinterpret_cast<const char*>(p), static_cast<std::size_t>(sqlite3_column_bytes(stmt_, column)))
+  return p ? std::string(reinterpret_cast<const char*>(p),
+                         static_cast<std::size_t>(sqlite3_column_bytes(stmt_, column)))
            : std::string();
 }
 bool Statement::is_null(int column) const { return sqlite3_column_type(stmt_, column) == SQLITE_NULL; }
@@ -103,8 +104,8 @@ Result<std::unique_ptr<Database>> Database::open(const std::string& path, std::c
   sqlite3* raw = nullptr;
   // NOMUTEX: one thread uses a connection. The VFS opens files O_CLOEXEC, so
   // a command that `dlock run` starts inherits none of them.
-  const int rc = sqlite3_open_v2(path.c_str(), &raw,
-                                 SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
+  const int rc =
+      sqlite3_open_v2(path.c_str(), &raw, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
   std::unique_ptr<Database> db(new Database(raw, busy));
   if (rc != SQLITE_OK) return db->error(rc, "cannot open " + path);
   sqlite3_extended_result_codes(raw, 1);
@@ -130,8 +131,8 @@ Status Database::exec(const char* sql) {
 
 Result<Statement> Database::prepare(std::string_view sql) {
   sqlite3_stmt* stmt = nullptr;
-  const int rc = sqlite3_prepare_v3(db_, sql.data(), static_cast<int>(sql.size()), SQLITE_PREPARE_PERSISTENT, &stmt,
-                                    nullptr);
+  const int rc =
+      sqlite3_prepare_v3(db_, sql.data(), static_cast<int>(sql.size()), SQLITE_PREPARE_PERSISTENT, &stmt, nullptr);
   if (rc != SQLITE_OK) return error(rc, "prepare");
   return Statement(this, stmt);
 }

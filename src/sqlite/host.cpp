@@ -158,7 +158,8 @@ bool known_dead(const ProcessId& p) {
 Status check_local_fs(const std::string& dir) {
   struct statfs fs {};
   if (statfs(dir.c_str(), &fs) != 0) {
-    if (errno == ENOENT || errno == ENOTDIR) return {Errc::invalid_argument, "no directory " + dir + " for the lock file"};
+    if (errno == ENOENT || errno == ENOTDIR)
+      return {Errc::invalid_argument, "no directory " + dir + " for the lock file"};
     return {Errc::unavailable, "cannot examine " + dir + ": " + std::strerror(errno)};
   }
   struct Remote {
@@ -166,9 +167,9 @@ Status check_local_fs(const std::string& dir) {
     const char* name;
   };
   static constexpr Remote kRemote[] = {
-      {0x6969, "NFS"},           {0x517B, "SMB"},       {0xFE534D42, "SMB2"}, {0xFF534D42, "CIFS"},
-      {0x65735546, "FUSE"},      {0x01021997, "9P"},    {0x00C36400, "Ceph"}, {0x5346414F, "AFS"},
-      {0x6B414653, "kAFS"},      {0x47504653, "GPFS"},  {0x0BD00BD0, "Lustre"},
+      {0x6969, "NFS"},      {0x517B, "SMB"},      {0xFE534D42, "SMB2"},   {0xFF534D42, "CIFS"},
+      {0x65735546, "FUSE"}, {0x01021997, "9P"},   {0x00C36400, "Ceph"},   {0x5346414F, "AFS"},
+      {0x6B414653, "kAFS"}, {0x47504653, "GPFS"}, {0x0BD00BD0, "Lustre"},
   };
   for (const Remote& r : kRemote)
     if (static_cast<unsigned long>(fs.f_type) == r.magic)

@@ -105,8 +105,8 @@ Result<T> LockStore::in_transaction(bool* moved, F&& body) {
 // A name's line as the decisions see it (core/lock_line.hpp), with what is
 // stored, so that only the difference is written back.
 struct LockStore::Line {
-  std::optional<StoredRow> row;   // dlock_locks
-  detail::LineState state;        // live entries only
+  std::optional<StoredRow> row;       // dlock_locks
+  detail::LineState state;            // live entries only
   std::map<LineKey, LineRow> stored;  // every dlock_line row of the name
   // The process of each holder and waiter: a promoted waiter keeps its own.
   std::map<std::pair<std::string, std::uint64_t>, ProcessId> processes;

@@ -92,8 +92,8 @@ class LockStore {
   std::unique_ptr<Database> db_;
   std::unique_ptr<LockTable> table_;  // over *db_
   std::vector<detail::HoldRef> gone_;
-  News news_;      // of committed calls
-  News pending_;   // of the transaction under way
+  News news_;     // of committed calls
+  News pending_;  // of the transaction under way
 };
 
 }  // namespace dlock::sqlite

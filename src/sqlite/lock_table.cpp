@@ -274,8 +274,10 @@ Status LockTable::put_line(const std::string& name, const LineRow& r) {
 }
 
 Status LockTable::drop_line(const std::string& name, const std::string& owner, std::uint64_t grant, int kind) {
-  drop_line_.bind(1, name).bind(2, owner).bind(3, static_cast<std::int64_t>(grant)).bind(4,
-                                                                                        static_cast<std::int64_t>(kind));
+  drop_line_.bind(1, name)
+      .bind(2, owner)
+      .bind(3, static_cast<std::int64_t>(grant))
+      .bind(4, static_cast<std::int64_t>(kind));
   return drop_line_.run();
 }
 

@@ -25,8 +25,8 @@
 #define DLOCK_SQLITE_LOCK_TABLE_HPP_
 
 #include <cstdint>
-#include <optional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>

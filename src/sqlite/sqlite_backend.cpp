@@ -1,10 +1,9 @@
 #include "sqlite/sqlite_backend.hpp"
 
-#include <boost/asio/post.hpp>
-#include <boost/asio/steady_timer.hpp>
-
 #include <algorithm>
 #include <atomic>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <cstdlib>
 #include <deque>
 #include <map>

@@ -6,7 +6,6 @@
 #define DLOCK_SQLITE_SQLITE_BACKEND_HPP_
 
 #include <boost/asio/io_context.hpp>
-
 #include <chrono>
 #include <functional>
 #include <memory>
@@ -17,8 +16,8 @@
 namespace dlock::sqlite {
 
 struct SqliteConfig {
-  std::string path;                        // absolute path of the database file
-  std::chrono::milliseconds busy{5000};    // a release or renewal waits this long for another process's write lock
+  std::string path;                      // absolute path of the database file
+  std::chrono::milliseconds busy{5000};  // a release or renewal waits this long for another process's write lock
   std::function<void(LogLevel, std::string_view)> log;
 };
 

@@ -1,12 +1,11 @@
 #include "sqlite/wakeups.hpp"
 
-#include <boost/asio/post.hpp>
-
 #include <fcntl.h>
 #include <sys/inotify.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <boost/asio/post.hpp>
 #include <cerrno>
 #include <cstring>
 

@@ -9,10 +9,9 @@
 #ifndef DLOCK_SQLITE_WAKEUPS_HPP_
 #define DLOCK_SQLITE_WAKEUPS_HPP_
 
+#include <array>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
-
-#include <array>
 #include <functional>
 #include <map>
 #include <memory>

@@ -18,7 +18,7 @@ struct ZkConfig {
   std::string user, password;                        // digest auth; empty: none
   std::chrono::milliseconds connect_timeout{2000};
   std::chrono::milliseconds command_timeout{2000};  // a blocking release waits this long for its reply
-  std::string describe;  // the URL without its password, for messages
+  std::string describe;                             // the URL without its password, for messages
   std::function<void(LogLevel, std::string_view)> log;
 };
 

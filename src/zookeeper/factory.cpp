@@ -81,7 +81,8 @@ Status parse_params(std::string_view query, ZkConfig& c, std::string& prefix) {
       return bad("parameter '" + key + "' needs a value");
     if (key == "session_timeout") {
       if (!parse_duration(value, c.session_timeout) || c.session_timeout.count() <= 0)
-        return bad("session_timeout must be a positive duration with a unit (ms, s, m, h), at most 1h (e.g. 10s, 1500ms)");
+        return bad(
+            "session_timeout must be a positive duration with a unit (ms, s, m, h), at most 1h (e.g. 10s, 1500ms)");
     } else if (key == "prefix") {
       if (!plain_segment(value)) return bad("prefix must be one name of letters, digits, '_', '-' and '.'");
       prefix = value;

@@ -124,7 +124,8 @@ Standing standing_of(const std::vector<QueueNode>& line, std::string_view mine) 
   const QueueNode& me = *it;
   std::optional<std::size_t> last_writer;
   for (std::size_t j = 0; j < i; ++j) {
-    if (line[j].mode == detail::LockMode::exclusive) last_writer = j;
+    if (line[j].mode == detail::LockMode::exclusive)
+      last_writer = j;
     else if (me.mode == detail::LockMode::shared && line[j].permits != me.permits && !st.disagrees)
       st.disagrees = line[j].permits;
   }

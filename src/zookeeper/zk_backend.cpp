@@ -73,10 +73,10 @@ void ZkBackend::close() {
 Status ZkBackend::refuse(const AcquireCall& call) const {
   const bool shared = call.mode == detail::LockMode::shared;
   if (!held_.holds_other_mode(call.name, call.owner, shared)) return {};
-  return {Errc::precondition_failed,
-          "lock '" + call.name + "': owner '" + call.owner + "' holds it " + (shared ? "exclusively" : "shared") +
-              " and asks for it " + (shared ? "shared" : "exclusively") +
-              "; that would wait for its own hold (release it first)"};
+  return {Errc::precondition_failed, "lock '" + call.name + "': owner '" + call.owner + "' holds it " +
+                                         (shared ? "exclusively" : "shared") + " and asks for it " +
+                                         (shared ? "shared" : "exclusively") +
+                                         "; that would wait for its own hold (release it first)"};
 }
 
 Status ZkBackend::disagreeing(const std::string& name, unsigned mine, unsigned theirs) {
@@ -311,8 +311,9 @@ void ZkBackend::arm_deadline() {
   deadline_.expires_at(until_);
   deadline_.async_wait([this](const boost::system::error_code& ec) {
     if (ec || closed_ || held_.empty() || Clock::now() < until_) return;
-    session_ended(LossReason::unreachable, "the ZooKeeper leader no longer vouches for the session (no answer "
-                                           "through it within the session timeout)");
+    session_ended(LossReason::unreachable,
+                  "the ZooKeeper leader no longer vouches for the session (no answer "
+                  "through it within the session timeout)");
   });
 }
 
@@ -467,9 +468,12 @@ void ZkBackend::watch_ahead(std::uint64_t id, const Standing& st, std::int64_t p
     // getData, not exists: a node gone meanwhile leaves no watch behind.
     session_.get(ahead, true, [this, id, ahead, w](Reply e) {
       if (answered(e.rc)) heard(e.sent_at);
-      if (e.rc == ZOK && !closed_ && attempts_.count(id)) watchers_[ahead].insert(id);
-      else if (e.rc == ZNONODE) w->gone = true;
-      else if (e.rc != ZOK && w->error.ok()) w->error = rc_status(e.rc, "watch the node ahead");
+      if (e.rc == ZOK && !closed_ && attempts_.count(id))
+        watchers_[ahead].insert(id);
+      else if (e.rc == ZNONODE)
+        w->gone = true;
+      else if (e.rc != ZOK && w->error.ok())
+        w->error = rc_status(e.rc, "watch the node ahead");
       if (--w->left > 0) return;
       if (closed_) return w->done(cancelled());
       if (!attempts_.count(id)) return w->done(session_gone());

@@ -22,8 +22,7 @@ std::optional<Result<AcquireOutcome>> ZkBackend::acquire_now(const AcquireCall& 
   const std::string guid = detail::random_token();
   session_.create(
       parent + "/" + child_prefix(guid, call.mode, permits), node_data(call.owner, call.info), ZOO_EPHEMERAL_SEQUENTIAL,
-      creator_acl(),
-      [w](Reply r) { w->arrive(&Rendezvous::created, std::move(r)); }, via);
+      creator_acl(), [w](Reply r) { w->arrive(&Rendezvous::created, std::move(r)); }, via);
   session_.children(
       parent, [w](Reply r) { w->arrive(&Rendezvous::listed, std::move(r)); }, via);
   if (!w->wait_until(call.deadline)) {
@@ -100,9 +99,9 @@ std::optional<Result<ReleaseOutcome>> ZkBackend::release_now(const ReleaseCall& 
     // A frozen server: the caller is not held past the command timeout. The
     // delete may still happen; the node is deleted again on every reconnect.
     drop_later({"", "", *path});
-    return Result<ReleaseOutcome>(Status(Errc::outcome_unknown, "zookeeper: no reply to the lock node's delete within " +
-                                                                    std::to_string(config_.command_timeout.count()) +
-                                                                    " ms"));
+    return Result<ReleaseOutcome>(
+        Status(Errc::outcome_unknown, "zookeeper: no reply to the lock node's delete within " +
+                                          std::to_string(config_.command_timeout.count()) + " ms"));
   }
   const Reply& r = w->created;
   if (answered(r.rc)) loop([this, at = r.sent_at] { heard(at); });

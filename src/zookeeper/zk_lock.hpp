@@ -276,13 +276,13 @@ class ZkBackend final : public detail::Backend {
   std::atomic<std::int64_t> session_id_{0};
   std::atomic<std::int64_t> timeout_ms_{0};  // negotiated; 0: not yet
   Clock::time_point heard_{}, until_{};
-  std::atomic<Clock::rep> vouched_ns_{0};  // until_, for the fast path
+  std::atomic<Clock::rep> vouched_ns_{0};      // until_, for the fast path
   std::map<std::uint64_t, Attempt> attempts_;  // by AcquireCall::attempt
   HeldNodes held_;
-  std::map<std::string, std::set<std::uint64_t>> watchers_;  // node ahead -> attempts
+  std::map<std::string, std::set<std::uint64_t>> watchers_;        // node ahead -> attempts
   std::map<std::string, std::set<std::uint64_t>> child_watchers_;  // lock node -> attempts
-  std::map<std::string, unsigned> observers_;  // lock name -> attempt-0 watches
-  std::map<std::string, std::string> observed_;  // lock node -> lock name
+  std::map<std::string, unsigned> observers_;                      // lock name -> attempt-0 watches
+  std::map<std::string, std::string> observed_;                    // lock node -> lock name
   std::vector<Orphan> orphans_;
   KnownParents known_parents_;
   std::uint64_t reconnects_ = 0;

@@ -235,9 +235,8 @@ void ZkSession::exists(const std::string& path, bool watch, ReplyFn done) {
 }
 
 void ZkSession::get(const std::string& path, bool watch, ReplyFn done) {
-  submit(std::move(done), Delivery::loop, [&](zhandle_t* zh, Pending* p) {
-    return zoo_aget(zh, path.c_str(), watch ? 1 : 0, &ZkCallbacks::data, p);
-  });
+  submit(std::move(done), Delivery::loop,
+         [&](zhandle_t* zh, Pending* p) { return zoo_aget(zh, path.c_str(), watch ? 1 : 0, &ZkCallbacks::data, p); });
 }
 
 void ZkSession::children(const std::string& path, ReplyFn done, Delivery via, bool watch) {

@@ -1,11 +1,10 @@
 // The asynchronous API: callbacks and Asio completion tokens.
-#include <dlock/asio.hpp>
-
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/use_future.hpp>
+#include <dlock/asio.hpp>
 #include <future>
 
 #include "integration/common.hpp"
@@ -65,8 +64,8 @@ TEST_F(AsyncTest, CoAwaitOnTheCallersExecutor) {
         // co_await expression (double destruction), whatever the callee.
         std::string name = "c3";
         LockOptions options;
-        Lease lease = co_await async_acquire(client, name, std::chrono::milliseconds(1000), options,
-                                             boost::asio::use_awaitable);
+        Lease lease =
+            co_await async_acquire(client, name, std::chrono::milliseconds(1000), options, boost::asio::use_awaitable);
         ran_on_io = io.get_executor().running_in_this_thread();
         fence = lease.fence();
         co_await async_release(client, std::move(lease), boost::asio::use_awaitable);

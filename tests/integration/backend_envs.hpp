@@ -4,11 +4,10 @@
 #ifndef DLOCK_TESTS_INTEGRATION_BACKEND_ENVS_HPP_
 #define DLOCK_TESTS_INTEGRATION_BACKEND_ENVS_HPP_
 
-#include <dlock/dlock.hpp>
-
 #include <signal.h>
 #include <sqlite3.h>
 
+#include <dlock/dlock.hpp>
 #include <filesystem>
 #include <fstream>
 #include <memory>

@@ -51,7 +51,7 @@ TEST_F(CliJobControl, StopSignalStopsTheCommandAndKeepsTheLock) {
   for (int sig : {SIGTSTP, SIGTTIN, SIGTTOU}) {
     ASSERT_EQ(::kill(dlock.pid, sig), 0);
     EXPECT_TRUE(eventually([&] { return process_state(cmd_pid) == 'T'; }, 5s)) << strsignal(sig);
-    std::ofstream(go).flush();  // CMD would finish now if it ran
+    std::ofstream(go).flush();            // CMD would finish now if it ran
     std::this_thread::sleep_for(2000ms);  // past the 1500 ms lease: only renewals keep it
     EXPECT_NE(process_state(dlock.pid), 'T') << "dlock itself stopped: nothing renews the lease";
     EXPECT_EQ(process_state(cmd_pid), 'T') << "CMD runs on";

@@ -200,8 +200,9 @@ TEST_F(CliMessages, ADefaultDirectoryLinkedByAnotherUserIsRefused) {
 
 TEST_F(CliMessages, PostgresHintsSpeakOfRolesAndReadOnlySessions) {
   PostgresServer pg;
-  pg.psql("CREATE ROLE app LOGIN; REVOKE CREATE ON SCHEMA public FROM PUBLIC; "
-          "CREATE ROLE ro LOGIN; ALTER ROLE ro SET default_transaction_read_only = on");
+  pg.psql(
+      "CREATE ROLE app LOGIN; REVOKE CREATE ON SCHEMA public FROM PUBLIC; "
+      "CREATE ROLE ro LOGIN; ALTER ROLE ro SET default_transaction_read_only = on");
   const std::string base = "@127.0.0.1:" + std::to_string(pg.port()) + "/postgres";
   auto refused = dlock({"status", "--url", "postgres://app" + base, "job"});
   EXPECT_EQ(refused.exit_code, 77) << refused.err;

@@ -77,8 +77,8 @@ TEST_F(CliRecipes, ElectRunsTheCommandWithItsTerm) {
 // The leader's id is what status shows; a second candidate waits in line and
 // leads once the first's CMD ends, with a larger term.
 TEST_F(CliRecipes, ASecondCandidateTakesOverWhenTheFirstEndsWithALargerTerm) {
-  auto first = start({"elect", "--id", "cand-a", "sched", "--", "sh", "-c", hold_until("term-a", "go-a", "$DLOCK_TERM")},
-                     "out-a");
+  auto first = start(
+      {"elect", "--id", "cand-a", "sched", "--", "sh", "-c", hold_until("term-a", "go-a", "$DLOCK_TERM")}, "out-a");
   ASSERT_TRUE(eventually([&] { return read_number(file("term-a")) > 0; }, 10s));
   const std::uint64_t term_a = read_number(file("term-a"));
 
@@ -90,8 +90,8 @@ TEST_F(CliRecipes, ASecondCandidateTakesOverWhenTheFirstEndsWithALargerTerm) {
   EXPECT_EQ(j["holder"], "cand-a");
   EXPECT_EQ(j["fence"], term_a);
 
-  auto second = start({"elect", "--id", "cand-b", "sched", "--", "sh", "-c", "echo $DLOCK_TERM > " + file("term-b")},
-                      "out-b");
+  auto second =
+      start({"elect", "--id", "cand-b", "sched", "--", "sh", "-c", "echo $DLOCK_TERM > " + file("term-b")}, "out-b");
   EXPECT_EQ(wait_exit(second.pid, 700ms), -1) << "the second candidate did not wait";
   EXPECT_FALSE(exists(file("term-b"))) << "two leaders at once";
   EXPECT_EQ(status_json("sched")["holder"], "cand-a") << "still the first leads";
@@ -178,9 +178,9 @@ TEST_F(CliRecipes, FairRunsGoInArrivalOrder) {
   ASSERT_TRUE(eventually([&] { return exists(file("first")); }, 10s));
   std::vector<Child> waiters;
   for (int i = 1; i <= 3; ++i) {
-    waiters.push_back(start({"run", "--fair", "queue", "--", "sh", "-c", "echo " + std::to_string(i) + " >> " +
-                                                                              file("order")},
-                            "out-" + std::to_string(i)));
+    waiters.push_back(
+        start({"run", "--fair", "queue", "--", "sh", "-c", "echo " + std::to_string(i) + " >> " + file("order")},
+              "out-" + std::to_string(i)));
     std::this_thread::sleep_for(400ms);  // in line before the next one comes
   }
   EXPECT_FALSE(exists(file("order")));

@@ -97,9 +97,8 @@ TEST_F(Cli, AuthenticationFailureIs77) {
 TEST_F(Cli, ConcurrentRunsAreSerialised) {
   // Four shells, each running 10 `dlock run`s of a non-atomic increment.
   constexpr int kShells = 4, kRounds = 10;
-  std::string incr = "v=$(redis-cli -p " + std::to_string(server.port()) +
-                     " GET counter); sleep 0.005; redis-cli -p " + std::to_string(server.port()) +
-                     " SET counter $((${v:-0}+1)) >/dev/null";
+  std::string incr = "v=$(redis-cli -p " + std::to_string(server.port()) + " GET counter); sleep 0.005; redis-cli -p " +
+                     std::to_string(server.port()) + " SET counter $((${v:-0}+1)) >/dev/null";
   std::string loop = "for i in $(seq " + std::to_string(kRounds) + "); do '" + kCli +
                      "' run --quiet counter -- sh -c '" + incr + "' || exit 1; done";
   std::vector<pid_t> shells;
@@ -145,8 +144,8 @@ TEST_F(Cli, LostLockTerminatesTheCommandAndExits79) {
 }
 
 TEST_F(Cli, CommandIgnoringSigtermIsKilledAfterGrace) {
-  std::string cmd = "trap '' TERM; redis-cli -p " + std::to_string(server.port()) +
-                    " DEL 'dlock:{stubborn}' >/dev/null; sleep 20";
+  std::string cmd =
+      "trap '' TERM; redis-cli -p " + std::to_string(server.port()) + " DEL 'dlock:{stubborn}' >/dev/null; sleep 20";
   auto t0 = Clock::now();
   auto r = dlock({"run", "--ttl", "900ms", "--grace", "300ms", "stubborn", "--", "sh", "-c", cmd});
   EXPECT_EQ(r.exit_code, 79) << r.err;
@@ -194,9 +193,10 @@ TEST_F(Cli, MigrateMakesThePostgresTableForARoleThatCannot) {
   auto migrated = run({kCli, "migrate", "--url", pg.url()}, 30s);
   EXPECT_EQ(migrated.exit_code, 0) << migrated.err;
   EXPECT_NE(migrated.out.find("ready"), std::string::npos);
-  pg.psql("GRANT SELECT, INSERT, UPDATE, DELETE ON dlock_locks, dlock_locks_meta, dlock_locks_tombstones, "
-          "dlock_locks_line, dlock_locks_line_tombs TO app; "
-          "GRANT USAGE, SELECT ON dlock_locks_fence, dlock_locks_ticket TO app");
+  pg.psql(
+      "GRANT SELECT, INSERT, UPDATE, DELETE ON dlock_locks, dlock_locks_meta, dlock_locks_tombstones, "
+      "dlock_locks_line, dlock_locks_line_tombs TO app; "
+      "GRANT USAGE, SELECT ON dlock_locks_fence, dlock_locks_ticket TO app");
   auto ran = run({kCli, "run", "--url", app, "job", "--", "sh", "-c", "echo $DLOCK_FENCE"}, 30s);
   EXPECT_EQ(ran.exit_code, 0) << ran.err;
   EXPECT_EQ(ran.out, "1\n");

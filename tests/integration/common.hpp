@@ -2,10 +2,10 @@
 #ifndef DLOCK_TESTS_INTEGRATION_COMMON_HPP_
 #define DLOCK_TESTS_INTEGRATION_COMMON_HPP_
 
-#include <dlock/dlock.hpp>
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <dlock/dlock.hpp>
 #include <fstream>
 #include <functional>
 #include <iostream>

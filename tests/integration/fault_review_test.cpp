@@ -26,7 +26,9 @@ class ThroughProxy : public ::testing::Test {
     o.reconnect_backoff_max = 50ms;
     return Client::connect(proxied_url(), o);
   }
-  bool held(const std::string& name) { return SyncRedis(server.port()).integer({"EXISTS", "dlock:{" + name + "}"}) == 1; }
+  bool held(const std::string& name) {
+    return SyncRedis(server.port()).integer({"EXISTS", "dlock:{" + name + "}"}) == 1;
+  }
 
   RedisServer server;
   torture::Proxy proxy;
@@ -44,7 +46,7 @@ TEST_F(ThroughProxy, DelayedReleaseDoesNotDeleteTheSameMutexsNextGrant) {
   proxy.set_delay("c", 1500ms);  // the release's bytes sit in the network
   std::thread unlocker([&] { m.unlock(); });
   std::this_thread::sleep_for(30ms);
-  proxy.set_delay("c", 0ms);     // the retries and the next lock go through
+  proxy.set_delay("c", 0ms);  // the retries and the next lock go through
   unlocker.join();
   ASSERT_TRUE(m.try_lock_for(5s)) << "the next cycle's lock";
   // Every delayed byte has arrived by now.
@@ -200,7 +202,8 @@ TEST(FaultReview, OutOfMemoryIsReportedAsSuch) {
   for (std::size_t size : {65536, 4096, 256, 16}) {
     full = false;
     const std::string blob(size, 'x');
-    for (int i = 0; i < 2000 && !full; ++i) full = filler.cmd({"SET", "fill:" + std::to_string(n++), blob}).starts_with("OOM");
+    for (int i = 0; i < 2000 && !full; ++i)
+      full = filler.cmd({"SET", "fill:" + std::to_string(n++), blob}).starts_with("OOM");
   }
   ASSERT_TRUE(full) << "the server never ran out of memory";
   LogSink log;

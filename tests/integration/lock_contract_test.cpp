@@ -1,19 +1,18 @@
 // The lock contract every backend keeps, one suite run against each: Redis,
 // Redlock (three masters), SQLite, PostgreSQL, ZooKeeper and the in-memory
 // fake. A new backend joins by adding its environment to kBackends.
-#include <dlock/dlock.hpp>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-
 #include <signal.h>
 #include <sqlite3.h>
 
 #include <atomic>
 #include <chrono>
+#include <dlock/dlock.hpp>
 #include <filesystem>
 #include <fstream>
-#include <future>
 #include <functional>
+#include <future>
 #include <iostream>
 #include <memory>
 #include <sstream>

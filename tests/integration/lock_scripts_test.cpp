@@ -14,14 +14,14 @@ const std::string kFence = "dlock:{s}:fence";
 class LockScripts : public ::testing::Test {
  protected:
   std::string acquire(const std::string& owner, long long lease_ms, int held, int round) {
-    return redis.cmd({"EVAL", std::string(dlock::redis::acquire_script().body), "4", kLock, kFence, kLock + ":t:" + owner,
-                      kLock + ":q", owner, std::to_string(lease_ms), std::to_string(held), std::to_string(round),
-                      "dlock:{s}:wake"});
+    return redis.cmd({"EVAL", std::string(dlock::redis::acquire_script().body), "4", kLock, kFence,
+                      kLock + ":t:" + owner, kLock + ":q", owner, std::to_string(lease_ms), std::to_string(held),
+                      std::to_string(round), "dlock:{s}:wake"});
   }
   std::string release(const std::string& owner, int held, int round, long long tombstone_ms = 0) {
     return redis.cmd({"EVAL", std::string(dlock::redis::release_script().body), "4", kLock, kLock + ":t:" + owner,
-                      kLock + ":q", kFence, owner, std::to_string(held), "dlock:{s}:released", "0", std::to_string(round),
-                      std::to_string(tombstone_ms)});
+                      kLock + ":q", kFence, owner, std::to_string(held), "dlock:{s}:released", "0",
+                      std::to_string(round), std::to_string(tombstone_ms)});
   }
   RedisServer server;
   SyncRedis redis{server.port()};

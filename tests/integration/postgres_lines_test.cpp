@@ -129,10 +129,13 @@ TEST(PostgresLines, AWaiterTimingOutAsAReleaseArrivesLeavesNothingHeld) {
       ++timed_out;
       EXPECT_EQ(lease.status().code(), Errc::timeout) << lease.status().to_string();
     }
-    EXPECT_TRUE(eventually([&] {
-      const LockInfo info = third.info(name);
-      return !info.held && info.waiters.value_or(0) == 0;
-    }, 3s)) << name << " stayed held or queued";
+    EXPECT_TRUE(eventually(
+        [&] {
+          const LockInfo info = third.info(name);
+          return !info.held && info.waiters.value_or(0) == 0;
+        },
+        3s))
+        << name << " stayed held or queued";
     auto free = third.client.try_acquire(name);
     EXPECT_TRUE(free.ok()) << name << ": " << free.status().to_string();
   }
@@ -383,7 +386,7 @@ TEST(PostgresLines, MixedCallersOfOneNameKeepExclusion) {
     threads.emplace_back([&, i] {
       for (int r = 0; r < kRounds; ++r) {
         const int kind = (i + r) % 3;  // 0 plain, 1 fair, 2 shared
-        auto lease = kind == 0 ? clients[i]->client.acquire("mix", 30s)
+        auto lease = kind == 0   ? clients[i]->client.acquire("mix", 30s)
                      : kind == 1 ? clients[i]->fair("mix", 30s)
                                  : clients[i]->shared("mix", 30s);
         if (!lease.ok()) {
@@ -399,8 +402,10 @@ TEST(PostgresLines, MixedCallersOfOneNameKeepExclusion) {
           if (++writers != 1 || readers.load() != 0) ++violations;
         }
         std::this_thread::sleep_for(3ms);
-        if (kind == 2) --readers;
-        else --writers;
+        if (kind == 2)
+          --readers;
+        else
+          --writers;
         if (!lease->release().ok()) ++errors;
       }
     });
@@ -455,7 +460,8 @@ TEST(PostgresLines, AVersion2TableIsMigrated) {
   // Back to version 2's objects: no line tables, functions or info column.
   pg.psql(
       "DROP FUNCTION dlock_locks_line_acquire, dlock_locks_line_release, dlock_locks_line_abandon, "
-      "dlock_locks_line_renew, dlock_locks_line_settle, dlock_locks_line_mark; DROP TABLE dlock_locks_line, dlock_locks_line_tombs; "
+      "dlock_locks_line_renew, dlock_locks_line_settle, dlock_locks_line_mark; DROP TABLE dlock_locks_line, "
+      "dlock_locks_line_tombs; "
       "DROP SEQUENCE dlock_locks_ticket; ALTER TABLE dlock_locks DROP COLUMN info, DROP COLUMN line; "
       "UPDATE dlock_locks_meta SET value = 2");
   LineClient second(pg.url(), log);

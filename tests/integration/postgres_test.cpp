@@ -117,8 +117,9 @@ TEST(Postgres, AKilledConnectionIsReplacedAndTheWaiterStillWakes) {
   auto waiter = std::async(std::launch::async, [&] { return waiter_client.acquire("job", 20s); });
   std::this_thread::sleep_for(200ms);
   // Every client connection, the waiter's LISTEN included.
-  pg.psql("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid <> pg_backend_pid() "
-          "AND backend_type = 'client backend'");
+  pg.psql(
+      "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid <> pg_backend_pid() "
+      "AND backend_type = 'client backend'");
   std::this_thread::sleep_for(300ms);  // the LISTEN is back (backoff 100 ms)
   const auto released = Clock::now();
   EXPECT_TRUE(lease->release().ok());
@@ -129,8 +130,8 @@ TEST(Postgres, AKilledConnectionIsReplacedAndTheWaiterStillWakes) {
 
 TEST(Postgres, AnUnreachableServerIsUnavailable) {
   LogSink log;
-  auto c = Client::try_connect("postgres://postgres@127.0.0.1:" + std::to_string(free_port()) + "/postgres",
-                               quiet(log));
+  auto c =
+      Client::try_connect("postgres://postgres@127.0.0.1:" + std::to_string(free_port()) + "/postgres", quiet(log));
   ASSERT_FALSE(c.ok());
   EXPECT_EQ(c.status().code(), Errc::unavailable) << c.status().to_string();
 }
@@ -155,8 +156,9 @@ TEST(Postgres, TlsIsVerifiedAsTheUrlAsks) {
   ASSERT_TRUE(client.ok()) << client.status().to_string();
   auto lease = client->try_acquire("job");
   ASSERT_TRUE(lease.ok()) << lease.status().to_string();
-  const std::string others = "FROM pg_stat_ssl s JOIN pg_stat_activity a USING (pid) WHERE a.backend_type = "
-                             "'client backend' AND a.pid <> pg_backend_pid()";
+  const std::string others =
+      "FROM pg_stat_ssl s JOIN pg_stat_activity a USING (pid) WHERE a.backend_type = "
+      "'client backend' AND a.pid <> pg_backend_pid()";
   EXPECT_EQ(pg.psql("SELECT count(*) " + others + " AND NOT s.ssl"), "0\n");
   EXPECT_NE(pg.psql("SELECT count(*) " + others + " AND s.ssl"), "0\n");
   EXPECT_TRUE(lease->release().ok());
@@ -171,13 +173,15 @@ TEST(Postgres, AStatementTimeoutIsRetryableAndHoldsNothing) {
   pg.psql("ALTER DATABASE postgres SET statement_timeout = '300ms'");
   auto client = Client::connect(pg.url(), quiet(log));  // its sessions get it
   auto locker = std::async(std::launch::async, [&] {
-    return pg.psql("SET statement_timeout = 0; BEGIN; LOCK TABLE dlock_locks IN ACCESS EXCLUSIVE MODE; "
-                   "SELECT pg_sleep(2); COMMIT");
+    return pg.psql(
+        "SET statement_timeout = 0; BEGIN; LOCK TABLE dlock_locks IN ACCESS EXCLUSIVE MODE; "
+        "SELECT pg_sleep(2); COMMIT");
   });
   ASSERT_TRUE(eventually(
       [&] {
-        return pg.psql("SELECT count(*) FROM pg_locks WHERE relation = 'dlock_locks'::regclass AND granted AND "
-                       "mode = 'AccessExclusiveLock'") == "1\n";
+        return pg.psql(
+                   "SELECT count(*) FROM pg_locks WHERE relation = 'dlock_locks'::regclass AND granted AND "
+                   "mode = 'AccessExclusiveLock'") == "1\n";
       },
       5s));
   auto r = client.try_acquire("job");
@@ -192,8 +196,8 @@ TEST(Postgres, AStatementTimeoutIsRetryableAndHoldsNothing) {
 TEST(Postgres, MisconfiguredDatabasesGiveClearErrors) {
   PostgresServer pg;
   LogSink log;
-  auto no_role = Client::try_connect("postgres://nobody@127.0.0.1:" + std::to_string(pg.port()) + "/postgres",
-                                     quiet(log));
+  auto no_role =
+      Client::try_connect("postgres://nobody@127.0.0.1:" + std::to_string(pg.port()) + "/postgres", quiet(log));
   ASSERT_FALSE(no_role.ok());
   EXPECT_NE(no_role.status().message().find("nobody"), std::string::npos) << no_role.status().to_string();
   // A role that may not create the table is told how to get one.
@@ -205,9 +209,10 @@ TEST(Postgres, MisconfiguredDatabasesGiveClearErrors) {
   EXPECT_EQ(app.status().backend_code(), "42501");
   // Once made by a role that can, and granted, the application role works.
   { auto admin = Client::connect(pg.url(), quiet(log)); }
-  pg.psql("GRANT SELECT, INSERT, UPDATE, DELETE ON dlock_locks, dlock_locks_meta, dlock_locks_tombstones, "
-          "dlock_locks_line, dlock_locks_line_tombs TO app; "
-          "GRANT USAGE, SELECT ON dlock_locks_fence, dlock_locks_ticket TO app");
+  pg.psql(
+      "GRANT SELECT, INSERT, UPDATE, DELETE ON dlock_locks, dlock_locks_meta, dlock_locks_tombstones, "
+      "dlock_locks_line, dlock_locks_line_tombs TO app; "
+      "GRANT USAGE, SELECT ON dlock_locks_fence, dlock_locks_ticket TO app");
   auto granted = Client::connect("postgres://app@127.0.0.1:" + std::to_string(pg.port()) + "/postgres", quiet(log));
   EXPECT_TRUE(granted.try_acquire("job").ok());
 }
@@ -218,8 +223,9 @@ TEST(Postgres, MisconfiguredDatabasesGiveClearErrors) {
 // fence 1.
 TEST(Postgres, RolesWithDifferentSearchPathsShareOneLockTable) {
   PostgresServer pg;
-  pg.psql("CREATE ROLE alice LOGIN; CREATE ROLE bob LOGIN; CREATE SCHEMA alice AUTHORIZATION alice; "
-          "GRANT CREATE ON SCHEMA public TO alice, bob");
+  pg.psql(
+      "CREATE ROLE alice LOGIN; CREATE ROLE bob LOGIN; CREATE SCHEMA alice AUTHORIZATION alice; "
+      "GRANT CREATE ON SCHEMA public TO alice, bob");
   const std::string at = "@127.0.0.1:" + std::to_string(pg.port()) + "/postgres";
   LogSink log;
   auto alice = Client::connect("postgres://alice" + at, quiet(log));
@@ -243,8 +249,9 @@ TEST(Postgres, AReadOnlyDatabaseIsUnavailableAndLosesNothing) {
   LogSink log;
   auto client = Client::connect(pg.url(), quiet(log));
   pg.psql("ALTER DATABASE postgres SET default_transaction_read_only = on");
-  pg.psql("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid <> pg_backend_pid() "
-          "AND backend_type = 'client backend'");
+  pg.psql(
+      "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid <> pg_backend_pid() "
+      "AND backend_type = 'client backend'");
   // The first call may meet the terminated connection; none is granted.
   Status last;
   EXPECT_TRUE(eventually(
@@ -258,8 +265,9 @@ TEST(Postgres, AReadOnlyDatabaseIsUnavailableAndLosesNothing) {
       << last.to_string();
   EXPECT_EQ(last.code(), Errc::unavailable) << last.to_string();
   pg.psql("ALTER DATABASE postgres SET default_transaction_read_only = off");
-  pg.psql("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid <> pg_backend_pid() "
-          "AND backend_type = 'client backend'");
+  pg.psql(
+      "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid <> pg_backend_pid() "
+      "AND backend_type = 'client backend'");
   EXPECT_TRUE(client.try_acquire("job").ok());
 }
 

@@ -6,13 +6,13 @@
 // silent past its lease is told of the loss, a live waiter keeps its place
 // through many leases, and a holder paused past its lease (the dlock tool,
 // stopped) is overtaken and told when it wakes.
-#include <dlock/dlock.hpp>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 
 #include <atomic>
 #include <chrono>
+#include <dlock/dlock.hpp>
 #include <fstream>
 #include <functional>
 #include <future>
@@ -360,8 +360,8 @@ TEST_P(RecipeContract, RecipeHoldersAreToldOfALossWhenTheirServerIsSilentPastThe
 #ifdef DLOCK_CLI_PATH
 // The dlock tool's arguments: `how` (subcommand and flags) on this
 // backend's server with a short lease (or session), NAME, and `sh -c CMD`.
-std::vector<std::string> dlock_tool(const BackendEnv& env, const std::vector<std::string>& how,
-                                    const std::string& name, const std::string& cmd) {
+std::vector<std::string> dlock_tool(const BackendEnv& env, const std::vector<std::string>& how, const std::string& name,
+                                    const std::string& cmd) {
   std::vector<std::string> args = {DLOCK_CLI_PATH};
   args.insert(args.end(), how.begin(), how.end());
   if (env.session_held())
@@ -405,23 +405,27 @@ TEST_P(RecipeContract, AHolderPausedPastItsLeaseIsOvertakenAndToldWhenItWakes) {
   if (!env->lines()) GTEST_SKIP() << "refused (see above)";
   if (env->url().empty()) GTEST_SKIP() << "no server another program can reach";
   struct Case {
-    std::vector<std::string> how;                       // dlock's subcommand and flags
+    std::vector<std::string> how;                                        // dlock's subcommand and flags
     std::function<std::uint64_t(Client&, const std::string&)> overtake;  // the fence taken, 0 if none
   };
   const std::vector<Case> cases = {
-      {{"run", "--fair"}, [](Client& c, const std::string& n) {
+      {{"run", "--fair"},
+       [](Client& c, const std::string& n) {
          auto l = c.acquire(n, 30s, fair());
          return l.ok() ? l->fence() : 0;
        }},
-      {{"run", "--shared"}, [](Client& c, const std::string& n) {
+      {{"run", "--shared"},
+       [](Client& c, const std::string& n) {
          SharedMutex w(c, n);
          return w.try_lock_for(30s) ? w.fence() : 0;
        }},
-      {{"run", "--permits", "1"}, [](Client& c, const std::string& n) {
+      {{"run", "--permits", "1"},
+       [](Client& c, const std::string& n) {
          Semaphore s(c, n, 1);
          return s.try_acquire_for(30s) ? s.fences().front() : 0;
        }},
-      {{"elect", "--id", "paused"}, [](Client& c, const std::string& n) {
+      {{"elect", "--id", "paused"},
+       [](Client& c, const std::string& n) {
          auto l = Election(c, n, "usurper").campaign(30s);
          return l.ok() ? l->term() : 0;
        }},
@@ -431,8 +435,8 @@ TEST_P(RecipeContract, AHolderPausedPastItsLeaseIsOvertakenAndToldWhenItWakes) {
     const std::string name = "paused" + std::to_string(i), started = dir.file(name + ".started");
     SCOPED_TRACE(join_args(cases[i].how));
     Child dlock = spawn(dlock_tool(*env, cases[i].how, name,
-                                   "echo \"$DLOCK_FENCE $$\" > " + started + ".tmp; mv " + started + ".tmp " +
-                                       started + "; exec sleep 60"),
+                                   "echo \"$DLOCK_FENCE $$\" > " + started + ".tmp; mv " + started + ".tmp " + started +
+                                       "; exec sleep 60"),
                         {}, dir.file(name + ".out"));
     std::uint64_t fence = 0;
     pid_t cmd = 0;

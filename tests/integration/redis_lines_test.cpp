@@ -296,7 +296,8 @@ TEST_F(RedisLines, ASemaphoreNeverHasMoreHoldersThanPermits) {
         }
         const int now = ++inside;
         int seen = most.load();
-        while (now > seen && !most.compare_exchange_weak(seen, now)) {}
+        while (now > seen && !most.compare_exchange_weak(seen, now)) {
+        }
         std::this_thread::sleep_for(2ms);
         --inside;
         if (!l->release().ok()) ++errors;
@@ -435,8 +436,7 @@ class RedisLineScripts : public ::testing::Test {
   static std::string key(const std::string& n) { return "dlock:{" + n + "}"; }
   std::string plain(const std::string& n, const std::string& owner, int lease) {
     return redis.cmd({"EVAL", std::string(redis::acquire_script().body), "4", key(n), "dlock:fence",
-                      key(n) + ":t:" + owner, key(n) + ":q", owner, std::to_string(lease), "0", "0",
-                      key(n) + ":wake"});
+                      key(n) + ":t:" + owner, key(n) + ":q", owner, std::to_string(lease), "0", "0", key(n) + ":wake"});
   }
   std::string line(const std::string& n, const std::string& owner, int lease, const std::string& mode,
                    bool queued = true) {
@@ -470,10 +470,10 @@ TEST_F(RedisLineScripts, ARenewalBatchMixesPlainAndLineHolds) {
   EXPECT_EQ(line("s", "S/A", 1000, "s"), "1\n2\n1");
   EXPECT_EQ(line("x", "X/A", 1000, "x"), "1\n3\n1");
   EXPECT_EQ(line("x", "W/A", 1000, "x"), "0\n333\n0");
-  EXPECT_EQ(renew({key("p"), key("s"), key("s") + ":q", key("x"), key("x") + ":q", key("x"), key("x") + ":q",
-                   key("s"), key("s") + ":q", key("p")},
-                  {"P/A", "60000", "p", "S/A", "60000", "l", "X/A", "60000", "l", "W/A", "60000", "l", "G/A",
-                   "60000", "l", "Q/A", "60000", "p"}),
+  EXPECT_EQ(renew({key("p"), key("s"), key("s") + ":q", key("x"), key("x") + ":q", key("x"), key("x") + ":q", key("s"),
+                   key("s") + ":q", key("p")},
+                  {"P/A", "60000", "p", "S/A", "60000", "l", "X/A", "60000", "l", "W/A", "60000", "l", "G/A", "60000",
+                   "l", "Q/A", "60000", "p"}),
             "1\n1\n1\n1\n0\n2");
   EXPECT_GT(redis.integer({"PTTL", key("p")}), 30000);
   EXPECT_GT(redis.integer({"PTTL", key("s") + ":q"}), 30000);

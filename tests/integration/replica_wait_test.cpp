@@ -10,11 +10,15 @@ class ReplicaWait : public ::testing::Test {
   ReplicaWait() : master(master_options()), replica(replica_of(master)) {
     // "online", not just connected: WAIT counts only replicas the master has
     // put online, which after a diskless sync waits for their first ACK.
-    EXPECT_TRUE(eventually([&] { return master.cli({"INFO", "replication"}).find("state=online") !=
-                                        std::string::npos; },
-                           10s));
     EXPECT_TRUE(eventually(
-        [&] { return replica.cli({"INFO", "replication"}).find("master_link_status:up") != std::string::npos; },
+        [&] {
+          return master.cli({"INFO", "replication"}).find("state=online") != std::string::npos;
+        },
+        10s));
+    EXPECT_TRUE(eventually(
+        [&] {
+          return replica.cli({"INFO", "replication"}).find("master_link_status:up") != std::string::npos;
+        },
         10s));
     // The first acknowledgement after a full sync can take a replica's ACK
     // period; wait for one here so the tests measure the steady state.

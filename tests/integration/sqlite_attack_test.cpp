@@ -5,17 +5,17 @@
 #include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
+#include <sqlite3.h>
 #include <sys/inotify.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
-#include <sqlite3.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <filesystem>
-#include <future>
 #include <fstream>
+#include <future>
 
 #include "integration/common.hpp"
 #include "support/temp_dir.hpp"
@@ -66,7 +66,8 @@ void await(int fd) {
 // --- item: the file deleted or replaced under a holder --------------------
 
 void remove_lock_files(const TempDir& dir) {
-  for (const char* suffix : {"", "-wal", "-shm", "-wake"}) std::remove(dir.file(std::string("locks.db") + suffix).c_str());
+  for (const char* suffix : {"", "-wal", "-shm", "-wake"})
+    std::remove(dir.file(std::string("locks.db") + suffix).c_str());
 }
 
 TEST(SqliteAttack, ADeletedLockFileIsNoticedByItsHolder) {
@@ -124,25 +125,24 @@ TEST(SqliteAttack, AnUnrelatedDeathDoesNotFreeAHolderInAPidNamespace) {
     return 0;
   });
   const pid_t holder = fork_child([&] {
-    return in_namespaces(
-        CLONE_NEWPID, nullptr, [&] {  // pid 1 of the namespace: make the next pid the victim's number
-          if (!write_file("/proc/sys/kernel/ns_last_pid", std::to_string(victim - 1))) return 80;
-          const pid_t kid = fork();
-          if (kid == 0) {
-            prctl(PR_SET_PDEATHSIG, SIGKILL);
-            if (getpid() != victim) _exit(81);
-            LogSink log;
-            auto client = Client::connect(url, quiet(log));
-            auto lease = client.acquire("job", 5s);
-            if (!lease.ok()) _exit(82);
-            std::ofstream(marker) << lease->fence();
-            pause();
-            _exit(0);
-          }
-          int status = 0;
-          waitpid(kid, &status, 0);
-          return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-        });
+    return in_namespaces(CLONE_NEWPID, nullptr, [&] {  // pid 1 of the namespace: make the next pid the victim's number
+      if (!write_file("/proc/sys/kernel/ns_last_pid", std::to_string(victim - 1))) return 80;
+      const pid_t kid = fork();
+      if (kid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getpid() != victim) _exit(81);
+        LogSink log;
+        auto client = Client::connect(url, quiet(log));
+        auto lease = client.acquire("job", 5s);
+        if (!lease.ok()) _exit(82);
+        std::ofstream(marker) << lease->fence();
+        pause();
+        _exit(0);
+      }
+      int status = 0;
+      waitpid(kid, &status, 0);
+      return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    });
   });
   ASSERT_TRUE(eventually([&] { return read_number(marker) > 0 || wait_exit(holder, 0ms) >= 0; }, 10s));
   ASSERT_GT(read_number(marker), 0) << "the holder could not be set up";
@@ -272,22 +272,23 @@ TEST(SqliteAttack, WithoutInotifyTheStoreWorksAndWaitsEndAtTheLease) {
   REQUIRE_ROOT();
   TempDir dir;
   const std::string url = url_of(dir);
-  EXPECT_EQ(without_inotify(dir, [&] {
-              LogSink log;
-              auto a = Client::try_connect(url, quiet(log));
-              if (!a.ok()) {
-                std::cerr << "connect: " << a.status().to_string() << "\n";
-                return 1;
-              }
-              LockOptions short_lease;
-              short_lease.lease = 300ms;
-              auto held = a->acquire("job", 0ms, short_lease);
-              if (!held.ok()) return 2;
-              auto b = Client::connect(url, quiet(log));
-              if (b.try_acquire("job").status().code() != Errc::busy) return 3;
-              auto got = b.acquire("job", 10s);
-              return got.ok() ? 0 : 4;
-            }),
+  EXPECT_EQ(without_inotify(dir,
+                            [&] {
+                              LogSink log;
+                              auto a = Client::try_connect(url, quiet(log));
+                              if (!a.ok()) {
+                                std::cerr << "connect: " << a.status().to_string() << "\n";
+                                return 1;
+                              }
+                              LockOptions short_lease;
+                              short_lease.lease = 300ms;
+                              auto held = a->acquire("job", 0ms, short_lease);
+                              if (!held.ok()) return 2;
+                              auto b = Client::connect(url, quiet(log));
+                              if (b.try_acquire("job").status().code() != Errc::busy) return 3;
+                              auto got = b.acquire("job", 10s);
+                              return got.ok() ? 0 : 4;
+                            }),
             0);
 }
 
@@ -296,15 +297,16 @@ TEST(SqliteAttack, WithoutInotifyADeletedFileIsNoticedAtTheNextRenewal) {
   REQUIRE_ROOT();
   TempDir dir;
   const std::string url = url_of(dir);
-  EXPECT_EQ(without_inotify(dir, [&] {
-              LogSink log;
-              auto a = Client::connect(url, quiet(log));
-              auto held = a.acquire("job", 0ms, fast_watchdog(2000ms, 300ms));
-              if (!held.ok()) return 1;
-              remove_lock_files(dir);
-              if (!eventually([&] { return held->lost(); }, 5s)) return 2;
-              return held->release().ok() ? 3 : 0;
-            }),
+  EXPECT_EQ(without_inotify(dir,
+                            [&] {
+                              LogSink log;
+                              auto a = Client::connect(url, quiet(log));
+                              auto held = a.acquire("job", 0ms, fast_watchdog(2000ms, 300ms));
+                              if (!held.ok()) return 1;
+                              remove_lock_files(dir);
+                              if (!eventually([&] { return held->lost(); }, 5s)) return 2;
+                              return held->release().ok() ? 3 : 0;
+                            }),
             0);
 }
 

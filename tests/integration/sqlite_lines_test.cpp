@@ -59,7 +59,6 @@ unsigned waiters(Client& c, const std::string& name) {
   return info.ok() ? info->waiters.value_or(0) : 0;
 }
 
-
 long long query_number(const std::string& path, const std::string& sql) {
   sqlite3* db = nullptr;
   if (sqlite3_open(path.c_str(), &db) != SQLITE_OK) return -1;
@@ -434,8 +433,10 @@ CREATE TABLE dlock_locks (
 INSERT INTO dlock_meta VALUES ('schema', 1), ('fence', 41);
 )sql");
   // Held by a process that could not name itself: only its lease frees it.
-  poke(path, "INSERT INTO dlock_locks (name, owner, grant_id, depth, fence, expires_ms, boot_id) VALUES ('old', "
-             "'someone', 1, 1, 41, " + std::to_string(until) + ", '" + sqlite::boot_id() + "')");
+  poke(path,
+       "INSERT INTO dlock_locks (name, owner, grant_id, depth, fence, expires_ms, boot_id) VALUES ('old', "
+       "'someone', 1, 1, 41, " +
+           std::to_string(until) + ", '" + sqlite::boot_id() + "')");
   LogSink log;
   Conn a = open(path, log), b = open(path, log);
   EXPECT_EQ(query_number(path, "SELECT value FROM dlock_meta WHERE key = 'schema'"), 2);

@@ -16,7 +16,6 @@ namespace {
 
 std::string url_of(const TempDir& dir) { return "sqlite://" + dir.file("locks.db"); }
 
-
 TEST(Sqlite, ProcessesTakeTurnsAndLoseNoUpdate) {
   TempDir dir;
   const std::string url = url_of(dir), counter = dir.file("counter"), fences = dir.file("fences");

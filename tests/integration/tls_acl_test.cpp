@@ -33,8 +33,8 @@ TEST(Tls, AServerSignedByAnotherCaIsRejected) {
   RedisServer server(o);
   std::string other_ca = make_ca(server.dir(), "not-the-server-ca");
   LogSink log;
-  auto r = Client::try_connect("rediss://127.0.0.1:" + std::to_string(server.port()) + "?cacert=" + other_ca,
-                               quiet(log));
+  auto r =
+      Client::try_connect("rediss://127.0.0.1:" + std::to_string(server.port()) + "?cacert=" + other_ca, quiet(log));
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.code(), Errc::tls_failed);
   EXPECT_NE(r.status().message().find("certificate"), std::string::npos) << r.status().message();

@@ -2,10 +2,12 @@
 // (tools/torture/proxy.hpp) and the LD_PRELOAD clock shim with its
 // ClockControl. Each fault is checked twice: from the client's side (what
 // it sees) and in the proxy's stats (the proof the orchestrator logs).
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <stdlib.h>
 
 #include <chrono>
+#include <dlock/dlock.hpp>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -15,15 +17,12 @@
 #include <thread>
 #include <vector>
 
-#include <dlock/dlock.hpp>
-#include <gtest/gtest.h>
-
 #include "clock_control.hpp"
+#include "common/sync_redis.hpp"
 #include "proxy.hpp"
 #include "support/process.hpp"
 #include "support/redis_server.hpp"
 #include "support/sync_redis.hpp"
-#include "common/sync_redis.hpp"
 
 namespace {
 
@@ -389,8 +388,8 @@ class ShimmedRedis {
     const dlock::test::Env env = {{"LD_PRELOAD", DLOCK_CLOCK_SHIM_PATH}, {"DLOCK_CLOCK_SHIM_FILE", clock_file}};
     for (int attempt = 0; attempt < 5; ++attempt) {  // the free port may be taken meanwhile
       port_ = dlock::test::free_port();
-      pid_ = dlock::test::spawn({"redis-server", "--port", std::to_string(port_), "--bind", "127.0.0.1", "--dir",
-                                 dir, "--save", "", "--appendonly", "no", "--daemonize", "no"},
+      pid_ = dlock::test::spawn({"redis-server", "--port", std::to_string(port_), "--bind", "127.0.0.1", "--dir", dir,
+                                 "--save", "", "--appendonly", "no", "--daemonize", "no"},
                                 env, dir + "/redis.out")
                  .pid;
       const auto deadline = Clock::now() + 10s;

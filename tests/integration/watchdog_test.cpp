@@ -46,7 +46,8 @@ TEST(Watchdog, RenewsAllLeasesOfAClientInOneRoundTripPerTick) {
   auto client = Client::connect(server.url(), quiet(log));
   constexpr int kLeases = 200;
   std::vector<Lease> leases;
-  for (int i = 0; i < kLeases; ++i) leases.push_back(client.try_acquire("batch:" + std::to_string(i), fast_watchdog(1500ms, 500ms)).value());
+  for (int i = 0; i < kLeases; ++i)
+    leases.push_back(client.try_acquire("batch:" + std::to_string(i), fast_watchdog(1500ms, 500ms)).value());
   auto before = client.stats().renewal_round_trips;
   std::this_thread::sleep_for(1600ms);  // ~3 renewal periods
   auto trips = client.stats().renewal_round_trips - before;

@@ -31,7 +31,6 @@ namespace {
 using detail::LockMode;
 using detail::Shape;
 
-
 // A client whose core takes shared and counted holds before the public
 // classes offer them.
 struct Node {
@@ -254,9 +253,9 @@ TEST(ZooKeeperLines, ADeadSessionFreesItsPermitsAndReadHolds) {
     return 0;
   });
   ZkProbe probe(zk.hosts());
-  ASSERT_TRUE(eventually([&] {
-    return probe.children("/dlock/dead-sem").size() == 2 && probe.children("/dlock/dead-rw").size() == 1;
-  }, 10s));
+  ASSERT_TRUE(eventually(
+      [&] { return probe.children("/dlock/dead-sem").size() == 2 && probe.children("/dlock/dead-rw").size() == 1; },
+      10s));
   Node other(u);
   EXPECT_THAT(other.permit("dead-sem", 2, 0ms), StatusIs(Errc::busy));
   EXPECT_THAT(other.write("dead-rw", 0ms), StatusIs(Errc::busy));
@@ -296,8 +295,8 @@ TEST(ZooKeeperLines, FairIsAcceptedAndWaitersAreGrantedInArrivalOrder) {
       std::this_thread::sleep_for(50ms);
       (void)l->release();
     });
-    ASSERT_TRUE(eventually([&] { return probe.children("/dlock/fair").size() == static_cast<std::size_t>(i + 2); },
-                           5s));
+    ASSERT_TRUE(
+        eventually([&] { return probe.children("/dlock/fair").size() == static_cast<std::size_t>(i + 2); }, 5s));
   }
   ASSERT_THAT(held->release(), IsOk());
   for (auto& t : threads) t.join();

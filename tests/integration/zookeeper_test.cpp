@@ -21,7 +21,6 @@ namespace {
 #define REQUIRE_ZOOKEEPER() \
   if (!zookeeper_available()) GTEST_SKIP() << "ZooKeeper is not installed"
 
-
 TEST(ZooKeeper, WaitersAreGrantedInArrivalOrderAndEachReleaseWakesOnlyTheNext) {
   REQUIRE_ZOOKEEPER();
   ZooKeeperEnsemble zk(1);
@@ -83,8 +82,7 @@ TEST(ZooKeeper, WaitsThatEndWithoutAGrantLeaveNothingBehind) {
   EXPECT_LT(ms_since(closing), 5000) << "closing the client waited for the acquire's deadline";
   EXPECT_EQ(calls.load(), 1);
   EXPECT_EQ(cancelled.load(), 1);
-  EXPECT_TRUE(eventually([&] { return probe.children("/dlock/n").size() == 1; }, 5s))
-      << "only the holder's node stays";
+  EXPECT_TRUE(eventually([&] { return probe.children("/dlock/n").size() == 1; }, 5s)) << "only the holder's node stays";
   ASSERT_THAT(held->release(), IsOk());
   EXPECT_TRUE(probe.children("/dlock/n").empty());
 }
@@ -257,8 +255,8 @@ TEST(ZooKeeper, AHolderOnAFollowerCutFromItsLeaderIsToldOfItsLossFirst) {
     return via;
   });
   ASSERT_TRUE(eventually([&] { return zk.mode(0) == "follower"; }, 30s)) << "server 0 leads: " << zk.mode(0);
-  const std::string rest = "127.0.0.1:" + std::to_string(zk.client_port(1)) + ",127.0.0.1:" +
-                           std::to_string(zk.client_port(2));
+  const std::string rest =
+      "127.0.0.1:" + std::to_string(zk.client_port(1)) + ",127.0.0.1:" + std::to_string(zk.client_port(2));
   Client holder =
       Client::connect(url("127.0.0.1:" + std::to_string(zk.client_port(0)), "session_timeout=2s"), silent());
   Client other = Client::connect(url(rest, "session_timeout=2s"), silent());
@@ -455,4 +453,3 @@ TEST(ZooKeeper, AnUnreachableEnsembleIsUnavailableWithinTheConnectTimeout) {
 
 }  // namespace
 }  // namespace dlock::test
-

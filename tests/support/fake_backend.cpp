@@ -29,7 +29,9 @@ class FakeBackend final : public detail::Backend {
   detail::Capabilities capabilities() const override { return server_.caps; }
   void set_events(detail::BackendEvents events) override { events_ = std::move(events); }
 
-  void start(std::function<void(Status)> done) override { post([done = std::move(done)] { done({}); }); }
+  void start(std::function<void(Status)> done) override {
+    post([done = std::move(done)] { done({}); });
+  }
   // As the interface requires: what is outstanding fails with cancelled.
   void close() override {
     std::vector<std::function<void(bool)>> held;
@@ -280,8 +282,8 @@ void FakeServer::take(const std::string& name) {
 void FakeServer::queue_ghost(const std::string& name, std::chrono::milliseconds lease) {
   std::lock_guard lk(mu_);
   detail::LineState& st = line(name);
-  st.line.push_back({"ghost", 1, detail::LockMode::exclusive, st.next_ticket++, lease.count(),
-                     steady_ms() + lease.count(), ""});
+  st.line.push_back(
+      {"ghost", 1, detail::LockMode::exclusive, st.next_ticket++, lease.count(), steady_ms() + lease.count(), ""});
 }
 
 std::int64_t FakeServer::steady_ms() {
@@ -317,7 +319,10 @@ detail::LineState& FakeServer::line(const std::string& name) {
 // observer's wake-up); a line with nobody left publishes a plain release.
 void FakeServer::hand_over(const std::string& name, const std::vector<detail::Handed>& to) {
   auto it = lines_.find(name);
-  for (const auto& h : to) each_backend([&](FakeBackend* b) { b->publish(detail::HandOver{name, h.owner, h.grant, h.fence, std::chrono::milliseconds(h.lease_ms)}); });
+  for (const auto& h : to)
+    each_backend([&](FakeBackend* b) {
+      b->publish(detail::HandOver{name, h.owner, h.grant, h.fence, std::chrono::milliseconds(h.lease_ms)});
+    });
   if (it != lines_.end() && it->second.holders.empty()) publish(name);
   if (it != lines_.end() && it->second.empty()) lines_.erase(it);
 }

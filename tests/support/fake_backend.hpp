@@ -22,9 +22,8 @@
 #ifndef DLOCK_TESTS_SUPPORT_FAKE_BACKEND_HPP_
 #define DLOCK_TESTS_SUPPORT_FAKE_BACKEND_HPP_
 
-#include <boost/asio/io_context.hpp>
-
 #include <atomic>
+#include <boost/asio/io_context.hpp>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -108,7 +107,7 @@ struct FakeServer {
   std::vector<detail::AbandonCall> abandons();
   std::vector<detail::AcquireCall> acquire_calls();
   std::vector<detail::WatchKey> watches();  // every watch() call
-  int backends_destroyed();  // the server may go once this counts every client
+  int backends_destroyed();                 // the server may go once this counts every client
 
   // The maker for ClientCore::connect_with.
   std::function<std::unique_ptr<detail::Backend>(boost::asio::io_context&)> maker();
@@ -119,7 +118,7 @@ struct FakeServer {
   // REQUIRES: mu_ held.
   Lock* live(const std::string& name);
   std::mutex mu_;
-  std::vector<FakeBackend*> backends_;  // every open client's (guarded by mu_)
+  std::vector<FakeBackend*> backends_;    // every open client's (guarded by mu_)
   void publish(const std::string& name);  // to every client; REQUIRES: mu_ held
   template <class F>
   void each_backend(F f);  // REQUIRES: mu_ held

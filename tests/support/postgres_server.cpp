@@ -56,8 +56,8 @@ void PostgresServer::enable_tls() {
             "extendedKeyUsage=serverAuth\n"
             "subjectAltName=IP:127.0.0.1,DNS:localhost\n");
   // The server refuses a key others may read; as root it must be postgres'.
-  std::filesystem::permissions(tls + "/server.key", std::filesystem::perms::owner_read |
-                                                        std::filesystem::perms::owner_write);
+  std::filesystem::permissions(tls + "/server.key",
+                               std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
   if (geteuid() == 0) {
     const passwd* pw = getpwnam("postgres");
     if (pw == nullptr) throw std::runtime_error("no 'postgres' user");
@@ -70,8 +70,9 @@ void PostgresServer::enable_tls() {
 }
 
 void PostgresServer::start() {
-  std::string opts = "-p " + std::to_string(port_) + " -c listen_addresses=127.0.0.1 -c unix_socket_directories=" +
-                     dir_ + " -c fsync=off -c synchronous_commit=off -c full_page_writes=off";
+  std::string opts = "-p " + std::to_string(port_) +
+                     " -c listen_addresses=127.0.0.1 -c unix_socket_directories=" + dir_ +
+                     " -c fsync=off -c synchronous_commit=off -c full_page_writes=off";
   opts += settings_;
   if (tls_)
     opts += " -c ssl=on -c ssl_cert_file=" + dir_ + "/tls/server.crt -c ssl_key_file=" + dir_ + "/tls/server.key";

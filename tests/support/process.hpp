@@ -43,8 +43,7 @@ using Env = std::map<std::string, std::string>;
 // group. stdout and stderr go to `output_file` (created or appended) or, if
 // empty, to the parent's. Throws std::runtime_error if the program is not
 // found or cannot be executed (the message names it).
-Child spawn(const std::vector<std::string>& argv, const Env& env = {},
-            const std::string& output_file = {});
+Child spawn(const std::vector<std::string>& argv, const Env& env = {}, const std::string& output_file = {});
 
 // Waits up to `timeout` for the child `pid` to end and reaps it. Returns its
 // exit status, 128 + the signal number if a signal ended it, -1 on timeout
@@ -72,17 +71,16 @@ bool under_thread_sanitizer();
 
 // Outcome of run().
 struct RunResult {
-  int exit_code = -1;      // as wait_exit; -1 if it was killed on timeout
+  int exit_code = -1;  // as wait_exit; -1 if it was killed on timeout
   bool timed_out = false;
-  std::string out;         // everything written to stdout
-  std::string err;         // everything written to stderr
+  std::string out;  // everything written to stdout
+  std::string err;  // everything written to stderr
 };
 
 // Runs argv (as spawn) to completion, capturing stdout and stderr. After
 // `timeout` the child's process group gets SIGKILL and timed_out is set.
 // Throws std::runtime_error only if the program cannot be started.
-RunResult run(const std::vector<std::string>& argv, std::chrono::milliseconds timeout,
-              const Env& env = {});
+RunResult run(const std::vector<std::string>& argv, std::chrono::milliseconds timeout, const Env& env = {});
 
 // Joins argv for messages: "redis-cli -p 1234 ping".
 std::string join_args(const std::vector<std::string>& argv);

@@ -287,8 +287,8 @@ std::vector<std::string> RedisServer::command_line() const {
   } else {
     argv.insert(argv.end(), {"--port", port});
   }
-  argv.insert(argv.end(), {"--bind", kHost, "--dir", dir_, "--logfile", log_file(), "--save", "",
-                           "--appendonly", "no", "--daemonize", "no"});
+  argv.insert(argv.end(), {"--bind", kHost, "--dir", dir_, "--logfile", log_file(), "--save", "", "--appendonly", "no",
+                           "--daemonize", "no"});
   if (options_.enable_debug) argv.insert(argv.end(), {"--enable-debug-command", "local"});
   if (!options_.requirepass.empty()) argv.insert(argv.end(), {"--requirepass", options_.requirepass});
   for (const auto& rule : options_.acl_rules) {
@@ -327,8 +327,8 @@ RedisServer::Launch RedisServer::launch() {
     if (Clock::now() >= deadline) {
       kill9();
       throw std::runtime_error("redis-server did not answer PING within " +
-                               std::to_string(options_.start_timeout.count()) + " ms.\ncommand: " +
-                               join_args(argv) + "\n" + log_tail());
+                               std::to_string(options_.start_timeout.count()) + " ms.\ncommand: " + join_args(argv) +
+                               "\n" + log_tail());
     }
     std::this_thread::sleep_for(nap);
     nap = std::min(nap * 2, milliseconds(50));
@@ -412,8 +412,8 @@ void RedisServer::start() {
   const auto deadline = Clock::now() + milliseconds(5000);
   while (launch() == Launch::port_in_use) {
     if (Clock::now() >= deadline) {
-      throw std::runtime_error("RedisServer::start: port " + std::to_string(port_) +
-                               " is taken by another process\n" + log_tail());
+      throw std::runtime_error("RedisServer::start: port " + std::to_string(port_) + " is taken by another process\n" +
+                               log_tail());
     }
     std::this_thread::sleep_for(milliseconds(100));
   }

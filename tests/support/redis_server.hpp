@@ -116,8 +116,7 @@ class RedisServer {
   // exits 0 on error replies: the text ("ERR ...") is returned.
   std::string cli(const std::vector<std::string>& args) const;
   // The same, authenticated as an ACL user.
-  std::string cli_as(const std::string& user, const std::string& password,
-                     const std::vector<std::string>& args) const;
+  std::string cli_as(const std::string& user, const std::string& password, const std::vector<std::string>& args) const;
 
  private:
   enum class Launch { ready, port_in_use };
@@ -146,8 +145,7 @@ std::string make_ca(const std::string& dir, const std::string& name);
 // Makes "<dir>/<name>.key" and "<dir>/<name>.crt" for common name `cn`,
 // signed by the CA "<dir>/ca.{key,crt}" (make_ca(dir, "ca")), with the
 // x509v3 `extensions` (one per line). Throws std::runtime_error on failure.
-void make_leaf(const std::string& dir, const std::string& name, const std::string& cn,
-               const std::string& extensions);
+void make_leaf(const std::string& dir, const std::string& name, const std::string& cn, const std::string& extensions);
 
 // Removes the temp directories of RedisServers whose test process died
 // before the destructor ran (their servers died with them). Done once per

@@ -5,6 +5,7 @@
 //   g++ -std=c++20 -Itests tests/support/process.cpp tests/support/redis_server.cpp
 //       tests/support/redis_server_selftest.cpp -lgtest_main -lgtest -pthread -o /tmp/selftest
 #include <arpa/inet.h>
+#include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -16,8 +17,6 @@
 #include <fstream>
 #include <string>
 #include <thread>
-
-#include <gtest/gtest.h>
 
 #include "support/process.hpp"
 #include "support/redis_server.hpp"
@@ -192,14 +191,15 @@ TEST(RedisServer, TlsOnly) {
   // No plain-text port, and plain text on the TLS port fails.
   EXPECT_NE(plain_cli(server.port(), {"PING"}).out, "PONG\n");
   // The server certificate verifies for the IP and for localhost.
-  RunResult ip = run({"openssl", "verify", "-CAfile", server.ca_file(), "-verify_ip", "127.0.0.1",
-                      server.dir() + "/server.crt"}, 10s);
+  RunResult ip = run(
+      {"openssl", "verify", "-CAfile", server.ca_file(), "-verify_ip", "127.0.0.1", server.dir() + "/server.crt"}, 10s);
   EXPECT_EQ(ip.exit_code, 0) << ip.out << ip.err;
-  RunResult host = run({"openssl", "verify", "-CAfile", server.ca_file(), "-verify_hostname", "localhost",
-                        server.dir() + "/server.crt"}, 10s);
+  RunResult host = run(
+      {"openssl", "verify", "-CAfile", server.ca_file(), "-verify_hostname", "localhost", server.dir() + "/server.crt"},
+      10s);
   EXPECT_EQ(host.exit_code, 0) << host.out << host.err;
-  RunResult wrong_ip = run({"openssl", "verify", "-CAfile", server.ca_file(), "-verify_ip", "127.0.0.2",
-                            server.dir() + "/server.crt"}, 10s);
+  RunResult wrong_ip = run(
+      {"openssl", "verify", "-CAfile", server.ca_file(), "-verify_ip", "127.0.0.2", server.dir() + "/server.crt"}, 10s);
   EXPECT_NE(wrong_ip.exit_code, 0);
 
   // A second CA does not verify the server.
@@ -225,8 +225,9 @@ TEST(RedisServer, TlsClientAuth) {
   EXPECT_EQ(server.url(), "rediss://127.0.0.1:" + std::to_string(server.port()) + "?cacert=" + server.dir() +
                               "/ca.crt&cert=" + server.dir() + "/client.crt&key=" + server.dir() + "/client.key");
   EXPECT_EQ(server.cli({"PING"}), "PONG");  // with the client certificate
-  RunResult anonymous = run({"redis-cli", "-h", "127.0.0.1", "-p", std::to_string(server.port()), "--tls",
-                             "--cacert", server.ca_file(), "PING"}, 5s);
+  RunResult anonymous = run({"redis-cli", "-h", "127.0.0.1", "-p", std::to_string(server.port()), "--tls", "--cacert",
+                             server.ca_file(), "PING"},
+                            5s);
   EXPECT_NE(anonymous.out, "PONG\n");
 }
 

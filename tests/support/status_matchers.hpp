@@ -5,8 +5,9 @@
 #ifndef DLOCK_TESTS_SUPPORT_STATUS_MATCHERS_HPP_
 #define DLOCK_TESTS_SUPPORT_STATUS_MATCHERS_HPP_
 
-#include <dlock/error.hpp>
 #include <gmock/gmock.h>
+
+#include <dlock/error.hpp>
 
 namespace dlock::test {
 

@@ -18,8 +18,7 @@ class TempDir {
   TempDir() {
     const char* base = std::getenv("TMPDIR");
     std::string tmpl = std::string(base && *base ? base : "/tmp") + "/dlock-test-XXXXXX";
-    if (::mkdtemp(tmpl.data()) == nullptr)
-      throw std::runtime_error("mkdtemp(" + tmpl + "): " + std::strerror(errno));
+    if (::mkdtemp(tmpl.data()) == nullptr) throw std::runtime_error("mkdtemp(" + tmpl + "): " + std::strerror(errno));
     path_ = tmpl;
   }
   ~TempDir() {

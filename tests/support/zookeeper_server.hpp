@@ -8,7 +8,6 @@
 #define DLOCK_TESTS_SUPPORT_ZOOKEEPER_SERVER_HPP_
 
 #include <dlock/options.hpp>
-
 #include <string>
 #include <string_view>
 
@@ -16,8 +15,8 @@
 
 namespace dlock::test {
 
-using tools::ZooKeeperEnsemble;
 using tools::zookeeper_available;
+using tools::ZooKeeperEnsemble;
 
 // Options whose logger drops everything (the tests assert on outcomes).
 inline ClientOptions silent() {

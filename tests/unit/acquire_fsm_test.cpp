@@ -1,9 +1,9 @@
 // The acquire algorithm, driven by hand with a fake steady clock.
+#include "core/acquire_fsm.hpp"
+
 #include <gtest/gtest.h>
 
 #include <vector>
-
-#include "core/acquire_fsm.hpp"
 
 namespace dlock::detail {
 namespace {
@@ -218,8 +218,7 @@ TEST(AcquireFsm, WithoutNotificationsAWaiterPollsWithBackoff) {
 // Waits too long for the clock count as forever instead of overflowing.
 TEST(AcquireFsm, HugeWaitsAreForever) {
   FakeClock c;
-  AcquireFsm fsm(c.now, milliseconds(std::chrono::duration_cast<milliseconds>(std::chrono::hours(24 * 365 * 300))),
-                 2s);
+  AcquireFsm fsm(c.now, milliseconds(std::chrono::duration_cast<milliseconds>(std::chrono::hours(24 * 365 * 300))), 2s);
   fsm.start();
   fsm.on_busy(c.now, WaitHint::expiry(1000ms));
   fsm.on_watch_ready(c.now);

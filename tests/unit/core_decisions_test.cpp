@@ -141,8 +141,8 @@ TEST(CoreDecisions, AFastGrantThatCameTooLateIsUndoneAndAcquiredAgain) {
 
 TEST(CoreDecisions, AReleasePublishedWhileAnAttemptIsOutIsNotSleptThrough) {
   FakeServer server;
-  server.take("a");                // another owner holds it, 30 s TTL
-  server.hold_acquire_reply(2);    // the attempt after the watch is confirmed
+  server.take("a");              // another owner holds it, 30 s TTL
+  server.hold_acquire_reply(2);  // the attempt after the watch is confirmed
   Client client = connect(server);
   std::promise<Result<Lease>> result;
   const auto start = std::chrono::steady_clock::now();
@@ -170,9 +170,8 @@ TEST(CoreDecisions, OneReleaseWakesOneWaiter) {
   server.drop("a", true);
   auto f1 = first.get_future();
   auto f2 = second.get_future();
-  ASSERT_TRUE(eventually([&] {
-    return f1.wait_for(0s) == std::future_status::ready || f2.wait_for(0s) == std::future_status::ready;
-  }));
+  ASSERT_TRUE(eventually(
+      [&] { return f1.wait_for(0s) == std::future_status::ready || f2.wait_for(0s) == std::future_status::ready; }));
   std::this_thread::sleep_for(50ms);
   EXPECT_EQ(server.acquires(), 5) << "a release woke more than one waiter";
   auto& winner = f1.wait_for(0s) == std::future_status::ready ? f1 : f2;

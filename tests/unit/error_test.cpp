@@ -1,6 +1,6 @@
-#include <gtest/gtest.h>
-
 #include "dlock/error.hpp"
+
+#include <gtest/gtest.h>
 
 namespace dlock {
 namespace {

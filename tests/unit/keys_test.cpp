@@ -1,7 +1,8 @@
+#include "redis/keys.hpp"
+
 #include <gtest/gtest.h>
 
 #include "core/names.hpp"
-#include "redis/keys.hpp"
 
 namespace dlock::detail {
 namespace {

@@ -1,8 +1,8 @@
 // The line's decisions (core/lock_line): the table the SQLite backend and
 // the fake run as C++ and the Redis and PostgreSQL scripts mirror.
-#include <gtest/gtest.h>
-
 #include "core/lock_line.hpp"
+
+#include <gtest/gtest.h>
 
 namespace dlock::detail {
 namespace {
@@ -53,7 +53,7 @@ TEST(LockLine, WaitersAreGrantedInArrivalOrderByTheRelease) {
 TEST(LockLine, ACallerNotInLineDoesNotPassTheLine) {
   LineState s;
   line_acquire(s, call("a", 1), 0, next);
-  line_acquire(s, call("b", 2), 0, next);  // waits
+  line_acquire(s, call("b", 2), 0, next);      // waits
   line_release(s, release("a", 1), 10, next);  // b holds now
   line_release(s, release("b", 2), 20, next);  // free, line empty
   line_acquire(s, call("a", 4), 30, next);

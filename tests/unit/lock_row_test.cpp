@@ -1,8 +1,8 @@
 // The lease-row decisions (core/lock_row) that the SQLite backend and the
 // test fake share: the same answers as the Redis scripts.
-#include <gtest/gtest.h>
-
 #include "core/lock_row.hpp"
+
+#include <gtest/gtest.h>
 
 namespace dlock::detail {
 namespace {

@@ -14,7 +14,8 @@ std::map<std::string, std::string> params(const PgBackendConfig& c) {
 
 TEST(PostgresUrl, FieldsGoToLibpqAndThePasswordStaysOutOfTheDescription) {
   auto c = parse_postgres_url(
-      "postgres://app:s%40cret@db.example:6543/orders?sslmode=verify-full&sslrootcert=/etc/ca.pem&table=my_locks&schema=ops");
+      "postgres://app:s%40cret@db.example:6543/orders?sslmode=verify-full&sslrootcert=/etc/"
+      "ca.pem&table=my_locks&schema=ops");
   ASSERT_TRUE(c.ok()) << c.status().to_string();
   auto p = params(*c);
   EXPECT_EQ(p["user"], "app");

@@ -1,9 +1,10 @@
 // Redlock's acquire phases and the quorum aggregator, driven by hand: no
 // servers, a fake clock, a fixed random source.
+#include "redlock/redlock_acquire.hpp"
+
 #include <gtest/gtest.h>
 
 #include "core/quorum.hpp"
-#include "redlock/redlock_acquire.hpp"
 
 namespace dlock::detail {
 namespace {
@@ -23,7 +24,9 @@ struct Masters {
     call.grant = 7;
     call.round = 1;
   }
-  RedlockAcquire make() { return RedlockAcquire(call, t0, 100ms, {&names, &connected}, [] { return 41ull; }); }
+  RedlockAcquire make() {
+    return RedlockAcquire(call, t0, 100ms, {&names, &connected}, [] { return 41ull; });
+  }
 };
 
 Result<AcquireOutcome> granted(std::uint64_t fence, unsigned depth = 1) {

@@ -1,7 +1,7 @@
 // The Redlock quorum and validity rules, with a fake steady clock.
-#include <gtest/gtest.h>
-
 #include "core/redlock_round.hpp"
+
+#include <gtest/gtest.h>
 
 namespace dlock::detail {
 namespace {

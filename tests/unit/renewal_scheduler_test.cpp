@@ -1,7 +1,7 @@
 // Renewal scheduling and loss deadlines with a fake steady clock.
-#include <gtest/gtest.h>
-
 #include "core/renewal_scheduler.hpp"
+
+#include <gtest/gtest.h>
 
 namespace dlock::detail {
 namespace {
@@ -40,7 +40,7 @@ TEST(RenewalScheduler, LeasesGrantedOverAWholeIntervalJoinOnePhase) {
   RenewalScheduler s;
   for (RenewalScheduler::Id id = 1; id <= 100; ++id)
     s.add(id, t0 + std::chrono::milliseconds(90 * id), 30000ms, 10000ms, true);  // spread over 9 s
-  auto due = s.take_due(t0 + 90ms + 10000ms);  // the first lease's tick
+  auto due = s.take_due(t0 + 90ms + 10000ms);                                    // the first lease's tick
   EXPECT_EQ(due.size(), 100u) << "every lease joins the first lease's tick";
   for (auto id : due) s.renewed(id, t0 + 10090ms);
   EXPECT_EQ(s.take_due(t0 + 20090ms).size(), 100u);

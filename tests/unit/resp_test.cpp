@@ -1,7 +1,8 @@
+#include "redis/resp.hpp"
+
 #include <gtest/gtest.h>
 
 #include "redis/errors.hpp"
-#include "redis/resp.hpp"
 
 namespace dlock::redis {
 namespace {
@@ -59,11 +60,9 @@ TEST(Resp, ErrorTranslationTable) {
                             "a key holding the wrong kind of value")
                 .code(),
             Errc::wrong_type);
-  EXPECT_EQ(translate_error("WRONGPASS invalid username-password pair or user is disabled.").code(),
-            Errc::auth_failed);
+  EXPECT_EQ(translate_error("WRONGPASS invalid username-password pair or user is disabled.").code(), Errc::auth_failed);
   EXPECT_EQ(translate_error("NOAUTH Authentication required.").code(), Errc::auth_failed);
-  EXPECT_EQ(translate_error("ERR AUTH <password> called without any password configured for the default user.")
-                .code(),
+  EXPECT_EQ(translate_error("ERR AUTH <password> called without any password configured for the default user.").code(),
             Errc::auth_failed);
   EXPECT_EQ(translate_error("NOPERM this user has no permissions to run the 'evalsha' command").code(),
             Errc::permission_denied);
@@ -73,8 +72,9 @@ TEST(Resp, ErrorTranslationTable) {
 }
 
 TEST(Resp, TheServersOwnCodeIsKeptForRetryPolicies) {
-  EXPECT_EQ(translate_error("ERR Error running script (call to f_x): @user_script:2: WRONGTYPE Operation").backend_code(),
-            "WRONGTYPE");
+  EXPECT_EQ(
+      translate_error("ERR Error running script (call to f_x): @user_script:2: WRONGTYPE Operation").backend_code(),
+      "WRONGTYPE");
   EXPECT_EQ(translate_error("OOM command not allowed when used memory > 'maxmemory'.").backend_code(), "OOM");
   EXPECT_EQ(translate_error("NOPERM no permissions").backend_code(), "NOPERM");
   EXPECT_EQ(translate_error("ERR unknown command").backend_code(), "ERR");

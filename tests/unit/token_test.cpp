@@ -1,9 +1,9 @@
+#include "core/token.hpp"
+
 #include <gtest/gtest.h>
 
 #include <cctype>
 #include <set>
-
-#include "core/token.hpp"
 
 namespace dlock::detail {
 namespace {

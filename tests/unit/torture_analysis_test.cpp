@@ -40,8 +40,7 @@ class History {
     add(done, proc_of(grant), "fenced_write", phase, grant).seq = seq;
     return *this;
   }
-  History& acquire_outcome(const std::string& proc, std::int64_t invoke, std::int64_t done,
-                           const std::string& phase) {
+  History& acquire_outcome(const std::string& proc, std::int64_t invoke, std::int64_t done, const std::string& phase) {
     add(invoke, proc, "acquire", "invoke");
     add(done, proc, "acquire", phase);
     return *this;
@@ -50,8 +49,7 @@ class History {
     add(invoke, proc_of(grant), "acquire", "invoke", grant);
     return *this;
   }
-  History& release(const std::string& grant, std::int64_t invoke, std::int64_t done,
-                   const std::string& phase = "ok") {
+  History& release(const std::string& grant, std::int64_t invoke, std::int64_t done, const std::string& phase = "ok") {
     add(invoke, proc_of(grant), "release", "invoke", grant);
     add(done, proc_of(grant), "release", phase, grant);
     return *this;
@@ -376,9 +374,9 @@ TEST(TortureAnalysis, ConcurrentGrantsWritingInEitherOrderAreNotStale) {
 TEST(TortureAnalysis, FenceNotIncreasingAfterAnEarlierGrantIsAnAnomaly) {
   History h;
   h.acquire("w0/1/1", 0, 10, 5).release("w0/1/1", 50, 60);
-  h.acquire("w2/1/1", 5, 70, 2).release("w2/1/1", 80, 90);      // concurrent with w0's acquire: no order
+  h.acquire("w2/1/1", 5, 70, 2).release("w2/1/1", 80, 90);       // concurrent with w0's acquire: no order
   h.acquire("w1/1/1", 200, 210, 3).release("w1/1/1", 250, 260);  // after w0's grant, smaller fence
-  h.acquire("w3/1/1", 300, 310, 0);                               // no fence: not judged
+  h.acquire("w3/1/1", 300, 310, 0);                              // no fence: not judged
   const Findings f = analyze(h.events(), run(1000));
   EXPECT_EQ(f.fence_anomaly_count, 1);
   ASSERT_EQ(f.fence_anomalies.size(), 1u);

@@ -1,6 +1,6 @@
-#include <gtest/gtest.h>
-
 #include "redis/url.hpp"
+
+#include <gtest/gtest.h>
 
 namespace dlock::detail {
 namespace {
@@ -91,11 +91,11 @@ TEST(Url, BadWaitParametersNameTheProblem) {
 }
 
 TEST(Url, MalformedAreInvalidArgument) {
-  for (const char* bad : {"", "localhost:6379", "http://h:1", "redis://", "redis://h:", "redis://h:0",
-                          "redis://h:70000", "redis://h:12ab", "redis://h:1/x", "redis://h:1/-1",
-                          "redis://h:1?cacert=/x", "rediss://h:1?bogus=1", "rediss://h:1?cert=/c",
-                          "rediss://h:1?cacert=", "redis://::1:6379", "redis://[::1", "redis://u:p%zz@h",
-                          "redis://alice@h:1x"}) {
+  for (const char* bad :
+       {"", "localhost:6379", "http://h:1", "redis://", "redis://h:", "redis://h:0", "redis://h:70000",
+        "redis://h:12ab", "redis://h:1/x", "redis://h:1/-1", "redis://h:1?cacert=/x", "rediss://h:1?bogus=1",
+        "rediss://h:1?cert=/c", "rediss://h:1?cacert=", "redis://::1:6379", "redis://[::1", "redis://u:p%zz@h",
+        "redis://alice@h:1x"}) {
     auto r = parse_redis_url(bad);
     EXPECT_FALSE(r.ok()) << bad;
     EXPECT_EQ(r.code(), Errc::invalid_argument) << bad;

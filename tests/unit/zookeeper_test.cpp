@@ -139,7 +139,6 @@ TEST(ZooKeeperQueue, ANodeIsFoundAgainByItsGuidOnly) {
   EXPECT_EQ(child_prefix("g"), "_c_g-lock-");
 }
 
-
 std::vector<std::string> names(const std::vector<std::string>& kinds) {
   std::vector<std::string> out;
   for (std::size_t i = 0; i < kinds.size(); ++i) {

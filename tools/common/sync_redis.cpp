@@ -16,17 +16,24 @@ timeval to_timeval(std::chrono::milliseconds d) {
 Reply convert(const redisReply* r) {
   Reply out;
   switch (r->type) {
-    case REDIS_REPLY_NIL: out.is_nil = true; break;
+    case REDIS_REPLY_NIL:
+      out.is_nil = true;
+      break;
     case REDIS_REPLY_INTEGER:
       out.is_integer = true;
       out.integer = r->integer;
       break;
-    case REDIS_REPLY_ERROR: out.is_error = true; out.str.assign(r->str, r->len); break;
+    case REDIS_REPLY_ERROR:
+      out.is_error = true;
+      out.str.assign(r->str, r->len);
+      break;
     case REDIS_REPLY_ARRAY:
       out.is_array = true;
       for (size_t i = 0; i < r->elements; ++i) out.elements.push_back(convert(r->element[i]));
       break;
-    default: out.str.assign(r->str, r->len); break;
+    default:
+      out.str.assign(r->str, r->len);
+      break;
   }
   return out;
 }

@@ -18,7 +18,6 @@
 #include <stdexcept>
 #include <thread>
 
-
 namespace dlock::tools {
 namespace {
 
@@ -117,9 +116,7 @@ std::string four_letter(int port, const char* cmd, std::chrono::milliseconds lim
 
 }  // namespace
 
-bool zookeeper_available() {
-  return fs::exists(kJar) && std::system("command -v java >/dev/null 2>&1") == 0;
-}
+bool zookeeper_available() { return fs::exists(kJar) && std::system("command -v java >/dev/null 2>&1") == 0; }
 
 ZooKeeperEnsemble::ZooKeeperEnsemble(int servers, const std::string& parent)
     : ZooKeeperEnsemble(servers, parent, nullptr) {}
@@ -144,7 +141,8 @@ ZooKeeperEnsemble::ZooKeeperEnsemble(int servers, const std::string& parent, Pee
       write_config(i);
       start(i);
     }
-    if (!wait_serving(60s)) throw std::runtime_error("the ZooKeeper ensemble did not serve within 60 s; logs in " + dir_);
+    if (!wait_serving(60s))
+      throw std::runtime_error("the ZooKeeper ensemble did not serve within 60 s; logs in " + dir_);
   } catch (...) {
     for (int i = 0; i < size(); ++i) kill(i);
     throw;
@@ -195,12 +193,12 @@ void ZooKeeperEnsemble::start(int i) {
   // listening (started first, or through a proxy) could then stay out of
   // the quorum for most of a minute after the others formed it. 2 s keeps
   // it rejoining within a few seconds.
-  n.pid = spawn({"java", "-Xms32m", "-Xmx128m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
-                 "-Dzookeeper.fastleader.maxNotificationInterval=2000", "-cp",
-                 "/etc/zookeeper/conf:" + kJar + ":/usr/share/java/slf4j-simple.jar", "-Dzookeeper.log.dir=" + d,
-                 "-Dzookeeper.root.logger=INFO,CONSOLE", "org.apache.zookeeper.server.quorum.QuorumPeerMain",
-                 d + "/zoo.cfg"},
-                d + "/zk.log");
+  n.pid = spawn(
+      {"java", "-Xms32m", "-Xmx128m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+       "-Dzookeeper.fastleader.maxNotificationInterval=2000", "-cp",
+       "/etc/zookeeper/conf:" + kJar + ":/usr/share/java/slf4j-simple.jar", "-Dzookeeper.log.dir=" + d,
+       "-Dzookeeper.root.logger=INFO,CONSOLE", "org.apache.zookeeper.server.quorum.QuorumPeerMain", d + "/zoo.cfg"},
+      d + "/zk.log");
 }
 
 void ZooKeeperEnsemble::stop(int i) {

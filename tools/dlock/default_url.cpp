@@ -32,8 +32,7 @@ std::string prepare_default_dir() {
   // Each missing parent, then the directory itself private to the user.
   for (std::size_t end = dir.find('/', 1);; end = dir.find('/', end + 1)) {
     const std::string part = dir.substr(0, end);
-    if (mkdir(part.c_str(), 0700) != 0 && errno != EEXIST)
-      return "cannot create " + part + ": " + std::strerror(errno);
+    if (mkdir(part.c_str(), 0700) != 0 && errno != EEXIST) return "cannot create " + part + ": " + std::strerror(errno);
     if (end == std::string::npos) break;
   }
   // Without HOME the directory is in /tmp, where another user may have

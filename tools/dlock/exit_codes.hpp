@@ -17,17 +17,24 @@ inline constexpr int kLockLost = 79;     // dlock's own: the lock was lost while
 
 inline int exit_code_for(Errc code) {
   switch (code) {
-    case Errc::ok: return 0;
-    case Errc::invalid_argument: return kUsage;
+    case Errc::ok:
+      return 0;
+    case Errc::invalid_argument:
+      return kUsage;
     case Errc::unavailable:
-    case Errc::outcome_unknown: return kUnavailable;
+    case Errc::outcome_unknown:
+      return kUnavailable;
     case Errc::busy:
-    case Errc::timeout: return kTempFail;
+    case Errc::timeout:
+      return kTempFail;
     case Errc::auth_failed:
     case Errc::tls_failed:
-    case Errc::permission_denied: return kNoPerm;
-    case Errc::lease_lost: return kLockLost;
-    default: return kSoftware;
+    case Errc::permission_denied:
+      return kNoPerm;
+    case Errc::lease_lost:
+      return kLockLost;
+    default:
+      return kSoftware;
   }
 }
 

@@ -5,7 +5,6 @@
 #define DLOCK_TOOLS_DLOCK_HINTS_HPP_
 
 #include <dlock/error.hpp>
-
 #include <string>
 #include <string_view>
 

@@ -16,9 +16,7 @@ sigset_t handled_signals() {
 
 bool is_stop_signal(int sig) { return sig == SIGTSTP || sig == SIGTTIN || sig == SIGTTOU; }
 
-int foreground_terminal() {
-  return isatty(STDIN_FILENO) && tcgetpgrp(STDIN_FILENO) == getpgrp() ? STDIN_FILENO : -1;
-}
+int foreground_terminal() { return isatty(STDIN_FILENO) && tcgetpgrp(STDIN_FILENO) == getpgrp() ? STDIN_FILENO : -1; }
 
 void give_terminal(int tty, pid_t pgrp) {
   // From a background group this raises SIGTTOU, which is blocked here (and

@@ -7,7 +7,6 @@
 //   dlock migrate [options] [URL]                make a SQL store's lock table
 //
 // Uses only the public API.
-#include <dlock/dlock.hpp>
 #include <poll.h>
 #include <signal.h>
 #include <sys/eventfd.h>
@@ -22,15 +21,16 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <dlock/dlock.hpp>
 #include <functional>
+#include <iostream>
 #include <limits>
 #include <memory>
 #include <mutex>
-#include <thread>
-#include <iostream>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "default_url.hpp"
@@ -71,11 +71,16 @@ std::optional<milliseconds> parse_duration(const std::string& text) {
   }
   std::string unit = text.substr(used);
   double scale = 1000;
-  if (unit == "ms") scale = 1;
-  else if (unit.empty() || unit == "s") scale = 1000;
-  else if (unit == "m") scale = 60'000;
-  else if (unit == "h") scale = 3'600'000;
-  else return std::nullopt;
+  if (unit == "ms")
+    scale = 1;
+  else if (unit.empty() || unit == "s")
+    scale = 1000;
+  else if (unit == "m")
+    scale = 60'000;
+  else if (unit == "h")
+    scale = 3'600'000;
+  else
+    return std::nullopt;
   if (!(value >= 0) || value * scale > 1e15) return std::nullopt;
   return milliseconds(static_cast<long long>(value * scale + 0.5));
 }
@@ -216,8 +221,10 @@ int cmd_status(const Common& common, const std::string& name) {
     std::cout << shown_name(name) << ": held";
     // Fair, shared and counted locks (run --fair/--shared/--permits, elect):
     // who holds them, as the oldest grant describes itself.
-    if (info->shared) std::cout << " shared by " << info->holders;
-    else if (info->holders > 1) std::cout << " by " << info->holders;
+    if (info->shared)
+      std::cout << " shared by " << info->holders;
+    else if (info->holders > 1)
+      std::cout << " by " << info->holders;
     if (!info->holder.empty()) std::cout << " (holder '" << shown_holder(info->holder) << "')";
     std::cout << ", fence " << info->fence << ", ";
     if (info->remaining.count() > 0)
@@ -243,10 +250,10 @@ struct RunOptions {
   bool ttl_given = false;  // --ttl on the command line
   // dlock run: the kind of lock. Default: exclusive (the write side of a
   // name that others hold --shared).
-  bool fair = false;       // wait in line (LockOptions::fair)
-  bool shared = false;     // a read lock (SharedMutex::lock_shared)
-  long long permits = 0;   // one permit of a Semaphore of this many
-  bool counted = false;    // --permits given
+  bool fair = false;      // wait in line (LockOptions::fair)
+  bool shared = false;    // a read lock (SharedMutex::lock_shared)
+  long long permits = 0;  // one permit of a Semaphore of this many
+  bool counted = false;   // --permits given
   // dlock elect: the candidate id (empty: hostname:pid).
   bool elect = false;
   std::string id;
@@ -318,7 +325,7 @@ struct Handoff {
 
 // Connects in the background so that a signal ends the wait at once.
 std::optional<dlock::Client> connect_interruptibly(const Common& c, const std::string& name, int sig_fd,
-                                                  int& exit_code) {
+                                                   int& exit_code) {
   auto result = std::make_shared<Handoff<int>>();
   auto client = std::make_shared<std::optional<dlock::Client>>();
   if (result->fd < 0) {
@@ -368,8 +375,8 @@ int not_acquired(const Common& common, const RunOptions& o, milliseconds wait, c
 // shutdown then undoes whatever the acquire may have been granted, and a
 // place in a line is left at once).
 std::optional<dlock::Lease> acquire_interruptibly(const Common& common, const dlock::Client& client,
-                                                  const RunOptions& o, milliseconds wait,
-                                                  const dlock::LockOptions& lo, int sig_fd, int& exit_code) {
+                                                  const RunOptions& o, milliseconds wait, const dlock::LockOptions& lo,
+                                                  int sig_fd, int& exit_code) {
   auto result = std::make_shared<Handoff<dlock::Result<dlock::Lease>>>();
   if (result->fd < 0) {
     std::cerr << "dlock: eventfd failed: " << std::strerror(errno) << '\n';
@@ -438,8 +445,7 @@ std::string default_candidate_id() {
 // dlock::Election campaigns: taken here through async_acquire so that a
 // signal leaves the line at once).
 std::optional<Held> hold_interruptibly(const Common& common, const dlock::Client& client, const RunOptions& o,
-                                       milliseconds wait, const dlock::LockOptions& lo, int sig_fd,
-                                       int& exit_code) {
+                                       milliseconds wait, const dlock::LockOptions& lo, int sig_fd, int& exit_code) {
   Held held;
   if (o.shared || o.counted) {
     std::function<bool()> take;
@@ -532,8 +538,7 @@ int cmd_run(const Common& common, const RunOptions& o) {
   }
   const bool counted = o.counted;
   if (counted && (o.permits < 1 || o.permits > std::numeric_limits<unsigned>::max())) {
-    std::cerr << "dlock: --permits must be at least 1 (and at most " << std::numeric_limits<unsigned>::max()
-              << ")\n";
+    std::cerr << "dlock: --permits must be at least 1 (and at most " << std::numeric_limits<unsigned>::max() << ")\n";
     return dlock::cli::kUsage;
   }
   const std::string id = o.elect && o.id.empty() ? default_candidate_id() : o.id;
@@ -625,13 +630,14 @@ int main(int argc, char** argv) {
   const bool url_from_env = env_url != nullptr && *env_url != '\0';
   common.url = url_from_env ? env_url : dlock::cli::default_url();
   auto add_common = [&](CLI::App* sub) {  // also before the subcommand: dlock --url URL run ...
-    sub->add_option("--url", common.url,
-                    "Lock store URL: redis://HOST:PORT, redlock://H1,H2,H3, postgres://HOST/DB, zk://H1,H2,H3[/CHROOT], "
-                    "sqlite:///PATH (default: $DLOCK_URL, "
-                    "else " +
-                        dlock::cli::default_url() +
-                        ": locks shared by this user's processes on this machine only; name a server to lock "
-                        "across machines)");
+    sub->add_option(
+        "--url", common.url,
+        "Lock store URL: redis://HOST:PORT, redlock://H1,H2,H3, postgres://HOST/DB, zk://H1,H2,H3[/CHROOT], "
+        "sqlite:///PATH (default: $DLOCK_URL, "
+        "else " +
+            dlock::cli::default_url() +
+            ": locks shared by this user's processes on this machine only; name a server to lock "
+            "across machines)");
     sub->add_flag("-q,--quiet", common.quiet, "Print only errors");
     sub->footer(kExitCodesHelp);
   };
@@ -646,18 +652,21 @@ int main(int argc, char** argv) {
       "that group, and if the lock is lost the group gets SIGTERM, then SIGKILL after --grace. The same signals "
       "while dlock is still connecting or waiting end it (128+N) without running CMD. CMD inherits no connection "
       "to the lock server. When stdin is a terminal and dlock its foreground job, CMD gets the terminal (it can "
-      "read it, and Ctrl-C goes to CMD). dlock itself never stops, since a stopped dlock cannot renew the lease: Ctrl-Z, or "
+      "read it, and Ctrl-C goes to CMD). dlock itself never stops, since a stopped dlock cannot renew the lease: "
+      "Ctrl-Z, or "
       "SIGTSTP/SIGTTIN/SIGTTOU to dlock, stops CMD's group while dlock keeps the lock (and takes the terminal "
       "back, so Ctrl-C then ends CMD); SIGCONT to dlock resumes CMD. Stop signals while waiting are ignored.");
   add_common(run_cmd);
-  run_cmd->add_option("--ttl", run.ttl,
-                      "Lease, renewed every ttl/3 while CMD runs (default " +
-                          std::to_string(dlock::LockOptions{}.watchdog_lease.count() / 1000) +
-                          "s, LockOptions::watchdog_lease; " + std::to_string(dlock::kMinWatchdogLease.count()) +
-                          "ms to 1 year; not for zk://, where the session timeout is the lease)")
+  run_cmd
+      ->add_option("--ttl", run.ttl,
+                   "Lease, renewed every ttl/3 while CMD runs (default " +
+                       std::to_string(dlock::LockOptions{}.watchdog_lease.count() / 1000) +
+                       "s, LockOptions::watchdog_lease; " + std::to_string(dlock::kMinWatchdogLease.count()) +
+                       "ms to 1 year; not for zk://, where the session timeout is the lease)")
       ->check(DurationValidator());
-  run_cmd->add_option("--wait", run.wait,
-                      "How long to wait for the lock (default: forever; 0: try once; 100 years or more: forever)")
+  run_cmd
+      ->add_option("--wait", run.wait,
+                   "How long to wait for the lock (default: forever; 0: try once; 100 years or more: forever)")
       ->check(DurationValidator());
   run_cmd->add_option("--grace", run.grace, "After losing the lock: SIGTERM, then SIGKILL after this (default 10s)")
       ->check(DurationValidator());
@@ -688,8 +697,9 @@ int main(int argc, char** argv) {
       ->check(DurationValidator());
   elect_cmd->add_option("--wait", elect.wait, "How long to wait to lead (default: forever; 0: try once)")
       ->check(DurationValidator());
-  elect_cmd->add_option("--grace", elect.grace,
-                        "After losing the leadership: SIGTERM, then SIGKILL after this (default 10s)")
+  elect_cmd
+      ->add_option("--grace", elect.grace,
+                   "After losing the leadership: SIGTERM, then SIGKILL after this (default 10s)")
       ->check(DurationValidator());
   elect_cmd->add_option("name", elect.name, "Election name (a lock name)")->required();
   elect_cmd->add_option("command", elect.command, "Command and arguments, after --")->required();
@@ -725,8 +735,7 @@ int main(int argc, char** argv) {
               << (unknown.empty() ? dlock::cli::redact_urls(e.what(), url_arguments(argc, argv))
                                   : "unknown option '" + unknown + "'")
               << " (see dlock " << (run_cmd->parsed() ? "run " : "") << (elect_cmd->parsed() ? "elect " : "")
-              << (status_cmd->parsed() ? "status " : "")
-              << (migrate_cmd->parsed() ? "migrate " : "") << "--help)\n";
+              << (status_cmd->parsed() ? "status " : "") << (migrate_cmd->parsed() ? "migrate " : "") << "--help)\n";
     return dlock::cli::kUsage;
   }
   // Only `dlock run` and `dlock elect` read them from a signalfd; the others keep

@@ -1,8 +1,7 @@
 #include "messages.hpp"
 
-#include <dlock/client.hpp>
-
 #include <cctype>
+#include <dlock/client.hpp>
 
 namespace dlock::cli {
 namespace {
@@ -14,9 +13,7 @@ bool scheme_char(char c) {
 }
 
 // A URL ends where an argument or a quotation would: at blanks and quotes.
-bool ends_url(char c) {
-  return std::isspace(static_cast<unsigned char>(c)) != 0 || c == '\'' || c == '"' || c == '`';
-}
+bool ends_url(char c) { return std::isspace(static_cast<unsigned char>(c)) != 0 || c == '\'' || c == '"' || c == '`'; }
 
 }  // namespace
 

@@ -83,8 +83,8 @@ bool reap(const Command& c, Job& job, int& status) {
       // foreground group would swallow it.
       give_terminal(job.tty, getpgrp());
       say(c, std::string("CMD stopped (SIG") + sigabbrev_np(WSTOPSIG(st)) + "); " + c.held_as + " '" +
-                      shown_name(c.lock_name) + "' is kept while it is stopped: kill -CONT " + std::to_string(getpid()) +
-                      " resumes it, Ctrl-C or kill -TERM " + std::to_string(getpid()) + " ends it");
+                 shown_name(c.lock_name) + "' is kept while it is stopped: kill -CONT " + std::to_string(getpid()) +
+                 " resumes it, Ctrl-C or kill -TERM " + std::to_string(getpid()) + " ends it");
     } else if (WIFCONTINUED(st)) {
       job.stopped = false;
       give_terminal(job.tty, job.pid);
@@ -170,8 +170,7 @@ pid_t spawn_command(const Command& c, std::uint64_t fence, int tty) {
   int exec_errno = 0;
   bool exec_failed = read(exec_errno_pipe[0], &exec_errno, sizeof exec_errno) == sizeof exec_errno;
   close(exec_errno_pipe[0]);
-  if (exec_failed)
-    std::cerr << "dlock: cannot run '" << c.argv[0] << "': " << std::strerror(exec_errno) << '\n';
+  if (exec_failed) std::cerr << "dlock: cannot run '" << c.argv[0] << "': " << std::strerror(exec_errno) << '\n';
 
   return child;
 }

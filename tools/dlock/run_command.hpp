@@ -15,11 +15,11 @@
 namespace dlock::cli {
 
 struct Command {
-  std::string lock_name;          // DLOCK_NAME, and for messages
-  std::vector<std::string> argv;  // CMD and its arguments
+  std::string lock_name;            // DLOCK_NAME, and for messages
+  std::vector<std::string> argv;    // CMD and its arguments
   std::chrono::milliseconds grace;  // after a loss: SIGTERM, then SIGKILL this much later
-  std::string grace_text;         // as the user wrote it
-  bool quiet = false;             // print only errors
+  std::string grace_text;           // as the user wrote it
+  bool quiet = false;               // print only errors
   // What is held, for messages: "the lock on" (dlock run), "the leadership
   // of" (dlock elect); the lock name follows.
   std::string held_as = "the lock on";

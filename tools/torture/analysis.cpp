@@ -1,6 +1,4 @@
 #include "analysis.hpp"
-#include "analysis_index.hpp"
-#include "recipe_check.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -10,6 +8,9 @@
 #include <set>
 #include <unordered_map>
 #include <utility>
+
+#include "analysis_index.hpp"
+#include "recipe_check.hpp"
 
 namespace torture {
 namespace {
@@ -66,7 +67,7 @@ std::vector<Hold> build_holds(const Index& ix, std::int64_t run_end) {
 std::vector<FaultWindow> build_faults(const std::vector<Event>& events, std::int64_t run_end) {
   std::vector<FaultWindow> out;
   std::map<std::pair<std::string, std::string>, std::deque<std::size_t>> open;  // (kind, target)
-  std::map<std::string, std::size_t> self_paused;  // worker -> its open self-pause
+  std::map<std::string, std::size_t> self_paused;                               // worker -> its open self-pause
   auto close = [&out](std::size_t i, std::int64_t t) {
     out[i].end_t = std::min(out[i].end_t, std::max(t, out[i].start_t));
   };
@@ -89,8 +90,7 @@ std::vector<FaultWindow> build_faults(const std::vector<Event>& events, std::int
       }
       open[{"failpoint-pause", e.proc}].push_back(out.size());
       self_paused[e.proc] = out.size();
-      out.push_back(
-          {"failpoint-pause", e.proc, e.t, kNever, "the worker's own event: failpoint " + e.kind + " pause"});
+      out.push_back({"failpoint-pause", e.proc, e.t, kNever, "the worker's own event: failpoint " + e.kind + " pause"});
       continue;
     }
     if (e.op != "fault") {
@@ -131,8 +131,7 @@ std::string explain(const Hold& first, const Hold& second, const std::vector<Fau
   for (const FaultWindow& w : faults) {
     if (!explains_overlap(w.kind)) continue;
     // A server fault (a Redlock node's too) can take the lock from anyone.
-    if (w.target != first.proc && w.target != "server" && w.target != "all" && w.target.rfind("node", 0) != 0)
-      continue;
+    if (w.target != first.proc && w.target != "server" && w.target != "all" && w.target.rfind("node", 0) != 0) continue;
     if (w.start_t > second.ok_t || w.end_t < first.ok_t) continue;
     return w.kind + " of " + w.target + " (" + std::to_string(to_ms(w.end_t - w.start_t)) + " ms) during " +
            first.grant + "'s hold";
@@ -181,8 +180,7 @@ void find_overlaps(const std::vector<Hold>& holds, const std::vector<FaultWindow
 // write came from a grant whose acquire began after this write's grant was
 // given. Tracking the latest such acquire invoke makes it one pass.
 void find_stale_writes(const std::vector<Event>& events, const std::string& op,
-                       const std::unordered_map<std::string, const Hold*>& by_grant, Findings& f,
-                       std::int64_t& count) {
+                       const std::unordered_map<std::string, const Hold*>& by_grant, Findings& f, std::int64_t& count) {
   struct W {
     std::int64_t seq, t;
     const Hold* hold;
@@ -243,8 +241,8 @@ void find_foreign_releases(const Index& ix, const std::vector<Hold>& holds,
     if (own == by_grant.end()) continue;
     const Hold& g = *own->second;
     if (rel.invoke_t <= g.ok_t) continue;  // no grant can fall between
-    auto lo = std::upper_bound(holds.begin(), holds.end(), g.ok_t,
-                               [](std::int64_t t, const Hold& h) { return t < h.ok_t; });
+    auto lo =
+        std::upper_bound(holds.begin(), holds.end(), g.ok_t, [](std::int64_t t, const Hold& h) { return t < h.ok_t; });
     auto hi = std::lower_bound(holds.begin(), holds.end(), rel.invoke_t,
                                [](const Hold& h, std::int64_t t) { return h.ok_t < t; });
     const Hold* victim = nullptr;
@@ -270,8 +268,8 @@ void find_recoveries(const Index& ix, const std::vector<Hold>& holds, const RunI
     Recovery r;
     r.dead_grant = dead;
     r.death_t = t;
-    auto next = std::upper_bound(holds.begin(), holds.end(), t,
-                                 [](std::int64_t x, const Hold& o) { return x < o.ok_t; });
+    auto next =
+        std::upper_bound(holds.begin(), holds.end(), t, [](std::int64_t x, const Hold& o) { return x < o.ok_t; });
     if (next != holds.end()) {
       r.next_grant_t = next->ok_t;
       r.recovery_ms = to_ms(next->ok_t - t);
@@ -292,8 +290,7 @@ void find_recoveries(const Index& ix, const std::vector<Hold>& holds, const RunI
     // (a non-atomic acquire killed half-way): the lock must free as well.
     for (const AcquireRec& a : ix.acquires) {
       if (a.invoke_t > t) break;
-      if (a.proc == proc && a.phase.empty() && seen.insert(a.grant).second)
-        record(a.grant + " (acquire in flight)", t);
+      if (a.proc == proc && a.phase.empty() && seen.insert(a.grant).second) record(a.grant + " (acquire in flight)", t);
     }
   }
 }
@@ -305,8 +302,8 @@ std::int64_t percentile(const std::vector<std::int64_t>& sorted, double p) {
   return sorted[std::clamp<std::size_t>(rank, 1, sorted.size()) - 1];
 }
 
-void measure_liveness(const Index& ix, const std::vector<Hold>& holds, std::int64_t run_start,
-                      std::int64_t run_end, Findings& f) {
+void measure_liveness(const Index& ix, const std::vector<Hold>& holds, std::int64_t run_start, std::int64_t run_end,
+                      Findings& f) {
   std::vector<std::int64_t> lat;
   for (const Hold& h : holds) lat.push_back(h.ok_t - h.invoke_t);
   std::sort(lat.begin(), lat.end());
@@ -369,10 +366,14 @@ Findings analyze(const std::vector<Event>& events, const RunInfo& info) {
 
   for (const Event& e : events) {
     OpCounts& c = f.ops[e.op];
-    if (e.phase == "invoke") ++c.invoke;
-    else if (e.phase == "ok" || e.phase.empty()) ++c.ok;  // phase-less events (failpoint) happened
-    else if (e.phase == "fail") ++c.fail;
-    else if (e.phase == "info") ++c.info;
+    if (e.phase == "invoke")
+      ++c.invoke;
+    else if (e.phase == "ok" || e.phase.empty())
+      ++c.ok;  // phase-less events (failpoint) happened
+    else if (e.phase == "fail")
+      ++c.fail;
+    else if (e.phase == "info")
+      ++c.info;
     if (e.op == "lost") ++f.losses_notified;
     if (e.op == "fenced_write" && e.phase == "ok") ++f.fenced_accepted;
     if (e.op == "fenced_write" && e.phase == "fail") ++f.fenced_rejected;
@@ -432,8 +433,10 @@ Verdict judge(const Findings& f, const Expectation& e) {
   Verdict v;
   std::vector<std::string> forbidden;  // found and not allowed
   auto found = [&](std::string what, bool allowed) {
-    if (allowed) what += " (documented: allowed here)";
-    else forbidden.push_back(what);
+    if (allowed)
+      what += " (documented: allowed here)";
+    else
+      forbidden.push_back(what);
     v.violations.push_back(std::move(what));
     v.caught = true;
   };
@@ -455,8 +458,7 @@ Verdict judge(const Findings& f, const Expectation& e) {
   if (f.stale_fenced > 0)
     found(plural(f.stale_fenced, "stale write", "stale writes") + " accepted by the fenced register", false);
   if (!f.foreign_releases.empty())
-    found(plural(static_cast<std::int64_t>(f.foreign_releases.size()), "foreign release", "foreign releases"),
-          false);
+    found(plural(static_cast<std::int64_t>(f.foreign_releases.size()), "foreign release", "foreign releases"), false);
   if (f.lockouts > 0) found(plural(f.lockouts, "lock-out", "lock-outs") + " after a holder's death", false);
   std::int64_t late = 0, late_max = 0;
   for (const Recovery& r : f.recoveries)
@@ -465,18 +467,16 @@ Verdict judge(const Findings& f, const Expectation& e) {
       late_max = std::max(late_max, r.recovery_ms);
     }
   if (late > 0)
-    found(plural(late, "recovery", "recoveries") + " past the bound (max " + std::to_string(late_max) + " ms)",
-          false);
+    found(plural(late, "recovery", "recoveries") + " past the bound (max " + std::to_string(late_max) + " ms)", false);
   // The model sees the same double grants as the overlap check.
   if (f.model.verdict == "invalid") found("mutex model invalid: " + f.model.detail, e.overlap_allowed);
-  const std::int64_t anomalies = std::max<std::int64_t>(f.fence_anomaly_count,
-                                                        static_cast<std::int64_t>(f.fence_anomalies.size()));
+  const std::int64_t anomalies =
+      std::max<std::int64_t>(f.fence_anomaly_count, static_cast<std::int64_t>(f.fence_anomalies.size()));
   if (anomalies > 0) found(plural(anomalies, "fence anomaly", "fence anomalies"), e.fence_anomaly_allowed);
   if (f.lost_updates > 0) {
     char pct[32];
     std::snprintf(pct, sizeof pct, "%.1f", f.lost_pct);
-    found(plural(f.lost_updates, "lost update", "lost updates") + " (" + pct + "% of acked)",
-          e.lost_updates_allowed);
+    found(plural(f.lost_updates, "lost update", "lost updates") + " (" + pct + "% of acked)", e.lost_updates_allowed);
   }
 
   // The recipes' own checks (recipe_check.hpp).
@@ -484,12 +484,12 @@ Verdict judge(const Findings& f, const Expectation& e) {
   if (rf.line_overtakes > 0)
     found(plural(rf.line_overtakes, "waiter", "waiters") + " overtaken in the line by a later arrival", false);
   if (rf.excess_unexplained > 0)
-    found(plural(rf.excess_unexplained, "interval", "intervals") + " with more than " +
-              std::to_string(rf.permits) + " permit holders (unexplained)",
+    found(plural(rf.excess_unexplained, "interval", "intervals") + " with more than " + std::to_string(rf.permits) +
+              " permit holders (unexplained)",
           false);
   if (rf.excess_explained > 0)
-    found(plural(rf.excess_explained, "interval", "intervals") + " with more than " +
-              std::to_string(rf.permits) + " permit holders (explained)",
+    found(plural(rf.excess_explained, "interval", "intervals") + " with more than " + std::to_string(rf.permits) +
+              " permit holders (explained)",
           e.overlap_allowed);
   if (rf.term_clashes > 0)
     found(plural(rf.term_clashes, "term", "terms") + " with two leaders", e.fence_anomaly_allowed);

@@ -31,14 +31,14 @@ namespace torture {
 struct RunInfo {
   std::string scenario;
   std::string strategy;
-  std::int64_t ttl_ms = 0;            // lease / expiry the strategy uses
-  std::int64_t recovery_slack_ms = 0; // epsilon on top of the TTL bound
-  std::int64_t run_start_t = 0;       // CLOCK_MONOTONIC ns
+  std::int64_t ttl_ms = 0;             // lease / expiry the strategy uses
+  std::int64_t recovery_slack_ms = 0;  // epsilon on top of the TTL bound
+  std::int64_t run_start_t = 0;        // CLOCK_MONOTONIC ns
   std::int64_t run_end_t = 0;
   // The recipe the strategy drives (recipe_check.hpp): "" (a plain mutex),
   // fair, rw, semaphore or election.
   std::string recipe;
-  unsigned permits = 1;               // semaphore: the run's N
+  unsigned permits = 1;  // semaphore: the run's N
   // Line order: how long after its acquire began a waiter is surely counted
   // in the line by the server (its first request answered or retried: the
   // client's command timeout). 0: the line-order check is skipped.
@@ -67,7 +67,7 @@ struct FaultWindow {
   std::string target;  // "w3", "server", "all"
   std::int64_t start_t = 0;
   std::int64_t end_t = 0;
-  std::string proof;   // detail of the invoke event
+  std::string proof;  // detail of the invoke event
 };
 
 // Fault kinds after which an overlap is explained by a documented timing
@@ -77,19 +77,19 @@ struct FaultWindow {
 bool explains_overlap(const std::string& kind);
 
 struct Overlap {
-  std::string first_grant;   // the hold that began first
+  std::string first_grant;  // the hold that began first
   std::string second_grant;
   std::int64_t start_t = 0;  // overlap of the two holds
   std::int64_t end_t = 0;
   bool explained = false;
-  std::string explanation;   // e.g. "pause of w2 (3012 ms) during its hold"
+  std::string explanation;  // e.g. "pause of w2 (3012 ms) during its hold"
 };
 
 // Two accepted register writes out of grant order: `stale` (of an earlier
 // grant) was accepted after `newer` (of a grant that definitely began after
 // the stale grant's ok), i.e. a superseded holder overwrote its successor.
 struct StaleWrite {
-  std::string op;            // fenced_write | unfenced_write
+  std::string op;  // fenced_write | unfenced_write
   std::string stale_grant;
   std::string newer_grant;
   std::int64_t stale_seq = 0;
@@ -114,7 +114,7 @@ struct ForeignRelease {
 };
 
 struct Recovery {
-  std::string dead_grant;   // the grant held by the process that died
+  std::string dead_grant;  // the grant held by the process that died
   std::int64_t death_t = 0;
   std::optional<std::int64_t> next_grant_t;  // none: never granted again
   std::int64_t recovery_ms = -1;             // -1 when never
@@ -126,15 +126,15 @@ struct Recovery {
 // A waiter that was in the line before another acquire began and was still
 // in it when that acquire was granted (line order, recipe_check.hpp).
 struct LineOvertake {
-  std::string waiter;            // the grant or "<proc>/<inc> acquire at <ms>"
-  std::string overtaker;         // the grant given first
+  std::string waiter;     // the grant or "<proc>/<inc> acquire at <ms>"
+  std::string overtaker;  // the grant given first
   std::int64_t waiter_invoke_t = 0;
   std::int64_t overtaker_invoke_t = 0;
   std::int64_t overtaker_ok_t = 0;
   std::int64_t waiter_end_t = 0;  // its outcome, or its death
   std::string waiter_outcome;     // ok | fail | info | died
   bool excused = false;
-  std::string excuse;            // the fault that may have dropped it
+  std::string excuse;  // the fault that may have dropped it
 };
 
 // An interval with more permit holders than permits.
@@ -151,8 +151,8 @@ struct CapacityExcess {
 // was granted again by then.
 struct PermitRecovery {
   std::string grant;
-  std::string cause;       // killed | pause | failpoint-pause
-  std::int64_t t = 0;      // death, or the pause's start
+  std::string cause;              // killed | pause | failpoint-pause
+  std::int64_t t = 0;             // death, or the pause's start
   std::int64_t recovery_ms = -1;  // -1: N holders never seen again
 };
 
@@ -160,29 +160,29 @@ struct RecipeFindings {
   std::string recipe;  // "" when the run drives no recipe
   // fair, election: line order.
   std::int64_t line_join_bound_ms = 0;
-  std::int64_t line_pairs_judged = 0;     // (waiter in line, later grant) pairs
-  std::int64_t line_overtakes = 0;        // unexcused
+  std::int64_t line_pairs_judged = 0;  // (waiter in line, later grant) pairs
+  std::int64_t line_overtakes = 0;     // unexcused
   std::int64_t line_overtakes_excused = 0;
-  std::vector<LineOvertake> overtakes;    // unexcused first; kMaxListed
+  std::vector<LineOvertake> overtakes;  // unexcused first; kMaxListed
   // rw.
   std::int64_t shared_grants = 0, exclusive_grants = 0;
-  std::int64_t reader_overlaps = 0;       // pairs of reads held at once
-  std::int64_t reader_overlap_max = 0;    // most readers at once
+  std::int64_t reader_overlaps = 0;     // pairs of reads held at once
+  std::int64_t reader_overlap_max = 0;  // most readers at once
   // semaphore.
   unsigned permits = 0;
-  int max_holders = 0;                    // most permit holders at once
+  int max_holders = 0;  // most permit holders at once
   std::int64_t excess_unexplained = 0, excess_explained = 0;
-  std::vector<CapacityExcess> excesses;   // unexplained first; kMaxListed
+  std::vector<CapacityExcess> excesses;  // unexplained first; kMaxListed
   std::vector<PermitRecovery> permit_recoveries;
   // election.
-  std::int64_t terms = 0;                 // distinct terms granted
-  std::int64_t term_clashes = 0;          // two leaders with one term
-  std::vector<std::string> clashes;       // "w0/1/3 and w2/1/5: term 17"
-  std::int64_t leader_writes = 0;         // fenced writes by leaders
-  std::int64_t deposed_writes = 0;        // made after a higher term was granted
-  std::int64_t deposed_rejected = 0;      // refused by the resource
-  std::int64_t deposed_accepted = 0;      // accepted before the successor wrote
-  std::int64_t deposed_unknown = 0;       // no reply
+  std::int64_t terms = 0;             // distinct terms granted
+  std::int64_t term_clashes = 0;      // two leaders with one term
+  std::vector<std::string> clashes;   // "w0/1/3 and w2/1/5: term 17"
+  std::int64_t leader_writes = 0;     // fenced writes by leaders
+  std::int64_t deposed_writes = 0;    // made after a higher term was granted
+  std::int64_t deposed_rejected = 0;  // refused by the resource
+  std::int64_t deposed_accepted = 0;  // accepted before the successor wrote
+  std::int64_t deposed_unknown = 0;   // no reply
 };
 
 struct OpCounts {
@@ -212,17 +212,17 @@ struct Findings {
   std::int64_t stale_fenced = 0;         // accepted by the fenced register
   std::int64_t stale_unfenced = 0;       // accepted by the unfenced one
   std::int64_t fenced_accepted = 0, fenced_rejected = 0;
-  std::int64_t counter_acked = 0;        // counter_write ok
+  std::int64_t counter_acked = 0;             // counter_write ok
   std::optional<std::int64_t> counter_final;  // "final" event, kind counter
-  std::int64_t lost_updates = 0;         // max(0, acked - final)
-  double lost_pct = 0;                   // of acked
+  std::int64_t lost_updates = 0;              // max(0, acked - final)
+  double lost_pct = 0;                        // of acked
   std::vector<FenceAnomaly> fence_anomalies;  // the first kMaxListed
   std::int64_t fence_anomaly_count = 0;       // all of them
   std::vector<ForeignRelease> foreign_releases;
   std::vector<Recovery> recoveries;
-  std::int64_t lockouts = 0;             // deaths never followed by a grant
-                                         // although the bound passed
-  std::int64_t losses_notified = 0;      // "lost" events
+  std::int64_t lockouts = 0;         // deaths never followed by a grant
+                                     // although the bound passed
+  std::int64_t losses_notified = 0;  // "lost" events
   // Waiters woken by a release notification ("wakeups" counters of each
   // worker incarnation), per ok release: 1 is the ideal, a herd wakes every
   // waiter. -1: the strategy does not count them.
@@ -234,8 +234,8 @@ struct Findings {
   std::int64_t grants = 0;
   double grants_per_s = 0;
   std::int64_t acquire_p50_ms = 0, acquire_p99_ms = 0, acquire_max_ms = 0;  // invoke->ok
-  std::int64_t max_unavailable_ms = 0;   // longest gap with no hold while
-                                         // some acquire was pending
+  std::int64_t max_unavailable_ms = 0;                                      // longest gap with no hold while
+                                                                            // some acquire was pending
   RecipeFindings recipe;
 };
 
@@ -269,8 +269,8 @@ struct Expectation {
 };
 
 struct Verdict {
-  bool pass = false;                 // the run met its expectation
-  bool caught = false;               // some violation was found
+  bool pass = false;                    // the run met its expectation
+  bool caught = false;                  // some violation was found
   std::vector<std::string> violations;  // "unexplained overlap x3", ...
   std::vector<std::string> problems;    // why pass is false
 };

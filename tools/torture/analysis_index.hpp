@@ -32,7 +32,7 @@ struct AcquireRec {
   std::string phase;             // ok | fail | info | "" (no outcome)
   std::string grant;
   std::uint64_t fence = 0;
-  std::string kind;              // Event::kind of the invoke or outcome
+  std::string kind;  // Event::kind of the invoke or outcome
 };
 
 struct ReleaseRec {
@@ -42,11 +42,11 @@ struct ReleaseRec {
 };
 
 struct Index {
-  std::vector<AcquireRec> acquires;                     // in invoke order
-  std::unordered_map<std::string, ReleaseRec> releases;  // first release per grant
-  std::unordered_map<std::string, std::int64_t> lost;   // first "lost" per grant
-  std::map<std::string, std::vector<std::int64_t>> deaths;  // proc -> times
-  std::vector<std::int64_t> deaths_all;                 // kill/crash of "all"
+  std::vector<AcquireRec> acquires;                               // in invoke order
+  std::unordered_map<std::string, ReleaseRec> releases;           // first release per grant
+  std::unordered_map<std::string, std::int64_t> lost;             // first "lost" per grant
+  std::map<std::string, std::vector<std::int64_t>> deaths;        // proc -> times
+  std::vector<std::int64_t> deaths_all;                           // kill/crash of "all"
   std::map<std::string, std::map<int, std::int64_t>> first_seen;  // proc -> inc -> t
   std::int64_t first_t = 0, last_t = 0;
 };
@@ -57,7 +57,6 @@ Index index_events(const std::vector<Event>& events);
 // dead: a kill/crash of it, or (should that event be missing) the first event
 // of a later incarnation. kNever if it outlived the history.
 std::int64_t death_after(const Index& ix, const std::string& proc, int inc, std::int64_t from);
-
 
 }  // namespace torture
 

@@ -51,7 +51,7 @@ std::int64_t mono_ns() noexcept;
 // strategies judge expiry by, and what the clock shim shifts.
 std::int64_t wall_ms() noexcept;
 
-std::string to_json_line(const Event& e);  // no trailing newline
+std::string to_json_line(const Event& e);       // no trailing newline
 Event from_json_line(const std::string& line);  // throws std::runtime_error
 
 // Appends events to a file with one write(2) per line, so a line is never

@@ -44,14 +44,14 @@ std::string default_shim() {
 std::string one_line(const RunReport& r) {
   const auto& f = r.findings;
   char buf[512];
-  std::snprintf(buf, sizeof buf, "%-20s %-21s %5lld grants %3zu faults  overlaps %lld/%lld  stale %lld/%lld  lost %lld  %s",
+  std::snprintf(buf, sizeof buf,
+                "%-20s %-21s %5lld grants %3zu faults  overlaps %lld/%lld  stale %lld/%lld  lost %lld  %s",
                 r.info.scenario.c_str(), r.info.strategy.c_str(), static_cast<long long>(f.grants), f.faults.size(),
                 static_cast<long long>(f.unexplained_overlaps),
                 static_cast<long long>(f.overlaps.size()) - static_cast<long long>(f.unexplained_overlaps),
                 static_cast<long long>(f.stale_fenced), static_cast<long long>(f.stale_unfenced),
                 static_cast<long long>(f.lost_updates),
-                r.verdict.pass ? (r.expect.must_be_caught ? "CAUGHT as expected" : "as expected")
-                               : "UNEXPECTED");
+                r.verdict.pass ? (r.expect.must_be_caught ? "CAUGHT as expected" : "as expected") : "UNEXPECTED");
   return buf;
 }
 
@@ -111,9 +111,8 @@ std::vector<PlannedRun> plan_suite(const SuiteFilter& f) {
   auto keep = [](const std::vector<std::string>& only, const std::string& v) {
     return only.empty() || std::find(only.begin(), only.end(), v) != only.end();
   };
-  std::erase_if(plan, [&](const PlannedRun& p) {
-    return !keep(f.scenarios, p.scenario) || !keep(f.strategies, p.strategy);
-  });
+  std::erase_if(plan,
+                [&](const PlannedRun& p) { return !keep(f.scenarios, p.scenario) || !keep(f.strategies, p.strategy); });
   return plan;
 }
 
@@ -191,7 +190,8 @@ int main(int argc, char** argv) {
   int seeds = 1;
   std::uint64_t first_seed = 1;
   suite->add_flag("--full", filter.full, "Every scenario on every strategy (default: the short suite)");
-  suite->add_flag("--short", [&](std::int64_t) { filter.full = false; }, "Every scenario on dlock, each naive strategy once");
+  suite->add_flag(
+      "--short", [&](std::int64_t) { filter.full = false; }, "Every scenario on dlock, each naive strategy once");
   suite->add_option("--seeds", seeds, "Repetitions with seeds first..first+K-1")->capture_default_str();
   suite->add_option("--first-seed", first_seed, "First seed")->capture_default_str();
   suite->add_option("--scenario", filter.scenarios, "Only these scenarios (repeatable)");

@@ -114,8 +114,13 @@ std::vector<ModelOp> build_model_ops(const Index& ix, const std::vector<Hold>& h
 class Search {
  public:
   Search(const std::vector<ModelOp>& ops, std::size_t owners)
-      : ops_(ops), n_(static_cast<int>(ops.size())), head_(2 * n_), next_(2 * n_ + 1), prev_(2 * n_ + 1),
-        zob_(ops.size()), releases_left_(owners, 0) {
+      : ops_(ops),
+        n_(static_cast<int>(ops.size())),
+        head_(2 * n_),
+        next_(2 * n_ + 1),
+        prev_(2 * n_ + 1),
+        zob_(ops.size()),
+        releases_left_(owners, 0) {
     link_in_time_order();
     for (int i = 0; i < n_; ++i)
       zob_[i] = {splitmix64(2 * static_cast<std::uint64_t>(i)), splitmix64(2 * static_cast<std::uint64_t>(i) + 1)};
@@ -268,13 +273,16 @@ ModelResult check_mutex_model(const std::vector<Event>& events, const std::vecto
   res.ops_judged = static_cast<std::int64_t>(ops.size());
   Search search(ops, owners.size());
   switch (search.run(max_states)) {
-    case Search::End::valid: res.verdict = "valid"; return res;
+    case Search::End::valid:
+      res.verdict = "valid";
+      return res;
     case Search::End::budget:
       res.verdict = "unknown";
-      res.detail = "search gave up after " + std::to_string(max_states) + " states (" +
-                   std::to_string(search.depth()) + " of " + std::to_string(ops.size()) + " ops linearized)";
+      res.detail = "search gave up after " + std::to_string(max_states) + " states (" + std::to_string(search.depth()) +
+                   " of " + std::to_string(ops.size()) + " ops linearized)";
       return res;
-    case Search::End::invalid: break;
+    case Search::End::invalid:
+      break;
   }
   res.verdict = "invalid";
   if (search.best_op() >= 0) {

@@ -1,13 +1,12 @@
 #include "pg_proc.hpp"
 
 #include <fcntl.h>
+#include <libpq-fe.h>
 #include <pwd.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#include <libpq-fe.h>
 
 #include <chrono>
 #include <cstring>
@@ -112,11 +111,10 @@ std::string PgProc::url() const { return "postgres://postgres@127.0.0.1:" + std:
 
 void PgProc::start() {
   std::string opts = "-p " + std::to_string(port_) +
-                           " -c listen_addresses=127.0.0.1 -c unix_socket_directories=" + dir_ +
-                           " -c max_connections=200";
+                     " -c listen_addresses=127.0.0.1 -c unix_socket_directories=" + dir_ + " -c max_connections=200";
   for (const auto& s : settings_) opts += " -c " + s;
-  if (run_to_end(as_owner({kBin + "pg_ctl", "-D", dir_ + "/data", "-l", dir_ + "/server.log", "-w", "-t", "60",
-                           "-o", opts, "start"}),
+  if (run_to_end(as_owner({kBin + "pg_ctl", "-D", dir_ + "/data", "-l", dir_ + "/server.log", "-w", "-t", "60", "-o",
+                           opts, "start"}),
                  dir_ + "/pg_ctl.log", 90) != 0)
     throw std::runtime_error("pg_ctl start failed; see " + dir_ + "/server.log");
 }
@@ -141,8 +139,7 @@ int PgProc::postmaster_pid() const {
 std::string PgProc::query(const std::string& sql) const {
   std::unique_ptr<PGconn, void (*)(PGconn*)> conn(PQconnectdb((url() + "?connect_timeout=5").c_str()), PQfinish);
   if (PQstatus(conn.get()) != CONNECTION_OK)
-    throw std::runtime_error(std::string("cannot connect to the verifier's PostgreSQL: ") +
-                             PQerrorMessage(conn.get()));
+    throw std::runtime_error(std::string("cannot connect to the verifier's PostgreSQL: ") + PQerrorMessage(conn.get()));
   std::unique_ptr<PGresult, void (*)(PGresult*)> res(PQexec(conn.get(), sql.c_str()), PQclear);
   const auto st = PQresultStatus(res.get());
   if (st != PGRES_TUPLES_OK && st != PGRES_COMMAND_OK)

@@ -1,6 +1,13 @@
 #include "proxy.hpp"
 
 #include <algorithm>
+#include <boost/asio/connect.hpp>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/write.hpp>
 #include <deque>
 #include <exception>
 #include <future>
@@ -13,14 +20,6 @@
 #include <type_traits>
 #include <utility>
 #include <vector>
-
-#include <boost/asio/connect.hpp>
-#include <boost/asio/executor_work_guard.hpp>
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/ip/tcp.hpp>
-#include <boost/asio/post.hpp>
-#include <boost/asio/steady_timer.hpp>
-#include <boost/asio/write.hpp>
 
 namespace torture {
 
@@ -80,8 +79,7 @@ struct Chunk {
 
 // One direction of a connection pair.
 struct Pipe {
-  Pipe(asio::io_context& io, tcp::socket& s, tcp::socket& d, bool down)
-      : src(s), dst(d), is_down(down), timer(io) {}
+  Pipe(asio::io_context& io, tcp::socket& s, tcp::socket& d, bool down) : src(s), dst(d), is_down(down), timer(io) {}
   tcp::socket& src;
   tcp::socket& dst;
   const bool is_down;  // server -> client
@@ -178,9 +176,8 @@ class Session : public std::enable_shared_from_this<Session> {
     if (closed_ || p.reading || p.eof || p.queued >= kMaxQueued) return;
     p.reading = true;
     auto self = shared_from_this();
-    p.src.async_read_some(asio::buffer(p.buf), [self, &p](const error_code& ec, std::size_t n) {
-      self->on_read(p, ec, n);
-    });
+    p.src.async_read_some(asio::buffer(p.buf),
+                          [self, &p](const error_code& ec, std::size_t n) { self->on_read(p, ec, n); });
   }
 
   void on_read(Pipe& p, const error_code& ec, std::size_t n) {
@@ -250,9 +247,8 @@ class Session : public std::enable_shared_from_this<Session> {
     st.max_delay_applied_ms =
         std::max(st.max_delay_applied_ms, std::chrono::duration_cast<milliseconds>(now - c.arrival).count());
     p.writing = true;
-    asio::async_write(p.dst, asio::buffer(c.data), [self, &p](const error_code& ec, std::size_t n) {
-      self->on_written(p, ec, n);
-    });
+    asio::async_write(p.dst, asio::buffer(c.data),
+                      [self, &p](const error_code& ec, std::size_t n) { self->on_written(p, ec, n); });
   }
 
   void on_written(Pipe& p, const error_code& ec, std::size_t n) {
@@ -341,9 +337,8 @@ struct Proxy::Impl {
   }
 
   void accept(const std::shared_ptr<Link>& link) {
-    link->acceptor.async_accept([this, link](const error_code& ec, tcp::socket s) {
-      on_accept(link, ec, std::move(s));
-    });
+    link->acceptor.async_accept(
+        [this, link](const error_code& ec, tcp::socket s) { on_accept(link, ec, std::move(s)); });
   }
 
   void on_accept(const std::shared_ptr<Link>& link, const error_code& ec, tcp::socket s) {
@@ -438,8 +433,7 @@ void Proxy::start() {
   if (impl_->started) throw std::logic_error("torture::Proxy: already started");
   // Resolved once: the upstream restarts on the same host and port.
   tcp::resolver resolver(impl_->io);
-  for (const auto& entry : resolver.resolve(impl_->host, std::to_string(impl_->port),
-                                            tcp::resolver::numeric_service)) {
+  for (const auto& entry : resolver.resolve(impl_->host, std::to_string(impl_->port), tcp::resolver::numeric_service)) {
     impl_->upstream.push_back(entry.endpoint());
   }
   impl_->work.emplace(impl_->io.get_executor());

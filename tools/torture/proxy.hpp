@@ -72,15 +72,15 @@ class Proxy {
   void refuse(const std::string& link, bool on);
 
   struct Stats {
-    std::uint64_t connections = 0;    // accepted and forwarded (not refused)
-    std::uint64_t bytes_up = 0;       // client->server bytes delivered
-    std::uint64_t bytes_down = 0;     // server->client bytes delivered
-    std::uint64_t bytes_dropped = 0;  // read but never delivered (drop_replies, lost at a reset/close)
-    std::uint64_t resets = 0;         // pairs reset by the proxy: reset(), drop_replies,
-                                      // upstream unreachable, a peer's RST passed on
-    std::uint64_t held_chunks = 0;    // reply chunks given a hold_replies delay
-    std::uint64_t delayed_chunks = 0; // chunks given a set_delay delay
-    std::uint64_t refused = 0;        // connections reset by refuse()
+    std::uint64_t connections = 0;     // accepted and forwarded (not refused)
+    std::uint64_t bytes_up = 0;        // client->server bytes delivered
+    std::uint64_t bytes_down = 0;      // server->client bytes delivered
+    std::uint64_t bytes_dropped = 0;   // read but never delivered (drop_replies, lost at a reset/close)
+    std::uint64_t resets = 0;          // pairs reset by the proxy: reset(), drop_replies,
+                                       // upstream unreachable, a peer's RST passed on
+    std::uint64_t held_chunks = 0;     // reply chunks given a hold_replies delay
+    std::uint64_t delayed_chunks = 0;  // chunks given a set_delay delay
+    std::uint64_t refused = 0;         // connections reset by refuse()
     // Longest time any chunk spent in the proxy between being read and its
     // write starting (delay, hold or blackhole), in ms.
     std::int64_t max_delay_applied_ms = 0;

@@ -86,8 +86,8 @@ void check_line_order(const Index& ix, const std::vector<FaultWindow>& faults, s
         if (!drops_from_line(w.kind) || !hits(w.target, a.proc)) continue;
         if (w.start_t > b.done_t || w.end_t < a.invoke_t) continue;
         o.excused = true;
-        o.excuse = w.kind + " of " + w.target + " (" + std::to_string(to_ms(w.end_t - w.start_t)) +
-                   " ms) while " + a.proc + " waited";
+        o.excuse = w.kind + " of " + w.target + " (" + std::to_string(to_ms(w.end_t - w.start_t)) + " ms) while " +
+                   a.proc + " waited";
       }
       if (o.excused) {
         ++r.line_overtakes_excused;
@@ -104,7 +104,7 @@ void check_line_order(const Index& ix, const std::vector<FaultWindow>& faults, s
 
 void count_reader_overlaps(const std::vector<Hold>& holds, RecipeFindings& r) {
   std::multiset<std::int64_t> active;  // end times of the reads held
-  for (const Hold& h : holds) {  // sorted by ok_t
+  for (const Hold& h : holds) {        // sorted by ok_t
     if (h.kind == "exclusive") ++r.exclusive_grants;
     if (h.kind != "shared") continue;
     ++r.shared_grants;
@@ -129,8 +129,8 @@ bool paused_during(const Hold& h, const std::vector<FaultWindow>& faults) {
 
 // The first time at or after `from` at which `permits` holds other than
 // holds[skip], none of them paused, are held at once; -1 if never.
-std::int64_t first_full_after(const std::vector<Hold>& holds, const std::vector<FaultWindow>& faults,
-                              std::size_t skip, std::int64_t from, unsigned permits) {
+std::int64_t first_full_after(const std::vector<Hold>& holds, const std::vector<FaultWindow>& faults, std::size_t skip,
+                              std::int64_t from, unsigned permits) {
   std::vector<std::pair<std::int64_t, int>> steps;  // (t, +1/-1); ends sort first
   for (std::size_t i = 0; i < holds.size(); ++i) {
     const Hold& h = holds[i];
@@ -165,9 +165,8 @@ void check_capacity(const std::vector<Hold>& holds, const std::vector<FaultWindo
   }
   // At one instant, ends first: a hold ending when another begins is no
   // overlap (as for the mutex's).
-  std::sort(steps.begin(), steps.end(), [](const Step& a, const Step& b) {
-    return a.t != b.t ? a.t < b.t : a.d < b.d;
-  });
+  std::sort(steps.begin(), steps.end(),
+            [](const Step& a, const Step& b) { return a.t != b.t ? a.t < b.t : a.d < b.d; });
   std::set<std::size_t> active;
   std::vector<CapacityExcess> explained;
   std::optional<CapacityExcess> open;
@@ -184,8 +183,10 @@ void check_capacity(const std::vector<Hold>& holds, const std::vector<FaultWindo
     return {};
   };
   for (const Step& s : steps) {
-    if (s.d > 0) active.insert(s.i);
-    else active.erase(s.i);
+    if (s.d > 0)
+      active.insert(s.i);
+    else
+      active.erase(s.i);
     const int n = static_cast<int>(active.size());
     r.max_holders = std::max(r.max_holders, n);
     if (n > static_cast<int>(permits)) {
@@ -265,8 +266,9 @@ void check_election(const std::vector<Event>& events, const std::vector<Hold>& h
     max_term.emplace_back(h.ok_t, m);
   }
   auto highest_before = [&](std::int64_t t) -> std::uint64_t {
-    auto it = std::lower_bound(max_term.begin(), max_term.end(), t,
-                               [](const std::pair<std::int64_t, std::uint64_t>& x, std::int64_t v) { return x.first < v; });
+    auto it =
+        std::lower_bound(max_term.begin(), max_term.end(), t,
+                         [](const std::pair<std::int64_t, std::uint64_t>& x, std::int64_t v) { return x.first < v; });
     return it == max_term.begin() ? 0 : (it - 1)->second;
   };
   std::unordered_map<std::string, std::deque<bool>> pending;  // grant -> deposed? of its open writes
@@ -286,9 +288,12 @@ void check_election(const std::vector<Event>& events, const std::vector<Hold>& h
     const bool deposed = q.front();
     q.pop_front();
     if (!deposed) continue;
-    if (e.phase == "ok") ++r.deposed_accepted;
-    else if (e.phase == "fail") ++r.deposed_rejected;
-    else ++r.deposed_unknown;
+    if (e.phase == "ok")
+      ++r.deposed_accepted;
+    else if (e.phase == "fail")
+      ++r.deposed_rejected;
+    else
+      ++r.deposed_unknown;
   }
   for (const auto& [grant, q] : pending)
     for (bool deposed : q)

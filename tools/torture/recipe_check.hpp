@@ -13,20 +13,15 @@
 // was retried) until its acquire's outcome, or its death; only if the server
 // was serving: it answered someone (a grant or a release that succeeded)
 // within [A.invoke - 4J, A.invoke + J] (a server starting up, or stalled
-// for longer, may not have counted A; faults of the server excuse the rest). Another acquire B *began after A joined* when
-// B.invoke >= A.invoke + J. A is *overtaken* by B when B began
-// after A joined and B was granted (B's ok) while A was still in the line,
-// i.e. A's outcome (granted later, gave up, or no answer) or death came after
-// B's ok. On a mutex that is sound: had the server granted A first, A would
-// have held it until after its own ok, so B could not have been granted
-// before A's ok. An overtake is excused when a fault could have dropped A
-// from the line meanwhile (its lease in the line lapses when its retries
-// stop): a pause, failpoint pause, partition, drop, reset, delay or
-// late-reply of A's process or link, or a fault of the server (restart,
-// stall, clock, failover...), overlapping [A.invoke, B.ok]; an acquire of A
-// with no known outcome (info) is excused too. The check is skipped for
-// semaphores and read-write locks: several waiters granted at one release
-// learn of it in any order, so an ok's time says nothing of the server's.
+// for longer, may not have counted A; faults of the server excuse the rest). Another acquire B *began after A joined*
+// when B.invoke >= A.invoke + J. A is *overtaken* by B when B began after A joined and B was granted (B's ok) while A
+// was still in the line, i.e. A's outcome (granted later, gave up, or no answer) or death came after B's ok. On a mutex
+// that is sound: had the server granted A first, A would have held it until after its own ok, so B could not have been
+// granted before A's ok. An overtake is excused when a fault could have dropped A from the line meanwhile (its lease in
+// the line lapses when its retries stop): a pause, failpoint pause, partition, drop, reset, delay or late-reply of A's
+// process or link, or a fault of the server (restart, stall, clock, failover...), overlapping [A.invoke, B.ok]; an
+// acquire of A with no known outcome (info) is excused too. The check is skipped for semaphores and read-write locks:
+// several waiters granted at one release learn of it in any order, so an ok's time says nothing of the server's.
 //
 // rw: the generic overlap check judges conflicting holds only (a writer's
 // with any other), the fence check only writers' fences (above every grant

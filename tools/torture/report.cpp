@@ -1,5 +1,4 @@
 #include "report.hpp"
-#include "report_format.hpp"
 
 #include <algorithm>
 #include <cstdio>
@@ -8,6 +7,8 @@
 #include <set>
 #include <sstream>
 #include <unordered_map>
+
+#include "report_format.hpp"
 
 namespace torture {
 namespace {
@@ -66,7 +67,6 @@ std::int64_t explained_overlaps(const Findings& f) {
   return static_cast<std::int64_t>(f.overlaps.size()) - f.unexplained_overlaps;
 }
 
-
 // ---------------------------------------------------------------------------
 // Text.
 
@@ -91,18 +91,17 @@ std::string text_operations(const RunReport& r) {
   }
   Table s;
   s.add({"grants", std::to_string(f.grants) + " (" + fixed(f.grants_per_s, 1) + "/s)"});
-  s.add({"acquire latency", "p50 " + std::to_string(f.acquire_p50_ms) + " ms, p99 " +
-                                std::to_string(f.acquire_p99_ms) + " ms, max " + std::to_string(f.acquire_max_ms) +
-                                " ms"});
+  s.add({"acquire latency", "p50 " + std::to_string(f.acquire_p50_ms) + " ms, p99 " + std::to_string(f.acquire_p99_ms) +
+                                " ms, max " + std::to_string(f.acquire_max_ms) + " ms"});
   s.add({"max unavailable", std::to_string(f.max_unavailable_ms) + " ms (no holder while an acquire waited)"});
   s.add({"losses notified", std::to_string(f.losses_notified) + " (" + std::to_string(f.losses_told_first) +
-                                  " holds told before the next grant, " + std::to_string(f.losses_told_late) +
-                                  " after it)"});
+                                " holds told before the next grant, " + std::to_string(f.losses_told_late) +
+                                " after it)"});
   if (f.wakeups >= 0)
     s.add({"wake-ups", std::to_string(f.wakeups) + " waiters woken by releases, " + fixed(f.wakeups_per_release, 2) +
                            " per release (1: no herd)"});
-  s.add({"fenced register", "accepted " + std::to_string(f.fenced_accepted) + ", rejected " +
-                                std::to_string(f.fenced_rejected)});
+  s.add({"fenced register",
+         "accepted " + std::to_string(f.fenced_accepted) + ", rejected " + std::to_string(f.fenced_rejected)});
   s.add({"model checker", std::to_string(f.model.ops_judged) + " ops judged"});
   return "OPERATIONS\n" + t.render("  ") + "\n" + s.render("  ");
 }
@@ -128,8 +127,8 @@ std::string text_violations(const RunReport& r) {
                          ", explained " + std::to_string(explained_overlaps(f)) + "), total " +
                          std::to_string(f.overlap_total_ms) + " ms, max " + std::to_string(f.overlap_max_ms) + " ms"});
   s.add({"mutex model", f.model.verdict + (f.model.detail.empty() ? "" : ": " + f.model.detail)});
-  s.add({"stale writes", "fenced " + std::to_string(f.stale_fenced) + ", unfenced " +
-                             std::to_string(f.stale_unfenced) + " (accepted after a newer grant's write)"});
+  s.add({"stale writes", "fenced " + std::to_string(f.stale_fenced) + ", unfenced " + std::to_string(f.stale_unfenced) +
+                             " (accepted after a newer grant's write)"});
   s.add({"fence anomalies", std::to_string(f.fence_anomaly_count)});
   s.add({"foreign releases", std::to_string(f.foreign_releases.size())});
   out += s.render("  ");
@@ -173,8 +172,7 @@ std::string text_violations(const RunReport& r) {
       const ForeignRelease& x = f.foreign_releases[n];
       t.add({x.releaser_grant, x.victim_grant, secs(x.t, r.info)});
     }
-    out += "\n  foreign releases\n" + t.render("    ") +
-           more(n, static_cast<std::int64_t>(f.foreign_releases.size()));
+    out += "\n  foreign releases\n" + t.render("    ") + more(n, static_cast<std::int64_t>(f.foreign_releases.size()));
   }
   return out;
 }
@@ -211,10 +209,10 @@ std::string text_recipe(const RunReport& r) {
   std::string out = "RECIPE (" + x.recipe + ")\n";
   Table s;
   if (x.line_join_bound_ms > 0)
-    s.add({"line order", std::to_string(x.line_pairs_judged) + " (waiter in line, later arrival granted) pairs judged, " +
-                             "join bound " + std::to_string(x.line_join_bound_ms) + " ms; overtaken " +
-                             std::to_string(x.line_overtakes) + ", excused by faults " +
-                             std::to_string(x.line_overtakes_excused)});
+    s.add({"line order",
+           std::to_string(x.line_pairs_judged) + " (waiter in line, later arrival granted) pairs judged, " +
+               "join bound " + std::to_string(x.line_join_bound_ms) + " ms; overtaken " +
+               std::to_string(x.line_overtakes) + ", excused by faults " + std::to_string(x.line_overtakes_excused)});
   if (x.recipe == "rw")
     s.add({"readers", std::to_string(x.shared_grants) + " reads, " + std::to_string(x.exclusive_grants) +
                           " writes; readers held at once " + std::to_string(x.reader_overlaps) + " times, at most " +
@@ -225,8 +223,8 @@ std::string text_recipe(const RunReport& r) {
                           ", explained " + std::to_string(x.excess_explained)});
     std::string rec;
     for (const PermitRecovery& p : x.permit_recoveries)
-      rec += (rec.empty() ? "" : ", ") + (p.recovery_ms >= 0 ? std::to_string(p.recovery_ms) + " ms" : "never") +
-             " (" + p.cause + ")";
+      rec += (rec.empty() ? "" : ", ") + (p.recovery_ms >= 0 ? std::to_string(p.recovery_ms) + " ms" : "never") + " (" +
+             p.cause + ")";
     s.add({"lost permits", std::to_string(x.permit_recoveries.size()) + (rec.empty() ? "" : ": " + rec)});
   }
   if (x.recipe == "election") {
@@ -239,7 +237,8 @@ std::string text_recipe(const RunReport& r) {
   out += s.render("  ");
   if (!x.overtakes.empty()) {
     Table t;
-    t.add({"waiter", "overtaken by", "waiter began s", "other began s", "other granted s", "waiter's end", "excused by"});
+    t.add(
+        {"waiter", "overtaken by", "waiter began s", "other began s", "other granted s", "waiter's end", "excused by"});
     std::size_t n = 0;
     for (; n < x.overtakes.size() && n < kTextRows; ++n) {
       const LineOvertake& o = x.overtakes[n];
@@ -247,8 +246,7 @@ std::string text_recipe(const RunReport& r) {
              secs(o.overtaker_ok_t, r.info), o.waiter_outcome + " at " + secs(o.waiter_end_t, r.info) + " s",
              o.excused ? o.excuse : "NOT EXCUSED"});
     }
-    out += "\n  overtakes\n" + t.render("    ") +
-           more(n, x.line_overtakes + x.line_overtakes_excused);
+    out += "\n  overtakes\n" + t.render("    ") + more(n, x.line_overtakes + x.line_overtakes_excused);
   }
   if (!x.excesses.empty()) {
     Table t({1, 2});
@@ -261,8 +259,7 @@ std::string text_recipe(const RunReport& r) {
       t.add({secs(e.start_t, r.info), std::to_string(ms_of(e.end_t - e.start_t)), std::to_string(e.holders), g,
              e.explained ? e.explanation : "UNEXPLAINED"});
     }
-    out += "\n  more holders than permits\n" + t.render("    ") +
-           more(n, x.excess_unexplained + x.excess_explained);
+    out += "\n  more holders than permits\n" + t.render("    ") + more(n, x.excess_unexplained + x.excess_explained);
   }
   for (const auto& c : x.clashes) out += "  two leaders: " + c + "\n";
   return out + "\n";
@@ -396,12 +393,9 @@ json run_json(const RunReport& r) {
                         {"explained", o.explained},
                         {"explanation", o.explanation}});
   }
-  j["overlaps"] = {{"total", f.overlaps.size()},
-                   {"unexplained", f.unexplained_overlaps},
-                   {"explained", explained_overlaps(f)},
-                   {"total_ms", f.overlap_total_ms},
-                   {"max_ms", f.overlap_max_ms},
-                   {"list", overlaps}};
+  j["overlaps"] = {{"total", f.overlaps.size()},         {"unexplained", f.unexplained_overlaps},
+                   {"explained", explained_overlaps(f)}, {"total_ms", f.overlap_total_ms},
+                   {"max_ms", f.overlap_max_ms},         {"list", overlaps}};
   j["model"] = {{"verdict", f.model.verdict}, {"detail", f.model.detail}, {"ops_judged", f.model.ops_judged}};
 
   json stale = json::array();
@@ -487,8 +481,8 @@ std::string render_json(const RunReport& r) { return dump(run_json(r)); }
 
 std::string render_suite_text(const std::vector<RunReport>& runs) {
   Table t({2, 3, 4, 5, 6, 7, 8, 9});
-  t.add({"scenario", "strategy", "grants", "faults", "overlaps e/u", "stale f/u", "lost upd", "fence anom",
-         "foreign", "recovery max ms", "verdict"});
+  t.add({"scenario", "strategy", "grants", "faults", "overlaps e/u", "stale f/u", "lost upd", "fence anom", "foreign",
+         "recovery max ms", "verdict"});
   std::int64_t ops = 0;
   std::size_t passed = 0;
   for (const RunReport& r : runs) {

@@ -21,12 +21,23 @@ std::string esc(const std::string& s) {
   out.reserve(s.size());
   for (char c : s) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&#39;"; break;
-      default: out += c;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
@@ -52,11 +63,13 @@ std::string grant_colour(const std::string& grant) {
 
 const char* fault_colour(const std::string& kind) {
   static const std::map<std::string, const char*> colours = {
-      {"pause", "#f0a020"},         {"failpoint-pause", "#e07020"}, {"late-reply", "#c060c0"},
-      {"kill", "#000000"},          {"crash", "#000000"},           {"restart", "#6060e0"},
-      {"client-clock", "#20a0a0"},  {"server-clock", "#2080c0"},    {"partition", "#808080"},
-      {"delay", "#a0a040"},         {"drop", "#a06040"},            {"reset", "#a04060"},
-      {"client-pause", "#d0b000"},  {"debug-sleep", "#60a060"}};
+      {"pause", "#f0a020"},        {"failpoint-pause", "#e07020"},
+      {"late-reply", "#c060c0"},   {"kill", "#000000"},
+      {"crash", "#000000"},        {"restart", "#6060e0"},
+      {"client-clock", "#20a0a0"}, {"server-clock", "#2080c0"},
+      {"partition", "#808080"},    {"delay", "#a0a040"},
+      {"drop", "#a06040"},         {"reset", "#a04060"},
+      {"client-pause", "#d0b000"}, {"debug-sleep", "#60a060"}};
   auto it = colours.find(kind);
   return it == colours.end() ? "#909090" : it->second;
 }
@@ -88,8 +101,8 @@ std::string num(double v) { return fixed(v, 1); }
 
 std::string rect(double x0, double y, double w, double h, const std::string& fill, double opacity,
                  const std::string& title) {
-  return "<rect x=\"" + num(x0) + "\" y=\"" + num(y) + "\" width=\"" + num(std::max(w, 1.0)) + "\" height=\"" +
-         num(h) + "\" fill=\"" + fill + "\" fill-opacity=\"" + fixed(opacity, 2) + "\"><title>" + esc(title) +
+  return "<rect x=\"" + num(x0) + "\" y=\"" + num(y) + "\" width=\"" + num(std::max(w, 1.0)) + "\" height=\"" + num(h) +
+         "\" fill=\"" + fill + "\" fill-opacity=\"" + fixed(opacity, 2) + "\"><title>" + esc(title) +
          "</title></rect>\n";
 }
 
@@ -100,8 +113,8 @@ std::string tick(double x0, double y, double h, const std::string& colour, const
 
 std::string marker(double x0, double y, const std::string& shape_colour, const std::string& title, bool diamond) {
   if (diamond)
-    return "<path d=\"M" + num(x0) + " " + num(y - 4) + " l4 4 l-4 4 l-4 -4 z\" fill=\"" + shape_colour +
-           "\"><title>" + esc(title) + "</title></path>\n";
+    return "<path d=\"M" + num(x0) + " " + num(y - 4) + " l4 4 l-4 4 l-4 -4 z\" fill=\"" + shape_colour + "\"><title>" +
+           esc(title) + "</title></path>\n";
   return "<circle cx=\"" + num(x0) + "\" cy=\"" + num(y) + "\" r=\"3.5\" fill=\"" + shape_colour + "\"><title>" +
          esc(title) + "</title></circle>\n";
 }
@@ -132,8 +145,8 @@ std::string timeline_svg(const RunReport& r, const std::vector<Event>& events) {
   };
 
   std::ostringstream o;
-  o << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << num(svg.width()) << "\" height=\""
-    << num(svg.height()) << "\" font-family=\"monospace\" font-size=\"11\">\n";
+  o << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << num(svg.width()) << "\" height=\"" << num(svg.height())
+    << "\" font-family=\"monospace\" font-size=\"11\">\n";
   // Axis: a grid line every `step` seconds.
   const double total_s = static_cast<double>(end - start) / 1e9;
   double step = 1;
@@ -163,13 +176,12 @@ std::string timeline_svg(const RunReport& r, const std::vector<Event>& events) {
       o << rect(x0, Svg::kTop - 4, wd, svg.plot_bottom() - Svg::kTop + 4, fault_colour(w.kind), 0.18, title);
   }
   for (const Overlap& ov : f.overlaps) {
-    const std::string title = std::string(ov.explained ? "explained" : "UNEXPLAINED") + " overlap " +
-                              ov.first_grant + " / " + ov.second_grant + " at " + rel(ov.start_t) + ", " +
+    const std::string title = std::string(ov.explained ? "explained" : "UNEXPLAINED") + " overlap " + ov.first_grant +
+                              " / " + ov.second_grant + " at " + rel(ov.start_t) + ", " +
                               std::to_string(ms_of(ov.end_t - ov.start_t)) + " ms" +
                               (ov.explained ? ": " + ov.explanation : "");
-    o << rect(svg.x(ov.start_t), Svg::kTop - 4, svg.x(ov.end_t) - svg.x(ov.start_t),
-              svg.plot_bottom() - Svg::kTop + 4, ov.explained ? "#ff8080" : "#ff0000", ov.explained ? 0.25 : 0.45,
-              title);
+    o << rect(svg.x(ov.start_t), Svg::kTop - 4, svg.x(ov.end_t) - svg.x(ov.start_t), svg.plot_bottom() - Svg::kTop + 4,
+              ov.explained ? "#ff8080" : "#ff0000", ov.explained ? 0.25 : 0.45, title);
   }
   for (const Hold& h : f.holds) {
     const std::string title = h.grant + " fence " + std::to_string(h.fence) + ": " + rel(h.ok_t) + " to " +
@@ -183,11 +195,10 @@ std::string timeline_svg(const RunReport& r, const std::vector<Event>& events) {
     if (it == lane.end()) continue;
     const double y = Svg::lane_y(it->second);
     if (e.op == "lost")
-      o << marker(svg.x(e.t), y + lane_h / 2, "#202020", "lost notification of " + e.grant + " at " + rel(e.t),
-                  false);
+      o << marker(svg.x(e.t), y + lane_h / 2, "#202020", "lost notification of " + e.grant + " at " + rel(e.t), false);
     else if (e.op == "failpoint")
-      o << marker(svg.x(e.t), y + lane_h / 2, "#8000a0",
-                  "failpoint " + e.kind + " (" + e.detail + ") at " + rel(e.t), true);
+      o << marker(svg.x(e.t), y + lane_h / 2, "#8000a0", "failpoint " + e.kind + " (" + e.detail + ") at " + rel(e.t),
+                  true);
   }
   for (const StaleWrite& w : f.stale_writes)
     if (auto l = lane_of_grant(w.stale_grant))
@@ -233,9 +244,8 @@ std::string render_html(const RunReport& r, const std::vector<Event>& events) {
          (r.verdict.caught ? " &mdash; violations found" : " &mdash; no violations found") + "</h2>\n<ul>\n";
   for (const auto& v : r.verdict.violations) out += "<li>violation: " + esc(v) + "</li>\n";
   for (const auto& p : r.verdict.problems) out += "<li>problem: " + esc(p) + "</li>\n";
-  out += "</ul>\n<h2>Timeline</h2>\n" + legend(r.findings) + "<div class=\"timeline\">\n" +
-         timeline_svg(r, events) + "</div>\n<h2>Findings</h2>\n<pre>" + esc(render_text(r)) +
-         "</pre>\n</body></html>\n";
+  out += "</ul>\n<h2>Timeline</h2>\n" + legend(r.findings) + "<div class=\"timeline\">\n" + timeline_svg(r, events) +
+         "</div>\n<h2>Findings</h2>\n<pre>" + esc(render_text(r)) + "</pre>\n</body></html>\n";
   return out;
 }
 

@@ -6,9 +6,9 @@
 #include <dlock/version.hpp>
 #include <filesystem>
 #include <fstream>
-#include <stdexcept>
 #include <map>
 #include <memory>
+#include <stdexcept>
 #include <thread>
 #include <type_traits>
 
@@ -92,8 +92,8 @@ void start_lock_servers(RunCtx& c, const RunConfig& cfg, const Scenario& scenari
   const LockServer kind = lock_server_of(cfg.strategy);
   if (kind == LockServer::postgres) {
     fs::create_directories(dir / "lock-server");
-    c.pg = std::make_unique<PgProc>(fs::absolute(dir / "lock-server" / "postgres.log").string(),
-                                    scenario.server_settings);
+    c.pg =
+        std::make_unique<PgProc>(fs::absolute(dir / "lock-server" / "postgres.log").string(), scenario.server_settings);
     c.pg->query(kNaiveTableSql);
     LockNode n;
     n.proxy = std::make_unique<Proxy>("127.0.0.1", c.pg->port());
@@ -139,7 +139,8 @@ void start_lock_servers(RunCtx& c, const RunConfig& cfg, const Scenario& scenari
 }
 
 std::int64_t think_ms_of(const RunConfig& cfg, const Scenario& scenario) {
-  if (scenario.think_leases > 0) return static_cast<std::int64_t>(scenario.think_leases * static_cast<double>(cfg.ttl_ms));
+  if (scenario.think_leases > 0)
+    return static_cast<std::int64_t>(scenario.think_leases * static_cast<double>(cfg.ttl_ms));
   // A leader thinks once per round (2.5 rounds on average): a scenario's
   // long hold is shared among them.
   if (scenario.think_ms > 0) return recipe_of(cfg.strategy) == "election" ? scenario.think_ms / 2 : scenario.think_ms;
@@ -203,10 +204,14 @@ void start_replica(RunCtx& c, const RunConfig& cfg, const fs::path& dir) {
 
 std::string server_version(const RunConfig& cfg) {
   switch (lock_server_of(cfg.strategy)) {
-    case LockServer::postgres: return "PostgreSQL " + postgres_version();
-    case LockServer::sqlite: return std::string("SQLite (the library's)");
-    case LockServer::zookeeper: return std::string("ZooKeeper (Debian's package), 3 servers, tickTime 200 ms");
-    case LockServer::redis: break;
+    case LockServer::postgres:
+      return "PostgreSQL " + postgres_version();
+    case LockServer::sqlite:
+      return std::string("SQLite (the library's)");
+    case LockServer::zookeeper:
+      return std::string("ZooKeeper (Debian's package), 3 servers, tickTime 200 ms");
+    case LockServer::redis:
+      break;
   }
   return "Redis " + redis_version(cfg.redis_server);
 }
@@ -308,9 +313,9 @@ RunReport run_one(const RunConfig& cfg) {
              {"seed", std::to_string(cfg.seed)},
              {"failpoints", scenario->failpoints.empty() ? "none" : scenario->failpoints},
              {"recipe", r.info.recipe.empty() ? std::string("none (a plain mutex)")
-                        : r.info.recipe + (r.info.recipe == "semaphore" ? " of " + std::to_string(cfg.permits) +
-                                                                              " permits"
-                                                                        : std::string())},
+                                              : r.info.recipe + (r.info.recipe == "semaphore"
+                                                                     ? " of " + std::to_string(cfg.permits) + " permits"
+                                                                     : std::string())},
              {"expectation", r.expect.assumption + (judged ? "" : " (not judged)")}};
   write_file(dir / "report.txt", render_text(r));
   write_file(dir / "report.json", render_json(r));

@@ -18,9 +18,9 @@ struct RunConfig {
   int workers = 4;
   std::int64_t ttl_ms = 1000;
   std::int64_t think_ms = 20;
-  std::string out_dir;        // the run's directory, created
-  std::string self_exe;       // this program, run again as the workers
-  std::string clock_shim;     // the LD_PRELOAD clock shim
+  std::string out_dir;     // the run's directory, created
+  std::string self_exe;    // this program, run again as the workers
+  std::string clock_shim;  // the LD_PRELOAD clock shim
   std::string redis_server = "redis-server";
   unsigned permits = 3;  // semaphore strategies: N
 };

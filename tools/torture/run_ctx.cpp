@@ -55,22 +55,22 @@ void RunCtx::spawn(int w) {
   const WorkerArgs& a = p.args;
   std::string ports;
   for (auto port : a.lock_ports) ports += (ports.empty() ? "" : ",") + std::to_string(port);
-  std::vector<std::string> args{self_exe, "worker",
-                                "--proc", a.proc,
-                                "--inc", std::to_string(a.inc),
-                                "--slot", std::to_string(a.slot),
-                                "--slots", a.slots,
-                                "--slot-count", std::to_string(a.slot_count),
-                                "--strategy", a.strategy,
+  std::vector<std::string> args{self_exe,          "worker",
+                                "--proc",          a.proc,
+                                "--inc",           std::to_string(a.inc),
+                                "--slot",          std::to_string(a.slot),
+                                "--slots",         a.slots,
+                                "--slot-count",    std::to_string(a.slot_count),
+                                "--strategy",      a.strategy,
                                 "--resource-port", std::to_string(a.resource_port),
-                                "--ttl", std::to_string(a.ttl_ms),
-                                "--think", std::to_string(a.think_ms),
-                                "--think-min", std::to_string(a.think_min_ms),
-                                "--wait", std::to_string(a.wait_ms),
-                                "--history", a.history,
-                                "--seed", std::to_string(a.seed),
-                                "--failpoints", a.failpoints,
-                                "--permits", std::to_string(a.permits)};
+                                "--ttl",           std::to_string(a.ttl_ms),
+                                "--think",         std::to_string(a.think_ms),
+                                "--think-min",     std::to_string(a.think_min_ms),
+                                "--wait",          std::to_string(a.wait_ms),
+                                "--history",       a.history,
+                                "--seed",          std::to_string(a.seed),
+                                "--failpoints",    a.failpoints,
+                                "--permits",       std::to_string(a.permits)};
   if (!ports.empty()) args.insert(args.end(), {"--lock-ports", ports});
   if (!a.sqlite_path.empty()) args.insert(args.end(), {"--sqlite", a.sqlite_path});
   if (!a.pg_user.empty()) args.insert(args.end(), {"--pg-user", a.pg_user});

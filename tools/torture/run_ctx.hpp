@@ -14,13 +14,13 @@
 #include <vector>
 
 #include "clock_control.hpp"
+#include "common/sync_redis.hpp"
+#include "common/zk_ensemble.hpp"
 #include "history.hpp"
 #include "pg_proc.hpp"
 #include "proxy.hpp"
 #include "server_proc.hpp"
 #include "slots.hpp"
-#include "common/sync_redis.hpp"
-#include "common/zk_ensemble.hpp"
 #include "worker.hpp"
 
 namespace torture {
@@ -30,11 +30,11 @@ using dlock::tools::SyncRedis;
 
 struct WorkerProc {
   WorkerArgs args;
-  int pid = -1;            // -1: dead, waiting to be respawned
+  int pid = -1;  // -1: dead, waiting to be respawned
   bool paused_by_nemesis = false;
   bool killed_by_nemesis = false;
-  std::int64_t respawn_at = 0;   // ns
-  std::int64_t resume_at = 0;    // ns, for a self-paused worker; 0: none
+  std::int64_t respawn_at = 0;  // ns
+  std::int64_t resume_at = 0;   // ns, for a self-paused worker; 0: none
   std::unique_ptr<ClockControl> clock;
   // A command prefix (unshare into other namespaces): then `pid` is the
   // wrapper's, and the worker's own pid is the one it publishes in its slot.
@@ -103,11 +103,9 @@ class RunCtx {
   // --- history --------------------------------------------------------
   // `at`: when the fault began (mono_ns), if before this call: a fault whose
   // proof is read after applying it must be dated from before it applied.
-  void fault_start(const std::string& kind, const std::string& target, const std::string& proof,
-                   std::int64_t at = 0);
+  void fault_start(const std::string& kind, const std::string& target, const std::string& proof, std::int64_t at = 0);
   void fault_end(const std::string& kind, const std::string& target, const std::string& detail);
-  void fault_instant(const std::string& kind, const std::string& target, const std::string& proof,
-                     std::int64_t at = 0);
+  void fault_instant(const std::string& kind, const std::string& target, const std::string& proof, std::int64_t at = 0);
 
   // Set up by the run.
   std::int64_t end_t = 0;

@@ -98,8 +98,8 @@ void late_reply(RunCtx& c) {
       const auto before = c.proxy().stats(c.link(w));
       const auto hold = ms(c.ttl_ms() * 3 / 2);
       c.proxy().hold_replies(c.link(w), hold);
-      c.fault_start("late-reply", c.name(w), "replies to " + c.name(w) + " held " + std::to_string(hold.count()) +
-                                                 " ms from now for 300 ms");
+      c.fault_start("late-reply", c.name(w),
+                    "replies to " + c.name(w) + " held " + std::to_string(hold.count()) + " ms from now for 300 ms");
       c.idle(ms(300));
       c.proxy().hold_replies(c.link(w), ms(0));
       c.idle(hold);
@@ -297,8 +297,8 @@ void failover(RunCtx& c) {
   c.fault_start("failover", "server",
                 "master pid " + std::to_string(old_pid) + " SIGKILLed while " + c.name(w) +
                     " held a grant made after the cut (lock key on master: " + std::to_string(on_master.integer) +
-                    "); replica promoted (" + promoted.str + "), lock key on it: " +
-                    std::to_string(on_replica.integer) + "; clients moved to it",
+                    "); replica promoted (" + promoted.str +
+                    "), lock key on it: " + std::to_string(on_replica.integer) + "; clients moved to it",
                 killed);
   c.fault_end("failover", "server", "done");
   c.fault_end("replication-cut", "server", "master gone");
@@ -349,8 +349,10 @@ void pg_terminate(RunCtx& c) {
     if (w >= 0) {
       std::string n;
       try {
-        n = c.postgres()->query("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
-                                "WHERE application_name = '" + c.name(w) + "'");
+        n = c.postgres()->query(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+            "WHERE application_name = '" +
+            c.name(w) + "'");
       } catch (const std::exception& e) {
         n = std::string("? (") + e.what() + ")";
       }
@@ -417,9 +419,7 @@ void zk_restart_all(RunCtx& c) {
 
 // ---- Redlock nodes -----------------------------------------------------------
 
-std::string node_range(int from, int to) {
-  return "nodes " + std::to_string(from) + "-" + std::to_string(to);
-}
+std::string node_range(int from, int to) { return "nodes " + std::to_string(from) + "-" + std::to_string(to); }
 
 // Plan scenario 6, the Redis docs' crash-restart case. The last nodes are
 // taken from every client (their proxies refuse and reset), so a grant rests
@@ -476,50 +476,78 @@ void minority_partition(RunCtx& c) {
 std::vector<Scenario> make_scenarios() {
   std::vector<Scenario> v;
   v.push_back({"baseline", "no faults: contention only", "", false, no_faults, {}, safe(0)});
-  v.push_back({"pause", "SIGSTOP the holder for 1.5-3 leases; some workers stop themselves after the lease check "
-                        "or between a non-atomic release's check and delete",
-               "hold:after-check=pause:0.03,release:mid=pause:0.2", false, pause_holder,
+  v.push_back({"pause",
+               "SIGSTOP the holder for 1.5-3 leases; some workers stop themselves after the lease check "
+               "or between a non-atomic release's check and delete",
+               "hold:after-check=pause:0.03,release:mid=pause:0.2",
+               false,
+               pause_holder,
                {"token-get-then-del", "getset-timestamp"},
                overlap_ok("a holder paused longer than its lease still believes it holds the lock (documented); "
                           "fencing must reject its late writes")});
   {
     // Holds longer than the lease, no fault: the watchdog's job.
-    Scenario l{"long-hold", "holders think up to 2 leases inside the critical section, no fault", "", false,
-               no_faults, {"setnx-then-expire", "token-get-then-del", "getset-timestamp", "db-insert-cleanup-job"},
+    Scenario l{"long-hold", "holders think up to 2 leases inside the critical section, no fault",
+               "",          false,
+               no_faults,   {"setnx-then-expire", "token-get-then-del", "getset-timestamp", "db-insert-cleanup-job"},
                safe(0)};
     l.think_leases = 2.0;
     l.dlock.min_grants = 3;  // long holds leave fewer grants to judge
     v.push_back(std::move(l));
   }
-  v.push_back({"late-reply", "replies to an acquiring client held back for 1.5 leases", "", false, late_reply, {},
-               safe(1)});
+  v.push_back(
+      {"late-reply", "replies to an acquiring client held back for 1.5 leases", "", false, late_reply, {}, safe(1)});
   v.back().setups = kNetworked;
-  v.push_back({"client-clock", "one client's wall clock jumps +-60 s", "", false, client_clock,
-               {"getset-timestamp"}, safe(1)});
-  v.push_back({"server-clock", "the lock server's (Redlock: node 0's) wall clock jumps forward 2 leases", "", false,
-               server_clock, {},
+  v.push_back(
+      {"client-clock", "one client's wall clock jumps +-60 s", "", false, client_clock, {"getset-timestamp"}, safe(1)});
+  v.push_back({"server-clock",
+               "the lock server's (Redlock: node 0's) wall clock jumps forward 2 leases",
+               "",
+               false,
+               server_clock,
+               {},
                overlap_ok("Redis expires keys by its wall clock: a forward jump frees a held lock (documented)")});
-  v.back().redlock = overlap_ok("Redlock assumes the masters' clocks do not jump: a jump on a node of the holder's "
-                                "bare majority frees its share, and another client can take a majority "
-                                "(documented; node 0's fences still order the writes)");
+  v.back().redlock = overlap_ok(
+      "Redlock assumes the masters' clocks do not jump: a jump on a node of the holder's "
+      "bare majority frees its share, and another client can take a majority "
+      "(documented; node 0's fences still order the writes)");
   v.back().setups = kRedisFamily;
-  v.push_back({"holder-kill", "SIGKILL the holder (and self-kills inside a non-atomic acquire)",
-               "acquire:mid=kill:0.05", false, kill_holder, {"setnx-del", "setnx-then-expire", "db-insert-unique"},
+  v.push_back({"holder-kill",
+               "SIGKILL the holder (and self-kills inside a non-atomic acquire)",
+               "acquire:mid=kill:0.05",
+               false,
+               kill_holder,
+               {"setnx-del", "setnx-then-expire", "db-insert-unique"},
                safe(1)});
-  v.push_back({"restart", "SIGKILL the lock server (Redlock: node 0) and restart it at once, no persistence", "",
-               false, restart_server, {},
+  v.push_back({"restart",
+               "SIGKILL the lock server (Redlock: node 0) and restart it at once, no persistence",
+               "",
+               false,
+               restart_server,
+               {},
                overlap_ok("a restart without persistence forgets held locks and the fence counter (documented: "
                           "use appendfsync always or restart after the longest lease)",
                           true)});
-  v.back().redlock = overlap_ok("a node that restarts empty at once forgets its share of a held lock: a holder "
-                                "with a bare majority on it loses it (documented); node 0's fence counter restarts",
-                                true);
+  v.back().redlock = overlap_ok(
+      "a node that restarts empty at once forgets its share of a held lock: a holder "
+      "with a bare majority on it loses it (documented); node 0's fence counter restarts",
+      true);
   v.back().setups = kRedisFamily;
-  v.push_back({"restart-aof", "SIGKILL the lock server (Redlock: node 0) and restart it at once, appendfsync always",
-               "", true, restart_server, {}, safe(1)});
+  v.push_back({"restart-aof",
+               "SIGKILL the lock server (Redlock: node 0) and restart it at once, appendfsync always",
+               "",
+               true,
+               restart_server,
+               {},
+               safe(1)});
   v.back().setups = kRedisFamily;
   {
-    Scenario f{"failover", "async replica promoted after a grant that never reached it", "", false, failover, {},
+    Scenario f{"failover",
+               "async replica promoted after a grant that never reached it",
+               "",
+               false,
+               failover,
+               {},
                overlap_ok("a single master with an asynchronous replica loses grants on failover (documented); "
                           "the promoted replica's fence counter is behind, so fences repeat",
                           true)};
@@ -527,50 +555,94 @@ std::vector<Scenario> make_scenarios() {
     f.setups = kRedis;
     v.push_back(std::move(f));
   }
-  v.push_back({"partition", "the holder cut off from the lock server (Redlock: every node) for 2 leases", "", false,
-               partition_holder, {}, safe(1)});
-  v.push_back({"net-delay", "every link delayed 20 ms-lease/10 each way", "", false, net_delay, {}, safe(1)});
-  v.push_back({"net-drop", "replies lost and connections reset while requests are applied", "", false, net_drop, {},
+  v.push_back({"partition",
+               "the holder cut off from the lock server (Redlock: every node) for 2 leases",
+               "",
+               false,
+               partition_holder,
+               {},
                safe(1)});
+  v.push_back({"net-delay", "every link delayed 20 ms-lease/10 each way", "", false, net_delay, {}, safe(1)});
+  v.push_back(
+      {"net-drop", "replies lost and connections reset while requests are applied", "", false, net_drop, {}, safe(1)});
   v.push_back({"net-reset", "every connection reset every 0.4-0.9 s", "", false, net_reset, {}, safe(1)});
   for (auto it = v.end() - 4; it != v.end(); ++it) it->setups = kNetworked;
-  v.push_back({"server-stall", "CLIENT PAUSE WRITE / DEBUG SLEEP for 1.5 leases (Redlock: on node 0)", "", false,
-               server_stall, {}, safe(1)});
+  v.push_back({"server-stall",
+               "CLIENT PAUSE WRITE / DEBUG SLEEP for 1.5 leases (Redlock: on node 0)",
+               "",
+               false,
+               server_stall,
+               {},
+               safe(1)});
   v.back().setups = kRedisFamily;
-  v.push_back({"pg-restart-fast", "PostgreSQL restarted (fast shutdown) while a lock is held", "", false,
-               [](RunCtx& c) { pg_restart(c, "fast"); }, {}, safe(1)});
+  v.push_back({"pg-restart-fast",
+               "PostgreSQL restarted (fast shutdown) while a lock is held",
+               "",
+               false,
+               [](RunCtx& c) { pg_restart(c, "fast"); },
+               {},
+               safe(1)});
   v.back().setups = kPostgres;
-  v.push_back({"pg-restart-immediate", "PostgreSQL stopped with no shutdown (immediate) and restarted while a lock "
-                                       "is held: crash recovery",
-               "", false, [](RunCtx& c) { pg_restart(c, "immediate"); }, {}, safe(1)});
+  v.push_back({"pg-restart-immediate",
+               "PostgreSQL stopped with no shutdown (immediate) and restarted while a lock "
+               "is held: crash recovery",
+               "",
+               false,
+               [](RunCtx& c) { pg_restart(c, "immediate"); },
+               {},
+               safe(1)});
   v.back().setups = kPostgres;
-  v.push_back({"pg-terminate", "pg_terminate_backend of every connection of the holder", "", false, pg_terminate,
-               {}, safe(1)});
+  v.push_back(
+      {"pg-terminate", "pg_terminate_backend of every connection of the holder", "", false, pg_terminate, {}, safe(1)});
   v.back().setups = kPostgres;
-  v.push_back({"zk-leader-kill", "ZooKeeper: SIGKILL the leader while a lock is held, restart it a second later",
-               "", false, zk_leader_kill, {}, safe(1)});
+  v.push_back({"zk-leader-kill",
+               "ZooKeeper: SIGKILL the leader while a lock is held, restart it a second later",
+               "",
+               false,
+               zk_leader_kill,
+               {},
+               safe(1)});
   v.back().setups = kZooKeeper;
   v.back().think_ms = 1500;  // holders that hold across the fault
-  v.push_back({"zk-restart-all", "ZooKeeper: every server SIGKILLed while a lock is held and restarted", "", false,
-               zk_restart_all, {}, safe(1)});
+  v.push_back({"zk-restart-all",
+               "ZooKeeper: every server SIGKILLed while a lock is held and restarted",
+               "",
+               false,
+               zk_restart_all,
+               {},
+               safe(1)});
   v.back().setups = kZooKeeper;
   v.back().think_ms = 1500;
   {
-    Scenario r{"node-restart", "Redlock: 2 of 5 nodes cut off; a node of the holder's bare majority SIGKILLed and "
-                               "restarted at once without persistence",
-               "", false, [](RunCtx& c) { node_restart(c, false); }, {},
+    Scenario r{"node-restart",
+               "Redlock: 2 of 5 nodes cut off; a node of the holder's bare majority SIGKILLed and "
+               "restarted at once without persistence",
+               "",
+               false,
+               [](RunCtx& c) { node_restart(c, false); },
+               {},
                overlap_ok("a Redlock node that restarts empty at once forgets its share of a held lock "
                           "(documented: restart after the longest lease, or use appendfsync always)")};
     r.setups = kRedlock;
     r.think_ms = 1000;  // a holder that holds while the node restarts
     v.push_back(std::move(r));
-    Scenario d{"node-restart-delayed", "Redlock: as node-restart, but the node stays down for a lease first", "",
-               false, [](RunCtx& c) { node_restart(c, true); }, {}, safe(1)};
+    Scenario d{"node-restart-delayed",
+               "Redlock: as node-restart, but the node stays down for a lease first",
+               "",
+               false,
+               [](RunCtx& c) { node_restart(c, true); },
+               {},
+               safe(1)};
     d.setups = kRedlock;
     d.think_ms = 1000;
     v.push_back(std::move(d));
-    Scenario p{"partition-minority", "Redlock: 2 of 5 nodes cut off from every client for 2 leases", "", false,
-               minority_partition, {}, safe(1)};
+    Scenario p{"partition-minority",
+               "Redlock: 2 of 5 nodes cut off from every client for 2 leases",
+               "",
+               false,
+               minority_partition,
+               {},
+               safe(1)};
     p.setups = kRedlock;
     v.push_back(std::move(p));
   }
@@ -594,10 +666,14 @@ const Scenario* find_scenario(const std::string& name) {
 unsigned setup_of(const std::string& strategy) {
   if (strategy == "dlock-run") return kCli;
   switch (lock_server_of(strategy)) {
-    case LockServer::postgres: return kPostgres;
-    case LockServer::sqlite: return kSqlite;
-    case LockServer::zookeeper: return kZooKeeper;
-    case LockServer::redis: break;
+    case LockServer::postgres:
+      return kPostgres;
+    case LockServer::sqlite:
+      return kSqlite;
+    case LockServer::zookeeper:
+      return kZooKeeper;
+    case LockServer::redis:
+      break;
   }
   return lock_nodes(strategy) > 1 ? kRedlock : kRedis;
 }

@@ -18,10 +18,10 @@ class RunCtx;
 // applies to all; a fault on the network to those with a server behind the
 // proxy; a fault on a Redis server to Redis and Redlock; and so on.
 enum Setup : unsigned {
-  kRedis = 1,     // one redis-server
-  kRedlock = 2,   // five redis-servers
-  kPostgres = 4,  // one PostgreSQL server
-  kSqlite = 8,    // a file on this host, no server
+  kRedis = 1,       // one redis-server
+  kRedlock = 2,     // five redis-servers
+  kPostgres = 4,    // one PostgreSQL server
+  kSqlite = 8,      // a file on this host, no server
   kZooKeeper = 16,  // a three-server ZooKeeper ensemble
   kCli = 32,        // `dlock run NAME -- CMD` on a SQLite file; not in kEvery
   kRedisFamily = kRedis | kRedlock,
@@ -32,9 +32,9 @@ unsigned setup_of(const std::string& strategy);
 
 struct Scenario {
   std::string name;
-  std::string summary;     // one line: the fault
-  std::string failpoints;  // given to every worker
-  bool aof_always = false; // lock server persists every write
+  std::string summary;      // one line: the fault
+  std::string failpoints;   // given to every worker
+  bool aof_always = false;  // lock server persists every write
   std::function<void(RunCtx&)> nemesis;
   // Naive strategies listed here must be caught in this scenario.
   std::vector<std::string> must_catch;

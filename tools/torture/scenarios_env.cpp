@@ -29,8 +29,7 @@ Expectation safe(std::int64_t min_faults, std::string why) {
 
 // A worker holding a grant made after `t` (mono ns), -1 if none came while
 // the run lasted.
-int holder_granted_after(RunCtx& c, std::int64_t t,
-                         std::int64_t until_ns = std::numeric_limits<std::int64_t>::max()) {
+int holder_granted_after(RunCtx& c, std::int64_t t, std::int64_t until_ns = std::numeric_limits<std::int64_t>::max()) {
   while (c.running() && mono_ns() < until_ns) {
     const int w = c.find_worker(Phase::holding, ms(200));
     // The time, then the phase again (set_phase writes them the other way
@@ -222,8 +221,10 @@ void zk_follower_partition(RunCtx& c) {
     for (std::int64_t from = mono_ns(); c.running() && w < 0;) {
       const int h = holder_granted_after(c, from, give_up);
       if (h < 0) break;
-      if (h % 2 == 1) w = h;
-      else from = c.slots->at(h).since_ns.load();  // wait for the next grant
+      if (h % 2 == 1)
+        w = h;
+      else
+        from = c.slots->at(h).since_ns.load();  // wait for the next grant
     }
     if (w < 0 && c.running()) w = c.find_worker(Phase::holding, ms(200));
     if (leader < 0 || w < 0) {  // no leader known yet (an election), or nobody holds
@@ -234,8 +235,8 @@ void zk_follower_partition(RunCtx& c) {
     // so), the same cut isolates a leader from its quorum: it answers its
     // clients' syncs itself until it steps down, while the other two elect
     // a new leader. Skipping that case made runs with no fault at all.
-    const std::string role = leader == 0 ? "server 0 leads: a leader cut from its quorum"
-                                         : "leader: server " + std::to_string(leader);
+    const std::string role =
+        leader == 0 ? "server 0 leads: a leader cut from its quorum" : "leader: server " + std::to_string(leader);
     const auto before = c.peer_net.stats("").held_chunks;
     const std::int64_t at = mono_ns();
     c.peer_net.blackhole("", true);

@@ -60,13 +60,20 @@ ServerProc::~ServerProc() {
 
 void ServerProc::start() {
   std::vector<std::string> args{spec_.binary,
-                                "--port", std::to_string(spec_.port),
-                                "--bind", "127.0.0.1",
-                                "--dir", spec_.dir,
-                                "--logfile", spec_.dir + "/redis.log",
-                                "--save", "",
-                                "--daemonize", "no",
-                                "--enable-debug-command", "local"};
+                                "--port",
+                                std::to_string(spec_.port),
+                                "--bind",
+                                "127.0.0.1",
+                                "--dir",
+                                spec_.dir,
+                                "--logfile",
+                                spec_.dir + "/redis.log",
+                                "--save",
+                                "",
+                                "--daemonize",
+                                "no",
+                                "--enable-debug-command",
+                                "local"};
   if (spec_.aof_always) {
     for (const char* a : {"--appendonly", "yes", "--appendfsync", "always"}) args.emplace_back(a);
   } else {

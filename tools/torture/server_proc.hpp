@@ -12,11 +12,11 @@ namespace torture {
 
 struct ServerSpec {
   std::string binary = "redis-server";
-  std::string dir;              // working directory, log, AOF
-  std::uint16_t port = 0;       // 0: pick a free one
-  bool aof_always = false;      // appendonly yes + appendfsync always
-  std::string clock_shim;       // LD_PRELOAD library, empty: none
-  std::string clock_file;       // the shim's offset file
+  std::string dir;                      // working directory, log, AOF
+  std::uint16_t port = 0;               // 0: pick a free one
+  bool aof_always = false;              // appendonly yes + appendfsync always
+  std::string clock_shim;               // LD_PRELOAD library, empty: none
+  std::string clock_file;               // the shim's offset file
   std::vector<std::string> extra_args;  // e.g. --replicaof 127.0.0.1 PORT
 };
 

@@ -6,12 +6,12 @@
 #include <stdexcept>
 #include <thread>
 
+#include "common/sync_redis.hpp"
 #include "history.hpp"
 #include "strategies_cli.hpp"
 #include "strategies_recipes.hpp"
 #include "strategies_sql.hpp"
 #include "strategies_zk.hpp"
-#include "common/sync_redis.hpp"
 
 namespace torture {
 
@@ -28,13 +28,11 @@ std::string dlock_url(LockServer server, const StrategyConfig& c) {
   if (server == LockServer::zookeeper) {
     // The session timeout is the lease: how long a silent holder keeps it.
     std::string url = "zk://";
-    for (std::size_t i = 0; i < c.ports.size(); ++i)
-      url += (i ? "," : "") + c.host + ":" + std::to_string(c.ports[i]);
+    for (std::size_t i = 0; i < c.ports.size(); ++i) url += (i ? "," : "") + c.host + ":" + std::to_string(c.ports[i]);
     return url + "/torture?session_timeout=" + std::to_string(c.ttl_ms) + "ms";
   }
   std::string url = c.ports.size() == 1 ? "redis://" : "redlock://";
-  for (std::size_t i = 0; i < c.ports.size(); ++i)
-    url += (i ? "," : "") + c.host + ":" + std::to_string(c.ports[i]);
+  for (std::size_t i = 0; i < c.ports.size(); ++i) url += (i ? "," : "") + c.host + ":" + std::to_string(c.ports[i]);
   return url;
 }
 
@@ -75,9 +73,7 @@ class DlockStrategy final : public Strategy {
     return {step == dlock::NextStep::unknown ? Outcome::info : Outcome::fail, 0, r.status().to_string()};
   }
 
-  bool still_valid() const override {
-    return lease_ && !lease_->lost() && Clock::now() < lease_->valid_until();
-  }
+  bool still_valid() const override { return lease_ && !lease_->lost() && Clock::now() < lease_->valid_until(); }
 
   std::optional<std::uint64_t> wakeups() const override { return client_->stats().wakeups; }
 
@@ -86,8 +82,7 @@ class DlockStrategy final : public Strategy {
     auto s = lease_->release();
     lease_.reset();  // an unknown release is cleaned up by the library
     if (s.ok()) return {Outcome::ok, {}};
-    return {dlock::next_step(s.code()) == dlock::NextStep::unknown ? Outcome::info : Outcome::fail,
-            s.to_string()};
+    return {dlock::next_step(s.code()) == dlock::NextStep::unknown ? Outcome::info : Outcome::fail, s.to_string()};
   }
 
  private:
@@ -296,8 +291,9 @@ std::unique_ptr<Strategy> make_strategy(const std::string& name, const StrategyC
     const auto server = lock_server_of(name);
     if (server == LockServer::sqlite ? config.sqlite_path.empty()
                                      : static_cast<int>(config.ports.size()) != lock_nodes(name))
-      throw std::invalid_argument(name + " needs " + (server == LockServer::sqlite ? "a lock file"
-                                                      : std::to_string(lock_nodes(name)) + " lock servers"));
+      throw std::invalid_argument(
+          name + " needs " +
+          (server == LockServer::sqlite ? "a lock file" : std::to_string(lock_nodes(name)) + " lock servers"));
     if (!recipe_of(name).empty()) return make_recipe(name, server, config);
     return std::make_unique<DlockStrategy>(server, config);
   }

@@ -42,7 +42,7 @@ struct StrategyConfig {
   std::string host = "127.0.0.1";
   // The lock servers (through the proxies): one, or the Redlock masters.
   std::vector<std::uint16_t> ports;
-  std::string sqlite_path;  // the lock file, for LockServer::sqlite
+  std::string sqlite_path;           // the lock file, for LockServer::sqlite
   std::string pg_user = "postgres";  // the PostgreSQL role
   // The worker's name: its PostgreSQL application_name, so the nemesis can
   // find its connections.

@@ -5,7 +5,6 @@
 #include <dlock/mutex.hpp>
 #include <dlock/semaphore.hpp>
 #include <dlock/shared_mutex.hpp>
-
 #include <mutex>
 #include <optional>
 #include <random>
@@ -145,8 +144,10 @@ class ReadWrite final : public RecipeBase {
   }
   ReleaseResult release() override {
     if (reading_ ? rw_->readers() == 0 : !rw_->writing()) return {Outcome::fail, "not held"};
-    if (reading_) rw_->unlock_shared();
-    else rw_->unlock();
+    if (reading_)
+      rw_->unlock_shared();
+    else
+      rw_->unlock();
     return released(rw_->last_release_status());
   }
 

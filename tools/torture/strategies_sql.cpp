@@ -45,8 +45,8 @@ class PlainPg {
     if (!connected()) return {Outcome::fail, "", 0, "not connected"};
     std::vector<const char*> values;
     for (const auto& p : params) values.push_back(p.c_str());
-    PGresult* res = PQexecParams(conn_, sql.c_str(), static_cast<int>(values.size()), nullptr, values.data(),
-                                 nullptr, nullptr, 0);
+    PGresult* res =
+        PQexecParams(conn_, sql.c_str(), static_cast<int>(values.size()), nullptr, values.data(), nullptr, nullptr, 0);
     Reply r;
     const auto st = PQresultStatus(res);
     if (st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK) {

@@ -12,10 +12,10 @@
 #include <sstream>
 #include <thread>
 
+#include "common/sync_redis.hpp"
 #include "history.hpp"
 #include "slots.hpp"
 #include "strategies.hpp"
-#include "common/sync_redis.hpp"
 
 namespace torture {
 
@@ -36,12 +36,14 @@ namespace {
 std::atomic<bool> g_stop{false};
 void on_term(int) { g_stop.store(true); }
 
-
 const char* phase_name(Outcome o) {
   switch (o) {
-    case Outcome::ok: return "ok";
-    case Outcome::fail: return "fail";
-    case Outcome::info: return "info";
+    case Outcome::ok:
+      return "ok";
+    case Outcome::fail:
+      return "fail";
+    case Outcome::info:
+      return "info";
   }
   return "info";
 }

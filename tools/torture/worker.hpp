@@ -17,9 +17,9 @@ struct WorkerArgs {
   std::vector<std::uint16_t> lock_ports;  // lock server(s), through the proxies
   std::string sqlite_path;                // the lock file of strategy sqlite
   std::string pg_user;                    // PostgreSQL role; "" for the superuser
-  std::uint16_t resource_port = 0;  // resource server, direct
+  std::uint16_t resource_port = 0;        // resource server, direct
   std::int64_t ttl_ms = 1000;
-  std::int64_t think_ms = 20;   // think U(think_min, think) between read and write
+  std::int64_t think_ms = 20;  // think U(think_min, think) between read and write
   std::int64_t think_min_ms = 0;
   std::int64_t wait_ms = 3000;  // acquire wait
   std::string history;          // file

@@ -1,9 +1,8 @@
 // A consumer of the installed (or add_subdirectory'd) dlock: uses the public
 // API without a server. Prints the version; exits 0 only if every check holds.
-#include <dlock/dlock.hpp>
-
 #include <chrono>
 #include <cstdio>
+#include <dlock/dlock.hpp>
 #include <string>
 #include <system_error>
 
