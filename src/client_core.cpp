@@ -29,6 +29,19 @@ Status check_options(const ClientOptions& o) {
   if (o.wait_replicas < 0) return {Errc::invalid_argument, "wait_replicas must be >= 0"};
   if (o.wait_replicas > 0 && o.wait_timeout.count() <= 0)
     return {Errc::invalid_argument, "wait_timeout must be > 0 ms"};
+  if (o.on_stats && o.stats_interval.count() <= 0)
+    return {Errc::invalid_argument, "stats_interval must be > 0 ms when on_stats is set"};
+  return {};
+}
+
+// ClientStats::backend: the family of the URL's scheme.
+std::string backend_family(std::string_view url) {
+  const std::string_view scheme = url.substr(0, url.find("://"));
+  if (scheme == "redis" || scheme == "rediss") return "redis";
+  if (scheme == "redlock" || scheme == "redlock+tls") return "redlock";
+  if (scheme == "postgres" || scheme == "postgresql") return "postgres";
+  if (scheme == "sqlite") return "sqlite";
+  if (scheme == "zk" || scheme == "zk+tls") return "zookeeper";
   return {};
 }
 
@@ -121,6 +134,7 @@ Result<std::shared_ptr<ClientCore>> ClientCore::connect(std::string_view url, Cl
   auto backend = make_backend(url, context);
   if (!backend.ok()) return backend.status();
   core->backend_ = std::move(*backend);
+  core->backend_name_ = backend_family(url);
   return start(std::move(core));
 }
 
@@ -139,6 +153,7 @@ Result<std::shared_ptr<ClientCore>> ClientCore::start(std::shared_ptr<ClientCore
   core->caps_ = core->backend_->capabilities();
   core->set_backend_events();
   core->renew_timer_ = std::make_unique<asio::steady_timer>(core->rt_->io);
+  if (core->options_.on_stats) core->stats_timer_ = std::make_unique<asio::steady_timer>(core->rt_->io);
   auto rt = core->rt_;
   // A callback that throws must not take the process down with the I/O
   // thread: report it and keep serving.
@@ -163,7 +178,28 @@ Result<std::shared_ptr<ClientCore>> ClientCore::start(std::shared_ptr<ClientCore
   Status s = fut.get();
   if (!s.ok()) return s;  // the deleter closes, drains and deletes
   core->backend_->open_blocking();
+  if (core->stats_timer_) core->post([raw] { raw->arm_stats(Clock::now() + raw->options_.stats_interval); });
   return core;
+}
+
+// ClientOptions::on_stats, every stats_interval (a late tick is not made up
+// for: the next one is an interval after it).
+void ClientCore::arm_stats(Clock::time_point at) {
+  if (closing_) return;
+  stats_timer_->expires_at(at);
+  stats_timer_->async_wait([this, at](const error_code& ec) {
+    if (ec || closing_) return;
+    try {
+      options_.on_stats(stats());
+    } catch (const std::exception& e) {
+      log(LogLevel::error, std::string("on_stats callback threw: ") + e.what());
+    } catch (...) {
+      log(LogLevel::error, "on_stats callback threw");
+    }
+    // closing_ now: the callback dropped the last handle, and nothing is armed.
+    const auto next = at + options_.stats_interval;
+    arm_stats(next > Clock::now() ? next : Clock::now() + options_.stats_interval);
+  });
 }
 
 // The lifetime rule (backend.hpp): handlers capture `this` raw, so *this is
@@ -231,6 +267,7 @@ void ClientCore::shutdown_io() {
   adopt_staged();
   closing_ = true;
   renew_timer_->cancel();
+  if (stats_timer_) stats_timer_->cancel();
   waiters_.clear();
   observers_.clear();  // their timers' handlers see closing_
   std::vector<ReleaseCall> calls;
@@ -315,11 +352,25 @@ void ClientCore::deliver(std::function<void(Status)> done, Status status) {
 }
 
 ClientStats ClientCore::stats() const {
-  // Backend counters live on the I/O thread: copy them from there.
-  auto refresh = [this] {
-    if (!backend_) return;
-    commands_sent_.store(backend_->commands_sent());
-    reconnects_.store(backend_->reconnects());
+  ClientStats s;
+  // Backend counters and the waits live on the I/O thread: read them there,
+  // and the losses with them (so the snapshot's parts add up).
+  auto refresh = [this, &s] {
+    if (backend_) {
+      commands_sent_.store(backend_->commands_sent());
+      reconnects_.store(backend_->reconnects());
+    }
+    s.waits_granted = waits_granted_;
+    s.waits_timed_out = waits_timed_out_;
+    s.waits_failed = waits_failed_;
+    s.wait_buckets = wait_buckets_;
+    s.wait_time_us_sum = wait_time_us_sum_;
+    s.leases_lost = leases_lost_.load();
+    auto lost = [this](LossReason r) { return lost_by_reason_[static_cast<std::size_t>(r)].load(); };
+    s.lost_expired = lost(LossReason::expired);
+    s.lost_taken = lost(LossReason::taken);
+    s.lost_unreachable = lost(LossReason::unreachable);
+    s.lost_wrong_type = lost(LossReason::wrong_type);
   };
   if (on_io_thread()) {
     refresh();
@@ -331,16 +382,19 @@ ClientStats ClientCore::stats() const {
     });
     done.get_future().wait();
   }
-  ClientStats s;
+  s.backend = backend_name_;
   s.grants = grants_.load();
   s.late_grants = late_grants_.load();
   s.renewal_round_trips = renewal_round_trips_.load();
-  s.leases_lost = leases_lost_.load();
   s.release_failures = release_failures_.load();
   s.wakeups = wakeups_.load();
   s.leases_held = leases_held_.load();
   s.commands_sent = commands_sent_.load();
   s.reconnects = reconnects_.load();
+  s.busy_answers = busy_answers_.load();
+  s.renewals = renewals_.load();
+  s.renewal_failures = renewal_failures_.load();
+  s.outcome_unknown = outcome_unknown_.load();
   return s;
 }
 

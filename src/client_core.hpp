@@ -8,6 +8,7 @@
 #ifndef DLOCK_CLIENT_CORE_HPP_
 #define DLOCK_CLIENT_CORE_HPP_
 
+#include <array>
 #include <atomic>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
@@ -208,6 +209,9 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   void adopt_staged();
   void retire(const std::shared_ptr<Hold>& hold);
   void fast_release_done(const std::shared_ptr<Hold>& hold);
+  // ClientStats: a wait that ended (I/O thread), and ClientOptions::on_stats.
+  void count_wait(const AcquireOp& op, const Status& status);
+  void arm_stats(Clock::time_point at);
 
   template <class F>
   void post(F&& f);
@@ -263,6 +267,19 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   std::atomic<std::uint64_t> leases_held_{0};
   mutable std::atomic<std::uint64_t> commands_sent_{0};
   mutable std::atomic<std::uint64_t> reconnects_{0};
+  std::atomic<std::uint64_t> busy_answers_{0};
+  std::atomic<std::uint64_t> renewals_{0};
+  std::atomic<std::uint64_t> renewal_failures_{0};
+  std::atomic<std::uint64_t> outcome_unknown_{0};
+  std::array<std::atomic<std::uint64_t>, 4> lost_by_reason_{};  // indexed by LossReason
+  // I/O thread only (stats() copies them there, so a snapshot adds up).
+  std::uint64_t waits_granted_ = 0;
+  std::uint64_t waits_timed_out_ = 0;
+  std::uint64_t waits_failed_ = 0;
+  std::uint64_t wait_time_us_sum_ = 0;
+  decltype(ClientStats::wait_buckets) wait_buckets_{};
+  std::string backend_name_;                                // ClientStats::backend; set before start
+  std::unique_ptr<boost::asio::steady_timer> stats_timer_;  // ClientOptions::on_stats
 };
 
 }  // namespace dlock::detail

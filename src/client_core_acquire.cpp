@@ -80,6 +80,8 @@ void ClientCore::acquire(std::string name, milliseconds wait, LockOptions option
     op->stray = seed.stray;
     op->sent_any = seed.stray || seed.attempt != 0;     // the fast attempt may have left something
     if (seed.attempt != 0) op->busy_sent_at = started;  // the fast attempt was answered busy
+    op->started = started;
+    op->may_wait = wait.count() > 0;
     ++op->hold->users;
     self->live_ops_.insert(op);
     // A server that does not answer (paused, cut off) must not hold the
@@ -206,6 +208,7 @@ void ClientCore::on_attempt_answer(const std::shared_ptr<AcquireOp>& op, Result<
                                    Clock::time_point sent_at) {
   if (op->finished) return;
   const auto now = this->now();
+  if (!r.ok() && r.code() == Errc::outcome_unknown) outcome_unknown_.fetch_add(1, std::memory_order_relaxed);
   if (!r.ok() && r.code() == Errc::outcome_unknown && op->sent_held == 0) op->stray = true;
   if (!r.ok()) return step(op, op->fsm.on_error(now, r.status()));
   switch (r->kind) {
@@ -215,6 +218,7 @@ void ClientCore::on_attempt_answer(const std::shared_ptr<AcquireOp>& op, Result<
       return step(op, std::move(action));
     }
     case AcquireOutcome::Kind::busy:
+      busy_answers_.fetch_add(1, std::memory_order_relaxed);
       op->busy_sent_at = sent_at;
       return step(op, op->fsm.on_busy(now, r->hint));
     case AcquireOutcome::Kind::lost:
@@ -285,6 +289,7 @@ void ClientCore::finish(const std::shared_ptr<AcquireOp>& op, Status status) {
   op->timer.cancel();
   op->answer_timer.cancel();
   live_ops_.erase(op);
+  if (op->may_wait && op->busy_sent_at != Clock::time_point{}) count_wait(*op, status);
   if (op->in_waiters) {
     auto it = waiters_.find(op->name);
     if (it != waiters_.end()) {
@@ -306,6 +311,22 @@ void ClientCore::finish(const std::shared_ptr<AcquireOp>& op, Status status) {
     post(
         [done = std::move(op->done), status = std::move(status)]() mutable { done(Result<Lease>(std::move(status))); });
   }
+}
+
+// A wait ended: by how, and how long it took from the call.
+void ClientCore::count_wait(const AcquireOp& op, const Status& status) {
+  const auto took = std::chrono::duration_cast<std::chrono::microseconds>(now() - op.started).count();
+  const std::uint64_t us = took > 0 ? static_cast<std::uint64_t>(took) : 0;
+  if (status.ok())
+    ++waits_granted_;
+  else if (status.code() == Errc::timeout)
+    ++waits_timed_out_;
+  else
+    ++waits_failed_;
+  wait_time_us_sum_ += us;
+  std::size_t bucket = 0;
+  while (bucket < ClientStats::kWaitBucketsMs.size() && us > ClientStats::kWaitBucketsMs[bucket] * 1000) ++bucket;
+  ++wait_buckets_[bucket];
 }
 
 AbandonCall ClientCore::abandon_call(const AcquireOp& op, bool in_doubt) const {

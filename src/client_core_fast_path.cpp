@@ -32,13 +32,17 @@ std::optional<Result<Lease>> ClientCore::acquire_now(const std::string& name, mi
   if (!r->ok()) {
     // The asynchronous path retries within error_retry and, if it stays in
     // doubt, undoes this grant.
-    if (r->code() == Errc::outcome_unknown) seed.stray = true;
+    if (r->code() == Errc::outcome_unknown) {
+      seed.stray = true;
+      outcome_unknown_.fetch_add(1, std::memory_order_relaxed);
+    }
     seed.error = r->status();
     if (transient(r->code())) return std::nullopt;
     return Result<Lease>(r->status());
   }
   switch ((*r)->kind) {
     case AcquireOutcome::Kind::busy:
+      busy_answers_.fetch_add(1, std::memory_order_relaxed);
       if (wait.count() == 0) return Result<Lease>(Status(Errc::busy, "the lock is held by another owner"));
       seed.attempt = call.attempt;  // a queue place, if the backend kept one, is the wait's
       return std::nullopt;          // waiting is the I/O thread's job
@@ -123,6 +127,7 @@ std::optional<Status> ClientCore::release_now(const std::shared_ptr<Hold>& hold)
     auto next = backend_->release_now(call);
     if (!next) break;  // not offered (this time): the last answer stands, or the I/O thread sends it
     r = std::move(next);
+    if (!r->ok() && r->code() == Errc::outcome_unknown) outcome_unknown_.fetch_add(1, std::memory_order_relaxed);
     if (r->ok() || r->code() != Errc::outcome_unknown || tries == 2) break;
   }
   if (!r) {

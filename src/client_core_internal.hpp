@@ -76,6 +76,10 @@ struct ClientCore::AcquireOp {
   // Send time of the newest attempt answered busy: a hand-over that arrives
   // after it was made after it, so the lease counts from there.
   Clock::time_point busy_sent_at{};
+  // When the call began, and whether it may wait (wait > 0): a busy answer
+  // then makes it a wait (ClientStats::waits_*, the wait-time histogram).
+  Clock::time_point started{};
+  bool may_wait = false;
 };
 
 struct ClientCore::ReleaseOp {

@@ -31,6 +31,7 @@ void ClientCore::send_release(const std::shared_ptr<ReleaseOp>& op) {
   if (held == 1 && op->hold->stray) call.tombstone = op->hold->lease;
   backend_->release(call, [this, op, held](Result<ReleaseOutcome> r) {
     if (closing_) return;
+    if (!r.ok() && r.code() == Errc::outcome_unknown) outcome_unknown_.fetch_add(1, std::memory_order_relaxed);
     // The script is idempotent: after a lost reply, sending it again is safe.
     if (!r.ok() && r.code() == Errc::outcome_unknown && op->tries < 2) {
       ++op->tries;

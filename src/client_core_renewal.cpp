@@ -17,6 +17,8 @@ void ClientCore::mark_lost(const std::shared_ptr<Hold>& hold, LossReason reason)
   scheduler_.remove(hold->id);
   scheduled_.erase(hold->id);
   leases_lost_.fetch_add(1, std::memory_order_relaxed);
+  if (const auto i = static_cast<std::size_t>(reason); i < lost_by_reason_.size())
+    lost_by_reason_[i].fetch_add(1, std::memory_order_relaxed);
   log(LogLevel::warning, "lock '" + hold->name + "' lost: " + std::string(to_string(reason)));
   hold->lost_source.request_stop();
   run_on_lost(hold, reason);
@@ -90,6 +92,7 @@ void ClientCore::on_renewal_timer() {
     renewal_round_trips_.fetch_add(1, std::memory_order_relaxed);
     backend_->renew(calls, [this, ids = std::move(ids), sent_at = now](Result<std::vector<RenewOutcome>> r) {
       if (closing_) return;
+      if (!r.ok() && r.code() == Errc::outcome_unknown) outcome_unknown_.fetch_add(1, std::memory_order_relaxed);
       for (std::size_t i = 0; i < ids.size(); ++i) {
         const auto id = ids[i];
         if (!scheduler_.contains(id)) continue;  // released or lost meanwhile
@@ -99,11 +102,13 @@ void ClientCore::on_renewal_timer() {
           // Counted from the send: the renewal could not have confirmed
           // anything later than that.
           scheduler_.failed(id, sent_at);
+          renewal_failures_.fetch_add(1, std::memory_order_relaxed);
           continue;
         }
         switch ((*r)[i]) {
           case RenewOutcome::renewed:
             scheduler_.renewed(id, sent_at);
+            renewals_.fetch_add(1, std::memory_order_relaxed);
             hold->valid_until_ns.store(ticks(scheduler_.valid_until(id)));
             break;
           case RenewOutcome::expired:
@@ -117,6 +122,7 @@ void ClientCore::on_renewal_timer() {
             break;
           case RenewOutcome::unconfirmed:
             scheduler_.failed(id, sent_at);
+            renewal_failures_.fetch_add(1, std::memory_order_relaxed);
             break;
         }
       }

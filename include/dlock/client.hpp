@@ -34,6 +34,7 @@
 #ifndef DLOCK_CLIENT_HPP_
 #define DLOCK_CLIENT_HPP_
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -82,8 +83,17 @@ struct LockInfo {
   bool shared = false;   // held in shared mode (readers, permits)
 };
 
-// Counters since the client was created; a snapshot.
+// Counters since the client was created; a snapshot (Client::stats(), and
+// ClientOptions::on_stats). <dlock/metrics.hpp> renders it for Prometheus.
+// Every field only grows, except leases_held.
 struct ClientStats {
+  // Upper bounds (inclusive, in milliseconds) of the wait-time histogram's
+  // buckets; wait_buckets has one more, for the waits above the last bound.
+  static constexpr std::array<std::uint64_t, 15> kWaitBucketsMs = {1,    5,    10,   25,    50,    100,   250,   500,
+                                                                   1000, 2500, 5000, 10000, 30000, 60000, 300000};
+
+  std::string backend;  // "redis", "redlock", "postgres", "sqlite" or "zookeeper"
+                        // (from the URL's scheme); empty for any other backend
   std::uint64_t commands_sent = 0;
   std::uint64_t reconnects = 0;
   std::uint64_t grants = 0;
@@ -94,6 +104,39 @@ struct ClientStats {
   std::uint64_t leases_held = 0;       // distinct (name, owner) held now
   std::uint64_t wakeups = 0;           // waiters woken by a release notification
                                        // (1 per release is the ideal: no herd)
+
+  // Acquire attempts the server answered "held by another owner": a try
+  // that fails with Errc::busy is one, a waiting acquire counts each.
+  std::uint64_t busy_answers = 0;
+  // Acquire calls that waited (wait > 0, and found the lock busy), counted
+  // when the wait ends, by how it ended: granted, timed out (Errc::timeout:
+  // the wait ran out, or the server stayed silent to its end), or failed
+  // with any other error. Waits the client's shutdown cancels are not counted.
+  std::uint64_t waits_granted = 0;
+  std::uint64_t waits_timed_out = 0;
+  std::uint64_t waits_failed = 0;
+  // How long those waits took, from the call to its end (steady clock):
+  // wait_buckets[i] counts the waits of at most kWaitBucketsMs[i] ms and
+  // more than the bound before (per bucket, not cumulative); the last one
+  // those above every bound. wait_time_us_sum: their total, in microseconds.
+  // The buckets add up to waits_granted + waits_timed_out + waits_failed.
+  std::array<std::uint64_t, kWaitBucketsMs.size() + 1> wait_buckets{};
+  std::uint64_t wait_time_us_sum = 0;
+  // leases_lost by LossReason (they add up to leases_lost).
+  std::uint64_t lost_expired = 0;
+  std::uint64_t lost_taken = 0;
+  std::uint64_t lost_unreachable = 0;
+  std::uint64_t lost_wrong_type = 0;
+  // Watchdog renewals, per lease: confirmed by the server, or not confirmed
+  // (no answer, a connection error, or WAIT mode's replicas short: retried
+  // until the lease can no longer be confirmed). A renewal the server
+  // refuses is a loss (lost_expired, lost_taken, lost_wrong_type).
+  std::uint64_t renewals = 0;
+  std::uint64_t renewal_failures = 0;
+  // Requests whose reply was lost (Errc::outcome_unknown: sent, but the
+  // outcome is not known): acquire attempts, releases, renewal round trips.
+  // The library settles them (retries, undoes); many mean a flaky link.
+  std::uint64_t outcome_unknown = 0;
 };
 
 class Client {

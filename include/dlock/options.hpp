@@ -58,6 +58,8 @@ enum class LogLevel { debug, info, warning, error };
 // blocking API.
 using Logger = std::function<void(LogLevel, std::string_view message)>;
 
+struct ClientStats;  // dlock/client.hpp
+
 struct ClientOptions {
   // Bound on one connection attempt: TCP connect, TLS handshake, AUTH, SELECT.
   // Default: 2 s.
@@ -112,6 +114,17 @@ struct ClientOptions {
   // Diagnostics (failed background releases, reconnects, lost leases).
   // Default (empty): warnings and errors go to stderr with a "dlock:" prefix.
   Logger logger;
+
+  // Periodic statistics: when set, called with Client::stats() every
+  // stats_interval (the first one interval after connect), on the client's
+  // I/O thread, e.g. to publish dlock::to_prometheus(stats)
+  // (<dlock/metrics.hpp>). It must not block nor call the blocking API, and
+  // must not keep a Client copy (that would keep the client alive for good).
+  // A throw is logged and the calls go on. The calls stop when the client
+  // shuts down (the last handle goes); none runs after that returns.
+  // stats_interval must be > 0 when on_stats is set. Defaults: none, 10 s.
+  std::function<void(const ClientStats&)> on_stats;
+  milliseconds stats_interval{10000};
 };
 
 // Why a held lock was lost; passed to LockOptions::on_lost.
