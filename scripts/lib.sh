@@ -18,6 +18,7 @@ DLOCK_DEPS=(
   redis-server redis-tools libhiredis-dev libboost1.81-dev libssl-dev openssl libsqlite3-dev
   libpq-dev postgresql zookeeper libzookeeper-mt-dev
   libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev nlohmann-json3-dev python3
+  python3-prometheus-client
 )
 
 log() { printf '==> %s\n' "$*" >&2; }
