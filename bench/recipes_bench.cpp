@@ -696,9 +696,9 @@ void limit_redis(const Args& a, int k, const std::vector<std::vector<std::string
       case REDIS_REPLY_INTEGER:
         return std::to_string(r->integer);
       case REDIS_REPLY_ARRAY: {
-        std::string out = "[";
-        for (std::size_t i = 0; i < r->elements; ++i) out += (i ? "," : "") + text(r->element[i]);
-        return out + "]";
+        std::string flat = "[";
+        for (std::size_t i = 0; i < r->elements; ++i) flat += (i ? "," : "") + text(r->element[i]);
+        return flat + "]";
       }
       case REDIS_REPLY_NIL:
         return "nil";

@@ -383,12 +383,12 @@ int main(int argc, char** argv) {
     const std::string zk_url = zk ? "zk://" + zk->hosts() : "";
     std::vector<int> ports;
     for (int i = 0; i < 2; ++i) {
-      std::vector<std::string> argv = {service.string(),           "--port",     "0",      "--redis-port",
+      std::vector<std::string> args = {service.string(),           "--port",     "0",      "--redis-port",
                                        std::to_string(redis_port), "--think-ms", think_ms, "--sqlite",
                                        (tmp / "locks.db").string()};
-      if (!pg_url.empty()) argv.insert(argv.end(), {"--postgres", pg_url});
-      if (!zk_url.empty()) argv.insert(argv.end(), {"--zookeeper", zk_url});
-      children.push_back(start(argv, true, (tmp / ("service" + std::to_string(i) + ".log")).string()));
+      if (!pg_url.empty()) args.insert(args.end(), {"--postgres", pg_url});
+      if (!zk_url.empty()) args.insert(args.end(), {"--zookeeper", zk_url});
+      children.push_back(start(args, true, (tmp / ("service" + std::to_string(i) + ".log")).string()));
       ports.push_back(read_listening_port(children.back().out_fd));
     }
     std::cout << "redis-server on 127.0.0.1:" << redis_port << ", inventory-service on ports " << ports[0] << " and "

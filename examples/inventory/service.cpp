@@ -196,7 +196,7 @@ int main(int argc, char** argv) {
   }
   try {
     dlock::ClientOptions opts;
-    Clients clients{dlock::Client::connect("redis://127.0.0.1:" + std::to_string(cfg.redis_port), opts), {}, {}};
+    Clients clients{dlock::Client::connect("redis://127.0.0.1:" + std::to_string(cfg.redis_port), opts), {}, {}, {}};
     if (!cfg.sqlite.empty()) clients.sqlite = dlock::Client::connect("sqlite://" + cfg.sqlite, opts);
     if (!cfg.postgres.empty()) clients.postgres = dlock::Client::connect(cfg.postgres, opts);
     if (!cfg.zookeeper.empty()) clients.zookeeper = dlock::Client::connect(cfg.zookeeper, opts);

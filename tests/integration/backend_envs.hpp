@@ -1,11 +1,14 @@
 // The backends every contract suite runs against (lock_contract_test,
 // recipe_contract_test): real servers started per test, and the fake. A new
-// backend joins by adding its environment to kBackends.
+// backend joins by adding its environment to kBackends. A build without a
+// backend (DLOCK_WITH_<BACKEND>=0) leaves its environment out.
 #ifndef DLOCK_TESTS_INTEGRATION_BACKEND_ENVS_HPP_
 #define DLOCK_TESTS_INTEGRATION_BACKEND_ENVS_HPP_
 
 #include <signal.h>
+#if DLOCK_WITH_SQLITE
 #include <sqlite3.h>
+#endif
 
 #include <dlock/dlock.hpp>
 #include <filesystem>
@@ -74,6 +77,7 @@ inline ClientOptions quiet() {
   return o;
 }
 
+#if DLOCK_WITH_REDIS
 class RedisEnv final : public BackendEnv {
  public:
   Client client() override { return Client::connect(server_.url(), quiet()); }
@@ -109,6 +113,9 @@ class RedlockEnv final : public BackendEnv {
   std::vector<std::unique_ptr<RedisServer>> servers_;
 };
 
+#endif  // DLOCK_WITH_REDIS
+
+#if DLOCK_WITH_SQLITE
 class SqliteEnv final : public BackendEnv {
  public:
   Client client() override { return Client::connect(url(), quiet()); }
@@ -133,6 +140,9 @@ class SqliteEnv final : public BackendEnv {
   sqlite3* db_ = nullptr;
 };
 
+#endif  // DLOCK_WITH_SQLITE
+
+#if DLOCK_WITH_POSTGRES
 class PostgresEnv final : public BackendEnv {
  public:
   Client client() override { return Client::connect(server_.url(), quiet()); }
@@ -150,6 +160,9 @@ class PostgresEnv final : public BackendEnv {
   PostgresServer server_;
 };
 
+#endif  // DLOCK_WITH_POSTGRES
+
+#if DLOCK_WITH_ZOOKEEPER
 class ZooKeeperEnv final : public BackendEnv {
  public:
   ZooKeeperEnv() : zk_(1) {}
@@ -164,6 +177,8 @@ class ZooKeeperEnv final : public BackendEnv {
  private:
   ZooKeeperEnsemble zk_;
 };
+
+#endif  // DLOCK_WITH_ZOOKEEPER
 
 class FakeEnv final : public BackendEnv {
  public:
@@ -183,11 +198,19 @@ struct Backend {
 };
 
 inline const Backend kBackends[] = {
+#if DLOCK_WITH_REDIS
     {"redis", [] { return std::unique_ptr<BackendEnv>(new RedisEnv); }},
     {"redlock", [] { return std::unique_ptr<BackendEnv>(new RedlockEnv); }},
+#endif
+#if DLOCK_WITH_SQLITE
     {"sqlite", [] { return std::unique_ptr<BackendEnv>(new SqliteEnv); }},
+#endif
+#if DLOCK_WITH_POSTGRES
     {"postgres", [] { return std::unique_ptr<BackendEnv>(new PostgresEnv); }},
+#endif
+#if DLOCK_WITH_ZOOKEEPER
     {"zookeeper", [] { return std::unique_ptr<BackendEnv>(new ZooKeeperEnv); }},
+#endif
     {"fake", [] { return std::unique_ptr<BackendEnv>(new FakeEnv); }},
 };
 

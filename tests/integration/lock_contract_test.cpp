@@ -4,7 +4,6 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <signal.h>
-#include <sqlite3.h>
 
 #include <atomic>
 #include <chrono>
@@ -64,7 +63,9 @@ LockOptions owner(const std::string& id) {
 TEST_P(LockContract, AGrantIsVisibleAndItsReleaseFreesTheLock) {
   auto lease = client.acquire("c", 0ms);
   ASSERT_THAT(lease, IsOk());
-  if (env->every_grant_fenced()) EXPECT_THAT(lease->fence(), Gt(0u));
+  if (env->every_grant_fenced()) {
+    EXPECT_THAT(lease->fence(), Gt(0u));
+  }
   auto info = client.inspect("c");
   ASSERT_THAT(info, IsOk());
   EXPECT_TRUE(info->held);
@@ -140,7 +141,9 @@ TEST_P(LockContract, AFixedLeaseExpiresAndItsLossIsReported) {
   ASSERT_THAT(a, IsOk());
   auto b = client.acquire("c", 5s);  // granted once the lease ran out
   ASSERT_THAT(b, IsOk());
-  if (env->every_grant_fenced() || (a->fence() != 0 && b->fence() != 0)) EXPECT_THAT(b->fence(), Gt(a->fence()));
+  if (env->every_grant_fenced() || (a->fence() != 0 && b->fence() != 0)) {
+    EXPECT_THAT(b->fence(), Gt(a->fence()));
+  }
   EXPECT_TRUE(a->lost());
   EXPECT_TRUE(a->lost_token().stop_requested());
   const Status late = a->release();
@@ -266,18 +269,21 @@ TEST_P(LockContract, AReleaseOnAFrozenServerReturnsAndIsNotReportedDone) {
   EXPECT_LT(took, 3 * ClientOptions().command_timeout + 6s) << "a release must not hang on a silent server";
   std::cout << "[measure] frozen." << GetParam().name << ".release=" << took.count() << "ms " << released.to_string()
             << std::endl;
-  if (!released.ok())
+  if (!released.ok()) {
     EXPECT_TRUE(released.code() == Errc::outcome_unknown || released.code() == Errc::unavailable ||
                 released.code() == Errc::timeout)
         << released.to_string();
+  }
   // Once the server answers, the name is free again or frees with the lease.
   // A session's node goes when the resumed server expires that session, on
   // its own schedule (ZooKeeperTest covers a holder freed by its session).
-  if (!env->session_held()) EXPECT_TRUE(eventually_ok([&] { return client.acquire("r", 10s); }));
+  if (!env->session_held()) {
+    EXPECT_TRUE(eventually_ok([&] { return client.acquire("r", 10s); }));
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, LockContract, ::testing::ValuesIn(kBackends),
-                         [](const ::testing::TestParamInfo<Backend>& info) { return std::string(info.param.name); });
+                         [](const ::testing::TestParamInfo<Backend>& p) { return std::string(p.param.name); });
 
 }  // namespace
 }  // namespace dlock::test

@@ -121,7 +121,9 @@ TEST_P(RecipeContract, AWaiterTimingOutAsTheReleaseArrivesLeavesNothingHeld) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50 + round % 5 * 4));
     (void)holder.release();
     auto r = waiter.get();
-    if (r.ok()) ASSERT_THAT(r->release(), IsOk());
+    if (r.ok()) {
+      ASSERT_THAT(r->release(), IsOk());
+    }
     auto after = client.acquire(name, 5s, fair());
     ASSERT_THAT(after.status(), IsOk()) << "round " << round << ": the lock stayed held";
   }
@@ -346,10 +348,14 @@ TEST_P(RecipeContract, RecipeHoldersAreToldOfALossWhenTheirServerIsSilentPastThe
   Client other = env->client();
   SharedMutex writer(other, "rw-lost");
   EXPECT_TRUE(writer.try_lock_for(30s)) << "the lost read lock was freed";
-  if (writer.fence() != 0) EXPECT_GT(writer.fence(), reader_fence);
+  if (writer.fence() != 0) {
+    EXPECT_GT(writer.fence(), reader_fence);
+  }
   Semaphore next(other, "sem-lost", 1);
   EXPECT_TRUE(next.try_acquire_for(30s)) << "the lost permit came back";
-  if (!next.fences().empty()) EXPECT_GT(next.fences().front(), permit_fence);
+  if (!next.fences().empty()) {
+    EXPECT_GT(next.fences().front(), permit_fence);
+  }
   Election rival(other, "lead-lost", "rival");
   auto won = rival.campaign(30s);
   ASSERT_THAT(won.status(), IsOk()) << "the lost leadership was freed";
@@ -457,7 +463,7 @@ TEST_P(RecipeContract, AHolderPausedPastItsLeaseIsOvertakenAndToldWhenItWakes) {
 #endif
 
 INSTANTIATE_TEST_SUITE_P(Backends, RecipeContract, ::testing::ValuesIn(kBackends),
-                         [](const auto& info) { return std::string(info.param.name); });
+                         [](const auto& p) { return std::string(p.param.name); });
 
 }  // namespace
 }  // namespace dlock::test

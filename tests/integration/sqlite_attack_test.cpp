@@ -338,7 +338,9 @@ TEST(SqliteAttack, AWaitForTheWriteLockStallsNoOtherCall) {
   sqlite3_close(other);
   auto got = acquired.get_future().get();
   EXPECT_TRUE(got.ok()) << got.status().to_string();
-  if (answered) EXPECT_TRUE(read.get().ok());
+  if (answered) {
+    EXPECT_TRUE(read.get().ok());
+  }
   EXPECT_FALSE(renewed->lost()) << "a renewal that waited for the write lock was given up";
   EXPECT_TRUE(renewed->release().ok());
 }

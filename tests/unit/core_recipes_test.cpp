@@ -126,7 +126,7 @@ TEST_F(Lines, AnObserverMayStopItselfAndTheClientMayCloseUnderIt) {
     std::lock_guard lk(mu);
     obs = std::make_unique<Observation>(e.observe([&](const std::optional<LeaderInfo>&) {
       ++calls;
-      std::lock_guard lk(mu);
+      std::lock_guard relock(mu);
       obs.reset();  // dropped inside its own callback
     }));
   }
