@@ -1,10 +1,21 @@
 // A consumer of the installed (or add_subdirectory'd) dlock: uses the public
 // API without a server. Prints the version; exits 0 only if every check holds.
+// With CONSUMER_WITH_SQLITE it takes and releases a lock in a SQLite file of
+// a temporary directory; with CONSUMER_WITH_ASIO also through <dlock/asio.hpp>
+// (asio_check.cpp).
+#include <stdlib.h>
+
 #include <chrono>
 #include <cstdio>
 #include <dlock/dlock.hpp>
+#include <filesystem>
 #include <string>
 #include <system_error>
+
+#if CONSUMER_WITH_ASIO
+// asio_check.cpp: the same through <dlock/asio.hpp>.
+void check_asio(const dlock::Client& client, void (*check)(bool, const std::string&));
+#endif
 
 namespace {
 
@@ -16,6 +27,44 @@ void check(bool ok, const std::string& what) {
     ++failures;
   }
 }
+
+#if CONSUMER_WITH_SQLITE
+// A lock in a SQLite file: acquired with a fence, released, acquired again
+// with a larger fence.
+void check_sqlite() {
+  std::string dir = (std::filesystem::temp_directory_path() / "dlock-consumer-XXXXXX").string();
+  if (mkdtemp(dir.data()) == nullptr) {
+    check(false, "mkdtemp " + dir);
+    return;
+  }
+  {
+    const std::string url = "sqlite://" + dir + "/locks.db";
+    auto client = dlock::Client::try_connect(url);
+    check(client.ok(), "try_connect(" + url + "): " + client.status().to_string());
+    if (client.ok()) {
+      auto lease = client.value().try_acquire("consumer");
+      check(lease.ok(), "try_acquire on SQLite: " + lease.status().to_string());
+      if (lease.ok()) {
+        const std::uint64_t fence = lease.value().fence();
+        check(fence > 0, "a SQLite grant has a fence > 0, got " + std::to_string(fence));
+        auto busy = client.value().try_acquire("consumer");
+        check(!busy.ok() && busy.code() == dlock::Errc::busy, "a held lock is busy for another try_acquire");
+        const dlock::Status released = lease.value().release();
+        check(released.ok(), "release on SQLite: " + released.to_string());
+        auto again = client.value().try_acquire("consumer");
+        check(again.ok() && again.value().fence() > fence, "the next grant has a larger fence");
+        if (again.ok()) check(again.value().release().ok(), "the second release");
+      }
+#if CONSUMER_WITH_ASIO
+      check_asio(client.value(), check);
+#endif
+    }
+  }
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
+  std::printf("sqlite checks done\n");
+}
+#endif
 
 }  // namespace
 
@@ -54,6 +103,10 @@ int main() {
 
   const std::string owner = dlock::Client::random_owner();
   check(!owner.empty() && owner != dlock::Client::random_owner(), "random_owner() gives fresh ids");
+
+#if CONSUMER_WITH_SQLITE
+  check_sqlite();
+#endif
 
   if (failures != 0) {
     std::fprintf(stderr, "%d check(s) failed\n", failures);
