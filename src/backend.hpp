@@ -282,6 +282,10 @@ class Backend {
   virtual void renew(const std::vector<RenewCall>& calls,
                      std::function<void(Result<std::vector<RenewOutcome>>)> done) = 0;
   virtual void inspect(const std::string& name, std::function<void(Result<LockInfo>)> done) = 0;
+  // Names under which something may be held now (held, or kept by a line)
+  // that start with `prefix`, in any order; a name may be stale by the time
+  // it is inspected. For operators (Client::list): may read the whole store.
+  virtual void names(const std::string& prefix, std::function<void(Result<std::vector<std::string>>)> done) = 0;
 
   // Release notifications, counted by reference per key. `ready` runs once
   // the watch is in place (or failed: the waiter then polls), so a caller

@@ -1,6 +1,9 @@
 #include "dlock/client.hpp"
 
+#include <algorithm>
+
 #include "client_core.hpp"
+#include "dlock/version.hpp"
 #include "core/token.hpp"
 #include "sync_wait.hpp"
 
@@ -83,6 +86,29 @@ Result<LockInfo> Client::inspect(std::string_view name) const {
   core_->inspect(std::string(name), result.setter());
   return result.wait();
 }
+
+Result<std::vector<ListedLock>> Client::list(std::string_view prefix) const {
+  if (core_->on_io_thread()) return on_io_thread_error("Client::list");
+  detail::SyncWait<Result<std::vector<std::string>>> found;
+  core_->names(std::string(prefix), found.setter());
+  auto names = found.wait();
+  if (!names.ok()) return names.status();
+  std::sort(names->begin(), names->end());
+  names->erase(std::unique(names->begin(), names->end()), names->end());
+  std::vector<ListedLock> out;
+  for (std::string& name : *names) {
+    if (!name.starts_with(prefix)) continue;
+    auto info = inspect(name);
+    // A key of the store's that names no valid lock (written by something
+    // else) is not one of ours.
+    if (!info.ok() && info.status().code() == Errc::invalid_argument) continue;
+    if (!info.ok()) return info.status();
+    if (info->held) out.push_back({std::move(name), std::move(*info)});
+  }
+  return out;
+}
+
+std::string_view version() noexcept { return DLOCK_VERSION_STRING; }
 
 std::string Client::random_owner() { return detail::random_token(); }
 

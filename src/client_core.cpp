@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "backend_registry.hpp"
+#include "holder_description.hpp"
 #include "client_core_internal.hpp"
 #include "core/names.hpp"
 #include "core/token.hpp"
@@ -345,6 +346,19 @@ void ClientCore::inspect(std::string name, std::function<void(Result<LockInfo>)>
     if (self->closing_) return done(Status(Errc::cancelled, "client closed"));
     self->backend_->inspect(name, [done = std::move(done)](Result<LockInfo> r) mutable { done(std::move(r)); });
   });
+}
+
+void ClientCore::names(std::string prefix, std::function<void(Result<std::vector<std::string>>)> done) {
+  post([self = shared_from_this(), prefix = std::move(prefix), done = std::move(done)]() mutable {
+    if (self->closing_) return done(Status(Errc::cancelled, "client closed"));
+    self->backend_->names(prefix, std::move(done));
+  });
+}
+
+std::string ClientCore::holder_info(const LockOptions& o) const {
+  if (!o.holder.empty()) return o.holder;
+  if (!options_.describe_holder) return {};
+  return describe_holder(o.holder_label);
 }
 
 void ClientCore::deliver(std::function<void(Status)> done, Status status) {

@@ -137,6 +137,10 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   std::optional<Status> release_now(const std::shared_ptr<Hold>& hold);
   void release(std::shared_ptr<Hold> hold, std::function<void(Status)> done);
   void inspect(std::string name, std::function<void(Result<LockInfo>)> done);
+  // Names that may be held under `prefix` (Backend::names).
+  void names(std::string prefix, std::function<void(Result<std::vector<std::string>>)> done);
+  // What a grant made with `o` stores of its holder (AcquireCall::info).
+  std::string holder_info(const LockOptions& o) const;
   // Calls on_change (on the I/O thread) with the lock's state now and each
   // time its holder changes (held, fence or holder info). Returns an id for
   // unobserve, which returns once no call of on_change runs any more (at

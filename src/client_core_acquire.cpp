@@ -187,7 +187,7 @@ void ClientCore::send_attempt(const std::shared_ptr<AcquireOp>& op) {
     call.mode = h.mode;
     call.permits = op->shape.permits;
     call.queued = op->queued;
-    call.info = op->opts.holder;
+    call.info = holder_info(op->opts);
     op->sent_held = call.held;
     op->sent_grant = call.grant;
     op->in_flight = true;

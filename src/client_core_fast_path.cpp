@@ -22,7 +22,7 @@ std::optional<Result<Lease>> ClientCore::acquire_now(const std::string& name, mi
   call.mode = seed.shape.mode;
   call.permits = seed.shape.permits;
   call.queued = queued(o, seed.shape);
-  call.info = o.holder;
+  call.info = holder_info(o);
   const auto sent_at = now();
   seed.started = sent_at;  // the wait that may follow counts from here
   if (to_wait(wait) != kForever) call.deadline = sent_at + (wait.count() > 0 ? wait : try_budget(options_, o));

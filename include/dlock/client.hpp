@@ -42,6 +42,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "dlock/error.hpp"
 #include "dlock/lease.hpp"
@@ -75,10 +76,15 @@ struct LockInfo {
                                         // channel; ZooKeeper: queue nodes behind
                                         // the holder's); nullopt where the store
                                         // does not know them (SQLite, PostgreSQL)
-  // Fair, shared and counted locks (LockOptions::fair, SharedMutex,
-  // Semaphore, Election): the oldest grant speaks for the lock.
-  std::string holder;    // what its holder said of itself
-                         // (Election: the candidate id)
+  // Shared and counted locks (SharedMutex, Semaphore): the oldest grant
+  // speaks for the lock.
+  std::string holder;  // what its holder said of itself: "PROGRAM[PID]@HOST"
+                       // by default (ClientOptions::describe_holder),
+                       // LockOptions::holder when given (Election: the
+                       // candidate id); empty if the grant stored none
+  std::optional<milliseconds> held_for;  // since that grant, on the server's
+                                         // clock; nullopt when free, and where
+                                         // the store cannot tell (ZooKeeper)
   unsigned holders = 0;  // grants held now (readers, permits)
   bool shared = false;   // held in shared mode (readers, permits)
 };
@@ -139,6 +145,12 @@ struct ClientStats {
   std::uint64_t outcome_unknown = 0;
 };
 
+// One entry of Client::list.
+struct ListedLock {
+  std::string name;
+  LockInfo info;
+};
+
 class Client {
  public:
   // Connects, authenticates and selects the database, waiting at most
@@ -177,6 +189,13 @@ class Client {
 
   // Reads the lock's state from the server (one round trip).
   Result<LockInfo> inspect(std::string_view name) const;
+
+  // The locks held now whose names start with `prefix` (empty: every lock
+  // of this client's store), sorted by name. Finds the names (Redis: SCAN of
+  // the key prefix; SQL: the lock table; ZooKeeper: the lock parent's
+  // children) and inspects each; a lock freed meanwhile is left out. Meant
+  // for operators: it reads the whole key space, not for a hot path.
+  Result<std::vector<ListedLock>> list(std::string_view prefix = {}) const;
 
   // A fresh random owner id (128 bits from the OS CSPRNG, 22 base64url chars).
   static std::string random_owner();

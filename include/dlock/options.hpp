@@ -61,6 +61,14 @@ using Logger = std::function<void(LogLevel, std::string_view message)>;
 struct ClientStats;  // dlock/client.hpp
 
 struct ClientOptions {
+  // Store a short description of the holder with every grant, so that an
+  // operator can ask who holds a lock (LockInfo::holder, `dlock status`,
+  // `dlock list`): "PROGRAM[PID]@HOST" (LockOptions::holder_label replaces
+  // PROGRAM; LockOptions::holder replaces the whole). It names no user,
+  // argument or environment. false: store nothing unless
+  // LockOptions::holder is given. Default: true.
+  bool describe_holder = true;
+
   // Bound on one connection attempt: TCP connect, TLS handshake, AUTH, SELECT.
   // Default: 2 s.
   milliseconds connect_timeout{2000};
@@ -179,11 +187,17 @@ struct LockOptions {
   // Redlock refuses it (invalid_argument).
   bool fair = false;
 
-  // What inspect shows of the holder while this grant holds a fair, shared
-  // or counted lock (LockInfo::holder; an Election's candidate id). Not a
-  // secret: anyone who can inspect the lock reads it. At most
-  // kMaxHolderInfo bytes. Default: empty.
+  // What inspect shows of the holder while this grant holds the lock
+  // (LockInfo::holder; an Election's candidate id). Not a secret: anyone who
+  // can inspect the lock reads it. At most kMaxHolderInfo bytes. Default:
+  // empty, which stores the description ClientOptions::describe_holder
+  // makes (or nothing when that is off).
   std::string holder;
+
+  // The program part of that description, for a process that runs several
+  // jobs ("nightly-report" rather than the binary's name). Default: empty
+  // (the program's name, as ps shows it).
+  std::string holder_label;
 
   // Called once, on the client's I/O thread, when the lock is lost while held
   // (see LossReason). Must not block. The lease's lost_token() fires as well.

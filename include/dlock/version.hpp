@@ -7,4 +7,14 @@
 #define DLOCK_VERSION_PATCH 0
 #define DLOCK_VERSION_STRING "0.1.0"
 
+#include <string_view>
+
+namespace dlock {
+
+// The version of the library linked in (DLOCK_VERSION_STRING when it was
+// built), which a program can compare with the headers it was built with.
+std::string_view version() noexcept;
+
+}  // namespace dlock
+
 #endif  // DLOCK_VERSION_HPP_

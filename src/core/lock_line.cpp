@@ -28,7 +28,7 @@ std::vector<Handed> promote(LineState& s, std::int64_t now, const NextFence& nex
   while (!s.line.empty() && compatible(s, s.line.front().mode)) {
     LineWaiter w = std::move(s.line.front());
     s.line.erase(s.line.begin());
-    LineHolder h{w.owner, w.grant, w.mode, 1, next_fence(), now + w.lease_ms, std::move(w.info)};
+    LineHolder h{w.owner, w.grant, w.mode, 1, next_fence(), now + w.lease_ms, std::move(w.info), now};
     out.push_back({h.owner, h.grant, h.fence, w.lease_ms});
     s.holders.push_back(std::move(h));
   }
@@ -124,7 +124,7 @@ LineAcquire line_acquire(LineState& s, const AcquireCall& call, std::int64_t now
   const bool first = place == s.line.begin();  // nobody ahead (or nobody in line at all)
   if (first && compatible(s, call.mode)) {
     if (place != s.line.end()) s.line.erase(place);
-    LineHolder h{call.owner, call.grant, call.mode, 1, next_fence(), now + call.lease.count(), call.info};
+    LineHolder h{call.owner, call.grant, call.mode, 1, next_fence(), now + call.lease.count(), call.info, now};
     out.kind = AcquireOutcome::Kind::granted;
     out.fence = h.fence;
     out.depth = 1;
@@ -233,6 +233,7 @@ LockInfo line_info(const LineState& s, std::int64_t now) {
   info.fence = first->fence;
   info.reentry_count = first->depth;
   info.holder = first->info;
+  if (first->granted_ms > 0) info.held_for = milliseconds(std::max<std::int64_t>(now - first->granted_ms, 0));
   info.holders = live;
   info.shared = first->mode == LockMode::shared;
   if (first->expires_ms != kNoExpiry) info.remaining = milliseconds(std::max<std::int64_t>(first->expires_ms - now, 0));

@@ -63,6 +63,7 @@ struct LineHolder {
   std::uint64_t fence = 0;
   std::int64_t expires_ms = kNoExpiry;
   std::string info;  // AcquireCall::info
+  std::int64_t granted_ms = 0;  // when it was granted (0: unknown)
 };
 
 struct LineWaiter {

@@ -14,7 +14,7 @@ RowAcquire decide_acquire(const LockRow* live, const AcquireCall& call, std::int
     return r;
   }
   if (live == nullptr) {
-    LockRow row{call.owner, call.grant, 1, next_fence(), expires_ms};
+    LockRow row{call.owner, call.grant, 1, next_fence(), expires_ms, now_ms, call.info};
     out.kind = AcquireOutcome::Kind::granted;
     out.fence = row.fence;
     out.depth = 1;

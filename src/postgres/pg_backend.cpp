@@ -126,7 +126,10 @@ bool is_line(const AcquireCall& call) { return call.queued || call.mode == LockM
 std::vector<std::string> acquire_params(const AcquireCall& call, bool queued) {
   std::vector<std::string> p{call.name, call.owner, as_bigint(call.grant), std::to_string(call.held),
                              std::to_string(call.lease.count())};
-  if (!is_line(call)) return p;
+  if (!is_line(call)) {
+    p.push_back(call.info);
+    return p;
+  }
   p.push_back(call.mode == LockMode::shared ? "true" : "false");
   p.push_back(std::to_string(call.mode == LockMode::shared ? call.permits : 0));
   p.push_back(queued ? "true" : "false");
@@ -299,7 +302,7 @@ class PgBackend final : public detail::Backend {
     ++commands_;
     conn_.query(inspect_sql(config_.table), {name}, [done = std::move(done)](Result<Rows> r) {
       if (!r.ok()) return done(r.status());
-      if (r->size() != 1 || r->front().size() != 8) return done(bad_reply("inspect"));
+      if (r->size() != 1 || r->front().size() != 10) return done(bad_reply("inspect"));
       const Row& row = r->front();
       LockInfo info;
       info.last_fence = static_cast<std::uint64_t>(to_int(row[0]));
@@ -312,12 +315,24 @@ class PgBackend final : public detail::Backend {
         info.holder = row[4].value_or("");
         info.shared = row[5] && *row[5] == "t";
         info.holders = static_cast<unsigned>(to_int(row[6]));
+        if (row[8]) info.held_for = milliseconds(to_int(row[8]));
       }
       // A line counts its waiters; a plain lock's wait on LISTEN, which does
       // not count listeners per name.
-      const bool line = waiters > 0 || info.shared || (row[1] && row[4].has_value());
+      const bool line = waiters > 0 || info.shared || (row[9] && *row[9] == "t");
       info.waiters = line ? std::optional<unsigned>(waiters) : std::nullopt;
       done(info);
+    });
+  }
+
+  void names(const std::string& prefix, std::function<void(Result<std::vector<std::string>>)> done) override {
+    ++commands_;
+    conn_.query(names_sql(config_.table), {prefix}, [done = std::move(done)](Result<Rows> r) {
+      if (!r.ok()) return done(r.status());
+      std::vector<std::string> out;
+      for (const Row& row : *r)
+        if (!row.empty() && row[0]) out.push_back(*row[0]);
+      done(std::move(out));
     });
   }
 

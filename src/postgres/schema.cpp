@@ -23,7 +23,7 @@ BEGIN
   PERFORM set_config('synchronous_commit', 'on', true);  -- a table lost in a crash loses its locks
   IF to_regclass('@T_meta') IS NOT NULL THEN
     SELECT value INTO v FROM @T_meta WHERE key = 'schema';
-    IF v >= 4 THEN RETURN; END IF;  -- current (or newer: refused by the version check)
+    IF v >= 5 THEN RETURN; END IF;  -- current (or newer: refused by the version check)
   END IF;
   CREATE SEQUENCE IF NOT EXISTS @T_fence NO CYCLE;
   CREATE TABLE IF NOT EXISTS @T (
@@ -71,7 +71,14 @@ BEGIN
     expires_at timestamptz NOT NULL,
     PRIMARY KEY (name, owner, grant_id));
 
-  CREATE OR REPLACE FUNCTION @T_acquire(p_name text, p_owner text, p_grant bigint, p_held int, p_lease bigint)
+  -- Version 5: every grant says who holds it (p_info, a plain grant's too)
+  -- and when it was granted (server time), for inspect.
+  ALTER TABLE @T ADD COLUMN IF NOT EXISTS granted_at timestamptz;
+  ALTER TABLE @T_line ADD COLUMN IF NOT EXISTS granted_at timestamptz;
+  DROP FUNCTION IF EXISTS @T_acquire(text, text, bigint, int, bigint);
+
+  CREATE OR REPLACE FUNCTION @T_acquire(p_name text, p_owner text, p_grant bigint, p_held int, p_lease bigint,
+                                        p_info text)
   RETURNS TABLE (kind int, fence bigint, depth int, ttl_ms bigint) LANGUAGE plpgsql AS $f$
   DECLARE
     r @T%ROWTYPE;
@@ -104,7 +111,7 @@ BEGIN
         -- Shared holders or a line: a caller not in line has everyone
         -- ahead of it (core/lock_line.hpp), and decides there.
         IF existed AND r.line THEN
-          RETURN QUERY SELECT * FROM @T_line_acquire(p_name, p_owner, p_grant, 0, p_lease, false, 0, false, NULL);
+          RETURN QUERY SELECT * FROM @T_line_acquire(p_name, p_owner, p_grant, 0, p_lease, false, 0, false, p_info);
           RETURN;
         END IF;
         IF NOT existed THEN
@@ -116,7 +123,8 @@ BEGIN
           IF NOT FOUND THEN CONTINUE; END IF;  -- inserted by another session meanwhile: look again
         END IF;
         f := nextval('@T_fence');
-        UPDATE @T l SET owner = p_owner, grant_id = p_grant, depth = 1, fence = f, expires_at = v_until, info = NULL
+        UPDATE @T l SET owner = p_owner, grant_id = p_grant, depth = 1, fence = f, expires_at = v_until,
+            info = p_info, granted_at = now_ts
           WHERE l.name = p_name;
         RETURN QUERY SELECT 1, f, 1, 0::bigint; RETURN;
       END IF;
@@ -264,16 +272,17 @@ BEGIN
       IF w.shared THEN
         EXIT WHEN w.permits > 0 AND n_shared >= w.permits;
         f := nextval('@T_fence');
-        UPDATE @T_line x SET holder = true, depth = 1, fence = f,
+        UPDATE @T_line x SET holder = true, depth = 1, fence = f, granted_at = p_now,
             expires_at = p_now + w.lease_ms * interval '1 millisecond'
           WHERE x.name = p_name AND x.owner = w.owner AND x.grant_id = w.grant_id;
       ELSE
         EXIT WHEN n_shared > 0;
         f := nextval('@T_fence');
-        INSERT INTO @T AS l (name, owner, grant_id, depth, fence, expires_at, info)
-          VALUES (p_name, w.owner, w.grant_id, 1, f, p_now + w.lease_ms * interval '1 millisecond', w.info)
+        INSERT INTO @T AS l (name, owner, grant_id, depth, fence, expires_at, info, granted_at)
+          VALUES (p_name, w.owner, w.grant_id, 1, f, p_now + w.lease_ms * interval '1 millisecond', w.info, p_now)
           ON CONFLICT (name) DO UPDATE SET owner = EXCLUDED.owner, grant_id = EXCLUDED.grant_id, depth = 1,
-            fence = EXCLUDED.fence, expires_at = EXCLUDED.expires_at, info = EXCLUDED.info;
+            fence = EXCLUDED.fence, expires_at = EXCLUDED.expires_at, info = EXCLUDED.info,
+            granted_at = EXCLUDED.granted_at;
         DELETE FROM @T_line x WHERE x.name = p_name AND x.owner = w.owner AND x.grant_id = w.grant_id;
         row_live := true;
       END IF;
@@ -381,13 +390,15 @@ BEGIN
       f := nextval('@T_fence');
       IF p_shared THEN
         INSERT INTO @T_line (name, owner, grant_id, shared, holder, ticket, permits, depth, fence, lease_ms, expires_at,
-                              info)
-          VALUES (p_name, p_owner, p_grant, true, true, 0, v_permits, 1, f, p_lease, v_until, coalesce(p_info, ''));
+                              info, granted_at)
+          VALUES (p_name, p_owner, p_grant, true, true, 0, v_permits, 1, f, p_lease, v_until, coalesce(p_info, ''),
+                  now_ts);
       ELSE
-        INSERT INTO @T AS l (name, owner, grant_id, depth, fence, expires_at, info)
-          VALUES (p_name, p_owner, p_grant, 1, f, v_until, p_info)
+        INSERT INTO @T AS l (name, owner, grant_id, depth, fence, expires_at, info, granted_at)
+          VALUES (p_name, p_owner, p_grant, 1, f, v_until, p_info, now_ts)
           ON CONFLICT (name) DO UPDATE SET owner = EXCLUDED.owner, grant_id = EXCLUDED.grant_id, depth = 1,
-            fence = EXCLUDED.fence, expires_at = EXCLUDED.expires_at, info = EXCLUDED.info;
+            fence = EXCLUDED.fence, expires_at = EXCLUDED.expires_at, info = EXCLUDED.info,
+            granted_at = EXCLUDED.granted_at;
       END IF;
       PERFORM @T_line_mark(p_name, now_ts);
       RETURN QUERY SELECT 1, f, 1, 0::bigint; RETURN;
@@ -548,7 +559,7 @@ BEGIN
   END $f$;
 
   CREATE TABLE IF NOT EXISTS @T_meta (key text PRIMARY KEY, value bigint NOT NULL);
-  INSERT INTO @T_meta VALUES ('schema', 4) ON CONFLICT (key) DO UPDATE SET value = 4;
+  INSERT INTO @T_meta VALUES ('schema', 5) ON CONFLICT (key) DO UPDATE SET value = 5;
 END $do$
 )sql";
 
@@ -571,7 +582,7 @@ std::string schema_version_sql(const TableName& table) {
 }
 
 std::string acquire_sql(const TableName& table) {
-  return with_table("SELECT kind, fence, depth, ttl_ms FROM @T_acquire($1, $2, $3, $4, $5)", table);
+  return with_table("SELECT kind, fence, depth, ttl_ms FROM @T_acquire($1, $2, $3, $4, $5, $6)", table);
 }
 
 std::string release_sql(const TableName& table) {
@@ -587,16 +598,27 @@ std::string renew_sql(const TableName& table) {
 std::string inspect_sql(const TableName& table) {
   return with_table(
       "WITH t AS (SELECT clock_timestamp() AS now_ts), "
-      "h AS (SELECT l.fence, l.depth, l.expires_at, l.info, false AS shared FROM @T l, t "
+      "h AS (SELECT l.fence, l.depth, l.expires_at, l.info, false AS shared, l.granted_at FROM @T l, t "
       "      WHERE l.name = $1 AND l.expires_at > t.now_ts "
       "      UNION ALL "
-      "      SELECT x.fence, x.depth, x.expires_at, x.info, true FROM @T_line x, t "
+      "      SELECT x.fence, x.depth, x.expires_at, x.info, true, x.granted_at FROM @T_line x, t "
       "      WHERE x.name = $1 AND x.holder AND x.expires_at > t.now_ts) "
       "SELECT (SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM @T_fence), f.fence, f.depth, "
       "greatest(0, ceil(extract(epoch FROM f.expires_at - clock_timestamp()) * 1000))::bigint, f.info, f.shared, "
       "(SELECT count(*) FROM h), "
-      "(SELECT count(*) FROM @T_line x, t WHERE x.name = $1 AND NOT x.holder AND x.expires_at > t.now_ts) "
+      "(SELECT count(*) FROM @T_line x, t WHERE x.name = $1 AND NOT x.holder AND x.expires_at > t.now_ts), "
+      "greatest(0, floor(extract(epoch FROM clock_timestamp() - f.granted_at) * 1000))::bigint, "
+      "coalesce((SELECT l.line FROM @T l WHERE l.name = $1), false) "
       "FROM (SELECT 1) AS one LEFT JOIN (SELECT * FROM h ORDER BY h.fence LIMIT 1) f ON true",
+      table);
+}
+
+// Names with a live holder (plain or exclusive: the row; shared: the line).
+std::string names_sql(const TableName& table) {
+  return with_table(
+      "SELECT l.name FROM @T l WHERE l.expires_at > clock_timestamp() AND left(l.name, length($1)) = $1 "
+      "UNION SELECT x.name FROM @T_line x WHERE x.holder AND x.expires_at > clock_timestamp() "
+      "AND left(x.name, length($1)) = $1",
       table);
 }
 

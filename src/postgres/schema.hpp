@@ -32,8 +32,9 @@
 // Every object is qualified with one schema (the URL's `schema`, default
 // public), never found through search_path: roles with different
 // search_paths must share one table. Versions 1 (unqualified, no tombstones,
-// commits as the server's synchronous_commit says), 2 (no lines) and 3
-// (hand-overs without their lease) are migrated in place.
+// commits as the server's synchronous_commit says), 2 (no lines), 3
+// (hand-overs without their lease) and 4 (no grant times, plain grants
+// without their holder's description) are migrated in place.
 #ifndef DLOCK_POSTGRES_SCHEMA_HPP_
 #define DLOCK_POSTGRES_SCHEMA_HPP_
 
@@ -42,7 +43,7 @@
 
 namespace dlock::postgres {
 
-inline constexpr int kSchemaVersion = 4;
+inline constexpr int kSchemaVersion = 5;
 
 struct TableName {
   std::string schema = "public";
@@ -57,6 +58,7 @@ bool valid_table_name(const std::string& table);
 // across clients by an advisory lock; idempotent.
 std::string create_schema_sql(const TableName& table);
 std::string schema_version_sql(const TableName& table);  // one row: the version
+std::string names_sql(const TableName& table);           // $1: the name prefix
 
 // $1 name, $2 owner, $3 grant, $4 held, $5 lease ms -> kind, fence, depth, ttl_ms
 // kind: 0 busy, 1 granted, 2 lost, 3 mismatch

@@ -2,10 +2,9 @@
 
 namespace dlock::detail {
 
-LockKeys lock_keys(std::string_view prefix, std::string_view name) {
-  std::string tag;
-  tag.reserve(name.size() + 2);
-  tag += '{';
+namespace {
+
+void append_escaped(std::string& tag, std::string_view name) {
   for (char c : name) {
     switch (c) {
       case '{':
@@ -21,6 +20,32 @@ LockKeys lock_keys(std::string_view prefix, std::string_view name) {
         tag += c;
     }
   }
+}
+
+// Glob characters of SCAN MATCH taken literally.
+std::string glob_literal(std::string_view s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '*' || c == '?' || c == '[' || c == ']' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out;
+}
+
+int hex_value(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  return -1;
+}
+
+}  // namespace
+
+LockKeys lock_keys(std::string_view prefix, std::string_view name) {
+  std::string tag;
+  tag.reserve(name.size() + 2);
+  tag += '{';
+  append_escaped(tag, name);
   tag += '}';
   LockKeys keys;
   keys.lock.reserve(prefix.size() + tag.size());
@@ -30,6 +55,29 @@ LockKeys lock_keys(std::string_view prefix, std::string_view name) {
   keys.channel = keys.lock + ":wake";
   keys.line = keys.lock + ":q";
   return keys;
+}
+
+std::string lock_key_pattern(std::string_view prefix, std::string_view name_prefix) {
+  std::string tag = "{";
+  append_escaped(tag, name_prefix);
+  return glob_literal(prefix) + glob_literal(tag) + "*";
+}
+
+std::string name_of_key(std::string_view prefix, std::string_view key) {
+  if (!key.starts_with(prefix) || key.size() < prefix.size() + 2 || key[prefix.size()] != '{') return {};
+  const std::string_view rest = key.substr(prefix.size() + 1);
+  const auto close = rest.find('}');  // braces inside a name are escaped
+  if (close == std::string_view::npos) return {};
+  std::string name;
+  for (std::size_t i = 0; i < close; ++i) {
+    if (rest[i] == '%' && i + 2 < close && hex_value(rest[i + 1]) >= 0 && hex_value(rest[i + 2]) >= 0) {
+      name += static_cast<char>(hex_value(rest[i + 1]) * 16 + hex_value(rest[i + 2]));
+      i += 2;
+    } else {
+      name += rest[i];
+    }
+  }
+  return name;
 }
 
 }  // namespace dlock::detail

@@ -25,6 +25,13 @@ struct LockKeys {
 };
 LockKeys lock_keys(std::string_view prefix, std::string_view name);
 
+// A SCAN MATCH pattern for the keys of every lock whose name starts with
+// `name_prefix` (their lock hashes, lines and tombstones).
+std::string lock_key_pattern(std::string_view prefix, std::string_view name_prefix);
+// The lock name a key of lock_keys(prefix, name) belongs to; empty if `key`
+// is not one.
+std::string name_of_key(std::string_view prefix, std::string_view key);
+
 }  // namespace dlock::detail
 
 #endif  // DLOCK_REDIS_KEYS_HPP_

@@ -51,11 +51,14 @@ local function L_purge(st, now)
   st.w = L_live(st.w, now)
 end
 -- The exclusive holder (a plain or a line one), or nil. e = -1: no expiry.
+-- i: what it said of itself (a line's in 'i', a plain grant's in 'd');
+-- t: when it was granted (server ms), nil if unknown.
 local function L_xholder(lock, now)
-  local h = redis.call('hmget', lock, 'o', 'n', 'f', 'i')
+  local h = redis.call('hmget', lock, 'o', 'n', 'f', 'i', 'd', 't')
   if not h[1] then return nil end
   local ttl = redis.call('pttl', lock)
-  return {o = h[1], n = tonumber(h[2]), f = tonumber(h[3]), i = h[4] or '', e = ttl >= 0 and now + ttl or -1}
+  return {o = h[1], n = tonumber(h[2]), f = tonumber(h[3]), i = h[4] or h[5] or '', t = tonumber(h[6]),
+          e = ttl >= 0 and now + ttl or -1}
 end
 local function L_compatible(st, lock, mode)
   if redis.call('exists', lock) == 1 then return false end
@@ -65,10 +68,10 @@ end
 local function L_grant(st, lock, fence, o, mode, lease, now, info)
   local f = redis.call('incr', fence)
   if mode == 'x' then
-    redis.call('hset', lock, 'o', o, 'n', 1, 'f', f, 'i', info)
+    redis.call('hset', lock, 'o', o, 'n', 1, 'f', f, 'i', info, 't', string.format('%d', now))
     redis.call('pexpire', lock, lease)
   else
-    st.s[#st.s + 1] = {o = o, n = 1, f = f, e = now + lease, i = info}
+    st.s[#st.s + 1] = {o = o, n = 1, f = f, e = now + lease, i = info, t = now}
   end
   return f
 end
@@ -316,15 +319,17 @@ L_save(q, st, lock)
 L_announce(ARGV[1], handed)
 local x = L_xholder(lock, now)
 local first = nil
-if x then first = {f = x.f or 0, n = x.n or 0, i = x.i, e = x.e, s = 0} end
+if x then first = {f = x.f or 0, n = x.n or 0, i = x.i, e = x.e, s = 0, t = x.t} end
 for _, h in ipairs(st.s) do
-  if not first or h.f < first.f then first = {f = h.f, n = h.n, i = h.i, e = h.e, s = 1} end
+  if not first or h.f < first.f then first = {f = h.f, n = h.n, i = h.i, e = h.e, s = 1, t = h.t} end
 end
 local is_line = (redis.call('exists', q) == 1 or redis.call('hexists', lock, 'i') == 1) and 1 or 0
-if not first then return {is_line, 0, 0, 0, 0, '', 0, 0, #st.w} end
+if not first then return {is_line, 0, 0, 0, 0, '', 0, 0, #st.w, -1} end
 local left = 0
 if first.e >= 0 then left = math.max(first.e - now, 0) end
-return {is_line, 1, first.f, first.n, left, first.i, #st.s + (x and 1 or 0), first.s, #st.w}
+local since = -1
+if first.t then since = math.max(now - first.t, 0) end
+return {is_line, 1, first.f, first.n, left, first.i, #st.s + (x and 1 or 0), first.s, #st.w, since}
 )lua";
 
 std::string with_lib(std::string_view body) {

@@ -103,7 +103,7 @@ ScriptCall acquire_request(const std::string& prefix, const AcquireCall& call, b
   return {&acquire_script(),
           {std::move(keys.lock), std::move(keys.fence), std::move(tomb), std::move(keys.line)},
           {std::move(owner), std::to_string(call.lease.count()), std::to_string(call.held), std::to_string(call.round),
-           std::move(keys.channel)}};
+           std::move(keys.channel), call.info}};
 }
 
 // An exclusive hold lives in the lock hash whether a line's or not: the
@@ -334,6 +334,38 @@ class RedisBackend final : public detail::Backend {
     });
   }
 
+  // SCAN in pages of 1000 keys; a key that moves during the scan may be
+  // reported twice or missed (SCAN's guarantee covers keys that stay).
+  void names(const std::string& prefix, std::function<void(Result<std::vector<std::string>>)> done) override {
+    struct Scan {
+      std::string pattern;
+      std::vector<std::string> found;
+      std::function<void(Result<std::vector<std::string>>)> done;
+    };
+    auto scan = std::make_shared<Scan>();
+    scan->pattern = detail::lock_key_pattern(prefix_, prefix);
+    scan->done = std::move(done);
+    scan_page(scan, "0");
+  }
+
+  template <class Scan>
+  void scan_page(std::shared_ptr<Scan> scan, const std::string& cursor) {
+    std::string payload;
+    append_command(payload, {"SCAN", cursor, "MATCH", scan->pattern, "COUNT", "1000"});
+    cmd_->exec(std::move(payload), 1, [this, scan](Status s, std::vector<Reply>&& replies) {
+      if (!s.ok()) return scan->done(s);
+      const Reply& r = replies[0];
+      if (r.is_error()) return scan->done(translate_error(r.str));
+      if (r.type != Reply::Type::array || r.elements.size() != 2 || r.elements[1].type != Reply::Type::array)
+        return scan->done(unexpected_reply("SCAN", r));
+      for (const Reply& key : r.elements[1].elements)
+        if (std::string name = detail::name_of_key(prefix_, key.str); !name.empty())
+          scan->found.push_back(std::move(name));
+      if (r.elements[0].str == "0") return scan->done(std::move(scan->found));
+      scan_page(scan, r.elements[0].str);
+    });
+  }
+
   // The line's inspect script settles the name first (core/lock_line.cpp's
   // line_settle) and reports the oldest grant; a plain lock's waiters are
   // the subscribers of its channel, a line's are its line.
@@ -349,11 +381,11 @@ class RedisBackend final : public detail::Backend {
       for (const Reply& r : replies)
         if (r.is_error()) return done(translate_error(r.str));
       const Reply& f = replies[0];
-      long long is_line = 0, held = 0, fence = 0, depth = 0, left = 0, holders = 0, shared = 0, line = 0;
-      if (f.type != Reply::Type::array || f.elements.size() != 9 || !int_at(f, 0, is_line) || !int_at(f, 1, held) ||
+      long long is_line = 0, held = 0, fence = 0, depth = 0, left = 0, holders = 0, shared = 0, line = 0, since = -1;
+      if (f.type != Reply::Type::array || f.elements.size() != 10 || !int_at(f, 0, is_line) || !int_at(f, 1, held) ||
           !int_at(f, 2, fence) || !int_at(f, 3, depth) || !int_at(f, 4, left) ||
           f.elements[5].type != Reply::Type::string || !int_at(f, 6, holders) || !int_at(f, 7, shared) ||
-          !int_at(f, 8, line))
+          !int_at(f, 8, line) || !int_at(f, 9, since))
         return done(unexpected_reply("the inspect script", f));
       LockInfo info;
       info.held = held != 0;
@@ -361,6 +393,7 @@ class RedisBackend final : public detail::Backend {
       info.reentry_count = static_cast<unsigned>(depth);
       info.remaining = milliseconds(info.held ? left : 0);
       info.holder = f.elements[5].str;
+      if (info.held && since >= 0) info.held_for = milliseconds(since);
       info.holders = static_cast<unsigned>(holders);
       info.shared = shared != 0;
       info.last_fence = replies[1].type == Reply::Type::string ? std::strtoull(replies[1].str.c_str(), nullptr, 10) : 0;

@@ -75,6 +75,12 @@ constexpr std::string_view kAcquireTail = R"lua(
   else
     redis.call('hset', KEYS[1], 'o', ARGV[1], 'n', 1, 'f', fence)
   end
+  -- Who holds it and since when (server time), for inspect: 'd', not the
+  -- line's 'i', which marks a line's holder.
+  if ARGV[6] and ARGV[6] ~= '' then
+    local t = redis.call('time')
+    redis.call('hset', KEYS[1], 'd', ARGV[6], 't', string.format('%d', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)))
+  end
   redis.call('pexpire', KEYS[1], lease)
   return {1, fence, 1}
 end

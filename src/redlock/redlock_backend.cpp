@@ -109,6 +109,7 @@ class RedlockBackend final : public detail::Backend {
   }
   void renew(const std::vector<RenewCall>& calls, std::function<void(Result<std::vector<RenewOutcome>>)> done) override;
   void inspect(const std::string& name, std::function<void(Result<LockInfo>)> done) override;
+  void names(const std::string& prefix, std::function<void(Result<std::vector<std::string>>)> done) override;
 
   // Confirmed on a majority is enough: the releaser's majority overlaps it.
   void watch(const detail::WatchKey& key, std::function<void(Status)> ready) override {
@@ -373,6 +374,31 @@ void RedlockBackend::renew(const std::vector<RenewCall>& calls,
 
 // ---- inspect ---------------------------------------------------------------
 
+// Every master's names: a lock held on a majority is named by at least
+// one master that answers while a majority does.
+void RedlockBackend::names(const std::string& prefix, std::function<void(Result<std::vector<std::string>>)> done) {
+  struct Round {
+    Round(std::size_t n, std::size_t q) : answers(n, q) {}
+    detail::Quorum<std::vector<std::string>> answers;
+    std::function<void(Result<std::vector<std::string>>)> done;
+  };
+  auto r = std::make_shared<Round>(nodes_.size(), quorum_);
+  r->done = std::move(done);
+  for (std::size_t i = 0; i < nodes_.size(); ++i) {
+    nodes_[i]->names(prefix, [this, r, i](Result<std::vector<std::string>> res) {
+      if (!r->done) return;
+      if (closed_) return std::exchange(r->done, nullptr)(cancelled());
+      r->answers.add(i, std::move(res));
+      if (!r->answers.complete()) return;
+      if (!r->answers.majority_ok()) return std::exchange(r->done, nullptr)(r->answers.failure("list"));
+      std::vector<std::string> all;
+      for (const auto& a : r->answers.answers())
+        if (a) all.insert(all.end(), a->begin(), a->end());
+      std::exchange(r->done, nullptr)(std::move(all));
+    });
+  }
+}
+
 void RedlockBackend::inspect(const std::string& name, std::function<void(Result<LockInfo>)> done) {
   struct Round {
     Round(std::size_t n, std::size_t q) : answers(n, q) {}
@@ -401,6 +427,8 @@ Result<LockInfo> RedlockBackend::merge_inspect(const detail::Quorum<LockInfo>& q
     out.waiters = std::max(out.waiters, info->waiters);
     if (!info->held) continue;
     remaining.push_back(info->remaining);
+    if (out.holder.empty()) out.holder = info->holder;  // one grant wrote the same on each master
+    if (info->held_for) out.held_for = std::max(out.held_for.value_or(milliseconds(0)), *info->held_for);
     out.reentry_count = out.reentry_count == 0 ? info->reentry_count : std::min(out.reentry_count, info->reentry_count);
   }
   const auto& node0 = q.answer(0);
@@ -412,6 +440,8 @@ Result<LockInfo> RedlockBackend::merge_inspect(const detail::Quorum<LockInfo>& q
     if (node0 && node0->held) out.fence = node0->fence;
   } else {
     out.reentry_count = 0;
+    out.holder.clear();
+    out.held_for.reset();
   }
   return out;
 }

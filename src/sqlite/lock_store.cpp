@@ -136,7 +136,8 @@ Result<LockStore::Line> LockStore::load_line(const std::string& name, std::int64
   l.row = std::move(*row);
   if (const detail::LockRow* live = LockTable::live(l.row, now)) {
     l.state.holders.push_back(
-        {live->owner, live->grant, LockMode::exclusive, live->depth, live->fence, live->expires_ms, l.row->info});
+        {live->owner, live->grant, LockMode::exclusive, live->depth, live->fence, live->expires_ms, l.row->info,
+         live->granted_ms});
     l.processes[{live->owner, live->grant}] = l.row->holder;
   }
   auto rows = table_->read_line(name);
@@ -148,7 +149,7 @@ Result<LockStore::Line> LockStore::load_line(const std::string& name, std::int64
     if (live) {
       switch (r.kind) {
         case LineRow::holder:
-          l.state.holders.push_back({r.owner, r.grant, r.mode, r.depth, r.fence, r.expires_ms, r.info});
+          l.state.holders.push_back({r.owner, r.grant, r.mode, r.depth, r.fence, r.expires_ms, r.info, r.granted_ms});
           break;
         case LineRow::waiter:
           l.state.line.push_back({r.owner, r.grant, r.mode, r.ticket, r.lease_ms, r.expires_ms, r.info});
@@ -196,9 +197,11 @@ Status LockStore::store_line(const std::string& name, const Line& before, const 
   if (now_ex != nullptr) {
     const bool same = was_ex != nullptr && was_ex->owner == now_ex->owner && was_ex->grant == now_ex->grant &&
                       was_ex->depth == now_ex->depth && was_ex->fence == now_ex->fence &&
-                      was_ex->expires_ms == now_ex->expires_ms && was_ex->info == now_ex->info;
+                      was_ex->expires_ms == now_ex->expires_ms && was_ex->info == now_ex->info &&
+                      was_ex->granted_ms == now_ex->granted_ms;
     if (!same) {
-      const detail::LockRow row{now_ex->owner, now_ex->grant, now_ex->depth, now_ex->fence, now_ex->expires_ms};
+      const detail::LockRow row{now_ex->owner,   now_ex->grant,      now_ex->depth, now_ex->fence,
+                                now_ex->expires_ms, now_ex->granted_ms};
       if (Status s = table_->write(name, row, now_ex->info, &process_of(now_ex->owner, now_ex->grant)); !s.ok())
         return s;
     }
@@ -229,6 +232,7 @@ Status LockStore::store_line(const std::string& name, const Line& before, const 
     r.fence = h.fence;
     r.expires_ms = h.expires_ms;
     r.info = h.info;
+    r.granted_ms = h.granted_ms;
   }
   for (const auto& w : after.line) {
     LineRow& r = add(LineRow::waiter, w.owner, w.grant);
@@ -301,8 +305,11 @@ Result<AcquireOutcome> LockStore::acquire(const detail::AcquireCall& call, std::
     }
     auto r = detail::decide_acquire(live, call, now, until(now, call.lease), fence_source(&fence_error));
     if (!fence_error.ok()) return fence_error;
+    // A fresh grant stores what its holder says of itself; a level keeps it.
     if (r.write)
-      if (Status s = table_->write(call.name, *r.write); !s.ok()) return s;
+      if (Status s = table_->write(call.name, *r.write, live == nullptr ? std::string_view(call.info) : (*stored)->info);
+          !s.ok())
+        return s;
     if (holder != nullptr && r.outcome.kind == AcquireOutcome::Kind::busy) *holder = (*stored)->holder;
     return r.outcome;
   });
@@ -316,7 +323,7 @@ Result<ReleaseOutcome> LockStore::release_plain(const detail::ReleaseCall& call,
   if (!stored.ok()) return stored.status();
   auto r = detail::decide_release(LockTable::live(*stored, now), call);
   Status s;
-  if (r.write == detail::RowRelease::Write::update) s = table_->write(call.name, r.row);
+  if (r.write == detail::RowRelease::Write::update) s = table_->write(call.name, r.row, (*stored)->info);
   if (r.write == detail::RowRelease::Write::erase) {
     s = table_->free(call.name);
     pending_.released.push_back(call.name);
@@ -413,6 +420,11 @@ Result<std::vector<detail::Handed>> LockStore::holders(const std::string& name) 
   return out;
 }
 
+Result<std::vector<std::string>> LockStore::names(const std::string& prefix) {
+  if (Status s = follow_file(); !s.ok()) return s;
+  return table_->names(prefix);
+}
+
 Result<LockInfo> LockStore::inspect(const std::string& name) {
   if (Status s = follow_file(); !s.ok()) return s;
   // One snapshot for both tables.
@@ -435,6 +447,7 @@ Result<LockInfo> LockStore::inspect(const std::string& name) {
       info.remaining = milliseconds(row->expires_ms - now);
       info.holder = line->row->info;
       info.holders = 1;
+      if (row->granted_ms > 0) info.held_for = milliseconds(std::max<std::int64_t>(now - row->granted_ms, 0));
     }
   }
   info.last_fence = *last;

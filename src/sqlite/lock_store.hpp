@@ -42,6 +42,7 @@ class LockStore {
   Result<bool> abandon_needed(const detail::AbandonCall& call);
   Result<std::vector<detail::RenewOutcome>> renew(const std::vector<detail::RenewCall>& calls);
   Result<LockInfo> inspect(const std::string& name);
+  Result<std::vector<std::string>> names(const std::string& prefix);
   // The name's release counter (0 if never locked).
   Result<std::int64_t> releases(const std::string& name);
 

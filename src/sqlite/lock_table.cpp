@@ -17,9 +17,10 @@ CREATE TABLE IF NOT EXISTS dlock_locks (
   pid_start INTEGER NOT NULL DEFAULT 0,
   pid_ns TEXT NOT NULL DEFAULT '',
   releases INTEGER NOT NULL DEFAULT 0,
-  info TEXT NOT NULL DEFAULT ''
+  info TEXT NOT NULL DEFAULT '',
+  granted_ms INTEGER NOT NULL DEFAULT 0
 ) WITHOUT ROWID;
-INSERT OR IGNORE INTO dlock_meta VALUES ('schema', 2), ('fence', 0);
+INSERT OR IGNORE INTO dlock_meta VALUES ('schema', 3), ('fence', 0);
 )sql";
 
 // Schema 2 beside schema 1: the holder's info, and the table of lines.
@@ -42,6 +43,7 @@ CREATE TABLE IF NOT EXISTS dlock_line (
   pid INTEGER NOT NULL DEFAULT 0,
   pid_start INTEGER NOT NULL DEFAULT 0,
   pid_ns TEXT NOT NULL DEFAULT '',
+  granted_ms INTEGER NOT NULL DEFAULT 0,
   PRIMARY KEY (name, owner, grant_id, kind)
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS dlock_line_pid ON dlock_line (pid, pid_start) WHERE kind = 0;
@@ -62,18 +64,35 @@ Result<bool> has_column(Database& db, const char* table, const char* column) {
   return st->step();
 }
 
-// Inside the schema's transaction: schema 1 becomes 2 (its rows keep
-// working: the new column has a default, the new table starts empty).
+// Schema 3 beside schema 2: when each holder was granted (for inspect).
+Status add_granted(Database& db, const char* table) {
+  auto has = has_column(db, table, "granted_ms");
+  if (!has.ok()) return has.status();
+  if (*has) return {};
+  const std::string sql = std::string("ALTER TABLE ") + table + " ADD COLUMN granted_ms INTEGER NOT NULL DEFAULT 0";
+  return db.exec(sql.c_str());
+}
+
+// Inside the schema's transaction: schema 1 becomes 2, 2 becomes 3 (their
+// rows keep working: new columns have defaults, the new table starts
+// empty).
 Status upgrade(Database& db) {
   auto version = schema_version(db);
   if (!version.ok()) return version.status();
-  if (*version != 1) return {};
-  auto info = has_column(db, "dlock_locks", "info");
-  if (!info.ok()) return info.status();
-  if (!*info)
-    if (Status s = db.exec(kAddInfo); !s.ok()) return s;
-  if (Status s = db.exec(kLines); !s.ok()) return s;
-  return db.exec("UPDATE dlock_meta SET value = 2 WHERE key = 'schema'");
+  std::int64_t v = *version;
+  if (v == 1) {
+    auto info = has_column(db, "dlock_locks", "info");
+    if (!info.ok()) return info.status();
+    if (!*info)
+      if (Status s = db.exec(kAddInfo); !s.ok()) return s;
+    if (Status s = db.exec(kLines); !s.ok()) return s;
+    if (Status s = db.exec("UPDATE dlock_meta SET value = 2 WHERE key = 'schema'"); !s.ok()) return s;
+    v = 2;
+  }
+  if (v != 2) return {};
+  if (Status s = add_granted(db, "dlock_locks"); !s.ok()) return s;
+  if (Status s = add_granted(db, "dlock_line"); !s.ok()) return s;
+  return db.exec("UPDATE dlock_meta SET value = 3 WHERE key = 'schema'");
 }
 
 }  // namespace
@@ -104,14 +123,15 @@ Status LockTable::prepare_all() {
     const char* sql;
   } const all[] = {
       {&read_,
-       "SELECT owner, grant_id, depth, fence, expires_ms, boot_id, pid, pid_start, pid_ns, releases, info "
-       "FROM dlock_locks WHERE name = ?1"},
+       "SELECT owner, grant_id, depth, fence, expires_ms, boot_id, pid, pid_start, pid_ns, releases, info, "
+       "granted_ms FROM dlock_locks WHERE name = ?1"},
       {&write_,
        "INSERT INTO dlock_locks (name, owner, grant_id, depth, fence, expires_ms, boot_id, pid, pid_start, pid_ns, "
-       "info) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11) ON CONFLICT (name) DO UPDATE SET "
-       "owner = excluded.owner, grant_id = excluded.grant_id, depth = excluded.depth, fence = excluded.fence, "
+       "info, granted_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12) ON CONFLICT (name) DO UPDATE "
+       "SET owner = excluded.owner, grant_id = excluded.grant_id, depth = excluded.depth, fence = excluded.fence, "
        "expires_ms = excluded.expires_ms, boot_id = excluded.boot_id, pid = excluded.pid, "
-       "pid_start = excluded.pid_start, pid_ns = excluded.pid_ns, info = excluded.info"},
+       "pid_start = excluded.pid_start, pid_ns = excluded.pid_ns, info = excluded.info, "
+       "granted_ms = excluded.granted_ms"},
       {&expiry_, "UPDATE dlock_locks SET expires_ms = ?2 WHERE name = ?1"},
       {&free_, "UPDATE dlock_locks SET owner = NULL, depth = 0, releases = releases + 1 WHERE name = ?1"},
       {&bump_fence_, "UPDATE dlock_meta SET value = value + 1 WHERE key = 'fence' RETURNING value"},
@@ -130,11 +150,14 @@ Status LockTable::prepare_all() {
        "(SELECT 1 FROM dlock_locks WHERE name = ?1 AND owner = ?2 AND grant_id = ?3)"},
       {&read_line_,
        "SELECT kind, owner, grant_id, mode, permits, depth, fence, ticket, lease_ms, expires_ms, info, boot_id, pid, "
-       "pid_start, pid_ns FROM dlock_line WHERE name = ?1"},
+       "pid_start, pid_ns, granted_ms FROM dlock_line WHERE name = ?1"},
       {&put_line_,
        "INSERT OR REPLACE INTO dlock_line (name, kind, owner, grant_id, mode, permits, depth, fence, ticket, "
-       "lease_ms, expires_ms, info, boot_id, pid, pid_start, pid_ns) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, "
-       "?10, ?11, ?12, ?13, ?14, ?15, ?16)"},
+       "lease_ms, expires_ms, info, boot_id, pid, pid_start, pid_ns, granted_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, "
+       "?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)"},
+      {&names_,
+       "SELECT name FROM dlock_locks WHERE owner IS NOT NULL AND substr(name, 1, length(?1)) = ?1 UNION "
+       "SELECT name FROM dlock_line WHERE kind = 0 AND substr(name, 1, length(?1)) = ?1"},
       {&drop_line_, "DELETE FROM dlock_line WHERE name = ?1 AND owner = ?2 AND grant_id = ?3 AND kind = ?4"},
   };
   for (const auto& s : all) {
@@ -164,6 +187,7 @@ Result<std::optional<StoredRow>> LockTable::read(const std::string& name) {
     r.holder.ns = read_.text(8);
     r.releases = read_.int64(9);
     r.info = read_.text(10);
+    r.row.granted_ms = read_.int64(11);
     out = std::move(r);
   }
   read_.reset();
@@ -189,7 +213,8 @@ Status LockTable::write(const std::string& name, const detail::LockRow& row, std
       .bind(8, static_cast<std::int64_t>(me.pid))
       .bind(9, static_cast<std::int64_t>(me.start))
       .bind(10, me.ns)
-      .bind(11, info);
+      .bind(11, info)
+      .bind(12, row.granted_ms);
   return write_.run();
 }
 
@@ -247,6 +272,7 @@ Result<std::vector<LineRow>> LockTable::read_line(const std::string& name) {
     r.process.pid = static_cast<pid_t>(read_line_.int64(12));
     r.process.start = static_cast<std::uint64_t>(read_line_.int64(13));
     r.process.ns = read_line_.text(14);
+    r.granted_ms = read_line_.int64(15);
     out.push_back(std::move(r));
   }
   read_line_.reset();
@@ -269,7 +295,8 @@ Status LockTable::put_line(const std::string& name, const LineRow& r) {
       .bind(13, r.boot)
       .bind(14, static_cast<std::int64_t>(r.process.pid))
       .bind(15, static_cast<std::int64_t>(r.process.start))
-      .bind(16, r.process.ns);
+      .bind(16, r.process.ns)
+      .bind(17, r.granted_ms);
   return put_line_.run();
 }
 
@@ -279,6 +306,22 @@ Status LockTable::drop_line(const std::string& name, const std::string& owner, s
       .bind(3, static_cast<std::int64_t>(grant))
       .bind(4, static_cast<std::int64_t>(kind));
   return drop_line_.run();
+}
+
+Result<std::vector<std::string>> LockTable::names(const std::string& prefix) {
+  names_.bind(1, prefix);
+  std::vector<std::string> out;
+  for (;;) {
+    auto row = names_.step();
+    if (!row.ok()) {
+      names_.reset();
+      return row.status();
+    }
+    if (!*row) break;
+    out.push_back(names_.text(0));
+  }
+  names_.reset();
+  return out;
 }
 
 Result<std::uint64_t> LockTable::next_fence() {

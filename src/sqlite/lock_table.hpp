@@ -38,7 +38,7 @@
 
 namespace dlock::sqlite {
 
-inline constexpr std::int64_t kSchemaVersion = 2;
+inline constexpr std::int64_t kSchemaVersion = 3;
 
 struct StoredRow {
   detail::LockRow row;  // meaningful when owner is set
@@ -65,11 +65,13 @@ struct LineRow {
   std::string info;
   std::string boot;
   ProcessId process;
+  std::int64_t granted_ms = 0;  // a holder's grant time (boot clock)
 
   bool operator==(const LineRow& o) const {
     return kind == o.kind && owner == o.owner && grant == o.grant && mode == o.mode && permits == o.permits &&
            depth == o.depth && fence == o.fence && ticket == o.ticket && lease_ms == o.lease_ms &&
-           expires_ms == o.expires_ms && info == o.info && boot == o.boot && process.pid == o.process.pid &&
+           expires_ms == o.expires_ms && info == o.info && boot == o.boot && granted_ms == o.granted_ms &&
+           process.pid == o.process.pid &&
            process.start == o.process.start && process.ns == o.process.ns;
   }
 };
@@ -106,6 +108,8 @@ class LockTable {
   // Whether owner + grant has any row under the name, in either table.
   Result<bool> touches(const std::string& name, const std::string& owner, std::uint64_t grant);
   Result<std::vector<LineRow>> read_line(const std::string& name);
+  // Names with a holder row (stale ones included) that start with `prefix`.
+  Result<std::vector<std::string>> names(const std::string& prefix);
   Status put_line(const std::string& name, const LineRow& row);
   Status drop_line(const std::string& name, const std::string& owner, std::uint64_t grant, int kind);
 
@@ -114,7 +118,7 @@ class LockTable {
   Status prepare_all();
   Database& db_;
   Statement read_, write_, expiry_, free_, bump_fence_, fence_, releases_, held_by_, count_release_, has_line_,
-      touches_, read_line_, put_line_, drop_line_;
+      touches_, read_line_, put_line_, drop_line_, names_;
 };
 
 }  // namespace dlock::sqlite

@@ -165,6 +165,12 @@ class SqliteBackend final : public detail::Backend {
     post(std::move(done), store_->inspect(name));
   }
 
+  void names(const std::string& prefix, std::function<void(Result<std::vector<std::string>>)> done) override {
+    if (!store_) return post(std::move(done), Result<std::vector<std::string>>(closed()));
+    ++commands_;
+    post(std::move(done), store_->names(prefix));
+  }
+
   // A failed inotify leaves the waiter its lease-capped waits (ready gets
   // the status: the caller then polls).
   void watch(const WatchKey& key, std::function<void(Status)> ready) override {

@@ -172,6 +172,21 @@ void ZkBackend::inspect(const std::string& name, std::function<void(Result<LockI
   });
 }
 
+// The lock parent's children: a lock node stays after its queue empties,
+// so the caller's inspect tells held from free.
+void ZkBackend::names(const std::string& prefix, std::function<void(Result<std::vector<std::string>>)> done) {
+  session_.children(config_.base, [this, prefix, done = std::move(done)](Reply r) mutable {
+    if (closed_) return done(cancelled());
+    if (answered(r.rc)) heard(r.sent_at);
+    if (r.rc == ZNONODE) return done(std::vector<std::string>{});
+    if (r.rc != ZOK) return done(rc_status(r.rc, "list the locks"));
+    std::vector<std::string> out;
+    for (const std::string& child : r.children)
+      if (std::string name = decode_name(child); !name.empty() && name.starts_with(prefix)) out.push_back(name);
+    done(std::move(out));
+  });
+}
+
 void ZkBackend::watch(const WatchKey& key, StatusDone ready) {
   if (key.attempt != 0) return post(std::move(ready), Status());
   if (observers_[key.name]++ > 0) return post(std::move(ready), Status());

@@ -78,6 +78,7 @@ class ZkBackend final : public detail::Backend {
   void renew(const std::vector<RenewCall>&, std::function<void(Result<std::vector<RenewOutcome>>)> done) override;
 
   void inspect(const std::string& name, std::function<void(Result<LockInfo>)> done) override;
+  void names(const std::string& prefix, std::function<void(Result<std::vector<std::string>>)> done) override;
 
   // The blocking fast path, on the caller's thread: the queue node and the
   // listing in one round trip, the replies handed over on the C client's

@@ -74,6 +74,65 @@ TEST_P(LockContract, AGrantIsVisibleAndItsReleaseFreesTheLock) {
   EXPECT_FALSE(client.inspect("c")->held);
 }
 
+// Who holds a lock, and since when: every grant stores "PROGRAM[PID]@HOST"
+// (the label replacing the program), inspect and list read it back, and
+// list finds locks by name prefix, glob and brace characters included.
+TEST_P(LockContract, InspectAndListNameTheHolderAndHowLongItHeld) {
+  LockOptions o;
+  o.holder_label = "nightly-report";
+  auto a = client.acquire("who/a", 0ms, o);
+  ASSERT_THAT(a, IsOk());
+  auto odd = client.acquire("who/{x}*?[%]", 0ms);
+  ASSERT_THAT(odd, IsOk());
+  auto other = client.acquire("other", 0ms);
+  ASSERT_THAT(other, IsOk());
+  auto info = client.inspect("who/a");
+  ASSERT_THAT(info, IsOk());
+  const std::string me = "[" + std::to_string(::getpid()) + "]@";
+  EXPECT_TRUE(info->holder.starts_with("nightly-report" + me)) << info->holder;
+  if (info->held_for) {
+    EXPECT_LT(*info->held_for, 10s);
+  } else {
+    EXPECT_TRUE(env->session_held()) << "only ZooKeeper cannot tell how long a lock was held";
+  }
+  const std::string program = client.inspect("other")->holder;
+  EXPECT_NE(program.find(me), std::string::npos) << "the program's own name by default: " << program;
+
+  auto who = client.list("who/");
+  ASSERT_THAT(who, IsOk());
+  ASSERT_EQ(who->size(), 2u);
+  EXPECT_EQ((*who)[0].name, "who/a");
+  EXPECT_EQ((*who)[0].info.holder, info->holder);
+  EXPECT_EQ((*who)[1].name, "who/{x}*?[%]");
+  EXPECT_EQ((*who)[1].info.fence, odd->fence());
+  auto braces = client.list("who/{");
+  ASSERT_THAT(braces, IsOk());
+  ASSERT_EQ(braces->size(), 1u) << "a prefix is literal, not a pattern";
+  auto all = client.list();
+  ASSERT_THAT(all, IsOk());
+  EXPECT_EQ(all->size(), 3u);
+  ASSERT_THAT(a->release(), IsOk());
+  auto after = client.list("who/");
+  ASSERT_THAT(after, IsOk());
+  ASSERT_EQ(after->size(), 1u) << "a released lock is not listed";
+}
+
+// An application can keep its grants anonymous, and still name one.
+TEST_P(LockContract, ADescriptionCanBeTurnedOff) {
+  if (env->url().empty()) GTEST_SKIP() << "no URL to connect a second client with other options";
+  ClientOptions opts = quiet();
+  opts.describe_holder = false;
+  auto anonymous = Client::connect(env->url(), opts);
+  auto a = anonymous.acquire("anon", 0ms);
+  ASSERT_THAT(a, IsOk());
+  EXPECT_EQ(client.inspect("anon")->holder, "");
+  LockOptions named;
+  named.holder = "job 42";
+  auto b = anonymous.acquire("named", 0ms, named);
+  ASSERT_THAT(b, IsOk());
+  EXPECT_EQ(client.inspect("named")->holder, "job 42");
+}
+
 TEST_P(LockContract, AnotherOwnerIsRefusedWhileItIsHeld) {
   auto a = client.acquire("c", 0ms);
   ASSERT_THAT(a, IsOk());

@@ -142,11 +142,24 @@ class FakeBackend final : public detail::Backend {
       info.held = true;
       info.fence = l->fence;
       info.reentry_count = l->depth;
+      info.holder = l->info;
+      if (l->granted_ms > 0)
+        info.held_for = std::chrono::milliseconds(std::max<std::int64_t>(FakeServer::steady_ms() - l->granted_ms, 0));
       if (l->expires_ms != detail::kNoExpiry)
         info.remaining = std::chrono::milliseconds(l->expires_ms - FakeServer::steady_ms());
     }
     info.last_fence = server_.fence_;
     post([done = std::move(done), info] { done(info); });
+  }
+
+  void names(const std::string& prefix, std::function<void(Result<std::vector<std::string>>)> done) override {
+    std::lock_guard lk(server_.mu_);
+    std::vector<std::string> out;
+    for (const auto& [name, lock] : server_.locks_)
+      if (name.starts_with(prefix)) out.push_back(name);
+    for (const auto& [name, line] : server_.lines_)
+      if (name.starts_with(prefix)) out.push_back(name);
+    post([done = std::move(done), out = std::move(out)] { done(out); });
   }
 
   void watch(const WatchKey& key, std::function<void(Status)> ready) override {
@@ -310,7 +323,7 @@ void FakeServer::publish(const std::string& name) {
 detail::LineState& FakeServer::line(const std::string& name) {
   auto& st = lines_[name];
   if (Lock* l = live(name)) {
-    st.holders.push_back({l->owner, l->grant, detail::LockMode::exclusive, l->depth, l->fence, l->expires_ms, ""});
+    st.holders.push_back({l->owner, l->grant, detail::LockMode::exclusive, l->depth, l->fence, l->expires_ms, l->info, l->granted_ms});
     locks_.erase(name);
   }
   return st;

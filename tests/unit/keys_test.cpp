@@ -22,6 +22,23 @@ TEST(Keys, BracesCannotBreakTheTag) {
   EXPECT_NE(lock_keys("p:", "%7D").lock, lock_keys("p:", "}").lock);
 }
 
+// dlock list on Redis: a SCAN pattern takes the prefix literally, and every
+// key of a lock names it back.
+TEST(Keys, ListPatternsAreLiteralAndKeysNameTheirLock) {
+  EXPECT_EQ(lock_key_pattern("dlock:", "job*"), "dlock:{job\\**");
+  EXPECT_EQ(lock_key_pattern("p[1]:", "a{b"), "p\\[1\\]:{a%7Bb*");
+  EXPECT_EQ(lock_key_pattern("p:", ""), "p:{*");
+  for (std::string name : {"plain", "a}b{c%", "%7D", "x:q", "*?[]\\"}) {
+    const LockKeys k = lock_keys("p:", name);
+    EXPECT_EQ(name_of_key("p:", k.lock), name);
+    EXPECT_EQ(name_of_key("p:", k.line), name);
+    EXPECT_EQ(name_of_key("p:", k.lock + ":t:owner/1"), name);
+  }
+  EXPECT_EQ(name_of_key("p:", "p:fence"), "");
+  EXPECT_EQ(name_of_key("p:", "q:{x}"), "");
+  EXPECT_EQ(name_of_key("p:", "p:{unclosed"), "");
+}
+
 TEST(Keys, NameValidation) {
   EXPECT_EQ(validate_name("").code(), Errc::invalid_argument);
   EXPECT_EQ(validate_name(std::string(kMaxNameBytes + 1, 'x')).code(), Errc::invalid_argument);

@@ -34,6 +34,22 @@ TEST(LockRow, AFreeNameIsGrantedWithANewFence) {
   EXPECT_EQ(r.write->expires_ms, 1100);
 }
 
+// Who holds it and since when: set by the grant, kept by every level.
+TEST(LockRow, AGrantRecordsItsHolderAndTimeAndALevelKeepsThem) {
+  AcquireCall c = call("a", 7, 0);
+  c.info = "job[1]@h";
+  auto r = decide_acquire(nullptr, c, 100, 1100, next);
+  ASSERT_TRUE(r.write);
+  EXPECT_EQ(r.write->info, "job[1]@h");
+  EXPECT_EQ(r.write->granted_ms, 100);
+  AcquireCall level = call("a", 7, 1);
+  level.info = "other";
+  auto again = decide_acquire(&*r.write, level, 500, 1500, next);
+  ASSERT_TRUE(again.write);
+  EXPECT_EQ(again.write->info, "job[1]@h");
+  EXPECT_EQ(again.write->granted_ms, 100) << "held since the grant, not the last level";
+}
+
 TEST(LockRow, AnotherOwnerIsBusyUntilTheLeaseEnds) {
   LockRow held{"a", 7, 1, 5, 900};
   auto r = decide_acquire(&held, call("b", 9, 0), 400, 1400, next);
