@@ -717,7 +717,8 @@ TEST(TortureReport, TextJsonAndHtmlCarryTheFigures) {
   EXPECT_NE(text.find("pause of w0 (3000 ms)"), std::string::npos) << text;
   EXPECT_NE(text.find("unfenced 1"), std::string::npos) << text;
   EXPECT_NE(text.find("7.0.15"), std::string::npos);
-  EXPECT_NE(text.find("VERDICT  PASS"), std::string::npos) << text;
+  EXPECT_NE(text.find("VERDICT  PASS: 1 overlap, all explained (pause x1)"), std::string::npos) << text;
+  EXPECT_EQ(text.find("violations found"), std::string::npos) << "a pass does not read as a failure: " << text;
 
   const nlohmann::json j = nlohmann::json::parse(render_json(r));
   EXPECT_EQ(j["grants"], 2);

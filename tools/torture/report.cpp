@@ -336,12 +336,9 @@ std::string text_verdict(const RunReport& r) {
   t.add({"allowed", allowed_text.empty() ? "none" : allowed_text});
   t.add({"must be caught", e.must_be_caught ? "yes (a control that must fail)" : "no"});
   t.add({"health", "min grants " + std::to_string(e.min_grants) + ", min faults " + std::to_string(e.min_faults)});
-  std::string out = "EXPECTATION\n" + t.render("  ") + "\nVERDICT  " + verdict_word(r.verdict) +
-                    (r.verdict.pass ? " (the run met its expectation)" : " (the run did not meet its expectation)") +
-                    "\n  caught: " + (r.verdict.caught ? "yes" : "no") + "\n";
-  if (r.verdict.violations.empty())
-    out += "  no violations found in " + std::to_string(r.findings.model.ops_judged) + " lock operations under " +
-           std::to_string(r.findings.faults.size()) + " faults\n";
+  std::string out = "EXPECTATION\n" + t.render("  ") + "\nVERDICT  " + verdict_headline(r) + "\n" +
+                    (r.verdict.pass ? "  the run met its expectation" : "  the run did not meet its expectation") +
+                    "; caught: " + (r.verdict.caught ? "yes" : "no") + "\n";
   for (const auto& v : r.verdict.violations) out += "  violation: " + v + "\n";
   for (const auto& p : r.verdict.problems) out += "  problem:   " + p + "\n";
   return out;
@@ -464,6 +461,35 @@ std::string fixed(double v, int decimals) {
 }
 
 std::string verdict_word(const Verdict& v) { return v.pass ? "PASS" : "FAIL"; }
+
+std::string verdict_headline(const RunReport& r) {
+  const Verdict& v = r.verdict;
+  const Findings& f = r.findings;
+  const std::string word = verdict_word(v);
+  if (!v.pass) return word + ": " + (v.problems.empty() ? "the run did not meet its expectation" : v.problems.front());
+  auto joined = [](const std::vector<std::string>& parts) {
+    std::string out;
+    for (const auto& p : parts) out += (out.empty() ? "" : "; ") + p;
+    return out;
+  };
+  if (r.expect.must_be_caught) return word + ": the control was caught (" + joined(v.violations) + ")";
+  if (!v.caught)
+    return word + ": no violations found in " + std::to_string(f.model.ops_judged) + " lock operations under " +
+           std::to_string(f.faults.size()) + " faults";
+  // Caught, yet a pass: only what the expectation allows was found.
+  std::vector<std::string> parts;
+  if (!f.overlaps.empty() && f.unexplained_overlaps == 0) {
+    std::map<std::string, int> kinds;  // "pause of w2 (3012 ms) ..." -> "pause"
+    for (const auto& o : f.overlaps) ++kinds[o.explanation.substr(0, o.explanation.find(" of "))];
+    std::string why;
+    for (const auto& [kind, n] : kinds) why += (why.empty() ? "" : ", ") + kind + " x" + std::to_string(n);
+    parts.push_back(std::to_string(f.overlaps.size()) + (f.overlaps.size() == 1 ? " overlap" : " overlaps") +
+                    ", all explained (" + why + ")");
+  }
+  for (const auto& violation : v.violations)
+    if (violation.find("overlap") == std::string::npos) parts.push_back(violation + ", allowed by the expectation");
+  return word + ": " + (parts.empty() ? joined(v.violations) + ", allowed by the expectation" : joined(parts));
+}
 
 std::string secs(std::int64_t t, const RunInfo& info) {
   return fixed(static_cast<double>(t - info.run_start_t) / 1e9, 3);

@@ -9,10 +9,17 @@
 
 namespace torture {
 
+struct RunReport;
+
 // `v` with `decimals` digits after the point.
 std::string fixed(double v, int decimals);
 // PASS or FAIL.
 std::string verdict_word(const Verdict& v);
+// The verdict in one line that does not contradict itself: "PASS: no
+// violations found in N lock operations under F faults", "PASS: 3 overlaps,
+// all explained (pause x3)", "PASS: the control was caught (...)", or
+// "FAIL: <the first problem>".
+std::string verdict_headline(const RunReport& r);
 // Seconds since the run's start, for people.
 std::string secs(std::int64_t t, const RunInfo& info);
 // Nanoseconds as whole milliseconds, rounded.

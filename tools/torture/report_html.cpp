@@ -240,8 +240,8 @@ std::string render_html(const RunReport& r, const std::vector<Event>& events) {
       ".legend span{margin-right:14px;white-space:nowrap}.legend i{display:inline-block;width:12px;height:12px;"
       "margin-right:4px;vertical-align:middle;opacity:.7}</style></head>\n<body>\n<h1>" +
       esc(title) + "</h1>\n";
-  out += "<h2 class=\"" + std::string(r.verdict.pass ? "pass" : "fail") + "\">" + verdict_word(r.verdict) +
-         (r.verdict.caught ? " &mdash; violations found" : " &mdash; no violations found") + "</h2>\n<ul>\n";
+  out += "<h2 class=\"" + std::string(r.verdict.pass ? "pass" : "fail") + "\">" + esc(verdict_headline(r)) +
+         "</h2>\n<ul>\n";
   for (const auto& v : r.verdict.violations) out += "<li>violation: " + esc(v) + "</li>\n";
   for (const auto& p : r.verdict.problems) out += "<li>problem: " + esc(p) + "</li>\n";
   out += "</ul>\n<h2>Timeline</h2>\n" + legend(r.findings) + "<div class=\"timeline\">\n" + timeline_svg(r, events) +
