@@ -54,7 +54,7 @@ class CliRecipes : public ::testing::Test {
 };
 
 TEST_F(CliRecipes, ElectRunsTheCommandWithItsTerm) {
-  auto r = dlock({"elect", "--id", "alpha", "sched", "--", "sh", "-c",
+  auto r = dlock({"elect", "-v", "--id", "alpha", "sched", "--", "sh", "-c",
                   "echo \"$DLOCK_NAME $DLOCK_ID $DLOCK_TERM $DLOCK_FENCE\"; exit 3"});
   EXPECT_EQ(r.exit_code, 3) << "CMD's status: " << r.err;
   std::istringstream words(r.out);
@@ -85,7 +85,7 @@ TEST_F(CliRecipes, ASecondCandidateTakesOverWhenTheFirstEndsWithALargerTerm) {
   auto text = dlock({"status", "sched"});
   EXPECT_EQ(text.exit_code, 0) << text.err;
   EXPECT_TRUE(has(text.out, "sched: held")) << text.out;
-  EXPECT_TRUE(has(text.out, "'cand-a'")) << "the leader's id: " << text.out;
+  EXPECT_TRUE(has(text.out, "sched: held by cand-a for ")) << "the leader's id: " << text.out;
   auto j = status_json("sched");
   EXPECT_EQ(j["holder"], "cand-a");
   EXPECT_EQ(j["fence"], term_a);

@@ -1,11 +1,13 @@
 // The dlock tool, run as a user would, against a real redis-server.
 #include <signal.h>
 
+#include <algorithm>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "integration/common.hpp"
 #include "support/postgres_server.hpp"
+#include "support/temp_dir.hpp"
 
 namespace dlock::test {
 namespace {
@@ -26,11 +28,113 @@ TEST_F(Cli, RunsTheCommandWithNameAndFenceAndReturnsItsStatus) {
   auto r = dlock({"run", "job", "--", "sh", "-c", "echo \"$DLOCK_NAME $DLOCK_FENCE\"; exit 3"});
   EXPECT_EQ(r.exit_code, 3) << r.err;
   EXPECT_EQ(r.out, "job 1\n");
-  EXPECT_NE(r.err.find("acquired 'job' (fence 1)"), std::string::npos) << r.err;
-  auto again = dlock({"run", "--quiet", "job", "--", "sh", "-c", "echo $DLOCK_FENCE"});
+  EXPECT_EQ(r.err, "") << "quiet by default, as flock(1): cron mails only about trouble";
+  auto again = dlock({"run", "-v", "job", "--", "sh", "-c", "echo $DLOCK_FENCE"});
   EXPECT_EQ(again.exit_code, 0);
   EXPECT_EQ(again.out, "2\n");
-  EXPECT_EQ(again.err, "") << "--quiet prints nothing on success";
+  EXPECT_NE(again.err.find("acquired 'job' (fence 2)"), std::string::npos) << again.err;
+  EXPECT_NE(again.err.find("released 'job'"), std::string::npos) << again.err;
+  auto quiet = dlock({"run", "--quiet", "job", "--", "true"});
+  EXPECT_EQ(quiet.exit_code, 0);
+  EXPECT_EQ(quiet.err, "") << "--quiet prints nothing on success";
+}
+
+TEST_F(Cli, VersionMatchesTheLibrary) {
+  auto r = dlock({"--version"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "dlock " + std::string(dlock::version()) + "\n");
+  EXPECT_EQ(std::string(dlock::version()), DLOCK_VERSION_STRING);
+}
+
+// Who holds it: the run's command, its pid and host, and for how long, in
+// status (text and JSON), list, and the busy message of another run.
+TEST_F(Cli, StatusListAndBusyRunsNameTheHolder) {
+  TempDir dir;
+  const std::string ready = dir.file("holder-ready");
+  std::thread holder([&] {
+    dlock({"run", "--label", "nightly-report", "nightly", "--", "sh", "-c", "touch " + ready + "; sleep 3"});
+  });
+  ASSERT_TRUE(eventually([&] { return std::ifstream(ready).good(); }, 10s));
+  auto text = dlock({"status", "nightly"});
+  EXPECT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("nightly: held by nightly-report["), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("]@"), std::string::npos) << text.out;
+  auto js = nlohmann::json::parse(dlock({"status", "--json", "nightly"}).out);
+  const std::string who = js["holder"].get<std::string>();
+  EXPECT_TRUE(who.starts_with("nightly-report[")) << who;
+  ASSERT_TRUE(js["held_for_ms"].is_number()) << js.dump();
+  EXPECT_GE(js["held_for_ms"].get<long long>(), 0);
+  EXPECT_LT(js["held_for_ms"].get<long long>(), 10000);
+  auto busy = dlock({"run", "--wait", "0", "nightly", "--", "true"});
+  EXPECT_EQ(busy.exit_code, 75);
+  EXPECT_NE(busy.err.find("'nightly' is held by " + who + " for "), std::string::npos) << busy.err;
+  auto listed = dlock({"list"});
+  EXPECT_EQ(listed.exit_code, 0) << listed.err;
+  EXPECT_NE(listed.out.find("nightly: held by " + who), std::string::npos) << listed.out;
+  auto listed_json = nlohmann::json::parse(dlock({"list", "--json", "night"}).out);
+  ASSERT_EQ(listed_json.size(), 1u) << listed_json.dump();
+  EXPECT_EQ(listed_json[0]["name"], "nightly");
+  EXPECT_EQ(listed_json[0]["holder"], who);
+  EXPECT_EQ(nlohmann::json::parse(dlock({"list", "--json", "other"}).out).size(), 0u);
+  holder.join();
+  EXPECT_EQ(nlohmann::json::parse(dlock({"list", "--json"}).out).size(), 0u) << "released: listed no more";
+}
+
+// For the node exporter's textfile collector: several names, one exposition.
+TEST_F(Cli, StatusOfSeveralNamesAndForPrometheus) {
+  LogSink log;
+  auto client = Client::connect(server.url(), quiet(log));
+  auto held = client.acquire("p1", 0ms).value();
+  auto text = dlock({"status", "p1", "p2"});
+  EXPECT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("p1: held by "), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("p2: free"), std::string::npos) << text.out;
+  auto prom = dlock({"status", "--prometheus", "p1", "p2"});
+  EXPECT_EQ(prom.exit_code, 0) << prom.err;
+  EXPECT_NE(prom.out.find("# TYPE dlock_lock_held gauge"), std::string::npos) << prom.out;
+  EXPECT_NE(prom.out.find("dlock_lock_held{lock=\"p1\"} 1\n"), std::string::npos) << prom.out;
+  EXPECT_NE(prom.out.find("dlock_lock_held{lock=\"p2\"} 0\n"), std::string::npos) << prom.out;
+  EXPECT_NE(prom.out.find("dlock_lock_fence{lock=\"p1\"} " + std::to_string(held.fence()) + "\n"), std::string::npos)
+      << prom.out;
+  EXPECT_EQ(dlock({"status", "--prometheus", "p1", "p1"}).exit_code, 64) << "a name twice would collide";
+}
+
+// Not a terminal (cron, a log): one line once the wait lasts, naming what it
+// waits for and who holds it; nothing for a wait that ends quickly.
+TEST_F(Cli, ALongWaitSaysOnceWhatItWaitsFor) {
+  LogSink log;
+  ClientOptions o = quiet(log);
+  o.describe_holder = true;
+  auto client = Client::connect(server.url(), o);
+  LockOptions lo;
+  lo.holder_label = "backup";
+  auto held = client.acquire("slow", 0ms, lo).value();
+  std::thread releaser([&] {
+    std::this_thread::sleep_for(4s);
+    (void)held.release();
+  });
+  auto r = dlock({"run", "slow", "--", "true"});
+  releaser.join();
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("dlock: waiting for 'slow' (held by backup["), std::string::npos) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << "one line, not one per second: " << r.err;
+  auto quick = dlock({"run", "slow", "--", "true"});
+  EXPECT_EQ(quick.err, "") << "a wait that did not happen says nothing";
+}
+
+// A server that dies while a run waits: the run says it keeps trying.
+TEST_F(Cli, AWaitWhoseServerDiedSaysItIsRetrying) {
+  LogSink log;
+  auto client = Client::connect(server.url(), quiet(log));
+  auto held = client.acquire("gone", 0ms).value();
+  std::thread killer([&] {
+    std::this_thread::sleep_for(500ms);
+    server.stop();
+  });
+  auto r = dlock({"run", "--wait", "6s", "gone", "--", "true"});
+  killer.join();
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("waiting for 'gone' (the server does not answer, retrying"), std::string::npos) << r.err;
 }
 
 TEST_F(Cli, StatusAsTextAndJson) {
@@ -39,7 +143,8 @@ TEST_F(Cli, StatusAsTextAndJson) {
   auto lease = client.try_acquire("st").value();
   auto text = dlock({"status", "st"});
   EXPECT_EQ(text.exit_code, 0);
-  EXPECT_NE(text.out.find("st: held, fence 1"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("st: held by "), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find(", fence 1, lease "), std::string::npos) << text.out;
   auto js = dlock({"status", "--json", "st"});
   ASSERT_EQ(js.exit_code, 0) << js.err;
   auto j = nlohmann::json::parse(js.out);

@@ -29,6 +29,7 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -39,6 +40,7 @@
 #include "job_control.hpp"
 #include "messages.hpp"
 #include "run_command.hpp"
+#include "wait_status.hpp"
 
 namespace {
 
@@ -127,12 +129,15 @@ std::vector<std::string> url_arguments(int argc, char** argv) {
 
 struct Common {
   std::string url;
-  bool quiet = false;
+  bool quiet = false;    // -q: errors only (no warnings, no wait status)
+  bool verbose = false;  // -v: also what went well (acquired, released)
   bool json = false;
 };
 
+// What went well: said only with -v (quiet by default, as flock(1) is, so
+// that cron mails only about trouble).
 void say(const Common& c, const std::string& text) {
-  if (!c.quiet) std::cerr << "dlock: " << text << '\n';
+  if (c.verbose && !c.quiet) std::cerr << "dlock: " << text << '\n';
 }
 
 // An error of the library, `what` it was doing, and what to do about it in
@@ -192,53 +197,119 @@ std::string shown_holder(std::string_view holder) {
   return shown_name(out);
 }
 
-int cmd_status(const Common& common, const std::string& name) {
-  dlock::Result<dlock::LockInfo> info = dlock::LockInfo{};
-  const bool no_store = sqlite_store_missing(common.url);
-  if (!no_store) {
-    int code = 0;
-    auto client = connect(common, code, name);
-    if (!client) return code;
-    info = client->inspect(name);
-    if (!info.ok()) return fail(info.status(), "cannot read the state of '" + name + "'", common.url, name);
+nlohmann::json as_json(const std::string& name, const dlock::LockInfo& info) {
+  return {{"name", name},
+          {"held", info.held},
+          {"fence", info.fence},
+          {"last_fence", info.last_fence},
+          {"remaining_ms", info.remaining.count()},
+          {"reentry_count", info.reentry_count},
+          {"waiters", info.waiters ? nlohmann::json(*info.waiters) : nlohmann::json()},
+          {"holder", info.holder},
+          {"held_for_ms", info.held_for ? nlohmann::json(info.held_for->count()) : nlohmann::json()},
+          {"holders", info.holders},
+          {"shared", info.shared}};
+}
+
+// "NAME: held by H for 12 s, fence 2, lease 28.5 s left": a held lock, for
+// status and list. Shared and counted locks: how many hold it, and the
+// oldest grant speaks for them.
+std::string held_text(const std::string& name, const dlock::LockInfo& info) {
+  std::ostringstream out;
+  out << shown_name(name) << ": held";
+  if (info.shared)
+    out << " shared by " << info.holders << (info.holder.empty() ? "" : ", the first");
+  else if (info.holders > 1)
+    out << " by " << info.holders << (info.holder.empty() ? "" : ", the first");
+  if (!info.holder.empty() || info.held_for) out << " by " << dlock::cli::holder_text(info);
+  out << ", fence " << info.fence << ", ";
+  if (info.remaining.count() > 0)
+    out << "lease " << static_cast<double>(info.remaining.count()) / 1000.0 << " s left";
+  else
+    out << "kept by its holder's session";  // ZooKeeper: no lease
+  return out.str();
+}
+
+// dlock list: the held locks under a prefix, one line (or JSON object) each.
+int cmd_list(const Common& common, const std::string& prefix) {
+  if (sqlite_store_missing(common.url)) {
+    std::cout << (common.json ? "[]\n" : "");
+    return 0;
   }
+  int code = 0;
+  auto client = connect(common, code);
+  if (!client) return code;
+  auto locks = client->list(prefix);
+  if (!locks.ok()) return fail(locks.status(), "cannot list the locks", common.url);
+  if (common.json) {
+    nlohmann::json all = nlohmann::json::array();
+    for (const auto& l : *locks) all.push_back(as_json(l.name, l.info));
+    std::cout << all.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
+    return 0;
+  }
+  for (const auto& l : *locks)
+    std::cout << held_text(l.name, l.info)
+              << (l.info.waiters ? ", " + std::to_string(*l.info.waiters) + " waiting" : std::string()) << '\n';
+  return 0;
+}
+
+void print_status(const Common& common, const std::string& name, const dlock::Result<dlock::LockInfo>& info,
+                  bool no_store) {
   const std::string waiters =
       info->waiters ? std::to_string(*info->waiters) + " waiting" : std::string("waiters unknown");
   if (common.json) {
-    nlohmann::json j = {{"name", name},
-                        {"held", info->held},
-                        {"fence", info->fence},
-                        {"last_fence", info->last_fence},
-                        {"remaining_ms", info->remaining.count()},
-                        {"reentry_count", info->reentry_count},
-                        {"waiters", info->waiters ? nlohmann::json(*info->waiters) : nlohmann::json()},
-                        {"holder", info->holder},
-                        {"holders", info->holders},
-                        {"shared", info->shared}};
     // Names and holder texts are bytes: anything not UTF-8 is replaced.
-    std::cout << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
+    std::cout << as_json(name, *info).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
   } else if (info->held) {
-    std::cout << shown_name(name) << ": held";
-    // Fair, shared and counted locks (run --fair/--shared/--permits, elect):
-    // who holds them, as the oldest grant describes itself.
-    if (info->shared)
-      std::cout << " shared by " << info->holders;
-    else if (info->holders > 1)
-      std::cout << " by " << info->holders;
-    if (!info->holder.empty()) std::cout << " (holder '" << shown_holder(info->holder) << "')";
-    std::cout << ", fence " << info->fence << ", ";
-    if (info->remaining.count() > 0)
-      std::cout << "lease " << static_cast<double>(info->remaining.count()) / 1000.0 << " s left";
-    else
-      std::cout << "kept by its holder's session";  // ZooKeeper: no lease
-    std::cout << ", re-entry count " << info->reentry_count << ", " << waiters << '\n';
+    std::cout << held_text(name, *info) << ", re-entry count " << info->reentry_count << ", " << waiters << '\n';
   } else if (no_store) {
     std::cout << shown_name(name) << ": free (no lock file at " << dlock::describe_url(common.url) << " yet)\n";
   } else {
     std::cout << shown_name(name) << ": free (fence counter at " << info->last_fence << "), " << waiters << '\n';
   }
+}
+
+// dlock status NAME...: one line (or JSON object) per name, or with
+// --prometheus the gauges of every name in one exposition (for the node
+// exporter's textfile collector).
+int cmd_status(const Common& common, const std::vector<std::string>& names, bool prometheus) {
+  // `dlock status NAME URL`: a URL among the names is a mistake, and would
+  // be printed back, password and all.
+  for (const std::string& name : names)
+    if (name.find("://") != std::string::npos) {
+      std::cerr << "dlock: '" << dlock::cli::redact_urls(name, {name})
+                << "' looks like a URL, not a lock name: give it as --url URL (see dlock status --help)\n";
+      return dlock::cli::kUsage;
+    }
+  std::vector<dlock::InspectedLock> seen;
+  std::optional<dlock::Client> client;
+  const bool no_store = sqlite_store_missing(common.url);
+  for (const std::string& name : names) {
+    dlock::Result<dlock::LockInfo> info = dlock::LockInfo{};
+    if (!no_store) {
+      int code = 0;
+      if (!client) client = connect(common, code, name);
+      if (!client) return code;
+      info = client->inspect(name);
+      if (!info.ok()) return fail(info.status(), "cannot read the state of '" + name + "'", common.url, name);
+    }
+    if (prometheus)
+      seen.push_back({name, *info});
+    else
+      print_status(common, name, *info, no_store);
+  }
+  if (prometheus) {
+    try {
+      std::cout << dlock::locks_to_prometheus(seen);
+    } catch (const dlock::Error& e) {  // a name given twice
+      std::cerr << "dlock: " << dlock::cli::tidy(e.status().to_string()) << '\n';
+      return dlock::cli::kUsage;
+    }
+  }
   return 0;
 }
+
+
 
 struct RunOptions {
   std::string name;
@@ -257,7 +328,16 @@ struct RunOptions {
   // dlock elect: the candidate id (empty: hostname:pid).
   bool elect = false;
   std::string id;
+  std::string label;  // dlock run --label: what status shows for CMD
 };
+
+// CMD's program name, without its directory: what status shows of a run.
+std::string command_label(const std::vector<std::string>& command) {
+  if (command.empty()) return {};
+  const std::string& program = command.front();
+  const auto slash = program.find_last_of('/');
+  return slash == std::string::npos ? program : program.substr(slash + 1);
+}
 
 int status_to_exit(int status) {
   if (WIFEXITED(status)) return WEXITSTATUS(status);
@@ -280,11 +360,17 @@ int take_terminating_signal(int sig_fd) {
 }
 
 // Waits until `done_fd` is readable or a terminating signal arrives on
-// `sig_fd`. Returns the signal, or 0 when done_fd fired.
-int wait_or_signal(int sig_fd, int done_fd) {
+// `sig_fd`. Returns the signal, or 0 when done_fd fired. `tick`, if given,
+// runs about once a second meanwhile.
+int wait_or_signal(int sig_fd, int done_fd, const std::function<void()>& tick = {}) {
   for (;;) {
     pollfd fds[2] = {{sig_fd, POLLIN, 0}, {done_fd, POLLIN, 0}};
-    if (poll(fds, 2, -1) < 0) {
+    const int ready = poll(fds, 2, tick ? 1000 : -1);
+    if (ready == 0) {
+      tick();
+      continue;
+    }
+    if (ready < 0) {
       if (errno == EINTR) continue;
       return SIGTERM;  // cannot wait: give up as if told to stop
     }
@@ -351,9 +437,27 @@ std::optional<dlock::Client> connect_interruptibly(const Common& c, const std::s
   return std::move(*client);
 }
 
+// Who holds `name` now, as its holder described itself ("another owner"
+// if it is not known).
+std::string current_holder(const dlock::Client& client, const std::string& name) {
+  auto info = client.inspect(name);
+  if (!info.ok() || !info->held || info->holder.empty()) return "another owner";
+  return dlock::cli::holder_text(*info);
+}
+
+// What a run waits for, in its status line.
+std::string waited_for(const RunOptions& o) {
+  const std::string name = "'" + shown_name(o.name) + "'";
+  if (o.elect) return "the leadership of " + name;
+  if (o.counted) return "one of the " + std::to_string(o.permits) + " permits of " + name;
+  if (o.shared) return "a read lock on " + name;
+  return name;
+}
+
 // The exit code of an acquire that did not succeed: busy or timed out is
 // EX_TEMPFAIL, anything else as the error says.
-int not_acquired(const Common& common, const RunOptions& o, milliseconds wait, const dlock::Status& s) {
+int not_acquired(const Common& common, const dlock::Client& client, const RunOptions& o, milliseconds wait,
+                 const dlock::Status& s) {
   if (s.code() == dlock::Errc::busy || s.code() == dlock::Errc::timeout) {
     if (!common.quiet) {
       const std::string released = wait.count() == 0 ? "" : " and was not released within --wait";
@@ -363,7 +467,8 @@ int not_acquired(const Common& common, const RunOptions& o, milliseconds wait, c
         std::cerr << "dlock: all " << o.permits << " permits of '" << shown_name(o.name) << "' are taken"
                   << (wait.count() == 0 ? "" : " and none was released within --wait") << '\n';
       else
-        std::cerr << "dlock: '" << shown_name(o.name) << "' is held by another owner" << released << '\n';
+        std::cerr << "dlock: '" << shown_name(o.name) << "' is held by " << current_holder(client, o.name) << released
+                  << '\n';
     }
     return dlock::cli::kTempFail;
   }
@@ -384,13 +489,17 @@ std::optional<dlock::Lease> acquire_interruptibly(const Common& common, const dl
     return std::nullopt;
   }
   client.async_acquire(o.name, wait, lo, [result](dlock::Result<dlock::Lease> r) { result->set(std::move(r)); });
-  if (int sig = wait_or_signal(sig_fd, result->fd); sig != 0) {
+  dlock::cli::WaitStatus status(client, o.name, waited_for(o), isatty(STDERR_FILENO) != 0,
+                                common.quiet || wait.count() == 0);
+  const int sig = wait_or_signal(sig_fd, result->fd, [&status] { status.tick(); });
+  status.finish();
+  if (sig != 0) {
     exit_code = interrupted(common, sig, "waiting for '" + shown_name(o.name) + "'");
     return std::nullopt;  // a lease granted meanwhile is released with `result`
   }
   auto lease = std::move(*result->take());
   if (lease.ok()) return std::move(lease.value());
-  exit_code = not_acquired(common, o, wait, lease.status());
+  exit_code = not_acquired(common, client, o, wait, lease.status());
   return std::nullopt;
 }
 
@@ -399,7 +508,8 @@ std::optional<dlock::Lease> acquire_interruptibly(const Common& common, const dl
 // a signal ends the wait. The recipes have no asynchronous form that a
 // signal could cancel: the signal ends the process, and the place it kept
 // in the name's line lapses with its lease (--ttl).
-std::optional<dlock::Status> take_interruptibly(const Common& common, const RunOptions& o, int sig_fd,
+std::optional<dlock::Status> take_interruptibly(const Common& common, const dlock::Client& client,
+                                                const RunOptions& o, milliseconds wait, int sig_fd,
                                                 std::function<bool()> take, int& exit_code) {
   auto result = std::make_shared<Handoff<dlock::Status>>();
   if (result->fd < 0) {
@@ -416,7 +526,11 @@ std::optional<dlock::Status> take_interruptibly(const Common& common, const RunO
       result->set(dlock::Status(dlock::Errc::server_error, e.what()));
     }
   });
-  if (int sig = wait_or_signal(sig_fd, result->fd); sig != 0) {
+  dlock::cli::WaitStatus status(client, o.name, waited_for(o), isatty(STDERR_FILENO) != 0,
+                                common.quiet || wait.count() == 0);
+  const int sig = wait_or_signal(sig_fd, result->fd, [&status] { status.tick(); });
+  status.finish();
+  if (sig != 0) {
     // The call cannot be stopped; nothing runs yet, so end the process here
     // rather than race the waiting thread.
     exit_code = interrupted(common, sig, "waiting for '" + shown_name(o.name) + "'");
@@ -456,10 +570,10 @@ std::optional<Held> hold_interruptibly(const Common& common, const dlock::Client
         rw->unlock_shared();
         return rw->last_release_status();
       };
-      auto status = take_interruptibly(common, o, sig_fd, take, exit_code);
+      auto status = take_interruptibly(common, client, o, wait, sig_fd, take, exit_code);
       if (!status) return std::nullopt;
       if (!status->ok()) {
-        exit_code = not_acquired(common, o, wait, *status);
+        exit_code = not_acquired(common, client, o, wait, *status);
         return std::nullopt;
       }
       held.fence = rw->fence();
@@ -471,10 +585,10 @@ std::optional<Held> hold_interruptibly(const Common& common, const dlock::Client
         sem->release();
         return sem->last_release_status();
       };
-      auto status = take_interruptibly(common, o, sig_fd, take, exit_code);
+      auto status = take_interruptibly(common, client, o, wait, sig_fd, take, exit_code);
       if (!status) return std::nullopt;
       if (!status->ok()) {
-        exit_code = not_acquired(common, o, wait, *status);
+        exit_code = not_acquired(common, client, o, wait, *status);
         return std::nullopt;
       }
       held.fence = sem->fences().front();
@@ -564,9 +678,11 @@ int cmd_run(const Common& common, const RunOptions& o) {
   if (o.elect) {
     lo.fair = true;  // candidates wait in line, as dlock::Election's
     lo.holder = id;  // what status and Election::leader() show
-  } else if (o.fair || o.shared || counted) {
+  } else {
     lo.fair = o.fair;
-    lo.holder = default_candidate_id();  // who holds it, for dlock status
+    // Who holds it, for dlock status and list: CMD's name (or --label),
+    // this process and host.
+    lo.holder_label = o.label.empty() ? command_label(o.command) : o.label;
   }
   auto held = hold_interruptibly(common, *client, o, wait, lo, sig_fd, code);
   if (!held) return code;
@@ -638,11 +754,16 @@ int main(int argc, char** argv) {
             dlock::cli::default_url() +
             ": locks shared by this user's processes on this machine only; name a server to lock "
             "across machines)");
-    sub->add_flag("-q,--quiet", common.quiet, "Print only errors");
+    sub->add_flag("-q,--quiet", common.quiet, "Print only errors (no warnings, no status line while waiting)");
+    sub->add_flag("-v,--verbose", common.verbose,
+                  "Also say what went well (acquired, released); by default dlock prints only errors, warnings "
+                  "and, while it waits, what it waits for");
     sub->footer(kExitCodesHelp);
   };
 
   add_common(&app);
+  app.set_version_flag("--version", std::string("dlock ") + std::string(dlock::version()),
+                       "Print the version (the library's, dlock::version()) and exit");
 
   RunOptions run;
   auto* run_cmd = app.add_subcommand(
@@ -677,6 +798,9 @@ int main(int argc, char** argv) {
                     "for them; --fair waits in their line)");
   run_cmd->add_option("--permits", run.permits,
                       "Take one of N permits: at most N runs of NAME at once (every run of NAME must give the same N)");
+  run_cmd->add_option("--label", run.label,
+                      "What dlock status and list show as the holder's program (default: CMD's name); shown as "
+                      "LABEL[PID]@HOST, so not a secret");
   run_cmd->add_option("name", run.name, "Lock name")->required();
   run_cmd->add_option("command", run.command, "Command and arguments, after --")->required();
 
@@ -704,14 +828,27 @@ int main(int argc, char** argv) {
   elect_cmd->add_option("name", elect.name, "Election name (a lock name)")->required();
   elect_cmd->add_option("command", elect.command, "Command and arguments, after --")->required();
 
-  std::string status_name;
+  std::vector<std::string> status_names;
+  bool status_prometheus = false;
   auto* status_cmd = app.add_subcommand(
       "status",
-      "Show whether NAME is held, its fence, lease and waiters; for fair, shared and counted locks and elections "
-      "also the holder (the leader's id) and how many hold it");
+      "Show whether NAME is held, by whom (PROGRAM[PID]@HOST of the run that holds it, or the leader's id) and for "
+      "how long, its fence, lease and waiters; for shared and counted locks also how many hold it");
   add_common(status_cmd);
   status_cmd->add_flag("--json", common.json, "One JSON object on stdout");
-  status_cmd->add_option("name", status_name, "Lock name")->required();
+  status_cmd->add_flag("--prometheus", status_prometheus,
+                       "The locks' gauges (held, fence, lease left, holders, waiters) in the Prometheus text format, "
+                       "for the node exporter's textfile collector");
+  status_cmd->add_option("name", status_names, "Lock names")->required();
+
+  std::string list_prefix;
+  auto* list_cmd = app.add_subcommand(
+      "list", "List the locks held now whose names start with PREFIX (default: all): holder, fence, time held, "
+              "lease left and waiters (Redis: SCAN of the key space; SQL: the lock table; ZooKeeper: the lock "
+              "parent's children)");
+  add_common(list_cmd);
+  list_cmd->add_flag("--json", common.json, "One JSON array on stdout");
+  list_cmd->add_option("prefix", list_prefix, "Name prefix");
 
   auto* migrate_cmd = app.add_subcommand(
       "migrate",
@@ -727,15 +864,18 @@ int main(int argc, char** argv) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
     return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
   } catch (const CLI::ParseError& e) {
     // CLI11 quotes raw arguments, URLs with their passwords among them, and
     // reports an unknown option as the arguments left over after it.
-    const std::string unknown = unknown_option(argc, argv, {&app, run_cmd, elect_cmd, status_cmd, migrate_cmd});
+    const std::string unknown = unknown_option(argc, argv, {&app, run_cmd, elect_cmd, status_cmd, list_cmd, migrate_cmd});
     std::cerr << "dlock: "
               << (unknown.empty() ? dlock::cli::redact_urls(e.what(), url_arguments(argc, argv))
                                   : "unknown option '" + unknown + "'")
               << " (see dlock " << (run_cmd->parsed() ? "run " : "") << (elect_cmd->parsed() ? "elect " : "")
-              << (status_cmd->parsed() ? "status " : "") << (migrate_cmd->parsed() ? "migrate " : "") << "--help)\n";
+              << (status_cmd->parsed() ? "status " : "") << (list_cmd->parsed() ? "list " : "")
+              << (migrate_cmd->parsed() ? "migrate " : "") << "--help)\n";
     return dlock::cli::kUsage;
   }
   // Only `dlock run` and `dlock elect` read them from a signalfd; the others keep
@@ -747,7 +887,7 @@ int main(int argc, char** argv) {
   elect.ttl_given = elect_cmd->count("--ttl") > 0;
   run.counted = run_cmd->count("--permits") > 0;
   // Only commands that write make the default file's directory: status reads.
-  if (common.url == dlock::cli::default_url() && !status_cmd->parsed())
+  if (common.url == dlock::cli::default_url() && !status_cmd->parsed() && !list_cmd->parsed())
     if (std::string err = dlock::cli::prepare_default_dir(); !err.empty()) {
       std::cerr << "dlock: " << err << '\n';
       return dlock::cli::kCantCreate;
@@ -756,7 +896,8 @@ int main(int argc, char** argv) {
     if (run_cmd->parsed()) return cmd_run(common, run);
     if (elect_cmd->parsed()) return cmd_run(common, elect);
     if (migrate_cmd->parsed()) return cmd_migrate(common);
-    return cmd_status(common, status_name);
+    if (list_cmd->parsed()) return cmd_list(common, list_prefix);
+    return cmd_status(common, status_names, status_prometheus);
   } catch (const std::exception& e) {
     std::cerr << "dlock: " << e.what() << '\n';
     return dlock::cli::kSoftware;
