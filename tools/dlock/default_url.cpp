@@ -28,6 +28,11 @@ std::string default_db_path() { return default_dir() + "/locks.db"; }
 std::string default_url() { return "sqlite://" + default_db_path(); }
 
 std::string prepare_default_dir() {
+#if !DLOCK_WITH_SQLITE
+  // The default store is a SQLite file, which this build cannot open.
+  return "this dlock is built without SQLite (DLOCK_WITH_SQLITE=OFF), so it has no default lock store: give "
+         "--url or set DLOCK_URL";
+#endif
   const std::string dir = default_dir();
   // Each missing parent, then the directory itself private to the user.
   for (std::size_t end = dir.find('/', 1);; end = dir.find('/', end + 1)) {
