@@ -136,7 +136,9 @@ TEST(Metrics, RendersEveryFamilyOnceWithHelpTypeAndTheBackendLabel) {
       EXPECT_EQ(help_of, family) << "# HELP comes right before # TYPE";
       EXPECT_TRUE(families.insert(family).second) << family << " declared twice";
       EXPECT_TRUE(type == "counter" || type == "gauge" || type == "histogram") << l;
-      if (type == "counter") EXPECT_TRUE(family.ends_with("_total")) << family;
+      if (type == "counter") {
+        EXPECT_TRUE(family.ends_with("_total")) << family;
+      }
       continue;
     }
     const std::string name = l.substr(0, l.find_first_of("{ "));
