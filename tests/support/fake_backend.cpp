@@ -289,7 +289,7 @@ void FakeServer::set_holder_ttl(std::optional<std::chrono::milliseconds> ttl) {
 }
 void FakeServer::take(const std::string& name) {
   std::lock_guard lk(mu_);
-  locks_[name] = {"other", 1, 1, ++fence_, ttl_ ? steady_ms() + ttl_->count() : detail::kNoExpiry};
+  locks_[name] = {"other", 1, 1, ++fence_, ttl_ ? steady_ms() + ttl_->count() : detail::kNoExpiry, 0, {}};
 }
 
 void FakeServer::queue_ghost(const std::string& name, std::chrono::milliseconds lease) {
@@ -377,7 +377,7 @@ std::optional<FakeServer::Lock> FakeServer::lock(const std::string& name) {
   if (auto it = lines_.find(name); it != lines_.end())
     for (const auto& h : it->second.holders)
       if (h.mode == detail::LockMode::exclusive && h.expires_ms > steady_ms())
-        return Lock{h.owner, h.grant, h.depth, h.fence, h.expires_ms};
+        return Lock{h.owner, h.grant, h.depth, h.fence, h.expires_ms, 0, {}};
   return std::nullopt;
 }
 int FakeServer::acquires() {

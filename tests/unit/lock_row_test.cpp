@@ -51,24 +51,24 @@ TEST(LockRow, AGrantRecordsItsHolderAndTimeAndALevelKeepsThem) {
 }
 
 TEST(LockRow, AnotherOwnerIsBusyUntilTheLeaseEnds) {
-  LockRow held{"a", 7, 1, 5, 900};
+  LockRow held{"a", 7, 1, 5, 900, 0, {}};
   auto r = decide_acquire(&held, call("b", 9, 0), 400, 1400, next);
   EXPECT_EQ(r.outcome.kind, K::busy);
   EXPECT_EQ(r.outcome.hint.kind, WaitHint::Kind::expiry);
   EXPECT_EQ(r.outcome.hint.after.count(), 500);
   EXPECT_FALSE(r.write);
-  LockRow session{"a", 7, 1, 5, kNoExpiry};
+  LockRow session{"a", 7, 1, 5, kNoExpiry, 0, {}};
   EXPECT_EQ(decide_acquire(&session, call("b", 9, 0), 400, 1400, next).outcome.hint.kind, WaitHint::Kind::event);
 }
 
 TEST(LockRow, TheSameOwnersOtherGrantIsBusyToo) {
-  LockRow held{"a", 7, 1, 5, 900};
+  LockRow held{"a", 7, 1, 5, 900, 0, {}};
   EXPECT_EQ(decide_acquire(&held, call("a", 8, 0), 400, 1400, next).outcome.kind, K::busy);
 }
 
 TEST(LockRow, ReentryAddsALevelAndAReplayDoesNotAddTwo) {
   fences = 0;
-  LockRow held{"a", 7, 1, 5, 900};
+  LockRow held{"a", 7, 1, 5, 900, 0, {}};
   auto r = decide_acquire(&held, call("a", 7, 1), 400, 1400, next);
   EXPECT_EQ(r.outcome.kind, K::granted);
   EXPECT_EQ(r.outcome.fence, 5u) << "one grant, one fence";
@@ -86,12 +86,12 @@ TEST(LockRow, ReentryAddsALevelAndAReplayDoesNotAddTwo) {
 
 TEST(LockRow, AHoldThatIsGoneIsNeverRecreated) {
   EXPECT_EQ(decide_acquire(nullptr, call("a", 7, 1), 0, 1000, next).outcome.kind, K::lost);
-  LockRow other{"b", 9, 1, 6, 900};
+  LockRow other{"b", 9, 1, 6, 900, 0, {}};
   EXPECT_EQ(decide_acquire(&other, call("a", 7, 1), 0, 1000, next).outcome.kind, K::lost);
 }
 
 TEST(LockRow, ADepthThatIsNeitherOursNorAReplayIsAMismatch) {
-  LockRow held{"a", 7, 3, 5, 900};
+  LockRow held{"a", 7, 3, 5, 900, 0, {}};
   auto r = decide_acquire(&held, call("a", 7, 1), 0, 1000, next);
   EXPECT_EQ(r.outcome.kind, K::mismatch);
   EXPECT_EQ(r.outcome.depth, 3u);
@@ -108,7 +108,7 @@ ReleaseCall release(const std::string& owner, std::uint64_t grant, unsigned held
 }
 
 TEST(LockRow, ReleaseIsOwnerAndGrantChecked) {
-  LockRow held{"a", 7, 1, 5, 900};
+  LockRow held{"a", 7, 1, 5, 900, 0, {}};
   EXPECT_EQ(decide_release(nullptr, release("a", 7, 1)).outcome.kind, ReleaseOutcome::Kind::not_held);
   EXPECT_EQ(decide_release(&held, release("b", 7, 1)).outcome.kind, ReleaseOutcome::Kind::not_owner);
   EXPECT_EQ(decide_release(&held, release("a", 8, 1)).outcome.kind, ReleaseOutcome::Kind::not_owner);
@@ -118,7 +118,7 @@ TEST(LockRow, ReleaseIsOwnerAndGrantChecked) {
 }
 
 TEST(LockRow, ReleaseDropsOneLevelAndAReplayDropsNone) {
-  LockRow held{"a", 7, 2, 5, 900};
+  LockRow held{"a", 7, 2, 5, 900, 0, {}};
   auto r = decide_release(&held, release("a", 7, 2));
   EXPECT_EQ(r.write, RowRelease::Write::update);
   EXPECT_EQ(r.outcome.depth, 1u);
@@ -128,12 +128,12 @@ TEST(LockRow, ReleaseDropsOneLevelAndAReplayDropsNone) {
   auto all = release("a", 7, 2);
   all.all = true;
   EXPECT_EQ(decide_release(&held, all).write, RowRelease::Write::erase);
-  LockRow deep{"a", 7, 5, 5, 900};
+  LockRow deep{"a", 7, 5, 5, 900, 0, {}};
   EXPECT_EQ(decide_release(&deep, release("a", 7, 2)).outcome.kind, ReleaseOutcome::Kind::mismatch);
 }
 
 TEST(LockRow, RenewalTellsExpiredFromTaken) {
-  LockRow held{"a", 7, 1, 5, 900};
+  LockRow held{"a", 7, 1, 5, 900, 0, {}};
   RenewCall c{"n", "a", 7, milliseconds(1000)};
   EXPECT_EQ(decide_renew(nullptr, c), RenewOutcome::expired);
   EXPECT_EQ(decide_renew(&held, c), RenewOutcome::renewed);
