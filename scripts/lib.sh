@@ -14,7 +14,7 @@ DLOCK_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
 # Debian 12 packages needed to build and test dlock.
 DLOCK_DEPS=(
-  cmake ninja-build g++ ccache pkg-config help2man
+  cmake ninja-build g++ ccache pkg-config help2man clang-format
   redis-server redis-tools libhiredis-dev libboost1.81-dev libssl-dev openssl libsqlite3-dev
   libpq-dev postgresql zookeeper libzookeeper-mt-dev
   libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev nlohmann-json3-dev python3

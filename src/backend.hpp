@@ -114,8 +114,9 @@ struct AcquireCall {
   // Join the name's line when busy and keep the place while retrying (a fair
   // lock, every SharedMutex and Semaphore call).
   bool queued = false;
-  // Who the holder is, for inspect (an election's candidate id). Lines only.
-  std::string info;
+  // Who the holder is, for inspect: its description, or LockOptions::holder
+  // (an election's candidate id). Empty: none.
+  std::string info{};
   // Redlock's numbering of its rounds on each master (0: none), so a late
   // undo of a failed round leaves a later round's grant alone.
   std::uint64_t round = 0;

@@ -3,8 +3,8 @@
 #include <algorithm>
 
 #include "client_core.hpp"
-#include "dlock/version.hpp"
 #include "core/token.hpp"
+#include "dlock/version.hpp"
 #include "sync_wait.hpp"
 
 namespace dlock {

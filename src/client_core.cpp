@@ -5,10 +5,10 @@
 #include <iostream>
 
 #include "backend_registry.hpp"
-#include "holder_description.hpp"
 #include "client_core_internal.hpp"
 #include "core/names.hpp"
 #include "core/token.hpp"
+#include "holder_description.hpp"
 
 namespace dlock::detail {
 

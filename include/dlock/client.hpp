@@ -78,15 +78,15 @@ struct LockInfo {
                                         // does not know them (SQLite, PostgreSQL)
   // Shared and counted locks (SharedMutex, Semaphore): the oldest grant
   // speaks for the lock.
-  std::string holder;  // what its holder said of itself: "PROGRAM[PID]@HOST"
-                       // by default (ClientOptions::describe_holder),
-                       // LockOptions::holder when given (Election: the
-                       // candidate id); empty if the grant stored none
+  std::string holder;                    // what its holder said of itself: "PROGRAM[PID]@HOST"
+                                         // by default (ClientOptions::describe_holder),
+                                         // LockOptions::holder when given (Election: the
+                                         // candidate id); empty if the grant stored none
   std::optional<milliseconds> held_for;  // since that grant, on the server's
                                          // clock; nullopt when free, and where
                                          // the store cannot tell (ZooKeeper)
-  unsigned holders = 0;  // grants held now (readers, permits)
-  bool shared = false;   // held in shared mode (readers, permits)
+  unsigned holders = 0;                  // grants held now (readers, permits)
+  bool shared = false;                   // held in shared mode (readers, permits)
 };
 
 // Counters since the client was created; a snapshot (Client::stats(), and

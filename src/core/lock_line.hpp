@@ -62,7 +62,7 @@ struct LineHolder {
   unsigned depth = 1;
   std::uint64_t fence = 0;
   std::int64_t expires_ms = kNoExpiry;
-  std::string info;  // AcquireCall::info
+  std::string info{};           // AcquireCall::info
   std::int64_t granted_ms = 0;  // when it was granted (0: unknown)
 };
 

@@ -28,7 +28,7 @@ struct LockRow {
   std::uint64_t fence = 0;
   std::int64_t expires_ms = kNoExpiry;
   std::int64_t granted_ms = 0;  // when this grant was made (0: unknown)
-  std::string info;             // what its holder said of itself (AcquireCall::info)
+  std::string info{};           // what its holder said of itself (AcquireCall::info)
 };
 
 struct RowAcquire {

@@ -135,9 +135,8 @@ Result<LockStore::Line> LockStore::load_line(const std::string& name, std::int64
   if (!row.ok()) return row.status();
   l.row = std::move(*row);
   if (const detail::LockRow* live = LockTable::live(l.row, now)) {
-    l.state.holders.push_back(
-        {live->owner, live->grant, LockMode::exclusive, live->depth, live->fence, live->expires_ms, l.row->info,
-         live->granted_ms});
+    l.state.holders.push_back({live->owner, live->grant, LockMode::exclusive, live->depth, live->fence,
+                               live->expires_ms, l.row->info, live->granted_ms});
     l.processes[{live->owner, live->grant}] = l.row->holder;
   }
   auto rows = table_->read_line(name);
@@ -200,8 +199,8 @@ Status LockStore::store_line(const std::string& name, const Line& before, const 
                       was_ex->expires_ms == now_ex->expires_ms && was_ex->info == now_ex->info &&
                       was_ex->granted_ms == now_ex->granted_ms;
     if (!same) {
-      const detail::LockRow row{now_ex->owner,   now_ex->grant,      now_ex->depth, now_ex->fence,
-                                now_ex->expires_ms, now_ex->granted_ms};
+      const detail::LockRow row{now_ex->owner, now_ex->grant,      now_ex->depth,
+                                now_ex->fence, now_ex->expires_ms, now_ex->granted_ms};
       if (Status s = table_->write(name, row, now_ex->info, &process_of(now_ex->owner, now_ex->grant)); !s.ok())
         return s;
     }
@@ -307,7 +306,8 @@ Result<AcquireOutcome> LockStore::acquire(const detail::AcquireCall& call, std::
     if (!fence_error.ok()) return fence_error;
     // A fresh grant stores what its holder says of itself; a level keeps it.
     if (r.write)
-      if (Status s = table_->write(call.name, *r.write, live == nullptr ? std::string_view(call.info) : (*stored)->info);
+      if (Status s =
+              table_->write(call.name, *r.write, live == nullptr ? std::string_view(call.info) : (*stored)->info);
           !s.ok())
         return s;
     if (holder != nullptr && r.outcome.kind == AcquireOutcome::Kind::busy) *holder = (*stored)->holder;

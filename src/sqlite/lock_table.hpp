@@ -71,8 +71,7 @@ struct LineRow {
     return kind == o.kind && owner == o.owner && grant == o.grant && mode == o.mode && permits == o.permits &&
            depth == o.depth && fence == o.fence && ticket == o.ticket && lease_ms == o.lease_ms &&
            expires_ms == o.expires_ms && info == o.info && boot == o.boot && granted_ms == o.granted_ms &&
-           process.pid == o.process.pid &&
-           process.start == o.process.start && process.ns == o.process.ns;
+           process.pid == o.process.pid && process.start == o.process.start && process.ns == o.process.ns;
   }
 };
 

@@ -323,7 +323,8 @@ void FakeServer::publish(const std::string& name) {
 detail::LineState& FakeServer::line(const std::string& name) {
   auto& st = lines_[name];
   if (Lock* l = live(name)) {
-    st.holders.push_back({l->owner, l->grant, detail::LockMode::exclusive, l->depth, l->fence, l->expires_ms, l->info, l->granted_ms});
+    st.holders.push_back(
+        {l->owner, l->grant, detail::LockMode::exclusive, l->depth, l->fence, l->expires_ms, l->info, l->granted_ms});
     locks_.erase(name);
   }
   return st;
