@@ -195,8 +195,9 @@ Pairs pg_limit(const std::string& url, double seconds, int threads) {
   };
   auto pair = [&](int t, long long i) {
     const std::string name = "pgl:" + std::to_string(t) + ":" + std::to_string(i);
-    call(conns[t], "SELECT kind, fence, depth, ttl_ms FROM dlock_locks_acquire($1, $2, $3, $4, $5)",
-         {name, "limit", "1", "0", "30000"});
+    // The same statement dlock sends, its holder description included.
+    call(conns[t], "SELECT kind, fence, depth, ttl_ms FROM dlock_locks_acquire($1, $2, $3, $4, $5, $6)",
+         {name, "limit", "1", "0", "30000", "sql_bench[1]@localhost"});
     call(conns[t], "SELECT kind, depth FROM dlock_locks_release($1, $2, $3, $4, $5, $6)",
          {name, "limit", "1", "1", "false", "0"});
   };

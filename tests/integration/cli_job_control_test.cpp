@@ -173,5 +173,28 @@ TEST_F(CliJobControl, CtrlZInATerminalStopsTheCommandAndCtrlCThenEndsIt) {
   EXPECT_FALSE(client.inspect("ttyz").value().held);
 }
 
+// On a terminal a waiting run keeps one status line current (who holds it,
+// how long it has waited) and erases it when the lock comes, before CMD
+// writes anything.
+TEST_F(CliJobControl, AWaitOnATerminalKeepsAStatusLineAndErasesIt) {
+  LogSink log;
+  auto client = Client::connect(server.url(), quiet(log));
+  LockOptions lo;
+  lo.holder_label = "deploy";
+  auto held = client.acquire("ttyw", 0ms, lo).value();
+  PtyDlock d({"run", "ttyw", "--", "sh", "-c", "echo ran"}, env());
+  ASSERT_TRUE(d.expect("waiting for 'ttyw' (held by deploy[", 10s)) << d.seen();
+  ASSERT_TRUE(d.expect("waited 3", 10s)) << "kept current: " << d.seen();
+  ASSERT_TRUE(held.release().ok());
+  ASSERT_TRUE(d.expect("ran", 10s)) << d.seen();
+  EXPECT_EQ(wait_exit(d.pid(), 5s), 0) << d.seen();
+  const std::string& s = d.seen();
+  const auto erased = s.rfind("\r\033[K");
+  ASSERT_NE(erased, std::string::npos) << s;
+  EXPECT_LT(erased, s.find("ran")) << "the line is erased before CMD writes: " << s;
+  EXPECT_EQ(s.substr(0, s.find("ran")).find('\n'), std::string::npos)
+      << "one line rewritten in place, not one per second: " << s;
+}
+
 }  // namespace
 }  // namespace dlock::test

@@ -101,10 +101,10 @@ TEST(Postgres, AStrayAcquireArrivingAfterItsUndoIsRefused) {
   // The undo: the last level of grant 42, with a 5 s tombstone; nothing held yet.
   EXPECT_EQ(pg.psql("SELECT kind FROM dlock_locks_release('job', 'me', 42, 1, false, 5000)"), "1\n");
   // The stray copy of grant 42's acquire: refused (kind 0), nothing written.
-  EXPECT_EQ(pg.psql("SELECT kind FROM dlock_locks_acquire('job', 'me', 42, 0, 30000)"), "0\n");
+  EXPECT_EQ(pg.psql("SELECT kind FROM dlock_locks_acquire('job', 'me', 42, 0, 30000, NULL)"), "0\n");
   EXPECT_EQ(pg.psql("SELECT count(*) FROM dlock_locks"), "0\n");
   // Another grant of the same owner is not a stray copy.
-  EXPECT_EQ(pg.psql("SELECT kind FROM dlock_locks_acquire('job', 'me', 43, 0, 30000)"), "1\n");
+  EXPECT_EQ(pg.psql("SELECT kind FROM dlock_locks_acquire('job', 'me', 43, 0, 30000, NULL)"), "1\n");
 }
 
 TEST(Postgres, AKilledConnectionIsReplacedAndTheWaiterStillWakes) {
@@ -303,7 +303,7 @@ TEST(Postgres, AnOlderSchemaIsMigratedAndItsNoticesStayOffStderr) {
   const std::string err = ::testing::internal::GetCapturedStderr();
   ASSERT_TRUE(second.ok()) << second.status().to_string();
   EXPECT_EQ(err, "");
-  EXPECT_EQ(pg.psql("SELECT value FROM dlock_locks_meta"), "4\n");
+  EXPECT_EQ(pg.psql("SELECT value FROM dlock_locks_meta"), "5\n");
   EXPECT_EQ(second->try_acquire("job").status().code(), Errc::busy) << "the held lock survived the migration";
   std::lock_guard lk(mu);
   EXPECT_TRUE(std::any_of(lines.begin(), lines.end(),

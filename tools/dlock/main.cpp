@@ -187,16 +187,6 @@ bool sqlite_store_missing(const std::string& url) {
   return path.starts_with('/') && stat(path.c_str(), &st) != 0 && errno == ENOENT;
 }
 
-// What a holder said of itself (LockOptions::holder), safe to print: other
-// programs wrote it, so control characters become '?', and it is cut as a
-// name is.
-std::string shown_holder(std::string_view holder) {
-  std::string out(holder);
-  for (char& c : out)
-    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
-  return shown_name(out);
-}
-
 nlohmann::json as_json(const std::string& name, const dlock::LockInfo& info) {
   return {{"name", name},
           {"held", info.held},
@@ -308,8 +298,6 @@ int cmd_status(const Common& common, const std::vector<std::string>& names, bool
   }
   return 0;
 }
-
-
 
 struct RunOptions {
   std::string name;
@@ -508,9 +496,9 @@ std::optional<dlock::Lease> acquire_interruptibly(const Common& common, const dl
 // a signal ends the wait. The recipes have no asynchronous form that a
 // signal could cancel: the signal ends the process, and the place it kept
 // in the name's line lapses with its lease (--ttl).
-std::optional<dlock::Status> take_interruptibly(const Common& common, const dlock::Client& client,
-                                                const RunOptions& o, milliseconds wait, int sig_fd,
-                                                std::function<bool()> take, int& exit_code) {
+std::optional<dlock::Status> take_interruptibly(const Common& common, const dlock::Client& client, const RunOptions& o,
+                                                milliseconds wait, int sig_fd, std::function<bool()> take,
+                                                int& exit_code) {
   auto result = std::make_shared<Handoff<dlock::Status>>();
   if (result->fd < 0) {
     std::cerr << "dlock: eventfd failed: " << std::strerror(errno) << '\n';
@@ -687,7 +675,7 @@ int cmd_run(const Common& common, const RunOptions& o) {
   auto held = hold_interruptibly(common, *client, o, wait, lo, sig_fd, code);
   if (!held) return code;
   if (o.elect)
-    say(common, "leading '" + shown_name(o.name) + "' as '" + shown_holder(id) + "' (term " +
+    say(common, "leading '" + shown_name(o.name) + "' as '" + dlock::cli::shown_holder(id) + "' (term " +
                     std::to_string(held->fence) + ")");
   else
     say(common, "acquired '" + shown_name(o.name) + "' (" +
@@ -843,9 +831,10 @@ int main(int argc, char** argv) {
 
   std::string list_prefix;
   auto* list_cmd = app.add_subcommand(
-      "list", "List the locks held now whose names start with PREFIX (default: all): holder, fence, time held, "
-              "lease left and waiters (Redis: SCAN of the key space; SQL: the lock table; ZooKeeper: the lock "
-              "parent's children)");
+      "list",
+      "List the locks held now whose names start with PREFIX (default: all): holder, fence, time held, "
+      "lease left and waiters (Redis: SCAN of the key space; SQL: the lock table; ZooKeeper: the lock "
+      "parent's children)");
   add_common(list_cmd);
   list_cmd->add_flag("--json", common.json, "One JSON array on stdout");
   list_cmd->add_option("prefix", list_prefix, "Name prefix");
@@ -869,7 +858,8 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     // CLI11 quotes raw arguments, URLs with their passwords among them, and
     // reports an unknown option as the arguments left over after it.
-    const std::string unknown = unknown_option(argc, argv, {&app, run_cmd, elect_cmd, status_cmd, list_cmd, migrate_cmd});
+    const std::string unknown =
+        unknown_option(argc, argv, {&app, run_cmd, elect_cmd, status_cmd, list_cmd, migrate_cmd});
     std::cerr << "dlock: "
               << (unknown.empty() ? dlock::cli::redact_urls(e.what(), url_arguments(argc, argv))
                                   : "unknown option '" + unknown + "'")
@@ -886,8 +876,10 @@ int main(int argc, char** argv) {
   run.ttl_given = run_cmd->count("--ttl") > 0;
   elect.ttl_given = elect_cmd->count("--ttl") > 0;
   run.counted = run_cmd->count("--permits") > 0;
-  // Only commands that write make the default file's directory: status reads.
-  if (common.url == dlock::cli::default_url() && !status_cmd->parsed() && !list_cmd->parsed())
+  // Only commands that write make the default file's directory: status and
+  // list read (a build without SQLite has no default store: all say so).
+  const bool reads_only = status_cmd->parsed() || list_cmd->parsed();
+  if (common.url == dlock::cli::default_url() && (!reads_only || !DLOCK_WITH_SQLITE))
     if (std::string err = dlock::cli::prepare_default_dir(); !err.empty()) {
       std::cerr << "dlock: " << err << '\n';
       return dlock::cli::kCantCreate;

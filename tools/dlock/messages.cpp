@@ -51,6 +51,13 @@ std::string shown_name(std::string_view name) {
   return std::string(name.substr(0, kShownNameBytes / 2)) + "...(" + std::to_string(name.size()) + " bytes)";
 }
 
+std::string shown_holder(std::string_view holder) {
+  std::string out(holder);
+  for (char& c : out)
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
+  return shown_name(out);
+}
+
 std::string tidy(std::string_view text, std::string_view name) {
   std::string out = redact_urls(text);
   if (name.size() <= kShownNameBytes) return out;

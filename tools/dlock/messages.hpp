@@ -23,6 +23,11 @@ std::string redact_urls(std::string_view text, const std::vector<std::string>& u
 // length ("aaaa…(102400 bytes)").
 std::string shown_name(std::string_view name);
 
+// What a holder said of itself (LockInfo::holder, an election's id), safe
+// to print: other programs wrote it, so control characters become '?', and
+// it is cut as a name is.
+std::string shown_holder(std::string_view holder);
+
 // redact_urls(text) with every occurrence of `name` replaced by
 // shown_name(name): for messages of the library, which quote the name.
 std::string tidy(std::string_view text, std::string_view name = {});

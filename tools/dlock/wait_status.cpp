@@ -24,18 +24,10 @@ std::string seconds(std::chrono::milliseconds d) {
   return out.str();
 }
 
-// Other programs wrote it: control characters become '?'.
-std::string printable(std::string_view s) {
-  std::string out(s);
-  for (char& c : out)
-    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
-  return shown_name(out);
-}
-
 }  // namespace
 
 std::string holder_text(const dlock::LockInfo& info) {
-  std::string out = info.holder.empty() ? std::string("an unnamed holder") : printable(info.holder);
+  std::string out = info.holder.empty() ? std::string("an unnamed holder") : shown_holder(info.holder);
   if (info.held_for) out += " for " + seconds(*info.held_for);
   return out;
 }
@@ -63,8 +55,7 @@ void WaitStatus::tick() {
   if (!terminal_ && (reported_ || waited < kReportAfter)) return;
   // One inspect at a time, off this thread: a server that does not answer
   // must not hold up the wait (or a signal).
-  if (!looking_.valid())
-    looking_ = std::async(std::launch::async, [this] { return client_.inspect(name_); });
+  if (!looking_.valid()) looking_ = std::async(std::launch::async, [this] { return client_.inspect(name_); });
   // The one line is written once: worth a moment's wait for its answer.
   const auto patience = terminal_ ? std::chrono::milliseconds(0) : std::chrono::milliseconds(500);
   bool answered = false;
