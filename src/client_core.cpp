@@ -54,6 +54,32 @@ Status check_lease(const char* field, milliseconds lease, milliseconds min) {
   return {};
 }
 
+// `done` for a read (inspect, names), answered by the backend or, if the
+// server stays silent, by `limit`: whichever comes first, once. A backend
+// whose calls wait on a session (ZooKeeper) would otherwise keep an
+// operator's read for the whole session timeout. On the I/O thread only.
+template <class T>
+std::function<void(Result<T>)> within(asio::io_context& io, milliseconds limit, std::string what,
+                                      std::function<void(Result<T>)> done) {
+  struct Once {
+    Once(asio::io_context& io, milliseconds limit, std::function<void(Result<T>)> d)
+        : done(std::move(d)), timer(io, limit) {}
+    std::function<void(Result<T>)> done;
+    asio::steady_timer timer;
+  };
+  auto once = std::make_shared<Once>(io, limit, std::move(done));
+  once->timer.async_wait([once, limit, what = std::move(what)](const error_code& ec) {
+    if (ec || !once->done) return;
+    std::exchange(once->done,
+                  nullptr)(Status(Errc::timeout, what + ": no answer within " + std::to_string(limit.count()) + " ms"));
+  });
+  return [once](Result<T> r) {
+    if (!once->done) return;
+    once->timer.cancel();
+    std::exchange(once->done, nullptr)(std::move(r));
+  };
+}
+
 }  // namespace
 
 // To the logger, else warnings and errors to stderr. A throwing logger must
@@ -344,14 +370,16 @@ void ClientCore::inspect(std::string name, std::function<void(Result<LockInfo>)>
   }
   post([self = shared_from_this(), name = std::move(name), done = std::move(done)]() mutable {
     if (self->closing_) return done(Status(Errc::cancelled, "client closed"));
-    self->backend_->inspect(name, [done = std::move(done)](Result<LockInfo> r) mutable { done(std::move(r)); });
+    self->backend_->inspect(name, within<LockInfo>(self->rt_->io, self->options_.command_timeout,
+                                                   "inspect '" + name + "'", std::move(done)));
   });
 }
 
 void ClientCore::names(std::string prefix, std::function<void(Result<std::vector<std::string>>)> done) {
   post([self = shared_from_this(), prefix = std::move(prefix), done = std::move(done)]() mutable {
     if (self->closing_) return done(Status(Errc::cancelled, "client closed"));
-    self->backend_->names(prefix, std::move(done));
+    self->backend_->names(prefix, within<std::vector<std::string>>(self->rt_->io, self->options_.command_timeout,
+                                                                   "list the locks", std::move(done)));
   });
 }
 

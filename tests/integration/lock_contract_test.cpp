@@ -309,6 +309,40 @@ TEST_P(LockContract, EveryBlockingCallReturnsByItsDeadlineWhileTheServerIsFrozen
   EXPECT_TRUE(eventually_ok([&] { return client.acquire("d", 5s); }));
 }
 
+// An operator's reads while the server is silent: inspect and list return
+// by the command timeout (an error, or what the store could still read,
+// never a hang), and work again once it answers.
+TEST_P(LockContract, InspectAndListReturnWhileTheServerIsFrozen) {
+  auto held = client.acquire("ops/held", 0ms);
+  ASSERT_THAT(held, IsOk());
+  if (!env->freeze(true)) GTEST_SKIP() << "this backend's server cannot be frozen";
+  const auto bound = 2 * ClientOptions().command_timeout + 500ms;
+  auto since = [](Clock::time_point t) { return std::chrono::duration_cast<milliseconds>(Clock::now() - t); };
+  auto t = Clock::now();
+  auto info = client.inspect("ops/held");
+  const auto inspect_took = since(t);
+  t = Clock::now();
+  auto listed = client.list("ops/");
+  const auto list_took = since(t);
+  env->freeze(false);
+  EXPECT_LT(inspect_took, bound);
+  EXPECT_LT(list_took, bound);
+  if (info.ok()) {
+    EXPECT_TRUE(info->held) << "read while frozen: it must still be the truth";
+  }
+  if (listed.ok()) {
+    EXPECT_EQ(listed->size(), 1u);
+  }
+  std::cout << "[measure] frozen." << GetParam().name << ".inspect=" << inspect_took.count() << "ms ("
+            << (info.ok() ? "ok" : info.status().to_string()) << ") list=" << list_took.count() << "ms ("
+            << (listed.ok() ? "ok" : listed.status().to_string()) << ")" << std::endl;
+  Result<std::vector<ListedLock>> again = Status(Errc::timeout, "not asked");
+  for (auto until = Clock::now() + 10s; Clock::now() < until; std::this_thread::sleep_for(50ms))
+    if ((again = client.list("ops/")).ok()) break;
+  ASSERT_THAT(again, IsOk());
+  EXPECT_EQ(again->size(), 1u);
+}
+
 // A release while the server is silent: the caller is not held forever (a
 // blocking release is bounded by the command timeout, resent at most twice
 // after a lost reply; on ZooKeeper the session's end may come first), and
