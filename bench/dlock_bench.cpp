@@ -58,6 +58,7 @@ struct Args {
   int renew_ms = 10000;
   std::string out;
   std::string events;
+  bool describe = true;  // --describe off: grants store no holder description
 };
 
 long long mono_ns() {
@@ -160,12 +161,13 @@ void pair_stats(std::map<std::string, std::string>& r, long long pairs, double s
 dlock::Client connect(const Args& a) {
   dlock::ClientOptions o;
   o.command_timeout = 5000ms;
+  o.describe_holder = a.describe;
   return dlock::Client::connect(a.url, o);
 }
 
 std::map<std::string, std::string> base(const Args& a) {
   return {{"library", q("dlock")},
-          {"settings", q("default")},
+          {"settings", q(a.describe ? "default" : "describe_holder off")},
           {"workload", q(a.workload)},
           {"version", q(DLOCK_VERSION_STRING)}};
 }
@@ -500,6 +502,7 @@ int usage() {
                "       W1-limit: the same pairs by a minimal hiredis loop (SET NX PX + EVALSHA)\n"
                "       IDLE: CPU use of a client holding one lock and doing nothing\n"
                "                   [--seconds S] [--procs N] [--tasks N] [--locks N] [--renew-ms MS]\n"
+               "                   [--describe on|off] (off: grants store no holder description)\n"
                "                   --out FILE [--events FILE]\n";
   return 64;
 }
@@ -532,6 +535,8 @@ int main(int argc, char** argv) {
       a.out = v;
     else if (k == "--events")
       a.events = v;
+    else if (k == "--describe" && (v == "on" || v == "off"))
+      a.describe = v == "on";
     else
       return usage();
   }
