@@ -60,10 +60,14 @@ void pass_on(Job& job, int sig) {
     if (job.tty < 0) job.tty = foreground_terminal();
     give_terminal(job.tty, job.pid);
     kill(-job.pid, SIGCONT);
+    // Running again as of now: CMD tells its parent only once it runs, and a
+    // stop signal that comes first must still stop it (it was dropped while
+    // `stopped` waited for that news, and CMD ran on with the lock kept).
+    job.stopped = false;
     return;
   }
   if (is_stop_signal(sig)) {
-    if (!job.stopped) kill(-job.pid, sig);
+    kill(-job.pid, sig);  // a group stopped already stays so
     return;
   }
   kill(-job.pid, sig);
