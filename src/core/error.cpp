@@ -28,6 +28,7 @@ NextStep next_step(Errc code) noexcept {
     case Errc::protocol_error:
     case Errc::cancelled:
     case Errc::precondition_failed:
+    case Errc::aborted:
       return NextStep::give_up;
   }
   return NextStep::give_up;
@@ -69,6 +70,8 @@ std::string_view to_string(Errc code) noexcept {
       return "cancelled";
     case Errc::precondition_failed:
       return "precondition_failed";
+    case Errc::aborted:
+      return "aborted";
   }
   return "unknown_code";
 }

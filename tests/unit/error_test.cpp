@@ -12,11 +12,12 @@ TEST(Error, NextStepFollowsTheRetryRule) {
   EXPECT_EQ(next_step(Errc::timeout), NextStep::retry);
   EXPECT_EQ(next_step(Errc::outcome_unknown), NextStep::unknown);
   for (Errc c : {Errc::invalid_argument, Errc::auth_failed, Errc::tls_failed, Errc::wrong_type, Errc::not_owner,
-                 Errc::not_held, Errc::permission_denied, Errc::precondition_failed})
+                 Errc::not_held, Errc::permission_denied, Errc::precondition_failed, Errc::aborted})
     EXPECT_EQ(next_step(c), NextStep::give_up) << to_string(c);
   EXPECT_EQ(next_step(Errc::lease_lost), NextStep::restart) << "re-acquire and redo the work";
   EXPECT_EQ(to_string(NextStep::restart), "restart");
   EXPECT_EQ(to_string(Errc::precondition_failed), "precondition_failed");
+  EXPECT_EQ(to_string(Errc::aborted), "aborted");
 }
 
 TEST(Error, StdErrorCodeIntegration) {

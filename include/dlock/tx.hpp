@@ -1,0 +1,219 @@
+// dlock/tx.hpp: distributed transactions (TCC) driven by a coordinator
+// embedded in the application, with a durable log. A separate library:
+// link dlock::tx (CMake option DLOCK_WITH_TX).
+//
+// A TCC transaction is a list of branches; each branch names a participant
+// (registered by name in every coordinator process, so that a survivor can
+// finish what a dead process started) and carries a payload. The
+// coordinator:
+//   1. logs the transaction and all its branches (register before act);
+//   2. calls Try on each branch, in order;
+//   3. logs the decision: commit if every Try succeeded, abort if one failed
+//      definitely or the deadline passed (the decision is durable before any
+//      Confirm or Cancel is sent);
+//   4. calls Confirm (commit) or Cancel (abort) on every branch until each
+//      succeeds, retrying with capped exponential backoff and jitter;
+//   5. logs the end.
+// Presumed abort: a transaction found undecided whose coordinator is gone
+// (its claim lapsed) is aborted by recovery.
+//
+// Exactly one coordinator drives a transaction at a time: it holds a dlock
+// lease on "dlock-tx/<gid>" on the log's server, and every log write carries
+// the lease's fence, so a coordinator paused past its lease cannot overwrite
+// what the one that took over wrote.
+//
+// Participants must make Confirm and Cancel idempotent, accept a Cancel with
+// no Try before it (empty compensation) and refuse a Try after its Cancel
+// (anti-suspension): tx::sqlite_barrier() does all three inside the
+// participant's own local transaction.
+//
+// Guarantees: every branch whose Try may have run gets Confirm or Cancel,
+// the same choice for all, and it is retried until it succeeds. Not
+// guaranteed: effects a participant has outside its local transaction, and
+// progress while the log is unreachable (calls then fail with its error).
+//
+// Thread safety: a Coordinator may be used from many threads at once.
+#ifndef DLOCK_TX_HPP_
+#define DLOCK_TX_HPP_
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "dlock/error.hpp"
+
+struct sqlite3;  // the participant's own connection (sqlite3.h), only by pointer
+
+namespace dlock::tx {
+
+using std::chrono::milliseconds;
+
+// What a participant's call answered (the DTM contract, for HTTP: 200 success,
+// 409 failure, 425 ongoing, anything else unknown).
+enum class Outcome {
+  success,  // done
+  failure,  // definitely not done and will not be: a Try failing aborts the
+            // transaction; a Confirm or Cancel failing breaks the contract
+            // (alerted, retried)
+  ongoing,  // not done yet: ask again later
+  unknown,  // no answer (timeout, dropped connection): may or may not be
+            // done; asked again
+};
+std::string_view to_string(Outcome outcome) noexcept;
+
+enum class Op { try_, confirm, cancel };
+std::string_view to_string(Op op) noexcept;
+
+// What a participant's call is given: enough to key a barrier.
+struct BranchContext {
+  std::string gid;      // the transaction
+  int branch = 0;       // its index in the transaction, from 0
+  Op op = Op::try_;     // the phase being called
+  std::string payload;  // the branch's payload, as given to run()
+};
+
+using Call = std::function<Outcome(const BranchContext&)>;
+
+// One participant's three calls. They may throw: an exception is an unknown
+// outcome (logged as the branch's last error, and asked again).
+struct Participant {
+  Call try_;
+  Call confirm;
+  Call cancel;
+};
+
+struct Branch {
+  std::string participant;  // a name given to Coordinator::add_participant
+  std::string payload;      // passed to each call; logged (keep secrets out)
+};
+
+enum class State {
+  trying,      // registered; Tries under way (undecided)
+  committing,  // decided to commit: Confirms under way
+  aborting,    // decided to abort: Cancels under way
+  committed,   // every branch confirmed
+  aborted,     // every branch cancelled
+};
+std::string_view to_string(State state) noexcept;
+inline bool decided(State s) noexcept { return s != State::trying; }
+inline bool finished(State s) noexcept { return s == State::committed || s == State::aborted; }
+
+// Called when a branch call has failed `alert_after` times in a row, and at
+// every further multiple: a participant down, or breaking its contract.
+struct Alert {
+  std::string gid;
+  int branch = 0;
+  Op op = Op::try_;
+  int attempts = 0;
+  std::string last_error;
+};
+
+struct CoordinatorOptions {
+  // How long the Try phase may take before the transaction aborts. Default
+  // 60 s. Measured on the coordinator's steady clock.
+  milliseconds timeout{60000};
+  // How long run() keeps retrying Confirm/Cancel before it returns and
+  // leaves the rest to recovery (the decision is already durable). Default
+  // 10 s.
+  milliseconds finish_within{10000};
+  // Backoff between attempts of one branch call: base * 2^(n-1), capped,
+  // with full jitter in [1/2, 1]. Defaults 50 ms and 30 s.
+  milliseconds retry_base{50};
+  milliseconds retry_cap{30000};
+  // The claim's lease (renewed by the dlock watchdog while this coordinator
+  // drives). A dead coordinator's transactions are recovered this long
+  // after it died. Default 10 s.
+  milliseconds claim_lease{10000};
+  int alert_after = 3;                        // consecutive failures before on_alert
+  std::function<void(const Alert&)> on_alert;  // any thread; must not block
+};
+
+// A branch as the log has it.
+struct BranchInfo {
+  std::string participant;
+  std::string payload;
+  bool done = false;  // its phase-2 call (Confirm or Cancel) succeeded
+  int attempts = 0;   // failed attempts of its current call
+  std::string last_error;
+};
+
+struct TxInfo {
+  std::string gid;
+  State state = State::trying;
+  std::string reason;         // why it aborted ("" while committing/committed)
+  std::int64_t created_ms = 0;  // the log's clock (Unix ms), for display only
+  std::int64_t updated_ms = 0;
+  std::vector<BranchInfo> branches;
+};
+
+// Counters since the coordinator was opened.
+struct TxStats {
+  std::uint64_t started = 0, committed = 0, aborted = 0, recovered = 0;
+  std::uint64_t branch_calls = 0, branch_failures = 0, alerts = 0;
+};
+
+class Coordinator {
+ public:
+  // Opens (creating its tables) the log at `url`: sqlite:///path/tx.db.
+  static Result<Coordinator> open(std::string_view url, CoordinatorOptions options = {});
+
+  Coordinator(Coordinator&&) noexcept;
+  Coordinator& operator=(Coordinator&&) noexcept;
+  ~Coordinator();
+
+  // Registers the calls for participant `name`. Register every participant
+  // before run() or recover() may need it.
+  void add_participant(std::string name, Participant participant);
+
+  // Runs TCC transaction `gid` (1..120 bytes, new) over `branches` to its
+  // decision, and finishes it if it can within finish_within.
+  //   ok: committing or committed (every Try succeeded; the Confirms are
+  //       or will be done);
+  //   Errc::aborted: rolled back (why in the message);
+  //   Errc::invalid_argument: an empty or reused gid, no branches, an
+  //       unknown participant;
+  //   other errors: from the log (the transaction may then be recovered by
+  //       a later recover(), in the direction the log decided).
+  Result<State> run(std::string_view gid, const std::vector<Branch>& branches);
+
+  // One recovery pass: drives every unfinished transaction whose claim is
+  // free (its coordinator died or gave up) one step further; an undecided one
+  // is aborted. Returns how many it touched. Call it periodically from one or
+  // more processes; they never drive the same transaction at once.
+  Result<int> recover();
+
+  // The log's record of `gid`.
+  Result<TxInfo> show(std::string_view gid) const;
+  // Unfinished transactions, oldest first (at most `limit`).
+  Result<std::vector<TxInfo>> list_unfinished(std::size_t limit = 100) const;
+  // Makes `gid` due for the next recover() now, whatever its backoff.
+  Status retry_now(std::string_view gid);
+
+  TxStats stats() const;
+
+ private:
+  struct Impl;
+  explicit Coordinator(std::unique_ptr<Impl> impl) noexcept;
+  std::unique_ptr<Impl> impl_;
+};
+
+// The participant-side barrier on SQLite: runs `work` inside one write
+// transaction on `db` together with an insert into dlock_tx_barrier, so
+// that:
+//   - a Confirm or Cancel that already ran does nothing (idempotency);
+//   - a Cancel with no Try before it succeeds without calling `work` (empty
+//     compensation), and the late Try then does nothing (anti-suspension);
+// decided by a unique key, never by reading first. `work` returning
+// anything but success (or throwing) rolls the transaction back, barrier
+// row included. `db` must not be inside a transaction; it is used by this
+// call only. The table is created on first use.
+Outcome sqlite_barrier(sqlite3* db, const BranchContext& context, const std::function<Outcome(sqlite3*)>& work);
+
+}  // namespace dlock::tx
+
+#endif  // DLOCK_TX_HPP_

@@ -1,0 +1,324 @@
+// The TCC coordinator: claims a transaction with a dlock lease, runs the
+// I/O-free TccMachine, calls the participants and writes the log.
+#include <algorithm>
+#include <atomic>
+#include <map>
+#include <mutex>
+#include <random>
+#include <thread>
+#include <utility>
+
+#include "dlock/client.hpp"
+#include "dlock/lease.hpp"
+#include "dlock/tx.hpp"
+#include "sqlite/factory.hpp"
+#include "tx/sqlite_log.hpp"
+#include "tx/tcc_machine.hpp"
+#include "tx/tx_log.hpp"
+
+namespace dlock::tx {
+
+using detail::BranchProgress;
+using detail::Clock;
+using detail::Step;
+using detail::TccMachine;
+
+namespace {
+
+constexpr std::size_t kMaxGid = 120;  // so that "gid:branch" stays within PostgreSQL's 200-byte gids
+
+constexpr milliseconds kClaimWait{2000};
+constexpr milliseconds kRecoveryClaimWait{100};
+
+std::string claim_name(std::string_view gid) { return "dlock-tx/" + std::string(gid); }
+
+double jitter_unit() {
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  return std::uniform_real_distribution<double>(0.0, 1.0)(rng);
+}
+
+}  // namespace
+
+std::string_view to_string(Outcome o) noexcept {
+  switch (o) {
+    case Outcome::success:
+      return "success";
+    case Outcome::failure:
+      return "failure";
+    case Outcome::ongoing:
+      return "ongoing";
+    case Outcome::unknown:
+      return "unknown";
+  }
+  return "unknown";
+}
+
+std::string_view to_string(Op op) noexcept {
+  switch (op) {
+    case Op::try_:
+      return "try";
+    case Op::confirm:
+      return "confirm";
+    case Op::cancel:
+      return "cancel";
+  }
+  return "?";
+}
+
+std::string_view to_string(State s) noexcept {
+  switch (s) {
+    case State::trying:
+      return "trying";
+    case State::committing:
+      return "committing";
+    case State::aborting:
+      return "aborting";
+    case State::committed:
+      return "committed";
+    case State::aborted:
+      return "aborted";
+  }
+  return "?";
+}
+
+struct Coordinator::Impl {
+  CoordinatorOptions options;
+  std::unique_ptr<detail::TxLog> log;
+  Client claims;
+  mutable std::mutex mu;
+  std::map<std::string, Participant, std::less<>> participants;
+  std::atomic<std::uint64_t> started{0}, committed{0}, aborted{0}, recovered{0};
+  std::atomic<std::uint64_t> branch_calls{0}, branch_failures{0}, alerts{0};
+
+  Impl(CoordinatorOptions o, std::unique_ptr<detail::TxLog> l, Client c)
+      : options(std::move(o)), log(std::move(l)), claims(std::move(c)) {}
+
+  // The claim on `gid`, waiting up to `wait`: on SQLite a try answers busy
+  // while another connection holds the file's write lock, so even a free
+  // claim needs a moment under load.
+  Result<Lease> claim(std::string_view gid, milliseconds wait) const {
+    LockOptions lo;
+    lo.watchdog_lease = options.claim_lease;
+    lo.renew_interval = options.claim_lease / 3;
+    lo.holder_label = "dlock-tx";
+    return claims.acquire(claim_name(gid), wait, lo);
+  }
+
+  Outcome call(const std::string& participant, const BranchContext& ctx, std::string& error) {
+    Call fn;
+    {
+      std::lock_guard lock(mu);
+      auto it = participants.find(participant);
+      if (it == participants.end()) {
+        error = "no participant '" + participant + "' is registered in this coordinator";
+        return Outcome::unknown;  // another process may know it: retried
+      }
+      fn = ctx.op == Op::try_ ? it->second.try_ : ctx.op == Op::confirm ? it->second.confirm : it->second.cancel;
+    }
+    ++branch_calls;
+    if (!fn) {
+      error = "participant '" + participant + "' has no " + std::string(to_string(ctx.op));
+      return Outcome::unknown;
+    }
+    try {
+      return fn(ctx);
+    } catch (const std::exception& e) {
+      error = std::string("threw: ") + e.what();
+    } catch (...) {
+      error = "threw a non-standard exception";
+    }
+    return Outcome::unknown;
+  }
+
+  static std::vector<BranchInfo> progress_of(const TccMachine& m, const TxInfo& info) {
+    std::vector<BranchInfo> out = info.branches;
+    for (std::size_t i = 0; i < out.size(); ++i) {
+      out[i].done = m.branches()[i].done;
+      out[i].attempts = m.branches()[i].attempts;
+      out[i].last_error = m.branches()[i].last_error;
+    }
+    return out;
+  }
+
+  // Drives `info` under `claim` until it is finished, or decided and nothing
+  // is due within `phase_two_for` of the decision; then saves the progress
+  // for recovery. (The Try phase is bounded by the machine's deadline.)
+  // Returns the state reached.
+  Result<State> drive(TccMachine& m, const TxInfo& info, const Lease& claim, milliseconds phase_two_for,
+                      std::string& reason) {
+    const std::uint64_t fence = claim.fence();
+    auto give_up_at = decided(m.state()) ? Clock::now() + phase_two_for : Clock::time_point::max();
+    for (;;) {
+      if (claim.lost())
+        return Status(Errc::lease_lost, "the claim on transaction '" + info.gid + "' was lost; another coordinator "
+                                        "may drive it now");
+      const auto now = Clock::now();
+      const Step step = m.next(now);
+      switch (step.kind) {
+        case Step::Kind::done:
+          return m.state();
+        case Step::Kind::call: {
+          const auto& b = info.branches[static_cast<std::size_t>(step.branch)];
+          BranchContext ctx{info.gid, step.branch, step.op, b.payload};
+          std::string error;
+          const Outcome o = call(b.participant, ctx, error);
+          if (o != Outcome::success) ++branch_failures;
+          const int attempts = m.on_call(step.branch, step.op, o, std::move(error), Clock::now(), jitter_unit());
+          if (attempts > 0 && options.alert_after > 0 && attempts % options.alert_after == 0 && options.on_alert) {
+            ++alerts;
+            Alert a{info.gid, step.branch, step.op, attempts, m.branches()[step.branch].last_error};
+            try {
+              options.on_alert(a);
+            } catch (...) {
+            }
+          }
+          break;
+        }
+        case Step::Kind::decide:
+        case Step::Kind::finish: {
+          const State from = m.state();
+          auto moved = log->move(info.gid, fence, from, step.to, step.reason);
+          if (!moved.ok()) return moved.status();
+          if (!*moved)
+            return Status(Errc::lease_lost, "transaction '" + info.gid + "' moved on without this coordinator");
+          if (step.kind == Step::Kind::decide && step.to == State::aborting) reason = step.reason;
+          m.on_logged(step.to);
+          if (step.kind == Step::Kind::decide) give_up_at = Clock::now() + phase_two_for;
+          if (step.to == State::committed) ++committed;
+          if (step.to == State::aborted) ++aborted;
+          break;
+        }
+        case Step::Kind::wait: {
+          if (step.until > give_up_at) {
+            const auto due_in = std::chrono::ceil<milliseconds>(step.until - Clock::now());
+            auto saved = log->save(info.gid, fence, m.state(), progress_of(m, info), std::max(due_in, milliseconds(0)));
+            if (!saved.ok()) return saved.status();
+            return m.state();
+          }
+          std::this_thread::sleep_until(step.until);
+          break;
+        }
+      }
+    }
+  }
+};
+
+Coordinator::Coordinator(std::unique_ptr<Impl> impl) noexcept : impl_(std::move(impl)) {}
+Coordinator::Coordinator(Coordinator&&) noexcept = default;
+Coordinator& Coordinator::operator=(Coordinator&&) noexcept = default;
+Coordinator::~Coordinator() = default;
+
+Result<Coordinator> Coordinator::open(std::string_view url, CoordinatorOptions options) {
+  if (options.timeout <= milliseconds(0) || options.finish_within < milliseconds(0) ||
+      options.retry_base <= milliseconds(0) || options.retry_cap < options.retry_base)
+    return Status(Errc::invalid_argument,
+                  "timeout and retry_base must be > 0, finish_within >= 0 and retry_cap >= retry_base");
+  if (options.claim_lease < kMinWatchdogLease || options.claim_lease > kMaxLease)
+    return Status(Errc::invalid_argument, "claim_lease must lie within [100 ms, 1 year]");
+  if (!url.starts_with("sqlite://"))
+    return Status(Errc::invalid_argument, "the transaction log needs a sqlite:///absolute/path URL (PostgreSQL "
+                                          "comes next)");
+  auto config = sqlite::parse_sqlite_url(url);
+  if (!config.ok()) return config.status();
+  auto log = detail::open_sqlite_log(config->path, config->busy);
+  if (!log.ok()) return log.status();
+  auto client = Client::try_connect(url);
+  if (!client.ok()) return client.status();
+  return Coordinator(std::make_unique<Impl>(std::move(options), std::move(*log), std::move(*client)));
+}
+
+void Coordinator::add_participant(std::string name, Participant participant) {
+  std::lock_guard lock(impl_->mu);
+  impl_->participants[std::move(name)] = std::move(participant);
+}
+
+Result<State> Coordinator::run(std::string_view gid, const std::vector<Branch>& branches) {
+  if (gid.empty() || gid.size() > kMaxGid || gid.find('\0') != std::string_view::npos)
+    return Status(Errc::invalid_argument, "a transaction id must be 1 to 120 bytes, without NUL");
+  if (branches.empty()) return Status(Errc::invalid_argument, "a transaction needs at least one branch");
+  {
+    std::lock_guard lock(impl_->mu);
+    for (const auto& b : branches)
+      if (!impl_->participants.contains(b.participant))
+        return Status(Errc::invalid_argument, "no participant '" + b.participant + "' is registered");
+  }
+  const auto start = Clock::now();
+  auto claim = impl_->claim(gid, kClaimWait);
+  if (!claim.ok()) {
+    if (claim.code() == Errc::timeout)
+      return Status(Errc::invalid_argument,
+                    "transaction '" + std::string(gid) + "' is being driven already (" + claim.status().message() + ")");
+    return claim.status();
+  }
+  if (Status s = impl_->log->create(gid, claim->fence(), branches, impl_->options.claim_lease); !s.ok()) return s;
+  ++impl_->started;
+  TxInfo info;
+  info.gid = std::string(gid);
+  for (const auto& b : branches) info.branches.push_back({b.participant, b.payload, false, 0, {}});
+  TccMachine m(State::trying, std::vector<BranchProgress>(branches.size()), start + impl_->options.timeout, false);
+  m.set_backoff(impl_->options.retry_base, impl_->options.retry_cap);
+  std::string reason;
+  auto state = impl_->drive(m, info, *claim, impl_->options.finish_within, reason);
+  (void)claim->release();  // recovery takes over whatever is left
+  if (!state.ok()) return state;
+  if (*state == State::aborting || *state == State::aborted)
+    return Status(Errc::aborted, "transaction '" + info.gid + "' aborted: " + reason);
+  return state;
+}
+
+Result<int> Coordinator::recover() {
+  auto due = impl_->log->due(100);
+  if (!due.ok()) return due.status();
+  int touched = 0;
+  for (const auto& gid : *due) {
+    auto claim = impl_->claim(gid, kRecoveryClaimWait);
+    if (!claim.ok()) {
+      if (claim.code() == Errc::timeout) continue;  // its coordinator is alive, or another recovery has it
+      return claim.status();
+    }
+    auto info = impl_->log->load(gid);  // read under the claim: nobody else writes it now
+    if (!info.ok()) {
+      if (info.code() == Errc::not_held) continue;
+      return info.status();
+    }
+    if (finished(info->state)) continue;
+    std::vector<BranchProgress> progress(info->branches.size());
+    for (std::size_t i = 0; i < progress.size(); ++i) {
+      progress[i].done = info->branches[i].done;
+      progress[i].attempts = info->branches[i].attempts;
+      progress[i].last_error = info->branches[i].last_error;
+    }
+    TccMachine m(info->state, std::move(progress), Clock::now(), true);
+    m.set_backoff(impl_->options.retry_base, impl_->options.retry_cap);
+    std::string reason;
+    // One pass: every due call once, then the rest waits for its backoff.
+    auto state = impl_->drive(m, *info, *claim, milliseconds(0), reason);
+    (void)claim->release();
+    if (!state.ok()) return state.status();
+    ++touched;
+    ++impl_->recovered;
+  }
+  return touched;
+}
+
+Result<TxInfo> Coordinator::show(std::string_view gid) const { return impl_->log->load(gid); }
+
+Result<std::vector<TxInfo>> Coordinator::list_unfinished(std::size_t limit) const {
+  return impl_->log->unfinished(limit);
+}
+
+Status Coordinator::retry_now(std::string_view gid) { return impl_->log->make_due(gid); }
+
+TxStats Coordinator::stats() const {
+  TxStats s;
+  s.started = impl_->started;
+  s.committed = impl_->committed;
+  s.aborted = impl_->aborted;
+  s.recovered = impl_->recovered;
+  s.branch_calls = impl_->branch_calls;
+  s.branch_failures = impl_->branch_failures;
+  s.alerts = impl_->alerts;
+  return s;
+}
+
+}  // namespace dlock::tx

@@ -1,0 +1,242 @@
+#include "tx/sqlite_log.hpp"
+
+#include <mutex>
+#include <utility>
+
+#include "sqlite/database.hpp"
+
+namespace dlock::tx::detail {
+namespace {
+
+using sqlite::Database;
+using sqlite::WriteTransaction;
+
+// The log's clock, Unix ms: on one host, the host's. It only dates records
+// and schedules recovery; no decision depends on it.
+#define DLOCK_TX_NOW "CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)"
+
+constexpr const char* kSchema = R"sql(
+CREATE TABLE IF NOT EXISTS dlock_tx (
+  gid TEXT PRIMARY KEY,
+  state TEXT NOT NULL,
+  reason TEXT NOT NULL DEFAULT '',
+  fence INTEGER NOT NULL,
+  created_ms INTEGER NOT NULL,
+  updated_ms INTEGER NOT NULL,
+  due_ms INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS dlock_tx_due ON dlock_tx (due_ms)
+  WHERE state IN ('trying', 'committing', 'aborting');
+CREATE TABLE IF NOT EXISTS dlock_tx_branch (
+  gid TEXT NOT NULL,
+  branch INTEGER NOT NULL,
+  participant TEXT NOT NULL,
+  payload BLOB NOT NULL,
+  done INTEGER NOT NULL DEFAULT 0,
+  attempts INTEGER NOT NULL DEFAULT 0,
+  last_error TEXT NOT NULL DEFAULT '',
+  PRIMARY KEY (gid, branch)
+) WITHOUT ROWID;
+)sql";
+
+std::int64_t as_int(std::uint64_t v) { return static_cast<std::int64_t>(v); }
+
+class SqliteLog final : public TxLog {
+ public:
+  explicit SqliteLog(std::unique_ptr<Database> db) : db_(std::move(db)) {}
+
+  Status create(std::string_view gid, std::uint64_t fence, const std::vector<Branch>& branches,
+                milliseconds due_in) override {
+    std::lock_guard lock(mu_);
+    WriteTransaction tx(*db_);
+    if (Status s = tx.begin(); !s.ok()) return s;
+    auto head = db_->prepare("INSERT INTO dlock_tx (gid, state, fence, created_ms, updated_ms, due_ms) VALUES (?1, "
+                             "'trying', ?2, " DLOCK_TX_NOW ", " DLOCK_TX_NOW ", " DLOCK_TX_NOW
+                             " + ?3) ON CONFLICT (gid) DO NOTHING");
+    if (!head.ok()) return head.status();
+    if (Status s = head->bind(1, gid).bind(2, as_int(fence)).bind(3, due_in.count()).run(); !s.ok()) return s;
+    if (db_->changes() != 1)
+      return {Errc::invalid_argument, "transaction '" + std::string(gid) + "' is already in the log"};
+    auto row = db_->prepare("INSERT INTO dlock_tx_branch (gid, branch, participant, payload) VALUES (?1, ?2, ?3, ?4)");
+    if (!row.ok()) return row.status();
+    for (std::size_t i = 0; i < branches.size(); ++i) {
+      Status s = row->bind(1, gid)
+                     .bind(2, static_cast<std::int64_t>(i))
+                     .bind(3, branches[i].participant)
+                     .bind(4, branches[i].payload)
+                     .run();
+      if (!s.ok()) return s;
+    }
+    return tx.commit();
+  }
+
+  Result<bool> move(std::string_view gid, std::uint64_t fence, State from, State to,
+                    std::string_view reason) override {
+    std::lock_guard lock(mu_);
+    WriteTransaction tx(*db_);
+    if (Status s = tx.begin(); !s.ok()) return s;
+    auto r = claim_row(gid, fence, from, to, reason, milliseconds(0));
+    if (!r.ok() || !*r) return r;
+    if (finished(to)) {
+      auto done = db_->prepare("UPDATE dlock_tx_branch SET done = 1, attempts = 0, last_error = '' WHERE gid = ?1");
+      if (!done.ok()) return done.status();
+      if (Status s = done->bind(1, gid).run(); !s.ok()) return s;
+    }
+    if (Status s = tx.commit(); !s.ok()) return s;
+    return true;
+  }
+
+  Result<bool> save(std::string_view gid, std::uint64_t fence, State state, const std::vector<BranchInfo>& branches,
+                    milliseconds due_in) override {
+    std::lock_guard lock(mu_);
+    WriteTransaction tx(*db_);
+    if (Status s = tx.begin(); !s.ok()) return s;
+    auto r = claim_row(gid, fence, state, state, {}, due_in);
+    if (!r.ok() || !*r) return r;
+    auto row = db_->prepare(
+        "UPDATE dlock_tx_branch SET done = ?3, attempts = ?4, last_error = ?5 WHERE gid = ?1 AND branch = ?2");
+    if (!row.ok()) return row.status();
+    for (std::size_t i = 0; i < branches.size(); ++i) {
+      Status s = row->bind(1, gid)
+                     .bind(2, static_cast<std::int64_t>(i))
+                     .bind(3, branches[i].done ? 1 : 0)
+                     .bind(4, branches[i].attempts)
+                     .bind(5, branches[i].last_error)
+                     .run();
+      if (!s.ok()) return s;
+    }
+    if (Status s = tx.commit(); !s.ok()) return s;
+    return true;
+  }
+
+  Result<TxInfo> load(std::string_view gid) override {
+    std::lock_guard lock(mu_);
+    auto head = db_->prepare("SELECT state, reason, created_ms, updated_ms FROM dlock_tx WHERE gid = ?1");
+    if (!head.ok()) return head.status();
+    head->bind(1, gid);
+    auto row = head->step();
+    if (!row.ok()) return row.status();
+    if (!*row) return Status(Errc::not_held, "no transaction '" + std::string(gid) + "' in the log");
+    TxInfo info;
+    info.gid = std::string(gid);
+    if (!parse_state(head->text(0), info.state))
+      return Status(Errc::wrong_type, "transaction '" + info.gid + "' has an unknown state '" + head->text(0) + "'");
+    info.reason = head->text(1);
+    info.created_ms = head->int64(2);
+    info.updated_ms = head->int64(3);
+    head->reset();
+    auto rows = db_->prepare(
+        "SELECT participant, payload, done, attempts, last_error FROM dlock_tx_branch WHERE gid = ?1 ORDER BY branch");
+    if (!rows.ok()) return rows.status();
+    rows->bind(1, gid);
+    for (;;) {
+      auto more = rows->step();
+      if (!more.ok()) return more.status();
+      if (!*more) break;
+      info.branches.push_back({rows->text(0), rows->text(1), rows->int64(2) != 0, static_cast<int>(rows->int64(3)),
+                               rows->text(4)});
+    }
+    rows->reset();
+    return info;
+  }
+
+  Result<std::vector<std::string>> due(std::size_t limit) override {
+    std::lock_guard lock(mu_);
+    auto q = db_->prepare(
+        "SELECT gid FROM dlock_tx WHERE state IN ('trying', 'committing', 'aborting') AND due_ms <= " DLOCK_TX_NOW
+        " ORDER BY due_ms LIMIT ?1");
+    if (!q.ok()) return q.status();
+    q->bind(1, static_cast<std::int64_t>(limit));
+    std::vector<std::string> out;
+    for (;;) {
+      auto more = q->step();
+      if (!more.ok()) return more.status();
+      if (!*more) break;
+      out.push_back(q->text(0));
+    }
+    q->reset();
+    return out;
+  }
+
+  Result<std::vector<TxInfo>> unfinished(std::size_t limit) override {
+    std::vector<std::string> gids;
+    {
+      std::lock_guard lock(mu_);
+      auto q = db_->prepare(
+          "SELECT gid FROM dlock_tx WHERE state IN ('trying', 'committing', 'aborting') ORDER BY created_ms, gid "
+          "LIMIT ?1");
+      if (!q.ok()) return q.status();
+      q->bind(1, static_cast<std::int64_t>(limit));
+      for (;;) {
+        auto more = q->step();
+        if (!more.ok()) return more.status();
+        if (!*more) break;
+        gids.push_back(q->text(0));
+      }
+      q->reset();
+    }
+    std::vector<TxInfo> out;
+    for (const auto& gid : gids) {
+      auto info = load(gid);
+      if (info.ok()) out.push_back(std::move(*info));  // finished meanwhile: not_held, skipped
+      else if (info.code() != Errc::not_held) return info.status();
+    }
+    return out;
+  }
+
+  Status make_due(std::string_view gid) override {
+    std::lock_guard lock(mu_);
+    auto q = db_->prepare("UPDATE dlock_tx SET due_ms = " DLOCK_TX_NOW
+                          " WHERE gid = ?1 AND state IN ('trying', 'committing', 'aborting')");
+    if (!q.ok()) return q.status();
+    if (Status s = q->bind(1, gid).run(); !s.ok()) return s;
+    if (db_->changes() != 1) return {Errc::not_held, "no unfinished transaction '" + std::string(gid) + "'"};
+    return {};
+  }
+
+ private:
+  // The fenced compare-and-set of the transaction's row, inside the caller's
+  // write transaction.
+  Result<bool> claim_row(std::string_view gid, std::uint64_t fence, State from, State to, std::string_view reason,
+                         milliseconds due_in) {
+    auto q = db_->prepare("UPDATE dlock_tx SET state = ?3, reason = CASE WHEN ?4 = '' THEN reason ELSE ?4 END, "
+                          "fence = ?5, updated_ms = " DLOCK_TX_NOW ", due_ms = " DLOCK_TX_NOW
+                          " + ?6 WHERE gid = ?1 AND state = ?2 AND fence <= ?5");
+    if (!q.ok()) return q.status();
+    Status s = q->bind(1, gid)
+                   .bind(2, state_column(from))
+                   .bind(3, state_column(to))
+                   .bind(4, reason)
+                   .bind(5, as_int(fence))
+                   .bind(6, due_in.count())
+                   .run();
+    if (!s.ok()) return s;
+    return db_->changes() == 1;
+  }
+
+  std::mutex mu_;
+  std::unique_ptr<Database> db_;
+};
+
+}  // namespace
+
+std::string_view state_column(State s) { return to_string(s); }
+
+bool parse_state(std::string_view text, State& out) {
+  for (State s : {State::trying, State::committing, State::aborting, State::committed, State::aborted})
+    if (text == to_string(s)) {
+      out = s;
+      return true;
+    }
+  return false;
+}
+
+Result<std::unique_ptr<TxLog>> open_sqlite_log(const std::string& path, milliseconds busy) {
+  auto db = Database::open(path, busy);
+  if (!db.ok()) return db.status();
+  if (Status s = (*db)->exec_retrying("PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL"); !s.ok()) return s;
+  if (Status s = (*db)->exec_retrying(kSchema); !s.ok()) return s;
+  return std::unique_ptr<TxLog>(new SqliteLog(std::move(*db)));
+}
+
+}  // namespace dlock::tx::detail

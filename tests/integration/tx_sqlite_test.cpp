@@ -1,0 +1,330 @@
+// TCC transactions with the log in a real SQLite file and participants that
+// keep their money in their own SQLite databases behind the barrier.
+#include <sqlite3.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "dlock/tx.hpp"
+#include "support/temp_dir.hpp"
+#include "tx/sqlite_log.hpp"
+
+namespace dlock::tx {
+namespace {
+
+using namespace std::chrono_literals;
+
+// A participant's database: one account, the money it holds, the money
+// frozen by a Try (debits) and the money on its way in (credits).
+class Bank {
+ public:
+  Bank(const std::string& path, std::int64_t balance) {
+    if (sqlite3_open(path.c_str(), &db_) != SQLITE_OK) throw std::runtime_error("open " + path);
+    sqlite3_busy_timeout(db_, 5000);
+    exec("CREATE TABLE IF NOT EXISTS acct (balance INTEGER NOT NULL, frozen INTEGER NOT NULL, incoming INTEGER NOT "
+         "NULL)");
+    exec("INSERT INTO acct SELECT " + std::to_string(balance) + ", 0, 0 WHERE NOT EXISTS (SELECT 1 FROM acct)");
+  }
+  ~Bank() { sqlite3_close(db_); }
+
+  std::int64_t column(const char* name) {
+    sqlite3_stmt* st = nullptr;
+    sqlite3_prepare_v2(db_, (std::string("SELECT ") + name + " FROM acct").c_str(), -1, &st, nullptr);
+    sqlite3_step(st);
+    const auto v = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    return v;
+  }
+
+  // Debit `amount` (the payload): Try freezes it, Confirm spends it, Cancel
+  // gives it back.
+  Participant debit() {
+    return {[this](const BranchContext& c) { return guarded(c, "UPDATE acct SET balance = balance - ?1, frozen = frozen + ?1 WHERE balance >= ?1"); },
+            [this](const BranchContext& c) { return guarded(c, "UPDATE acct SET frozen = frozen - ?1"); },
+            [this](const BranchContext& c) { return guarded(c, "UPDATE acct SET balance = balance + ?1, frozen = frozen - ?1"); }};
+  }
+  // Credit `amount`: Try announces it, Confirm books it, Cancel drops it.
+  Participant credit() {
+    return {[this](const BranchContext& c) { return guarded(c, "UPDATE acct SET incoming = incoming + ?1"); },
+            [this](const BranchContext& c) { return guarded(c, "UPDATE acct SET balance = balance + ?1, incoming = incoming - ?1"); },
+            [this](const BranchContext& c) { return guarded(c, "UPDATE acct SET incoming = incoming - ?1"); }};
+  }
+
+  std::atomic<int> calls{0};       // business statements that ran (barrier let them through)
+  std::atomic<bool> refuse{false};  // every call answers unknown, touching nothing
+
+ private:
+  void exec(const std::string& sql) {
+    if (sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, nullptr) != SQLITE_OK)
+      throw std::runtime_error(sqlite3_errmsg(db_));
+  }
+  Outcome guarded(const BranchContext& c, const char* sql) {
+    if (refuse) return Outcome::unknown;
+    return sqlite_barrier(db_, c, [&](sqlite3* db) {
+      sqlite3_stmt* st = nullptr;
+      if (sqlite3_prepare_v2(db, sql, -1, &st, nullptr) != SQLITE_OK) return Outcome::unknown;
+      sqlite3_bind_int64(st, 1, std::stoll(c.payload));
+      const int rc = sqlite3_step(st);
+      sqlite3_finalize(st);
+      if (rc != SQLITE_DONE) return Outcome::unknown;
+      ++calls;
+      return sqlite3_changes(db) == 1 ? Outcome::success : Outcome::failure;  // no row: not enough money
+    });
+  }
+  sqlite3* db_ = nullptr;
+};
+
+class TxSqlite : public ::testing::Test {
+ protected:
+  std::string url() const { return "sqlite://" + dir.file("tx.db"); }
+  Coordinator open(CoordinatorOptions o = {}) {
+    auto c = Coordinator::open(url(), std::move(o));
+    if (!c.ok()) throw Error(c.status());
+    c->add_participant("alice", alice.debit());
+    c->add_participant("bob", bob.credit());
+    return std::move(*c);
+  }
+  std::int64_t money() {
+    return alice.column("balance") + alice.column("frozen") + bob.column("balance") + bob.column("incoming");
+  }
+  void expect_settled() {
+    EXPECT_EQ(money(), 150) << "money is conserved";
+    EXPECT_EQ(alice.column("frozen"), 0);
+    EXPECT_EQ(bob.column("incoming"), 0);
+  }
+  static std::vector<Branch> transfer(int amount) {
+    return {{"alice", std::to_string(amount)}, {"bob", std::to_string(amount)}};
+  }
+
+  test::TempDir dir;
+  Bank alice{dir.file("alice.db"), 100};
+  Bank bob{dir.file("bob.db"), 50};
+};
+
+TEST_F(TxSqlite, AllTriesSucceedAndEveryBranchIsConfirmed) {
+  auto c = open();
+  auto r = c.run("t1", transfer(30));
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(*r, State::committed);
+  EXPECT_EQ(alice.column("balance"), 70);
+  EXPECT_EQ(bob.column("balance"), 80);
+  expect_settled();
+  auto info = c.show("t1");
+  ASSERT_TRUE(info.ok()) << info.status().to_string();
+  EXPECT_EQ(info->state, State::committed);
+  ASSERT_EQ(info->branches.size(), 2u);
+  EXPECT_TRUE(info->branches[0].done && info->branches[1].done);
+  EXPECT_EQ(info->branches[1].participant, "bob");
+  EXPECT_EQ(c.stats().committed, 1u);
+}
+
+TEST_F(TxSqlite, AFailedTryRollsEveryBranchBack) {
+  auto c = open();
+  auto r = c.run("t2", transfer(500));  // alice has 100
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.code(), Errc::aborted);
+  EXPECT_NE(r.status().message().find("branch 0 Try failed"), std::string::npos) << r.status().to_string();
+  EXPECT_EQ(alice.column("balance"), 100);
+  EXPECT_EQ(bob.column("balance"), 50);
+  expect_settled();
+  auto info = c.show("t2");
+  ASSERT_TRUE(info.ok());
+  EXPECT_EQ(info->state, State::aborted);
+  EXPECT_NE(info->reason.find("Try failed"), std::string::npos);
+}
+
+TEST_F(TxSqlite, BadInputIsRefusedAndLogsNothing) {
+  auto c = open();
+  EXPECT_EQ(c.run("", transfer(1)).code(), Errc::invalid_argument);
+  EXPECT_EQ(c.run(std::string(121, 'g'), transfer(1)).code(), Errc::invalid_argument);
+  EXPECT_EQ(c.run("t", {}).code(), Errc::invalid_argument);
+  EXPECT_EQ(c.run("t", {{"carol", "1"}}).code(), Errc::invalid_argument);
+  EXPECT_EQ(c.show("t").code(), Errc::not_held);
+  ASSERT_TRUE(c.run("t", transfer(1)).ok());
+  auto again = c.run("t", transfer(1));
+  EXPECT_EQ(again.code(), Errc::invalid_argument) << "a gid is used once";
+  EXPECT_EQ(alice.column("balance"), 99) << "the reused gid moved no money";
+  EXPECT_EQ(Coordinator::open("redis://127.0.0.1:1").code(), Errc::invalid_argument);
+  EXPECT_EQ(Coordinator::open("sqlite://relative/tx.db").code(), Errc::invalid_argument);
+  CoordinatorOptions zero;
+  zero.timeout = 0ms;
+  EXPECT_EQ(Coordinator::open(url(), zero).code(), Errc::invalid_argument);
+}
+
+TEST_F(TxSqlite, ADecidedCommitIsFinishedByRecoveryInAnotherCoordinator) {
+  CoordinatorOptions o;
+  o.finish_within = 0ms;  // return right after the first round of Confirms
+  o.retry_base = 10ms;
+  auto first = open(o);
+  // Bob's Confirm goes unanswered: the decision is durable, the work is not.
+  bool first_confirm = true;
+  first.add_participant("bob", {bob.credit().try_,
+                                [&](const BranchContext& ctx) {
+                                  if (std::exchange(first_confirm, false)) return Outcome::unknown;
+                                  return bob.credit().confirm(ctx);
+                                },
+                                bob.credit().cancel});
+  auto r = first.run("t3", transfer(10));
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(*r, State::committing);
+  EXPECT_EQ(bob.column("incoming"), 10);
+  auto unfinished = first.list_unfinished();
+  ASSERT_TRUE(unfinished.ok());
+  ASSERT_EQ(unfinished->size(), 1u);
+  EXPECT_EQ((*unfinished)[0].branches[1].attempts, 1);
+  EXPECT_FALSE((*unfinished)[0].branches[1].last_error.empty());
+  EXPECT_TRUE((*unfinished)[0].branches[0].done) << "alice's Confirm went through and is not sent again";
+
+  auto second = open();
+  ASSERT_TRUE(second.retry_now("t3").ok());
+  auto n = second.recover();
+  ASSERT_TRUE(n.ok()) << n.status().to_string();
+  EXPECT_EQ(*n, 1);
+  EXPECT_EQ(second.show("t3")->state, State::committed);
+  EXPECT_EQ(bob.column("balance"), 60);
+  expect_settled();
+  EXPECT_EQ(second.retry_now("t3").code(), Errc::not_held) << "finished";
+}
+
+TEST_F(TxSqlite, ACoordinatorThatDiesDuringTheTriesIsAbortedByRecovery) {
+  // The child process tries alice, then dies in bob's Try: no decision.
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    CoordinatorOptions o;
+    o.claim_lease = 300ms;
+    auto c = Coordinator::open(url(), o);
+    if (!c.ok()) ::_exit(2);
+    c->add_participant("alice", alice.debit());
+    c->add_participant("bob", {[](const BranchContext&) -> Outcome { ::_exit(0); }, {}, {}});
+    (void)c->run("t4", transfer(40));
+    ::_exit(3);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  EXPECT_EQ(alice.column("frozen"), 40) << "alice's Try ran";
+
+  auto c = open();
+  // The dead coordinator's claim lapses within its lease; until then the
+  // transaction is left alone.
+  const auto until = std::chrono::steady_clock::now() + 5s;
+  while (c.show("t4")->state == State::trying && std::chrono::steady_clock::now() < until) {
+    (void)c.retry_now("t4");
+    auto n = c.recover();
+    ASSERT_TRUE(n.ok()) << n.status().to_string();
+    std::this_thread::sleep_for(50ms);
+  }
+  auto info = c.show("t4");
+  ASSERT_TRUE(info.ok());
+  EXPECT_EQ(info->state, State::aborted);
+  EXPECT_NE(info->reason.find("went away"), std::string::npos) << info->reason;
+  EXPECT_EQ(alice.column("balance"), 100) << "alice's Try was cancelled";
+  expect_settled();
+}
+
+TEST_F(TxSqlite, AConfirmThatKeepsFailingIsAlertedAndRetried) {
+  CoordinatorOptions o;
+  o.finish_within = 300ms;
+  o.retry_base = 5ms;
+  o.retry_cap = 20ms;
+  o.alert_after = 3;
+  std::vector<Alert> alerts;
+  std::mutex mu;
+  o.on_alert = [&](const Alert& a) {
+    std::lock_guard lock(mu);
+    alerts.push_back(a);
+  };
+  auto c = open(o);
+  c.add_participant("bob", {bob.credit().try_, [](const BranchContext&) { return Outcome::failure; },
+                            bob.credit().cancel});
+  auto r = c.run("t5", transfer(5));
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(*r, State::committing) << "a failing Confirm never turns a commit into an abort";
+  std::lock_guard lock(mu);
+  ASSERT_FALSE(alerts.empty());
+  EXPECT_EQ(alerts[0].gid, "t5");
+  EXPECT_EQ(alerts[0].branch, 1);
+  EXPECT_EQ(alerts[0].op, Op::confirm);
+  EXPECT_EQ(alerts[0].attempts, 3);
+  EXPECT_NE(alerts[0].last_error.find("contract violation"), std::string::npos) << alerts[0].last_error;
+  EXPECT_GE(c.stats().alerts, 1u);
+}
+
+TEST_F(TxSqlite, TheBarrierMakesCallsIdempotentAndBlocksATryAfterItsCancel) {
+  const auto d = bob.credit();
+  const BranchContext cancel{"g", 0, Op::cancel, "7"};
+  EXPECT_EQ(d.cancel(cancel), Outcome::success) << "empty compensation";
+  EXPECT_EQ(bob.calls, 0) << "nothing to undo: the business statement did not run";
+  EXPECT_EQ(d.try_({"g", 0, Op::try_, "7"}), Outcome::success);
+  EXPECT_EQ(bob.column("incoming"), 0) << "a Try after its Cancel does nothing (anti-suspension)";
+  EXPECT_EQ(d.cancel(cancel), Outcome::success);
+  EXPECT_EQ(bob.calls, 0);
+
+  EXPECT_EQ(d.try_({"h", 0, Op::try_, "3"}), Outcome::success);
+  EXPECT_EQ(d.try_({"h", 0, Op::try_, "3"}), Outcome::success);
+  EXPECT_EQ(bob.column("incoming"), 3) << "a duplicate Try ran once";
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(d.confirm({"h", 0, Op::confirm, "3"}), Outcome::success);
+  EXPECT_EQ(bob.column("balance"), 53) << "a duplicate Confirm ran once";
+  EXPECT_EQ(bob.calls, 2);
+}
+
+TEST_F(TxSqlite, AFailedTryLeavesNoBarrierRowSoItsCancelIsEmpty) {
+  const auto d = alice.debit();
+  EXPECT_EQ(d.try_({"k", 0, Op::try_, "1000"}), Outcome::failure);
+  EXPECT_EQ(d.cancel({"k", 0, Op::cancel, "1000"}), Outcome::success);
+  EXPECT_EQ(alice.column("balance"), 100) << "the Cancel of a rolled-back Try gives back nothing";
+  EXPECT_EQ(alice.column("frozen"), 0);
+}
+
+TEST_F(TxSqlite, ALogWriteWithAStaleFenceChangesNothing) {
+  auto log = detail::open_sqlite_log(dir.file("fence.db"), 1000ms);
+  ASSERT_TRUE(log.ok()) << log.status().to_string();
+  ASSERT_TRUE((*log)->create("f", 5, transfer(1), 0ms).ok());
+  auto stale = (*log)->move("f", 4, State::trying, State::committing, {});
+  ASSERT_TRUE(stale.ok());
+  EXPECT_FALSE(*stale) << "a coordinator paused past its claim cannot decide";
+  auto newer = (*log)->move("f", 7, State::trying, State::aborting, "taken over");
+  ASSERT_TRUE(newer.ok());
+  EXPECT_TRUE(*newer);
+  auto late = (*log)->move("f", 5, State::aborting, State::aborted, {});
+  ASSERT_TRUE(late.ok());
+  EXPECT_FALSE(*late) << "fence 5 is below the 7 that wrote last";
+  auto wrong_state = (*log)->move("f", 9, State::trying, State::committing, {});
+  ASSERT_TRUE(wrong_state.ok());
+  EXPECT_FALSE(*wrong_state) << "every move is a compare-and-set on the state";
+  EXPECT_EQ((*log)->load("f")->state, State::aborting);
+}
+
+TEST_F(TxSqlite, ManyConcurrentTransfersConserveMoney) {
+  CoordinatorOptions o;
+  o.retry_base = 1ms;
+  auto c = open(o);
+  std::atomic<int> committed{0}, aborted{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 10; ++i) {
+        auto r = c.run("m" + std::to_string(t) + "-" + std::to_string(i), transfer(7));
+        if (r.ok())
+          ++committed;
+        else if (r.code() == Errc::aborted)
+          ++aborted;
+        else
+          ADD_FAILURE() << r.status().to_string();
+      }
+    });
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(committed + aborted, 40);
+  EXPECT_EQ(committed, 14) << "alice's 100 covers 14 transfers of 7";
+  EXPECT_EQ(alice.column("balance"), 2);
+  EXPECT_EQ(bob.column("balance"), 50 + 98);
+  expect_settled();
+}
+
+}  // namespace
+}  // namespace dlock::tx
