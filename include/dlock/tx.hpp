@@ -129,7 +129,7 @@ struct CoordinatorOptions {
   // drives). A dead coordinator's transactions are recovered this long
   // after it died. Default 10 s.
   milliseconds claim_lease{10000};
-  int alert_after = 3;                        // consecutive failures before on_alert
+  int alert_after = 3;                         // consecutive failures before on_alert
   std::function<void(const Alert&)> on_alert;  // any thread; must not block
 };
 
@@ -145,7 +145,7 @@ struct BranchInfo {
 struct TxInfo {
   std::string gid;
   State state = State::trying;
-  std::string reason;         // why it aborted ("" while committing/committed)
+  std::string reason;           // why it aborted ("" while committing/committed)
   std::int64_t created_ms = 0;  // the log's clock (Unix ms), for display only
   std::int64_t updated_ms = 0;
   std::vector<BranchInfo> branches;

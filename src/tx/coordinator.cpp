@@ -150,8 +150,9 @@ struct Coordinator::Impl {
     auto give_up_at = decided(m.state()) ? Clock::now() + phase_two_for : Clock::time_point::max();
     for (;;) {
       if (claim.lost())
-        return Status(Errc::lease_lost, "the claim on transaction '" + info.gid + "' was lost; another coordinator "
-                                        "may drive it now");
+        return Status(Errc::lease_lost, "the claim on transaction '" + info.gid +
+                                            "' was lost; another coordinator "
+                                            "may drive it now");
       const auto now = Clock::now();
       const Step step = m.next(now);
       switch (step.kind) {
@@ -216,8 +217,9 @@ Result<Coordinator> Coordinator::open(std::string_view url, CoordinatorOptions o
   if (options.claim_lease < kMinWatchdogLease || options.claim_lease > kMaxLease)
     return Status(Errc::invalid_argument, "claim_lease must lie within [100 ms, 1 year]");
   if (!url.starts_with("sqlite://"))
-    return Status(Errc::invalid_argument, "the transaction log needs a sqlite:///absolute/path URL (PostgreSQL "
-                                          "comes next)");
+    return Status(Errc::invalid_argument,
+                  "the transaction log needs a sqlite:///absolute/path URL (PostgreSQL "
+                  "comes next)");
   auto config = sqlite::parse_sqlite_url(url);
   if (!config.ok()) return config.status();
   auto log = detail::open_sqlite_log(config->path, config->busy);
@@ -246,8 +248,8 @@ Result<State> Coordinator::run(std::string_view gid, const std::vector<Branch>& 
   auto claim = impl_->claim(gid, kClaimWait);
   if (!claim.ok()) {
     if (claim.code() == Errc::timeout)
-      return Status(Errc::invalid_argument,
-                    "transaction '" + std::string(gid) + "' is being driven already (" + claim.status().message() + ")");
+      return Status(Errc::invalid_argument, "transaction '" + std::string(gid) + "' is being driven already (" +
+                                                claim.status().message() + ")");
     return claim.status();
   }
   if (Status s = impl_->log->create(gid, claim->fence(), branches, impl_->options.claim_lease); !s.ok()) return s;

@@ -17,8 +17,8 @@ constexpr const char* kBarrierTable =
 // inserted, 0 if it was there, -1 on an error.
 int insert_row(sqlite3* db, const BranchContext& ctx, Op op) {
   sqlite3_stmt* stmt = nullptr;
-  if (sqlite3_prepare_v2(db, "INSERT OR IGNORE INTO dlock_tx_barrier (gid, branch, op) VALUES (?1, ?2, ?3)", -1,
-                         &stmt, nullptr) != SQLITE_OK)
+  if (sqlite3_prepare_v2(db, "INSERT OR IGNORE INTO dlock_tx_barrier (gid, branch, op) VALUES (?1, ?2, ?3)", -1, &stmt,
+                         nullptr) != SQLITE_OK)
     return -1;
   const std::string_view name = to_string(op);
   sqlite3_bind_text(stmt, 1, ctx.gid.data(), static_cast<int>(ctx.gid.size()), SQLITE_TRANSIENT);

@@ -50,9 +50,9 @@ class SqliteLog final : public TxLog {
     std::lock_guard lock(mu_);
     WriteTransaction tx(*db_);
     if (Status s = tx.begin(); !s.ok()) return s;
-    auto head = db_->prepare("INSERT INTO dlock_tx (gid, state, fence, created_ms, updated_ms, due_ms) VALUES (?1, "
-                             "'trying', ?2, " DLOCK_TX_NOW ", " DLOCK_TX_NOW ", " DLOCK_TX_NOW
-                             " + ?3) ON CONFLICT (gid) DO NOTHING");
+    auto head = db_->prepare(
+        "INSERT INTO dlock_tx (gid, state, fence, created_ms, updated_ms, due_ms) VALUES (?1, "
+        "'trying', ?2, " DLOCK_TX_NOW ", " DLOCK_TX_NOW ", " DLOCK_TX_NOW " + ?3) ON CONFLICT (gid) DO NOTHING");
     if (!head.ok()) return head.status();
     if (Status s = head->bind(1, gid).bind(2, as_int(fence)).bind(3, due_in.count()).run(); !s.ok()) return s;
     if (db_->changes() != 1)
@@ -70,8 +70,7 @@ class SqliteLog final : public TxLog {
     return tx.commit();
   }
 
-  Result<bool> move(std::string_view gid, std::uint64_t fence, State from, State to,
-                    std::string_view reason) override {
+  Result<bool> move(std::string_view gid, std::uint64_t fence, State from, State to, std::string_view reason) override {
     std::lock_guard lock(mu_);
     WriteTransaction tx(*db_);
     if (Status s = tx.begin(); !s.ok()) return s;
@@ -133,8 +132,8 @@ class SqliteLog final : public TxLog {
       auto more = rows->step();
       if (!more.ok()) return more.status();
       if (!*more) break;
-      info.branches.push_back({rows->text(0), rows->text(1), rows->int64(2) != 0, static_cast<int>(rows->int64(3)),
-                               rows->text(4)});
+      info.branches.push_back(
+          {rows->text(0), rows->text(1), rows->int64(2) != 0, static_cast<int>(rows->int64(3)), rows->text(4)});
     }
     rows->reset();
     return info;
@@ -178,8 +177,10 @@ class SqliteLog final : public TxLog {
     std::vector<TxInfo> out;
     for (const auto& gid : gids) {
       auto info = load(gid);
-      if (info.ok()) out.push_back(std::move(*info));  // finished meanwhile: not_held, skipped
-      else if (info.code() != Errc::not_held) return info.status();
+      if (info.ok())
+        out.push_back(std::move(*info));  // finished meanwhile: not_held, skipped
+      else if (info.code() != Errc::not_held)
+        return info.status();
     }
     return out;
   }
@@ -199,9 +200,10 @@ class SqliteLog final : public TxLog {
   // write transaction.
   Result<bool> claim_row(std::string_view gid, std::uint64_t fence, State from, State to, std::string_view reason,
                          milliseconds due_in) {
-    auto q = db_->prepare("UPDATE dlock_tx SET state = ?3, reason = CASE WHEN ?4 = '' THEN reason ELSE ?4 END, "
-                          "fence = ?5, updated_ms = " DLOCK_TX_NOW ", due_ms = " DLOCK_TX_NOW
-                          " + ?6 WHERE gid = ?1 AND state = ?2 AND fence <= ?5");
+    auto q = db_->prepare(
+        "UPDATE dlock_tx SET state = ?3, reason = CASE WHEN ?4 = '' THEN reason ELSE ?4 END, "
+        "fence = ?5, updated_ms = " DLOCK_TX_NOW ", due_ms = " DLOCK_TX_NOW
+        " + ?6 WHERE gid = ?1 AND state = ?2 AND fence <= ?5");
     if (!q.ok()) return q.status();
     Status s = q->bind(1, gid)
                    .bind(2, state_column(from))

@@ -102,8 +102,8 @@ int TccMachine::on_call(int branch, Op op, Outcome outcome, std::string error, C
     return 0;
   }
   ++b.attempts;
-  b.last_error = error.empty() ? std::string(to_string(op)) + " answered " + std::string(to_string(outcome))
-                               : std::move(error);
+  b.last_error =
+      error.empty() ? std::string(to_string(op)) + " answered " + std::string(to_string(outcome)) : std::move(error);
   if (op == Op::try_ && outcome == Outcome::failure) {
     b.try_failed = true;  // aborts; no retry
     return b.attempts;

@@ -1,13 +1,12 @@
 // TCC transactions with the log in a real SQLite file and participants that
 // keep their money in their own SQLite databases behind the barrier.
+#include <gtest/gtest.h>
 #include <sqlite3.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <thread>
-
-#include <gtest/gtest.h>
 
 #include "dlock/tx.hpp"
 #include "support/temp_dir.hpp"
@@ -25,8 +24,9 @@ class Bank {
   Bank(const std::string& path, std::int64_t balance) {
     if (sqlite3_open(path.c_str(), &db_) != SQLITE_OK) throw std::runtime_error("open " + path);
     sqlite3_busy_timeout(db_, 5000);
-    exec("CREATE TABLE IF NOT EXISTS acct (balance INTEGER NOT NULL, frozen INTEGER NOT NULL, incoming INTEGER NOT "
-         "NULL)");
+    exec(
+        "CREATE TABLE IF NOT EXISTS acct (balance INTEGER NOT NULL, frozen INTEGER NOT NULL, incoming INTEGER NOT "
+        "NULL)");
     exec("INSERT INTO acct SELECT " + std::to_string(balance) + ", 0, 0 WHERE NOT EXISTS (SELECT 1 FROM acct)");
   }
   ~Bank() { sqlite3_close(db_); }
@@ -43,18 +43,24 @@ class Bank {
   // Debit `amount` (the payload): Try freezes it, Confirm spends it, Cancel
   // gives it back.
   Participant debit() {
-    return {[this](const BranchContext& c) { return guarded(c, "UPDATE acct SET balance = balance - ?1, frozen = frozen + ?1 WHERE balance >= ?1"); },
+    return {[this](const BranchContext& c) {
+              return guarded(c, "UPDATE acct SET balance = balance - ?1, frozen = frozen + ?1 WHERE balance >= ?1");
+            },
             [this](const BranchContext& c) { return guarded(c, "UPDATE acct SET frozen = frozen - ?1"); },
-            [this](const BranchContext& c) { return guarded(c, "UPDATE acct SET balance = balance + ?1, frozen = frozen - ?1"); }};
+            [this](const BranchContext& c) {
+              return guarded(c, "UPDATE acct SET balance = balance + ?1, frozen = frozen - ?1");
+            }};
   }
   // Credit `amount`: Try announces it, Confirm books it, Cancel drops it.
   Participant credit() {
     return {[this](const BranchContext& c) { return guarded(c, "UPDATE acct SET incoming = incoming + ?1"); },
-            [this](const BranchContext& c) { return guarded(c, "UPDATE acct SET balance = balance + ?1, incoming = incoming - ?1"); },
+            [this](const BranchContext& c) {
+              return guarded(c, "UPDATE acct SET balance = balance + ?1, incoming = incoming - ?1");
+            },
             [this](const BranchContext& c) { return guarded(c, "UPDATE acct SET incoming = incoming - ?1"); }};
   }
 
-  std::atomic<int> calls{0};       // business statements that ran (barrier let them through)
+  std::atomic<int> calls{0};        // business statements that ran (barrier let them through)
   std::atomic<bool> refuse{false};  // every call answers unknown, touching nothing
 
  private:
@@ -240,8 +246,8 @@ TEST_F(TxSqlite, AConfirmThatKeepsFailingIsAlertedAndRetried) {
     alerts.push_back(a);
   };
   auto c = open(o);
-  c.add_participant("bob", {bob.credit().try_, [](const BranchContext&) { return Outcome::failure; },
-                            bob.credit().cancel});
+  c.add_participant("bob",
+                    {bob.credit().try_, [](const BranchContext&) { return Outcome::failure; }, bob.credit().cancel});
   auto r = c.run("t5", transfer(5));
   ASSERT_TRUE(r.ok()) << r.status().to_string();
   EXPECT_EQ(*r, State::committing) << "a failing Confirm never turns a commit into an abort";

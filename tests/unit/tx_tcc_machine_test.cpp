@@ -1,7 +1,7 @@
 // The TCC state machine with an injected clock: no log, no participants.
-#include "tx/tcc_machine.hpp"
-
 #include <gtest/gtest.h>
+
+#include "tx/tcc_machine.hpp"
 
 namespace dlock::tx::detail {
 namespace {
