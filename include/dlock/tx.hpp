@@ -131,6 +131,13 @@ struct CoordinatorOptions {
   milliseconds claim_lease{10000};
   int alert_after = 3;                         // consecutive failures before on_alert
   std::function<void(const Alert&)> on_alert;  // any thread; must not block
+  // Called at every step boundary of a transaction this coordinator
+  // drives, on the driving thread: "created" (logged with its branches),
+  // "before try 1", "after try 1" (and confirm, cancel), "committing",
+  // "aborting", "committed", "aborted" (each once durable), "saved" (progress
+  // left for recovery). For tracing, and for tests that crash a coordinator
+  // at each boundary. Must not block.
+  std::function<void(std::string_view gid, std::string_view step)> on_step;
 };
 
 // A branch as the log has it.

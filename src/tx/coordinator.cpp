@@ -130,6 +130,10 @@ struct Coordinator::Impl {
     return Outcome::unknown;
   }
 
+  void trace(std::string_view gid, const std::string& what) const {
+    if (options.on_step) options.on_step(gid, what);
+  }
+
   static std::vector<BranchInfo> progress_of(const TccMachine& m, const TxInfo& info) {
     std::vector<BranchInfo> out = info.branches;
     for (std::size_t i = 0; i < out.size(); ++i) {
@@ -162,7 +166,10 @@ struct Coordinator::Impl {
           const auto& b = info.branches[static_cast<std::size_t>(step.branch)];
           BranchContext ctx{info.gid, step.branch, step.op, b.payload};
           std::string error;
+          const std::string which = std::string(to_string(step.op)) + " " + std::to_string(step.branch);
+          trace(info.gid, "before " + which);
           const Outcome o = call(b.participant, ctx, error);
+          trace(info.gid, "after " + which);
           if (o != Outcome::success) ++branch_failures;
           const int attempts = m.on_call(step.branch, step.op, o, std::move(error), Clock::now(), jitter_unit());
           if (attempts > 0 && options.alert_after > 0 && attempts % options.alert_after == 0 && options.on_alert) {
@@ -184,6 +191,7 @@ struct Coordinator::Impl {
             return Status(Errc::lease_lost, "transaction '" + info.gid + "' moved on without this coordinator");
           if (step.kind == Step::Kind::decide && step.to == State::aborting) reason = step.reason;
           m.on_logged(step.to);
+          trace(info.gid, std::string(to_string(step.to)));
           if (step.kind == Step::Kind::decide) give_up_at = Clock::now() + phase_two_for;
           if (step.to == State::committed) ++committed;
           if (step.to == State::aborted) ++aborted;
@@ -194,6 +202,7 @@ struct Coordinator::Impl {
             const auto due_in = std::chrono::ceil<milliseconds>(step.until - Clock::now());
             auto saved = log->save(info.gid, fence, m.state(), progress_of(m, info), std::max(due_in, milliseconds(0)));
             if (!saved.ok()) return saved.status();
+            trace(info.gid, "saved");
             return m.state();
           }
           std::this_thread::sleep_until(step.until);
@@ -254,6 +263,7 @@ Result<State> Coordinator::run(std::string_view gid, const std::vector<Branch>& 
   }
   if (Status s = impl_->log->create(gid, claim->fence(), branches, impl_->options.claim_lease); !s.ok()) return s;
   ++impl_->started;
+  impl_->trace(gid, "created");
   TxInfo info;
   info.gid = std::string(gid);
   for (const auto& b : branches) info.branches.push_back({b.participant, b.payload, false, 0, {}});

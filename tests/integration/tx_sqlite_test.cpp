@@ -1,7 +1,6 @@
 // TCC transactions with the log in a real SQLite file and participants that
 // keep their money in their own SQLite databases behind the barrier.
 #include <gtest/gtest.h>
-#include <sqlite3.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -9,6 +8,7 @@
 #include <thread>
 
 #include "dlock/tx.hpp"
+#include "integration/tx_bank.hpp"
 #include "support/temp_dir.hpp"
 #include "tx/sqlite_log.hpp"
 
@@ -16,73 +16,6 @@ namespace dlock::tx {
 namespace {
 
 using namespace std::chrono_literals;
-
-// A participant's database: one account, the money it holds, the money
-// frozen by a Try (debits) and the money on its way in (credits).
-class Bank {
- public:
-  Bank(const std::string& path, std::int64_t balance) {
-    if (sqlite3_open(path.c_str(), &db_) != SQLITE_OK) throw std::runtime_error("open " + path);
-    sqlite3_busy_timeout(db_, 5000);
-    exec(
-        "CREATE TABLE IF NOT EXISTS acct (balance INTEGER NOT NULL, frozen INTEGER NOT NULL, incoming INTEGER NOT "
-        "NULL)");
-    exec("INSERT INTO acct SELECT " + std::to_string(balance) + ", 0, 0 WHERE NOT EXISTS (SELECT 1 FROM acct)");
-  }
-  ~Bank() { sqlite3_close(db_); }
-
-  std::int64_t column(const char* name) {
-    sqlite3_stmt* st = nullptr;
-    sqlite3_prepare_v2(db_, (std::string("SELECT ") + name + " FROM acct").c_str(), -1, &st, nullptr);
-    sqlite3_step(st);
-    const auto v = sqlite3_column_int64(st, 0);
-    sqlite3_finalize(st);
-    return v;
-  }
-
-  // Debit `amount` (the payload): Try freezes it, Confirm spends it, Cancel
-  // gives it back.
-  Participant debit() {
-    return {[this](const BranchContext& c) {
-              return guarded(c, "UPDATE acct SET balance = balance - ?1, frozen = frozen + ?1 WHERE balance >= ?1");
-            },
-            [this](const BranchContext& c) { return guarded(c, "UPDATE acct SET frozen = frozen - ?1"); },
-            [this](const BranchContext& c) {
-              return guarded(c, "UPDATE acct SET balance = balance + ?1, frozen = frozen - ?1");
-            }};
-  }
-  // Credit `amount`: Try announces it, Confirm books it, Cancel drops it.
-  Participant credit() {
-    return {[this](const BranchContext& c) { return guarded(c, "UPDATE acct SET incoming = incoming + ?1"); },
-            [this](const BranchContext& c) {
-              return guarded(c, "UPDATE acct SET balance = balance + ?1, incoming = incoming - ?1");
-            },
-            [this](const BranchContext& c) { return guarded(c, "UPDATE acct SET incoming = incoming - ?1"); }};
-  }
-
-  std::atomic<int> calls{0};        // business statements that ran (barrier let them through)
-  std::atomic<bool> refuse{false};  // every call answers unknown, touching nothing
-
- private:
-  void exec(const std::string& sql) {
-    if (sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, nullptr) != SQLITE_OK)
-      throw std::runtime_error(sqlite3_errmsg(db_));
-  }
-  Outcome guarded(const BranchContext& c, const char* sql) {
-    if (refuse) return Outcome::unknown;
-    return sqlite_barrier(db_, c, [&](sqlite3* db) {
-      sqlite3_stmt* st = nullptr;
-      if (sqlite3_prepare_v2(db, sql, -1, &st, nullptr) != SQLITE_OK) return Outcome::unknown;
-      sqlite3_bind_int64(st, 1, std::stoll(c.payload));
-      const int rc = sqlite3_step(st);
-      sqlite3_finalize(st);
-      if (rc != SQLITE_DONE) return Outcome::unknown;
-      ++calls;
-      return sqlite3_changes(db) == 1 ? Outcome::success : Outcome::failure;  // no row: not enough money
-    });
-  }
-  sqlite3* db_ = nullptr;
-};
 
 class TxSqlite : public ::testing::Test {
  protected:
