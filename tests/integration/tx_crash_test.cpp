@@ -2,6 +2,7 @@
 // (after each log write, before and after each participant call); another
 // coordinator then recovers it. Whatever the point, the transaction ends,
 // in the only direction the log allows, and the money adds up.
+#include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -10,8 +11,6 @@
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "dlock/tx.hpp"
 #include "integration/tx_bank.hpp"
@@ -24,8 +23,8 @@ using namespace std::chrono_literals;
 
 struct Scenario {
   const char* name;
-  int amount;        // alice (100) pays bob (50) this much
-  bool can_commit;   // whether every Try succeeds
+  int amount;       // alice (100) pays bob (50) this much
+  bool can_commit;  // whether every Try succeeds
 };
 
 class TxCrash : public ::testing::TestWithParam<Scenario> {
@@ -148,8 +147,7 @@ TEST(TxNaive, ACoordinatorWithoutADurableDecisionLosesMoneyWhenItDies) {
   EXPECT_EQ(carol.column("incoming"), 20);
 }
 
-INSTANTIATE_TEST_SUITE_P(Tcc, TxCrash,
-                         ::testing::Values(Scenario{"commits", 20, true}, Scenario{"aborts", 80, false}),
+INSTANTIATE_TEST_SUITE_P(Tcc, TxCrash, ::testing::Values(Scenario{"commits", 20, true}, Scenario{"aborts", 80, false}),
                          [](const auto& info) { return std::string(info.param.name); });
 
 }  // namespace

@@ -295,7 +295,7 @@ t 'dlock --url re'
 ]=])
   step("bash: complete dlock" "${_bash}" "${WORK_DIR}/complete.sh" "${_completion}")
   # Each line "[LINE] REPLIES" must offer these words (among others).
-  set(_expect_dlock_ run elect status list migrate)
+  set(_expect_dlock_ run elect status list migrate tx)
   set(_expect_dlock_run_-- --ttl --wait --grace --fair --shared --permits --url --quiet)
   set(_expect_dlock_status_-- --json --prometheus --url)
   set(_expect_dlock_--url_re redis:// rediss:// redlock://)

@@ -40,6 +40,9 @@
 #include "job_control.hpp"
 #include "messages.hpp"
 #include "run_command.hpp"
+#if DLOCK_CLI_WITH_TX
+#include "tx_command.hpp"
+#endif
 #include "wait_status.hpp"
 
 namespace {
@@ -839,6 +842,18 @@ int main(int argc, char** argv) {
   list_cmd->add_flag("--json", common.json, "One JSON array on stdout");
   list_cmd->add_option("prefix", list_prefix, "Name prefix");
 
+  std::string tx_action, tx_gid;
+  auto* tx_cmd = app.add_subcommand(
+      "tx",
+      "Distributed transactions (<dlock/tx.hpp>) in the log at --url: 'list' the unfinished ones, 'show GID' "
+      "(state, reason, each branch's progress and last error), 'retry GID' (due for the next recover() now)");
+  add_common(tx_cmd);
+  tx_cmd->add_flag("--json", common.json, "JSON on stdout");
+  tx_cmd->add_option("action", tx_action, "list, show or retry")
+      ->required()
+      ->check(CLI::IsMember({"list", "show", "retry"}));
+  tx_cmd->add_option("gid", tx_gid, "Transaction id (show, retry)");
+
   auto* migrate_cmd = app.add_subcommand(
       "migrate",
       "Create the lock table in a SQL store (postgres://, sqlite://) if missing and check its version, then exit; "
@@ -859,13 +874,13 @@ int main(int argc, char** argv) {
     // CLI11 quotes raw arguments, URLs with their passwords among them, and
     // reports an unknown option as the arguments left over after it.
     const std::string unknown =
-        unknown_option(argc, argv, {&app, run_cmd, elect_cmd, status_cmd, list_cmd, migrate_cmd});
+        unknown_option(argc, argv, {&app, run_cmd, elect_cmd, status_cmd, list_cmd, migrate_cmd, tx_cmd});
     std::cerr << "dlock: "
               << (unknown.empty() ? dlock::cli::redact_urls(e.what(), url_arguments(argc, argv))
                                   : "unknown option '" + unknown + "'")
               << " (see dlock " << (run_cmd->parsed() ? "run " : "") << (elect_cmd->parsed() ? "elect " : "")
               << (status_cmd->parsed() ? "status " : "") << (list_cmd->parsed() ? "list " : "")
-              << (migrate_cmd->parsed() ? "migrate " : "") << "--help)\n";
+              << (migrate_cmd->parsed() ? "migrate " : "") << (tx_cmd->parsed() ? "tx " : "") << "--help)\n";
     return dlock::cli::kUsage;
   }
   // Only `dlock run` and `dlock elect` read them from a signalfd; the others keep
@@ -889,6 +904,14 @@ int main(int argc, char** argv) {
     if (elect_cmd->parsed()) return cmd_run(common, elect);
     if (migrate_cmd->parsed()) return cmd_migrate(common);
     if (list_cmd->parsed()) return cmd_list(common, list_prefix);
+    if (tx_cmd->parsed()) {
+#if DLOCK_CLI_WITH_TX
+      return dlock::cli::run_tx_command({common.url, tx_action, tx_gid, common.json}, std::cout, std::cerr);
+#else
+      std::cerr << "dlock: this build has no transactions (it was built without DLOCK_WITH_TX)\n";
+      return dlock::cli::kUsage;
+#endif
+    }
     return cmd_status(common, status_names, status_prometheus);
   } catch (const std::exception& e) {
     std::cerr << "dlock: " << e.what() << '\n';

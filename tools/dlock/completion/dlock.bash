@@ -14,6 +14,7 @@ _dlock_opts_elect="--id --ttl --wait --grace"
 _dlock_opts_status="--json --prometheus"
 _dlock_opts_list="--json"
 _dlock_opts_migrate=""
+_dlock_opts_tx="--json"
 
 # Options followed by a value (as a separate word or after '=').
 _dlock_value_opts=" --url --ttl --wait --grace --permits --id --label "
@@ -114,17 +115,20 @@ _dlock() {
       COMPREPLY=($(compgen -W "--url -q --quiet -v --verbose --version -h --help" -- "$cur"))
     else
       # shellcheck disable=SC2207
-      COMPREPLY=($(compgen -W "run elect status list migrate" -- "$cur"))
+      COMPREPLY=($(compgen -W "run elect status list migrate tx" -- "$cur"))
     fi
   else
     local opts_var="_dlock_opts_${sub}"
-    if ! [[ $sub =~ ^(run|elect|status|list|migrate)$ ]]; then
+    if ! [[ $sub =~ ^(run|elect|status|list|migrate|tx)$ ]]; then
       return 0
     elif [[ $cur == -* ]]; then
       # shellcheck disable=SC2207
       COMPREPLY=($(compgen -W "${!opts_var} $_dlock_common_opts" -- "$cur"))
     elif [[ $sub == migrate && $positional -eq 0 ]]; then
       _dlock_url_reply "$cur"
+    elif [[ $sub == tx && $positional -eq 0 ]]; then
+      # shellcheck disable=SC2207
+      COMPREPLY=($(compgen -W "list show retry" -- "$cur"))
     elif [[ $sub =~ ^(run|elect)$ && $positional -ge 1 ]]; then
       # shellcheck disable=SC2207
       COMPREPLY=($(compgen -W "--" -- "$cur"))
