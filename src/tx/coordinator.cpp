@@ -13,6 +13,9 @@
 #include "dlock/tx.hpp"
 #include "sqlite/factory.hpp"
 #include "tx/sqlite_log.hpp"
+#if DLOCK_TX_WITH_POSTGRES
+#include "tx/pg_log.hpp"
+#endif
 #include "tx/tcc_machine.hpp"
 #include "tx/tx_log.hpp"
 
@@ -225,13 +228,20 @@ Result<Coordinator> Coordinator::open(std::string_view url, CoordinatorOptions o
                   "timeout and retry_base must be > 0, finish_within >= 0 and retry_cap >= retry_base");
   if (options.claim_lease < kMinWatchdogLease || options.claim_lease > kMaxLease)
     return Status(Errc::invalid_argument, "claim_lease must lie within [100 ms, 1 year]");
-  if (!url.starts_with("sqlite://"))
-    return Status(Errc::invalid_argument,
-                  "the transaction log needs a sqlite:///absolute/path URL (PostgreSQL "
-                  "comes next)");
-  auto config = sqlite::parse_sqlite_url(url);
-  if (!config.ok()) return config.status();
-  auto log = detail::open_sqlite_log(config->path, config->busy);
+  Result<std::unique_ptr<detail::TxLog>> log = Status(Errc::invalid_argument, "no log");
+  if (url.starts_with("sqlite://")) {
+    auto config = sqlite::parse_sqlite_url(url);
+    if (!config.ok()) return config.status();
+    log = detail::open_sqlite_log(config->path, config->busy);
+#if DLOCK_TX_WITH_POSTGRES
+  } else if (url.starts_with("postgres://") || url.starts_with("postgresql://")) {
+    log = detail::open_pg_log(url);
+#endif
+  } else {
+    return Status(Errc::invalid_argument, std::string("a transaction log is at sqlite:///absolute/path") +
+                                              (DLOCK_TX_WITH_POSTGRES ? " or postgres://host/db" : "") +
+                                              " (in this build)");
+  }
   if (!log.ok()) return log.status();
   auto client = Client::try_connect(url);
   if (!client.ok()) return client.status();

@@ -74,7 +74,7 @@ class SqliteLog final : public TxLog {
     std::lock_guard lock(mu_);
     WriteTransaction tx(*db_);
     if (Status s = tx.begin(); !s.ok()) return s;
-    auto r = claim_row(gid, fence, from, to, reason, milliseconds(0));
+    auto r = claim_row(gid, fence, from, to, reason, milliseconds(-1));  // due as it was
     if (!r.ok() || !*r) return r;
     if (finished(to)) {
       auto done = db_->prepare("UPDATE dlock_tx_branch SET done = 1, attempts = 0, last_error = '' WHERE gid = ?1");
@@ -197,13 +197,13 @@ class SqliteLog final : public TxLog {
 
  private:
   // The fenced compare-and-set of the transaction's row, inside the caller's
-  // write transaction.
+  // write transaction; due `due_in` from now (negative: unchanged).
   Result<bool> claim_row(std::string_view gid, std::uint64_t fence, State from, State to, std::string_view reason,
                          milliseconds due_in) {
     auto q = db_->prepare(
         "UPDATE dlock_tx SET state = ?3, reason = CASE WHEN ?4 = '' THEN reason ELSE ?4 END, "
-        "fence = ?5, updated_ms = " DLOCK_TX_NOW ", due_ms = " DLOCK_TX_NOW
-        " + ?6 WHERE gid = ?1 AND state = ?2 AND fence <= ?5");
+        "fence = ?5, updated_ms = " DLOCK_TX_NOW ", due_ms = CASE WHEN ?6 < 0 THEN due_ms ELSE " DLOCK_TX_NOW
+        " + ?6 END WHERE gid = ?1 AND state = ?2 AND fence <= ?5");
     if (!q.ok()) return q.status();
     Status s = q->bind(1, gid)
                    .bind(2, state_column(from))

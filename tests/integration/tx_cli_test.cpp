@@ -1,13 +1,12 @@
 // `dlock tx list|show|retry` over a real log with a transaction left
 // committing (its Confirm unanswered).
+#include <gtest/gtest.h>
 #include <sys/wait.h>
 
 #include <array>
 #include <cstdio>
-#include <string>
-
-#include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "dlock/tx.hpp"
 #include "integration/tx_bank.hpp"
@@ -44,8 +43,8 @@ TEST(TxCli, ListsShowsAndRetriesWhatTheLogHolds) {
   auto c = Coordinator::open(url, o);
   ASSERT_TRUE(c.ok()) << c.status().to_string();
   c->add_participant("alice", alice.debit());
-  c->add_participant("bob", {bob.credit().try_, [](const BranchContext&) { return Outcome::unknown; },
-                             bob.credit().cancel});
+  c->add_participant("bob",
+                     {bob.credit().try_, [](const BranchContext&) { return Outcome::unknown; }, bob.credit().cancel});
   auto r = c->run("order-7", {{"alice", "5"}, {"bob", "5"}});
   ASSERT_TRUE(r.ok()) << r.status().to_string();
   ASSERT_EQ(*r, State::committing);

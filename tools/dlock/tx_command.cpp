@@ -11,13 +11,14 @@ namespace {
 nlohmann::json to_json(const dlock::tx::TxInfo& t) {
   nlohmann::json branches = nlohmann::json::array();
   for (const auto& b : t.branches)
-    branches.push_back({{"participant", b.participant},
-                        {"done", b.done},
-                        {"attempts", b.attempts},
-                        {"last_error", b.last_error}});
-  return {{"gid", t.gid},           {"state", std::string(dlock::tx::to_string(t.state))},
-          {"reason", t.reason},     {"created_ms", t.created_ms},
-          {"updated_ms", t.updated_ms}, {"branches", branches}};
+    branches.push_back(
+        {{"participant", b.participant}, {"done", b.done}, {"attempts", b.attempts}, {"last_error", b.last_error}});
+  return {{"gid", t.gid},
+          {"state", std::string(dlock::tx::to_string(t.state))},
+          {"reason", t.reason},
+          {"created_ms", t.created_ms},
+          {"updated_ms", t.updated_ms},
+          {"branches", branches}};
 }
 
 void print(const dlock::tx::TxInfo& t, std::ostream& out) {

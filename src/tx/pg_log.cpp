@@ -1,0 +1,254 @@
+#include "tx/pg_log.hpp"
+
+#include <mutex>
+#include <utility>
+
+#include "postgres/factory.hpp"
+#include "postgres/pg_blocking.hpp"
+
+namespace dlock::tx::detail {
+namespace {
+
+using postgres::PgBlocking;
+using postgres::Rows;
+
+// Replaces every @S with the schema.
+std::string in_schema(std::string sql, const std::string& schema) {
+  for (auto at = sql.find("@S"); at != std::string::npos; at = sql.find("@S", at + schema.size()))
+    sql.replace(at, 2, schema);
+  return sql;
+}
+
+constexpr const char* kSchema = R"sql(
+DO $do$
+BEGIN
+  PERFORM pg_advisory_xact_lock(hashtext('dlock tx schema @S'));
+  CREATE TABLE IF NOT EXISTS @S.dlock_tx (
+    gid text PRIMARY KEY,
+    state text NOT NULL,
+    reason text NOT NULL DEFAULT '',
+    fence bigint NOT NULL,
+    created_ms bigint NOT NULL,
+    updated_ms bigint NOT NULL,
+    due_ms bigint NOT NULL
+  );
+  CREATE INDEX IF NOT EXISTS dlock_tx_due ON @S.dlock_tx (due_ms)
+    WHERE state IN ('trying', 'committing', 'aborting');
+  CREATE TABLE IF NOT EXISTS @S.dlock_tx_branch (
+    gid text NOT NULL,
+    branch int NOT NULL,
+    participant text NOT NULL,
+    payload bytea NOT NULL,
+    done boolean NOT NULL DEFAULT false,
+    attempts int NOT NULL DEFAULT 0,
+    last_error text NOT NULL DEFAULT '',
+    PRIMARY KEY (gid, branch)
+  );
+END
+$do$)sql";
+
+// The server's clock in Unix ms: it dates records and schedules recovery
+// alike for every coordinator; no decision depends on it.
+#define DLOCK_TX_PG_NOW "(extract(epoch FROM clock_timestamp()) * 1000)::bigint"
+// Unreferenced SELECT CTEs do not run: each write joins this one, so the
+// commit of its transaction waits for the WAL flush whatever the role's
+// synchronous_commit says (a decision lost in a crash would be undone).
+#define DLOCK_TX_PG_SYNC "sc AS (SELECT set_config('synchronous_commit', 'on', true) AS v)"
+
+constexpr const char* kCreate = "WITH " DLOCK_TX_PG_SYNC
+                                ", g AS (INSERT INTO @S.dlock_tx (gid, state, fence, created_ms, updated_ms, due_ms) "
+                                "SELECT $1, 'trying', $2::bigint, t.n, t.n, t.n + $3::bigint FROM sc, (SELECT " DLOCK_TX_PG_NOW
+                                " AS n) t ON CONFLICT (gid) DO NOTHING RETURNING gid), "
+                                "b AS (INSERT INTO @S.dlock_tx_branch (gid, branch, participant, payload) "
+                                "SELECT g.gid, (e.ord - 1)::int, e.v->>'p', decode(e.v->>'d', 'hex') "
+                                "FROM g, jsonb_array_elements($4::jsonb) WITH ORDINALITY AS e(v, ord)) "
+                                "SELECT count(*) FROM g";
+
+constexpr const char* kMove = "WITH " DLOCK_TX_PG_SYNC
+                              ", m AS (UPDATE @S.dlock_tx SET state = $3, reason = CASE WHEN $4 = '' THEN reason ELSE $4 "
+                              "END, fence = $5::bigint, updated_ms = " DLOCK_TX_PG_NOW
+                              " WHERE gid = $1 AND state = $2 AND fence <= $5::bigint AND (SELECT v IS NOT NULL FROM sc) "
+                              "RETURNING gid), "
+                              "b AS (UPDATE @S.dlock_tx_branch SET done = true, attempts = 0, last_error = '' "
+                              "WHERE $6::boolean AND gid IN (SELECT gid FROM m)) "
+                              "SELECT count(*) FROM m";
+
+constexpr const char* kSave = "WITH " DLOCK_TX_PG_SYNC
+                              ", m AS (UPDATE @S.dlock_tx SET fence = $3::bigint, updated_ms = " DLOCK_TX_PG_NOW
+                              ", due_ms = " DLOCK_TX_PG_NOW
+                              " + $4::bigint WHERE gid = $1 AND state = $2 AND fence <= $3::bigint AND (SELECT v IS NOT "
+                              "NULL FROM sc) RETURNING gid), "
+                              "b AS (UPDATE @S.dlock_tx_branch AS t SET done = (e.v->>'done')::boolean, attempts = "
+                              "(e.v->>'a')::int, last_error = e.v->>'e' FROM m, jsonb_array_elements($5::jsonb) WITH "
+                              "ORDINALITY AS e(v, ord) WHERE t.gid = m.gid AND t.branch = e.ord - 1) "
+                              "SELECT count(*) FROM m";
+
+constexpr const char* kHead = "SELECT state, reason, created_ms, updated_ms FROM @S.dlock_tx WHERE gid = $1";
+constexpr const char* kBranches =
+    "SELECT participant, encode(payload, 'hex'), done, attempts, last_error FROM @S.dlock_tx_branch WHERE gid = $1 "
+    "ORDER BY branch";
+constexpr const char* kDue = "SELECT gid FROM @S.dlock_tx WHERE state IN ('trying', 'committing', 'aborting') AND "
+                             "due_ms <= " DLOCK_TX_PG_NOW " ORDER BY due_ms LIMIT $1::bigint";
+constexpr const char* kUnfinished = "SELECT gid FROM @S.dlock_tx WHERE state IN ('trying', 'committing', 'aborting') "
+                                    "ORDER BY created_ms, gid LIMIT $1::bigint";
+constexpr const char* kMakeDue = "UPDATE @S.dlock_tx SET due_ms = " DLOCK_TX_PG_NOW
+                                 " WHERE gid = $1 AND state IN ('trying', 'committing', 'aborting')";
+
+std::string hex(std::string_view bytes) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(bytes.size() * 2);
+  for (unsigned char c : bytes) {
+    out += kDigits[c >> 4];
+    out += kDigits[c & 15];
+  }
+  return out;
+}
+
+std::string unhex(std::string_view text) {
+  auto digit = [](char c) { return c <= '9' ? c - '0' : c - 'a' + 10; };
+  std::string out;
+  for (std::size_t i = 0; i + 1 < text.size(); i += 2)
+    out += static_cast<char>(digit(text[i]) * 16 + digit(text[i + 1]));
+  return out;
+}
+
+// A JSON string of `text` (jsonb refuses \u0000: a NUL becomes '?').
+std::string json_string(std::string_view text) {
+  std::string out = "\"";
+  for (unsigned char c : text) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += static_cast<char>(c);
+    } else if (c == 0) {
+      out += '?';
+    } else if (c < 0x20) {
+      static constexpr char kDigits[] = "0123456789abcdef";
+      out += "\\u00";
+      out += kDigits[c >> 4];
+      out += kDigits[c & 15];
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out + "\"";
+}
+
+std::string count_of(const Rows& rows) { return rows.empty() || rows[0].empty() ? "" : rows[0][0].value_or(""); }
+
+class PgLog final : public TxLog {
+ public:
+  PgLog(postgres::PgConfig config, std::string schema) : db_(std::move(config)), schema_(std::move(schema)) {}
+
+  Status init() {
+    auto r = db_.exec(in_schema(kSchema, schema_), {});
+    return r.ok() ? Status() : r.status();
+  }
+
+  Status create(std::string_view gid, std::uint64_t fence, const std::vector<Branch>& branches,
+                milliseconds due_in) override {
+    std::string json = "[";
+    for (const auto& b : branches)
+      json += (json.size() > 1 ? "," : "") + std::string("{\"p\":") + json_string(b.participant) + ",\"d\":\"" +
+              hex(b.payload) + "\"}";
+    json += "]";
+    auto r = exec(kCreate, {std::string(gid), std::to_string(fence), std::to_string(due_in.count()), json});
+    if (!r.ok()) return r.status();
+    if (count_of(*r) != "1")
+      return {Errc::invalid_argument, "transaction '" + std::string(gid) + "' is already in the log"};
+    return {};
+  }
+
+  Result<bool> move(std::string_view gid, std::uint64_t fence, State from, State to,
+                    std::string_view reason) override {
+    auto r = exec(kMove, {std::string(gid), std::string(state_column(from)), std::string(state_column(to)),
+                          std::string(reason), std::to_string(fence), finished(to) ? "true" : "false"});
+    if (!r.ok()) return r.status();
+    return count_of(*r) == "1";
+  }
+
+  Result<bool> save(std::string_view gid, std::uint64_t fence, State state, const std::vector<BranchInfo>& branches,
+                    milliseconds due_in) override {
+    std::string json = "[";
+    for (const auto& b : branches)
+      json += (json.size() > 1 ? "," : "") + std::string("{\"done\":") + (b.done ? "true" : "false") +
+              ",\"a\":" + std::to_string(b.attempts) + ",\"e\":" + json_string(b.last_error) + "}";
+    json += "]";
+    auto r = exec(kSave, {std::string(gid), std::string(state_column(state)), std::to_string(fence),
+                          std::to_string(due_in.count()), json});
+    if (!r.ok()) return r.status();
+    return count_of(*r) == "1";
+  }
+
+  Result<TxInfo> load(std::string_view gid) override {
+    auto head = exec(kHead, {std::string(gid)});
+    if (!head.ok()) return head.status();
+    if (head->empty()) return Status(Errc::not_held, "no transaction '" + std::string(gid) + "' in the log");
+    const auto& h = (*head)[0];
+    TxInfo info;
+    info.gid = std::string(gid);
+    if (!parse_state(h[0].value_or(""), info.state))
+      return Status(Errc::wrong_type, "transaction '" + info.gid + "' has an unknown state");
+    info.reason = h[1].value_or("");
+    info.created_ms = std::stoll(h[2].value_or("0"));
+    info.updated_ms = std::stoll(h[3].value_or("0"));
+    auto rows = exec(kBranches, {std::string(gid)});
+    if (!rows.ok()) return rows.status();
+    for (const auto& r : *rows)
+      info.branches.push_back({r[0].value_or(""), unhex(r[1].value_or("")), r[2].value_or("f") == "t",
+                               std::stoi(r[3].value_or("0")), r[4].value_or("")});
+    return info;
+  }
+
+  Result<std::vector<std::string>> due(std::size_t limit) override { return gids(kDue, limit); }
+
+  Result<std::vector<TxInfo>> unfinished(std::size_t limit) override {
+    auto list = gids(kUnfinished, limit);
+    if (!list.ok()) return list.status();
+    std::vector<TxInfo> out;
+    for (const auto& gid : *list) {
+      auto info = load(gid);
+      if (info.ok())
+        out.push_back(std::move(*info));
+      else if (info.code() != Errc::not_held)
+        return info.status();
+    }
+    return out;
+  }
+
+  Status make_due(std::string_view gid) override {
+    auto r = exec(std::string(kMakeDue) + " RETURNING gid", {std::string(gid)});
+    if (!r.ok()) return r.status();
+    if (r->empty()) return {Errc::not_held, "no unfinished transaction '" + std::string(gid) + "'"};
+    return {};
+  }
+
+ private:
+  Result<Rows> exec(const std::string& sql, const std::vector<std::string>& params) {
+    std::lock_guard lock(mu_);
+    return db_.exec(in_schema(sql, schema_), params);
+  }
+  Result<std::vector<std::string>> gids(const char* sql, std::size_t limit) {
+    auto r = exec(sql, {std::to_string(limit)});
+    if (!r.ok()) return r.status();
+    std::vector<std::string> out;
+    for (const auto& row : *r) out.push_back(row[0].value_or(""));
+    return out;
+  }
+
+  std::mutex mu_;
+  PgBlocking db_;
+  std::string schema_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<TxLog>> open_pg_log(std::string_view url) {
+  auto config = postgres::parse_postgres_url(url);
+  if (!config.ok()) return config.status();
+  auto log = std::make_unique<PgLog>(config->connection, config->table.schema);
+  if (Status s = log->init(); !s.ok()) return s;
+  return std::unique_ptr<TxLog>(std::move(log));
+}
+
+}  // namespace dlock::tx::detail

@@ -1,0 +1,22 @@
+// The transaction log in PostgreSQL (tables <schema>.dlock_tx and
+// <schema>.dlock_tx_branch), on the PostgreSQL backend's blocking
+// connection. Every write is one statement (one round trip, one
+// transaction), committed with synchronous_commit on. Several coordinator
+// processes may share one log. One connection, serialized by a mutex.
+#ifndef DLOCK_TX_PG_LOG_HPP_
+#define DLOCK_TX_PG_LOG_HPP_
+
+#include <memory>
+#include <string_view>
+
+#include "tx/tx_log.hpp"
+
+namespace dlock::tx::detail {
+
+// `url` as for the PostgreSQL backend (postgres://...); its schema holds
+// the tables.
+Result<std::unique_ptr<TxLog>> open_pg_log(std::string_view url);
+
+}  // namespace dlock::tx::detail
+
+#endif  // DLOCK_TX_PG_LOG_HPP_

@@ -1,0 +1,157 @@
+// TCC transactions with the log in a real PostgreSQL server that the test
+// starts: several coordinators share it, a crashed server keeps every
+// decision even where the server's own setting would not wait for the disk.
+#include <atomic>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "dlock/tx.hpp"
+#include "integration/tx_bank.hpp"
+#include "support/postgres_server.hpp"
+#include "support/temp_dir.hpp"
+
+namespace dlock::tx {
+namespace {
+
+using namespace std::chrono_literals;
+
+class TxPostgres : public ::testing::Test {
+ protected:
+  Coordinator open(CoordinatorOptions o = {}) {
+    auto c = Coordinator::open(pg.url(), std::move(o));
+    if (!c.ok()) throw Error(c.status());
+    c->add_participant("alice", alice.debit());
+    c->add_participant("bob", bob.credit());
+    return std::move(*c);
+  }
+  void expect_settled(std::int64_t total = 150) {
+    EXPECT_EQ(alice.column("balance") + bob.column("balance"), total) << "money is conserved";
+    EXPECT_EQ(alice.column("frozen"), 0);
+    EXPECT_EQ(bob.column("incoming"), 0);
+  }
+  static std::vector<Branch> transfer(int amount) {
+    return {{"alice", std::to_string(amount)}, {"bob", std::to_string(amount)}};
+  }
+
+  test::PostgresServer pg;
+  test::TempDir dir;
+  Bank alice{dir.file("alice.db"), 100};
+  Bank bob{dir.file("bob.db"), 50};
+};
+
+TEST_F(TxPostgres, CommitsAbortsAndShowsWhatItDid) {
+  auto c = open();
+  auto r = c.run("p1", transfer(30));
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(*r, State::committed);
+  auto a = c.run("p2", transfer(500));
+  EXPECT_EQ(a.code(), Errc::aborted) << a.status().to_string();
+  EXPECT_EQ(c.run("p1", transfer(1)).code(), Errc::invalid_argument) << "a gid is used once";
+  EXPECT_EQ(alice.column("balance"), 70);
+  EXPECT_EQ(bob.column("balance"), 80);
+  expect_settled();
+  auto info = c.show("p2");
+  ASSERT_TRUE(info.ok()) << info.status().to_string();
+  EXPECT_EQ(info->state, State::aborted);
+  EXPECT_NE(info->reason.find("Try failed"), std::string::npos) << info->reason;
+  ASSERT_EQ(info->branches.size(), 2u);
+  EXPECT_EQ(info->branches[0].payload, "500");
+  EXPECT_EQ(pg.psql("SELECT count(*) FROM public.dlock_tx WHERE state = 'committed'"), "1\n");
+}
+
+TEST_F(TxPostgres, AnotherCoordinatorFinishesADecidedCommit) {
+  CoordinatorOptions o;
+  o.finish_within = 0ms;
+  auto first = open(o);
+  first.add_participant("bob", {bob.credit().try_, [](const BranchContext&) { return Outcome::unknown; },
+                                bob.credit().cancel});
+  auto r = first.run("p3", transfer(10));
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  ASSERT_EQ(*r, State::committing);
+  auto second = open();
+  ASSERT_TRUE(second.retry_now("p3").ok());
+  auto n = second.recover();
+  ASSERT_TRUE(n.ok()) << n.status().to_string();
+  EXPECT_EQ(*n, 1);
+  EXPECT_EQ(second.show("p3")->state, State::committed);
+  expect_settled();
+  EXPECT_EQ(bob.column("balance"), 60);
+}
+
+TEST_F(TxPostgres, CoordinatorsSharingTheLogWithRecoveryRunningConserveMoney) {
+  CoordinatorOptions o;
+  o.retry_base = 1ms;
+  auto a = open(o);
+  auto b = open(o);
+  std::atomic<bool> stop{false};
+  std::thread recovery([&] {
+    auto r = open(o);
+    while (!stop) {
+      auto n = r.recover();
+      if (!n.ok()) ADD_FAILURE() << n.status().to_string();
+      std::this_thread::sleep_for(5ms);
+    }
+  });
+  std::atomic<int> committed{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&, t] {
+      Coordinator& c = t % 2 ? a : b;
+      for (int i = 0; i < 8; ++i) {
+        auto r = c.run("s" + std::to_string(t) + "-" + std::to_string(i), transfer(9));
+        if (r.ok())
+          ++committed;
+        else if (r.code() != Errc::aborted)
+          ADD_FAILURE() << r.status().to_string();
+      }
+    });
+  for (auto& th : threads) th.join();
+  stop = true;
+  recovery.join();
+  EXPECT_EQ(committed, 11) << "alice's 100 covers 11 transfers of 9";
+  EXPECT_EQ(alice.column("balance"), 1);
+  expect_settled();
+}
+
+TEST_F(TxPostgres, ADecisionSurvivesAServerCrashEvenWithSynchronousCommitOff) {
+  pg.psql("ALTER SYSTEM SET synchronous_commit = off");
+  pg.psql("SELECT pg_reload_conf()");
+  {
+    CoordinatorOptions o;
+    o.finish_within = 0ms;
+    o.claim_lease = 300ms;  // its release may be lost in the crash (the lock store's commit is not forced)
+    auto c = open(o);
+    c.add_participant("bob", {bob.credit().try_, [](const BranchContext&) { return Outcome::unknown; },
+                              bob.credit().cancel});
+    auto r = c.run("p4", transfer(5));
+    ASSERT_TRUE(r.ok()) << r.status().to_string();
+    ASSERT_EQ(*r, State::committing);
+    pg.crash();  // right after the writes: no WAL writer round since
+  }
+  pg.start();
+  auto c = open();
+  auto info = c.show("p4");
+  ASSERT_TRUE(info.ok()) << info.status().to_string();
+  EXPECT_EQ(info->state, State::committing) << "the decision was flushed before it was acted on";
+  EXPECT_TRUE(info->branches[0].done) << "and so was the progress saved";
+  for (auto until = std::chrono::steady_clock::now() + 10s;
+       c.show("p4")->state != State::committed && std::chrono::steady_clock::now() < until;
+       std::this_thread::sleep_for(50ms)) {
+    (void)c.retry_now("p4");
+    ASSERT_TRUE(c.recover().ok());
+  }
+  EXPECT_EQ(c.show("p4")->state, State::committed);
+  expect_settled();
+}
+
+TEST_F(TxPostgres, AnUnreachableServerIsAClearError) {
+  pg.stop();
+  auto c = Coordinator::open(pg.url());
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.code(), Errc::unavailable) << c.status().to_string();
+}
+
+}  // namespace
+}  // namespace dlock::tx
