@@ -48,6 +48,7 @@
 #include "dlock/error.hpp"
 
 struct sqlite3;  // the participant's own connection (sqlite3.h), only by pointer
+struct pg_conn;  // libpq's PGconn (libpq-fe.h), only by pointer
 
 namespace dlock::tx {
 
@@ -90,6 +91,18 @@ struct Participant {
 struct Branch {
   std::string participant;  // a name given to Coordinator::add_participant
   std::string payload;      // passed to each call; logged (keep secrets out)
+};
+
+// A 2PC branch: `work` runs on a connection to `database` (a name given to
+// Coordinator::add_database) inside a transaction that the coordinator then
+// prepares (PREPARE TRANSACTION) and later commits or rolls back. `work`
+// returns success to vote yes; anything else (or a throw) rolls it back and
+// aborts the transaction. It must leave the transaction open (no COMMIT),
+// and use no temporary tables, LISTEN or NOTIFY (PostgreSQL cannot prepare
+// those).
+struct XaBranch {
+  std::string database;
+  std::function<Outcome(pg_conn*)> work;
 };
 
 enum class State {
@@ -188,6 +201,19 @@ class Coordinator {
   //       a later recover(), in the direction the log decided).
   Result<State> run(std::string_view gid, const std::vector<Branch>& branches);
 
+  // 2PC over PostgreSQL participants. add_database connects to `url`
+  // (postgres://...) and checks that it takes prepared transactions
+  // (max_prepared_transactions > 0: precondition_failed otherwise); register
+  // every database before run_2pc() or recover() may need it. The log may be
+  // anywhere. run_2pc() works as run(): every branch's work is prepared as
+  // "dlock:<gid>:<branch>" (gid: 1 to 120 of [A-Za-z0-9_.:-]), the decision
+  // is logged, then COMMIT PREPARED or ROLLBACK PREPARED on each. Presumed
+  // abort: recover() also rolls back any prepared transaction of ours that
+  // the log does not know or knows as aborted, so none is left holding
+  // locks.
+  Status add_database(std::string name, std::string_view url);
+  Result<State> run_2pc(std::string_view gid, const std::vector<XaBranch>& branches);
+
   // One recovery pass: drives every unfinished transaction whose claim is
   // free (its coordinator died or gave up) one step further; an undecided one
   // is aborted. Returns how many it touched. Call it periodically from one or
@@ -206,6 +232,7 @@ class Coordinator {
  private:
   struct Impl;
   explicit Coordinator(std::unique_ptr<Impl> impl) noexcept;
+  Result<State> run_logged(std::string_view gid, const std::vector<Branch>& branches);
   std::unique_ptr<Impl> impl_;
 };
 

@@ -15,6 +15,7 @@
 #include "tx/sqlite_log.hpp"
 #if DLOCK_TX_WITH_POSTGRES
 #include "tx/pg_log.hpp"
+#include "tx/pg_xa.hpp"
 #endif
 #include "tx/tcc_machine.hpp"
 #include "tx/tx_log.hpp"
@@ -31,6 +32,7 @@ namespace {
 constexpr std::size_t kMaxGid = 120;  // so that "gid:branch" stays within PostgreSQL's 200-byte gids
 
 constexpr milliseconds kClaimWait{2000};
+constexpr std::string_view kDatabasePrefix = "pg:";  // a 2PC branch's participant in the log
 constexpr milliseconds kRecoveryClaimWait{100};
 
 std::string claim_name(std::string_view gid) { return "dlock-tx/" + std::string(gid); }
@@ -90,6 +92,12 @@ struct Coordinator::Impl {
   Client claims;
   mutable std::mutex mu;
   std::map<std::string, Participant, std::less<>> participants;
+#if DLOCK_TX_WITH_POSTGRES
+  // 2PC: the databases by name (participant "pg:<name>" in the log), and
+  // the work of the branches of transactions being run here.
+  std::map<std::string, std::shared_ptr<detail::XaDatabase>, std::less<>> databases;
+  std::map<std::pair<std::string, int>, std::function<Outcome(pg_conn*)>> works;
+#endif
   std::atomic<std::uint64_t> started{0}, committed{0}, aborted{0}, recovered{0};
   std::atomic<std::uint64_t> branch_calls{0}, branch_failures{0}, alerts{0};
 
@@ -108,6 +116,9 @@ struct Coordinator::Impl {
   }
 
   Outcome call(const std::string& participant, const BranchContext& ctx, std::string& error) {
+#if DLOCK_TX_WITH_POSTGRES
+    if (participant.starts_with(kDatabasePrefix)) return call_database(participant, ctx, error);
+#endif
     Call fn;
     {
       std::lock_guard lock(mu);
@@ -132,6 +143,69 @@ struct Coordinator::Impl {
     }
     return Outcome::unknown;
   }
+
+#if DLOCK_TX_WITH_POSTGRES
+  // A 2PC branch: Try prepares (with the work given to run_2pc), Confirm
+  // commits the prepared transaction, Cancel rolls it back.
+  Outcome call_database(const std::string& participant, const BranchContext& ctx, std::string& error) {
+    std::shared_ptr<detail::XaDatabase> db;
+    std::function<Outcome(pg_conn*)> work;
+    {
+      std::lock_guard lock(mu);
+      auto it = databases.find(std::string_view(participant).substr(kDatabasePrefix.size()));
+      if (it == databases.end()) {
+        error = "no database '" + participant.substr(kDatabasePrefix.size()) + "' is added to this coordinator";
+        return Outcome::unknown;
+      }
+      db = it->second;
+      if (auto w = works.find({ctx.gid, ctx.branch}); w != works.end()) work = w->second;
+    }
+    ++branch_calls;
+    const std::string xid = detail::xid_of(ctx.gid, ctx.branch);
+    switch (ctx.op) {
+      case Op::try_:
+        if (!work) {
+          error = "the branch's work is not in this process";
+          return Outcome::unknown;
+        }
+        return db->prepare(xid, work, error);
+      case Op::confirm:
+        return db->commit(xid, error);
+      case Op::cancel:
+        return db->rollback(xid, error);
+    }
+    return Outcome::unknown;
+  }
+
+  // Prepared transactions no log entry accounts for: one whose transaction
+  // is unknown (presumed abort) or aborted (its PREPARE came after the
+  // rollback) is rolled back, one whose transaction committed is committed.
+  // Unfinished ones are left to their driver. Returns how many it ended.
+  Result<int> resolve_orphans() {
+    std::vector<std::shared_ptr<detail::XaDatabase>> dbs;
+    {
+      std::lock_guard lock(mu);
+      for (const auto& [name, db] : databases) dbs.push_back(db);
+    }
+    int ended = 0;
+    for (const auto& db : dbs) {
+      auto xids = db->prepared();
+      if (!xids.ok()) return xids.status();
+      for (const auto& xid : *xids) {
+        std::string gid, error;
+        int branch = 0;
+        if (!detail::parse_xid(xid, gid, branch)) continue;
+        auto info = log->load(gid);
+        if (!info.ok() && info.code() != Errc::not_held) return info.status();
+        const State state = info.ok() ? info->state : State::aborted;
+        if (!finished(state)) continue;
+        const Outcome o = state == State::committed ? db->commit(xid, error) : db->rollback(xid, error);
+        if (o == Outcome::success) ++ended;
+      }
+    }
+    return ended;
+  }
+#endif
 
   void trace(std::string_view gid, const std::string& what) const {
     if (options.on_step) options.on_step(gid, what);
@@ -263,6 +337,58 @@ Result<State> Coordinator::run(std::string_view gid, const std::vector<Branch>& 
       if (!impl_->participants.contains(b.participant))
         return Status(Errc::invalid_argument, "no participant '" + b.participant + "' is registered");
   }
+  return run_logged(gid, branches);
+}
+
+Status Coordinator::add_database(std::string name, std::string_view url) {
+#if DLOCK_TX_WITH_POSTGRES
+  if (name.empty()) return {Errc::invalid_argument, "a database needs a name"};
+  auto db = detail::XaDatabase::open(url);
+  if (!db.ok()) return db.status();
+  std::lock_guard lock(impl_->mu);
+  impl_->databases[std::move(name)] = std::shared_ptr<detail::XaDatabase>(std::move(*db));
+  return {};
+#else
+  (void)name;
+  (void)url;
+  return {Errc::invalid_argument, "this build has no PostgreSQL: no 2PC"};
+#endif
+}
+
+Result<State> Coordinator::run_2pc(std::string_view gid, const std::vector<XaBranch>& branches) {
+#if DLOCK_TX_WITH_POSTGRES
+  // The id goes into PREPARE TRANSACTION '...' as a literal.
+  const bool plain = std::all_of(gid.begin(), gid.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-' ||
+           c == '.' || c == ':';
+  });
+  if (gid.empty() || gid.size() > kMaxGid || !plain)
+    return Status(Errc::invalid_argument, "a 2PC transaction id must be 1 to 120 of [A-Za-z0-9_.:-]");
+  if (branches.empty()) return Status(Errc::invalid_argument, "a transaction needs at least one branch");
+  std::vector<Branch> logged;
+  {
+    std::lock_guard lock(impl_->mu);
+    for (std::size_t i = 0; i < branches.size(); ++i) {
+      if (!impl_->databases.contains(branches[i].database))
+        return Status(Errc::invalid_argument, "no database '" + branches[i].database + "' is added");
+      if (!branches[i].work) return Status(Errc::invalid_argument, "a 2PC branch needs its work");
+      logged.push_back({std::string(kDatabasePrefix) + branches[i].database, {}});
+    }
+    for (std::size_t i = 0; i < branches.size(); ++i)
+      impl_->works[{std::string(gid), static_cast<int>(i)}] = branches[i].work;
+  }
+  auto state = run_logged(gid, logged);
+  std::lock_guard lock(impl_->mu);
+  for (std::size_t i = 0; i < branches.size(); ++i) impl_->works.erase({std::string(gid), static_cast<int>(i)});
+  return state;
+#else
+  (void)gid;
+  (void)branches;
+  return Status(Errc::invalid_argument, "this build has no PostgreSQL: no 2PC");
+#endif
+}
+
+Result<State> Coordinator::run_logged(std::string_view gid, const std::vector<Branch>& branches) {
   const auto start = Clock::now();
   auto claim = impl_->claim(gid, kClaimWait);
   if (!claim.ok()) {
@@ -320,6 +446,11 @@ Result<int> Coordinator::recover() {
     ++touched;
     ++impl_->recovered;
   }
+#if DLOCK_TX_WITH_POSTGRES
+  auto orphans = impl_->resolve_orphans();
+  if (!orphans.ok()) return orphans.status();
+  touched += *orphans;
+#endif
   return touched;
 }
 

@@ -55,42 +55,46 @@ $do$)sql";
 // synchronous_commit says (a decision lost in a crash would be undone).
 #define DLOCK_TX_PG_SYNC "sc AS (SELECT set_config('synchronous_commit', 'on', true) AS v)"
 
-constexpr const char* kCreate = "WITH " DLOCK_TX_PG_SYNC
-                                ", g AS (INSERT INTO @S.dlock_tx (gid, state, fence, created_ms, updated_ms, due_ms) "
-                                "SELECT $1, 'trying', $2::bigint, t.n, t.n, t.n + $3::bigint FROM sc, (SELECT " DLOCK_TX_PG_NOW
-                                " AS n) t ON CONFLICT (gid) DO NOTHING RETURNING gid), "
-                                "b AS (INSERT INTO @S.dlock_tx_branch (gid, branch, participant, payload) "
-                                "SELECT g.gid, (e.ord - 1)::int, e.v->>'p', decode(e.v->>'d', 'hex') "
-                                "FROM g, jsonb_array_elements($4::jsonb) WITH ORDINALITY AS e(v, ord)) "
-                                "SELECT count(*) FROM g";
+constexpr const char* kCreate =
+    "WITH " DLOCK_TX_PG_SYNC
+    ", g AS (INSERT INTO @S.dlock_tx (gid, state, fence, created_ms, updated_ms, due_ms) "
+    "SELECT $1, 'trying', $2::bigint, t.n, t.n, t.n + $3::bigint FROM sc, (SELECT " DLOCK_TX_PG_NOW
+    " AS n) t ON CONFLICT (gid) DO NOTHING RETURNING gid), "
+    "b AS (INSERT INTO @S.dlock_tx_branch (gid, branch, participant, payload) "
+    "SELECT g.gid, (e.ord - 1)::int, e.v->>'p', decode(e.v->>'d', 'hex') "
+    "FROM g, jsonb_array_elements($4::jsonb) WITH ORDINALITY AS e(v, ord)) "
+    "SELECT count(*) FROM g";
 
-constexpr const char* kMove = "WITH " DLOCK_TX_PG_SYNC
-                              ", m AS (UPDATE @S.dlock_tx SET state = $3, reason = CASE WHEN $4 = '' THEN reason ELSE $4 "
-                              "END, fence = $5::bigint, updated_ms = " DLOCK_TX_PG_NOW
-                              " WHERE gid = $1 AND state = $2 AND fence <= $5::bigint AND (SELECT v IS NOT NULL FROM sc) "
-                              "RETURNING gid), "
-                              "b AS (UPDATE @S.dlock_tx_branch SET done = true, attempts = 0, last_error = '' "
-                              "WHERE $6::boolean AND gid IN (SELECT gid FROM m)) "
-                              "SELECT count(*) FROM m";
+constexpr const char* kMove =
+    "WITH " DLOCK_TX_PG_SYNC
+    ", m AS (UPDATE @S.dlock_tx SET state = $3, reason = CASE WHEN $4 = '' THEN reason ELSE $4 "
+    "END, fence = $5::bigint, updated_ms = " DLOCK_TX_PG_NOW
+    " WHERE gid = $1 AND state = $2 AND fence <= $5::bigint AND (SELECT v IS NOT NULL FROM sc) "
+    "RETURNING gid), "
+    "b AS (UPDATE @S.dlock_tx_branch SET done = true, attempts = 0, last_error = '' "
+    "WHERE $6::boolean AND gid IN (SELECT gid FROM m)) "
+    "SELECT count(*) FROM m";
 
-constexpr const char* kSave = "WITH " DLOCK_TX_PG_SYNC
-                              ", m AS (UPDATE @S.dlock_tx SET fence = $3::bigint, updated_ms = " DLOCK_TX_PG_NOW
-                              ", due_ms = " DLOCK_TX_PG_NOW
-                              " + $4::bigint WHERE gid = $1 AND state = $2 AND fence <= $3::bigint AND (SELECT v IS NOT "
-                              "NULL FROM sc) RETURNING gid), "
-                              "b AS (UPDATE @S.dlock_tx_branch AS t SET done = (e.v->>'done')::boolean, attempts = "
-                              "(e.v->>'a')::int, last_error = e.v->>'e' FROM m, jsonb_array_elements($5::jsonb) WITH "
-                              "ORDINALITY AS e(v, ord) WHERE t.gid = m.gid AND t.branch = e.ord - 1) "
-                              "SELECT count(*) FROM m";
+constexpr const char* kSave =
+    "WITH " DLOCK_TX_PG_SYNC ", m AS (UPDATE @S.dlock_tx SET fence = $3::bigint, updated_ms = " DLOCK_TX_PG_NOW
+    ", due_ms = " DLOCK_TX_PG_NOW
+    " + $4::bigint WHERE gid = $1 AND state = $2 AND fence <= $3::bigint AND (SELECT v IS NOT "
+    "NULL FROM sc) RETURNING gid), "
+    "b AS (UPDATE @S.dlock_tx_branch AS t SET done = (e.v->>'done')::boolean, attempts = "
+    "(e.v->>'a')::int, last_error = e.v->>'e' FROM m, jsonb_array_elements($5::jsonb) WITH "
+    "ORDINALITY AS e(v, ord) WHERE t.gid = m.gid AND t.branch = e.ord - 1) "
+    "SELECT count(*) FROM m";
 
 constexpr const char* kHead = "SELECT state, reason, created_ms, updated_ms FROM @S.dlock_tx WHERE gid = $1";
 constexpr const char* kBranches =
     "SELECT participant, encode(payload, 'hex'), done, attempts, last_error FROM @S.dlock_tx_branch WHERE gid = $1 "
     "ORDER BY branch";
-constexpr const char* kDue = "SELECT gid FROM @S.dlock_tx WHERE state IN ('trying', 'committing', 'aborting') AND "
-                             "due_ms <= " DLOCK_TX_PG_NOW " ORDER BY due_ms LIMIT $1::bigint";
-constexpr const char* kUnfinished = "SELECT gid FROM @S.dlock_tx WHERE state IN ('trying', 'committing', 'aborting') "
-                                    "ORDER BY created_ms, gid LIMIT $1::bigint";
+constexpr const char* kDue =
+    "SELECT gid FROM @S.dlock_tx WHERE state IN ('trying', 'committing', 'aborting') AND "
+    "due_ms <= " DLOCK_TX_PG_NOW " ORDER BY due_ms LIMIT $1::bigint";
+constexpr const char* kUnfinished =
+    "SELECT gid FROM @S.dlock_tx WHERE state IN ('trying', 'committing', 'aborting') "
+    "ORDER BY created_ms, gid LIMIT $1::bigint";
 constexpr const char* kMakeDue = "UPDATE @S.dlock_tx SET due_ms = " DLOCK_TX_PG_NOW
                                  " WHERE gid = $1 AND state IN ('trying', 'committing', 'aborting')";
 
@@ -159,8 +163,7 @@ class PgLog final : public TxLog {
     return {};
   }
 
-  Result<bool> move(std::string_view gid, std::uint64_t fence, State from, State to,
-                    std::string_view reason) override {
+  Result<bool> move(std::string_view gid, std::uint64_t fence, State from, State to, std::string_view reason) override {
     auto r = exec(kMove, {std::string(gid), std::string(state_column(from)), std::string(state_column(to)),
                           std::string(reason), std::to_string(fence), finished(to) ? "true" : "false"});
     if (!r.ok()) return r.status();

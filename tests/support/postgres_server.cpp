@@ -108,9 +108,9 @@ std::string PostgresServer::url(const std::string& params) const {
   return "postgres://postgres@127.0.0.1:" + std::to_string(port_) + "/postgres" + (params.empty() ? "" : "?" + params);
 }
 
-std::string PostgresServer::psql(const std::string& sql) const {
-  auto r = run({"psql", "-h", "127.0.0.1", "-p", std::to_string(port_), "-U", "postgres", "-d", "postgres", "-XAtq",
-                "-v", "ON_ERROR_STOP=1", "-c", "SET default_transaction_read_only = off", "-c", sql},
+std::string PostgresServer::psql(const std::string& sql, const std::string& db) const {
+  auto r = run({"psql", "-h", "127.0.0.1", "-p", std::to_string(port_), "-U", "postgres", "-d", db, "-XAtq", "-v",
+                "ON_ERROR_STOP=1", "-c", "SET default_transaction_read_only = off", "-c", sql},
                30s);
   if (r.exit_code != 0) throw std::runtime_error("psql failed: " + r.err);
   return r.out;

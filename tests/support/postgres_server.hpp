@@ -24,8 +24,9 @@ class PostgresServer {
   const std::string& dir() const { return dir_; }
   // postgres://postgres@127.0.0.1:PORT/postgres plus `params` ("a=b&c=d").
   std::string url(const std::string& params = "") const;
-  // Runs one SQL command through psql as the superuser; its stdout.
-  std::string psql(const std::string& sql) const;
+  // Runs one SQL command through psql as the superuser, in database `db`;
+  // its stdout.
+  std::string psql(const std::string& sql, const std::string& db = "postgres") const;
   // Restarts the cluster with TLS on (ssl=on), serving a certificate for
   // 127.0.0.1 and localhost signed by a throw-away CA (ca_file()); plain
   // connections are still accepted, as by default.

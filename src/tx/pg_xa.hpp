@@ -1,0 +1,55 @@
+// A PostgreSQL database taking part in 2PC: a branch's work in a local
+// transaction ended by PREPARE TRANSACTION, then COMMIT PREPARED or
+// ROLLBACK PREPARED by its transaction id ("dlock:<gid>:<branch>"). One
+// connection, serialized by a mutex.
+#ifndef DLOCK_TX_PG_XA_HPP_
+#define DLOCK_TX_PG_XA_HPP_
+
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "dlock/tx.hpp"
+
+namespace dlock::postgres {
+class PgBlocking;
+}
+
+namespace dlock::tx::detail {
+
+// "dlock:<gid>:<branch>", and back (false: not one of ours).
+std::string xid_of(std::string_view gid, int branch);
+bool parse_xid(std::string_view xid, std::string& gid, int& branch);
+
+class XaDatabase {
+ public:
+  // Connects and checks that the server takes prepared transactions
+  // (max_prepared_transactions > 0): precondition_failed otherwise.
+  static Result<std::unique_ptr<XaDatabase>> open(std::string_view url);
+  ~XaDatabase();
+
+  // Runs `work` in a transaction and prepares it as `xid`. Already prepared
+  // (an earlier attempt whose answer was lost): success without `work`.
+  Outcome prepare(const std::string& xid, const std::function<Outcome(pg_conn*)>& work, std::string& error);
+  // COMMIT PREPARED / ROLLBACK PREPARED. An xid the server does not know
+  // is done: committed or rolled back by an earlier attempt (a commit is
+  // only decided once every branch was prepared; a rollback of a branch
+  // never prepared has nothing to do).
+  Outcome commit(const std::string& xid, std::string& error) { return finish("COMMIT", xid, error); }
+  Outcome rollback(const std::string& xid, std::string& error) { return finish("ROLLBACK", xid, error); }
+  // The prepared transactions of this database with dlock's prefix.
+  Result<std::vector<std::string>> prepared();
+
+ private:
+  explicit XaDatabase(std::unique_ptr<postgres::PgBlocking> db);
+  Outcome finish(const char* verb, const std::string& xid, std::string& error);
+  std::mutex mu_;
+  std::unique_ptr<postgres::PgBlocking> db_;
+};
+
+}  // namespace dlock::tx::detail
+
+#endif  // DLOCK_TX_PG_XA_HPP_
