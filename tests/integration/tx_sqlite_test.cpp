@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <csignal>
 #include <thread>
 
 #include "dlock/tx.hpp"
@@ -164,6 +165,47 @@ TEST_F(TxSqlite, ACoordinatorThatDiesDuringTheTriesIsAbortedByRecovery) {
   EXPECT_NE(info->reason.find("went away"), std::string::npos) << info->reason;
   EXPECT_EQ(alice.column("balance"), 100) << "alice's Try was cancelled";
   expect_settled();
+}
+
+TEST_F(TxSqlite, ACoordinatorPausedPastItsClaimIsOvertakenAndWritesNothing) {
+  // The child stops itself (as SIGSTOP would) after alice's Try; recovery
+  // here takes the transaction over once the claim lapses and aborts it;
+  // then the child runs on, Tries bob and would decide commit.
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    CoordinatorOptions o;
+    o.claim_lease = 300ms;
+    o.on_step = [](std::string_view, std::string_view step) {
+      if (step == "after try 0") ::raise(SIGSTOP);
+    };
+    auto c = Coordinator::open(url(), o);
+    if (!c.ok()) ::_exit(2);
+    c->add_participant("alice", alice.debit());
+    c->add_participant("bob", bob.credit());
+    auto r = c->run("t6", transfer(25));
+    ::_exit(r.ok() ? 3 : r.code() == Errc::lease_lost ? 0 : 4);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, WUNTRACED), pid);
+  ASSERT_TRUE(WIFSTOPPED(status)) << status;
+  auto c = open();
+  for (auto until = std::chrono::steady_clock::now() + 10s;
+       c.show("t6")->state != State::aborted && std::chrono::steady_clock::now() < until;
+       std::this_thread::sleep_for(50ms)) {
+    (void)c.retry_now("t6");
+    ASSERT_TRUE(c.recover().ok());
+  }
+  ASSERT_EQ(c.show("t6")->state, State::aborted);
+  ::kill(pid, SIGCONT);
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status)) << status;
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "the paused coordinator learns it lost the transaction";
+  EXPECT_EQ(c.show("t6")->state, State::aborted) << "and changed nothing in the log";
+  EXPECT_EQ(alice.column("balance"), 100);
+  EXPECT_EQ(bob.column("balance"), 50);
+  expect_settled();  // bob's incoming is 0: the late Try found its Cancel first and did nothing
+  EXPECT_EQ(bob.calls, 0) << "bob was never tried before the takeover: its Cancel was empty";
 }
 
 TEST_F(TxSqlite, AConfirmThatKeepsFailingIsAlertedAndRetried) {
