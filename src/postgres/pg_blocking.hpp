@@ -28,6 +28,13 @@ class PgBlocking {
   // timeout if a new connection was not even up by then (nothing sent).
   Result<Rows> exec(const std::string& sql, const std::vector<std::string>& params,
                     Clock::time_point by = Clock::time_point::max());
+  // The libpq connection, made now if there is none: for a caller that runs
+  // its own statements on it between exec() calls (a 2PC branch's work).
+  Result<pg_conn*> native(Clock::time_point by = Clock::time_point::max()) {
+    if (conn_ == nullptr)
+      if (Status s = open(by); !s.ok()) return s;
+    return conn_;
+  }
   // Connects now if not connected (failures are left to the next exec).
   void warm() {
     if (conn_ == nullptr) (void)open(Clock::time_point::max());

@@ -54,8 +54,7 @@ Result<std::unique_ptr<XaDatabase>> XaDatabase::open(std::string_view url) {
   return db;
 }
 
-Outcome XaDatabase::prepare(const std::string& xid, const std::function<Outcome(pg_conn*)>& work,
-                            std::string& error) {
+Outcome XaDatabase::prepare(const std::string& xid, const std::function<Outcome(pg_conn*)>& work, std::string& error) {
   std::lock_guard lock(mu_);
   auto seen = db_->exec("SELECT 1 FROM pg_prepared_xacts WHERE gid = $1 AND database = current_database()", {xid});
   if (!seen.ok()) return outcome_of(seen.status(), error);
@@ -94,8 +93,8 @@ Outcome XaDatabase::finish(const char* verb, const std::string& xid, std::string
 
 Result<std::vector<std::string>> XaDatabase::prepared() {
   std::lock_guard lock(mu_);
-  auto r = db_->exec("SELECT gid FROM pg_prepared_xacts WHERE gid LIKE 'dlock:%' AND database = current_database()",
-                     {});
+  auto r =
+      db_->exec("SELECT gid FROM pg_prepared_xacts WHERE gid LIKE 'dlock:%' AND database = current_database()", {});
   if (!r.ok()) return r.status();
   std::vector<std::string> out;
   for (const auto& row : *r) out.push_back(row[0].value_or(""));

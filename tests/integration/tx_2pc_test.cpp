@@ -4,13 +4,12 @@
 // after it, leaves prepared transactions holding locks: recovery ends them
 // the way the log says, and rolls back any prepared transaction of ours the
 // log does not know.
+#include <gtest/gtest.h>
 #include <libpq-fe.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <thread>
-
-#include <gtest/gtest.h>
 
 #include "dlock/tx.hpp"
 #include "support/postgres_server.hpp"
@@ -38,15 +37,14 @@ class Tx2pc : public ::testing::Test {
     pg.start();
     pg.psql("CREATE DATABASE stock");
     pg.psql("CREATE DATABASE payment");
-    sql("stock", "CREATE TABLE items (id int PRIMARY KEY, n int NOT NULL CHECK (n >= 0)); INSERT INTO items VALUES (1, 3)");
+    sql("stock",
+        "CREATE TABLE items (id int PRIMARY KEY, n int NOT NULL CHECK (n >= 0)); INSERT INTO items VALUES (1, 3)");
     sql("payment", "CREATE TABLE paid (order_id int PRIMARY KEY, cents int NOT NULL)");
   }
   std::string url(const std::string& db) const {
     return "postgres://postgres@127.0.0.1:" + std::to_string(pg.port()) + "/" + db;
   }
-  std::string sql(const std::string& db, const std::string& text) const {
-    return pg.psql(text, db);
-  }
+  std::string sql(const std::string& db, const std::string& text) const { return pg.psql(text, db); }
   std::string stock() const { return sql("stock", "SELECT n FROM items WHERE id = 1"); }
   std::string payments() const { return sql("payment", "SELECT count(*) FROM paid"); }
   std::string prepared() const { return pg.psql("SELECT count(*) FROM pg_prepared_xacts"); }
@@ -60,9 +58,8 @@ class Tx2pc : public ::testing::Test {
   }
   static std::vector<XaBranch> order(int id) {
     return {{"stock", [](pg_conn* c) { return run_sql(c, "UPDATE items SET n = n - 1 WHERE id = 1"); }},
-            {"payment", [id](pg_conn* c) {
-               return run_sql(c, "INSERT INTO paid VALUES (" + std::to_string(id) + ", 1999)");
-             }}};
+            {"payment",
+             [id](pg_conn* c) { return run_sql(c, "INSERT INTO paid VALUES (" + std::to_string(id) + ", 1999)"); }}};
   }
 
   // Runs order `id` in a child coordinator killed right after `step`,

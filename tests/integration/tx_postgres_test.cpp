@@ -1,11 +1,11 @@
 // TCC transactions with the log in a real PostgreSQL server that the test
 // starts: several coordinators share it, a crashed server keeps every
 // decision even where the server's own setting would not wait for the disk.
+#include <gtest/gtest.h>
+
 #include <atomic>
 #include <thread>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "dlock/tx.hpp"
 #include "integration/tx_bank.hpp"
@@ -65,8 +65,8 @@ TEST_F(TxPostgres, AnotherCoordinatorFinishesADecidedCommit) {
   CoordinatorOptions o;
   o.finish_within = 0ms;
   auto first = open(o);
-  first.add_participant("bob", {bob.credit().try_, [](const BranchContext&) { return Outcome::unknown; },
-                                bob.credit().cancel});
+  first.add_participant(
+      "bob", {bob.credit().try_, [](const BranchContext&) { return Outcome::unknown; }, bob.credit().cancel});
   auto r = first.run("p3", transfer(10));
   ASSERT_TRUE(r.ok()) << r.status().to_string();
   ASSERT_EQ(*r, State::committing);
@@ -123,8 +123,8 @@ TEST_F(TxPostgres, ADecisionSurvivesAServerCrashEvenWithSynchronousCommitOff) {
     o.finish_within = 0ms;
     o.claim_lease = 300ms;  // its release may be lost in the crash (the lock store's commit is not forced)
     auto c = open(o);
-    c.add_participant("bob", {bob.credit().try_, [](const BranchContext&) { return Outcome::unknown; },
-                              bob.credit().cancel});
+    c.add_participant("bob",
+                      {bob.credit().try_, [](const BranchContext&) { return Outcome::unknown; }, bob.credit().cancel});
     auto r = c.run("p4", transfer(5));
     ASSERT_TRUE(r.ok()) << r.status().to_string();
     ASSERT_EQ(*r, State::committing);
