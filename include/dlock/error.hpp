@@ -61,10 +61,11 @@ enum class Errc : int {
   precondition_failed = 16,  // the call is not allowed where it was made: a
                              // blocking call on the client's I/O thread
                              // (from a callback; use the async_ form)
-  aborted = 17,              // a distributed transaction was rolled back (a
-                             // Try failed, its deadline passed, or its
-                             // coordinator went away before deciding): none
-                             // of it took effect (<dlock/tx.hpp>)
+  aborted = 17,              // a distributed transaction was decided to
+                             // abort (a Try failed, its deadline passed, or
+                             // its coordinator went away before deciding):
+                             // its Cancels undo, or have undone, every Try
+                             // (<dlock/tx.hpp>)
 };
 
 // What a caller should do next with a failure of this code:

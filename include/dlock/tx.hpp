@@ -179,7 +179,8 @@ struct TxStats {
 
 class Coordinator {
  public:
-  // Opens (creating its tables) the log at `url`: sqlite:///path/tx.db.
+  // Opens (creating its tables) the log at `url`: sqlite:///path/tx.db, or
+  // postgres://... (any number of coordinators may share that one).
   static Result<Coordinator> open(std::string_view url, CoordinatorOptions options = {});
 
   Coordinator(Coordinator&&) noexcept;
@@ -187,18 +188,23 @@ class Coordinator {
   ~Coordinator();
 
   // Registers the calls for participant `name`. Register every participant
-  // before run() or recover() may need it.
+  // before run() or recover() may need it. Names starting with "pg:" are
+  // 2PC's (run() refuses them).
   void add_participant(std::string name, Participant participant);
 
   // Runs TCC transaction `gid` (1..120 bytes, new) over `branches` to its
   // decision, and finishes it if it can within finish_within.
   //   ok: committing or committed (every Try succeeded; the Confirms are
-  //       or will be done);
-  //   Errc::aborted: rolled back (why in the message);
+  //       or will be done). Once commit is decided this is the answer,
+  //       whatever fails after it: recover() finishes the Confirms;
+  //   Errc::aborted: decided to abort (why in the message); its Cancels
+  //       are done or will be;
   //   Errc::invalid_argument: an empty or reused gid, no branches, an
   //       unknown participant;
-  //   other errors: from the log (the transaction may then be recovered by
-  //       a later recover(), in the direction the log decided).
+  //   Errc::busy: the gid could not be claimed (another call runs it, or
+  //       the store stayed busy): nothing was run;
+  //   other errors, before any decision: from the log. If the transaction
+  //       was logged, a later recover() aborts it.
   Result<State> run(std::string_view gid, const std::vector<Branch>& branches);
 
   // 2PC over PostgreSQL participants. add_database connects to `url`

@@ -161,7 +161,7 @@ struct Coordinator::Impl {
       if (auto w = works.find({ctx.gid, ctx.branch}); w != works.end()) work = w->second;
     }
     ++branch_calls;
-    const std::string xid = detail::xid_of(ctx.gid, ctx.branch);
+    const std::string xid = detail::xid_of(log->id(), ctx.gid, ctx.branch);
     switch (ctx.op) {
       case Op::try_:
         if (!work) {
@@ -177,10 +177,12 @@ struct Coordinator::Impl {
     return Outcome::unknown;
   }
 
-  // Prepared transactions no log entry accounts for: one whose transaction
-  // is unknown (presumed abort) or aborted (its PREPARE came after the
-  // rollback) is rolled back, one whose transaction committed is committed.
-  // Unfinished ones are left to their driver. Returns how many it ended.
+  // Prepared transactions of this log whose branch may have been settled
+  // without them (a late PREPARE after the ROLLBACK PREPARED that found
+  // nothing): one whose transaction is unknown (presumed abort), aborting or
+  // aborted is rolled back, one whose transaction is committing or
+  // committed is committed (the decision is fixed either way). Undecided
+  // ones are left to their driver. Returns how many it ended.
   Result<int> resolve_orphans() {
     std::vector<std::shared_ptr<detail::XaDatabase>> dbs;
     {
@@ -194,12 +196,13 @@ struct Coordinator::Impl {
       for (const auto& xid : *xids) {
         std::string gid, error;
         int branch = 0;
-        if (!detail::parse_xid(xid, gid, branch)) continue;
+        if (!detail::parse_xid(xid, log->id(), gid, branch)) continue;  // another log's, or not ours
         auto info = log->load(gid);
         if (!info.ok() && info.code() != Errc::not_held) return info.status();
         const State state = info.ok() ? info->state : State::aborted;
-        if (!finished(state)) continue;
-        const Outcome o = state == State::committed ? db->commit(xid, error) : db->rollback(xid, error);
+        if (state == State::trying) continue;  // its driver may still prepare and decide
+        const bool commit = state == State::committing || state == State::committed;
+        const Outcome o = commit ? db->commit(xid, error) : db->rollback(xid, error);
         if (o == Outcome::success) ++ended;
       }
     }
@@ -333,9 +336,12 @@ Result<State> Coordinator::run(std::string_view gid, const std::vector<Branch>& 
   if (branches.empty()) return Status(Errc::invalid_argument, "a transaction needs at least one branch");
   {
     std::lock_guard lock(impl_->mu);
-    for (const auto& b : branches)
+    for (const auto& b : branches) {
+      if (b.participant.starts_with(kDatabasePrefix))
+        return Status(Errc::invalid_argument, "participant names starting with 'pg:' are 2PC's (run_2pc)");
       if (!impl_->participants.contains(b.participant))
         return Status(Errc::invalid_argument, "no participant '" + b.participant + "' is registered");
+    }
   }
   return run_logged(gid, branches);
 }
@@ -374,8 +380,11 @@ Result<State> Coordinator::run_2pc(std::string_view gid, const std::vector<XaBra
       if (!branches[i].work) return Status(Errc::invalid_argument, "a 2PC branch needs its work");
       logged.push_back({std::string(kDatabasePrefix) + branches[i].database, {}});
     }
+    // Another call running the same gid here keeps its own work.
+    if (impl_->works.contains({std::string(gid), 0}))
+      return Status(Errc::invalid_argument, "transaction '" + std::string(gid) + "' is being run here already");
     for (std::size_t i = 0; i < branches.size(); ++i)
-      impl_->works[{std::string(gid), static_cast<int>(i)}] = branches[i].work;
+      impl_->works.try_emplace({std::string(gid), static_cast<int>(i)}, branches[i].work);
   }
   auto state = run_logged(gid, logged);
   std::lock_guard lock(impl_->mu);
@@ -393,8 +402,10 @@ Result<State> Coordinator::run_logged(std::string_view gid, const std::vector<Br
   auto claim = impl_->claim(gid, kClaimWait);
   if (!claim.ok()) {
     if (claim.code() == Errc::timeout)
-      return Status(Errc::invalid_argument, "transaction '" + std::string(gid) + "' is being driven already (" +
-                                                claim.status().message() + ")");
+      return Status(Errc::busy, "transaction '" + std::string(gid) +
+                                    "' could not be claimed: it is driven already, "
+                                    "or the store is busy (" +
+                                    claim.status().message() + ")");
     return claim.status();
   }
   if (Status s = impl_->log->create(gid, claim->fence(), branches, impl_->options.claim_lease); !s.ok()) return s;
@@ -408,6 +419,10 @@ Result<State> Coordinator::run_logged(std::string_view gid, const std::vector<Br
   std::string reason;
   auto state = impl_->drive(m, info, *claim, impl_->options.finish_within, reason);
   (void)claim->release();  // recovery takes over whatever is left
+  // Once decided, the outcome is the decision, whatever went wrong after it
+  // (a lost claim, a busy log): recovery finishes it. Reporting an error
+  // here would invite the caller to run it again.
+  if (!state.ok() && decided(m.state())) state = m.state();
   if (!state.ok()) return state;
   if (*state == State::aborting || *state == State::aborted)
     return Status(Errc::aborted, "transaction '" + info.gid + "' aborted: " + reason);
@@ -418,16 +433,20 @@ Result<int> Coordinator::recover() {
   auto due = impl_->log->due(100);
   if (!due.ok()) return due.status();
   int touched = 0;
+  Status first_error;  // one transaction's trouble does not stop the pass
+  auto failed = [&](Status s) {
+    if (first_error.ok()) first_error = std::move(s);
+  };
   for (const auto& gid : *due) {
     auto claim = impl_->claim(gid, kRecoveryClaimWait);
     if (!claim.ok()) {
-      if (claim.code() == Errc::timeout) continue;  // its coordinator is alive, or another recovery has it
-      return claim.status();
+      if (claim.code() != Errc::timeout) failed(claim.status());  // timeout: its coordinator is alive
+      continue;
     }
     auto info = impl_->log->load(gid);  // read under the claim: nobody else writes it now
     if (!info.ok()) {
-      if (info.code() == Errc::not_held) continue;
-      return info.status();
+      if (info.code() != Errc::not_held) failed(info.status());
+      continue;
     }
     if (finished(info->state)) continue;
     std::vector<BranchProgress> progress(info->branches.size());
@@ -442,15 +461,21 @@ Result<int> Coordinator::recover() {
     // One pass: every due call once, then the rest waits for its backoff.
     auto state = impl_->drive(m, *info, *claim, milliseconds(0), reason);
     (void)claim->release();
-    if (!state.ok()) return state.status();
+    if (!state.ok()) {
+      failed(state.status());
+      continue;
+    }
     ++touched;
     ++impl_->recovered;
   }
 #if DLOCK_TX_WITH_POSTGRES
   auto orphans = impl_->resolve_orphans();
-  if (!orphans.ok()) return orphans.status();
-  touched += *orphans;
+  if (orphans.ok())
+    touched += *orphans;
+  else
+    failed(orphans.status());
 #endif
+  if (touched == 0 && !first_error.ok()) return first_error;
   return touched;
 }
 

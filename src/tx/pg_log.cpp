@@ -44,6 +44,7 @@ BEGIN
     last_error text NOT NULL DEFAULT '',
     PRIMARY KEY (gid, branch)
   );
+  CREATE TABLE IF NOT EXISTS @S.dlock_tx_meta (key text PRIMARY KEY, value text NOT NULL);
 END
 $do$)sql";
 
@@ -146,7 +147,17 @@ class PgLog final : public TxLog {
 
   Status init() {
     auto r = db_.exec(in_schema(kSchema, schema_), {});
-    return r.ok() ? Status() : r.status();
+    if (!r.ok()) return r.status();
+    // The log's id: made by whichever process creates the tables first.
+    auto id = db_.exec(in_schema("WITH put AS (INSERT INTO @S.dlock_tx_meta (key, value) VALUES ('log_id', $1) ON "
+                                 "CONFLICT (key) DO NOTHING RETURNING value) SELECT value FROM put UNION ALL "
+                                 "SELECT value FROM @S.dlock_tx_meta WHERE key = 'log_id'",
+                                 schema_),
+                       {new_log_id()});
+    if (!id.ok()) return id.status();
+    if (id->empty() || id->front().empty() || !id->front()[0]) return {Errc::server_error, "the log has no id"};
+    id_ = *id->front()[0];
+    return {};
   }
 
   Status create(std::string_view gid, std::uint64_t fence, const std::vector<Branch>& branches,
@@ -211,10 +222,11 @@ class PgLog final : public TxLog {
     std::vector<TxInfo> out;
     for (const auto& gid : *list) {
       auto info = load(gid);
-      if (info.ok())
-        out.push_back(std::move(*info));
-      else if (info.code() != Errc::not_held)
+      if (!info.ok()) {
+        if (info.code() == Errc::not_held) continue;  // gone meanwhile
         return info.status();
+      }
+      if (!finished(info->state)) out.push_back(std::move(*info));  // not finished meanwhile
     }
     return out;
   }

@@ -1,5 +1,7 @@
 #include "tx/pg_xa.hpp"
 
+#include <libpq-fe.h>
+
 #include <charconv>
 
 #include "postgres/factory.hpp"
@@ -18,15 +20,24 @@ Outcome outcome_of(const Status& s, std::string& error) {
   return s.next_step() == NextStep::give_up ? Outcome::failure : Outcome::unknown;
 }
 
-}  // namespace
-
-std::string xid_of(std::string_view gid, int branch) {
-  return std::string(kPrefix) + std::string(gid) + ":" + std::to_string(branch);
+// An SQL string literal (PREPARE TRANSACTION takes no parameter).
+std::string quoted(std::string_view text) {
+  std::string out = "'";
+  for (char c : text) out += c == '\'' ? std::string("''") : std::string(1, c);
+  return out + "'";
 }
 
-bool parse_xid(std::string_view xid, std::string& gid, int& branch) {
+}  // namespace
+
+std::string xid_of(std::string_view log, std::string_view gid, int branch) {
+  return std::string(kPrefix) + std::string(log) + ":" + std::string(gid) + ":" + std::to_string(branch);
+}
+
+bool parse_xid(std::string_view xid, std::string_view log, std::string& gid, int& branch) {
   if (!xid.starts_with(kPrefix)) return false;
   xid.remove_prefix(kPrefix.size());
+  if (log.empty() || !xid.starts_with(log) || xid.substr(log.size()).substr(0, 1) != ":") return false;
+  xid.remove_prefix(log.size() + 1);
   const auto colon = xid.rfind(':');
   if (colon == std::string_view::npos || colon == 0) return false;
   const auto digits = xid.substr(colon + 1);
@@ -36,14 +47,16 @@ bool parse_xid(std::string_view xid, std::string& gid, int& branch) {
   return true;
 }
 
-XaDatabase::XaDatabase(std::unique_ptr<postgres::PgBlocking> db) : db_(std::move(db)) {}
+XaDatabase::XaDatabase(postgres::PgConfig config, std::unique_ptr<postgres::PgBlocking> db)
+    : config_(std::move(config)), db_(std::move(db)) {}
 XaDatabase::~XaDatabase() = default;
 
 Result<std::unique_ptr<XaDatabase>> XaDatabase::open(std::string_view url) {
   auto config = postgres::parse_postgres_url(url);
   if (!config.ok()) return config.status();
   const std::string where = config->connection.describe;
-  std::unique_ptr<XaDatabase> db(new XaDatabase(std::make_unique<postgres::PgBlocking>(config->connection)));
+  std::unique_ptr<XaDatabase> db(
+      new XaDatabase(config->connection, std::make_unique<postgres::PgBlocking>(config->connection)));
   auto max = db->db_->exec("SELECT current_setting('max_prepared_transactions')", {});
   if (!max.ok()) return max.status();
   if (max->empty() || max->front().empty() || max->front()[0].value_or("0") == "0")
@@ -55,38 +68,38 @@ Result<std::unique_ptr<XaDatabase>> XaDatabase::open(std::string_view url) {
 }
 
 Outcome XaDatabase::prepare(const std::string& xid, const std::function<Outcome(pg_conn*)>& work, std::string& error) {
-  std::lock_guard lock(mu_);
-  auto seen = db_->exec("SELECT 1 FROM pg_prepared_xacts WHERE gid = $1 AND database = current_database()", {xid});
+  postgres::PgBlocking conn(config_);  // its own: the work may wait for locks
+  auto seen = conn.exec("SELECT 1 FROM pg_prepared_xacts WHERE gid = $1 AND database = current_database()", {xid});
   if (!seen.ok()) return outcome_of(seen.status(), error);
   if (!seen->empty()) return Outcome::success;
-  if (auto begun = db_->exec("BEGIN", {}); !begun.ok()) return outcome_of(begun.status(), error);
-  auto conn = db_->native();
+  if (auto begun = conn.exec("BEGIN", {}); !begun.ok()) return outcome_of(begun.status(), error);
+  auto native = conn.native();
+  if (!native.ok()) return outcome_of(native.status(), error);
   Outcome o = Outcome::unknown;
-  if (conn.ok()) {
-    try {
-      o = work(*conn);
-    } catch (const std::exception& e) {
-      error = std::string("the branch's work threw: ") + e.what();
-    } catch (...) {
-      error = "the branch's work threw";
-    }
+  try {
+    o = work(*native);
+  } catch (const std::exception& e) {
+    error = std::string("the branch's work threw: ") + e.what();
+  } catch (...) {
+    error = "the branch's work threw";
   }
-  if (o != Outcome::success) {
-    (void)db_->exec("ROLLBACK", {});
-    return o;
+  if (o == Outcome::success && PQtransactionStatus(*native) != PQTRANS_INTRANS) {
+    // PREPARE TRANSACTION would answer "ROLLBACK" (aborted) or warn and do
+    // nothing (no transaction): not a vote for anything.
+    error = PQtransactionStatus(*native) == PQTRANS_INERROR
+                ? "the branch's work said success after a statement failed (its transaction is aborted)"
+                : "the branch's work left no open transaction (did it COMMIT?)";
+    o = Outcome::failure;
   }
-  // An identifier cannot be a parameter here; it holds only [A-Za-z0-9_.:-].
-  auto prepared = db_->exec("PREPARE TRANSACTION '" + xid + "'", {});
-  if (!prepared.ok()) {
-    (void)db_->exec("ROLLBACK", {});  // no transaction left open on the connection
-    return outcome_of(prepared.status(), error);
-  }
+  if (o != Outcome::success) return o;  // the connection closes: its transaction rolls back
+  auto prepared = conn.exec("PREPARE TRANSACTION " + quoted(xid), {});
+  if (!prepared.ok()) return outcome_of(prepared.status(), error);
   return Outcome::success;
 }
 
 Outcome XaDatabase::finish(const char* verb, const std::string& xid, std::string& error) {
   std::lock_guard lock(mu_);
-  auto r = db_->exec(std::string(verb) + " PREPARED '" + xid + "'", {});
+  auto r = db_->exec(std::string(verb) + " PREPARED " + quoted(xid), {});
   if (r.ok() || r.status().backend_code() == kUndefinedObject) return Outcome::success;
   return outcome_of(r.status(), error);
 }

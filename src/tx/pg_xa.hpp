@@ -1,7 +1,11 @@
 // A PostgreSQL database taking part in 2PC: a branch's work in a local
 // transaction ended by PREPARE TRANSACTION, then COMMIT PREPARED or
-// ROLLBACK PREPARED by its transaction id ("dlock:<gid>:<branch>"). One
-// connection, serialized by a mutex.
+// ROLLBACK PREPARED by its transaction id ("dlock:<log id>:<gid>:<branch>").
+// Each prepare runs on a connection of its own (a prepared transaction
+// leaves its session, so the connection is free again at once); the short
+// COMMIT/ROLLBACK PREPARED and the scan share one, serialized by a mutex,
+// which a branch's work never holds: a work waiting for a row that one of
+// our prepared transactions locked cannot block the commit that frees it.
 #ifndef DLOCK_TX_PG_XA_HPP_
 #define DLOCK_TX_PG_XA_HPP_
 
@@ -13,6 +17,7 @@
 #include <vector>
 
 #include "dlock/tx.hpp"
+#include "postgres/pg_connection.hpp"
 
 namespace dlock::postgres {
 class PgBlocking;
@@ -20,9 +25,10 @@ class PgBlocking;
 
 namespace dlock::tx::detail {
 
-// "dlock:<gid>:<branch>", and back (false: not one of ours).
-std::string xid_of(std::string_view gid, int branch);
-bool parse_xid(std::string_view xid, std::string& gid, int& branch);
+// "dlock:<log>:<gid>:<branch>", and back: false when `xid` is not of the
+// log `log` (another log's, or not dlock's).
+std::string xid_of(std::string_view log, std::string_view gid, int branch);
+bool parse_xid(std::string_view xid, std::string_view log, std::string& gid, int& branch);
 
 class XaDatabase {
  public:
@@ -32,7 +38,9 @@ class XaDatabase {
   ~XaDatabase();
 
   // Runs `work` in a transaction and prepares it as `xid`. Already prepared
-  // (an earlier attempt whose answer was lost): success without `work`.
+  // (an earlier attempt whose answer was lost): success without `work`. A
+  // work that says success but left no open transaction (it committed, or a
+  // statement failed and aborted it) is a failure: nothing is prepared.
   Outcome prepare(const std::string& xid, const std::function<Outcome(pg_conn*)>& work, std::string& error);
   // COMMIT PREPARED / ROLLBACK PREPARED. An xid the server does not know
   // is done: committed or rolled back by an earlier attempt (a commit is
@@ -44,10 +52,11 @@ class XaDatabase {
   Result<std::vector<std::string>> prepared();
 
  private:
-  explicit XaDatabase(std::unique_ptr<postgres::PgBlocking> db);
+  XaDatabase(postgres::PgConfig config, std::unique_ptr<postgres::PgBlocking> db);
   Outcome finish(const char* verb, const std::string& xid, std::string& error);
+  postgres::PgConfig config_;
   std::mutex mu_;
-  std::unique_ptr<postgres::PgBlocking> db_;
+  std::unique_ptr<postgres::PgBlocking> db_;  // under mu_
 };
 
 }  // namespace dlock::tx::detail

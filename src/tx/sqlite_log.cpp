@@ -3,6 +3,7 @@
 #include <mutex>
 #include <utility>
 
+#include "dlock/client.hpp"
 #include "sqlite/database.hpp"
 
 namespace dlock::tx::detail {
@@ -37,6 +38,10 @@ CREATE TABLE IF NOT EXISTS dlock_tx_branch (
   last_error TEXT NOT NULL DEFAULT '',
   PRIMARY KEY (gid, branch)
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS dlock_tx_meta (
+  key TEXT PRIMARY KEY,
+  value TEXT NOT NULL
+) WITHOUT ROWID;
 )sql";
 
 std::int64_t as_int(std::uint64_t v) { return static_cast<std::int64_t>(v); }
@@ -44,6 +49,21 @@ std::int64_t as_int(std::uint64_t v) { return static_cast<std::int64_t>(v); }
 class SqliteLog final : public TxLog {
  public:
   explicit SqliteLog(std::unique_ptr<Database> db) : db_(std::move(db)) {}
+
+  // The log's id: made by whichever process creates the tables first.
+  Status init_id() {
+    auto put = db_->prepare("INSERT OR IGNORE INTO dlock_tx_meta (key, value) VALUES ('log_id', ?1)");
+    if (!put.ok()) return put.status();
+    if (Status s = put->bind(1, new_log_id()).run(); !s.ok()) return s;
+    auto get = db_->prepare("SELECT value FROM dlock_tx_meta WHERE key = 'log_id'");
+    if (!get.ok()) return get.status();
+    auto row = get->step();
+    if (!row.ok()) return row.status();
+    if (!*row) return {Errc::server_error, "the transaction log has no id"};
+    id_ = get->text(0);
+    get->reset();
+    return {};
+  }
 
   Status create(std::string_view gid, std::uint64_t fence, const std::vector<Branch>& branches,
                 milliseconds due_in) override {
@@ -177,10 +197,11 @@ class SqliteLog final : public TxLog {
     std::vector<TxInfo> out;
     for (const auto& gid : gids) {
       auto info = load(gid);
-      if (info.ok())
-        out.push_back(std::move(*info));  // finished meanwhile: not_held, skipped
-      else if (info.code() != Errc::not_held)
+      if (!info.ok()) {
+        if (info.code() == Errc::not_held) continue;  // gone meanwhile
         return info.status();
+      }
+      if (!finished(info->state)) out.push_back(std::move(*info));  // not finished meanwhile
     }
     return out;
   }
@@ -224,6 +245,8 @@ class SqliteLog final : public TxLog {
 
 std::string_view state_column(State s) { return to_string(s); }
 
+std::string new_log_id() { return Client::random_owner().substr(0, 12); }
+
 bool parse_state(std::string_view text, State& out) {
   for (State s : {State::trying, State::committing, State::aborting, State::committed, State::aborted})
     if (text == to_string(s)) {
@@ -238,7 +261,9 @@ Result<std::unique_ptr<TxLog>> open_sqlite_log(const std::string& path, millisec
   if (!db.ok()) return db.status();
   if (Status s = (*db)->exec_retrying("PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL"); !s.ok()) return s;
   if (Status s = (*db)->exec_retrying(kSchema); !s.ok()) return s;
-  return std::unique_ptr<TxLog>(new SqliteLog(std::move(*db)));
+  auto log = std::make_unique<SqliteLog>(std::move(*db));
+  if (Status s = log->init_id(); !s.ok()) return s;
+  return std::unique_ptr<TxLog>(std::move(log));
 }
 
 }  // namespace dlock::tx::detail

@@ -18,6 +18,11 @@ class TxLog {
  public:
   virtual ~TxLog() = default;
 
+  // This log's random id, made with its tables: it marks the prepared
+  // transactions of its 2PC branches, so that recovery never touches those
+  // of another log sharing a database.
+  const std::string& id() const { return id_; }
+
   // Logs a new transaction, trying, with all its branches; due for recovery
   // `due_in` from now. invalid_argument if `gid` is already there.
   virtual Status create(std::string_view gid, std::uint64_t fence, const std::vector<Branch>& branches,
@@ -36,7 +41,13 @@ class TxLog {
   virtual Result<std::vector<TxInfo>> unfinished(std::size_t limit) = 0;
   // Due now. not_held if there is no such unfinished transaction.
   virtual Status make_due(std::string_view gid) = 0;
+
+ protected:
+  std::string id_;
 };
+
+// A fresh log id (12 characters of [A-Za-z0-9_-] from the OS CSPRNG).
+std::string new_log_id();
 
 std::string_view state_column(State s);
 bool parse_state(std::string_view text, State& out);

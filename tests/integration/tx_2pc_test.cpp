@@ -6,10 +6,13 @@
 // log does not know.
 #include <gtest/gtest.h>
 #include <libpq-fe.h>
+#include <sqlite3.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <thread>
+#include <vector>
 
 #include "dlock/tx.hpp"
 #include "support/postgres_server.hpp"
@@ -48,6 +51,19 @@ class Tx2pc : public ::testing::Test {
   std::string stock() const { return sql("stock", "SELECT n FROM items WHERE id = 1"); }
   std::string payments() const { return sql("payment", "SELECT count(*) FROM paid"); }
   std::string prepared() const { return pg.psql("SELECT count(*) FROM pg_prepared_xacts"); }
+  // The log's id, which marks its prepared transactions.
+  std::string log_id() const {
+    sqlite3* db = nullptr;
+    std::string id;
+    if (sqlite3_open(dir.file("tx.db").c_str(), &db) == SQLITE_OK) {
+      sqlite3_stmt* st = nullptr;
+      sqlite3_prepare_v2(db, "SELECT value FROM dlock_tx_meta WHERE key = 'log_id'", -1, &st, nullptr);
+      if (sqlite3_step(st) == SQLITE_ROW) id = reinterpret_cast<const char*>(sqlite3_column_text(st, 0));
+      sqlite3_finalize(st);
+    }
+    sqlite3_close(db);
+    return id;
+  }
 
   Coordinator open(CoordinatorOptions o = {}) const {
     auto c = Coordinator::open("sqlite://" + dir.file("tx.db"), std::move(o));
@@ -142,17 +158,72 @@ TEST_F(Tx2pc, KilledBetweenTwoCommitsIsFinished) {
   EXPECT_EQ(prepared(), "0\n");
 }
 
-TEST_F(Tx2pc, APreparedTransactionTheLogDoesNotKnowIsRolledBack) {
-  sql("stock", "BEGIN; UPDATE items SET n = 0 WHERE id = 1; PREPARE TRANSACTION 'dlock:ghost:0'");
-  sql("stock", "BEGIN; UPDATE items SET n = n WHERE id = 1 AND false; PREPARE TRANSACTION 'not-ours'");
-  ASSERT_EQ(prepared(), "2\n");
+TEST_F(Tx2pc, APreparedTransactionOfThisLogThatItDoesNotKnowIsRolledBack) {
   auto c = open();
+  const std::string ours = "dlock:" + log_id() + ":ghost:0";
+  sql("stock", "BEGIN; UPDATE items SET n = 0 WHERE id = 1; PREPARE TRANSACTION '" + ours + "'");
+  sql("stock", "BEGIN; UPDATE items SET n = n WHERE false; PREPARE TRANSACTION 'dlock:otherlog0000:g:0'");
+  sql("stock", "BEGIN; UPDATE items SET n = n WHERE false; PREPARE TRANSACTION 'not-ours'");
+  ASSERT_EQ(prepared(), "3\n");
   auto n = c.recover();
   ASSERT_TRUE(n.ok()) << n.status().to_string();
   EXPECT_EQ(*n, 1);
   EXPECT_EQ(stock(), "3\n");
-  EXPECT_EQ(pg.psql("SELECT gid FROM pg_prepared_xacts"), "not-ours\n") << "others' are not touched";
+  EXPECT_EQ(pg.psql("SELECT gid FROM pg_prepared_xacts ORDER BY gid"), "dlock:otherlog0000:g:0\nnot-ours\n")
+      << "another log's and others' are not touched";
   sql("stock", "ROLLBACK PREPARED 'not-ours'");
+  sql("stock", "ROLLBACK PREPARED 'dlock:otherlog0000:g:0'");
+}
+
+TEST_F(Tx2pc, ConcurrentOrdersOnOneRowWaitForEachOtherAndNeverOversell) {
+  // Each order's stock branch waits for the row another order has
+  // prepared; that order's COMMIT PREPARED must not wait for it in turn.
+  auto c = open();
+  std::atomic<int> committed{0}, aborted{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 2; ++t)
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 3; ++i) {
+        const int id = 100 + 10 * t + i;
+        auto r = c.run_2pc("c" + std::to_string(id), order(id));
+        if (r.ok())
+          ++committed;
+        else if (r.code() == Errc::aborted)
+          ++aborted;
+        else
+          ADD_FAILURE() << r.status().to_string();
+      }
+    });
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(committed, 3) << "3 in stock";
+  EXPECT_EQ(aborted, 3);
+  EXPECT_EQ(stock(), "0\n");
+  EXPECT_EQ(payments(), "3\n");
+  EXPECT_EQ(prepared(), "0\n");
+}
+
+TEST_F(Tx2pc, AWorkThatSaysSuccessAfterAFailedStatementIsNoVote) {
+  auto c = open();
+  auto r = c.run_2pc("w1", {{"stock",
+                             [](pg_conn* conn) {
+                               PQclear(PQexec(conn, "UPDATE items SET n = -5 WHERE id = 1"));  // CHECK fails
+                               return Outcome::success;  // and it says success all the same
+                             }},
+                            order(9)[1]});
+  EXPECT_EQ(r.code(), Errc::aborted) << r.status().to_string();
+  EXPECT_NE(r.status().message().find("after a statement failed"), std::string::npos) << r.status().message();
+  auto committing = c.run_2pc("w2", {{"stock",
+                                      [](pg_conn* conn) {
+                                        PQclear(PQexec(conn, "COMMIT"));  // ends the transaction itself
+                                        return Outcome::success;
+                                      }},
+                                     order(10)[1]});
+  EXPECT_EQ(committing.code(), Errc::aborted) << committing.status().to_string();
+  EXPECT_NE(committing.status().message().find("left no open transaction"), std::string::npos)
+      << committing.status().message();
+  EXPECT_EQ(stock(), "3\n");
+  EXPECT_EQ(payments(), "0\n");
+  EXPECT_EQ(prepared(), "0\n");
 }
 
 TEST(Tx2pcPreflight, AServerThatCannotPrepareIsRefusedClearly) {

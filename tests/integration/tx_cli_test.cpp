@@ -66,7 +66,7 @@ TEST(TxCli, ListsShowsAndRetriesWhatTheLogHolds) {
   EXPECT_NE(dlock_tool("--url " + url + " tx retry no-such-gid").code, 0);
   EXPECT_EQ(dlock_tool("--url " + url + " tx show").code, 64) << "show needs a transaction id";
   EXPECT_EQ(dlock_tool("--url " + url + " tx drop order-7").code, 64);
-  EXPECT_EQ(dlock_tool("--url redis://127.0.0.1:1 tx list").code, 64) << "a log is a sqlite:// URL for now";
+  EXPECT_EQ(dlock_tool("--url redis://127.0.0.1:1 tx list").code, 64) << "a log is at sqlite:// or postgres://";
 }
 
 }  // namespace

@@ -113,7 +113,6 @@ TEST_P(TxCrash, AtEveryStepBoundaryRecoveryEndsItTheOnlyWayTheLogAllows) {
     EXPECT_EQ(bob.column("balance"), 50 + paid / 2);
     EXPECT_EQ(carol.column("balance"), paid / 2);
     EXPECT_EQ(alice.column("frozen") + bob.column("incoming") + carol.column("incoming"), 0) << "nothing in flight";
-    for (const auto& b : info->branches) EXPECT_TRUE(b.done);
   }
 }
 

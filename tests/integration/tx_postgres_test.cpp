@@ -11,6 +11,7 @@
 #include "integration/tx_bank.hpp"
 #include "support/postgres_server.hpp"
 #include "support/temp_dir.hpp"
+#include "tx/pg_log.hpp"
 
 namespace dlock::tx {
 namespace {
@@ -144,6 +145,35 @@ TEST_F(TxPostgres, ADecisionSurvivesAServerCrashEvenWithSynchronousCommitOff) {
   }
   EXPECT_EQ(c.show("p4")->state, State::committed);
   expect_settled();
+}
+
+TEST_F(TxPostgres, ALogWriteWithAStaleFenceOrStateChangesNothing) {
+  auto log = detail::open_pg_log(pg.url());
+  ASSERT_TRUE(log.ok()) << log.status().to_string();
+  ASSERT_TRUE((*log)->create("f", 5, transfer(1), 0ms).ok());
+  EXPECT_EQ((*log)->create("f", 6, transfer(1), 0ms).code(), Errc::invalid_argument) << "a gid is logged once";
+  auto stale = (*log)->move("f", 4, State::trying, State::committing, {});
+  ASSERT_TRUE(stale.ok()) << stale.status().to_string();
+  EXPECT_FALSE(*stale) << "a coordinator paused past its claim cannot decide";
+  auto newer = (*log)->move("f", 7, State::trying, State::aborting, "taken over");
+  ASSERT_TRUE(newer.ok());
+  EXPECT_TRUE(*newer);
+  std::vector<BranchInfo> progress(2);
+  progress[0].done = true;
+  auto late_save = (*log)->save("f", 5, State::aborting, progress, 0ms);
+  ASSERT_TRUE(late_save.ok());
+  EXPECT_FALSE(*late_save) << "fence 5 is below the 7 that wrote last";
+  auto wrong_state = (*log)->move("f", 9, State::trying, State::committing, {});
+  ASSERT_TRUE(wrong_state.ok());
+  EXPECT_FALSE(*wrong_state) << "every move is a compare-and-set on the state";
+  auto info = (*log)->load("f");
+  ASSERT_TRUE(info.ok());
+  EXPECT_EQ(info->state, State::aborting);
+  EXPECT_EQ(info->reason, "taken over");
+  EXPECT_FALSE(info->branches[0].done) << "the stale save wrote no branch either";
+  auto saved = (*log)->save("f", 7, State::aborting, progress, 0ms);
+  ASSERT_TRUE(saved.ok() && *saved);
+  EXPECT_TRUE((*log)->load("f")->branches[0].done);
 }
 
 TEST_F(TxPostgres, AnUnreachableServerIsAClearError) {
