@@ -216,20 +216,7 @@ class PgLog final : public TxLog {
 
   Result<std::vector<std::string>> due(std::size_t limit) override { return gids(kDue, limit); }
 
-  Result<std::vector<TxInfo>> unfinished(std::size_t limit) override {
-    auto list = gids(kUnfinished, limit);
-    if (!list.ok()) return list.status();
-    std::vector<TxInfo> out;
-    for (const auto& gid : *list) {
-      auto info = load(gid);
-      if (!info.ok()) {
-        if (info.code() == Errc::not_held) continue;  // gone meanwhile
-        return info.status();
-      }
-      if (!finished(info->state)) out.push_back(std::move(*info));  // not finished meanwhile
-    }
-    return out;
-  }
+  Result<std::vector<std::string>> unfinished_gids(std::size_t limit) override { return gids(kUnfinished, limit); }
 
   Status make_due(std::string_view gid) override {
     auto r = exec(std::string(kMakeDue) + " RETURNING gid", {std::string(gid)});

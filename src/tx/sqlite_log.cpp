@@ -3,7 +3,6 @@
 #include <mutex>
 #include <utility>
 
-#include "dlock/client.hpp"
 #include "sqlite/database.hpp"
 
 namespace dlock::tx::detail {
@@ -177,33 +176,22 @@ class SqliteLog final : public TxLog {
     return out;
   }
 
-  Result<std::vector<TxInfo>> unfinished(std::size_t limit) override {
+  Result<std::vector<std::string>> unfinished_gids(std::size_t limit) override {
+    std::lock_guard lock(mu_);
+    auto q = db_->prepare(
+        "SELECT gid FROM dlock_tx WHERE state IN ('trying', 'committing', 'aborting') ORDER BY created_ms, gid "
+        "LIMIT ?1");
+    if (!q.ok()) return q.status();
+    q->bind(1, static_cast<std::int64_t>(limit));
     std::vector<std::string> gids;
-    {
-      std::lock_guard lock(mu_);
-      auto q = db_->prepare(
-          "SELECT gid FROM dlock_tx WHERE state IN ('trying', 'committing', 'aborting') ORDER BY created_ms, gid "
-          "LIMIT ?1");
-      if (!q.ok()) return q.status();
-      q->bind(1, static_cast<std::int64_t>(limit));
-      for (;;) {
-        auto more = q->step();
-        if (!more.ok()) return more.status();
-        if (!*more) break;
-        gids.push_back(q->text(0));
-      }
-      q->reset();
+    for (;;) {
+      auto more = q->step();
+      if (!more.ok()) return more.status();
+      if (!*more) break;
+      gids.push_back(q->text(0));
     }
-    std::vector<TxInfo> out;
-    for (const auto& gid : gids) {
-      auto info = load(gid);
-      if (!info.ok()) {
-        if (info.code() == Errc::not_held) continue;  // gone meanwhile
-        return info.status();
-      }
-      if (!finished(info->state)) out.push_back(std::move(*info));  // not finished meanwhile
-    }
-    return out;
+    q->reset();
+    return gids;
   }
 
   Status make_due(std::string_view gid) override {
@@ -242,19 +230,6 @@ class SqliteLog final : public TxLog {
 };
 
 }  // namespace
-
-std::string_view state_column(State s) { return to_string(s); }
-
-std::string new_log_id() { return Client::random_owner().substr(0, 12); }
-
-bool parse_state(std::string_view text, State& out) {
-  for (State s : {State::trying, State::committing, State::aborting, State::committed, State::aborted})
-    if (text == to_string(s)) {
-      out = s;
-      return true;
-    }
-  return false;
-}
 
 Result<std::unique_ptr<TxLog>> open_sqlite_log(const std::string& path, milliseconds busy) {
   auto db = Database::open(path, busy);

@@ -38,7 +38,10 @@ class TxLog {
   virtual Result<TxInfo> load(std::string_view gid) = 0;
   // Unfinished transactions due now, oldest due first.
   virtual Result<std::vector<std::string>> due(std::size_t limit) = 0;
-  virtual Result<std::vector<TxInfo>> unfinished(std::size_t limit) = 0;
+  // The unfinished transactions, oldest first: unfinished_gids() then a
+  // load() of each (one that finished meanwhile is left out).
+  Result<std::vector<TxInfo>> unfinished(std::size_t limit);
+  virtual Result<std::vector<std::string>> unfinished_gids(std::size_t limit) = 0;
   // Due now. not_held if there is no such unfinished transaction.
   virtual Status make_due(std::string_view gid) = 0;
 

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "dlock/tx.hpp"
+#include "integration/tx_bank.hpp"
 #include "support/postgres_server.hpp"
 #include "support/temp_dir.hpp"
 
@@ -103,14 +104,7 @@ class Tx2pc : public ::testing::Test {
     EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
     EXPECT_EQ(prepared(), left_prepared) << "prepared transactions the dead coordinator left";
     auto c = open();
-    auto info = c.show(gid);
-    for (auto until = std::chrono::steady_clock::now() + 10s;
-         info.ok() && !finished(info->state) && std::chrono::steady_clock::now() < until; info = c.show(gid)) {
-      (void)c.retry_now(gid);
-      auto n = c.recover();
-      EXPECT_TRUE(n.ok()) << n.status().to_string();
-      std::this_thread::sleep_for(20ms);
-    }
+    auto info = recover_until_finished(c, gid);
     EXPECT_TRUE(info.ok()) << info.status().to_string();
     return info.ok() ? info->state : State::trying;
   }

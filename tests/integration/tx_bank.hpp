@@ -6,9 +6,11 @@
 #include <sqlite3.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <thread>
 
 #include "dlock/tx.hpp"
 
@@ -80,6 +82,21 @@ class Bank {
   }
   sqlite3* db_ = nullptr;
 };
+
+// Recovers `gid` with `c` until it is finished or `limit` has passed (a
+// dead coordinator's claim lapses first); returns the log's record then.
+inline Result<TxInfo> recover_until_finished(Coordinator& c, const std::string& gid,
+                                             std::chrono::milliseconds limit = std::chrono::seconds(10)) {
+  auto info = c.show(gid);
+  for (auto until = std::chrono::steady_clock::now() + limit;
+       info.ok() && !finished(info->state) && std::chrono::steady_clock::now() < until; info = c.show(gid)) {
+    (void)c.retry_now(gid);
+    auto n = c.recover();
+    if (!n.ok()) return n.status();
+    if (*n == 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return info;
+}
 
 }  // namespace dlock::tx
 

@@ -95,14 +95,8 @@ TEST_P(TxCrash, AtEveryStepBoundaryRecoveryEndsItTheOnlyWayTheLogAllows) {
     auto info = c->show("g");
     ASSERT_TRUE(info.ok()) << info.status().to_string();
     const bool decided_commit = info->state == State::committing || info->state == State::committed;
-    for (auto until = std::chrono::steady_clock::now() + 10s;
-         !finished(info->state) && std::chrono::steady_clock::now() < until; info = c->show("g")) {
-      (void)c->retry_now("g");
-      auto n = c->recover();
-      ASSERT_TRUE(n.ok()) << n.status().to_string();
-      if (*n == 0) std::this_thread::sleep_for(20ms);  // the dead coordinator's claim has not lapsed yet
-      ASSERT_TRUE(c->show("g").ok());
-    }
+    info = recover_until_finished(*c, "g");
+    ASSERT_TRUE(info.ok()) << info.status().to_string();
     ASSERT_TRUE(finished(info->state)) << to_string(info->state);
     // Decided before the crash: that way. Undecided: presumed abort.
     const bool committed = info->state == State::committed;

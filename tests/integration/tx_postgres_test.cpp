@@ -137,13 +137,9 @@ TEST_F(TxPostgres, ADecisionSurvivesAServerCrashEvenWithSynchronousCommitOff) {
   ASSERT_TRUE(info.ok()) << info.status().to_string();
   EXPECT_EQ(info->state, State::committing) << "the decision was flushed before it was acted on";
   EXPECT_TRUE(info->branches[0].done) << "and so was the progress saved";
-  for (auto until = std::chrono::steady_clock::now() + 10s;
-       c.show("p4")->state != State::committed && std::chrono::steady_clock::now() < until;
-       std::this_thread::sleep_for(50ms)) {
-    (void)c.retry_now("p4");
-    ASSERT_TRUE(c.recover().ok());
-  }
-  EXPECT_EQ(c.show("p4")->state, State::committed);
+  auto end = recover_until_finished(c, "p4");
+  ASSERT_TRUE(end.ok()) << end.status().to_string();
+  EXPECT_EQ(end->state, State::committed);
   expect_settled();
 }
 

@@ -152,14 +152,7 @@ TEST_F(TxSqlite, ACoordinatorThatDiesDuringTheTriesIsAbortedByRecovery) {
   auto c = open();
   // The dead coordinator's claim lapses within its lease; until then the
   // transaction is left alone.
-  const auto until = std::chrono::steady_clock::now() + 5s;
-  while (c.show("t4")->state == State::trying && std::chrono::steady_clock::now() < until) {
-    (void)c.retry_now("t4");
-    auto n = c.recover();
-    ASSERT_TRUE(n.ok()) << n.status().to_string();
-    std::this_thread::sleep_for(50ms);
-  }
-  auto info = c.show("t4");
+  auto info = recover_until_finished(c, "t4");
   ASSERT_TRUE(info.ok());
   EXPECT_EQ(info->state, State::aborted);
   EXPECT_NE(info->reason.find("went away"), std::string::npos) << info->reason;
@@ -190,13 +183,9 @@ TEST_F(TxSqlite, ACoordinatorPausedPastItsClaimIsOvertakenAndWritesNothing) {
   ASSERT_EQ(::waitpid(pid, &status, WUNTRACED), pid);
   ASSERT_TRUE(WIFSTOPPED(status)) << status;
   auto c = open();
-  for (auto until = std::chrono::steady_clock::now() + 10s;
-       c.show("t6")->state != State::aborted && std::chrono::steady_clock::now() < until;
-       std::this_thread::sleep_for(50ms)) {
-    (void)c.retry_now("t6");
-    ASSERT_TRUE(c.recover().ok());
-  }
-  ASSERT_EQ(c.show("t6")->state, State::aborted);
+  auto taken_over = recover_until_finished(c, "t6");
+  ASSERT_TRUE(taken_over.ok()) << taken_over.status().to_string();
+  ASSERT_EQ(taken_over->state, State::aborted);
   ::kill(pid, SIGCONT);
   ASSERT_EQ(::waitpid(pid, &status, 0), pid);
   ASSERT_TRUE(WIFEXITED(status)) << status;
