@@ -3,6 +3,7 @@
 #ifndef DLOCK_TESTS_INTEGRATION_TX_BANK_HPP_
 #define DLOCK_TESTS_INTEGRATION_TX_BANK_HPP_
 
+#include <gtest/gtest.h>
 #include <sqlite3.h>
 
 #include <atomic>
@@ -81,6 +82,20 @@ class Bank {
     });
   }
   sqlite3* db_ = nullptr;
+};
+
+// Counts the answers of runs on many threads: commit or abort decided;
+// anything else fails the test.
+struct Tally {
+  std::atomic<int> committed{0}, aborted{0};
+  void add(const Result<State>& r) {
+    if (r.ok())
+      ++committed;
+    else if (r.code() == Errc::aborted)
+      ++aborted;
+    else
+      ADD_FAILURE() << r.status().to_string();
+  }
 };
 
 // Recovers `gid` with `c` until it is finished or `limit` has passed (a

@@ -274,23 +274,15 @@ TEST_F(TxSqlite, ManyConcurrentTransfersConserveMoney) {
   CoordinatorOptions o;
   o.retry_base = 1ms;
   auto c = open(o);
-  std::atomic<int> committed{0}, aborted{0};
+  Tally tally;
   std::vector<std::thread> threads;
   for (int t = 0; t < 4; ++t)
     threads.emplace_back([&, t] {
-      for (int i = 0; i < 10; ++i) {
-        auto r = c.run("m" + std::to_string(t) + "-" + std::to_string(i), transfer(7));
-        if (r.ok())
-          ++committed;
-        else if (r.code() == Errc::aborted)
-          ++aborted;
-        else
-          ADD_FAILURE() << r.status().to_string();
-      }
+      for (int i = 0; i < 10; ++i) tally.add(c.run("m" + std::to_string(t) + "-" + std::to_string(i), transfer(7)));
     });
   for (auto& th : threads) th.join();
-  EXPECT_EQ(committed + aborted, 40);
-  EXPECT_EQ(committed, 14) << "alice's 100 covers 14 transfers of 7";
+  EXPECT_EQ(tally.committed + tally.aborted, 40);
+  EXPECT_EQ(tally.committed, 14) << "alice's 100 covers 14 transfers of 7";
   EXPECT_EQ(alice.column("balance"), 2);
   EXPECT_EQ(bob.column("balance"), 50 + 98);
   expect_settled();
