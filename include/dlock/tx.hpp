@@ -254,6 +254,12 @@ class Coordinator {
 // call only. The table is created on first use.
 Outcome sqlite_barrier(sqlite3* db, const BranchContext& context, const std::function<Outcome(sqlite3*)>& work);
 
+// The same barrier on PostgreSQL (builds with PostgreSQL): `conn` must be
+// idle (no transaction open); `work` runs inside the transaction, on
+// `conn`, and must leave it open (a failed statement or its own COMMIT
+// makes it a failure). A COMMIT whose answer is lost is an unknown outcome.
+Outcome pg_barrier(pg_conn* conn, const BranchContext& context, const std::function<Outcome(pg_conn*)>& work);
+
 }  // namespace dlock::tx
 
 #endif  // DLOCK_TX_HPP_

@@ -2,6 +2,7 @@
 // starts: several coordinators share it, a crashed server keeps every
 // decision even where the server's own setting would not wait for the disk.
 #include <gtest/gtest.h>
+#include <libpq-fe.h>
 
 #include <atomic>
 #include <thread>
@@ -165,6 +166,48 @@ TEST_F(TxPostgres, ALogWriteWithAStaleFenceOrStateChangesNothing) {
   auto saved = (*log)->save("f", 7, State::aborting, progress, 0ms);
   ASSERT_TRUE(saved.ok() && *saved);
   EXPECT_TRUE((*log)->load("f")->branches[0].done);
+}
+
+// The participant-side barrier on PostgreSQL, on the participant's own
+// connection: the same three rules as on SQLite.
+TEST_F(TxPostgres, ThePgBarrierMakesCallsIdempotentAndBlocksATryAfterItsCancel) {
+  pg.psql("CREATE TABLE acct (incoming int NOT NULL, balance int NOT NULL); INSERT INTO acct VALUES (0, 0)");
+  pg_conn* conn = PQconnectdb(pg.url().c_str());
+  ASSERT_EQ(PQstatus(conn), CONNECTION_OK) << PQerrorMessage(conn);
+  int ran = 0;
+  auto step = [&](const char* sql) {
+    return [&ran, sql](pg_conn* c) {
+      PGresult* r = PQexec(c, sql);
+      const bool ok = PQresultStatus(r) == PGRES_COMMAND_OK;
+      PQclear(r);
+      if (ok) ++ran;
+      return ok ? Outcome::success : Outcome::failure;
+    };
+  };
+  const auto try_ = step("UPDATE acct SET incoming = incoming + 3");
+  const auto confirm = step("UPDATE acct SET balance = balance + 3, incoming = incoming - 3");
+  const auto cancel = step("UPDATE acct SET incoming = incoming - 3");
+  EXPECT_EQ(pg_barrier(conn, {"g", 0, Op::cancel, ""}, cancel), Outcome::success) << "empty compensation";
+  EXPECT_EQ(pg_barrier(conn, {"g", 0, Op::try_, ""}, try_), Outcome::success);
+  EXPECT_EQ(ran, 0) << "a Try after its Cancel does nothing (anti-suspension)";
+  EXPECT_EQ(pg_barrier(conn, {"h", 0, Op::try_, ""}, try_), Outcome::success);
+  EXPECT_EQ(pg_barrier(conn, {"h", 0, Op::try_, ""}, try_), Outcome::success);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(pg_barrier(conn, {"h", 0, Op::confirm, ""}, confirm), Outcome::success);
+  EXPECT_EQ(ran, 2) << "a duplicate Try and two duplicate Confirms ran nothing";
+  EXPECT_EQ(pg.psql("SELECT incoming, balance FROM acct"), "0|3\n");
+  // A work that fails rolls back its barrier row with it: asked again, it runs.
+  EXPECT_EQ(pg_barrier(conn, {"k", 0, Op::try_, ""}, step("UPDATE acct SET nosuchcolumn = 1")), Outcome::failure);
+  EXPECT_EQ(pg_barrier(conn, {"k", 0, Op::try_, ""}, try_), Outcome::success);
+  EXPECT_EQ(pg.psql("SELECT incoming FROM acct"), "3\n");
+  // A work that says success after a failed statement is a failure.
+  EXPECT_EQ(pg_barrier(conn, {"m", 0, Op::try_, ""},
+                       [](pg_conn* c) {
+                         PQclear(PQexec(c, "UPDATE acct SET nosuchcolumn = 1"));
+                         return Outcome::success;
+                       }),
+            Outcome::failure);
+  EXPECT_EQ(PQtransactionStatus(conn), PQTRANS_IDLE) << "the connection is left as it was found";
+  PQfinish(conn);
 }
 
 TEST_F(TxPostgres, AnUnreachableServerIsAClearError) {
