@@ -75,7 +75,7 @@ Outcome pg_barrier(pg_conn* conn, const BranchContext& context, const std::funct
   } catch (...) {
     outcome = Outcome::unknown;
   }
-  if (outcome != Outcome::success) return outcome;  // rolled back, barrier row included
+  if (outcome != Outcome::success) return outcome;                            // rolled back, barrier row included
   if (PQtransactionStatus(conn) != PQTRANS_INTRANS) return Outcome::failure;  // a statement failed, or it committed
   return tx.commit() ? Outcome::success : Outcome::unknown;
 }
