@@ -1,11 +1,12 @@
 // The participant-side barrier on PostgreSQL (see pg_barrier in tx.hpp):
-// the same rules as the SQLite one, decided by INSERT ... ON CONFLICT DO
-// NOTHING in the participant's own transaction on its own connection.
+// barrier_rule over a transaction on the participant's own connection, its
+// rows inserted by INSERT ... ON CONFLICT DO NOTHING.
 #include <libpq-fe.h>
 
 #include <string>
 
 #include "dlock/tx.hpp"
+#include "tx/barrier_rule.hpp"
 
 namespace dlock::tx {
 namespace {
@@ -40,7 +41,7 @@ int insert_row(pg_conn* conn, const BranchContext& ctx, Op op) {
 // Rolls back unless committed.
 class Transaction {
  public:
-  explicit Transaction(pg_conn* conn) : conn_(conn) {}
+  Transaction(pg_conn* conn, const BranchContext& ctx) : conn_(conn), ctx_(ctx) {}
   ~Transaction() {
     if (open_) (void)exec_ok(conn_, "ROLLBACK");
   }
@@ -49,35 +50,29 @@ class Transaction {
     open_ = false;  // COMMIT ends it whatever it answers
     return exec_ok(conn_, "COMMIT");
   }
+  int insert(Op op) { return insert_row(conn_, ctx_, op); }
 
  private:
   pg_conn* conn_;
+  const BranchContext& ctx_;
   bool open_ = false;
 };
 
 }  // namespace
 
 Outcome pg_barrier(pg_conn* conn, const BranchContext& context, const std::function<Outcome(pg_conn*)>& work) {
-  // Any error of the barrier's own statements leaves nothing done and is an
-  // unknown outcome: the coordinator asks again.
+  // Errors of the barrier's own statements are unknown.
   if (conn == nullptr || PQtransactionStatus(conn) != PQTRANS_IDLE) return Outcome::unknown;
   if (!exec_ok(conn, kBarrierTable)) return Outcome::unknown;  // e.g. two first calls at once: asked again
-  Transaction tx(conn);
+  Transaction tx(conn, context);
   if (!tx.begin()) return Outcome::unknown;
-  int origin = 0;
-  if (context.op == Op::cancel && (origin = insert_row(conn, context, Op::try_)) < 0) return Outcome::unknown;
-  const int current = insert_row(conn, context, context.op);
-  if (current < 0) return Outcome::unknown;
-  if (origin == 1 || current == 0) return tx.commit() ? Outcome::success : Outcome::unknown;
-  Outcome outcome = Outcome::unknown;
-  try {
-    outcome = work(conn);
-  } catch (...) {
-    outcome = Outcome::unknown;
-  }
-  if (outcome != Outcome::success) return outcome;                            // rolled back, barrier row included
-  if (PQtransactionStatus(conn) != PQTRANS_INTRANS) return Outcome::failure;  // a statement failed, or it committed
-  return tx.commit() ? Outcome::success : Outcome::unknown;
+  return detail::barrier_rule(tx, context.op, [&] {
+    const Outcome o = work(conn);
+    // A failed statement aborted the transaction, or the work committed it:
+    // success would commit nothing it claims.
+    if (o == Outcome::success && PQtransactionStatus(conn) != PQTRANS_INTRANS) return Outcome::failure;
+    return o;
+  });
 }
 
 }  // namespace dlock::tx

@@ -97,7 +97,7 @@ constexpr const char* kUnfinished =
     "SELECT gid FROM @S.dlock_tx WHERE state IN ('trying', 'committing', 'aborting') "
     "ORDER BY created_ms, gid LIMIT $1::bigint";
 constexpr const char* kMakeDue = "UPDATE @S.dlock_tx SET due_ms = " DLOCK_TX_PG_NOW
-                                 " WHERE gid = $1 AND state IN ('trying', 'committing', 'aborting')";
+                                 " WHERE gid = $1 AND state IN ('trying', 'committing', 'aborting') RETURNING gid";
 
 std::string hex(std::string_view bytes) {
   static constexpr char kDigits[] = "0123456789abcdef";
@@ -219,7 +219,7 @@ class PgLog final : public TxLog {
   Result<std::vector<std::string>> unfinished_gids(std::size_t limit) override { return gids(kUnfinished, limit); }
 
   Status make_due(std::string_view gid) override {
-    auto r = exec(std::string(kMakeDue) + " RETURNING gid", {std::string(gid)});
+    auto r = exec(kMakeDue, {std::string(gid)});
     if (!r.ok()) return r.status();
     if (r->empty()) return {Errc::not_held, "no unfinished transaction '" + std::string(gid) + "'"};
     return {};

@@ -1,10 +1,9 @@
 // The participant-side barrier on SQLite (see sqlite_barrier in tx.hpp):
-// idempotency, empty compensation and anti-suspension decided by inserts
-// into a table keyed (gid, branch, op), in the same write transaction as the
-// participant's own work.
+// barrier_rule over a write transaction on the participant's connection.
 #include <sqlite3.h>
 
 #include "dlock/tx.hpp"
+#include "tx/barrier_rule.hpp"
 
 namespace dlock::tx {
 namespace {
@@ -33,7 +32,7 @@ int insert_row(sqlite3* db, const BranchContext& ctx, Op op) {
 // Rolls back unless committed.
 class Transaction {
  public:
-  explicit Transaction(sqlite3* db) : db_(db) {}
+  Transaction(sqlite3* db, const BranchContext& ctx) : db_(db), ctx_(ctx) {}
   ~Transaction() {
     if (open_) sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
   }
@@ -43,36 +42,23 @@ class Transaction {
     open_ = false;
     return true;
   }
+  int insert(Op op) { return insert_row(db_, ctx_, op); }
 
  private:
   sqlite3* db_;
+  const BranchContext& ctx_;
   bool open_ = false;
 };
 
 }  // namespace
 
 Outcome sqlite_barrier(sqlite3* db, const BranchContext& context, const std::function<Outcome(sqlite3*)>& work) {
-  // Any error of the barrier's own statements (busy, I/O) leaves nothing
-  // done and is an unknown outcome: the coordinator asks again.
+  // Errors of the barrier's own statements (busy, I/O) are unknown.
   if (db == nullptr || sqlite3_get_autocommit(db) == 0) return Outcome::unknown;
   if (sqlite3_exec(db, kBarrierTable, nullptr, nullptr, nullptr) != SQLITE_OK) return Outcome::unknown;
-  Transaction tx(db);
+  Transaction tx(db, context);
   if (!tx.begin()) return Outcome::unknown;
-  // A Cancel first takes the Try's place: if the Try's row was not there,
-  // the Try never took effect (empty compensation) and now never will.
-  int origin = 0;
-  if (context.op == Op::cancel && (origin = insert_row(db, context, Op::try_)) < 0) return Outcome::unknown;
-  const int current = insert_row(db, context, context.op);
-  if (current < 0) return Outcome::unknown;
-  if (origin == 1 || current == 0) return tx.commit() ? Outcome::success : Outcome::unknown;
-  Outcome outcome = Outcome::unknown;
-  try {
-    outcome = work(db);
-  } catch (...) {
-    outcome = Outcome::unknown;
-  }
-  if (outcome != Outcome::success) return outcome;  // rolled back, barrier row included
-  return tx.commit() ? Outcome::success : Outcome::unknown;
+  return detail::barrier_rule(tx, context.op, [&] { return work(db); });
 }
 
 }  // namespace dlock::tx

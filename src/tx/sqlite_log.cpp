@@ -159,39 +159,17 @@ class SqliteLog final : public TxLog {
   }
 
   Result<std::vector<std::string>> due(std::size_t limit) override {
-    std::lock_guard lock(mu_);
-    auto q = db_->prepare(
+    return gids(
         "SELECT gid FROM dlock_tx WHERE state IN ('trying', 'committing', 'aborting') AND due_ms <= " DLOCK_TX_NOW
-        " ORDER BY due_ms LIMIT ?1");
-    if (!q.ok()) return q.status();
-    q->bind(1, static_cast<std::int64_t>(limit));
-    std::vector<std::string> out;
-    for (;;) {
-      auto more = q->step();
-      if (!more.ok()) return more.status();
-      if (!*more) break;
-      out.push_back(q->text(0));
-    }
-    q->reset();
-    return out;
+        " ORDER BY due_ms LIMIT ?1",
+        limit);
   }
 
   Result<std::vector<std::string>> unfinished_gids(std::size_t limit) override {
-    std::lock_guard lock(mu_);
-    auto q = db_->prepare(
+    return gids(
         "SELECT gid FROM dlock_tx WHERE state IN ('trying', 'committing', 'aborting') ORDER BY created_ms, gid "
-        "LIMIT ?1");
-    if (!q.ok()) return q.status();
-    q->bind(1, static_cast<std::int64_t>(limit));
-    std::vector<std::string> gids;
-    for (;;) {
-      auto more = q->step();
-      if (!more.ok()) return more.status();
-      if (!*more) break;
-      gids.push_back(q->text(0));
-    }
-    q->reset();
-    return gids;
+        "LIMIT ?1",
+        limit);
   }
 
   Status make_due(std::string_view gid) override {
@@ -205,6 +183,23 @@ class SqliteLog final : public TxLog {
   }
 
  private:
+  // The first column of `sql` (its ?1 bound to `limit`), every row.
+  Result<std::vector<std::string>> gids(const char* sql, std::size_t limit) {
+    std::lock_guard lock(mu_);
+    auto q = db_->prepare(sql);
+    if (!q.ok()) return q.status();
+    q->bind(1, static_cast<std::int64_t>(limit));
+    std::vector<std::string> out;
+    for (;;) {
+      auto more = q->step();
+      if (!more.ok()) return more.status();
+      if (!*more) break;
+      out.push_back(q->text(0));
+    }
+    q->reset();
+    return out;
+  }
+
   // The fenced compare-and-set of the transaction's row, inside the caller's
   // write transaction; due `due_in` from now (negative: unchanged).
   Result<bool> claim_row(std::string_view gid, std::uint64_t fence, State from, State to, std::string_view reason,
