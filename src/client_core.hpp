@@ -142,8 +142,9 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   // What a grant made with `o` stores of its holder (AcquireCall::info).
   std::string holder_info(const LockOptions& o) const;
   // Calls on_change (on the I/O thread) with the lock's state now and each
-  // time its holder changes (held, fence or holder info). Returns an id for
-  // unobserve, which returns once no call of on_change runs any more (at
+  // time its holder changes (held, fence or holder info). Returns (off the
+  // I/O thread) once the watch is placed and the first look answered, with
+  // an id for unobserve, which returns once no call of on_change runs any more (at
   // once on the I/O thread itself).
   std::uint64_t observe(std::string name, std::function<void(const LockInfo&)> on_change);
   void unobserve(std::uint64_t id);

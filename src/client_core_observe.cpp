@@ -25,20 +25,34 @@ struct ClientCore::Observer {
   bool inspecting = false;
   bool again = false;  // a wake-up came while inspecting
   bool stopped = false;
+  // Released after the first look's answer (or with the observer): observe
+  // returns then.
+  std::shared_ptr<void> first_look;
 };
 
 std::uint64_t ClientCore::observe(std::string name, std::function<void(const LockInfo&)> on_change) {
   const std::uint64_t id = next_observer_.fetch_add(1);
-  post([this, id, name = std::move(name), on_change = std::move(on_change)]() mutable {
+  // The caller waits for the first report, so that every change after
+  // observe() returns is told (a change while the watch was being placed
+  // would otherwise pass unseen). Not on the I/O thread: it would wait for
+  // itself.
+  SyncWait<bool> first;
+  std::shared_ptr<void> answered(nullptr, [set = first.setter()](void*) mutable { set(true); });
+  post([this, id, name = std::move(name), on_change = std::move(on_change), answered]() mutable {
     if (closing_) return;
     auto obs = std::make_shared<Observer>(rt_->io);
     obs->name = std::move(name);
     obs->on_change = std::move(on_change);
+    obs->first_look = std::move(answered);
     observers_[id] = obs;
     backend_->watch({obs->name, 0}, [this, obs](Status) {
       if (!closing_ && !obs->stopped) look(obs);
     });
   });
+  if (!on_io_thread()) {
+    answered.reset();
+    (void)first.wait();
+  }
   return id;
 }
 
@@ -72,6 +86,7 @@ void ClientCore::look(const std::shared_ptr<Observer>& obs) {
   }
   obs->inspecting = true;
   backend_->inspect(obs->name, [this, obs](Result<LockInfo> r) {
+    const auto answered = std::move(obs->first_look);  // let observe() return after on_change
     obs->inspecting = false;
     if (closing_ || obs->stopped) return;
     milliseconds next = kFreePoll;

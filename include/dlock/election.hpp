@@ -98,7 +98,10 @@ class Election {
   // Calls `on_change` with the leader (nullopt: none) now and at every
   // change, on the client's I/O thread (it must not block). Changes come
   // from the lock's release and hand-over notifications (on ZooKeeper, a
-  // watch on its queue), and from the leader's lease running out.
+  // watch on its queue), and from the leader's lease running out. Returns
+  // once the first call was made (or the first look failed: the next one
+  // follows), so no change after it returns goes untold; changes in quick
+  // succession may be told as one, the latest.
   Observation observe(std::function<void(const std::optional<LeaderInfo>&)> on_change);
 
   const std::string& name() const { return name_; }

@@ -122,24 +122,32 @@ TEST_F(Lines, AnObserverMayStopItselfAndTheClientMayCloseUnderIt) {
   std::atomic<int> calls{0};
   std::unique_ptr<Observation> obs;
   std::mutex mu;
+  Observation first = e.observe([&](const std::optional<LeaderInfo>&) {
+    ++calls;
+    std::lock_guard relock(mu);
+    obs.reset();  // dropped inside its own callback (from the second call on)
+  });
+  EXPECT_EQ(calls.load(), 1) << "observe() returns after the first call";
   {
     std::lock_guard lk(mu);
-    obs = std::make_unique<Observation>(e.observe([&](const std::optional<LeaderInfo>&) {
-      ++calls;
-      std::lock_guard relock(mu);
-      obs.reset();  // dropped inside its own callback
-    }));
+    obs = std::make_unique<Observation>(std::move(first));
   }
-  ASSERT_TRUE(eventually([&] { return calls.load() == 1; }));
   Leadership l = e.campaign(1s).value();
+  ASSERT_TRUE(eventually([&] { return calls.load() == 2; }));
+  ASSERT_TRUE(l.resign().ok());
+  l = e.campaign(1s).value();
   std::this_thread::sleep_for(50ms);
-  EXPECT_EQ(calls.load(), 1) << "no call after it stopped itself";
+  EXPECT_EQ(calls.load(), 2) << "no call after it stopped itself";
+  {
+    std::lock_guard lk(mu);
+    EXPECT_EQ(obs, nullptr);
+  }
   // A second observer left running when the client goes.
   Client b = client_of(server);
   Election e2(b, "o", "other");
   std::atomic<int> seen{0};
   Observation keep = e2.observe([&](const std::optional<LeaderInfo>&) { ++seen; });
-  ASSERT_TRUE(eventually([&] { return seen.load() >= 1; }));
+  EXPECT_EQ(seen.load(), 1);
   b = Client(client_of(server));  // the first handle goes: its core shuts down with the observer registered
   (void)l.resign();
 }
