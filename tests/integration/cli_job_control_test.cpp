@@ -45,7 +45,10 @@ TEST_F(CliJobControl, StopSignalStopsTheCommandAndKeepsTheLock) {
   const std::string cmd = "echo $$ > " + pidfile + "; while [ ! -e " + go + " ]; do sleep 0.02; done; echo finished";
   // A lease the watchdog keeps on a loaded host under a sanitizer (renewed
   // every 500 ms; a 500 ms lease was lost there once).
-  auto dlock = spawn({kCli, "run", "--ttl", "1500ms", "tstp", "--", "sh", "-c", cmd}, env(), out);
+  // bash, not sh: dash runs `sleep` by vfork, and a stop that catches the
+  // child between vfork and exec leaves the shell waiting for it in state
+  // 'D', never 'T' (the job is stopped all the same, but it cannot say so).
+  auto dlock = spawn({kCli, "run", "--ttl", "1500ms", "tstp", "--", "bash", "-c", cmd}, env(), out);
   pid_t cmd_pid = 0;
   ASSERT_TRUE(eventually([&] { return (cmd_pid = read_pid(pidfile)) > 0; }, 10s));
   for (int sig : {SIGTSTP, SIGTTIN, SIGTTOU}) {
