@@ -3,8 +3,9 @@
 # package (dlockConfig.cmake, beside which this file is installed) both
 # include it, so a consumer links exactly what the library was built with:
 #
-#   always                Threads::Threads, OpenSSL::Crypto
-#   DLOCK_WITH_REDIS      OpenSSL::SSL, dlock::hiredis
+#   always                Threads::Threads, OpenSSL::Crypto, OpenSSL::SSL
+#                         (dlock::tx's HTTPS)
+#   DLOCK_WITH_REDIS      dlock::hiredis
 #   DLOCK_WITH_SQLITE     SQLite::SQLite3 (CMake's FindSQLite3)
 #   DLOCK_WITH_POSTGRES   dlock::libpq
 #   DLOCK_WITH_ZOOKEEPER  dlock::zookeeper_mt (the C client's threaded build)
@@ -64,11 +65,10 @@ endfunction()
 set(_dlock_missing_libraries)
 
 _dlock_find_package(Threads)
+# SSL always: dlock::tx's HTTPS participants use it even without Redis.
+_dlock_find_package(OpenSSL COMPONENTS Crypto SSL)
 if(DLOCK_WITH_REDIS)
-  _dlock_find_package(OpenSSL COMPONENTS Crypto SSL)
   _dlock_import_library(dlock::hiredis HIREDIS hiredis/hiredis.h hiredis)
-else()
-  _dlock_find_package(OpenSSL COMPONENTS Crypto)
 endif()
 if(DLOCK_WITH_SQLITE)
   _dlock_find_package(SQLite3)

@@ -22,7 +22,8 @@
 // the lease's fence, so a coordinator paused past its lease cannot overwrite
 // what the one that took over wrote.
 //
-// Participants must make Confirm and Cancel idempotent, accept a Cancel with
+// Participants are in-process calls or HTTP endpoints (http_participant,
+// DTM's contract). They must make Confirm and Cancel idempotent, accept a Cancel with
 // no Try before it (empty compensation) and refuse a Try after its Cancel
 // (anti-suspension): tx::sqlite_barrier() does all three inside the
 // participant's own local transaction.
@@ -43,6 +44,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "dlock/error.hpp"
@@ -87,6 +89,46 @@ struct Participant {
   Call confirm;
   Call cancel;
 };
+
+// A participant behind HTTP, as DTM calls one: each call is a POST to the
+// phase's URL with "gid", "trans_type=tcc", "branch_id" (the branch's
+// index) and "op" (try, confirm, cancel) added to its query, and the
+// branch's payload as the body. The answer: 2xx success (unless the body
+// says FAILURE or ONGOING), 409 failure, 425 ongoing; any other status, a
+// timeout or a dropped connection is unknown and asked again, so the
+// participant must be idempotent (handle_http with a barrier is). Kept
+// connections are reused; one found closed before any answer is replaced
+// once, which may repeat the request.
+struct HttpParticipant {
+  std::string try_url;  // http://host[:port]/path[?query], or https://...
+  std::string confirm_url;
+  std::string cancel_url;
+  milliseconds timeout{3000};  // per call: connecting, sending and the answer
+  // Added to every request (e.g. Authorization); never logged.
+  std::vector<std::pair<std::string, std::string>> headers;
+  // https: the certificate must chain to this CA (PEM file; "" = the
+  // system's) and name the URL's host. Not verifiable means no call.
+  std::string ca_file;
+  std::string content_type = "application/json";
+};
+// The three calls; invalid_argument for a bad URL, header, timeout or CA
+// file. Register the result with Coordinator::add_participant.
+Result<Participant> http_participant(HttpParticipant options);
+
+// The participant's side, for any HTTP server: the request's target (path
+// and query) and body as the BranchContext (invalid_argument when gid,
+// branch_id or op is missing or malformed), and the answer for an outcome
+// (200 SUCCESS, 409 FAILURE, 425 ONGOING, 500 for unknown).
+Result<BranchContext> branch_from_http(std::string_view target, std::string body);
+struct HttpReply {
+  int status = 200;
+  std::string body;  // JSON: {"dtm_result":"SUCCESS"} and so on
+};
+HttpReply http_reply(Outcome outcome);
+// The whole handler: parse, run `call` (e.g. sqlite_barrier around the
+// work), answer; a malformed request answers 400, a throw 500.
+HttpReply handle_http(std::string_view target, std::string body,
+                      const std::function<Outcome(const BranchContext&)>& call);
 
 struct Branch {
   std::string participant;  // a name given to Coordinator::add_participant

@@ -1,0 +1,243 @@
+#include "tx/http_client.hpp"
+
+#include <boost/asio/connect.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/address.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ssl.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <boost/beast/ssl.hpp>
+#include <stdexcept>
+
+#include "core/url_parts.hpp"
+
+namespace dlock::tx::detail {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+namespace ssl = asio::ssl;
+using tcp = asio::ip::tcp;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+constexpr std::size_t kMaxAnswer = 1 << 20;  // a participant's answer is a status word
+constexpr std::size_t kMaxIdle = 16;         // kept connections per origin
+
+bool is_ip_literal(const std::string& host) {
+  beast::error_code ec;
+  (void)asio::ip::make_address(host, ec);
+  return !ec;
+}
+
+// Runs the io_context until the operation started by `start` has called
+// its handler (the deadline is the stream's, or the timer's for a resolve).
+template <class Start>
+void run(asio::io_context& io, Start&& start) {
+  io.restart();
+  start();
+  io.run();
+}
+
+struct ExchangeError : std::runtime_error {
+  ExchangeError(const std::string& what, bool none_came) : std::runtime_error(what), before_answer(none_came) {}
+  bool before_answer;  // not a byte of the answer came: a stale kept connection
+};
+
+std::string describe(const beast::error_code& ec, std::chrono::milliseconds timeout) {
+  if (ec == beast::error::timeout || ec == asio::error::operation_aborted)
+    return "no answer within " + std::to_string(timeout.count()) + " ms";
+  return ec.message();
+}
+
+}  // namespace
+
+std::optional<HttpUrl> parse_http_url(std::string_view url, std::string& error) {
+  HttpUrl out;
+  std::string_view rest;
+  if (url.starts_with("http://")) {
+    rest = url.substr(7);
+  } else if (url.starts_with("https://")) {
+    rest = url.substr(8);
+    out.tls = true;
+  } else {
+    error = "not an http:// or https:// URL";
+    return std::nullopt;
+  }
+  if (rest.find('#') != std::string_view::npos) {
+    error = "a fragment (#) has no meaning here";
+    return std::nullopt;
+  }
+  const auto slash = rest.find_first_of("/?");
+  std::string_view authority = rest.substr(0, slash);
+  out.target = slash == std::string_view::npos ? "/" : std::string(rest.substr(slash));
+  if (out.target.front() == '?') out.target.insert(0, "/");
+  if (authority.find('@') != std::string_view::npos) {
+    error = "user info in an HTTP URL is not supported: pass credentials as a header";
+    return std::nullopt;
+  }
+  std::string_view port;
+  if (authority.starts_with('[')) {
+    const auto close = authority.find(']');
+    if (close == std::string_view::npos) {
+      error = "an IPv6 address without its ']'";
+      return std::nullopt;
+    }
+    out.host = std::string(authority.substr(1, close - 1));
+    std::string_view after = authority.substr(close + 1);
+    if (!after.empty() && (after.front() != ':' || after.size() == 1)) {
+      error = "garbage after the IPv6 address";
+      return std::nullopt;
+    }
+    if (!after.empty()) port = after.substr(1);
+  } else {
+    const auto colon = authority.rfind(':');
+    out.host = std::string(authority.substr(0, colon));
+    if (colon != std::string_view::npos) port = authority.substr(colon + 1);
+  }
+  if (out.host.empty()) {
+    error = "no host";
+    return std::nullopt;
+  }
+  unsigned n = 0;
+  if (!port.empty() && (!dlock::detail::parse_int(port, n) || n == 0 || n > 65535)) {
+    error = "bad port '" + std::string(port) + "'";
+    return std::nullopt;
+  }
+  out.port = port.empty() ? (out.tls ? "443" : "80") : std::string(port);
+  return out;
+}
+
+struct HttpOrigin::Conn {
+  asio::io_context io;
+  std::optional<beast::tcp_stream> plain;
+  std::optional<beast::ssl_stream<beast::tcp_stream>> secure;
+  beast::flat_buffer buffer;
+
+  beast::tcp_stream& lowest() { return plain ? *plain : beast::get_lowest_layer(*secure); }
+
+  template <class Stream>
+  HttpResponse exchange(Stream& s, http::request<http::string_body>& req, Clock::time_point deadline,
+                        std::chrono::milliseconds timeout, bool& keep) {
+    beast::error_code ec;
+    lowest().expires_at(deadline);
+    run(io, [&] { http::async_write(s, req, [&](beast::error_code e, std::size_t) { ec = e; }); });
+    if (ec) throw ExchangeError("sending: " + describe(ec, timeout), true);
+    http::response_parser<http::string_body> parser;
+    parser.body_limit(kMaxAnswer);
+    lowest().expires_at(deadline);
+    run(io, [&] { http::async_read(s, buffer, parser, [&](beast::error_code e, std::size_t) { ec = e; }); });
+    if (ec) throw ExchangeError("reading the answer: " + describe(ec, timeout), !parser.got_some());
+    auto res = parser.release();
+    keep = res.keep_alive();
+    return {static_cast<int>(res.result_int()), std::move(res.body())};
+  }
+};
+
+HttpOrigin::HttpOrigin(const HttpUrl& url, std::string ca_file) : url_(url), ca_file_(std::move(ca_file)) {
+  if (!url_.tls) return;
+  auto ctx = std::make_shared<ssl::context>(ssl::context::tls_client);
+  ctx->set_verify_mode(ssl::verify_peer);
+  if (ca_file_.empty())
+    ctx->set_default_verify_paths();
+  else
+    ctx->load_verify_file(ca_file_);  // throws: a bad file is the caller's error
+  ssl_ = std::move(ctx);
+}
+
+HttpOrigin::~HttpOrigin() = default;
+
+std::string HttpOrigin::where() const {
+  const bool v6 = url_.host.find(':') != std::string::npos;
+  return std::string(url_.tls ? "https://" : "http://") + (v6 ? "[" + url_.host + "]" : url_.host) + ":" + url_.port;
+}
+
+std::unique_ptr<HttpOrigin::Conn> HttpOrigin::connect(Clock::time_point deadline) {
+  auto c = std::make_unique<Conn>();
+  const auto timeout = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+  tcp::resolver resolver(c->io);
+  tcp::resolver::results_type endpoints;
+  beast::error_code ec;
+  {
+    asio::steady_timer timer(c->io);  // a resolver has no deadline of its own
+    timer.expires_at(deadline);
+    run(c->io, [&] {
+      timer.async_wait([&](beast::error_code e) {
+        if (!e) resolver.cancel();
+      });
+      resolver.async_resolve(url_.host, url_.port, [&](beast::error_code e, tcp::resolver::results_type r) {
+        ec = e;
+        endpoints = std::move(r);
+        timer.cancel();
+      });
+    });
+  }
+  if (ec) throw std::runtime_error("resolving " + url_.host + ": " + describe(ec, timeout));
+  if (url_.tls)
+    c->secure.emplace(c->io, *std::static_pointer_cast<ssl::context>(ssl_));
+  else
+    c->plain.emplace(c->io);
+  c->lowest().expires_at(deadline);
+  run(c->io, [&] { c->lowest().async_connect(endpoints, [&](beast::error_code e, const tcp::endpoint&) { ec = e; }); });
+  if (ec) throw std::runtime_error("connecting: " + describe(ec, timeout));
+  c->lowest().socket().set_option(tcp::no_delay(true));
+  if (url_.tls) {
+    // SNI for names (never for addresses), and the certificate must name
+    // the host: an address must be among its IP addresses.
+    if (!is_ip_literal(url_.host)) SSL_set_tlsext_host_name(c->secure->native_handle(), url_.host.c_str());
+    c->secure->set_verify_callback(ssl::host_name_verification(url_.host));
+    c->lowest().expires_at(deadline);
+    run(c->io, [&] { c->secure->async_handshake(ssl::stream_base::client, [&](beast::error_code e) { ec = e; }); });
+    if (ec) throw std::runtime_error("TLS handshake: " + describe(ec, timeout));
+  }
+  return c;
+}
+
+HttpResponse HttpOrigin::post(const std::string& target, const std::string& body, std::string_view content_type,
+                              const Headers& headers, std::chrono::milliseconds timeout) {
+  const auto deadline = Clock::now() + timeout;
+  http::request<http::string_body> req{http::verb::post, target, 11};
+  const bool default_port = url_.port == (url_.tls ? "443" : "80");
+  const bool v6 = url_.host.find(':') != std::string::npos;
+  req.set(http::field::host, (v6 ? "[" + url_.host + "]" : url_.host) + (default_port ? "" : ":" + url_.port));
+  req.set(http::field::user_agent, "dlock-tx");
+  req.set(http::field::content_type, content_type);
+  for (const auto& [name, value] : headers) req.set(name, value);
+  req.body() = body;
+  req.keep_alive(true);
+  req.prepare_payload();
+
+  std::unique_ptr<Conn> c;
+  {
+    std::lock_guard lock(mu_);
+    if (!idle_.empty()) {
+      c = std::move(idle_.back());
+      idle_.pop_back();
+    }
+  }
+  try {
+    for (bool reused = c != nullptr;; reused = false) {
+      if (!c) c = connect(deadline);
+      bool keep = false;
+      try {
+        HttpResponse r = c->plain ? c->exchange(*c->plain, req, deadline, timeout, keep)
+                                  : c->exchange(*c->secure, req, deadline, timeout, keep);
+        if (keep) {
+          std::lock_guard lock(mu_);
+          if (idle_.size() < kMaxIdle) idle_.push_back(std::move(c));
+        }
+        return r;
+      } catch (const ExchangeError& e) {
+        c.reset();
+        if (!(reused && e.before_answer && Clock::now() < deadline)) throw;
+      }
+    }
+  } catch (const std::exception& e) {
+    throw std::runtime_error("POST " + where() + ": " + e.what());
+  }
+}
+
+}  // namespace dlock::tx::detail

@@ -1,0 +1,174 @@
+// TCC participants behind HTTP, both sides of DTM's contract: the
+// coordinator's calls (http_participant) and a participant handler's
+// parsing and answers (branch_from_http, http_reply, handle_http).
+#include <map>
+#include <stdexcept>
+
+#include "core/url_parts.hpp"
+#include "dlock/tx.hpp"
+#include "tx/http_client.hpp"
+
+namespace dlock::tx {
+
+namespace {
+
+std::string percent_encode(std::string_view s) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  std::string out;
+  for (unsigned char c : s) {
+    if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '.' ||
+        c == '_' || c == '~') {
+      out += static_cast<char>(c);
+    } else {
+      out += '%';
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    }
+  }
+  return out;
+}
+
+// A header's name is a token; its value has no line breaks (else a request
+// could be split in two).
+bool valid_header(const std::string& name, const std::string& value) {
+  if (name.empty()) return false;
+  for (unsigned char c : name)
+    if (c <= ' ' || c >= 127 || c == ':') return false;
+  for (unsigned char c : value)
+    if (c == '\r' || c == '\n' || c == '\0') return false;
+  return true;
+}
+
+// DTM's answer contract: 409 or FAILURE in a 200's body is a definite
+// failure, 425 or ONGOING is "not yet", any other 2xx is success; anything
+// else says nothing of what happened.
+Outcome outcome_of(const detail::HttpResponse& r, std::string& why) {
+  if (r.status == 409) return Outcome::failure;
+  if (r.status == 425) return Outcome::ongoing;
+  if (r.status >= 200 && r.status < 300) {
+    if (r.body.find("FAILURE") != std::string::npos) return Outcome::failure;
+    if (r.body.find("ONGOING") != std::string::npos) return Outcome::ongoing;
+    return Outcome::success;
+  }
+  why = "HTTP " + std::to_string(r.status) + ": " + r.body.substr(0, 200);
+  return Outcome::unknown;
+}
+
+struct Endpoint {
+  std::shared_ptr<detail::HttpOrigin> origin;
+  std::string target;  // path?query, ready for '&' or '?'
+};
+
+}  // namespace
+
+Result<Participant> http_participant(HttpParticipant options) {
+  if (options.timeout <= milliseconds::zero())
+    return Status(Errc::invalid_argument, "http_participant: timeout must be positive");
+  for (const auto& [name, value] : options.headers)
+    if (!valid_header(name, value))
+      return Status(Errc::invalid_argument,
+                    "http_participant: header '" + name + "' is not a valid name, or its value has a line break");
+  std::map<std::string, std::shared_ptr<detail::HttpOrigin>> origins;  // the three URLs share connections
+  Endpoint endpoints[3];
+  const std::string* urls[3] = {&options.try_url, &options.confirm_url, &options.cancel_url};
+  for (int i = 0; i < 3; ++i) {
+    std::string error;
+    auto url = detail::parse_http_url(*urls[i], error);
+    if (!url) return Status(Errc::invalid_argument, "http_participant: '" + *urls[i] + "': " + error);
+    auto& origin = origins[std::string(url->tls ? "s" : "") + url->host + ":" + url->port];
+    try {
+      if (!origin) origin = std::make_shared<detail::HttpOrigin>(*url, options.ca_file);
+    } catch (const std::exception& e) {
+      return Status(Errc::invalid_argument, "http_participant: CA file '" + options.ca_file + "': " + e.what());
+    }
+    endpoints[i] = {origin, url->target + (url->target.find('?') == std::string::npos ? "?" : "&")};
+  }
+  struct Shared {
+    HttpParticipant options;
+    Endpoint endpoints[3];
+  };
+  auto shared = std::make_shared<Shared>();
+  shared->options = std::move(options);
+  for (int i = 0; i < 3; ++i) shared->endpoints[i] = std::move(endpoints[i]);
+  auto call = [shared](int i) {
+    return [shared, i](const BranchContext& c) {
+      const Endpoint& e = shared->endpoints[i];
+      const std::string target = e.target + "gid=" + percent_encode(c.gid) +
+                                 "&trans_type=tcc&branch_id=" + std::to_string(c.branch) +
+                                 "&op=" + std::string(to_string(c.op));
+      const auto r = e.origin->post(target, c.payload, shared->options.content_type, shared->options.headers,
+                                    shared->options.timeout);
+      std::string why;
+      const Outcome o = outcome_of(r, why);
+      if (o == Outcome::unknown) throw std::runtime_error(std::string(to_string(c.op)) + " answered " + why);
+      return o;
+    };
+  };
+  return Participant{call(0), call(1), call(2)};
+}
+
+Result<BranchContext> branch_from_http(std::string_view target, std::string body) {
+  const auto q = target.find('?');
+  if (q == std::string_view::npos) return Status(Errc::invalid_argument, "no query: gid, branch_id and op are missing");
+  std::string_view query = target.substr(q + 1);
+  BranchContext c;
+  bool have_gid = false, have_branch = false, have_op = false;
+  while (!query.empty()) {
+    const std::string_view kv = dlock::detail::next_param(query);
+    const auto eq = kv.find('=');
+    const std::string_view key = kv.substr(0, eq);
+    std::string value;
+    if (!dlock::detail::percent_decode(eq == std::string_view::npos ? std::string_view() : kv.substr(eq + 1), value))
+      return Status(Errc::invalid_argument, "a malformed escape in '" + std::string(key) + "'");
+    if (key == "gid") {
+      c.gid = std::move(value);
+      have_gid = !c.gid.empty();
+    } else if (key == "branch_id") {
+      have_branch = dlock::detail::parse_int(value, c.branch) && c.branch >= 0;
+    } else if (key == "op") {
+      have_op = true;
+      if (value == "try")
+        c.op = Op::try_;
+      else if (value == "confirm")
+        c.op = Op::confirm;
+      else if (value == "cancel")
+        c.op = Op::cancel;
+      else
+        have_op = false;
+    }
+  }
+  if (!have_gid) return Status(Errc::invalid_argument, "no gid");
+  if (!have_branch) return Status(Errc::invalid_argument, "no branch_id, or not a whole number >= 0");
+  if (!have_op) return Status(Errc::invalid_argument, "no op, or not try, confirm or cancel");
+  c.payload = std::move(body);
+  return c;
+}
+
+HttpReply http_reply(Outcome outcome) {
+  switch (outcome) {
+    case Outcome::success:
+      return {200, R"({"dtm_result":"SUCCESS"})"};
+    case Outcome::failure:
+      return {409, R"({"dtm_result":"FAILURE"})"};
+    case Outcome::ongoing:
+      return {425, R"({"dtm_result":"ONGOING"})"};
+    case Outcome::unknown:
+      break;
+  }
+  return {500, R"({"dtm_result":"UNKNOWN"})"};
+}
+
+HttpReply handle_http(std::string_view target, std::string body,
+                      const std::function<Outcome(const BranchContext&)>& call) {
+  auto c = branch_from_http(target, std::move(body));
+  if (!c.ok()) return {400, c.status().message()};
+  try {
+    return http_reply(call(*c));
+  } catch (const std::exception&) {
+    return http_reply(Outcome::unknown);
+  } catch (...) {
+    return http_reply(Outcome::unknown);
+  }
+}
+
+}  // namespace dlock::tx

@@ -1,0 +1,55 @@
+// tests/support/http_service.hpp: a real HTTP/1.1 server on a loopback port
+// for participant tests (a thread per connection, keep-alive), whose
+// handler may answer, or drop the connection without a word.
+#ifndef DLOCK_TESTS_SUPPORT_HTTP_SERVICE_HPP_
+#define DLOCK_TESTS_SUPPORT_HTTP_SERVICE_HPP_
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace dlock::test {
+
+struct HttpAnswer {
+  int status = 200;
+  std::string body;
+};
+
+class HttpService {
+ public:
+  // nullopt: close the connection without answering (the work may be done).
+  using Handler = std::function<std::optional<HttpAnswer>(const std::string& target, const std::string& body)>;
+
+  // Listens on 127.0.0.1:port (0: a free one). Throws if it cannot.
+  explicit HttpService(Handler handler, int port = 0);
+  ~HttpService();  // stops: no handler runs after it returns
+  HttpService(const HttpService&) = delete;
+  HttpService& operator=(const HttpService&) = delete;
+
+  int port() const { return port_; }
+  std::string url(const std::string& path) const { return "http://127.0.0.1:" + std::to_string(port_) + path; }
+  int requests() const { return requests_.load(); }
+
+ private:
+  void accept_loop();
+  void serve(int fd);
+
+  Handler handler_;
+  int listen_fd_ = -1;
+  int port_ = 0;
+  std::atomic<bool> stopping_{false};
+  std::atomic<int> requests_{0};
+  std::mutex mu_;
+  std::vector<int> open_fds_;
+  std::vector<std::thread> threads_;
+  std::thread acceptor_;
+};
+
+}  // namespace dlock::test
+
+#endif  // DLOCK_TESTS_SUPPORT_HTTP_SERVICE_HPP_
