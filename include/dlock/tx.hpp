@@ -141,7 +141,8 @@ struct Branch {
 // returns success to vote yes; anything else (or a throw) rolls it back and
 // aborts the transaction. It must leave the transaction open (no COMMIT),
 // and use no temporary tables, LISTEN or NOTIFY (PostgreSQL cannot prepare
-// those).
+// those). The connection is pooled: use SET LOCAL, not SET, so that no
+// setting outlives the transaction.
 struct XaBranch {
   std::string database;
   std::function<Outcome(pg_conn*)> work;

@@ -30,6 +30,10 @@ bool wait_socket(pg_conn* c, short events, Clock::time_point deadline) {
 
 PgBlocking::~PgBlocking() { drop(); }
 
+bool PgBlocking::idle() const {
+  return conn_ != nullptr && PQstatus(conn_) == CONNECTION_OK && PQtransactionStatus(conn_) == PQTRANS_IDLE;
+}
+
 void PgBlocking::drop() {
   if (conn_ != nullptr) PQfinish(conn_);
   conn_ = nullptr;

@@ -35,6 +35,8 @@ class PgBlocking {
       if (Status s = open(by); !s.ok()) return s;
     return conn_;
   }
+  // Connected, with no transaction open: fit to be pooled (never connects).
+  bool idle() const;
   // Connects now if not connected (failures are left to the next exec).
   void warm() {
     if (conn_ == nullptr) (void)open(Clock::time_point::max());

@@ -3,6 +3,8 @@
 // rows inserted by INSERT ... ON CONFLICT DO NOTHING.
 #include <libpq-fe.h>
 
+#include <mutex>
+#include <set>
 #include <string>
 
 #include "dlock/tx.hpp"
@@ -11,15 +13,55 @@
 namespace dlock::tx {
 namespace {
 
+// One round trip, and no NOTICE on the participant's connection when the
+// table is there already.
 constexpr const char* kBarrierTable =
-    "CREATE TABLE IF NOT EXISTS dlock_tx_barrier (gid text NOT NULL, branch int NOT NULL, op text NOT NULL, "
-    "PRIMARY KEY (gid, branch, op))";
+    "BEGIN; SET LOCAL client_min_messages = warning; CREATE TABLE IF NOT EXISTS dlock_tx_barrier (gid text NOT "
+    "NULL, branch int NOT NULL, op text NOT NULL, PRIMARY KEY (gid, branch, op)); COMMIT";
+constexpr const char* kUndefinedTable = "42P01";
 
 bool exec_ok(pg_conn* conn, const char* sql) {
   PGresult* r = PQexec(conn, sql);
   const bool ok = PQresultStatus(r) == PGRES_COMMAND_OK;
   PQclear(r);
   return ok;
+}
+
+// The databases (server, database, user) where the table is known to be:
+// the check is made once per process, not on every call. A table dropped
+// since is found by the insert failing, which forgets the database here.
+class TablesMade {
+ public:
+  static std::string key(pg_conn* c) {
+    auto s = [](const char* v) { return std::string(v ? v : ""); };
+    return s(PQhost(c)) + ":" + s(PQport(c)) + "/" + s(PQdb(c)) + "@" + s(PQuser(c));
+  }
+  bool ensure(pg_conn* conn) {
+    const std::string k = key(conn);
+    {
+      std::lock_guard lock(mu_);
+      if (made_.contains(k)) return true;
+    }
+    if (!exec_ok(conn, kBarrierTable)) {  // e.g. two first calls at once: asked again
+      if (PQtransactionStatus(conn) != PQTRANS_IDLE) (void)exec_ok(conn, "ROLLBACK");
+      return false;
+    }
+    std::lock_guard lock(mu_);
+    made_.insert(k);
+    return true;
+  }
+  void forget(pg_conn* conn) {
+    std::lock_guard lock(mu_);
+    made_.erase(key(conn));
+  }
+
+ private:
+  std::mutex mu_;
+  std::set<std::string> made_;
+};
+TablesMade& tables_made() {
+  static TablesMade* t = new TablesMade;  // never destroyed: calls may outlive static destruction
+  return *t;
 }
 
 // Inserts the barrier row (gid, branch, op) unless it is there; 1 if it was
@@ -34,6 +76,8 @@ int insert_row(pg_conn* conn, const BranchContext& ctx, Op op) {
                              3, nullptr, values, nullptr, nullptr, 0);
   int out = -1;
   if (PQresultStatus(r) == PGRES_COMMAND_OK) out = std::string(PQcmdTuples(r)) == "1" ? 1 : 0;
+  const char* state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+  if (state != nullptr && std::string(state) == kUndefinedTable) tables_made().forget(conn);
   PQclear(r);
   return out;
 }
@@ -63,7 +107,7 @@ class Transaction {
 Outcome pg_barrier(pg_conn* conn, const BranchContext& context, const std::function<Outcome(pg_conn*)>& work) {
   // Errors of the barrier's own statements are unknown.
   if (conn == nullptr || PQtransactionStatus(conn) != PQTRANS_IDLE) return Outcome::unknown;
-  if (!exec_ok(conn, kBarrierTable)) return Outcome::unknown;  // e.g. two first calls at once: asked again
+  if (!tables_made().ensure(conn)) return Outcome::unknown;
   Transaction tx(conn, context);
   if (!tx.begin()) return Outcome::unknown;
   return detail::barrier_rule(tx, context.op, [&] {

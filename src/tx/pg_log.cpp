@@ -5,6 +5,7 @@
 
 #include "postgres/factory.hpp"
 #include "postgres/pg_blocking.hpp"
+#include "tx/pg_pool.hpp"
 
 namespace dlock::tx::detail {
 namespace {
@@ -143,17 +144,16 @@ std::string count_of(const Rows& rows) { return rows.empty() || rows[0].empty() 
 
 class PgLog final : public TxLog {
  public:
-  PgLog(postgres::PgConfig config, std::string schema) : db_(std::move(config)), schema_(std::move(schema)) {}
+  PgLog(postgres::PgConfig config, std::string schema) : pool_(std::move(config)), schema_(std::move(schema)) {}
 
   Status init() {
-    auto r = db_.exec(in_schema(kSchema, schema_), {});
+    auto r = exec(kSchema, {});
     if (!r.ok()) return r.status();
     // The log's id: made by whichever process creates the tables first.
-    auto id = db_.exec(in_schema("WITH put AS (INSERT INTO @S.dlock_tx_meta (key, value) VALUES ('log_id', $1) ON "
-                                 "CONFLICT (key) DO NOTHING RETURNING value) SELECT value FROM put UNION ALL "
-                                 "SELECT value FROM @S.dlock_tx_meta WHERE key = 'log_id'",
-                                 schema_),
-                       {new_log_id()});
+    auto id = exec(std::string("WITH put AS (INSERT INTO @S.dlock_tx_meta (key, value) VALUES ('log_id', $1) ON "
+                               "CONFLICT (key) DO NOTHING RETURNING value) SELECT value FROM put UNION ALL "
+                               "SELECT value FROM @S.dlock_tx_meta WHERE key = 'log_id'"),
+                   {new_log_id()});
     if (!id.ok()) return id.status();
     if (id->empty() || id->front().empty() || !id->front()[0]) return {Errc::server_error, "the log has no id"};
     id_ = *id->front()[0];
@@ -226,9 +226,10 @@ class PgLog final : public TxLog {
   }
 
  private:
+  // On a pooled connection: concurrent transactions' writes commit
+  // together instead of queueing on one connection.
   Result<Rows> exec(const std::string& sql, const std::vector<std::string>& params) {
-    std::lock_guard lock(mu_);
-    return db_.exec(in_schema(sql, schema_), params);
+    return pool_.take()->exec(in_schema(sql, schema_), params);
   }
   Result<std::vector<std::string>> gids(const char* sql, std::size_t limit) {
     auto r = exec(sql, {std::to_string(limit)});
@@ -238,8 +239,7 @@ class PgLog final : public TxLog {
     return out;
   }
 
-  std::mutex mu_;
-  PgBlocking db_;
+  PgPool pool_;
   std::string schema_;
 };
 

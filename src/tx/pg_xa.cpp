@@ -47,17 +47,14 @@ bool parse_xid(std::string_view xid, std::string_view log, std::string& gid, int
   return true;
 }
 
-XaDatabase::XaDatabase(postgres::PgConfig config, std::unique_ptr<postgres::PgBlocking> db)
-    : config_(std::move(config)), db_(std::move(db)) {}
 XaDatabase::~XaDatabase() = default;
 
 Result<std::unique_ptr<XaDatabase>> XaDatabase::open(std::string_view url) {
   auto config = postgres::parse_postgres_url(url);
   if (!config.ok()) return config.status();
   const std::string where = config->connection.describe;
-  std::unique_ptr<XaDatabase> db(
-      new XaDatabase(config->connection, std::make_unique<postgres::PgBlocking>(config->connection)));
-  auto max = db->db_->exec("SELECT current_setting('max_prepared_transactions')", {});
+  std::unique_ptr<XaDatabase> db(new XaDatabase(config->connection));
+  auto max = db->pool_.take()->exec("SELECT current_setting('max_prepared_transactions')", {});
   if (!max.ok()) return max.status();
   if (max->empty() || max->front().empty() || max->front()[0].value_or("0") == "0")
     return Status(Errc::precondition_failed,
@@ -68,12 +65,19 @@ Result<std::unique_ptr<XaDatabase>> XaDatabase::open(std::string_view url) {
 }
 
 Outcome XaDatabase::prepare(const std::string& xid, const std::function<Outcome(pg_conn*)>& work, std::string& error) {
-  postgres::PgBlocking conn(config_);  // its own: the work may wait for locks
-  auto seen = conn.exec("SELECT 1 FROM pg_prepared_xacts WHERE gid = $1 AND database = current_database()", {xid});
-  if (!seen.ok()) return outcome_of(seen.status(), error);
-  if (!seen->empty()) return Outcome::success;
-  if (auto begun = conn.exec("BEGIN", {}); !begun.ok()) return outcome_of(begun.status(), error);
-  auto native = conn.native();
+  bool retry = false;
+  {
+    std::lock_guard lock(tried_mu_);
+    retry = !tried_.insert(xid).second;
+  }
+  auto conn = pool_.take();  // its own: the work may wait for locks
+  if (retry) {
+    auto seen = conn->exec("SELECT 1 FROM pg_prepared_xacts WHERE gid = $1 AND database = current_database()", {xid});
+    if (!seen.ok()) return outcome_of(seen.status(), error);
+    if (!seen->empty()) return Outcome::success;
+  }
+  if (auto begun = conn->exec("BEGIN", {}); !begun.ok()) return outcome_of(begun.status(), error);
+  auto native = conn->native();
   if (!native.ok()) return outcome_of(native.status(), error);
   Outcome o = Outcome::unknown;
   try {
@@ -91,23 +95,29 @@ Outcome XaDatabase::prepare(const std::string& xid, const std::function<Outcome(
                 : "the branch's work left no open transaction (did it COMMIT?)";
     o = Outcome::failure;
   }
-  if (o != Outcome::success) return o;  // the connection closes: its transaction rolls back
-  auto prepared = conn.exec("PREPARE TRANSACTION " + quoted(xid), {});
+  if (o != Outcome::success) {
+    // Rolled back here, or (if that fails) by closing the connection.
+    if (PQtransactionStatus(*native) != PQTRANS_IDLE) (void)conn->exec("ROLLBACK", {});
+    return o;
+  }
+  auto prepared = conn->exec("PREPARE TRANSACTION " + quoted(xid), {});
   if (!prepared.ok()) return outcome_of(prepared.status(), error);
   return Outcome::success;
 }
 
 Outcome XaDatabase::finish(const char* verb, const std::string& xid, std::string& error) {
-  std::lock_guard lock(mu_);
-  auto r = db_->exec(std::string(verb) + " PREPARED " + quoted(xid), {});
-  if (r.ok() || r.status().backend_code() == kUndefinedObject) return Outcome::success;
+  auto r = pool_.take()->exec(std::string(verb) + " PREPARED " + quoted(xid), {});
+  if (r.ok() || r.status().backend_code() == kUndefinedObject) {
+    std::lock_guard lock(tried_mu_);
+    tried_.erase(xid);
+    return Outcome::success;
+  }
   return outcome_of(r.status(), error);
 }
 
 Result<std::vector<std::string>> XaDatabase::prepared() {
-  std::lock_guard lock(mu_);
-  auto r =
-      db_->exec("SELECT gid FROM pg_prepared_xacts WHERE gid LIKE 'dlock:%' AND database = current_database()", {});
+  auto r = pool_.take()->exec(
+      "SELECT gid FROM pg_prepared_xacts WHERE gid LIKE 'dlock:%' AND database = current_database()", {});
   if (!r.ok()) return r.status();
   std::vector<std::string> out;
   for (const auto& row : *r) out.push_back(row[0].value_or(""));

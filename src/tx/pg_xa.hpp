@@ -1,11 +1,11 @@
 // A PostgreSQL database taking part in 2PC: a branch's work in a local
 // transaction ended by PREPARE TRANSACTION, then COMMIT PREPARED or
 // ROLLBACK PREPARED by its transaction id ("dlock:<log id>:<gid>:<branch>").
-// Each prepare runs on a connection of its own (a prepared transaction
-// leaves its session, so the connection is free again at once); the short
-// COMMIT/ROLLBACK PREPARED and the scan share one, serialized by a mutex,
-// which a branch's work never holds: a work waiting for a row that one of
-// our prepared transactions locked cannot block the commit that frees it.
+// Every call takes a connection of its own from a pool (a prepared
+// transaction leaves its session, so the connection is free again at once):
+// a work waiting for a row that one of our prepared transactions locked
+// cannot block the commit that frees it, and concurrent commits do not
+// queue on one connection.
 #ifndef DLOCK_TX_PG_XA_HPP_
 #define DLOCK_TX_PG_XA_HPP_
 
@@ -14,14 +14,12 @@
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <unordered_set>
 #include <vector>
 
 #include "dlock/tx.hpp"
 #include "postgres/pg_connection.hpp"
-
-namespace dlock::postgres {
-class PgBlocking;
-}
+#include "tx/pg_pool.hpp"
 
 namespace dlock::tx::detail {
 
@@ -52,11 +50,15 @@ class XaDatabase {
   Result<std::vector<std::string>> prepared();
 
  private:
-  XaDatabase(postgres::PgConfig config, std::unique_ptr<postgres::PgBlocking> db);
+  explicit XaDatabase(postgres::PgConfig config) : pool_(std::move(config)) {}
   Outcome finish(const char* verb, const std::string& xid, std::string& error);
-  postgres::PgConfig config_;
-  std::mutex mu_;
-  std::unique_ptr<postgres::PgBlocking> db_;  // under mu_
+  PgPool pool_;
+  // xids this process has tried to prepare and not finished: only a retry
+  // can find its xid prepared already (a claim that passes to another
+  // coordinator aborts what was undecided, never tries it), so only a retry
+  // looks first.
+  std::mutex tried_mu_;
+  std::unordered_set<std::string> tried_;  // under tried_mu_
 };
 
 }  // namespace dlock::tx::detail

@@ -101,7 +101,9 @@ TEST_P(TxCrash, AtEveryStepBoundaryRecoveryEndsItTheOnlyWayTheLogAllows) {
     // Decided before the crash: that way. Undecided: presumed abort.
     const bool committed = info->state == State::committed;
     EXPECT_EQ(committed, decided_commit) << "the decision in the log is the outcome";
-    if (!s.can_commit) EXPECT_FALSE(committed);
+    if (!s.can_commit) {
+      EXPECT_FALSE(committed);
+    }
     const std::int64_t paid = committed ? 2 * s.amount : 0;
     EXPECT_EQ(alice.column("balance"), 100 - paid);
     EXPECT_EQ(bob.column("balance"), 50 + paid / 2);
@@ -141,7 +143,7 @@ TEST(TxNaive, ACoordinatorWithoutADurableDecisionLosesMoneyWhenItDies) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Tcc, TxCrash, ::testing::Values(Scenario{"commits", 20, true}, Scenario{"aborts", 80, false}),
-                         [](const auto& info) { return std::string(info.param.name); });
+                         [](const auto& p) { return std::string(p.param.name); });
 
 }  // namespace
 }  // namespace dlock::tx

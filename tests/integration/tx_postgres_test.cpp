@@ -207,6 +207,19 @@ TEST_F(TxPostgres, ThePgBarrierMakesCallsIdempotentAndBlocksATryAfterItsCancel) 
                        }),
             Outcome::failure);
   EXPECT_EQ(PQtransactionStatus(conn), PQTRANS_IDLE) << "the connection is left as it was found";
+  // The table is checked once per database, and no NOTICE reaches the
+  // participant's connection; one dropped since is made again: the call
+  // that finds it gone is unknown (asked again), the next one runs.
+  int notices = 0;
+  PQsetNoticeReceiver(
+      conn, [](void* n, const PGresult*) { ++*static_cast<int*>(n); }, &notices);
+  EXPECT_EQ(pg_barrier(conn, {"n", 0, Op::try_, ""}, try_), Outcome::success);
+  EXPECT_EQ(notices, 0);
+  pg.psql("DROP TABLE dlock_tx_barrier");
+  EXPECT_EQ(pg_barrier(conn, {"p", 0, Op::try_, ""}, try_), Outcome::unknown);
+  EXPECT_EQ(pg_barrier(conn, {"p", 0, Op::try_, ""}, try_), Outcome::success);
+  EXPECT_EQ(pg.psql("SELECT count(*) FROM dlock_tx_barrier"), "1\n");
+  EXPECT_EQ(notices, 0);
   PQfinish(conn);
 }
 
