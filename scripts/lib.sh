@@ -187,7 +187,8 @@ start_private_redis() {
 
 # start_private_postgres: a PostgreSQL 15 cluster in a new temp dir (initdb,
 # as the postgres user when root: initdb refuses root) on a free 127.0.0.1
-# port; sets PG_PORT and PG_DIR. stop_private_postgres stops it (fast) and
+# port, taking prepared transactions (2PC); sets PG_PORT and PG_DIR.
+# stop_private_postgres stops it (fast) and
 # removes the dir.
 PG_PORT=""
 PG_DIR=""
@@ -200,7 +201,8 @@ start_private_postgres() {
     >"$PG_DIR/initdb.log" 2>&1 || { tail -n 20 "$PG_DIR/initdb.log" >&2; return 1; }
   PG_PORT="$(free_port)"
   pg_owner "$PG_BIN/pg_ctl" -D "$PG_DIR/data" -l "$PG_DIR/server.log" -w -t 30 \
-    -o "-p $PG_PORT -c listen_addresses=127.0.0.1 -c unix_socket_directories=$PG_DIR" start >/dev/null ||
+    -o "-p $PG_PORT -c listen_addresses=127.0.0.1 -c unix_socket_directories=$PG_DIR -c max_prepared_transactions=64" \
+    start >/dev/null ||
     { tail -n 20 "$PG_DIR/server.log" >&2; return 1; }
   log "postgres on 127.0.0.1:$PG_PORT"
 }

@@ -1,0 +1,310 @@
+// dlock-tx-bench: distributed transactions on PostgreSQL beside the same
+// work done without a coordinator, in one run.
+//
+//   limit   each participant's business statement in a local transaction
+//           of its own (BEGIN; UPDATE; COMMIT), one participant after the
+//           other: the work, without atomicity across them
+//   tcc     dlock::tx TCC: the log on PostgreSQL, each participant's Try
+//           and Confirm in its own local transaction behind pg_barrier
+//   2pc     dlock::tx 2PC: the UPDATE prepared on each participant
+//           (PREPARE TRANSACTION), the decision logged, COMMIT PREPARED
+// with 2 and 3 participants (a database each, on one server) and 1 and
+// --clients concurrent clients (threads, each on rows of its own: no
+// contention). Transactions per second and p50/p99 latency per
+// transaction; medians over the reps.
+//
+//   dlock-tx-bench --postgres URL [--seconds 3] [--reps 3] [--clients 4] [--load idle] [--json FILE]
+// URL: a server where the user may create databases (dlock_txb_*, dropped
+// and made again) and that takes prepared transactions.
+#include <libpq-fe.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <dlock/tx.hpp>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Args {
+  std::string postgres;
+  double seconds = 3;
+  int reps = 3;
+  int clients = 4;
+  std::string load = "idle";  // a label for the results (the script makes the load)
+  std::string json;
+};
+
+constexpr int kMaxParticipants = 3;
+
+// postgres://.../postgres?x -> postgres://.../<db>?x
+std::string with_db(const std::string& url, const std::string& db) {
+  const auto scheme = url.find("://");
+  const auto slash = url.find('/', scheme == std::string::npos ? 0 : scheme + 3);
+  const auto query = url.find('?');
+  const std::string head = slash == std::string::npos ? url.substr(0, query) : url.substr(0, slash);
+  return head + "/" + db + (query == std::string::npos ? "" : url.substr(query));
+}
+
+PGconn* connect(const std::string& url) {
+  PGconn* c = PQconnectdb(url.c_str());
+  if (PQstatus(c) != CONNECTION_OK) {
+    std::string e = PQerrorMessage(c);
+    PQfinish(c);
+    throw std::runtime_error("connecting to " + url.substr(0, url.find('@')) + "...: " + e);
+  }
+  return c;
+}
+
+void exec(PGconn* c, const std::string& sql) {
+  PGresult* r = PQexec(c, sql.c_str());
+  const auto st = PQresultStatus(r);
+  std::string e = PQresultErrorMessage(r);
+  PQclear(r);
+  if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) throw std::runtime_error(sql + ": " + e);
+}
+
+// true when the statement ran and changed a row.
+bool update(PGconn* c, const char* sql, const std::string& row) {
+  const char* params[1] = {row.c_str()};
+  PGresult* r = PQexecParams(c, sql, 1, nullptr, params, nullptr, nullptr, 0);
+  const bool ok = PQresultStatus(r) == PGRES_COMMAND_OK && std::string(PQcmdTuples(r)) == "1";
+  PQclear(r);
+  return ok;
+}
+
+std::string participant_db(int i) { return "dlock_txb_p" + std::to_string(i + 1); }
+
+void make_databases(const std::string& url) {
+  PGconn* admin = connect(url);
+  for (int i = -1; i < kMaxParticipants; ++i) {
+    const std::string db = i < 0 ? "dlock_txb_log" : participant_db(i);
+    exec(admin, "DROP DATABASE IF EXISTS " + db + " WITH (FORCE)");
+    exec(admin, "CREATE DATABASE " + db);
+    if (i < 0) continue;
+    PGconn* c = connect(with_db(url, db));
+    exec(c, "CREATE TABLE acct (id int PRIMARY KEY, balance bigint NOT NULL, frozen bigint NOT NULL DEFAULT 0)");
+    exec(c, "INSERT INTO acct (id, balance) SELECT g, 1000000000000 FROM generate_series(0, 255) g");
+    PQfinish(c);
+  }
+  PGresult* r = PQexec(admin, "SHOW max_prepared_transactions");
+  const int prepared = PQresultStatus(r) == PGRES_TUPLES_OK ? std::atoi(PQgetvalue(r, 0, 0)) : 0;
+  PQclear(r);
+  PQfinish(admin);
+  if (prepared <= 0) throw std::runtime_error("the server takes no prepared transactions (max_prepared_transactions)");
+}
+
+// One client's connections to the participants (TCC and the limit call
+// them on the client's own thread).
+struct Conns {
+  explicit Conns(const std::string& url) {
+    for (int i = 0; i < kMaxParticipants; ++i) c[i] = connect(with_db(url, participant_db(i)));
+  }
+  ~Conns() {
+    for (auto* x : c) PQfinish(x);
+  }
+  PGconn* c[kMaxParticipants] = {};
+};
+thread_local Conns* tl_conns = nullptr;
+
+constexpr const char* kDebit = "UPDATE acct SET balance = balance - 1 WHERE id = $1";
+constexpr const char* kTry = "UPDATE acct SET balance = balance - 1, frozen = frozen + 1 WHERE id = $1";
+constexpr const char* kConfirm = "UPDATE acct SET frozen = frozen - 1 WHERE id = $1";
+constexpr const char* kCancel = "UPDATE acct SET balance = balance + 1, frozen = frozen - 1 WHERE id = $1";
+
+dlock::tx::Outcome barrier(int participant, const dlock::tx::BranchContext& ctx, const char* sql) {
+  return dlock::tx::pg_barrier(tl_conns->c[participant], ctx, [&](pg_conn* c) {
+    return update(c, sql, ctx.payload) ? dlock::tx::Outcome::success : dlock::tx::Outcome::failure;
+  });
+}
+
+struct Row {
+  std::string protocol;
+  int participants = 0, clients = 0;
+  double tx_per_s = 0, p50_us = 0, p99_us = 0;
+  long failed = 0;
+};
+
+double pct(std::vector<double>& v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[std::min(v.size() - 1, static_cast<std::size_t>(p * static_cast<double>(v.size())))];
+}
+
+// Runs `one(client, i)` on `clients` threads for `seconds`; true = done.
+Row measure(const std::string& url, const std::string& protocol, int participants, int clients, double seconds,
+            const std::function<bool(int, long)>& one) {
+  std::vector<std::vector<double>> lat(static_cast<std::size_t>(clients));
+  std::atomic<long> failed{0};
+  std::atomic<bool> go{false}, stop{false};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < clients; ++t)
+    threads.emplace_back([&, t] {
+      Conns conns(url);
+      tl_conns = &conns;
+      while (!go) std::this_thread::yield();
+      for (long i = 0; !stop; ++i) {
+        const auto t0 = Clock::now();
+        if (!one(t, i)) ++failed;
+        lat[static_cast<std::size_t>(t)].push_back(
+            std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
+      }
+      tl_conns = nullptr;
+    });
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // connections made
+  const auto t0 = Clock::now();
+  go = true;
+  std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
+  stop = true;
+  for (auto& th : threads) th.join();
+  const double elapsed = std::chrono::duration<double>(Clock::now() - t0).count();
+  std::vector<double> all;
+  for (auto& v : lat) all.insert(all.end(), v.begin(), v.end());
+  Row r{protocol, participants, clients};
+  r.tx_per_s = static_cast<double>(all.size()) / elapsed;
+  r.p50_us = pct(all, 0.50);
+  r.p99_us = pct(all, 0.99);
+  r.failed = failed;
+  return r;
+}
+
+Row median_row(std::vector<Row> reps) {
+  auto mid = [&](auto field) {
+    std::vector<double> v;
+    for (auto& r : reps) v.push_back(r.*field);
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  Row r = reps.front();
+  r.tx_per_s = mid(&Row::tx_per_s);
+  r.p50_us = mid(&Row::p50_us);
+  r.p99_us = mid(&Row::p99_us);
+  for (auto& x : reps) r.failed = std::max(r.failed, x.failed);
+  return r;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i < argc; ++i) {
+    const std::string k = argv[i];
+    auto val = [&]() -> std::string {
+      if (i + 1 >= argc) throw std::runtime_error(k + " needs a value");
+      return argv[++i];
+    };
+    if (k == "--postgres")
+      a.postgres = val();
+    else if (k == "--seconds")
+      a.seconds = std::stod(val());
+    else if (k == "--reps")
+      a.reps = std::stoi(val());
+    else if (k == "--clients")
+      a.clients = std::stoi(val());
+    else if (k == "--load")
+      a.load = val();
+    else if (k == "--json")
+      a.json = val();
+    else {
+      std::cerr << "usage: dlock-tx-bench --postgres URL [--seconds 3] [--reps 3] [--clients 4] [--load idle] "
+                   "[--json FILE]\n";
+      return 2;
+    }
+  }
+  if (a.postgres.empty() || a.reps < 1 || a.clients < 1 || a.seconds <= 0) {
+    std::cerr << "dlock-tx-bench: --postgres URL is required; reps, clients and seconds must be positive\n";
+    return 2;
+  }
+  try {
+    make_databases(a.postgres);
+    dlock::tx::CoordinatorOptions o;
+    auto coordinator = dlock::tx::Coordinator::open(with_db(a.postgres, "dlock_txb_log"), o);
+    if (!coordinator.ok()) throw std::runtime_error("opening the log: " + coordinator.status().to_string());
+    for (int p = 0; p < kMaxParticipants; ++p) {
+      coordinator->add_participant("p" + std::to_string(p),
+                                   {[p](const dlock::tx::BranchContext& c) { return barrier(p, c, kTry); },
+                                    [p](const dlock::tx::BranchContext& c) { return barrier(p, c, kConfirm); },
+                                    [p](const dlock::tx::BranchContext& c) { return barrier(p, c, kCancel); }});
+      auto st = coordinator->add_database(participant_db(p), with_db(a.postgres, participant_db(p)));
+      if (!st.ok()) throw std::runtime_error("add_database: " + st.to_string());
+    }
+    std::vector<Row> rows;
+    std::atomic<long> serial{0};
+    for (int participants : {2, 3}) {
+      for (int clients : {1, a.clients}) {
+        if (clients == 1 && a.clients == 1 && !rows.empty() && rows.back().clients == 1) continue;
+        auto row_of = [&](int client) { return std::to_string(client); };
+        std::vector<Row> limit, tcc, xa;
+        for (int rep = 0; rep < a.reps; ++rep) {
+          limit.push_back(measure(a.postgres, "limit", participants, clients, a.seconds, [&](int t, long) {
+            for (int p = 0; p < participants; ++p) {
+              PGconn* c = tl_conns->c[p];
+              exec(c, "BEGIN");
+              if (!update(c, kDebit, row_of(t))) {
+                exec(c, "ROLLBACK");
+                return false;
+              }
+              exec(c, "COMMIT");
+            }
+            return true;
+          }));
+          tcc.push_back(measure(a.postgres, "tcc", participants, clients, a.seconds, [&](int t, long) {
+            std::vector<dlock::tx::Branch> b;
+            for (int p = 0; p < participants; ++p) b.push_back({"p" + std::to_string(p), row_of(t)});
+            return coordinator->run("tcc-" + std::to_string(serial++), b).ok();
+          }));
+          xa.push_back(measure(a.postgres, "2pc", participants, clients, a.seconds, [&](int t, long) {
+            std::vector<dlock::tx::XaBranch> b;
+            const std::string row = row_of(t);
+            for (int p = 0; p < participants; ++p)
+              b.push_back({participant_db(p), [row](pg_conn* c) {
+                             return update(c, kDebit, row) ? dlock::tx::Outcome::success : dlock::tx::Outcome::failure;
+                           }});
+            return coordinator->run_2pc("xa-" + std::to_string(serial++), b).ok();
+          }));
+        }
+        for (auto* set : {&limit, &tcc, &xa}) rows.push_back(median_row(*set));
+        const Row& l = rows[rows.size() - 3];
+        for (std::size_t i = rows.size() - 3; i < rows.size(); ++i) {
+          const Row& r = rows[i];
+          std::printf(
+              "  %-5s %d participants, %d client%s  %8.0f tx/s  p50 %8.0f us  p99 %8.0f us  %5.2fx the limit%s\n",
+              r.protocol.c_str(), r.participants, r.clients, r.clients == 1 ? " " : "s", r.tx_per_s, r.p50_us, r.p99_us,
+              r.tx_per_s / l.tx_per_s, r.failed ? ("  (" + std::to_string(r.failed) + " failed)").c_str() : "");
+          std::fflush(stdout);
+        }
+      }
+    }
+    if (!a.json.empty()) {
+      std::ofstream out(a.json);
+      out << "{\"load\": \"" << a.load << "\", \"seconds\": " << a.seconds << ", \"reps\": " << a.reps
+          << ", \"rows\": [";
+      for (std::size_t i = 0; i < rows.size(); ++i) {
+        const Row& r = rows[i];
+        out << (i ? ",\n " : "\n ") << "{\"protocol\": \"" << r.protocol << "\", \"participants\": " << r.participants
+            << ", \"clients\": " << r.clients << ", \"tx_per_s\": " << r.tx_per_s << ", \"p50_us\": " << r.p50_us
+            << ", \"p99_us\": " << r.p99_us << ", \"failed\": " << r.failed << "}";
+      }
+      out << "\n]}\n";
+    }
+    long failed = 0;
+    for (auto& r : rows) failed += r.failed;
+    if (failed > 0) {
+      std::cerr << "dlock-tx-bench: " << failed << " transactions did not commit\n";
+      return 1;
+    }
+  } catch (const std::exception& e) {
+    std::cerr << "dlock-tx-bench: " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}
