@@ -86,6 +86,7 @@ std::string participant_db(int i) { return "dlock_txb_p" + std::to_string(i + 1)
 
 void make_databases(const std::string& url) {
   PGconn* admin = connect(url);
+  exec(admin, "SET client_min_messages = warning");  // no NOTICE for a database not there yet
   for (int i = -1; i < kMaxParticipants; ++i) {
     const std::string db = i < 0 ? "dlock_txb_log" : participant_db(i);
     exec(admin, "DROP DATABASE IF EXISTS " + db + " WITH (FORCE)");
