@@ -158,30 +158,38 @@ std::string HttpOrigin::where() const {
 std::unique_ptr<HttpOrigin::Conn> HttpOrigin::connect(Clock::time_point deadline) {
   auto c = std::make_unique<Conn>();
   const auto timeout = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-  tcp::resolver resolver(c->io);
-  tcp::resolver::results_type endpoints;
   beast::error_code ec;
-  {
-    asio::steady_timer timer(c->io);  // a resolver has no deadline of its own
-    timer.expires_at(deadline);
-    run(c->io, [&] {
-      timer.async_wait([&](beast::error_code e) {
-        if (!e) resolver.cancel();
-      });
-      resolver.async_resolve(url_.host, url_.port, [&](beast::error_code e, tcp::resolver::results_type r) {
-        ec = e;
-        endpoints = std::move(r);
-        timer.cancel();
-      });
-    });
-  }
-  if (ec) throw std::runtime_error("resolving " + url_.host + ": " + describe(ec, timeout));
   if (url_.tls)
     c->secure.emplace(c->io, *std::static_pointer_cast<ssl::context>(ssl_));
   else
     c->plain.emplace(c->io);
-  c->lowest().expires_at(deadline);
-  run(c->io, [&] { c->lowest().async_connect(endpoints, [&](beast::error_code e, const tcp::endpoint&) { ec = e; }); });
+  if (is_ip_literal(url_.host)) {
+    // No lookup (nor the resolver's thread) for an address.
+    const tcp::endpoint to(asio::ip::make_address(url_.host), static_cast<unsigned short>(std::stoi(url_.port)));
+    c->lowest().expires_at(deadline);
+    run(c->io, [&] { c->lowest().async_connect(to, [&](beast::error_code e) { ec = e; }); });
+  } else {
+    tcp::resolver resolver(c->io);
+    tcp::resolver::results_type endpoints;
+    {
+      asio::steady_timer timer(c->io);  // a resolver has no deadline of its own
+      timer.expires_at(deadline);
+      run(c->io, [&] {
+        timer.async_wait([&](beast::error_code e) {
+          if (!e) resolver.cancel();
+        });
+        resolver.async_resolve(url_.host, url_.port, [&](beast::error_code e, tcp::resolver::results_type r) {
+          ec = e;
+          endpoints = std::move(r);
+          timer.cancel();
+        });
+      });
+    }
+    if (ec) throw std::runtime_error("resolving " + url_.host + ": " + describe(ec, timeout));
+    c->lowest().expires_at(deadline);
+    run(c->io,
+        [&] { c->lowest().async_connect(endpoints, [&](beast::error_code e, const tcp::endpoint&) { ec = e; }); });
+  }
   if (ec) throw std::runtime_error("connecting: " + describe(ec, timeout));
   c->lowest().socket().set_option(tcp::no_delay(true));
   if (url_.tls) {
