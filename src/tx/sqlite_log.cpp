@@ -49,6 +49,18 @@ class SqliteLog final : public TxLog {
  public:
   explicit SqliteLog(std::unique_ptr<Database> db) : db_(std::move(db)) {}
 
+  // A write into a log file that was deleted or replaced since it was
+  // opened reached no other coordinator (nor this one after a restart):
+  // never reported as done.
+  Status commit(WriteTransaction& tx) {
+    if (Status s = tx.commit(); !s.ok()) return s;
+    if (db_->has_moved())
+      return {Errc::unavailable,
+              "sqlite: the transaction log file was deleted or replaced while open: this write went to a file no "
+              "coordinator will read; reopen the log (and look for what the old file held)"};
+    return {};
+  }
+
   // The log's id: made by whichever process creates the tables first.
   Status init_id() {
     auto put = db_->prepare("INSERT OR IGNORE INTO dlock_tx_meta (key, value) VALUES ('log_id', ?1)");
@@ -86,7 +98,7 @@ class SqliteLog final : public TxLog {
                      .run();
       if (!s.ok()) return s;
     }
-    return tx.commit();
+    return commit(tx);
   }
 
   Result<bool> move(std::string_view gid, std::uint64_t fence, State from, State to, std::string_view reason) override {
@@ -100,7 +112,7 @@ class SqliteLog final : public TxLog {
       if (!done.ok()) return done.status();
       if (Status s = done->bind(1, gid).run(); !s.ok()) return s;
     }
-    if (Status s = tx.commit(); !s.ok()) return s;
+    if (Status s = commit(tx); !s.ok()) return s;
     return true;
   }
 
@@ -123,7 +135,7 @@ class SqliteLog final : public TxLog {
                      .run();
       if (!s.ok()) return s;
     }
-    if (Status s = tx.commit(); !s.ok()) return s;
+    if (Status s = commit(tx); !s.ok()) return s;
     return true;
   }
 

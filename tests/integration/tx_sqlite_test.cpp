@@ -270,6 +270,23 @@ TEST_F(TxSqlite, ALogWriteWithAStaleFenceChangesNothing) {
   EXPECT_EQ((*log)->load("f")->state, State::aborting);
 }
 
+// The log file deleted under a running coordinator: its next transaction
+// is an error saying so, never a success written to a file nobody reads,
+// and nothing was tried.
+TEST_F(TxSqlite, ALogFileDeletedUnderTheCoordinatorIsAnErrorNotALostWrite) {
+  auto c = open();
+  ASSERT_TRUE(c.run("d1", transfer(10)).ok());
+  for (const char* f : {"tx.db", "tx.db-wal", "tx.db-shm"}) ::unlink(dir.file(f).c_str());
+  const int calls = alice.calls + bob.calls;
+  auto r = c.run("d2", transfer(10));
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("deleted or replaced"), std::string::npos) << r.status().to_string();
+  EXPECT_EQ(alice.calls + bob.calls, calls) << "no Try ran";
+  EXPECT_EQ(alice.column("balance"), 90);
+  EXPECT_EQ(bob.column("balance"), 60);
+  expect_settled();
+}
+
 TEST_F(TxSqlite, ManyConcurrentTransfersConserveMoney) {
   CoordinatorOptions o;
   o.retry_base = 1ms;
