@@ -223,6 +223,18 @@ TEST_F(TxPostgres, ThePgBarrierMakesCallsIdempotentAndBlocksATryAfterItsCancel) 
   PQfinish(conn);
 }
 
+// A role that may connect but not create tables (PostgreSQL 15's public
+// schema): opening the log is refused with the server's reason, and
+// nothing is left half made.
+TEST_F(TxPostgres, ARoleThatMayNotCreateTheTablesGetsAClearError) {
+  pg.psql("CREATE ROLE clerk LOGIN");
+  auto c = Coordinator::open("postgres://clerk@127.0.0.1:" + std::to_string(pg.port()) + "/postgres");
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.code(), Errc::permission_denied) << c.status().to_string();
+  EXPECT_NE(c.status().message().find("permission denied"), std::string::npos) << c.status().to_string();
+  EXPECT_EQ(pg.psql("SELECT count(*) FROM pg_tables WHERE tablename LIKE 'dlock_tx%'"), "0\n");
+}
+
 TEST_F(TxPostgres, AnUnreachableServerIsAClearError) {
   pg.stop();
   auto c = Coordinator::open(pg.url());
