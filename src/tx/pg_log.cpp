@@ -140,11 +140,16 @@ std::string json_string(std::string_view text) {
   return out + "\"";
 }
 
+// Connections to the log at once, per coordinator: concurrent writes
+// commit together, and a burst stays within the server's max_connections.
+constexpr std::size_t kMaxConnections = 4;
+
 std::string count_of(const Rows& rows) { return rows.empty() || rows[0].empty() ? "" : rows[0][0].value_or(""); }
 
 class PgLog final : public TxLog {
  public:
-  PgLog(postgres::PgConfig config, std::string schema) : pool_(std::move(config)), schema_(std::move(schema)) {}
+  PgLog(postgres::PgConfig config, std::string schema)
+      : pool_(std::move(config), kMaxConnections), schema_(std::move(schema)) {}
 
   Status init() {
     auto r = exec(kSchema, {});

@@ -223,6 +223,24 @@ TEST_F(TxPostgres, ThePgBarrierMakesCallsIdempotentAndBlocksATryAfterItsCancel) 
   PQfinish(conn);
 }
 
+// A server with few connection slots (20: the claims' lock client keeps up
+// to 10, the log 4): a burst of 40 transactions waits for the log's
+// connections instead of failing with "too many clients", and every one
+// is decided.
+TEST_F(TxPostgres, ABurstOfTransactionsStaysWithinTheServersConnections) {
+  pg.set("max_connections", "20");
+  pg.stop();
+  pg.start();
+  auto c = open();
+  Tally tally;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 40; ++t)
+    threads.emplace_back([&, t] { tally.add(c.run("burst-" + std::to_string(t), transfer(2))); });
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(tally.committed.load(), 40) << "alice's 100 pays all forty";
+  expect_settled();
+}
+
 // A role that may connect but not create tables (PostgreSQL 15's public
 // schema): opening the log is refused with the server's reason, and
 // nothing is left half made.
