@@ -12,8 +12,10 @@
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "dlock/tx.hpp"
+#include "support/temp_dir.hpp"
 
 namespace dlock::tx {
 
@@ -82,6 +84,27 @@ class Bank {
     });
   }
   sqlite3* db_ = nullptr;
+};
+
+// Alice (100, debited) and Bob (50, credited), each in a SQLite file of
+// the test's own directory, and the checks every transfer test makes.
+class TwoBanksTest : public ::testing::Test {
+ protected:
+  std::int64_t money() {
+    return alice.column("balance") + alice.column("frozen") + bob.column("balance") + bob.column("incoming");
+  }
+  void expect_settled() {
+    EXPECT_EQ(money(), 150) << "money is conserved";
+    EXPECT_EQ(alice.column("frozen"), 0);
+    EXPECT_EQ(bob.column("incoming"), 0);
+  }
+  static std::vector<Branch> transfer(int amount) {
+    return {{"alice", std::to_string(amount)}, {"bob", std::to_string(amount)}};
+  }
+
+  test::TempDir dir;
+  Bank alice{dir.file("alice.db"), 100};
+  Bank bob{dir.file("bob.db"), 50};
 };
 
 // Counts the answers of runs on many threads: commit or abort decided;

@@ -80,7 +80,7 @@ class BankService {
   HttpService http_;
 };
 
-class TxHttp : public ::testing::Test {
+class TxHttp : public TwoBanksTest {
  protected:
   Coordinator open(CoordinatorOptions o = {}) {
     o.retry_base = 10ms;
@@ -91,21 +91,7 @@ class TxHttp : public ::testing::Test {
     c->add_participant("bob", http_participant(bob_http->endpoints()).value());
     return std::move(*c);
   }
-  std::int64_t money() {
-    return alice.column("balance") + alice.column("frozen") + bob.column("balance") + bob.column("incoming");
-  }
-  void expect_settled() {
-    EXPECT_EQ(money(), 150) << "money is conserved";
-    EXPECT_EQ(alice.column("frozen"), 0);
-    EXPECT_EQ(bob.column("incoming"), 0);
-  }
-  static std::vector<Branch> transfer(int amount) {
-    return {{"alice", std::to_string(amount)}, {"bob", std::to_string(amount)}};
-  }
 
-  test::TempDir dir;
-  Bank alice{dir.file("alice.db"), 100};
-  Bank bob{dir.file("bob.db"), 50};
   BankService alice_http{alice.debit()};
   std::unique_ptr<BankService> bob_http = std::make_unique<BankService>(bob.credit());
 };

@@ -18,7 +18,7 @@ namespace {
 
 using namespace std::chrono_literals;
 
-class TxSqlite : public ::testing::Test {
+class TxSqlite : public TwoBanksTest {
  protected:
   std::string url() const { return "sqlite://" + dir.file("tx.db"); }
   Coordinator open(CoordinatorOptions o = {}) {
@@ -28,21 +28,6 @@ class TxSqlite : public ::testing::Test {
     c->add_participant("bob", bob.credit());
     return std::move(*c);
   }
-  std::int64_t money() {
-    return alice.column("balance") + alice.column("frozen") + bob.column("balance") + bob.column("incoming");
-  }
-  void expect_settled() {
-    EXPECT_EQ(money(), 150) << "money is conserved";
-    EXPECT_EQ(alice.column("frozen"), 0);
-    EXPECT_EQ(bob.column("incoming"), 0);
-  }
-  static std::vector<Branch> transfer(int amount) {
-    return {{"alice", std::to_string(amount)}, {"bob", std::to_string(amount)}};
-  }
-
-  test::TempDir dir;
-  Bank alice{dir.file("alice.db"), 100};
-  Bank bob{dir.file("bob.db"), 50};
 };
 
 TEST_F(TxSqlite, AllTriesSucceedAndEveryBranchIsConfirmed) {
