@@ -62,6 +62,19 @@ class Bank {
             [this](const BranchContext& c) { return guarded(c, "UPDATE acct SET incoming = incoming - ?1"); }};
   }
 
+  // The barrier's rows of `gid`, sorted and joined: "cancel,try".
+  std::string barrier_ops(const std::string& gid) {
+    sqlite3_stmt* st = nullptr;
+    sqlite3_prepare_v2(db_, "SELECT group_concat(op) FROM (SELECT op FROM dlock_tx_barrier WHERE gid = ?1 ORDER BY op)",
+                       -1, &st, nullptr);
+    sqlite3_bind_text(st, 1, gid.c_str(), -1, SQLITE_TRANSIENT);
+    std::string out;
+    if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0) != nullptr)
+      out = reinterpret_cast<const char*>(sqlite3_column_text(st, 0));
+    sqlite3_finalize(st);
+    return out;
+  }
+
   std::atomic<int> calls{0};        // business statements that ran (barrier let them through)
   std::atomic<bool> refuse{false};  // every call answers unknown, touching nothing
 

@@ -7,6 +7,8 @@
 
 #include <atomic>
 #include <fstream>
+#include <mutex>
+#include <random>
 #include <thread>
 
 #include "dlock/tx.hpp"
@@ -55,10 +57,48 @@ class BankService {
   std::atomic<int> slow_tries{0};            // the answer comes after slow_ms
   int slow_ms = 0;
   std::atomic<int> cancels_seen{0};
-  std::string last_authorization_seen;
+
+  // Random faults on every call, each with its percent chance, from a
+  // seeded generator: what a hostile network does to a participant.
+  struct Chaos {
+    int late = 0;    // acted on only after late_ms (delayed in the network: a Cancel may overtake it)
+    int refuse = 0;  // 503, nothing done
+    int drop = 0;    // acted on, the answer lost
+    int twice = 0;   // delivered twice; the second answer is sent
+    int late_ms = 0;
+  };
+  void unleash(Chaos chaos, unsigned seed) {
+    std::lock_guard lock(chaos_mu_);
+    chaos_ = chaos;
+    rng_.seed(seed);
+  }
+  std::atomic<int> faults{0};  // faults that happened
 
  private:
+  bool roll(int Chaos::*kind) {
+    std::lock_guard lock(chaos_mu_);
+    const bool hit = std::uniform_int_distribution<int>(0, 99)(rng_) < chaos_.*kind;
+    faults += hit;
+    return hit;
+  }
+
   std::optional<HttpAnswer> answer(const std::string& target, const std::string& body) {
+    if (roll(&Chaos::refuse)) return HttpAnswer{503, "refused"};
+    if (roll(&Chaos::late)) {
+      int ms;
+      {
+        std::lock_guard lock(chaos_mu_);
+        ms = chaos_.late_ms;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+    }
+    auto reply = act(target, body);
+    if (reply && roll(&Chaos::twice)) reply = act(target, body);
+    if (reply && roll(&Chaos::drop)) return std::nullopt;
+    return reply;
+  }
+
+  std::optional<HttpAnswer> act(const std::string& target, const std::string& body) {
     auto ctx = branch_from_http(target, body);
     if (ctx.ok() && ctx->op == Op::confirm) {
       if (take(unavailable_confirms)) return HttpAnswer{503, "busy"};
@@ -76,6 +116,9 @@ class BankService {
     return HttpAnswer{reply.status, reply.body};
   }
 
+  std::mutex chaos_mu_;
+  Chaos chaos_;       // under chaos_mu_
+  std::mt19937 rng_;  // under chaos_mu_
   Participant calls_;
   HttpService http_;
 };
@@ -259,6 +302,68 @@ TEST_F(TxHttp, ConcurrentOrdersShareConnectionsAndConserveMoney) {
   EXPECT_EQ(tally.committed.load(), 6) << "alice's 100 pays six transfers of 15";
   EXPECT_EQ(tally.committed + tally.aborted, 16);
   expect_settled();
+}
+
+// The verifier's checks over random faults on every call of both
+// services: delayed past the caller's timeout (so a Cancel may overtake
+// its Try), refused, acted on with the answer lost, delivered twice. After
+// recovery, whatever happened: every transaction finished; in each bank's
+// barrier a committed one has its Confirm and no Cancel, an aborted one no
+// Confirm; the money is exact and nothing is left frozen or in flight.
+TEST_F(TxHttp, RandomFaultsOnEveryCallNeverBreakAtomicity) {
+  CoordinatorOptions o;
+  o.timeout = 800ms;
+  o.finish_within = 1000ms;
+  auto c = open(o);
+  c.add_participant("alice", http_participant(alice_http.endpoints(150ms)).value());
+  c.add_participant("bob", http_participant(bob_http->endpoints(150ms)).value());
+  const BankService::Chaos chaos{15, 10, 10, 10, 250};
+  std::vector<std::string> gids;
+  for (unsigned seed : {11u, 12u, 13u}) {
+    alice_http.unleash(chaos, seed);
+    bob_http->unleash(chaos, seed * 7);
+    std::vector<std::thread> threads;
+    std::mutex mu;
+    for (int t = 0; t < 4; ++t)
+      threads.emplace_back([&, t] {
+        for (int i = 0; i < 5; ++i) {
+          const std::string gid = "chaos-" + std::to_string(seed) + "-" + std::to_string(t) + "-" + std::to_string(i);
+          (void)c.run(gid, transfer(5));  // any answer: the checks below judge the outcome
+          std::lock_guard lock(mu);
+          gids.push_back(gid);
+        }
+      });
+    for (auto& th : threads) th.join();
+  }
+  alice_http.unleash({}, 0);
+  bob_http->unleash({}, 0);
+  int committed = 0;
+  for (const auto& gid : gids) {
+    auto info = recover_until_finished(c, gid, 20s);
+    ASSERT_TRUE(info.ok()) << gid << ": " << info.status().to_string();
+    ASSERT_TRUE(finished(info->state)) << gid << " is still " << to_string(info->state);
+    committed += info->state == State::committed;
+  }
+  std::this_thread::sleep_for(400ms);  // requests still delayed in the "network" land now
+  for (const auto& gid : gids) {
+    const bool yes = c.show(gid)->state == State::committed;
+    for (Bank* bank : {&alice, &bob}) {
+      const std::string ops = bank->barrier_ops(gid);
+      if (yes) {
+        EXPECT_NE(ops.find("confirm"), std::string::npos) << gid << " committed, but a bank has " << ops;
+        EXPECT_EQ(ops.find("cancel"), std::string::npos) << gid << " committed, but a bank has " << ops;
+      } else {
+        EXPECT_EQ(ops.find("confirm"), std::string::npos) << gid << " aborted, but a bank has " << ops;
+      }
+    }
+  }
+  EXPECT_EQ(alice.column("balance"), 100 - 5 * committed);
+  EXPECT_EQ(bob.column("balance"), 50 + 5 * committed);
+  expect_settled();
+  EXPECT_GT(alice_http.faults + bob_http->faults, 20) << "the faults happened";
+  RecordProperty("transactions", static_cast<int>(gids.size()));
+  RecordProperty("committed", committed);
+  RecordProperty("faults", alice_http.faults + bob_http->faults);
 }
 
 // HTTPS against a real TLS server (Python's, with a certificate from a
