@@ -6,16 +6,54 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/ip/tcp.hpp>
-#include <boost/beast/core/flat_buffer.hpp>
-#include <boost/beast/http.hpp>
+#include <cctype>
 #include <stdexcept>
 
 namespace dlock::test {
 
-namespace asio = boost::asio;
-namespace http = boost::beast::http;
+namespace {
+
+// Reads one request (its target and body) from `fd`, keeping what follows
+// in `buf`; false when the peer closed or the request is malformed.
+bool read_request(int fd, std::string& buf, std::string& target, std::string& body, bool& keep_alive) {
+  std::size_t end;
+  while ((end = buf.find("\r\n\r\n")) == std::string::npos) {
+    char chunk[4096];
+    const ssize_t n = ::read(fd, chunk, sizeof chunk);
+    if (n <= 0) return false;
+    buf.append(chunk, static_cast<std::size_t>(n));
+  }
+  std::string head = buf.substr(0, end);
+  buf.erase(0, end + 4);
+  const auto sp1 = head.find(' '), sp2 = head.find(' ', sp1 + 1);
+  if (sp1 == std::string::npos || sp2 == std::string::npos) return false;
+  target = head.substr(sp1 + 1, sp2 - sp1 - 1);
+  for (char& c : head) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  std::size_t length = 0;
+  if (auto at = head.find("\r\ncontent-length:"); at != std::string::npos)
+    length = std::stoul(head.substr(at + 17, head.find("\r\n", at + 2) - at - 17));
+  keep_alive = head.find("\r\nconnection: close") == std::string::npos;
+  while (buf.size() < length) {
+    char chunk[4096];
+    const ssize_t n = ::read(fd, chunk, sizeof chunk);
+    if (n <= 0) return false;
+    buf.append(chunk, static_cast<std::size_t>(n));
+  }
+  body = buf.substr(0, length);
+  buf.erase(0, length);
+  return true;
+}
+
+bool write_all(int fd, const std::string& data) {
+  for (std::size_t done = 0; done < data.size();) {
+    const ssize_t n = ::send(fd, data.data() + done, data.size() - done, MSG_NOSIGNAL);
+    if (n <= 0) return false;
+    done += static_cast<std::size_t>(n);
+  }
+  return true;
+}
+
+}  // namespace
 
 HttpService::HttpService(Handler handler, int port) : handler_(std::move(handler)) {
   listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -65,29 +103,21 @@ void HttpService::accept_loop() {
 }
 
 void HttpService::serve(int fd) {
-  asio::io_context io;
-  asio::ip::tcp::socket socket(io);
-  boost::system::error_code ec;
-  socket.assign(asio::ip::tcp::v4(), fd, ec);
-  boost::beast::flat_buffer buffer;
-  while (!ec && !stopping_) {
-    http::request<http::string_body> req;
-    http::read(socket, buffer, req, ec);
-    if (ec) break;
+  std::string buf, target, body;
+  bool keep_alive = true;
+  while (keep_alive && !stopping_ && read_request(fd, buf, target, body, keep_alive)) {
     ++requests_;
-    auto answer = handler_(std::string(req.target()), req.body());
+    auto answer = handler_(target, body);
     if (!answer) break;  // dropped without a word
-    http::response<http::string_body> res{static_cast<http::status>(answer->status), req.version()};
-    res.set(http::field::content_type, "application/json");
-    res.body() = std::move(answer->body);
-    res.keep_alive(req.keep_alive());
-    res.prepare_payload();
-    http::write(socket, res, ec);
-    if (!req.keep_alive()) break;
+    const std::string reply =
+        "HTTP/1.1 " + std::to_string(answer->status) +
+        " X\r\nContent-Type: application/json\r\nContent-Length: " + std::to_string(answer->body.size()) +
+        (keep_alive ? "" : "\r\nConnection: close") + "\r\n\r\n" + answer->body;
+    if (!write_all(fd, reply)) break;
   }
   std::lock_guard lock(mu_);  // closed under the lock: the destructor never shuts a reused number
   open_fds_.erase(std::remove(open_fds_.begin(), open_fds_.end(), fd), open_fds_.end());
-  socket.close(ec);
+  ::close(fd);
 }
 
 }  // namespace dlock::test

@@ -1,5 +1,6 @@
 // tests/support/http_service.hpp: a real HTTP/1.1 server on a loopback port
-// for participant tests (a thread per connection, keep-alive), whose
+// for participant tests (a thread per connection, keep-alive; a minimal
+// HTTP/1.1 reader, enough for the client under test), whose
 // handler may answer, or drop the connection without a word.
 #ifndef DLOCK_TESTS_SUPPORT_HTTP_SERVICE_HPP_
 #define DLOCK_TESTS_SUPPORT_HTTP_SERVICE_HPP_
