@@ -128,6 +128,12 @@ dlock::tx::Outcome barrier(int participant, const dlock::tx::BranchContext& ctx,
   });
 }
 
+// True for a commit; anything else is told on stderr.
+bool said(const dlock::Result<dlock::tx::State>& r) {
+  if (!r.ok()) std::fprintf(stderr, "dlock-tx-bench: %s\n", r.status().to_string().c_str());
+  return r.ok();
+}
+
 struct Row {
   std::string protocol;
   int participants = 0, clients = 0;
@@ -155,7 +161,13 @@ Row measure(const std::string& url, const std::string& protocol, int participant
       while (!go) std::this_thread::yield();
       for (long i = 0; !stop; ++i) {
         const auto t0 = Clock::now();
-        if (!one(t, i)) ++failed;
+        bool ok = false;
+        try {
+          ok = one(t, i);
+        } catch (const std::exception& e) {  // a statement of the limit's loop failed
+          std::fprintf(stderr, "dlock-tx-bench: %s\n", e.what());
+        }
+        if (!ok) ++failed;
         lat[static_cast<std::size_t>(t)].push_back(
             std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
       }
@@ -261,7 +273,7 @@ int main(int argc, char** argv) {
           tcc.push_back(measure(a.postgres, "tcc", participants, clients, a.seconds, [&](int t, long) {
             std::vector<dlock::tx::Branch> b;
             for (int p = 0; p < participants; ++p) b.push_back({"p" + std::to_string(p), row_of(t)});
-            return coordinator->run("tcc-" + std::to_string(serial++), b).ok();
+            return said(coordinator->run("tcc-" + std::to_string(serial++), b));
           }));
           xa.push_back(measure(a.postgres, "2pc", participants, clients, a.seconds, [&](int t, long) {
             std::vector<dlock::tx::XaBranch> b;
@@ -270,7 +282,7 @@ int main(int argc, char** argv) {
               b.push_back({participant_db(p), [row](pg_conn* c) {
                              return update(c, kDebit, row) ? dlock::tx::Outcome::success : dlock::tx::Outcome::failure;
                            }});
-            return coordinator->run_2pc("xa-" + std::to_string(serial++), b).ok();
+            return said(coordinator->run_2pc("xa-" + std::to_string(serial++), b));
           }));
         }
         for (auto* set : {&limit, &tcc, &xa}) rows.push_back(median_row(*set));
