@@ -28,6 +28,22 @@ bool percent_decode(std::string_view in, std::string& out) {
   return true;
 }
 
+std::string percent_encode(std::string_view in) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  std::string out;
+  for (unsigned char c : in) {
+    if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '.' ||
+        c == '_' || c == '~') {
+      out += static_cast<char>(c);
+    } else {
+      out += '%';
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    }
+  }
+  return out;
+}
+
 std::string_view next_param(std::string_view& query) {
   const auto amp = query.find('&');
   const std::string_view kv = query.substr(0, amp);

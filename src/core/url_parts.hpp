@@ -11,6 +11,9 @@ namespace dlock::detail {
 
 // false on a malformed escape ("%4", "%zz").
 bool percent_decode(std::string_view in, std::string& out);
+// Every byte but RFC 3986's unreserved ones (A-Z a-z 0-9 - . _ ~) as %XX:
+// safe in a query value or a path segment.
+std::string percent_encode(std::string_view in);
 
 // Cuts the next "key[=value]" off a query string ("a=1&b=2").
 std::string_view next_param(std::string_view& query);

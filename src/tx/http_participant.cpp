@@ -12,22 +12,6 @@ namespace dlock::tx {
 
 namespace {
 
-std::string percent_encode(std::string_view s) {
-  static constexpr char kHex[] = "0123456789ABCDEF";
-  std::string out;
-  for (unsigned char c : s) {
-    if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '.' ||
-        c == '_' || c == '~') {
-      out += static_cast<char>(c);
-    } else {
-      out += '%';
-      out += kHex[c >> 4];
-      out += kHex[c & 15];
-    }
-  }
-  return out;
-}
-
 // A header's name is a token; its value has no line breaks (else a request
 // could be split in two).
 bool valid_header(const std::string& name, const std::string& value) {
@@ -93,7 +77,7 @@ Result<Participant> http_participant(HttpParticipant options) {
   auto call = [shared](int i) {
     return [shared, i](const BranchContext& c) {
       const Endpoint& e = shared->endpoints[i];
-      const std::string target = e.target + "gid=" + percent_encode(c.gid) +
+      const std::string target = e.target + "gid=" + dlock::detail::percent_encode(c.gid) +
                                  "&trans_type=tcc&branch_id=" + std::to_string(c.branch) +
                                  "&op=" + std::string(to_string(c.op));
       const auto r = e.origin->post(target, c.payload, shared->options.content_type, shared->options.headers,
