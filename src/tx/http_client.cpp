@@ -27,6 +27,11 @@ namespace {
 constexpr std::size_t kMaxAnswer = 1 << 20;  // a participant's answer is a status word
 constexpr std::size_t kMaxIdle = 16;         // kept connections per origin
 
+// The host as a URL or a Host header writes it: an IPv6 address in brackets.
+std::string bracketed(const std::string& host) {
+  return host.find(':') != std::string::npos ? "[" + host + "]" : host;
+}
+
 bool is_ip_literal(const std::string& host) {
   beast::error_code ec;
   (void)asio::ip::make_address(host, ec);
@@ -151,8 +156,7 @@ HttpOrigin::HttpOrigin(const HttpUrl& url, std::string ca_file) : url_(url), ca_
 HttpOrigin::~HttpOrigin() = default;
 
 std::string HttpOrigin::where() const {
-  const bool v6 = url_.host.find(':') != std::string::npos;
-  return std::string(url_.tls ? "https://" : "http://") + (v6 ? "[" + url_.host + "]" : url_.host) + ":" + url_.port;
+  return std::string(url_.tls ? "https://" : "http://") + bracketed(url_.host) + ":" + url_.port;
 }
 
 std::unique_ptr<HttpOrigin::Conn> HttpOrigin::connect(Clock::time_point deadline) {
@@ -163,7 +167,8 @@ std::unique_ptr<HttpOrigin::Conn> HttpOrigin::connect(Clock::time_point deadline
     c->secure.emplace(c->io, *std::static_pointer_cast<ssl::context>(ssl_));
   else
     c->plain.emplace(c->io);
-  if (is_ip_literal(url_.host)) {
+  const bool address = is_ip_literal(url_.host);
+  if (address) {
     // No lookup (nor the resolver's thread) for an address.
     const tcp::endpoint to(asio::ip::make_address(url_.host), static_cast<unsigned short>(std::stoi(url_.port)));
     c->lowest().expires_at(deadline);
@@ -195,7 +200,7 @@ std::unique_ptr<HttpOrigin::Conn> HttpOrigin::connect(Clock::time_point deadline
   if (url_.tls) {
     // SNI for names (never for addresses), and the certificate must name
     // the host: an address must be among its IP addresses.
-    if (!is_ip_literal(url_.host)) SSL_set_tlsext_host_name(c->secure->native_handle(), url_.host.c_str());
+    if (!address) SSL_set_tlsext_host_name(c->secure->native_handle(), url_.host.c_str());
     c->secure->set_verify_callback(ssl::host_name_verification(url_.host));
     c->lowest().expires_at(deadline);
     run(c->io, [&] { c->secure->async_handshake(ssl::stream_base::client, [&](beast::error_code e) { ec = e; }); });
@@ -209,8 +214,7 @@ HttpResponse HttpOrigin::post(const std::string& target, const std::string& body
   const auto deadline = Clock::now() + timeout;
   http::request<http::string_body> req{http::verb::post, target, 11};
   const bool default_port = url_.port == (url_.tls ? "443" : "80");
-  const bool v6 = url_.host.find(':') != std::string::npos;
-  req.set(http::field::host, (v6 ? "[" + url_.host + "]" : url_.host) + (default_port ? "" : ":" + url_.port));
+  req.set(http::field::host, bracketed(url_.host) + (default_port ? "" : ":" + url_.port));
   req.set(http::field::user_agent, "dlock-tx");
   req.set(http::field::content_type, content_type);
   for (const auto& [name, value] : headers) req.set(name, value);
