@@ -28,9 +28,7 @@ constexpr std::size_t kMaxAnswer = 1 << 20;  // a participant's answer is a stat
 constexpr std::size_t kMaxIdle = 16;         // kept connections per origin
 
 // The host as a URL or a Host header writes it: an IPv6 address in brackets.
-std::string bracketed(const std::string& host) {
-  return host.find(':') != std::string::npos ? "[" + host + "]" : host;
-}
+std::string bracketed(const std::string& host) { return host.find(':') != std::string::npos ? "[" + host + "]" : host; }
 
 bool is_ip_literal(const std::string& host) {
   beast::error_code ec;
