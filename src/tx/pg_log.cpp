@@ -1,6 +1,5 @@
 #include "tx/pg_log.hpp"
 
-#include <mutex>
 #include <utility>
 
 #include "postgres/factory.hpp"
@@ -10,7 +9,6 @@
 namespace dlock::tx::detail {
 namespace {
 
-using postgres::PgBlocking;
 using postgres::Rows;
 
 // Replaces every @S with the schema.
@@ -155,10 +153,11 @@ class PgLog final : public TxLog {
     auto r = exec(kSchema, {});
     if (!r.ok()) return r.status();
     // The log's id: made by whichever process creates the tables first.
-    auto id = exec(std::string("WITH put AS (INSERT INTO @S.dlock_tx_meta (key, value) VALUES ('log_id', $1) ON "
-                               "CONFLICT (key) DO NOTHING RETURNING value) SELECT value FROM put UNION ALL "
-                               "SELECT value FROM @S.dlock_tx_meta WHERE key = 'log_id'"),
-                   {new_log_id()});
+    auto id = exec(
+        "WITH put AS (INSERT INTO @S.dlock_tx_meta (key, value) VALUES ('log_id', $1) ON "
+        "CONFLICT (key) DO NOTHING RETURNING value) SELECT value FROM put UNION ALL "
+        "SELECT value FROM @S.dlock_tx_meta WHERE key = 'log_id'",
+        {new_log_id()});
     if (!id.ok()) return id.status();
     if (id->empty() || id->front().empty() || !id->front()[0]) return {Errc::server_error, "the log has no id"};
     id_ = *id->front()[0];
