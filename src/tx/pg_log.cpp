@@ -152,16 +152,23 @@ class PgLog final : public TxLog {
   Status init() {
     auto r = exec(kSchema, {});
     if (!r.ok()) return r.status();
-    // The log's id: made by whichever process creates the tables first.
-    auto id = exec(
-        "WITH put AS (INSERT INTO @S.dlock_tx_meta (key, value) VALUES ('log_id', $1) ON "
-        "CONFLICT (key) DO NOTHING RETURNING value) SELECT value FROM put UNION ALL "
-        "SELECT value FROM @S.dlock_tx_meta WHERE key = 'log_id'",
-        {new_log_id()});
-    if (!id.ok()) return id.status();
-    if (id->empty() || id->front().empty() || !id->front()[0]) return {Errc::server_error, "the log has no id"};
-    id_ = *id->front()[0];
-    return {};
+    // The log's id: made by whichever process gets there first. When
+    // another's insert was in flight, ours waited for it and did nothing,
+    // while the statement's snapshot predates its row: asked again, it is
+    // there.
+    for (int attempt = 0; attempt < 3; ++attempt) {
+      auto id = exec(
+          "WITH put AS (INSERT INTO @S.dlock_tx_meta (key, value) VALUES ('log_id', $1) ON "
+          "CONFLICT (key) DO NOTHING RETURNING value) SELECT value FROM put UNION ALL "
+          "SELECT value FROM @S.dlock_tx_meta WHERE key = 'log_id'",
+          {new_log_id()});
+      if (!id.ok()) return id.status();
+      if (!id->empty() && !id->front().empty() && id->front()[0]) {
+        id_ = *id->front()[0];
+        return {};
+      }
+    }
+    return {Errc::server_error, "the log has no id"};
   }
 
   Status create(std::string_view gid, std::uint64_t fence, const std::vector<Branch>& branches,

@@ -241,6 +241,29 @@ TEST_F(TxPostgres, ABurstOfTransactionsStaysWithinTheServersConnections) {
   expect_settled();
 }
 
+// Coordinators started together on a fresh log (a deployment's first
+// start) all open. The log's id is inserted by whichever comes first; here
+// that insert is held open (a trigger sleeps) while the others insert
+// theirs, which wait for it and do nothing: they once answered "the log has
+// no id", as their statement's snapshot predates the row.
+TEST_F(TxPostgres, CoordinatorsOpeningANewLogTogetherAllOpen) {
+  { auto first = open(); }
+  pg.psql(
+      "DELETE FROM dlock_tx_meta; CREATE FUNCTION slow() RETURNS trigger LANGUAGE plpgsql AS "
+      "$$BEGIN PERFORM pg_sleep(0.3); RETURN NEW; END$$; "
+      "CREATE TRIGGER slow BEFORE INSERT ON dlock_tx_meta FOR EACH ROW EXECUTE FUNCTION slow()");
+  std::vector<std::string> errors(4);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&, t] {
+      auto c = Coordinator::open(pg.url());
+      if (!c.ok()) errors[t] = c.status().to_string();
+    });
+  for (auto& th : threads) th.join();
+  for (const auto& e : errors) EXPECT_EQ(e, "");
+  EXPECT_EQ(pg.psql("SELECT count(*) FROM dlock_tx_meta WHERE key = 'log_id'"), "1\n");
+}
+
 // A role that may connect but not create tables (PostgreSQL 15's public
 // schema): opening the log is refused with the server's reason, and
 // nothing is left half made.
