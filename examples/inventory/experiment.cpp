@@ -41,6 +41,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/child_process.hpp"
 #include "common/zk_ensemble.hpp"
 
 namespace asio = boost::asio;
@@ -48,6 +49,7 @@ namespace http = boost::beast::http;
 namespace fs = std::filesystem;
 using tcp = asio::ip::tcp;
 using namespace std::chrono_literals;
+using namespace dlock::tools;
 
 namespace {
 
@@ -61,126 +63,6 @@ struct Row {
   long long anomalies = 0;  // lost updates + oversold units
   double seconds = 0;
 };
-
-// ---- child processes -------------------------------------------------------
-
-struct Child {
-  pid_t pid = -1;
-  int out_fd = -1;  // its stdout, when captured
-};
-
-Child start(const std::vector<std::string>& argv, bool capture_stdout, const std::string& log) {
-  int fds[2] = {-1, -1};
-  if (capture_stdout && pipe(fds) != 0) throw std::runtime_error("pipe failed");
-  pid_t pid = fork();
-  if (pid < 0) throw std::runtime_error("fork failed");
-  if (pid == 0) {
-    int logfd = open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-    if (logfd >= 0) {
-      dup2(logfd, 2);
-      if (!capture_stdout) dup2(logfd, 1);
-    }
-    if (capture_stdout) dup2(fds[1], 1);
-    std::vector<char*> args;
-    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    execvp(args[0], args.data());
-    std::fprintf(stderr, "cannot run %s: %s\n", args[0], std::strerror(errno));
-    _exit(127);
-  }
-  if (capture_stdout) close(fds[1]);
-  return {pid, capture_stdout ? fds[0] : -1};
-}
-
-void stop(Child& c) {
-  if (c.pid <= 0) return;
-  kill(c.pid, SIGTERM);
-  for (int i = 0; i < 100; ++i) {
-    if (waitpid(c.pid, nullptr, WNOHANG) == c.pid) {
-      c.pid = -1;
-      break;
-    }
-    std::this_thread::sleep_for(20ms);
-  }
-  if (c.pid > 0) {
-    kill(c.pid, SIGKILL);
-    waitpid(c.pid, nullptr, 0);
-    c.pid = -1;
-  }
-  if (c.out_fd >= 0) close(c.out_fd);
-}
-
-// Runs a program to its end; its exit status.
-int run_to_end(const std::vector<std::string>& argv, const std::string& log) {
-  Child c = start(argv, false, log);
-  int status = 0;
-  waitpid(c.pid, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
-
-// As root, PostgreSQL's programs run as the postgres user (initdb refuses root).
-std::vector<std::string> as_postgres(std::vector<std::string> argv) {
-  if (geteuid() == 0) argv.insert(argv.begin(), {"runuser", "-u", "postgres", "--"});
-  return argv;
-}
-
-const std::string kPgBin = "/usr/lib/postgresql/15/bin/";
-
-int free_port();
-bool port_open(int port);
-
-// A private PostgreSQL cluster in `dir` for the dlock-postgres variant; its
-// URL, or empty if PostgreSQL is not installed.
-std::string start_postgres(const fs::path& dir, std::vector<Child>& children) {
-  if (!fs::exists(kPgBin + "initdb")) return "";
-  // The postgres user must reach `dir` through its parent (mkdtemp's 0700).
-  fs::permissions(dir.parent_path(), fs::perms::others_exec | fs::perms::group_exec, fs::perm_options::add);
-  fs::create_directories(dir);
-  if (geteuid() == 0 &&
-      run_to_end({"chown", "postgres:postgres", dir.string()}, (dir.parent_path() / "pg.log").string()) != 0)
-    throw std::runtime_error("cannot hand " + dir.string() + " to the postgres user");
-  if (run_to_end(as_postgres({kPgBin + "initdb", "-D", (dir / "data").string(), "-U", "postgres", "--auth=trust", "-E",
-                              "UTF8", "--locale=C.UTF-8", "--no-sync"}),
-                 (dir.parent_path() / "pg.log").string()) != 0)
-    throw std::runtime_error("initdb failed (see " + (dir.parent_path() / "pg.log").string() + ")");
-  const int port = free_port();
-  children.push_back(
-      start(as_postgres({kPgBin + "postgres", "-D", (dir / "data").string(), "-p", std::to_string(port), "-c",
-                         "listen_addresses=127.0.0.1", "-c", "unix_socket_directories=" + dir.string()}),
-            false, (dir.parent_path() / "pg.log").string()));
-  for (int i = 0; i < 500 && !port_open(port); ++i) std::this_thread::sleep_for(20ms);
-  if (!port_open(port)) throw std::runtime_error("postgres did not start");
-  return "postgres://postgres@127.0.0.1:" + std::to_string(port) + "/postgres";
-}
-
-int free_port() {
-  int s = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  getsockname(s, reinterpret_cast<sockaddr*>(&a), &len);
-  close(s);
-  return ntohs(a.sin_port);
-}
-
-bool port_open(int port) {
-  asio::io_context io;
-  tcp::socket s(io);
-  boost::system::error_code ec;
-  s.connect({asio::ip::make_address("127.0.0.1"), static_cast<unsigned short>(port)}, ec);
-  return !ec;
-}
-
-// Reads the "listening PORT" line a service prints once it accepts.
-int read_listening_port(int fd) {
-  std::string line;
-  char c;
-  while (read(fd, &c, 1) == 1 && c != '\n') line += c;
-  if (line.rfind("listening ", 0) != 0) throw std::runtime_error("service did not start: '" + line + "'");
-  return std::stoi(line.substr(10));
-}
 
 // ---- HTTP and Redis --------------------------------------------------------
 
@@ -371,7 +253,7 @@ int main(int argc, char** argv) {
   try {
     const int redis_port = free_port();
     children.push_back(
-        start({"redis-server", "--port", std::to_string(redis_port), "--bind", "127.0.0.1", "--dir", tmp.string(),
+        start_child({"redis-server", "--port", std::to_string(redis_port), "--bind", "127.0.0.1", "--dir", tmp.string(),
                "--save", "", "--appendonly", "no", "--logfile", (tmp / "redis.log").string()},
               false, (tmp / "redis.out").string()));
     for (int i = 0; i < 250 && !port_open(redis_port); ++i) std::this_thread::sleep_for(20ms);
@@ -388,7 +270,7 @@ int main(int argc, char** argv) {
                                        (tmp / "locks.db").string()};
       if (!pg_url.empty()) args.insert(args.end(), {"--postgres", pg_url});
       if (!zk_url.empty()) args.insert(args.end(), {"--zookeeper", zk_url});
-      children.push_back(start(args, true, (tmp / ("service" + std::to_string(i) + ".log")).string()));
+      children.push_back(start_child(args, true, (tmp / ("service" + std::to_string(i) + ".log")).string()));
       ports.push_back(read_listening_port(children.back().out_fd));
     }
     std::cout << "redis-server on 127.0.0.1:" << redis_port << ", inventory-service on ports " << ports[0] << " and "
@@ -443,7 +325,7 @@ int main(int argc, char** argv) {
   } catch (const std::exception& e) {
     std::cerr << "inventory-experiment: " << e.what() << "\n";
   }
-  for (auto it = children.rbegin(); it != children.rend(); ++it) stop(*it);
+  for (auto it = children.rbegin(); it != children.rend(); ++it) stop_child(*it);
   std::error_code ec;
   fs::remove_all(tmp, ec);
   return rc;

@@ -13,7 +13,7 @@
 
 #include "dlock/tx.hpp"
 #include "integration/tx_bank.hpp"
-#include "support/http_service.hpp"
+#include "common/http_service.hpp"
 #include "support/process.hpp"
 #include "support/temp_dir.hpp"
 
@@ -21,8 +21,8 @@ namespace dlock::tx {
 namespace {
 
 using namespace std::chrono_literals;
-using test::HttpAnswer;
-using test::HttpService;
+using tools::HttpAnswer;
+using tools::HttpService;
 
 bool take(std::atomic<int>& n) {
   int v = n.load();

@@ -1,9 +1,10 @@
-// tests/support/http_service.hpp: a real HTTP/1.1 server on a loopback port
-// for participant tests (a thread per connection, keep-alive; a minimal
+// tools/common/http_service.hpp: a real HTTP/1.1 server on a loopback port
+// for participant tests and the order demo's services (a thread per
+// connection, keep-alive; a minimal
 // HTTP/1.1 reader, enough for the client under test), whose
 // handler may answer, or drop the connection without a word.
-#ifndef DLOCK_TESTS_SUPPORT_HTTP_SERVICE_HPP_
-#define DLOCK_TESTS_SUPPORT_HTTP_SERVICE_HPP_
+#ifndef DLOCK_TOOLS_COMMON_HTTP_SERVICE_HPP_
+#define DLOCK_TOOLS_COMMON_HTTP_SERVICE_HPP_
 
 #include <atomic>
 #include <functional>
@@ -14,7 +15,7 @@
 #include <thread>
 #include <vector>
 
-namespace dlock::test {
+namespace dlock::tools {
 
 struct HttpAnswer {
   int status = 200;
@@ -51,6 +52,6 @@ class HttpService {
   std::thread acceptor_;
 };
 
-}  // namespace dlock::test
+}  // namespace dlock::tools
 
-#endif  // DLOCK_TESTS_SUPPORT_HTTP_SERVICE_HPP_
+#endif  // DLOCK_TOOLS_COMMON_HTTP_SERVICE_HPP_

@@ -1,4 +1,4 @@
-#include "support/http_service.hpp"
+#include "common/http_service.hpp"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -9,7 +9,7 @@
 #include <cctype>
 #include <stdexcept>
 
-namespace dlock::test {
+namespace dlock::tools {
 
 namespace {
 
@@ -120,4 +120,4 @@ void HttpService::serve(int fd) {
   ::close(fd);
 }
 
-}  // namespace dlock::test
+}  // namespace dlock::tools

@@ -1,0 +1,145 @@
+#include "common/child_process.hpp"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <stdexcept>
+#include <thread>
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+
+namespace dlock::tools {
+
+Child start_child(const std::vector<std::string>& argv, bool capture_stdout, const std::string& log) {
+  int fds[2] = {-1, -1};
+  if (capture_stdout && pipe(fds) != 0) throw std::runtime_error("pipe failed");
+  pid_t pid = fork();
+  if (pid < 0) throw std::runtime_error("fork failed");
+  if (pid == 0) {
+    int logfd = open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    if (logfd >= 0) {
+      dup2(logfd, 2);
+      if (!capture_stdout) dup2(logfd, 1);
+    }
+    if (capture_stdout) dup2(fds[1], 1);
+    std::vector<char*> args;
+    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    execvp(args[0], args.data());
+    std::fprintf(stderr, "cannot run %s: %s\n", args[0], std::strerror(errno));
+    _exit(127);
+  }
+  if (capture_stdout) close(fds[1]);
+  return {pid, capture_stdout ? fds[0] : -1};
+}
+
+bool child_exited(Child& child, int* exit_code) {
+  if (child.pid <= 0) return true;
+  int status = 0;
+  if (waitpid(child.pid, &status, WNOHANG) != child.pid) return false;
+  if (exit_code) *exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  child.pid = -1;
+  return true;
+}
+
+void stop_child(Child& child) {
+  if (child.pid > 0) {
+    kill(child.pid, SIGTERM);
+    for (int i = 0; i < 100 && !child_exited(child); ++i) std::this_thread::sleep_for(20ms);
+    kill_child(child);
+  }
+  if (child.out_fd >= 0) close(child.out_fd);
+  child.out_fd = -1;
+}
+
+void kill_child(Child& child) {
+  if (child.pid <= 0) return;
+  kill(child.pid, SIGKILL);
+  waitpid(child.pid, nullptr, 0);
+  child.pid = -1;
+}
+
+int run_to_end(const std::vector<std::string>& argv, const std::string& log) {
+  Child c = start_child(argv, false, log);
+  int status = 0;
+  waitpid(c.pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+int free_port() {
+  int s = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  socklen_t len = sizeof a;
+  getsockname(s, reinterpret_cast<sockaddr*>(&a), &len);
+  close(s);
+  return ntohs(a.sin_port);
+}
+
+bool port_open(int port) {
+  int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(static_cast<std::uint16_t>(port));
+  const bool ok = connect(s, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+  close(s);
+  return ok;
+}
+
+int read_listening_port(int fd) {
+  std::string line;
+  char c;
+  while (read(fd, &c, 1) == 1 && c != '\n') line += c;
+  if (line.rfind("listening ", 0) != 0) throw std::runtime_error("service did not start: '" + line + "'");
+  return std::stoi(line.substr(10));
+}
+
+namespace {
+
+const std::string kPgBin = "/usr/lib/postgresql/15/bin/";
+
+// As root, PostgreSQL's programs run as the postgres user (initdb refuses root).
+std::vector<std::string> as_postgres(std::vector<std::string> argv) {
+  if (geteuid() == 0) argv.insert(argv.begin(), {"runuser", "-u", "postgres", "--"});
+  return argv;
+}
+
+}  // namespace
+
+std::string start_postgres(const fs::path& dir, std::vector<Child>& children) {
+  if (!fs::exists(kPgBin + "initdb")) return "";
+  const std::string log = (dir.parent_path() / "pg.log").string();
+  // The postgres user must reach `dir` through its parent (mkdtemp's 0700).
+  fs::permissions(dir.parent_path(), fs::perms::others_exec | fs::perms::group_exec, fs::perm_options::add);
+  fs::create_directories(dir);
+  if (geteuid() == 0 && run_to_end({"chown", "postgres:postgres", dir.string()}, log) != 0)
+    throw std::runtime_error("cannot hand " + dir.string() + " to the postgres user");
+  if (run_to_end(as_postgres({kPgBin + "initdb", "-D", (dir / "data").string(), "-U", "postgres", "--auth=trust", "-E",
+                              "UTF8", "--locale=C.UTF-8", "--no-sync"}),
+                 log) != 0)
+    throw std::runtime_error("initdb failed (see " + log + ")");
+  const int port = free_port();
+  children.push_back(start_child(
+      as_postgres({kPgBin + "postgres", "-D", (dir / "data").string(), "-p", std::to_string(port), "-c",
+                   "listen_addresses=127.0.0.1", "-c", "unix_socket_directories=" + dir.string(), "-c",
+                   "max_prepared_transactions=64"}),
+      false, log));
+  for (int i = 0; i < 500 && !port_open(port); ++i) std::this_thread::sleep_for(20ms);
+  if (!port_open(port)) throw std::runtime_error("postgres did not start (see " + log + ")");
+  return "postgres://postgres@127.0.0.1:" + std::to_string(port) + "/postgres";
+}
+
+}  // namespace dlock::tools

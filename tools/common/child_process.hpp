@@ -1,0 +1,48 @@
+// tools/common/child_process.hpp: child processes for the experiments (the
+// inventory and order demos): start a program with its output in a log,
+// stop it, kill it, and a private PostgreSQL cluster in a directory.
+#ifndef DLOCK_TOOLS_COMMON_CHILD_PROCESS_HPP_
+#define DLOCK_TOOLS_COMMON_CHILD_PROCESS_HPP_
+
+#include <sys/types.h>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace dlock::tools {
+
+struct Child {
+  pid_t pid = -1;
+  int out_fd = -1;  // its stdout, when captured
+};
+
+// Starts argv[0] (searched in PATH) with stderr (and stdout, unless
+// captured) appended to `log`. Throws if it cannot fork.
+Child start_child(const std::vector<std::string>& argv, bool capture_stdout, const std::string& log);
+// SIGTERM, then SIGKILL after 2 s; reaps it. No-op for a child already gone.
+void stop_child(Child& child);
+// SIGKILL and reap: a crash, as the experiments inject it.
+void kill_child(Child& child);
+// True (and reaped, pid reset) once the child has exited; its status in
+// *exit_code (128 + signal for a signal).
+bool child_exited(Child& child, int* exit_code = nullptr);
+// Runs a program to its end; its exit status (128 + signal if killed).
+int run_to_end(const std::vector<std::string>& argv, const std::string& log);
+
+int free_port();
+bool port_open(int port);
+// Reads the "listening PORT" line a service prints once it accepts; throws
+// if the line is something else.
+int read_listening_port(int fd);
+
+// A private PostgreSQL 15 cluster in `dir` (created; as root, run as the
+// postgres user), on a free 127.0.0.1 port, taking prepared transactions;
+// its server is appended to `children`. Returns its URL
+// (postgres://postgres@127.0.0.1:PORT/postgres), or "" if PostgreSQL is
+// not installed. Throws if it does not start.
+std::string start_postgres(const std::filesystem::path& dir, std::vector<Child>& children);
+
+}  // namespace dlock::tools
+
+#endif  // DLOCK_TOOLS_COMMON_CHILD_PROCESS_HPP_
