@@ -254,8 +254,8 @@ int main(int argc, char** argv) {
     const int redis_port = free_port();
     children.push_back(
         start_child({"redis-server", "--port", std::to_string(redis_port), "--bind", "127.0.0.1", "--dir", tmp.string(),
-               "--save", "", "--appendonly", "no", "--logfile", (tmp / "redis.log").string()},
-              false, (tmp / "redis.out").string()));
+                     "--save", "", "--appendonly", "no", "--logfile", (tmp / "redis.log").string()},
+                    false, (tmp / "redis.out").string()));
     for (int i = 0; i < 250 && !port_open(redis_port); ++i) std::this_thread::sleep_for(20ms);
     if (!port_open(redis_port)) throw std::runtime_error("redis-server did not start (see " + tmp.string() + ")");
     const std::string pg_url = start_postgres(tmp / "pg", children);
@@ -325,6 +325,7 @@ int main(int argc, char** argv) {
   } catch (const std::exception& e) {
     std::cerr << "inventory-experiment: " << e.what() << "\n";
   }
+  stop_postgres(tmp / "pg");
   for (auto it = children.rbegin(); it != children.rend(); ++it) stop_child(*it);
   std::error_code ec;
   fs::remove_all(tmp, ec);

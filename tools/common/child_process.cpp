@@ -52,10 +52,16 @@ bool child_exited(Child& child, int* exit_code) {
   return true;
 }
 
-void stop_child(Child& child) {
+bool child_running(const Child& child) {
+  if (child.pid <= 0) return false;
+  siginfo_t info{};
+  return waitid(P_PID, static_cast<id_t>(child.pid), &info, WEXITED | WNOHANG | WNOWAIT) == 0 && info.si_pid == 0;
+}
+
+void stop_child(Child& child, int signal) {
   if (child.pid > 0) {
-    kill(child.pid, SIGTERM);
-    for (int i = 0; i < 100 && !child_exited(child); ++i) std::this_thread::sleep_for(20ms);
+    kill(child.pid, signal);
+    for (int i = 0; i < 250 && !child_exited(child); ++i) std::this_thread::sleep_for(20ms);
     kill_child(child);
   }
   if (child.out_fd >= 0) close(child.out_fd);
@@ -132,14 +138,20 @@ std::string start_postgres(const fs::path& dir, std::vector<Child>& children) {
                  log) != 0)
     throw std::runtime_error("initdb failed (see " + log + ")");
   const int port = free_port();
-  children.push_back(start_child(
-      as_postgres({kPgBin + "postgres", "-D", (dir / "data").string(), "-p", std::to_string(port), "-c",
-                   "listen_addresses=127.0.0.1", "-c", "unix_socket_directories=" + dir.string(), "-c",
-                   "max_prepared_transactions=64"}),
-      false, log));
+  children.push_back(
+      start_child(as_postgres({kPgBin + "postgres", "-D", (dir / "data").string(), "-p", std::to_string(port), "-c",
+                               "listen_addresses=127.0.0.1", "-c", "unix_socket_directories=" + dir.string(), "-c",
+                               "max_prepared_transactions=64"}),
+                  false, log));
   for (int i = 0; i < 500 && !port_open(port); ++i) std::this_thread::sleep_for(20ms);
   if (!port_open(port)) throw std::runtime_error("postgres did not start (see " + log + ")");
   return "postgres://postgres@127.0.0.1:" + std::to_string(port) + "/postgres";
+}
+
+void stop_postgres(const fs::path& dir) {
+  if (fs::exists(dir / "data" / "postmaster.pid"))
+    run_to_end(as_postgres({kPgBin + "pg_ctl", "-D", (dir / "data").string(), "-m", "fast", "-w", "-t", "30", "stop"}),
+               (dir.parent_path() / "pg.log").string());
 }
 
 }  // namespace dlock::tools

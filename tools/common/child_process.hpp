@@ -6,6 +6,7 @@
 
 #include <sys/types.h>
 
+#include <csignal>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -20,13 +21,16 @@ struct Child {
 // Starts argv[0] (searched in PATH) with stderr (and stdout, unless
 // captured) appended to `log`. Throws if it cannot fork.
 Child start_child(const std::vector<std::string>& argv, bool capture_stdout, const std::string& log);
-// SIGTERM, then SIGKILL after 2 s; reaps it. No-op for a child already gone.
-void stop_child(Child& child);
+// `signal`, then SIGKILL after 5 s; reaps it. No-op for a child already
+// gone.
+void stop_child(Child& child, int signal = SIGTERM);
 // SIGKILL and reap: a crash, as the experiments inject it.
 void kill_child(Child& child);
 // True (and reaped, pid reset) once the child has exited; its status in
 // *exit_code (128 + signal for a signal).
 bool child_exited(Child& child, int* exit_code = nullptr);
+// True while the child has not exited (an exited one is left to reap).
+bool child_running(const Child& child);
 // Runs a program to its end; its exit status (128 + signal if killed).
 int run_to_end(const std::vector<std::string>& argv, const std::string& log);
 
@@ -42,6 +46,10 @@ int read_listening_port(int fd);
 // (postgres://postgres@127.0.0.1:PORT/postgres), or "" if PostgreSQL is
 // not installed. Throws if it does not start.
 std::string start_postgres(const std::filesystem::path& dir, std::vector<Child>& children);
+// Stops the cluster in `dir` (fast: clients are disconnected), before its
+// child is reaped: as root that child is runuser, and a signal to it does
+// not reach the server.
+void stop_postgres(const std::filesystem::path& dir);
 
 }  // namespace dlock::tools
 
