@@ -112,7 +112,9 @@ struct HttpParticipant {
   std::string content_type = "application/json";
 };
 // The three calls; invalid_argument for a bad URL, header, timeout or CA
-// file. Register the result with Coordinator::add_participant.
+// file. Register the result with Coordinator::add_participant. A call
+// whose outcome is unknown throws std::runtime_error saying why (the
+// coordinator logs it as the branch's last error); called directly, catch it.
 Result<Participant> http_participant(HttpParticipant options);
 
 // The participant's side, for any HTTP server: the request's target (path

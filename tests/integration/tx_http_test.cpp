@@ -11,9 +11,9 @@
 #include <random>
 #include <thread>
 
+#include "common/http_service.hpp"
 #include "dlock/tx.hpp"
 #include "integration/tx_bank.hpp"
-#include "common/http_service.hpp"
 #include "support/process.hpp"
 #include "support/temp_dir.hpp"
 

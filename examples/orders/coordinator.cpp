@@ -1,0 +1,168 @@
+#include "coordinator.hpp"
+
+#include <libpq-fe.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <dlock/tx.hpp>
+#include <iostream>
+#include <map>
+#include <thread>
+
+namespace tx = dlock::tx;
+using namespace std::chrono_literals;
+
+namespace orders {
+namespace {
+
+tx::CoordinatorOptions options() {
+  tx::CoordinatorOptions o;
+  o.timeout = 2000ms;        // the Try phase: a participant down this long aborts the order
+  o.finish_within = 1000ms;  // then recovery finishes the Confirms or Cancels
+  o.retry_base = 20ms;
+  o.retry_cap = 300ms;
+  o.claim_lease = kClaimLease;
+  o.alert_after = 1000000;  // the experiment counts outcomes, not alerts
+  return o;
+}
+
+// One statement of a 2PC branch's work, with at most one parameter; the
+// rows it changed, -1 on error.
+int pg_exec(pg_conn* conn, const std::string& sql, const std::string* param = nullptr) {
+  const char* values[] = {param ? param->c_str() : nullptr};
+  PGresult* r = PQexecParams(conn, sql.c_str(), param ? 1 : 0, nullptr, values, nullptr, nullptr, 0);
+  const int rows = PQresultStatus(r) == PGRES_COMMAND_OK ? std::atoi(PQcmdTuples(r)) : -1;
+  PQclear(r);
+  return rows;
+}
+
+// The 2PC work of `role` for order `gid`, left open for the coordinator to
+// prepare; every branch also records the gid in `moves`, for the checks.
+tx::XaBranch xa_branch(const std::string& role, const std::string& gid) {
+  return {role, [role, gid](pg_conn* conn) {
+            const std::string amount = role == "stock" ? "1" : std::to_string(kPrice);
+            const int n = role == "order" ? pg_exec(conn, "INSERT INTO orders (id, status) VALUES ($1, 'paid')", &gid)
+                                          : pg_exec(conn, "UPDATE ledger SET available = available - " + amount +
+                                                              ", done = done + " + amount + " WHERE name = '" + role +
+                                                              "' AND available >= " + amount);
+            if (n == 0) return tx::Outcome::failure;  // sold out, or not enough money
+            if (n != 1 || pg_exec(conn, "INSERT INTO moves (gid) VALUES ($1)", &gid) != 1) return tx::Outcome::unknown;
+            return tx::Outcome::success;
+          }};
+}
+
+// A participant service's three calls over HTTP.
+dlock::Result<tx::Participant> http_calls(const std::string& url) {
+  tx::HttpParticipant p;
+  p.try_url = url + "/try";
+  p.confirm_url = url + "/confirm";
+  p.cancel_url = url + "/cancel";
+  p.timeout = 250ms;
+  return tx::http_participant(p);
+}
+
+// The coordinator the seed warns about: Try, then Confirm or Cancel, each
+// once, with the decision only in memory and no log. Killed between its
+// calls, it leaves orders half confirmed or frozen, and nobody finishes
+// them; restarted, it goes on with new orders.
+int run_naive(const CoordinatorArgs& args, const std::map<std::string, tx::Participant>& calls) {
+  std::atomic<int> next{args.first};
+  auto worker = [&] {
+    for (int k; (k = next++) < args.orders;) {
+      const std::string gid = gid_of(args.protocol, k);
+      const std::string payloads[] = {"1", std::to_string(kPrice), gid};
+      auto call = [&](int b, tx::Op op) {
+        const auto& p = calls.at(kRoles[b]);
+        try {
+          return (op == tx::Op::try_      ? p.try_
+                  : op == tx::Op::confirm ? p.confirm
+                                          : p.cancel)({gid, b, op, payloads[b]});
+        } catch (const std::exception&) {
+          return tx::Outcome::unknown;
+        }
+      };
+      bool all_tried = true;
+      for (int b = 0; b < 3 && all_tried; ++b) all_tried = call(b, tx::Op::try_) == tx::Outcome::success;
+      for (int b = 0; b < 3; ++b) (void)call(b, all_tried ? tx::Op::confirm : tx::Op::cancel);
+    }
+  };
+  std::vector<std::thread> workers;
+  for (int i = 0; i < args.concurrency; ++i) workers.emplace_back(worker);
+  for (auto& t : workers) t.join();
+  return 0;
+}
+
+}  // namespace
+
+int run_coordinator(const CoordinatorArgs& args) {
+  if (args.protocol == "naive") {
+    if (args.recover_only) return 0;  // nothing to recover from: no log
+    std::map<std::string, tx::Participant> calls;
+    for (const auto& [role, url] : args.participants) {
+      auto p = http_calls(url);
+      if (!p.ok()) return 2;
+      calls[role] = *p;
+    }
+    return run_naive(args, calls);
+  }
+  auto opened = tx::Coordinator::open(args.log, options());
+  if (!opened.ok()) {
+    std::cerr << "coordinator: " << opened.status().message() << '\n';
+    return 2;
+  }
+  tx::Coordinator& c = *opened;
+  for (const auto& [role, url] : args.participants) {
+    if (args.protocol == "tcc") {
+      auto calls = http_calls(url);
+      if (!calls.ok()) {
+        std::cerr << "coordinator: " << calls.status().message() << '\n';
+        return 2;
+      }
+      c.add_participant(role, *calls);
+    } else if (auto s = c.add_database(role, url); !s.ok()) {
+      std::cerr << "coordinator: " << s.message() << '\n';
+      return 2;
+    }
+  }
+  if (args.recover_only) {
+    for (;;) {
+      (void)c.recover();  // errors (the log busy, a participant down) are retried
+      std::this_thread::sleep_for(100ms);
+    }
+  }
+
+  std::atomic<int> next{0};
+  auto worker = [&] {
+    for (int k; (k = next++) < args.orders;) {
+      const std::string gid = gid_of(args.protocol, k);
+      for (;;) {
+        auto known = c.show(gid);
+        if (known.ok()) break;  // logged, by this process or a dead one: recovery's
+        if (known.code() == dlock::Errc::not_held) {
+          auto r = args.protocol == "tcc"
+                       ? c.run(gid, {{"stock", "1"}, {"payment", std::to_string(kPrice)}, {"order", gid}})
+                       : c.run_2pc(gid, {xa_branch("stock", gid), xa_branch("payment", gid), xa_branch("order", gid)});
+          if (r.ok() || r.code() == dlock::Errc::aborted) break;
+        }
+        std::this_thread::sleep_for(50ms);  // busy, or an error before the log had it: look again
+      }
+    }
+  };
+  std::vector<std::thread> workers;
+  for (int i = 0; i < args.concurrency; ++i) workers.emplace_back(worker);
+  for (auto& t : workers) t.join();
+
+  // Finish what is left (this process's, or a dead one's once its claim
+  // lapses) before saying done.
+  const auto deadline = std::chrono::steady_clock::now() + 60s;
+  while (std::chrono::steady_clock::now() < deadline) {
+    auto left = c.list_unfinished(1);
+    if (left.ok() && left->empty()) return 0;
+    (void)c.recover();
+    std::this_thread::sleep_for(50ms);
+  }
+  std::cerr << "coordinator: transactions still unfinished after 60 s\n";
+  return 3;
+}
+
+}  // namespace orders

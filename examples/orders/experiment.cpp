@@ -1,0 +1,555 @@
+// order-experiment: seed 004's story as a run with faults. An order spans
+// three services, each with its own database (stock, payment, order); N
+// concurrent orders run as TCC transactions (order-service processes over
+// HTTP, SQLite each, the coordinator's log on SQLite) and as 2PC
+// transactions (three PostgreSQL databases, the log on PostgreSQL), while
+// the experiment kills the coordinator, pauses it past its claim (a second
+// coordinator takes over), and kills participants, at random points, and
+// restarts them. Then it checks the outcome: every order committed or
+// cancelled (none in doubt), all three branches of an order confirmed or
+// none, stock and money conserved to the unit, no prepared transaction
+// left; and it prints a table per protocol with the time to recover from
+// each coordinator kill. Last, the naive coordinator the seed warns about
+// (TCC with its decision only in memory, each call made once) under the
+// same faults: its orders are left torn or frozen.
+//
+// Exit status: 0 when every check holds for TCC and 2PC (the naive one is
+// expected to fail them); 1 otherwise; 2 on set-up failure.
+//
+//   order-experiment [--orders N] [--concurrency C] [--faults K] [--seed S]
+//                    [--chaos P] [--protocol tcc|2pc|naive|all]
+//   order-experiment coordinate ...   (the coordinator process it starts)
+#include <libpq-fe.h>
+#include <signal.h>
+#include <sqlite3.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <dlock/tx.hpp>
+#include <filesystem>
+#include <iostream>
+#include <map>
+#include <optional>
+#include <random>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/child_process.hpp"
+#include "coordinator.hpp"
+
+namespace fs = std::filesystem;
+namespace tx = dlock::tx;
+using namespace std::chrono_literals;
+using dlock::tools::Child;
+using dlock::tools::stop_child;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+// SIGINT or SIGTERM: stop the faults, stop everything started, exit 130.
+std::atomic<bool> g_interrupted{false};
+void on_signal(int) { g_interrupted = true; }
+
+struct Options {
+  int orders = 200, concurrency = 4, faults = 8, chaos = 5;
+  unsigned seed = 1;
+  std::string protocol = "all";
+};
+
+struct Ledger {
+  long long available = 0, frozen = 0, done = 0;
+};
+
+struct Outcome {
+  std::string protocol;
+  int committed = 0, cancelled = 0, in_doubt = 0, never_logged = 0;
+  long long stock_start = 0, money_start = 0;
+  Ledger stock, money;
+  int paid_orders = 0, torn = 0;  // torn: orders whose branches disagree
+  int prepared_left = -1;         // 2PC only
+  int coordinator_kills = 0, pauses = 0, participant_kills = 0;
+  std::vector<long long> recovery_ms;
+  double seconds = 0;
+  std::vector<std::string> problems;
+};
+
+// ---- the participants' databases -------------------------------------------
+
+const char* kSchema =
+    "CREATE TABLE ledger (name TEXT PRIMARY KEY, available BIGINT NOT NULL, frozen BIGINT NOT NULL, done BIGINT "
+    "NOT NULL);"
+    "CREATE TABLE orders (id TEXT PRIMARY KEY, status TEXT NOT NULL);"
+    "CREATE TABLE moves (gid TEXT PRIMARY KEY);";
+
+void sqlite_exec(const std::string& path, const std::string& sql) {
+  sqlite3* db = nullptr;
+  char* err = nullptr;
+  const bool ok = sqlite3_open(path.c_str(), &db) == SQLITE_OK &&
+                  sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &err) == SQLITE_OK;
+  const std::string why = err ? err : sqlite3_errmsg(db);
+  sqlite3_free(err);
+  sqlite3_close(db);
+  if (!ok) throw std::runtime_error(path + ": " + why);
+}
+
+// Rows of a query, each as its columns' text.
+std::vector<std::vector<std::string>> sqlite_rows(const std::string& path, const std::string& sql) {
+  sqlite3* db = nullptr;
+  sqlite3_stmt* st = nullptr;
+  std::vector<std::vector<std::string>> rows;
+  if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK &&
+      sqlite3_prepare_v2(db, sql.c_str(), -1, &st, nullptr) == SQLITE_OK) {
+    while (sqlite3_step(st) == SQLITE_ROW) {
+      rows.emplace_back();
+      for (int i = 0; i < sqlite3_column_count(st); ++i) {
+        const auto* text = sqlite3_column_text(st, i);
+        rows.back().emplace_back(text ? reinterpret_cast<const char*>(text) : "");
+      }
+    }
+  }
+  const std::string why = sqlite3_errmsg(db);
+  const bool failed = st == nullptr;
+  sqlite3_finalize(st);
+  sqlite3_close(db);
+  if (failed) throw std::runtime_error(path + ": " + why);
+  return rows;
+}
+
+std::vector<std::vector<std::string>> pg_rows(const std::string& url, const std::string& sql) {
+  PGconn* conn = PQconnectdb(url.c_str());
+  if (PQstatus(conn) != CONNECTION_OK) {
+    const std::string why = PQerrorMessage(conn);
+    PQfinish(conn);
+    throw std::runtime_error(why);
+  }
+  PGresult* r = PQexec(conn, sql.c_str());
+  const auto status = PQresultStatus(r);
+  std::vector<std::vector<std::string>> rows;
+  if (status == PGRES_TUPLES_OK)
+    for (int i = 0; i < PQntuples(r); ++i) {
+      rows.emplace_back();
+      for (int j = 0; j < PQnfields(r); ++j) rows.back().emplace_back(PQgetvalue(r, i, j));
+    }
+  const std::string why = PQerrorMessage(conn);
+  PQclear(r);
+  PQfinish(conn);
+  if (status != PGRES_TUPLES_OK && status != PGRES_COMMAND_OK) throw std::runtime_error(why);
+  return rows;
+}
+
+Ledger ledger_of(const std::vector<std::vector<std::string>>& rows) {
+  if (rows.size() != 1) throw std::runtime_error("the ledger row is missing");
+  return {std::stoll(rows[0][0]), std::stoll(rows[0][1]), std::stoll(rows[0][2])};
+}
+
+std::string with_database(const std::string& url, const std::string& db) {
+  return url.substr(0, url.rfind('/') + 1) + db;
+}
+
+// ---- one protocol's run ------------------------------------------------------
+
+class Run {
+ public:
+  Run(const Options& opt, std::string protocol, fs::path dir, std::string self, std::string pg_url)
+      : opt_(opt), dir_(std::move(dir)), self_(std::move(self)), pg_url_(std::move(pg_url)), rng_(opt.seed) {
+    out_.protocol = std::move(protocol);
+    out_.stock_start = opt.orders * 2 / 3;                         // some orders find no stock
+    out_.money_start = 1LL * orders::kPrice * opt.orders * 3 / 4;  // some find no money
+  }
+  ~Run() {
+    stop_child(helper_);
+    stop_child(coordinator_);
+    for (auto& s : services_) stop_child(s);
+  }
+
+  Outcome go() {
+    set_up();
+    const auto t0 = Clock::now();
+    coordinator_ = start_coordinator(false);
+    if (!naive()) {
+      helper_ = start_coordinator(true);
+      auto c = tx::Coordinator::open(log_url_);  // the experiment's own view of the log
+      if (!c.ok()) throw std::runtime_error(c.status().message());
+      view_.emplace(std::move(*c));
+    }
+    int faults = 0;
+    const auto deadline = t0 + 180s;
+    for (;;) {
+      int code = 0;
+      if (dlock::tools::child_exited(coordinator_, &code)) {
+        if (code != 0) out_.problems.push_back("the coordinator exited with " + std::to_string(code));
+        break;
+      }
+      if (g_interrupted) {
+        out_.problems.push_back("interrupted");
+        break;
+      }
+      if (Clock::now() > deadline) {
+        out_.problems.push_back("the coordinator did not finish within 180 s");
+        break;
+      }
+      if (faults >= opt_.faults) {
+        std::this_thread::sleep_for(20ms);
+        continue;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(std::uniform_int_distribution<int>(100, 400)(rng_)));
+      if (!dlock::tools::child_running(coordinator_)) continue;  // its status is read above
+      ++faults;
+      switch (std::uniform_int_distribution<int>(0, 3)(rng_)) {
+        case 0:
+          kill_coordinator();
+          break;
+        case 1:
+          pause_coordinator();
+          break;
+        default:
+          kill_participant(std::uniform_int_distribution<int>(0, 2)(rng_));
+          break;
+      }
+    }
+    out_.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+    stop_child(helper_);
+    for (auto& s : services_) stop_child(s);
+    if (!g_interrupted) check();
+    return out_;
+  }
+
+ private:
+  bool naive() const { return out_.protocol == "naive"; }
+  bool http() const { return out_.protocol != "2pc"; }  // participants are services
+  std::string db_path(int i) const { return (dir_ / (orders::kRoles[i] + ".db")).string(); }
+  std::string pg_db(int i) const { return with_database(pg_url_, "db_" + out_.protocol + "_" + orders::kRoles[i]); }
+
+  void set_up() {
+    fs::create_directories(dir_);
+    const long long start[] = {out_.stock_start, out_.money_start, 0};
+    for (int i = 0; i < 3; ++i) {
+      const std::string row =
+          "INSERT INTO ledger VALUES ('" + orders::kRoles[i] + "', " + std::to_string(start[i]) + ", 0, 0);";
+      if (http()) {
+        sqlite_exec(db_path(i), std::string("PRAGMA journal_mode = WAL;") + kSchema + row);
+        ports_.push_back(dlock::tools::free_port());
+        services_.push_back(start_service(i));
+      } else {
+        pg_rows(pg_url_, "CREATE DATABASE db_" + out_.protocol + "_" + orders::kRoles[i]);
+        pg_rows(pg_db(i), kSchema + row);
+      }
+    }
+    log_url_ = http() ? "sqlite://" + (dir_ / "tx.db").string() : with_database(pg_url_, "postgres");
+  }
+
+  Child start_service(int i) {
+    Child s = dlock::tools::start_child(
+        {self_dir() + "/order-service", "--role", orders::kRoles[i], "--db", db_path(i), "--port",
+         std::to_string(ports_[i]), "--think-ms", "2", "--seed", std::to_string(opt_.seed + 17 * i + restarts_++),
+         "--late", std::to_string(opt_.chaos), "--twice", std::to_string(opt_.chaos), "--drop",
+         std::to_string(opt_.chaos)},
+        true, (dir_ / (orders::kRoles[i] + ".log")).string());
+    dlock::tools::read_listening_port(s.out_fd);
+    return s;
+  }
+
+  Child start_coordinator(bool recover_only) {
+    std::vector<std::string> argv = {self_,           "coordinate",
+                                     "--protocol",    out_.protocol,
+                                     "--log",         log_url_,
+                                     "--orders",      std::to_string(opt_.orders),
+                                     "--concurrency", std::to_string(opt_.concurrency)};
+    if (recover_only) argv.push_back("--recover-only");
+    if (naive()) {
+      argv.push_back("--first");
+      argv.push_back(std::to_string(next_naive_order()));
+    }
+    for (int i = 0; i < 3; ++i) {
+      argv.push_back("--participant");
+      argv.push_back(orders::kRoles[i] + "=" + (http() ? "http://127.0.0.1:" + std::to_string(ports_[i]) : pg_db(i)));
+    }
+    return dlock::tools::start_child(argv, false, (dir_ / "coordinator.log").string());
+  }
+
+  std::string self_dir() const { return fs::path(self_).parent_path().string(); }
+
+  // Where a restarted naive coordinator goes on: after the last order the
+  // order service has seen (it has no log of its own).
+  int next_naive_order() const {
+    int next = 0;
+    for (auto& r : sqlite_rows(db_path(2), "SELECT id FROM orders"))
+      next = std::max(next, std::stoi(r[0].substr(r[0].rfind('-') + 1)) + 1);
+    return next;
+  }
+
+  // SIGKILL, restart, and time until every transaction it left unfinished
+  // is finished (by the restarted one or the helper, once the claims lapse).
+  void kill_coordinator() {
+    const auto t0 = Clock::now();
+    dlock::tools::kill_child(coordinator_);
+    ++out_.coordinator_kills;
+    std::this_thread::sleep_for(100ms);
+    if (naive()) {
+      coordinator_ = start_coordinator(false);
+      return;
+    }
+    auto left = view_->list_unfinished(1000);
+    coordinator_ = start_coordinator(false);
+    if (!left.ok()) return;
+    for (const auto& t : *left) {
+      while (Clock::now() - t0 < 60s && !g_interrupted) {
+        auto now = view_->show(t.gid);
+        if (now.ok() && tx::finished(now->state)) break;
+        std::this_thread::sleep_for(20ms);
+      }
+    }
+    out_.recovery_ms.push_back(std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count());
+  }
+
+  // Stopped past its claim: the helper takes its transactions over; once
+  // resumed, its stale writes must change nothing.
+  void pause_coordinator() {
+    kill(coordinator_.pid, SIGSTOP);
+    std::this_thread::sleep_for(orders::kClaimLease * 5 / 2);
+    kill(coordinator_.pid, SIGCONT);
+    ++out_.pauses;
+  }
+
+  // TCC: the service's process, SIGKILLed (maybe inside a local
+  // transaction) and restarted on its port. 2PC: the database's server
+  // processes serving the coordinator, terminated mid-call.
+  void kill_participant(int i) {
+    ++out_.participant_kills;
+    if (http()) {
+      dlock::tools::kill_child(services_[i]);
+      std::this_thread::sleep_for(200ms);
+      services_[i] = start_service(i);
+    } else {
+      pg_rows(pg_url_, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = 'db_" + out_.protocol +
+                           "_" + orders::kRoles[i] + "' AND pid <> pg_backend_pid()");
+    }
+  }
+
+  // ---- the checks -----------------------------------------------------------
+
+  void check() {
+    // What each participant did, per order: with HTTP from its barrier
+    // (try, confirm, cancel rows), with 2PC from the moves its committed
+    // work left.
+    std::vector<std::set<std::string>> tried(3), confirmed(3), cancelled(3);
+    for (int i = 0; i < 3; ++i) {
+      auto rows = [&](const std::string& sql) {
+        return http() ? sqlite_rows(db_path(i), sql) : pg_rows(pg_db(i), sql);
+      };
+      if (i < 2) (i == 0 ? out_.stock : out_.money) = ledger_of(rows("SELECT available, frozen, done FROM ledger"));
+      if (i == 2) out_.paid_orders = std::stoi(rows("SELECT count(*) FROM orders WHERE status = 'paid'")[0][0]);
+      if (http()) {
+        for (auto& r : rows("SELECT gid, op FROM dlock_tx_barrier"))
+          (r[1] == "try" ? tried : r[1] == "confirm" ? confirmed : cancelled)[i].insert(r[0]);
+      } else {
+        for (auto& r : rows("SELECT gid FROM moves")) confirmed[i].insert(r[0]);
+      }
+    }
+    for (int k = 0; k < opt_.orders; ++k) {
+      const std::string gid = orders::gid_of(out_.protocol, k);
+      int confirms = 0, open = 0, touched = 0;
+      for (int i = 0; i < 3; ++i) {
+        confirms += confirmed[i].count(gid) > 0;
+        open += tried[i].count(gid) > 0 && !confirmed[i].count(gid) && !cancelled[i].count(gid);
+        touched += tried[i].count(gid) > 0 || cancelled[i].count(gid) > 0;
+      }
+      std::optional<tx::State> state;  // the log's word; naive: the participants'
+      if (view_) {
+        if (auto t = view_->show(gid); t.ok()) state = t->state;
+      } else if (confirms == 3) {
+        state = tx::State::committed;
+      } else if (confirms == 0 && open == 0 && touched > 0) {
+        state = tx::State::aborted;
+      } else if (touched > 0) {
+        state = tx::State::trying;
+      }
+      if (!state)
+        ++out_.never_logged;
+      else if (*state == tx::State::committed)
+        ++out_.committed;
+      else if (*state == tx::State::aborted)
+        ++out_.cancelled;
+      else
+        ++out_.in_doubt;
+      // Atomicity: a committed order confirmed on all three participants and
+      // cancelled on none; any other confirmed on none.
+      const bool commit = state == tx::State::committed;
+      bool torn = open > 0 || confirms != (commit ? 3 : 0);
+      for (int i = 0; i < 3; ++i) torn |= commit && cancelled[i].count(gid) > 0;
+      out_.torn += torn;
+    }
+    if (out_.never_logged > 0) out_.problems.push_back(std::to_string(out_.never_logged) + " orders never ran");
+    if (out_.in_doubt > 0) out_.problems.push_back(std::to_string(out_.in_doubt) + " orders in doubt");
+    if (out_.torn > 0) out_.problems.push_back(std::to_string(out_.torn) + " orders with branches that disagree");
+
+    auto conserved = [&](const char* what, long long start, const Ledger& l, long long per_order) {
+      if (l.available + l.frozen + l.done != start || l.frozen != 0 || l.done != per_order * out_.committed)
+        out_.problems.push_back(std::string(what) + " not conserved");
+    };
+    conserved("stock", out_.stock_start, out_.stock, 1);
+    conserved("money", out_.money_start, out_.money, orders::kPrice);
+    if (out_.paid_orders != out_.committed) out_.problems.push_back("paid orders differ from committed ones");
+    if (!http()) {
+      out_.prepared_left = std::stoi(pg_rows(pg_url_, "SELECT count(*) FROM pg_prepared_xacts")[0][0]);
+      if (out_.prepared_left != 0) out_.problems.push_back("prepared transactions left");
+    }
+  }
+
+  const Options& opt_;
+  fs::path dir_;
+  std::string self_, pg_url_, log_url_;
+  std::mt19937 rng_;
+  Outcome out_;
+  std::vector<int> ports_;
+  std::vector<Child> services_;
+  Child coordinator_, helper_;
+  std::optional<tx::Coordinator> view_;  // the log, as the experiment reads it (not naive)
+  int restarts_ = 0;
+};
+
+std::string recovery(const std::vector<long long>& ms) {
+  if (ms.empty()) return "-";
+  auto sorted = ms;
+  std::sort(sorted.begin(), sorted.end());
+  return std::to_string(sorted[sorted.size() / 2]) + " / " + std::to_string(sorted.back());
+}
+
+std::string verdict(const Outcome& o) {
+  if (o.protocol != "naive") return o.problems.empty() ? "ok" : "FAILED";
+  return o.problems.empty() ? "not caught (no fault hit an order in flight)" : "caught, as the seed warns";
+}
+
+void print(const std::vector<Outcome>& outs, const Options& opt) {
+  std::printf(
+      "| protocol | orders | committed | cancelled | in doubt | stock: start = left + sold | money: start = left + "
+      "paid "
+      "| branches disagree | prepared left | faults: coordinator killed / paused, participant killed | recovery "
+      "after a kill, median / max ms | seconds | verdict |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+  for (const auto& o : outs) {
+    const char* name = o.protocol == "tcc"   ? "TCC (HTTP, SQLite)"
+                       : o.protocol == "2pc" ? "2PC (PostgreSQL)"
+                                             : "naive TCC, no log";
+    std::printf(
+        "| %s | %d | %d | %d | %d | %lld = %lld + %lld | %lld = %lld + %lld | %d | %s | %d / %d, %d | %s | %.1f | %s "
+        "|\n",
+        name, opt.orders, o.committed, o.cancelled, o.in_doubt, o.stock_start, o.stock.available + o.stock.frozen,
+        o.stock.done, o.money_start, o.money.available + o.money.frozen, o.money.done, o.torn,
+        o.prepared_left < 0 ? "-" : std::to_string(o.prepared_left).c_str(), o.coordinator_kills, o.pauses,
+        o.participant_kills, recovery(o.recovery_ms).c_str(), o.seconds, verdict(o).c_str());
+  }
+  for (const auto& o : outs)
+    for (const auto& p : o.problems) std::printf("  %s: %s\n", o.protocol.c_str(), p.c_str());
+}
+
+int coordinate(int argc, char** argv) {
+  orders::CoordinatorArgs a;
+  for (int i = 2; i < argc; ++i) {
+    const std::string flag = argv[i];
+    if (flag == "--recover-only") {
+      a.recover_only = true;
+      continue;
+    }
+    if (i + 1 >= argc) return 64;
+    const std::string value = argv[++i];
+    if (flag == "--protocol")
+      a.protocol = value;
+    else if (flag == "--log")
+      a.log = value;
+    else if (flag == "--orders")
+      a.orders = std::stoi(value);
+    else if (flag == "--concurrency")
+      a.concurrency = std::stoi(value);
+    else if (flag == "--first")
+      a.first = std::stoi(value);
+    else if (flag == "--participant")
+      a.participants[value.substr(0, value.find('='))] = value.substr(value.find('=') + 1);
+    else
+      return 64;
+  }
+  return orders::run_coordinator(a);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc > 1 && std::string(argv[1]) == "coordinate") return coordinate(argc, argv);
+  Options opt;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string flag = argv[i], value = argv[i + 1];
+    if (flag == "--orders")
+      opt.orders = std::stoi(value);
+    else if (flag == "--concurrency")
+      opt.concurrency = std::stoi(value);
+    else if (flag == "--faults")
+      opt.faults = std::stoi(value);
+    else if (flag == "--seed")
+      opt.seed = static_cast<unsigned>(std::stoul(value));
+    else if (flag == "--chaos")
+      opt.chaos = std::stoi(value);
+    else if (flag == "--protocol")
+      opt.protocol = value;
+    else {
+      std::cerr << "usage: order-experiment [--orders N] [--concurrency C] [--faults K] [--seed S] [--chaos P] "
+                   "[--protocol tcc|2pc|naive|all]\n";
+      return 64;
+    }
+  }
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+  const std::string self = fs::canonical("/proc/self/exe").string();
+  char tmpl[] = "/tmp/dlock-orders-XXXXXX";
+  if (!mkdtemp(tmpl)) return 2;
+  const fs::path tmp = tmpl;
+  std::vector<Child> servers;
+  std::vector<Outcome> outs;
+  int rc = 0;
+  try {
+    std::string pg_url;
+    if (opt.protocol == "all" || opt.protocol == "2pc") {
+      pg_url = dlock::tools::start_postgres(tmp / "pg", servers);
+      if (pg_url.empty()) throw std::runtime_error("PostgreSQL 15 is not installed (2PC needs it)");
+      for (int i = 0;; ++i) try {  // listening is not yet accepting ("starting up")
+          pg_rows(pg_url, "SELECT 1");
+          break;
+        } catch (const std::exception&) {
+          if (i == 200) throw;
+          std::this_thread::sleep_for(50ms);
+        }
+    }
+    for (const std::string protocol : {"tcc", "2pc", "naive"}) {
+      if ((opt.protocol != "all" && opt.protocol != protocol) || g_interrupted) continue;
+      std::printf("running %d orders as %s, %d at a time, with %d faults...\n", opt.orders, protocol.c_str(),
+                  opt.concurrency, opt.faults);
+      std::fflush(stdout);
+      outs.push_back(Run(opt, protocol, tmp / protocol, self, pg_url).go());
+      if (!outs.back().problems.empty() && protocol != "naive") rc = 1;
+    }
+    std::printf("\n");
+    if (!g_interrupted) print(outs, opt);
+  } catch (const std::exception& e) {
+    std::cerr << "order-experiment: " << e.what() << " (logs in " << tmp.string() << ")\n";
+    dlock::tools::stop_postgres(tmp / "pg");
+    for (auto& s : servers) stop_child(s);
+    return 2;
+  }
+  dlock::tools::stop_postgres(tmp / "pg");
+  for (auto& s : servers) stop_child(s);
+  if (g_interrupted) {
+    fs::remove_all(tmp);
+    return 130;
+  }
+  if (rc == 0)
+    fs::remove_all(tmp);
+  else
+    std::printf("logs kept in %s\n", tmp.c_str());
+  return rc;
+}
