@@ -33,6 +33,7 @@
 #include <filesystem>
 #include <iostream>
 #include <map>
+#include <memory>
 #include <optional>
 #include <random>
 #include <set>
@@ -42,6 +43,7 @@
 
 #include "common/child_process.hpp"
 #include "coordinator.hpp"
+#include "proxy.hpp"
 
 namespace fs = std::filesystem;
 namespace tx = dlock::tx;
@@ -73,7 +75,7 @@ struct Outcome {
   Ledger stock, money;
   int paid_orders = 0, torn = 0;  // torn: orders whose branches disagree
   int prepared_left = -1;         // 2PC only
-  int coordinator_kills = 0, pauses = 0, participant_kills = 0;
+  int coordinator_kills = 0, pauses = 0, participant_kills = 0, network_faults = 0;
   std::vector<long long> recovery_ms;
   double seconds = 0;
   std::vector<std::string> problems;
@@ -152,6 +154,12 @@ std::string with_database(const std::string& url, const std::string& db) {
   return url.substr(0, url.rfind('/') + 1) + db;
 }
 
+// postgres://user@127.0.0.1:PORT/db with another port.
+std::string via_proxy(const std::string& url, int port) {
+  const auto slash = url.rfind('/');
+  return url.substr(0, url.rfind(':', slash) + 1) + std::to_string(port) + url.substr(slash);
+}
+
 // ---- one protocol's run ------------------------------------------------------
 
 class Run {
@@ -208,8 +216,11 @@ class Run {
         case 1:
           pause_coordinator();
           break;
-        default:
+        case 2:
           kill_participant(std::uniform_int_distribution<int>(0, 2)(rng_));
+          break;
+        default:
+          network_fault();
           break;
       }
     }
@@ -241,7 +252,20 @@ class Run {
         pg_rows(pg_db(i), kSchema + row);
       }
     }
+    // The coordinators reach every participant (and a PostgreSQL log)
+    // through the verifier's proxy, one link each, for the network faults.
+    const int upstream = http() ? 0 : std::stoi(pg_url_.substr(pg_url_.rfind(':') + 1));
+    for (int i = 0; i < 3; ++i) {
+      auto& proxy = proxies_.emplace_back(std::make_unique<torture::Proxy>("127.0.0.1", http() ? ports_[i] : upstream));
+      links_.push_back(proxy->add_link(orders::kRoles[i]));
+      proxy->start();
+    }
     log_url_ = http() ? "sqlite://" + (dir_ / "tx.db").string() : with_database(pg_url_, "postgres");
+    if (!http()) {
+      auto& proxy = proxies_.emplace_back(std::make_unique<torture::Proxy>("127.0.0.1", upstream));
+      log_link_ = proxy->add_link("log");
+      proxy->start();
+    }
   }
 
   Child start_service(int i) {
@@ -256,9 +280,10 @@ class Run {
   }
 
   Child start_coordinator(bool recover_only) {
+    const std::string log = http() ? log_url_ : via_proxy(log_url_, log_link_);
     std::vector<std::string> argv = {self_,           "coordinate",
                                      "--protocol",    out_.protocol,
-                                     "--log",         log_url_,
+                                     "--log",         log,
                                      "--orders",      std::to_string(opt_.orders),
                                      "--concurrency", std::to_string(opt_.concurrency)};
     if (recover_only) argv.push_back("--recover-only");
@@ -268,7 +293,8 @@ class Run {
     }
     for (int i = 0; i < 3; ++i) {
       argv.push_back("--participant");
-      argv.push_back(orders::kRoles[i] + "=" + (http() ? "http://127.0.0.1:" + std::to_string(ports_[i]) : pg_db(i)));
+      argv.push_back(orders::kRoles[i] + "=" +
+                     (http() ? "http://127.0.0.1:" + std::to_string(links_[i]) : via_proxy(pg_db(i), links_[i])));
     }
     return dlock::tools::start_child(argv, false, (dir_ / "coordinator.log").string());
   }
@@ -332,6 +358,34 @@ class Run {
     }
   }
 
+  // One fault on one link of the proxy (a participant's, or the log's):
+  // calls delayed past their timeout, answers lost with the connection
+  // reset, connections reset, or a partition that heals.
+  void network_fault() {
+    ++out_.network_faults;
+    auto& proxy = *proxies_[std::uniform_int_distribution<std::size_t>(0, proxies_.size() - 1)(rng_)];
+    switch (std::uniform_int_distribution<int>(0, 3)(rng_)) {
+      case 0:
+        proxy.set_delay("", 300ms);
+        std::this_thread::sleep_for(1s);
+        proxy.set_delay("", 0ms);
+        break;
+      case 1:
+        proxy.drop_replies("", true);
+        std::this_thread::sleep_for(300ms);
+        proxy.drop_replies("", false);
+        break;
+      case 2:
+        proxy.reset("");
+        break;
+      default:
+        proxy.blackhole("", true);
+        std::this_thread::sleep_for(800ms);
+        proxy.blackhole("", false);
+        break;
+    }
+  }
+
   // ---- the checks -----------------------------------------------------------
 
   void check() {
@@ -345,9 +399,10 @@ class Run {
       };
       if (i < 2) (i == 0 ? out_.stock : out_.money) = ledger_of(rows("SELECT available, frozen, done FROM ledger"));
       if (i == 2) out_.paid_orders = std::stoi(rows("SELECT count(*) FROM orders WHERE status = 'paid'")[0][0]);
-      if (http()) {
-        for (auto& r : rows("SELECT gid, op FROM dlock_tx_barrier"))
-          (r[1] == "try" ? tried : r[1] == "confirm" ? confirmed : cancelled)[i].insert(r[0]);
+      if (http()) {  // the barrier's table is made by its first call
+        if (!rows("SELECT 1 FROM sqlite_master WHERE name = 'dlock_tx_barrier'").empty())
+          for (auto& r : rows("SELECT gid, op FROM dlock_tx_barrier"))
+            (r[1] == "try" ? tried : r[1] == "confirm" ? confirmed : cancelled)[i].insert(r[0]);
       } else {
         for (auto& r : rows("SELECT gid FROM moves")) confirmed[i].insert(r[0]);
       }
@@ -407,7 +462,10 @@ class Run {
   std::string self_, pg_url_, log_url_;
   std::mt19937 rng_;
   Outcome out_;
-  std::vector<int> ports_;
+  std::vector<int> ports_;                                // the services'
+  std::vector<std::unique_ptr<torture::Proxy>> proxies_;  // one per participant, and the log's
+  std::vector<int> links_;                                // the coordinators' ports, per participant
+  int log_link_ = 0;
   std::vector<Child> services_;
   Child coordinator_, helper_;
   std::optional<tx::Coordinator> view_;  // the log, as the experiment reads it (not naive)
@@ -430,19 +488,21 @@ void print(const std::vector<Outcome>& outs, const Options& opt) {
   std::printf(
       "| protocol | orders | committed | cancelled | in doubt | stock: start = left + sold | money: start = left + "
       "paid "
-      "| branches disagree | prepared left | faults: coordinator killed / paused, participant killed | recovery "
+      "| branches disagree | prepared left | faults: coordinator killed / paused, participant killed, network | "
+      "recovery "
       "after a kill, median / max ms | seconds | verdict |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   for (const auto& o : outs) {
     const char* name = o.protocol == "tcc"   ? "TCC (HTTP, SQLite)"
                        : o.protocol == "2pc" ? "2PC (PostgreSQL)"
                                              : "naive TCC, no log";
     std::printf(
-        "| %s | %d | %d | %d | %d | %lld = %lld + %lld | %lld = %lld + %lld | %d | %s | %d / %d, %d | %s | %.1f | %s "
+        "| %s | %d | %d | %d | %d | %lld = %lld + %lld | %lld = %lld + %lld | %d | %s | %d / %d, %d, %d | %s | %.1f | "
+        "%s "
         "|\n",
         name, opt.orders, o.committed, o.cancelled, o.in_doubt, o.stock_start, o.stock.available + o.stock.frozen,
         o.stock.done, o.money_start, o.money.available + o.money.frozen, o.money.done, o.torn,
         o.prepared_left < 0 ? "-" : std::to_string(o.prepared_left).c_str(), o.coordinator_kills, o.pauses,
-        o.participant_kills, recovery(o.recovery_ms).c_str(), o.seconds, verdict(o).c_str());
+        o.participant_kills, o.network_faults, recovery(o.recovery_ms).c_str(), o.seconds, verdict(o).c_str());
   }
   for (const auto& o : outs)
     for (const auto& p : o.problems) std::printf("  %s: %s\n", o.protocol.c_str(), p.c_str());
