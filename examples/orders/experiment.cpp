@@ -31,12 +31,14 @@
 #include <cstdlib>
 #include <dlock/tx.hpp>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <map>
 #include <memory>
 #include <optional>
 #include <random>
 #include <set>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -75,7 +77,7 @@ struct Outcome {
   Ledger stock, money;
   int paid_orders = 0, torn = 0;  // torn: orders whose branches disagree
   int prepared_left = -1;         // 2PC only
-  int coordinator_kills = 0, pauses = 0, participant_kills = 0, network_faults = 0;
+  int coordinator_kills = 0, pauses = 0, participant_kills = 0, network_faults = 0, server_pauses = 0;
   std::vector<long long> recovery_ms;
   double seconds = 0;
   std::vector<std::string> problems;
@@ -164,8 +166,13 @@ std::string via_proxy(const std::string& url, int port) {
 
 class Run {
  public:
-  Run(const Options& opt, std::string protocol, fs::path dir, std::string self, std::string pg_url)
-      : opt_(opt), dir_(std::move(dir)), self_(std::move(self)), pg_url_(std::move(pg_url)), rng_(opt.seed) {
+  Run(const Options& opt, std::string protocol, fs::path dir, std::string self, std::string pg_url, fs::path pg_dir)
+      : opt_(opt),
+        dir_(std::move(dir)),
+        pg_dir_(std::move(pg_dir)),
+        self_(std::move(self)),
+        pg_url_(std::move(pg_url)),
+        rng_(opt.seed) {
     out_.protocol = std::move(protocol);
     out_.stock_start = opt.orders * 2 / 3;                         // some orders find no stock
     out_.money_start = 1LL * orders::kPrice * opt.orders * 3 / 4;  // some find no money
@@ -345,17 +352,44 @@ class Run {
 
   // TCC: the service's process, SIGKILLed (maybe inside a local
   // transaction) and restarted on its port. 2PC: the database's server
-  // processes serving the coordinator, terminated mid-call.
+  // processes serving the coordinator, terminated mid-call; or, half the
+  // time, the whole server paused.
   void kill_participant(int i) {
-    ++out_.participant_kills;
     if (http()) {
+      ++out_.participant_kills;
       dlock::tools::kill_child(services_[i]);
       std::this_thread::sleep_for(200ms);
       services_[i] = start_service(i);
-    } else {
+    } else if (std::uniform_int_distribution<int>(0, 1)(rng_) == 0) {
+      ++out_.participant_kills;
       pg_rows(pg_url_, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = 'db_" + out_.protocol +
                            "_" + orders::kRoles[i] + "' AND pid <> pg_backend_pid()");
+    } else {
+      pause_database();
     }
+  }
+
+  // 2PC: every process of the PostgreSQL cluster (participants and log
+  // alike) stopped past the claims' lease, then resumed: a server that
+  // stalls (swapping, a VM paused) rather than fails.
+  void pause_database() {
+    ++out_.server_pauses;
+    std::ifstream pid_file(pg_dir_ / "data" / "postmaster.pid");
+    pid_t postmaster = 0;
+    if (!(pid_file >> postmaster) || postmaster <= 0) return;
+    std::vector<pid_t> pids = {postmaster};
+    for (const auto& entry : fs::directory_iterator("/proc")) {
+      std::ifstream stat(entry.path() / "stat");
+      std::string line;
+      if (!std::getline(stat, line) || line.rfind(')') == std::string::npos) continue;
+      std::istringstream rest(line.substr(line.rfind(')') + 2));
+      char state;
+      pid_t parent = 0;
+      if (rest >> state >> parent && parent == postmaster) pids.push_back(std::stoi(entry.path().filename()));
+    }
+    for (pid_t pid : pids) kill(pid, SIGSTOP);
+    std::this_thread::sleep_for(orders::kClaimLease * 3 / 2);
+    for (pid_t pid : pids) kill(pid, SIGCONT);
   }
 
   // One fault on one link of the proxy (a participant's, or the log's):
@@ -458,7 +492,7 @@ class Run {
   }
 
   const Options& opt_;
-  fs::path dir_;
+  fs::path dir_, pg_dir_;
   std::string self_, pg_url_, log_url_;
   std::mt19937 rng_;
   Outcome out_;
@@ -479,6 +513,15 @@ std::string recovery(const std::vector<long long>& ms) {
   return std::to_string(sorted[sorted.size() / 2]) + " / " + std::to_string(sorted.back());
 }
 
+// "coordinator killed 2, paused 1; participant killed 1; network 3; database paused 1"
+std::string faults(const Outcome& o) {
+  std::string text = "coordinator killed " + std::to_string(o.coordinator_kills) + ", paused " +
+                     std::to_string(o.pauses) + "; participant killed " + std::to_string(o.participant_kills) +
+                     "; network " + std::to_string(o.network_faults);
+  if (o.protocol == "2pc") text += "; database paused " + std::to_string(o.server_pauses);
+  return text;
+}
+
 std::string verdict(const Outcome& o) {
   if (o.protocol != "naive") return o.problems.empty() ? "ok" : "FAILED";
   return o.problems.empty() ? "not caught (no fault hit an order in flight)" : "caught, as the seed warns";
@@ -488,21 +531,18 @@ void print(const std::vector<Outcome>& outs, const Options& opt) {
   std::printf(
       "| protocol | orders | committed | cancelled | in doubt | stock: start = left + sold | money: start = left + "
       "paid "
-      "| branches disagree | prepared left | faults: coordinator killed / paused, participant killed, network | "
-      "recovery "
-      "after a kill, median / max ms | seconds | verdict |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+      "| branches disagree | prepared left | faults | recovery after a coordinator kill, median / max ms | seconds "
+      "| verdict |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   for (const auto& o : outs) {
     const char* name = o.protocol == "tcc"   ? "TCC (HTTP, SQLite)"
                        : o.protocol == "2pc" ? "2PC (PostgreSQL)"
                                              : "naive TCC, no log";
+    const std::string prepared = o.prepared_left < 0 ? "-" : std::to_string(o.prepared_left);
     std::printf(
-        "| %s | %d | %d | %d | %d | %lld = %lld + %lld | %lld = %lld + %lld | %d | %s | %d / %d, %d, %d | %s | %.1f | "
-        "%s "
-        "|\n",
-        name, opt.orders, o.committed, o.cancelled, o.in_doubt, o.stock_start, o.stock.available + o.stock.frozen,
-        o.stock.done, o.money_start, o.money.available + o.money.frozen, o.money.done, o.torn,
-        o.prepared_left < 0 ? "-" : std::to_string(o.prepared_left).c_str(), o.coordinator_kills, o.pauses,
-        o.participant_kills, o.network_faults, recovery(o.recovery_ms).c_str(), o.seconds, verdict(o).c_str());
+        "| %s | %d | %d | %d | %d | %lld = %lld + %lld | %lld = %lld + %lld | %d | %s | %s | %s | %.1f | %s |\n", name,
+        opt.orders, o.committed, o.cancelled, o.in_doubt, o.stock_start, o.stock.available + o.stock.frozen,
+        o.stock.done, o.money_start, o.money.available + o.money.frozen, o.money.done, o.torn, prepared.c_str(),
+        faults(o).c_str(), recovery(o.recovery_ms).c_str(), o.seconds, verdict(o).c_str());
   }
   for (const auto& o : outs)
     for (const auto& p : o.problems) std::printf("  %s: %s\n", o.protocol.c_str(), p.c_str());
@@ -590,7 +630,7 @@ int main(int argc, char** argv) {
       std::printf("running %d orders as %s, %d at a time, with %d faults...\n", opt.orders, protocol.c_str(),
                   opt.concurrency, opt.faults);
       std::fflush(stdout);
-      outs.push_back(Run(opt, protocol, tmp / protocol, self, pg_url).go());
+      outs.push_back(Run(opt, protocol, tmp / protocol, self, pg_url, tmp / "pg").go());
       if (!outs.back().problems.empty() && protocol != "naive") rc = 1;
     }
     std::printf("\n");
