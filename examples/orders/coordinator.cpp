@@ -7,6 +7,7 @@
 #include <dlock/tx.hpp>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <thread>
 
 namespace tx = dlock::tx;
@@ -105,12 +106,25 @@ int run_coordinator(const CoordinatorArgs& args) {
     }
     return run_naive(args, calls);
   }
-  auto opened = tx::Coordinator::open(args.log, options());
-  if (!opened.ok()) {
-    std::cerr << "coordinator: " << opened.status().message() << '\n';
+  // Set-up meets the same faults as the rest (a reset link, a paused
+  // server): what may succeed later is tried again for a while.
+  auto set_up = [&](auto step) {
+    dlock::Status s;
+    for (int attempt = 0; attempt < 100; ++attempt) {
+      s = step();
+      if (s.ok() || s.next_step() == dlock::NextStep::give_up) break;
+      std::this_thread::sleep_for(200ms);
+    }
+    if (!s.ok()) std::cerr << "coordinator: " << s.message() << '\n';
+    return s.ok();
+  };
+  std::optional<tx::Coordinator> c;
+  if (!set_up([&] {
+        auto opened = tx::Coordinator::open(args.log, options());
+        if (opened.ok()) c.emplace(std::move(*opened));
+        return opened.status();
+      }))
     return 2;
-  }
-  tx::Coordinator& c = *opened;
   for (const auto& [role, url] : args.participants) {
     if (args.protocol == "tcc") {
       auto calls = http_calls(url);
@@ -118,15 +132,14 @@ int run_coordinator(const CoordinatorArgs& args) {
         std::cerr << "coordinator: " << calls.status().message() << '\n';
         return 2;
       }
-      c.add_participant(role, *calls);
-    } else if (auto s = c.add_database(role, url); !s.ok()) {
-      std::cerr << "coordinator: " << s.message() << '\n';
+      c->add_participant(role, *calls);
+    } else if (!set_up([&] { return c->add_database(role, url); })) {
       return 2;
     }
   }
   if (args.recover_only) {
     for (;;) {
-      (void)c.recover();  // errors (the log busy, a participant down) are retried
+      (void)c->recover();  // errors (the log busy, a participant down) are retried
       std::this_thread::sleep_for(100ms);
     }
   }
@@ -136,12 +149,12 @@ int run_coordinator(const CoordinatorArgs& args) {
     for (int k; (k = next++) < args.orders;) {
       const std::string gid = gid_of(args.protocol, k);
       for (;;) {
-        auto known = c.show(gid);
+        auto known = c->show(gid);
         if (known.ok()) break;  // logged, by this process or a dead one: recovery's
         if (known.code() == dlock::Errc::not_held) {
           auto r = args.protocol == "tcc"
-                       ? c.run(gid, {{"stock", "1"}, {"payment", std::to_string(kPrice)}, {"order", gid}})
-                       : c.run_2pc(gid, {xa_branch("stock", gid), xa_branch("payment", gid), xa_branch("order", gid)});
+                       ? c->run(gid, {{"stock", "1"}, {"payment", std::to_string(kPrice)}, {"order", gid}})
+                       : c->run_2pc(gid, {xa_branch("stock", gid), xa_branch("payment", gid), xa_branch("order", gid)});
           if (r.ok() || r.code() == dlock::Errc::aborted) break;
         }
         std::this_thread::sleep_for(50ms);  // busy, or an error before the log had it: look again
@@ -156,9 +169,9 @@ int run_coordinator(const CoordinatorArgs& args) {
   // lapses) before saying done.
   const auto deadline = std::chrono::steady_clock::now() + 60s;
   while (std::chrono::steady_clock::now() < deadline) {
-    auto left = c.list_unfinished(1);
+    auto left = c->list_unfinished(1);
     if (left.ok() && left->empty()) return 0;
-    (void)c.recover();
+    (void)c->recover();
     std::this_thread::sleep_for(50ms);
   }
   std::cerr << "coordinator: transactions still unfinished after 60 s\n";

@@ -232,6 +232,13 @@ class Run {
       }
     }
     out_.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+    // Nothing else may have died on its own (a crash, a sanitizer's report).
+    int code = 0;
+    if (!naive() && dlock::tools::child_exited(helper_, &code))
+      out_.problems.push_back("the recovering coordinator exited with " + std::to_string(code));
+    for (std::size_t i = 0; i < services_.size(); ++i)
+      if (dlock::tools::child_exited(services_[i], &code))
+        out_.problems.push_back("the " + orders::kRoles[i] + " service exited with " + std::to_string(code));
     stop_child(helper_);
     for (auto& s : services_) stop_child(s);
     if (!g_interrupted) check();
