@@ -303,6 +303,9 @@ Outcome sqlite_barrier(sqlite3* db, const BranchContext& context, const std::fun
 // idle (no transaction open); `work` runs inside the transaction, on
 // `conn`, and must leave it open (a failed statement or its own COMMIT
 // makes it a failure). A COMMIT whose answer is lost is an unknown outcome.
+// The table, dlock_tx_barrier, is found through the connection's
+// search_path: every connection serving one participant must resolve it
+// to the same schema, or a repeated call is not recognised.
 Outcome pg_barrier(pg_conn* conn, const BranchContext& context, const std::function<Outcome(pg_conn*)>& work);
 
 }  // namespace dlock::tx
