@@ -11,12 +11,6 @@
 // sold everything); 1 otherwise; 2 on set-up failure.
 //
 //   inventory-experiment [--out DIR] [--requests N] [--think-ms N]
-#include <arpa/inet.h>
-#include <fcntl.h>
-#include <netinet/in.h>
-#include <signal.h>
-#include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <boost/asio/connect.hpp>

@@ -269,17 +269,15 @@ class Run {
     // The coordinators reach every participant (and a PostgreSQL log)
     // through the verifier's proxy, one link each, for the network faults.
     const int upstream = http() ? 0 : std::stoi(pg_url_.substr(pg_url_.rfind(':') + 1));
-    for (int i = 0; i < 3; ++i) {
-      auto& proxy = proxies_.emplace_back(std::make_unique<torture::Proxy>("127.0.0.1", http() ? ports_[i] : upstream));
-      links_.push_back(proxy->add_link(orders::kRoles[i]));
+    auto proxy_to = [&](int port, const std::string& name) {
+      auto& proxy = proxies_.emplace_back(std::make_unique<torture::Proxy>("127.0.0.1", port));
+      const int link = proxy->add_link(name);
       proxy->start();
-    }
+      return link;
+    };
+    for (int i = 0; i < 3; ++i) links_.push_back(proxy_to(http() ? ports_[i] : upstream, orders::kRoles[i]));
     log_url_ = http() ? "sqlite://" + (dir_ / "tx.db").string() : with_database(pg_url_, "postgres");
-    if (!http()) {
-      auto& proxy = proxies_.emplace_back(std::make_unique<torture::Proxy>("127.0.0.1", upstream));
-      log_link_ = proxy->add_link("log");
-      proxy->start();
-    }
+    if (!http()) log_link_ = proxy_to(upstream, "log");
   }
 
   Child start_service(int i) {

@@ -19,6 +19,12 @@ namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 
 namespace dlock::tools {
+namespace {
+
+// A wait status as a shell reports it: the exit code, or 128 + the signal.
+int exit_code_of(int status) { return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status); }
+
+}  // namespace
 
 Child start_child(const std::vector<std::string>& argv, bool capture_stdout, const std::string& log) {
   int fds[2] = {-1, -1};
@@ -32,6 +38,9 @@ Child start_child(const std::vector<std::string>& argv, bool capture_stdout, con
       if (!capture_stdout) dup2(logfd, 1);
     }
     if (capture_stdout) dup2(fds[1], 1);
+    // Nothing else of the parent's (its listening sockets, other children's
+    // pipes) outlives it in the child: a dead driver's ports must refuse.
+    close_range(3, ~0U, 0);
     std::vector<char*> args;
     for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
     args.push_back(nullptr);
@@ -47,7 +56,7 @@ bool child_exited(Child& child, int* exit_code) {
   if (child.pid <= 0) return true;
   int status = 0;
   if (waitpid(child.pid, &status, WNOHANG) != child.pid) return false;
-  if (exit_code) *exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  if (exit_code) *exit_code = exit_code_of(status);
   child.pid = -1;
   return true;
 }
@@ -62,24 +71,25 @@ void stop_child(Child& child, int signal) {
   if (child.pid > 0) {
     kill(child.pid, signal);
     for (int i = 0; i < 250 && !child_exited(child); ++i) std::this_thread::sleep_for(20ms);
-    kill_child(child);
   }
-  if (child.out_fd >= 0) close(child.out_fd);
-  child.out_fd = -1;
+  kill_child(child);
 }
 
 void kill_child(Child& child) {
-  if (child.pid <= 0) return;
-  kill(child.pid, SIGKILL);
-  waitpid(child.pid, nullptr, 0);
-  child.pid = -1;
+  if (child.pid > 0) {
+    kill(child.pid, SIGKILL);
+    waitpid(child.pid, nullptr, 0);
+    child.pid = -1;
+  }
+  if (child.out_fd >= 0) close(child.out_fd);  // a restarted child gets a new pipe
+  child.out_fd = -1;
 }
 
 int run_to_end(const std::vector<std::string>& argv, const std::string& log) {
   Child c = start_child(argv, false, log);
   int status = 0;
   waitpid(c.pid, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return exit_code_of(status);
 }
 
 int free_port() {

@@ -24,7 +24,8 @@ Child start_child(const std::vector<std::string>& argv, bool capture_stdout, con
 // `signal`, then SIGKILL after 5 s; reaps it. No-op for a child already
 // gone.
 void stop_child(Child& child, int signal = SIGTERM);
-// SIGKILL and reap: a crash, as the experiments inject it.
+// SIGKILL and reap: a crash, as the experiments inject it. Both close the
+// captured stdout. A child keeps no descriptor of the parent's but 0-2.
 void kill_child(Child& child);
 // True (and reaped, pid reset) once the child has exited; its status in
 // *exit_code (128 + signal for a signal).
