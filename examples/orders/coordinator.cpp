@@ -9,6 +9,7 @@
 #include <map>
 #include <optional>
 #include <thread>
+#include <vector>
 
 namespace tx = dlock::tx;
 using namespace std::chrono_literals;
@@ -27,6 +28,18 @@ tx::CoordinatorOptions options() {
   return o;
 }
 
+// Branch b's payload for order `gid`: the units of stock, the money, the
+// order's id.
+std::string payload(int b, const std::string& gid) { return b == 0 ? "1" : b == 1 ? std::to_string(kPrice) : gid; }
+
+// `body` on `n` threads at once, until each returns.
+template <class Body>
+void on_threads(int n, const Body& body) {
+  std::vector<std::thread> threads;
+  for (int i = 0; i < n; ++i) threads.emplace_back(body);
+  for (auto& t : threads) t.join();
+}
+
 // One statement of a 2PC branch's work, with at most one parameter; the
 // rows it changed, -1 on error.
 int pg_exec(pg_conn* conn, const std::string& sql, const std::string* param = nullptr) {
@@ -39,9 +52,9 @@ int pg_exec(pg_conn* conn, const std::string& sql, const std::string* param = nu
 
 // The 2PC work of `role` for order `gid`, left open for the coordinator to
 // prepare; every branch also records the gid in `moves`, for the checks.
-tx::XaBranch xa_branch(const std::string& role, const std::string& gid) {
-  return {role, [role, gid](pg_conn* conn) {
-            const std::string amount = role == "stock" ? "1" : std::to_string(kPrice);
+tx::XaBranch xa_branch(int b, const std::string& gid) {
+  const std::string& role = kRoles[b];
+  return {role, [role, gid, amount = payload(b, gid)](pg_conn* conn) {
             const int n = role == "order" ? pg_exec(conn, "INSERT INTO orders (id, status) VALUES ($1, 'paid')", &gid)
                                           : pg_exec(conn, "UPDATE ledger SET available = available - " + amount +
                                                               ", done = done + " + amount + " WHERE name = '" + role +
@@ -71,13 +84,12 @@ int run_naive(const CoordinatorArgs& args, const std::map<std::string, tx::Parti
   auto worker = [&] {
     for (int k; (k = next++) < args.orders;) {
       const std::string gid = gid_of(args.protocol, k);
-      const std::string payloads[] = {"1", std::to_string(kPrice), gid};
       auto call = [&](int b, tx::Op op) {
         const auto& p = calls.at(kRoles[b]);
         try {
           return (op == tx::Op::try_      ? p.try_
                   : op == tx::Op::confirm ? p.confirm
-                                          : p.cancel)({gid, b, op, payloads[b]});
+                                          : p.cancel)({gid, b, op, payload(b, gid)});
         } catch (const std::exception&) {
           return tx::Outcome::unknown;
         }
@@ -87,9 +99,7 @@ int run_naive(const CoordinatorArgs& args, const std::map<std::string, tx::Parti
       for (int b = 0; b < 3; ++b) (void)call(b, all_tried ? tx::Op::confirm : tx::Op::cancel);
     }
   };
-  std::vector<std::thread> workers;
-  for (int i = 0; i < args.concurrency; ++i) workers.emplace_back(worker);
-  for (auto& t : workers) t.join();
+  on_threads(args.concurrency, worker);
   return 0;
 }
 
@@ -152,18 +162,18 @@ int run_coordinator(const CoordinatorArgs& args) {
         auto known = c->show(gid);
         if (known.ok()) break;  // logged, by this process or a dead one: recovery's
         if (known.code() == dlock::Errc::not_held) {
-          auto r = args.protocol == "tcc"
-                       ? c->run(gid, {{"stock", "1"}, {"payment", std::to_string(kPrice)}, {"order", gid}})
-                       : c->run_2pc(gid, {xa_branch("stock", gid), xa_branch("payment", gid), xa_branch("order", gid)});
+          auto r =
+              args.protocol == "tcc"
+                  ? c->run(gid,
+                           {{kRoles[0], payload(0, gid)}, {kRoles[1], payload(1, gid)}, {kRoles[2], payload(2, gid)}})
+                  : c->run_2pc(gid, {xa_branch(0, gid), xa_branch(1, gid), xa_branch(2, gid)});
           if (r.ok() || r.code() == dlock::Errc::aborted) break;
         }
         std::this_thread::sleep_for(50ms);  // busy, or an error before the log had it: look again
       }
     }
   };
-  std::vector<std::thread> workers;
-  for (int i = 0; i < args.concurrency; ++i) workers.emplace_back(worker);
-  for (auto& t : workers) t.join();
+  on_threads(args.concurrency, worker);
 
   // Finish what is left (this process's, or a dead one's once its claim
   // lapses) before saying done.
