@@ -24,6 +24,8 @@ constexpr BackendScheme kSchemes[] = {
     {"rediss", redis::make_from_url},
     {"redlock", redis::make_redlock_from_url},
     {"redlock+tls", redis::make_redlock_from_url},
+    {"redis-cluster", redis::make_cluster_from_url},
+    {"redis-cluster+tls", redis::make_cluster_from_url},
 #endif
 #if DLOCK_WITH_SQLITE
     {"sqlite", sqlite::make_from_url},

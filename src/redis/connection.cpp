@@ -297,7 +297,7 @@ void Connection::schedule_reconnect() {
   });
 }
 
-void Connection::close() {
+void Connection::close(Status why) {
   if (state_ == State::closed) return;
   tear_down();
   state_ = State::closed;
@@ -305,7 +305,7 @@ void Connection::close() {
   deadline_timer_.cancel();
   auto pending = std::move(pending_);
   pending_.clear();
-  for (Request& r : pending) finish(r, {Errc::cancelled, "client closed"});
+  for (Request& r : pending) finish(r, why);
   if (first_) std::exchange(first_, nullptr)(Status(Errc::cancelled, "client closed"));
 }
 

@@ -77,8 +77,9 @@ class Connection {
   // connection drops.
   void on_state(std::function<void(bool up)> handler) { state_handler_ = std::move(handler); }
 
-  // Fails every request with cancelled and stops reconnecting. Idempotent.
-  void close();
+  // Fails every request not yet written with `why` (written ones: as a
+  // dropped connection) and stops reconnecting. Idempotent.
+  void close(Status why = Status(Errc::cancelled, "client closed"));
 
   bool ready() const { return state_ == State::ready; }
   std::uint64_t requests_sent() const { return requests_sent_; }

@@ -21,7 +21,7 @@ bool has(std::string_view message, std::string_view code) {
 // word.
 std::string backend_code(std::string_view message) {
   for (std::string_view code : {"WRONGTYPE", "WRONGPASS", "NOAUTH", "NOPERM", "OOM", "LOADING", "BUSY", "MASTERDOWN",
-                                "TRYAGAIN", "READONLY", "CLUSTERDOWN", "NOSCRIPT"})
+                                "TRYAGAIN", "READONLY", "CLUSTERDOWN", "NOSCRIPT", "MOVED", "ASK", "CROSSSLOT"})
     if (has(message, code)) return std::string(code);
   return std::string(message.substr(0, message.find(' ')));
 }
@@ -41,6 +41,13 @@ Status translate_error(std::string_view message) {
   if (code == "LOADING" || code == "BUSY" || code == "MASTERDOWN" || code == "TRYAGAIN" || code == "READONLY" ||
       code == "CLUSTERDOWN")
     return {Errc::unavailable, "server cannot serve the request now: " + text, code};
+  // A cluster redirect the route did not follow (too many, or a server
+  // behind a plain redis:// URL that is a cluster node): nothing ran.
+  if (code == "CROSSSLOT")  // one server's fence counter is outside the lock's slot
+    return {Errc::server_error, "the server is a cluster node (use redis-cluster:// for a cluster): " + text, code};
+  if (code == "MOVED" || code == "ASK")
+    return {Errc::unavailable,
+            "the key is served by another cluster node (use redis-cluster:// for a cluster): " + text, code};
   return {Errc::server_error, text, code};
 }
 

@@ -32,20 +32,24 @@ Result<std::vector<ConnectionConfig>> configs_for(std::vector<RedisEndpoint> end
   return configs;
 }
 
+// The URL's WAIT parameters fill in options left at their defaults.
+Status apply_wait_params(const RedisEndpoint& ep, ClientOptions& o) {
+  const ClientOptions defaults;
+  if (ep.wait_replicas && o.wait_replicas == defaults.wait_replicas) o.wait_replicas = *ep.wait_replicas;
+  if (ep.wait_timeout_ms && o.wait_timeout == defaults.wait_timeout) o.wait_timeout = milliseconds(*ep.wait_timeout_ms);
+  if (o.wait_replicas < 0) return Status(Errc::invalid_argument, "wait_replicas must be >= 0");
+  if (o.wait_replicas > 0 && o.wait_timeout.count() <= 0)
+    return Status(Errc::invalid_argument, "wait_timeout must be > 0 ms");
+  return {};
+}
+
 }  // namespace
 
 Result<std::unique_ptr<detail::Backend>> make_from_url(std::string_view url, detail::BackendContext& context) {
   auto ep = detail::parse_redis_url(url);
   if (!ep.ok()) return ep.status();
-  // The URL's WAIT parameters fill in options left at their defaults.
   ClientOptions& o = context.options;
-  const ClientOptions defaults;
-  if (ep->wait_replicas && o.wait_replicas == defaults.wait_replicas) o.wait_replicas = *ep->wait_replicas;
-  if (ep->wait_timeout_ms && o.wait_timeout == defaults.wait_timeout)
-    o.wait_timeout = milliseconds(*ep->wait_timeout_ms);
-  if (o.wait_replicas < 0) return Status(Errc::invalid_argument, "wait_replicas must be >= 0");
-  if (o.wait_replicas > 0 && o.wait_timeout.count() <= 0)
-    return Status(Errc::invalid_argument, "wait_timeout must be > 0 ms");
+  if (Status s = apply_wait_params(*ep, o); !s.ok()) return s;
   std::vector<RedisEndpoint> one;
   one.push_back(std::move(*ep));
   auto configs = configs_for(std::move(one), context);
@@ -62,6 +66,16 @@ Result<std::unique_ptr<detail::Backend>> make_redlock_from_url(std::string_view 
   auto configs = configs_for(std::move(*eps), context);
   if (!configs.ok()) return configs.status();
   return redlock::make_redlock_backend(context.io, std::move(*configs), o.key_prefix, o.command_timeout);
+}
+
+Result<std::unique_ptr<detail::Backend>> make_cluster_from_url(std::string_view url, detail::BackendContext& context) {
+  auto seeds = detail::parse_cluster_url(url);
+  if (!seeds.ok()) return seeds.status();
+  ClientOptions& o = context.options;
+  if (Status s = apply_wait_params(seeds->front(), o); !s.ok()) return s;
+  auto configs = configs_for(std::move(*seeds), context);
+  if (!configs.ok()) return configs.status();
+  return make_redis_cluster_backend(context.io, std::move(*configs), o.key_prefix, {o.wait_replicas, o.wait_timeout});
 }
 
 }  // namespace dlock::redis

@@ -41,7 +41,7 @@ int hex_value(char c) {
 
 }  // namespace
 
-LockKeys lock_keys(std::string_view prefix, std::string_view name) {
+LockKeys lock_keys(std::string_view prefix, std::string_view name, FenceScope fences) {
   std::string tag;
   tag.reserve(name.size() + 2);
   tag += '{';
@@ -50,8 +50,12 @@ LockKeys lock_keys(std::string_view prefix, std::string_view name) {
   LockKeys keys;
   keys.lock.reserve(prefix.size() + tag.size());
   keys.lock.append(prefix).append(tag);
-  keys.fence.reserve(prefix.size() + 5);
-  keys.fence.append(prefix).append("fence");
+  if (fences == FenceScope::name) {
+    keys.fence = keys.lock + ":f";
+  } else {
+    keys.fence.reserve(prefix.size() + 5);
+    keys.fence.append(prefix).append("fence");
+  }
   keys.channel = keys.lock + ":wake";
   keys.line = keys.lock + ":q";
   return keys;
@@ -67,7 +71,7 @@ std::string name_of_key(std::string_view prefix, std::string_view key) {
   if (!key.starts_with(prefix) || key.size() < prefix.size() + 2 || key[prefix.size()] != '{') return {};
   const std::string_view rest = key.substr(prefix.size() + 1);
   const auto close = rest.find('}');  // braces inside a name are escaped
-  if (close == std::string_view::npos) return {};
+  if (close == std::string_view::npos || rest.substr(close + 1) == ":f") return {};
   std::string name;
   for (std::size_t i = 0; i < close; ++i) {
     if (rest[i] == '%' && i + 2 < close && hex_value(rest[i + 1]) >= 0 && hex_value(rest[i + 2]) >= 0) {

@@ -12,24 +12,33 @@ namespace dlock::detail {
 // break the tag, so they are percent-escaped, as is '%' itself; other bytes
 // pass through.
 //
-// Fences come from one counter per prefix, not one per name: a per-name
-// counter must never expire (fences would go backwards), so every distinct
-// name ever locked would leave a key behind forever. One shared counter is
-// strictly increasing for every name. (In Redis Cluster the counter will be
-// one per hash slot, named to fall in the lock's slot.)
+// Where fences come from:
+//  - prefix (one server, redis:// and rediss://): one counter per prefix,
+//    "<prefix>fence". A per-name counter that only counts must never expire
+//    (fences would go backwards), so every distinct name ever locked would
+//    leave a key behind forever. One shared counter is strictly increasing
+//    for every name, across names too.
+//  - name (Redis Cluster): "<prefix>{name}:f", in the lock's slot, so a
+//    script touches one slot and a slot migration moves the counter with
+//    the lock. The scripts (line_scripts.hpp, fence_chunk) raise it to at
+//    least the server's clock in microseconds, so it may expire after a
+//    day idle, and a failover that lost the last increments still issues a
+//    larger fence, as long as the servers' clocks are within the failover's
+//    time of each other. Fences then increase per name only.
+enum class FenceScope { prefix, name };
 struct LockKeys {
   std::string lock;     // hash: o = owner, n = re-entry count, f = fence
-  std::string fence;    // counter: last fence issued under the prefix
+  std::string fence;    // counter: last fence issued (FenceScope)
   std::string channel;  // pub/sub channel: release notifications
   std::string line;     // a line's shared holders and waiters (line_scripts.hpp)
 };
-LockKeys lock_keys(std::string_view prefix, std::string_view name);
+LockKeys lock_keys(std::string_view prefix, std::string_view name, FenceScope fences = FenceScope::prefix);
 
 // A SCAN MATCH pattern for the keys of every lock whose name starts with
 // `name_prefix` (their lock hashes, lines and tombstones).
 std::string lock_key_pattern(std::string_view prefix, std::string_view name_prefix);
 // The lock name a key of lock_keys(prefix, name) belongs to; empty if `key`
-// is not one.
+// is not one, or is a per-name fence counter (it outlives the lock by a day).
 std::string name_of_key(std::string_view prefix, std::string_view key);
 
 }  // namespace dlock::detail

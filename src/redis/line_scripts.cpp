@@ -66,7 +66,7 @@ local function L_compatible(st, lock, mode)
   return st.p == 0 or #st.s < st.p
 end
 local function L_grant(st, lock, fence, o, mode, lease, now, info)
-  local f = redis.call('incr', fence)
+  local f = L_fence(fence)
   if mode == 'x' then
     redis.call('hset', lock, 'o', o, 'n', 1, 'f', f, 'i', info, 't', string.format('%d', now))
     redis.call('pexpire', lock, lease)
@@ -332,8 +332,30 @@ if first.t then since = math.max(now - first.t, 0) end
 return {is_line, 1, first.f, first.n, left, first.i, #st.s + (x and 1 or 0), first.s, #st.w, since}
 )lua";
 
+// The next fence from counter `key` (keys.hpp, FenceScope). A per-name
+// counter ("...}:f") is raised to the server's clock in microseconds and
+// kept for a day: it may then vanish, and a promoted replica that missed
+// the last increments still issues a larger fence. Below 2^53 (until about
+// the year 2255) a Lua number holds it exactly.
+constexpr std::string_view kFence = R"lua(
+local function L_fence(key)
+  local f = redis.call('incr', key)
+  if string.sub(key, -3) == '}:f' then
+    local t = redis.call('time')
+    local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+    if now > f then
+      f = now
+      redis.call('set', key, string.format('%d', now))
+    end
+    redis.call('pexpire', key, 86400000)
+  end
+  return f
+end
+)lua";
+
 std::string with_lib(std::string_view body) {
-  std::string s(kLib);
+  std::string s(kFence);
+  s += kLib;
   s += body;
   return s;
 }
@@ -346,6 +368,8 @@ std::string_view line_settle_chunk() {
 }
 
 std::string_view line_library() { return kLib; }
+
+std::string_view fence_chunk() { return kFence; }
 
 const Script& line_acquire_script() {
   static const std::string body = with_lib(kAcquire);

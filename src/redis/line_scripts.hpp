@@ -32,6 +32,10 @@ namespace dlock::redis {
 std::string_view line_settle_chunk();
 // The helpers alone (the renew script's line branch uses them).
 std::string_view line_library();
+// `local function L_fence(key)`: the next fence from a counter (keys.hpp's
+// FenceScope). Every script that may grant starts with it: the helpers
+// above call it.
+std::string_view fence_chunk();
 
 // KEYS: lock, fence counter, tombstone, line. ARGV: owner, lease ms, held,
 // mode ('x' | 's'), permits, queued ('1' | '0'), info, channel.

@@ -3,14 +3,17 @@
 #include <algorithm>
 #include <atomic>
 #include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <deque>
 #include <map>
 #include <mutex>
 #include <optional>
 
+#include "redis/cluster_map.hpp"
 #include "redis/errors.hpp"
 #include "redis/keys.hpp"
 #include "redis/line_scripts.hpp"
+#include "redis/route.hpp"
 #include "redis/scripts.hpp"
 #include "redis/sync_connection.hpp"
 
@@ -89,8 +92,8 @@ struct ScriptCall {
 };
 
 // `queued`: the line keeps the caller's place when busy (false: try once).
-ScriptCall acquire_request(const std::string& prefix, const AcquireCall& call, bool queued) {
-  auto keys = detail::lock_keys(prefix, call.name);
+ScriptCall acquire_request(const std::string& prefix, detail::FenceScope fences, const AcquireCall& call, bool queued) {
+  auto keys = detail::lock_keys(prefix, call.name, fences);
   std::string owner = wire_owner(call.owner, call.grant);
   std::string tomb = keys.lock + ":t:" + owner;
   if (is_line(call)) {
@@ -109,8 +112,8 @@ ScriptCall acquire_request(const std::string& prefix, const AcquireCall& call, b
 // An exclusive hold lives in the lock hash whether a line's or not: the
 // plain script releases both (and hands over to a line). Shared holds are
 // the line's.
-ScriptCall release_request(const std::string& prefix, const ReleaseCall& call) {
-  auto keys = detail::lock_keys(prefix, call.name);
+ScriptCall release_request(const std::string& prefix, detail::FenceScope fences, const ReleaseCall& call) {
+  auto keys = detail::lock_keys(prefix, call.name, fences);
   std::string owner = wire_owner(call.owner, call.grant);
   std::string tomb = keys.lock + ":t:" + owner;
   if (call.mode == detail::LockMode::shared) {
@@ -125,8 +128,8 @@ ScriptCall release_request(const std::string& prefix, const ReleaseCall& call) {
            std::to_string(call.round), std::to_string(call.tombstone.count())}};
 }
 
-ScriptCall abandon_request(const std::string& prefix, const detail::AbandonCall& call) {
-  auto keys = detail::lock_keys(prefix, call.name);
+ScriptCall abandon_request(const std::string& prefix, detail::FenceScope fences, const detail::AbandonCall& call) {
+  auto keys = detail::lock_keys(prefix, call.name, fences);
   std::string owner = wire_owner(call.owner, call.grant);
   std::string tomb = keys.lock + ":t:" + owner;
   return {
@@ -211,22 +214,31 @@ std::string eval_payload(std::string_view verb, std::string_view body_or_sha, co
 
 class RedisBackend final : public detail::Backend {
  public:
-  RedisBackend(boost::asio::io_context& io, ConnectionConfig config, std::string prefix, ReplicaWait wait)
-      : io_(io), config_(std::move(config)), prefix_(std::move(prefix)), wait_(wait) {}
+  RedisBackend(boost::asio::io_context& io, std::unique_ptr<Route> route, ConnectionConfig config, std::string prefix,
+               ReplicaWait wait)
+      : io_(io),
+        route_(std::move(route)),
+        config_(std::move(config)),
+        prefix_(std::move(prefix)),
+        wait_(wait),
+        fences_(route_->cluster() ? detail::FenceScope::name : detail::FenceScope::prefix),
+        resubscribe_timer_(io) {}
 
   ~RedisBackend() override { close(); }
 
   void start(std::function<void(Status)> done) override {
-    cmd_ = std::make_unique<Connection>(io_, config_);
-    cmd_->on_state([this](bool up) {
+    route_->on_link([this](bool up) {
       if (events_.link) events_.link(up);
     });
-    cmd_->start(std::move(done));
+    route_->start(std::move(done));
   }
 
   void close() override {
-    if (cmd_) cmd_->close();
+    closed_ = true;
+    resubscribe_timer_.cancel();
+    route_->close();
     if (sub_) sub_->close();
+    for (auto& r : retired_) r->close();
     fail_ready(Status(Errc::cancelled, "client closed"));
     watches_.clear();
   }
@@ -239,18 +251,19 @@ class RedisBackend final : public detail::Backend {
   void set_events(detail::BackendEvents events) override { events_ = std::move(events); }
 
   void acquire(const AcquireCall& call, std::function<void(Result<AcquireOutcome>)> done) override {
-    ScriptCall sc = acquire_request(prefix_, call, call.queued);
-    eval(*sc.script, sc.keys, sc.args, [this, call, done = std::move(done)](Result<Reply> r) {
+    ScriptCall sc = acquire_request(prefix_, fences_, call, call.queued);
+    const int slot = slot_of(sc.keys.front());
+    eval(*sc.script, sc.keys, sc.args, [this, call, slot, done = std::move(done)](Result<Reply> r) {
       if (!r.ok()) return done(r.status());
       auto out = parse_acquire(*r, call);
       if (out.ok() && out->kind == AcquireOutcome::Kind::granted && wait_.replicas > 0)
-        return replicate_grant(call, *out, std::move(done));
+        return replicate_grant(slot, call, *out, std::move(done));
       done(std::move(out));
     });
   }
 
   void release(const ReleaseCall& call, std::function<void(Result<ReleaseOutcome>)> done) override {
-    ScriptCall sc = release_request(prefix_, call);
+    ScriptCall sc = release_request(prefix_, fences_, call);
     eval(*sc.script, sc.keys, sc.args, [done = std::move(done)](Result<Reply> r) {
       if (!r.ok()) return done(r.status());
       done(parse_release(*r));
@@ -260,7 +273,7 @@ class RedisBackend final : public detail::Backend {
   void abandon(const detail::AbandonCall& call, std::function<void(Status)> done) override {
     if (call.line || call.mode == detail::LockMode::shared) {
       // Always: a place in the line, or a hand-over it never heard of.
-      ScriptCall sc = abandon_request(prefix_, call);
+      ScriptCall sc = abandon_request(prefix_, fences_, call);
       return eval(*sc.script, sc.keys, sc.args, [done = std::move(done)](Result<Reply> r) { done(r.status()); });
     }
     auto undo = detail::undo_of(call);
@@ -273,86 +286,58 @@ class RedisBackend final : public detail::Backend {
   std::optional<Result<AcquireOutcome>> acquire_now(const AcquireCall& call) override {
     if (!sync_ok()) return std::nullopt;
     // A try leaves no place in the line behind it.
-    auto r = eval_now(acquire_request(prefix_, call, call.queued && call.keep_place), call.deadline);
+    auto r = eval_now(acquire_request(prefix_, fences_, call, call.queued && call.keep_place), call.deadline);
     if (!r.ok()) return Result<AcquireOutcome>(r.status());
     return parse_acquire(*r, call);
   }
   std::optional<Result<ReleaseOutcome>> release_now(const ReleaseCall& call) override {
     if (!sync_ok()) return std::nullopt;
-    auto r = eval_now(release_request(prefix_, call));
+    auto r = eval_now(release_request(prefix_, fences_, call));
     if (!r.ok()) return Result<ReleaseOutcome>(r.status());
     return parse_release(*r);
   }
 
+  // One script call per slot (a script's keys must share one); the calls
+  // to one master go out in one write, so a tick costs one round trip per
+  // master. A master that fails leaves its calls unconfirmed (retried next
+  // tick); only when all fail is the batch a failure.
   void renew(const std::vector<RenewCall>& calls,
              std::function<void(Result<std::vector<RenewOutcome>>)> done) override {
-    std::vector<std::string> keys, args;
-    keys.reserve(calls.size());
-    args.reserve(calls.size() * 3);
-    for (const RenewCall& c : calls) {
-      auto k = detail::lock_keys(prefix_, c.name);
-      keys.push_back(std::move(k.lock));
-      if (c.line) keys.push_back(std::move(k.line));
-      args.push_back(wire_owner(c.owner, c.grant));
-      args.push_back(std::to_string(c.lease.count()));
-      args.push_back(c.line ? "l" : "p");
-    }
-    const std::size_t n = calls.size();
-    eval(renew_script(), keys, args, [this, done = std::move(done), n](Result<Reply> r) mutable {
-      if (!r.ok()) return done(r.status());
-      if (r->type != Reply::Type::array || r->elements.size() != n)
-        return done(unexpected_reply("the renew script", *r));
-      std::vector<RenewOutcome> out;
-      out.reserve(n);
-      for (const Reply& e : r->elements) {
-        switch (e.integer) {
-          case 1:
-            out.push_back(RenewOutcome::renewed);
-            break;
-          case 2:
-            out.push_back(RenewOutcome::taken);
-            break;
-          case 3:
-            out.push_back(RenewOutcome::wrong_type);
-            break;
-          default:
-            out.push_back(RenewOutcome::expired);
-        }
-      }
-      if (wait_.replicas > 0 && std::find(out.begin(), out.end(), RenewOutcome::renewed) != out.end()) {
-        // An extension the replicas did not acknowledge could vanish in a
-        // failover: it is unconfirmed (retried next tick). Leases found gone
-        // or taken are reported as such all the same.
-        return wait_replicated([done = std::move(done), out = std::move(out)](Status s) mutable {
-          if (!s.ok())
-            for (auto& o : out)
-              if (o == RenewOutcome::renewed) o = RenewOutcome::unconfirmed;
-          done(std::move(out));
-        });
-      }
-      done(std::move(out));
-    });
+    if (calls.empty()) return boost::asio::post(io_, [done = std::move(done)] { done(std::vector<RenewOutcome>{}); });
+    std::map<int, std::vector<std::size_t>> groups;
+    for (std::size_t i = 0; i < calls.size(); ++i)
+      groups[route_->cluster() ? key_slot(detail::lock_keys(prefix_, calls[i].name).lock) : -1].push_back(i);
+    auto batch = std::make_shared<RenewBatch>();
+    batch->out.assign(calls.size(), RenewOutcome::unconfirmed);
+    batch->groups_left = groups.size();
+    batch->done = std::move(done);
+    for (auto& [slot, indexes] : groups) renew_group(slot, calls, std::move(indexes), batch);
   }
 
-  // SCAN in pages of 1000 keys; a key that moves during the scan may be
-  // reported twice or missed (SCAN's guarantee covers keys that stay).
+  // SCAN in pages of 1000 keys, on every master in turn; a key that moves
+  // during the scan (expiry, a slot migration) may be reported twice or
+  // missed (SCAN's guarantee covers keys that stay).
   void names(const std::string& prefix, std::function<void(Result<std::vector<std::string>>)> done) override {
-    struct Scan {
-      std::string pattern;
-      std::vector<std::string> found;
-      std::function<void(Result<std::vector<std::string>>)> done;
-    };
     auto scan = std::make_shared<Scan>();
     scan->pattern = detail::lock_key_pattern(prefix_, prefix);
+    scan->masters = route_->masters();
     scan->done = std::move(done);
     scan_page(scan, "0");
   }
 
-  template <class Scan>
+  struct Scan {
+    std::string pattern;
+    std::vector<std::string> masters;  // left to scan; the current one first
+    std::vector<std::string> found;
+    std::function<void(Result<std::vector<std::string>>)> done;
+  };
+
   void scan_page(std::shared_ptr<Scan> scan, const std::string& cursor) {
     std::string payload;
     append_command(payload, {"SCAN", cursor, "MATCH", scan->pattern, "COUNT", "1000"});
-    cmd_->exec(std::move(payload), 1, [this, scan](Status s, std::vector<Reply>&& replies) {
+    std::vector<std::string> commands;
+    commands.push_back(std::move(payload));
+    route_->exec_at(scan->masters.front(), std::move(commands), [this, scan](Status s, std::vector<Reply>&& replies) {
       if (!s.ok()) return scan->done(s);
       const Reply& r = replies[0];
       if (r.is_error()) return scan->done(translate_error(r.str));
@@ -361,8 +346,13 @@ class RedisBackend final : public detail::Backend {
       for (const Reply& key : r.elements[1].elements)
         if (std::string name = detail::name_of_key(prefix_, key.str); !name.empty())
           scan->found.push_back(std::move(name));
-      if (r.elements[0].str == "0") return scan->done(std::move(scan->found));
-      scan_page(scan, r.elements[0].str);
+      if (r.elements[0].str != "0") return scan_page(scan, r.elements[0].str);
+      scan->masters.erase(scan->masters.begin());
+      if (!scan->masters.empty()) return scan_page(scan, "0");
+      // A name has several keys (lock, line, tombstones): once each.
+      std::sort(scan->found.begin(), scan->found.end());
+      scan->found.erase(std::unique(scan->found.begin(), scan->found.end()), scan->found.end());
+      scan->done(std::move(scan->found));
     });
   }
 
@@ -370,13 +360,34 @@ class RedisBackend final : public detail::Backend {
   // line_settle) and reports the oldest grant; a plain lock's waiters are
   // the subscribers of its channel, a line's are its line.
   void inspect(const std::string& name, std::function<void(Result<LockInfo>)> done) override {
-    auto keys = detail::lock_keys(prefix_, name);
+    auto keys = detail::lock_keys(prefix_, name, fences_);
     const Script& script = line_inspect_script();
-    std::string payload;
-    append_command(payload, {"EVAL", script.body, "3", keys.lock, keys.line, keys.fence, keys.channel});
-    append_command(payload, {"GET", keys.fence});
-    append_command(payload, {"PUBSUB", "NUMSUB", keys.channel});
-    cmd_->exec(std::move(payload), 3, [done = std::move(done)](Status s, std::vector<Reply>&& replies) {
+    std::vector<std::string> commands(3);
+    append_command(commands[0], {"EVAL", script.body, "3", keys.lock, keys.line, keys.fence, keys.channel});
+    append_command(commands[1], {"GET", keys.fence});
+    append_command(commands[2], {"PUBSUB", "NUMSUB", keys.channel});
+    const int slot = slot_of(keys.lock);
+    if (!route_->cluster()) return route_->exec(slot, std::move(commands), inspected(std::move(done)));
+    // In a cluster the subscribers are counted where they subscribe.
+    std::vector<std::string> numsub;
+    numsub.push_back(std::move(commands[2]));
+    commands.pop_back();
+    route_->exec(slot, std::move(commands),
+                 [this, numsub = std::move(numsub), done = std::move(done)](Status s, std::vector<Reply>&& r) mutable {
+                   if (!s.ok()) return done(s);
+                   route_->exec(
+                       Route::kSubscriberSlot, std::move(numsub),
+                       [r = std::move(r), done = std::move(done), this](Status s2, std::vector<Reply>&& r2) mutable {
+                         if (!s2.ok()) return done(s2);
+                         r.push_back(std::move(r2.front()));
+                         inspected(std::move(done))({}, std::move(r));
+                       });
+                 });
+  }
+
+  // The inspect script's, the fence counter's and PUBSUB NUMSUB's replies.
+  static ReplyHandler inspected(std::function<void(Result<LockInfo>)> done) {
+    return [done = std::move(done)](Status s, std::vector<Reply>&& replies) {
       if (!s.ok()) return done(s);
       for (const Reply& r : replies)
         if (r.is_error()) return done(translate_error(r.str));
@@ -403,7 +414,7 @@ class RedisBackend final : public detail::Backend {
       else if (numsub.type == Reply::Type::array && numsub.elements.size() == 2)
         info.waiters = static_cast<unsigned>(numsub.elements[1].integer);
       done(info);
-    });
+    };
   }
 
   // One subscription per name, whatever the attempt: a release wakes the
@@ -439,13 +450,80 @@ class RedisBackend final : public detail::Backend {
   }
 
   std::uint64_t commands_sent() const override {
-    return (cmd_ ? cmd_->requests_sent() : 0) + (sub_ ? sub_->requests_sent() : 0) + sync_sent_.load();
+    return route_->requests_sent() + (sub_ ? sub_->requests_sent() : 0) + sync_sent_.load();
   }
-  std::uint64_t reconnects() const override {
-    return (cmd_ ? cmd_->reconnects() : 0) + (sub_ ? sub_->reconnects() : 0);
-  }
+  std::uint64_t reconnects() const override { return route_->reconnects() + (sub_ ? sub_->reconnects() : 0); }
 
  private:
+  struct RenewBatch {
+    std::vector<RenewOutcome> out;  // unconfirmed until a group answers
+    std::size_t groups_left = 0;
+    std::size_t groups_answered = 0;
+    Status failure;
+    std::function<void(Result<std::vector<RenewOutcome>>)> done;
+
+    void group_done(Status s) {
+      if (s.ok())
+        ++groups_answered;
+      else if (failure.ok())
+        failure = std::move(s);
+      if (--groups_left > 0) return;
+      if (groups_answered == 0) return done(failure);
+      done(std::move(out));
+    }
+  };
+
+  void renew_group(int slot, const std::vector<RenewCall>& calls, std::vector<std::size_t> indexes,
+                   std::shared_ptr<RenewBatch> batch) {
+    std::vector<std::string> keys, args;
+    keys.reserve(indexes.size());
+    args.reserve(indexes.size() * 3);
+    for (std::size_t i : indexes) {
+      const RenewCall& c = calls[i];
+      auto k = detail::lock_keys(prefix_, c.name, fences_);
+      keys.push_back(std::move(k.lock));
+      if (c.line) keys.push_back(std::move(k.line));
+      args.push_back(wire_owner(c.owner, c.grant));
+      args.push_back(std::to_string(c.lease.count()));
+      args.push_back(c.line ? "l" : "p");
+    }
+    eval(renew_script(), keys, args, [this, slot, indexes = std::move(indexes), batch](Result<Reply> r) mutable {
+      if (!r.ok()) return batch->group_done(r.status());
+      if (r->type != Reply::Type::array || r->elements.size() != indexes.size())
+        return batch->group_done(unexpected_reply("the renew script", *r));
+      bool renewed = false;
+      for (std::size_t k = 0; k < indexes.size(); ++k) {
+        RenewOutcome& o = batch->out[indexes[k]];
+        switch (r->elements[k].integer) {
+          case 1:
+            o = RenewOutcome::renewed;
+            renewed = true;
+            break;
+          case 2:
+            o = RenewOutcome::taken;
+            break;
+          case 3:
+            o = RenewOutcome::wrong_type;
+            break;
+          default:
+            o = RenewOutcome::expired;
+        }
+      }
+      if (wait_.replicas > 0 && renewed) {
+        // An extension the replicas did not acknowledge could vanish in a
+        // failover: it is unconfirmed (retried next tick). Leases found gone
+        // or taken are reported as such all the same.
+        return wait_replicated(slot, [indexes = std::move(indexes), batch](Status s) {
+          if (!s.ok())
+            for (std::size_t i : indexes)
+              if (batch->out[i] == RenewOutcome::renewed) batch->out[i] = RenewOutcome::unconfirmed;
+          batch->group_done({});
+        });
+      }
+      batch->group_done({});
+    });
+  }
+
   struct Watch {
     std::string name;
     unsigned refs = 0;
@@ -458,26 +536,35 @@ class RedisBackend final : public detail::Backend {
   // fallback cannot apply anything twice.
   void eval(const Script& script, const std::vector<std::string>& keys, const std::vector<std::string>& args,
             std::function<void(Result<Reply>)> done) {
-    std::string fallback = eval_payload("EVAL", script.body, keys, args);
-    cmd_->exec(
-        eval_payload("EVALSHA", script.sha1, keys, args), 1,
-        [this, fallback = std::move(fallback), done = std::move(done)](Status s, std::vector<Reply>&& replies) mutable {
-          if (!s.ok()) return done(s);
-          Reply& r = replies.front();
-          if (r.is_error() && r.str.starts_with("NOSCRIPT")) {
-            cmd_->exec(std::move(fallback), 1, [done = std::move(done)](Status s2, std::vector<Reply>&& rs) {
-              if (!s2.ok()) return done(s2);
-              if (rs.front().is_error()) return done(translate_error(rs.front().str));
-              done(std::move(rs.front()));
-            });
-            return;
-          }
-          if (r.is_error()) return done(translate_error(r.str));
-          done(std::move(r));
-        });
+    const int slot = slot_of(keys.front());
+    std::vector<std::string> fallback;
+    fallback.push_back(eval_payload("EVAL", script.body, keys, args));
+    std::vector<std::string> first;
+    first.push_back(eval_payload("EVALSHA", script.sha1, keys, args));
+    route_->exec(slot, std::move(first),
+                 [this, slot, fallback = std::move(fallback), done = std::move(done)](
+                     Status s, std::vector<Reply>&& replies) mutable {
+                   if (!s.ok()) return done(s);
+                   Reply& r = replies.front();
+                   if (r.is_error() && r.str.starts_with("NOSCRIPT")) {
+                     route_->exec(slot, std::move(fallback),
+                                  [done = std::move(done)](Status s2, std::vector<Reply>&& rs) {
+                                    if (!s2.ok()) return done(s2);
+                                    if (rs.front().is_error()) return done(translate_error(rs.front().str));
+                                    done(std::move(rs.front()));
+                                  });
+                     return;
+                   }
+                   if (r.is_error()) return done(translate_error(r.str));
+                   done(std::move(r));
+                 });
   }
 
-  bool sync_ok() const { return !config_.endpoint.tls && wait_.replicas == 0; }
+  // The slot of a lock's keys (they share its tag); one server: -1.
+  int slot_of(const std::string& key) const { return route_->cluster() ? key_slot(key) : -1; }
+
+  // The blocking fast path knows one server only, for now.
+  bool sync_ok() const { return !route_->cluster() && !config_.endpoint.tls && wait_.replicas == 0; }
 
   void open_blocking() override {
     if (!sync_ok()) return;
@@ -533,11 +620,11 @@ class RedisBackend final : public detail::Backend {
 
   // WAIT right after the script on the same connection: it covers every
   // write this connection made before it.
-  void wait_replicated(std::function<void(Status)> done) {
-    std::string payload;
-    append_command(payload, {"WAIT", std::to_string(wait_.replicas), std::to_string(wait_.timeout.count())});
-    cmd_->exec(
-        std::move(payload), 1,
+  void wait_replicated(int slot, std::function<void(Status)> done) {
+    std::vector<std::string> wait(1);
+    append_command(wait[0], {"WAIT", std::to_string(wait_.replicas), std::to_string(wait_.timeout.count())});
+    route_->exec(
+        slot, std::move(wait),
         [this, done = std::move(done)](Status s, std::vector<Reply>&& rs) {
           if (!s.ok()) return done(s);
           const Reply& r = rs.front();
@@ -555,8 +642,9 @@ class RedisBackend final : public detail::Backend {
 
   // A grant the replicas did not acknowledge is undone (idempotently: only
   // the level it added) and reported as unavailable.
-  void replicate_grant(const AcquireCall& call, AcquireOutcome out, std::function<void(Result<AcquireOutcome>)> done) {
-    wait_replicated([this, call, out, done = std::move(done)](Status s) mutable {
+  void replicate_grant(int slot, const AcquireCall& call, AcquireOutcome out,
+                       std::function<void(Result<AcquireOutcome>)> done) {
+    wait_replicated(slot, [this, call, out, done = std::move(done)](Status s) mutable {
       if (s.ok()) return done(out);
       ReleaseCall undo{call.name, call.owner, call.held + 1, false};
       undo.grant = call.grant;
@@ -578,9 +666,11 @@ class RedisBackend final : public detail::Backend {
 
   void ensure_subscriber() {
     if (sub_) return;
-    ConnectionConfig c = config_;
+    ConnectionConfig c = route_->subscriber_config();
     c.pubsub = true;
     c.name = "pubsub";
+    sub_host_ = c.endpoint.host;
+    sub_port_ = c.endpoint.port;
     sub_ = std::make_unique<Connection>(io_, c);
     sub_->on_push([this](Reply&& r) { on_push(std::move(r)); });
     sub_->on_state([this](bool up) {
@@ -589,6 +679,7 @@ class RedisBackend final : public detail::Backend {
         sub_down_ = Status(Errc::unavailable, "the subscription connection is down");
         for (auto& [channel, w] : watches_) w.confirmed = false;
         fail_ready(*sub_down_);
+        if (route_->moves()) move_subscriber_later();
         return;
       }
       sub_down_.reset();
@@ -598,11 +689,31 @@ class RedisBackend final : public detail::Backend {
       if (events_.resync) events_.resync();
     });
     sub_->start([this](Status s) {
-      if (s.ok()) return;
+      if (s.ok() || s.code() == Errc::cancelled) return;  // cancelled: closed (or moved to another node)
       // The first attempt failed: waiters fall back to waiting on the
       // holder's lease and retrying; reconnects continue in the background.
       sub_down_ = s;
       fail_ready(s);
+    });
+  }
+
+  // Cluster or Sentinel: a subscriber whose node stays down moves to the
+  // node the route names now (a script's PUBLISH reaches every node of a
+  // cluster, and replicas of a master, so a node that comes back as a
+  // replica serves as well).
+  void move_subscriber_later() {
+    route_->refresh();
+    resubscribe_timer_.expires_after(std::max(config_.backoff_max, milliseconds(500)));
+    resubscribe_timer_.async_wait([this](const boost::system::error_code& ec) {
+      if (ec || closed_ || !sub_ || sub_->ready()) return;
+      const ConnectionConfig next = route_->subscriber_config();
+      if (next.endpoint.host == sub_host_ && next.endpoint.port == sub_port_) return move_subscriber_later();
+      // Closed, not destroyed: its handlers may still be queued.
+      sub_->close();
+      retired_.push_back(std::move(sub_));
+      sent_.clear();
+      ensure_subscriber();
+      // The new connection subscribes every watch once up (on_state).
     });
   }
 
@@ -674,11 +785,17 @@ class RedisBackend final : public detail::Backend {
   }
 
   boost::asio::io_context& io_;
-  ConnectionConfig config_;
+  std::unique_ptr<Route> route_;
+  ConnectionConfig config_;  // one server: its endpoint (the fast path's)
   std::string prefix_;
   ReplicaWait wait_;
-  std::unique_ptr<Connection> cmd_;
+  detail::FenceScope fences_;
   std::unique_ptr<Connection> sub_;
+  std::string sub_host_;  // where sub_ connects
+  std::uint16_t sub_port_ = 0;
+  std::vector<std::unique_ptr<Connection>> retired_;  // closed subscribers, kept until the backend goes
+  boost::asio::steady_timer resubscribe_timer_;       // cluster: the subscriber's node is replaced
+  bool closed_ = false;
   std::map<std::string, Watch> watches_;  // by channel
   // Blocking connections of the fast path (any thread; guarded by pool_mu_).
   static constexpr std::size_t kPoolIdle = 8;
@@ -698,7 +815,16 @@ class RedisBackend final : public detail::Backend {
 
 std::unique_ptr<detail::Backend> make_redis_backend(boost::asio::io_context& io, ConnectionConfig config,
                                                     std::string key_prefix, ReplicaWait wait) {
-  return std::make_unique<RedisBackend>(io, std::move(config), std::move(key_prefix), wait);
+  auto route = make_single_route(io, config);
+  return std::make_unique<RedisBackend>(io, std::move(route), std::move(config), std::move(key_prefix), wait);
+}
+
+std::unique_ptr<detail::Backend> make_redis_cluster_backend(boost::asio::io_context& io,
+                                                            std::vector<ConnectionConfig> seeds, std::string key_prefix,
+                                                            ReplicaWait wait) {
+  ConnectionConfig first = seeds.front();
+  auto route = make_cluster_route(io, std::move(seeds));
+  return std::make_unique<RedisBackend>(io, std::move(route), std::move(first), std::move(key_prefix), wait);
 }
 
 }  // namespace dlock::redis

@@ -5,6 +5,7 @@
 
 #include <boost/asio/io_context.hpp>
 #include <memory>
+#include <vector>
 
 #include "backend.hpp"
 #include "redis/connection.hpp"
@@ -21,6 +22,13 @@ struct ReplicaWait {
 
 std::unique_ptr<detail::Backend> make_redis_backend(boost::asio::io_context& io, ConnectionConfig config,
                                                     std::string key_prefix, ReplicaWait wait = {});
+
+// Redis Cluster from its seed nodes (at least one): the same scripts, each
+// sent to the master of its lock's slot (route.hpp), fences per name
+// (keys.hpp), the watchdog's renewals split by slot.
+std::unique_ptr<detail::Backend> make_redis_cluster_backend(boost::asio::io_context& io,
+                                                            std::vector<ConnectionConfig> seeds, std::string key_prefix,
+                                                            ReplicaWait wait = {});
 
 }  // namespace dlock::redis
 

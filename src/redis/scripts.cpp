@@ -37,7 +37,8 @@ namespace {
 // re-create the lock after it was released ({2, 0, 0}: given up).
 // The lease is checked before anything is written: a key without a TTL
 // would be held by nobody, forever.
-// The fence counter is its own key so it survives the lock key's expiry.
+// The fence counter is its own key so it survives the lock key's expiry
+// (keys.hpp: one per prefix, or one per name in a cluster).
 constexpr std::string_view kAcquireHead = R"lua(
 local lease = tonumber(ARGV[2])
 if not lease or lease <= 0 or lease > 1000000000000 then
@@ -62,7 +63,7 @@ constexpr std::string_view kAcquireTail = R"lua(
     if conflict then return {6, 0, 0} end
     if busy then return {0, busy, 0} end
   end
-  local ok, fence = pcall(redis.call, 'incr', KEYS[2])
+  local ok, fence = pcall(L_fence, KEYS[2])
   if not ok then
     local err = type(fence) == 'table' and fence.err or tostring(fence)
     if string.find(err, 'WRONGTYPE', 1, true) or string.find(err, 'not an integer', 1, true) then
@@ -183,20 +184,20 @@ return out
 }  // namespace
 
 const Script& acquire_script() {
-  static const std::string body =
-      std::string(kAcquireHead) + std::string(line_settle_chunk()) + std::string(kAcquireTail);
+  static const std::string body = std::string(fence_chunk()) + std::string(kAcquireHead) +
+                                  std::string(line_settle_chunk()) + std::string(kAcquireTail);
   static const Script s{body, script_sha1(body)};
   return s;
 }
 // line_settle is defined once per call (one closure); its helpers only when
 // it runs.
 const Script& release_script() {
-  static const std::string body = std::string(line_settle_chunk()) + std::string(kRelease);
+  static const std::string body = std::string(fence_chunk()) + std::string(line_settle_chunk()) + std::string(kRelease);
   static const Script s{body, script_sha1(body)};
   return s;
 }
 const Script& renew_script() {
-  static const std::string body = std::string(line_library()) + std::string(kRenew);
+  static const std::string body = std::string(fence_chunk()) + std::string(line_library()) + std::string(kRenew);
   static const Script s{body, script_sha1(body)};
   return s;
 }

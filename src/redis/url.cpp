@@ -167,19 +167,26 @@ Result<RedisEndpoint> parse_redis_url(std::string_view url) {
 
 bool is_redlock_url(std::string_view url) { return url.starts_with("redlock://") || url.starts_with("redlock+tls://"); }
 
-// Each node is parsed as the redis:// (or rediss://) URL it stands for, so
+namespace {
+
+// A list of nodes in one URL, "scheme://[user:pass@]h1:p1,h2:p2,...[/db][?query]":
+// each node is parsed as the redis:// (or rediss://) URL it stands for, so
 // credentials, ports, IPv6, db and TLS files follow the same rules.
-Result<std::vector<RedisEndpoint>> parse_redlock_url(std::string_view url) {
-  auto fail = [](std::string what) { return Status(Errc::invalid_argument, "bad Redlock URL: " + std::move(what)); };
+Result<std::vector<RedisEndpoint>> parse_node_list(std::string_view url, std::string_view scheme,
+                                                   std::string_view tls_scheme, const std::string& what,
+                                                   bool wait_allowed) {
+  auto fail = [&](std::string why) {
+    return Status(Errc::invalid_argument, "bad " + what + " URL: " + std::move(why));
+  };
   std::string_view rest;
   bool tls = false;
-  if (url.starts_with("redlock://")) {
-    rest = url.substr(10);
-  } else if (url.starts_with("redlock+tls://")) {
+  if (url.starts_with(scheme)) {
+    rest = url.substr(scheme.size());
+  } else if (url.starts_with(tls_scheme)) {
     tls = true;
-    rest = url.substr(14);
+    rest = url.substr(tls_scheme.size());
   } else {
-    return fail("expected redlock://host:port,host:port,... or redlock+tls://...");
+    return fail("expected " + std::string(scheme) + "host:port,host:port,... or " + std::string(tls_scheme) + "...");
   }
   // Suffix shared by every node: "/db?query".
   std::string_view suffix;
@@ -189,7 +196,7 @@ Result<std::vector<RedisEndpoint>> parse_redlock_url(std::string_view url) {
   }
   // WAIT mode belongs to a master with replicas; a Redlock master stands
   // alone. Checked before the nodes so the message names the parameter.
-  if (auto q = suffix.find('?'); q != std::string_view::npos) {
+  if (auto q = suffix.find('?'); q != std::string_view::npos && !wait_allowed) {
     std::string_view query = suffix.substr(q + 1);
     while (!query.empty()) {
       const std::string_view kv = next_param(query);
@@ -217,21 +224,36 @@ Result<std::vector<RedisEndpoint>> parse_redlock_url(std::string_view url) {
     if (!ep.ok()) {
       std::string why = ep.status().message();
       if (auto p = why.find("bad Redis URL: "); p == 0) why = why.substr(15);
-      if (auto p = why.find("the rediss:// scheme"); p != std::string::npos) why.replace(p, 20, "redlock+tls://");
-      if (auto p = why.find(kWaitParamsListed); p != std::string::npos) why.erase(p, kWaitParamsListed.size());
+      if (auto p = why.find("the rediss:// scheme"); p != std::string::npos) why.replace(p, 20, tls_scheme);
+      if (!wait_allowed)
+        if (auto p = why.find(kWaitParamsListed); p != std::string::npos) why.erase(p, kWaitParamsListed.size());
       return fail("node " + std::to_string(index) + " ('" + std::string(host) + "'): " + why);
     }
     nodes.push_back(std::move(*ep));
     if (comma == std::string_view::npos) break;
     rest = rest.substr(comma + 1);
   }
+  return nodes;
+}
+
+bool same_node(const RedisEndpoint& a, const RedisEndpoint& b) {
   auto lower = [](std::string s) {
     std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
     return s;
   };
+  return lower(a.host) == lower(b.host) && a.port == b.port;
+}
+
+}  // namespace
+
+Result<std::vector<RedisEndpoint>> parse_redlock_url(std::string_view url) {
+  auto parsed = parse_node_list(url, "redlock://", "redlock+tls://", "Redlock", false);
+  if (!parsed.ok()) return parsed.status();
+  std::vector<RedisEndpoint>& nodes = *parsed;
+  auto fail = [](std::string what) { return Status(Errc::invalid_argument, "bad Redlock URL: " + std::move(what)); };
   for (std::size_t i = 0; i < nodes.size(); ++i)
     for (std::size_t j = 0; j < i; ++j)
-      if (lower(nodes[i].host) == lower(nodes[j].host) && nodes[i].port == nodes[j].port)
+      if (same_node(nodes[i], nodes[j]))
         return fail("node " + std::to_string(j + 1) + " and node " + std::to_string(i + 1) + " are the same (" +
                     nodes[i].describe() + "): Redlock needs independent masters");
   if (nodes.size() < 3)
@@ -241,6 +263,83 @@ Result<std::vector<RedisEndpoint>> parse_redlock_url(std::string_view url) {
     return fail("Redlock needs an odd number of masters (got " + std::to_string(nodes.size()) +
                 "): an even number tolerates no more failures than one node fewer");
   return nodes;
+}
+
+bool is_cluster_url(std::string_view url) {
+  return url.starts_with("redis-cluster://") || url.starts_with("redis-cluster+tls://");
+}
+
+// Seeds only: the cluster tells the rest. A repeated seed is dropped.
+Result<std::vector<RedisEndpoint>> parse_cluster_url(std::string_view url) {
+  auto parsed = parse_node_list(url, "redis-cluster://", "redis-cluster+tls://", "Redis Cluster", true);
+  if (!parsed.ok()) return parsed.status();
+  std::vector<RedisEndpoint> seeds;
+  for (RedisEndpoint& ep : *parsed) {
+    if (ep.db != 0)
+      return Status(Errc::invalid_argument,
+                    "bad Redis Cluster URL: a cluster has only database 0 (got /" + std::to_string(ep.db) + ")");
+    if (std::none_of(seeds.begin(), seeds.end(), [&](const RedisEndpoint& s) { return same_node(s, ep); }))
+      seeds.push_back(std::move(ep));
+  }
+  return seeds;
+}
+
+bool is_sentinel_url(std::string_view url) {
+  return url.starts_with("redis-sentinel://") || url.starts_with("redis-sentinel+tls://");
+}
+
+// The master's name is the path's first segment; the rest of the URL is a
+// node list whose "/db?query" applies to the master. Sentinels without a
+// port listen on 26379.
+Result<SentinelSpec> parse_sentinel_url(std::string_view url) {
+  auto fail = [](std::string why) {
+    return Status(Errc::invalid_argument, "bad Redis Sentinel URL: " + std::move(why));
+  };
+  const std::string_view scheme =
+      url.starts_with("redis-sentinel+tls://") ? "redis-sentinel+tls://" : "redis-sentinel://";
+  if (!url.starts_with(scheme))
+    return fail("expected redis-sentinel://host:port,.../mastername or redis-sentinel+tls://...");
+  std::string_view rest = url.substr(scheme.size());
+  const auto query_at = rest.find('?');
+  const std::string_view query = query_at == std::string_view::npos ? std::string_view() : rest.substr(query_at);
+  rest = rest.substr(0, query_at);
+  const auto slash = rest.find('/');
+  if (slash == std::string_view::npos || slash + 1 == rest.size())
+    return fail("the master's name is missing (redis-sentinel://host:26379/mastername)");
+  const std::string_view authority = rest.substr(0, slash);
+  std::string_view path = rest.substr(slash + 1);
+  const auto slash2 = path.find('/');
+  std::string master(path.substr(0, slash2));
+  std::string rebuilt = std::string(scheme) + std::string(authority);
+  if (slash2 != std::string_view::npos) rebuilt += "/" + std::string(path.substr(slash2 + 1));
+  rebuilt += std::string(query);
+  auto nodes = parse_node_list(rebuilt, "redis-sentinel://", "redis-sentinel+tls://", "Redis Sentinel", true);
+  if (!nodes.ok()) return nodes.status();
+  SentinelSpec spec;
+  spec.master_name = std::move(master);
+  spec.master = nodes->front();  // credentials, db, TLS files, WAIT: the master's
+  spec.master.host.clear();
+  spec.master.port = 0;
+  // The port each node named, or Sentinel's default.
+  std::string_view hosts =
+      authority.substr(authority.rfind('@') == std::string_view::npos ? 0 : authority.rfind('@') + 1);
+  for (RedisEndpoint ep : *nodes) {
+    const std::string_view host = hosts.substr(0, hosts.find(','));
+    hosts = hosts.find(',') == std::string_view::npos ? std::string_view() : hosts.substr(hosts.find(',') + 1);
+    const bool explicit_port =
+        host.starts_with("[") ? host.find("]:") != std::string_view::npos : host.find(':') != std::string_view::npos;
+    if (!explicit_port) ep.port = 26379;
+    // Sentinels take no credentials or database of the master's.
+    ep.username.clear();
+    ep.password.clear();
+    ep.db = 0;
+    ep.wait_replicas.reset();
+    ep.wait_timeout_ms.reset();
+    if (std::none_of(spec.sentinels.begin(), spec.sentinels.end(),
+                     [&](const RedisEndpoint& s) { return same_node(s, ep); }))
+      spec.sentinels.push_back(std::move(ep));
+  }
+  return spec;
 }
 
 }  // namespace dlock::detail

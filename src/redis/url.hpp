@@ -1,4 +1,5 @@
-// Parsing of redis://, rediss://, redlock:// and redlock+tls:// URLs.
+// Parsing of redis://, rediss://, redlock://, redis-cluster:// URLs and their
+// TLS forms.
 #ifndef DLOCK_REDIS_URL_HPP_
 #define DLOCK_REDIS_URL_HPP_
 
@@ -44,6 +45,30 @@ bool is_redlock_url(std::string_view url);
 // odd number >= 3 of distinct nodes. The WAIT parameters are refused: each
 // master stands alone, and the majority is what survives a lost node.
 Result<std::vector<RedisEndpoint>> parse_redlock_url(std::string_view url);
+
+// True for the redis-cluster:// and redis-cluster+tls:// schemes.
+bool is_cluster_url(std::string_view url);
+
+// redis-cluster://[user:pass@]h1:p1,h2:p2,...[?query] (redis-cluster+tls://
+// for TLS, with rediss://'s query parameters, and WAIT mode's): the seed
+// nodes, any of which tells the slot map. A path other than /0 is refused
+// (a cluster has one database); a repeated seed is dropped.
+Result<std::vector<RedisEndpoint>> parse_cluster_url(std::string_view url);
+
+// True for the redis-sentinel:// and redis-sentinel+tls:// schemes.
+bool is_sentinel_url(std::string_view url);
+
+// redis-sentinel://[user:pass@]s1[:port],s2[:port],.../mastername[/db][?query]
+// (redis-sentinel+tls:// for TLS to sentinels and master alike, with
+// rediss://'s query parameters, and WAIT mode's). Sentinels without a port
+// listen on 26379. The credentials, db and query are the master's; the
+// sentinels are asked without credentials.
+struct SentinelSpec {
+  std::vector<RedisEndpoint> sentinels;  // in URL order, repeats dropped
+  std::string master_name;
+  RedisEndpoint master;  // everything but host and port, which the sentinels tell
+};
+Result<SentinelSpec> parse_sentinel_url(std::string_view url);
 
 }  // namespace dlock::detail
 

@@ -21,6 +21,7 @@
 #include "client_core.hpp"
 #include "support/fake_backend.hpp"
 #include "support/postgres_server.hpp"
+#include "support/redis_cluster.hpp"
 #include "support/redis_server.hpp"
 #include "support/temp_dir.hpp"
 #include "support/zookeeper_server.hpp"
@@ -113,6 +114,22 @@ class RedlockEnv final : public BackendEnv {
   std::vector<std::unique_ptr<RedisServer>> servers_;
 };
 
+// Redis Cluster: three masters (no replicas: the contract is about the
+// lock, failovers have their own tests), each lock on its slot's master.
+class ClusterEnv final : public BackendEnv {
+ public:
+  ClusterEnv() : cluster_(3, 0) {}
+  Client client() override { return Client::connect(cluster_.url(), quiet()); }
+  std::string url() const override { return cluster_.url(); }
+  bool freeze(bool on) override {
+    for (int i = 0; i < cluster_.size(); ++i) on ? cluster_.node(i).pause() : cluster_.node(i).resume();
+    return true;
+  }
+
+ private:
+  RedisCluster cluster_;
+};
+
 #endif  // DLOCK_WITH_REDIS
 
 #if DLOCK_WITH_SQLITE
@@ -201,6 +218,7 @@ inline const Backend kBackends[] = {
 #if DLOCK_WITH_REDIS
     {"redis", [] { return std::unique_ptr<BackendEnv>(new RedisEnv); }},
     {"redlock", [] { return std::unique_ptr<BackendEnv>(new RedlockEnv); }},
+    {"cluster", [] { return std::unique_ptr<BackendEnv>(new ClusterEnv); }},
 #endif
 #if DLOCK_WITH_SQLITE
     {"sqlite", [] { return std::unique_ptr<BackendEnv>(new SqliteEnv); }},

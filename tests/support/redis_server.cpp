@@ -212,6 +212,28 @@ int free_port() {
   return ntohs(addr.sin_port);
 }
 
+namespace {
+bool port_free(int port) {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<std::uint16_t>(port));
+  ::inet_pton(AF_INET, kHost, &addr.sin_addr);
+  const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+  ::close(fd);
+  return ok;
+}
+}  // namespace
+
+int free_port_pair(int offset) {
+  for (int attempt = 0; attempt < 1000; ++attempt) {
+    const int p = free_port();
+    if (p + offset <= 65535 && port_free(p + offset)) return p;
+  }
+  throw std::runtime_error("free_port_pair: no free pair of ports " + std::to_string(offset) + " apart");
+}
+
 std::string make_ca(const std::string& dir, const std::string& name) {
   const std::string base = dir + "/" + name;
   make_key(base + ".key");
@@ -236,7 +258,7 @@ RedisServer::RedisServer(RedisServerOptions options) : options_(std::move(option
     if (options_.tls) make_certificates();
     constexpr int kAttempts = 5;
     for (int attempt = 1;; ++attempt) {
-      port_ = free_port();
+      port_ = options_.cluster_bus ? free_port_pair(10000) : free_port();
       if (launch() == Launch::ready) return;
       if (attempt == kAttempts) {
         throw std::runtime_error("redis-server: the free port was taken " + std::to_string(kAttempts) +

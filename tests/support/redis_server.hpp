@@ -52,6 +52,9 @@ struct RedisServerOptions {
   bool enable_debug = true;
   // Appended to the command line as they are ("--maxmemory", "1mb").
   std::vector<std::string> extra_args;
+  // A cluster node: its port is at most 55535 and port + 10000 (the
+  // cluster bus) is free too when it starts.
+  bool cluster_bus = false;
   // How long the constructor and start() wait for the server to answer PING.
   std::chrono::milliseconds start_timeout{10000};
 };
@@ -136,6 +139,8 @@ class RedisServer {
 // A free TCP port on 127.0.0.1 (bind port 0, read it, close). Another
 // process may take it before you bind it: retry on failure.
 int free_port();
+// A free port P <= 65535 - offset with P + offset free as well.
+int free_port_pair(int offset);
 
 // Makes a self-signed CA "<dir>/<name>.crt" (key "<dir>/<name>.key") with the
 // openssl CLI and returns the certificate's path; e.g. a second CA for

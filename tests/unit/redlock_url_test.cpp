@@ -88,5 +88,43 @@ TEST(RedlockUrl, ErrorsNeverEchoThePassword) {
   EXPECT_EQ(r.status().message().find("hunter2"), std::string::npos);
 }
 
+// Redis Cluster: seeds share the node syntax with Redlock.
+TEST(ClusterUrl, SeedsWithCredentialsTlsAndWaitMode) {
+  auto seeds = parse_cluster_url("redis-cluster://u:p%40ss@a:7001,[::1]:7002,A:7001?wait_replicas=1").value();
+  ASSERT_EQ(seeds.size(), 2u);  // a repeated seed is dropped
+  EXPECT_EQ(seeds[0].host, "a");
+  EXPECT_EQ(seeds[1].host, "::1");
+  for (const auto& s : seeds) {
+    EXPECT_EQ(s.username, "u");
+    EXPECT_EQ(s.password, "p@ss");
+    EXPECT_FALSE(s.tls);
+    EXPECT_EQ(s.wait_replicas, 1);
+  }
+  auto one = parse_cluster_url("redis-cluster+tls://h:7000?cacert=/ca.pem").value();
+  ASSERT_EQ(one.size(), 1u);
+  EXPECT_TRUE(one[0].tls);
+  EXPECT_EQ(one[0].ca_file, "/ca.pem");
+  EXPECT_TRUE(is_cluster_url("redis-cluster://h"));
+  EXPECT_TRUE(is_cluster_url("redis-cluster+tls://h"));
+  EXPECT_FALSE(is_cluster_url("redis://h"));
+}
+
+TEST(ClusterUrl, RejectsBadSeedsAndDatabases) {
+  auto bad = [](const char* url, const char* part) {
+    auto r = parse_cluster_url(url);
+    ASSERT_FALSE(r.ok()) << url;
+    EXPECT_EQ(r.code(), Errc::invalid_argument);
+    EXPECT_NE(r.status().message().find(part), std::string::npos) << r.status().message();
+    EXPECT_EQ(r.status().message().find("secret"), std::string::npos);
+  };
+  bad("redis-cluster://a:1/2", "only database 0");
+  bad("redis-cluster://a:1,,b:2", "node 2 is empty");
+  bad("redis-cluster://u:secret@a:1,b:99999", "node 2");
+  bad("redis-cluster://a:1?cacert=/x", "redis-cluster+tls://");
+  bad("redis://a:1", "expected redis-cluster://");
+  bad("redis-cluster://", "empty");
+  EXPECT_TRUE(parse_cluster_url("redis-cluster://a:1/0").ok());
+}
+
 }  // namespace
 }  // namespace dlock::detail

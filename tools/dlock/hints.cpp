@@ -80,7 +80,9 @@ std::string zookeeper_advice(Errc code) {
 
 Store store_of(std::string_view url) {
   const std::string_view scheme = url.substr(0, url.find("://"));
-  if (scheme == "redis" || scheme == "rediss" || scheme == "redlock" || scheme == "redlock+tls") return Store::redis;
+  if (scheme == "redis" || scheme == "rediss" || scheme == "redlock" || scheme == "redlock+tls" ||
+      scheme == "redis-cluster" || scheme == "redis-cluster+tls")
+    return Store::redis;
   if (scheme == "postgres" || scheme == "postgresql") return Store::postgres;
   if (scheme == "sqlite") return Store::sqlite;
   if (scheme == "zk") return Store::zookeeper;

@@ -1,0 +1,324 @@
+// Redis Cluster (redis-cluster://) against a real cluster of 3 masters with
+// a replica each: every lock command goes to its slot's master, redirects
+// are followed, fences grow per name, and holds survive slot migrations and
+// failovers. One cluster serves the suite; the tests that break it (a
+// killed master, a cluster down) start their own.
+#include "support/redis_cluster.hpp"
+
+#include <future>
+#include <set>
+
+#include "integration/common.hpp"
+#include "redis/cluster_map.hpp"
+#include "support/sync_redis.hpp"
+
+namespace dlock::test {
+namespace {
+
+std::string lock_key(const std::string& name) { return "dlock:{" + name + "}"; }
+int slot_of(const std::string& name) { return redis::key_slot(lock_key(name)); }
+
+class RedisClusterTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { cluster_ = new RedisCluster(3, 1); }
+  static void TearDownTestSuite() {
+    delete cluster_;
+    cluster_ = nullptr;
+  }
+  void SetUp() override { cluster_->wait_ok(); }
+
+  Client connect() { return Client::connect(cluster_->url(), quiet(log)); }
+  // A name whose slot node `master` serves now, fresh for this test.
+  std::string name_on(int master, const std::string& base) {
+    for (int i = 0;; ++i) {
+      std::string n = base + std::to_string(i);
+      if (cluster_->master_of_slot(slot_of(n)) == master) return n;
+    }
+  }
+  static LockOptions lease_of(milliseconds lease) {
+    LockOptions o;
+    o.lease = lease;
+    return o;
+  }
+
+  static RedisCluster* cluster_;
+  LogSink log;
+};
+RedisCluster* RedisClusterTest::cluster_ = nullptr;
+
+TEST_F(RedisClusterTest, LocksOnEveryMasterLiveInTheirSlotsMaster) {
+  Client client = connect();
+  std::vector<Lease> held;
+  std::set<int> masters;
+  for (int i = 0; i < 30; ++i) {
+    const std::string name = "spread" + std::to_string(i);
+    auto lease = client.try_acquire(name, lease_of(30s));
+    ASSERT_TRUE(lease.ok()) << name << ": " << lease.status().to_string();
+    const int m = cluster_->master_of_slot(slot_of(name));
+    masters.insert(m);
+    // The hash and its fence counter are on that master, under one tag.
+    EXPECT_EQ(cluster_->cli(m, {"EXISTS", lock_key(name)}), "1") << name;
+    EXPECT_EQ(cluster_->cli(m, {"EXISTS", lock_key(name) + ":f"}), "1") << name;
+    held.push_back(std::move(*lease));
+  }
+  EXPECT_EQ(masters.size(), 3u) << "30 names should reach all three masters";
+  Client other = connect();
+  for (auto& lease : held) EXPECT_EQ(other.try_acquire(lease.name()).code(), Errc::busy) << lease.name();
+  auto listed = other.list("spread");
+  ASSERT_TRUE(listed.ok()) << listed.status().to_string();
+  EXPECT_EQ(listed->size(), held.size()) << "list() scans every master";
+  for (auto& lease : held) EXPECT_TRUE(lease.release().ok());
+  for (int i = 0; i < 30; ++i)
+    EXPECT_TRUE(other.try_acquire("spread" + std::to_string(i)).ok()) << "released on its master";
+}
+
+// The per-name counter starts at the server's clock in microseconds and
+// only grows; inspect reads it.
+TEST_F(RedisClusterTest, FencesGrowPerNameFromTheServersClock) {
+  Client client = connect();
+  const std::string name = "fence-clock";
+  const int m = cluster_->master_of_slot(slot_of(name));
+  const auto lines = cluster_->cli(m, {"TIME"});
+  const unsigned long long now_us = std::stoull(lines.substr(0, lines.find('\n'))) * 1000000ULL;
+  std::uint64_t last = 0;
+  for (int i = 0; i < 5; ++i) {
+    auto lease = client.try_acquire(name, lease_of(10s));
+    ASSERT_TRUE(lease.ok()) << lease.status().to_string();
+    EXPECT_GT(lease->fence(), last);
+    EXPECT_GE(lease->fence(), now_us);
+    last = lease->fence();
+    auto info = client.inspect(name);
+    ASSERT_TRUE(info.ok()) << info.status().to_string();
+    EXPECT_EQ(info->fence, last);
+    EXPECT_EQ(info->last_fence, last);
+    ASSERT_TRUE(lease->release().ok());
+  }
+  // The counter expires after a day, not with the lock.
+  const long long ttl = std::stoll(cluster_->cli(m, {"PTTL", lock_key(name) + ":f"}));
+  EXPECT_GT(ttl, 23LL * 3600 * 1000);
+  // Gone (expired, or lost in a failover): the next fence is still larger.
+  cluster_->cli(m, {"DEL", lock_key(name) + ":f"});
+  auto lease = client.try_acquire(name, lease_of(10s));
+  ASSERT_TRUE(lease.ok());
+  EXPECT_GT(lease->fence(), last);
+}
+
+// The watchdog renews locks on three masters in one tick: each master
+// gets its own script call, so no CROSSSLOT failure loses the batch.
+TEST_F(RedisClusterTest, WatchdogRenewsLocksOnEveryMaster) {
+  Client client = connect();
+  std::atomic<int> lost{0};
+  std::vector<Lease> held;
+  for (int i = 0; i < 12; ++i) {
+    LockOptions o = fast_watchdog(600ms, 150ms);
+    o.on_lost = [&](LossReason) { ++lost; };
+    auto lease = client.try_acquire("renewed" + std::to_string(i), o);
+    ASSERT_TRUE(lease.ok()) << lease.status().to_string();
+    held.push_back(std::move(*lease));
+  }
+  std::this_thread::sleep_for(2s);  // more than three leases
+  EXPECT_EQ(lost.load(), 0);
+  Client other = connect();
+  for (auto& lease : held) {
+    EXPECT_TRUE(lease.held());
+    EXPECT_EQ(other.try_acquire(lease.name()).code(), Errc::busy) << lease.name();
+  }
+  EXPECT_EQ(client.stats().renewal_failures, 0u);
+}
+
+// A release on one master wakes a waiter through the cluster's pub/sub
+// (the release is long before the holder's 30 s lease would end).
+TEST_F(RedisClusterTest, ReleaseWakesAWaiterOnAnotherClient) {
+  Client holder = connect();
+  Client waiter = connect();
+  for (int m = 0; m < 3; ++m) {
+    const std::string name = name_on(m, "wake" + std::to_string(m) + "-");
+    auto lease = holder.try_acquire(name, lease_of(30s));
+    ASSERT_TRUE(lease.ok()) << lease.status().to_string();
+    auto got = std::async(std::launch::async, [&] { return waiter.acquire(name, 10s, lease_of(30s)); });
+    std::this_thread::sleep_for(200ms);
+    const std::uint64_t fence = lease->fence();
+    ASSERT_TRUE(lease->release().ok());
+    auto r = got.get();
+    ASSERT_TRUE(r.ok()) << "master " << m << ": " << r.status().to_string();
+    EXPECT_GT(r->fence(), fence);
+  }
+}
+
+// A slot moves to another master while its lock is held and a waiter
+// waits: the holder's renewal and release follow MOVED, the fence counter
+// moves with the slot, and the waiter is woken.
+TEST_F(RedisClusterTest, SlotMigratedWhileHeldAndAwaited) {
+  Client holder = connect();
+  Client waiter = connect();
+  const std::string name = name_on(0, "migrate-");
+  const int slot = slot_of(name);
+  LockOptions o = fast_watchdog(800ms, 200ms);
+  std::atomic<int> lost{0};
+  o.on_lost = [&](LossReason) { ++lost; };
+  auto lease = holder.try_acquire(name, o);
+  ASSERT_TRUE(lease.ok()) << lease.status().to_string();
+  auto got = std::async(std::launch::async, [&] { return waiter.acquire(name, 15s, lease_of(30s)); });
+  std::this_thread::sleep_for(200ms);
+  cluster_->migrate_slot(slot, 1);
+  EXPECT_EQ(cluster_->master_of_slot(slot), 1);
+  std::this_thread::sleep_for(1500ms);  // renewals now land on the new master
+  EXPECT_EQ(lost.load(), 0);
+  EXPECT_TRUE(lease->held());
+  EXPECT_EQ(cluster_->cli(1, {"EXISTS", lock_key(name)}), "1");
+  const std::uint64_t fence = lease->fence();
+  ASSERT_TRUE(lease->release().ok());
+  auto r = got.get();
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_GT(r->fence(), fence) << "the counter moved with the slot";
+  ASSERT_TRUE(r->release().ok());
+  cluster_->migrate_slot(slot, 0);  // back, for the other tests
+}
+
+// Mid-migration, the keys moved and the source still MIGRATING: the source
+// answers ASK, the target TRYAGAIN for a script whose keys are not all there
+// yet. A try is unavailable; a waiting acquire is granted on the target once
+// the move ends.
+TEST_F(RedisClusterTest, AMigratingSlotIsServedWhenTheMoveEnds) {
+  Client client = connect();
+  const std::string name = name_on(0, "ask-");
+  const int slot = slot_of(name);
+  cluster_->migrate_slot(slot, 2, 2);  // stop with the slot MIGRATING, keys moved (none)
+  auto r = client.try_acquire(name, lease_of(10s));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.code(), Errc::unavailable) << r.status().to_string();
+  EXPECT_EQ(r.status().backend_code(), "TRYAGAIN") << r.status().to_string();
+  auto got = std::async(std::launch::async, [&] { return client.acquire(name, 10s, lease_of(10s)); });
+  std::this_thread::sleep_for(500ms);
+  cluster_->migrate_slot(slot, 2);  // SETSLOT NODE everywhere
+  auto lease = got.get();
+  ASSERT_TRUE(lease.ok()) << lease.status().to_string();
+  EXPECT_EQ(cluster_->cli(2, {"EXISTS", lock_key(name)}), "1");
+  EXPECT_TRUE(lease->release().ok());
+  EXPECT_EQ(cluster_->cli(2, {"EXISTS", lock_key(name)}), "0");
+  cluster_->migrate_slot(slot, 0);
+}
+
+// A graceful failover of the master that holds a lock: the replica had the
+// grant, renewals and the release go to the new master.
+TEST_F(RedisClusterTest, FailoverWhileHeldKeepsTheHold) {
+  Client client = connect();
+  const std::string name = name_on(1, "failover-");
+  const int slot = slot_of(name);
+  LockOptions o = fast_watchdog(1000ms, 250ms);
+  std::atomic<int> lost{0};
+  o.on_lost = [&](LossReason) { ++lost; };
+  auto lease = client.try_acquire(name, o);
+  ASSERT_TRUE(lease.ok()) << lease.status().to_string();
+  const int replica = 4;  // node 1's replica
+  ASSERT_FALSE(cluster_->is_master(replica));
+  cluster_->failover(replica);
+  EXPECT_EQ(cluster_->master_of_slot(slot), replica);
+  std::this_thread::sleep_for(1500ms);
+  EXPECT_EQ(lost.load(), 0);
+  Client other = connect();
+  EXPECT_EQ(other.try_acquire(name).code(), Errc::busy);
+  const std::uint64_t fence = lease->fence();
+  ASSERT_TRUE(lease->release().ok());
+  auto next = other.try_acquire(name, lease_of(10s));
+  ASSERT_TRUE(next.ok()) << next.status().to_string();
+  EXPECT_GT(next->fence(), fence);
+  ASSERT_TRUE(next->release().ok());
+  cluster_->failover(1);  // back
+}
+
+TEST_F(RedisClusterTest, AServerThatIsNoClusterIsRefusedClearly) {
+  RedisServer plain;
+  auto r = Client::try_connect("redis-cluster://" + plain.host_port(), quiet(log));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.code(), Errc::invalid_argument);
+  EXPECT_NE(r.status().message().find("not a cluster node"), std::string::npos) << r.status().message();
+}
+
+// redis:// to a node of a cluster: its one fence counter is in another
+// slot than the lock (CROSSSLOT), or the lock's slot is elsewhere (MOVED).
+// Either way the error names the cluster scheme.
+TEST_F(RedisClusterTest, PlainUrlToAClusterNodeNamesTheClusterScheme) {
+  Client client = Client::connect(cluster_->node(0).url(), quiet(log));
+  for (int m : {0, 2}) {
+    auto r = client.try_acquire(name_on(m, "plain-"));
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.status().message().find("redis-cluster://"), std::string::npos) << r.status().message();
+  }
+}
+
+// A master and its replica gone: the cluster is down for every slot
+// (cluster-require-full-coverage). A try is unavailable; a waiting acquire
+// succeeds once the nodes are back, within its wait.
+TEST(RedisClusterDown, UnavailableThenServedAgain) {
+  LogSink log;
+  RedisCluster cluster(3, 1);
+  Client client = Client::connect(cluster.url(), quiet(log));
+  ASSERT_TRUE(client.try_acquire("warm").ok());
+  cluster.node(2).kill9();
+  cluster.node(5).kill9();
+  ASSERT_TRUE(eventually(
+      [&] {
+        return cluster.cli(0, {"CLUSTER", "INFO"}).find("cluster_state:fail") != std::string::npos;
+      },
+      10s));
+  auto r = client.try_acquire("down");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.code(), Errc::unavailable) << r.status().to_string();
+  auto later = std::async(std::launch::async, [&] { return client.acquire("down", 30s); });
+  std::this_thread::sleep_for(500ms);
+  cluster.node(2).start();
+  cluster.node(5).start();
+  auto got = later.get();
+  EXPECT_TRUE(got.ok()) << got.status().to_string();
+}
+
+// The master that holds a lock is killed: its replica takes over (the grant
+// had reached it), and a waiter on the same slot is served by the new master.
+TEST(RedisClusterKill, KilledMasterIsReplacedAndWaitersProceed) {
+  LogSink log;
+  RedisCluster cluster(3, 1);
+  Client holder = Client::connect(cluster.url(), quiet(log));
+  Client waiter = Client::connect(cluster.url(), quiet(log));
+  std::string name;
+  for (int i = 0; name.empty(); ++i)
+    if (cluster.master_of_slot(slot_of("kill" + std::to_string(i))) == 0) name = "kill" + std::to_string(i);
+  LockOptions o;
+  o.lease = 3s;  // fixed: nothing renews it
+  auto lease = holder.try_acquire(name, o);
+  ASSERT_TRUE(lease.ok()) << lease.status().to_string();
+  SyncRedis replica(cluster.node(3).port());
+  replica.cmd({"READONLY"});  // a replica answers MOVED otherwise
+  ASSERT_TRUE(eventually([&] { return replica.integer({"EXISTS", lock_key(name)}) == 1; }, 5s));
+  const std::uint64_t fence = lease->fence();
+  // A failover takes the node timeout and an election: retry through it.
+  LockOptions patient = o;
+  patient.error_retry = 20s;
+  auto got = std::async(std::launch::async, [&] { return waiter.acquire(name, 30s, patient); });
+  cluster.node(0).kill9();
+  auto r = got.get();
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_GT(r->fence(), fence);
+  EXPECT_EQ(cluster.master_of_slot(slot_of(name)), 3);
+}
+
+// Every node frozen past the command timeout while an acquire waits: the
+// attempt the nodes read when they wake is undone, and the name is free
+// again at once (not after the 30 s watchdog lease).
+TEST_F(RedisClusterTest, AnAttemptGrantedAfterAFreezeIsUndone) {
+  Client client = connect();
+  ASSERT_TRUE(client.try_acquire("thaw").value().release().ok());
+  for (int i = 0; i < 3; ++i) cluster_->node(i).pause();
+  auto r = client.acquire("thaw", 1s);
+  EXPECT_EQ(r.code(), Errc::timeout) << r.status().to_string();
+  std::this_thread::sleep_for(2500ms);
+  for (int i = 0; i < 3; ++i) cluster_->node(i).resume();
+  // Replicas were silent too: they may have been failed over meanwhile.
+  cluster_->wait_ok();
+  Client other = connect();
+  auto got = other.acquire("thaw", 10s);
+  ASSERT_TRUE(got.ok()) << got.status().to_string();
+}
+
+}  // namespace
+}  // namespace dlock::test
