@@ -38,7 +38,8 @@ Status check_options(const ClientOptions& o) {
 // ClientStats::backend: the family of the URL's scheme.
 std::string backend_family(std::string_view url) {
   const std::string_view scheme = url.substr(0, url.find("://"));
-  if (scheme == "redis" || scheme == "rediss") return "redis";
+  if (scheme == "redis" || scheme == "rediss" || scheme == "redis-cluster" || scheme == "redis-cluster+tls")
+    return "redis";
   if (scheme == "redlock" || scheme == "redlock+tls") return "redlock";
   if (scheme == "postgres" || scheme == "postgresql") return "postgres";
   if (scheme == "sqlite") return "sqlite";
@@ -295,6 +296,7 @@ void ClientCore::shutdown_io() {
   closing_ = true;
   renew_timer_->cancel();
   if (stats_timer_) stats_timer_->cancel();
+  for (auto& t : abandon_timers_) t->cancel();
   waiters_.clear();
   observers_.clear();  // their timers' handlers see closing_
   std::vector<ReleaseCall> calls;

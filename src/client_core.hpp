@@ -207,7 +207,10 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   void end_release(const std::shared_ptr<ReleaseOp>& op, unsigned depth, Status status);
   // Tells the backend an acquire ended without a grant (in its hold's queue
   // of calls, so it cannot overtake the attempt).
-  void abandon(const std::shared_ptr<Hold>& hold, AbandonCall call);
+  // `lease`: the abandoned attempt's, how long a grant it made could last.
+  void abandon(const std::shared_ptr<Hold>& hold, AbandonCall call, milliseconds lease);
+  void abandon_until(const std::shared_ptr<Hold>& hold, AbandonCall call, Clock::time_point give_up,
+                     milliseconds backoff);
   AbandonCall abandon_call(const AcquireOp& op, bool in_doubt) const;
   void run_on_lost(const std::shared_ptr<Hold>& hold, LossReason reason);
   void stage(std::shared_ptr<Hold> hold, Clock::time_point sent_at, milliseconds interval, bool renew);
@@ -283,8 +286,9 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   std::uint64_t waits_failed_ = 0;
   std::uint64_t wait_time_us_sum_ = 0;
   decltype(ClientStats::wait_buckets) wait_buckets_{};
-  std::string backend_name_;                                // ClientStats::backend; set before start
-  std::unique_ptr<boost::asio::steady_timer> stats_timer_;  // ClientOptions::on_stats
+  std::string backend_name_;                                             // ClientStats::backend; set before start
+  std::unique_ptr<boost::asio::steady_timer> stats_timer_;               // ClientOptions::on_stats
+  std::set<std::shared_ptr<boost::asio::steady_timer>> abandon_timers_;  // cleanups waiting to be sent again
 };
 
 }  // namespace dlock::detail

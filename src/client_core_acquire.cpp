@@ -111,7 +111,7 @@ void ClientCore::step(const std::shared_ptr<AcquireOp>& op, AcquireFsm::Action a
     late_grants_.fetch_add(1, std::memory_order_relaxed);
     AbandonCall undo = abandon_call(*op, true);
     undo.tombstone = milliseconds(0);
-    abandon(op->hold, std::move(undo));
+    abandon(op->hold, std::move(undo), op->lease);
   }
   switch (action.kind) {
     case Kind::attempt:
@@ -171,7 +171,7 @@ void ClientCore::send_attempt(const std::shared_ptr<AcquireOp>& op) {
       // found it held) is not needed: left, it would become the head of the
       // queue once the hold is released, held by nobody until the session ends.
       if (op->sent_any) {
-        abandon(op->hold, abandon_call(*op, false));
+        abandon(op->hold, abandon_call(*op, false), op->lease);
         op->sent_any = false;
       }
       AcquireOutcome local;
@@ -302,7 +302,7 @@ void ClientCore::finish(const std::shared_ptr<AcquireOp>& op, Status status) {
   if (!status.ok()) {
     // The backend removes what the attempts left: a grant in doubt (a reply
     // lost), a stray copy of a fresh attempt, a queue node.
-    if (op->sent_any) abandon(op->hold, abandon_call(*op, op->fsm.in_doubt()));
+    if (op->sent_any) abandon(op->hold, abandon_call(*op, op->fsm.in_doubt()), op->lease);
     if (op->woken) on_release_published(op->name);  // pass the wake-up on
   }
   --op->hold->users;
@@ -343,17 +343,37 @@ AbandonCall ClientCore::abandon_call(const AcquireOp& op, bool in_doubt) const {
   return call;
 }
 
-void ClientCore::abandon(const std::shared_ptr<Hold>& hold, AbandonCall call) {
+// A cleanup that was not sent, or got no answer, is sent again (it names
+// its own attempt and grant, so it cannot touch a later one) until the
+// abandoned attempt's lease would have ended anyway: otherwise a grant made
+// while the caller gave up (a frozen server answering late) would block
+// the name for a whole lease.
+void ClientCore::abandon(const std::shared_ptr<Hold>& hold, AbandonCall call, milliseconds lease) {
+  abandon_until(hold, std::move(call), now() + lease, milliseconds(50));
+}
+
+void ClientCore::abandon_until(const std::shared_ptr<Hold>& hold, AbandonCall call, Clock::time_point give_up,
+                               milliseconds backoff) {
   ++hold->users;
-  hold_exec(hold, [this, hold, call = std::move(call)] {
+  hold_exec(hold, [this, hold, call = std::move(call), give_up, backoff]() mutable {
     if (closing_) return;
-    backend_->abandon(call, [this, hold](Status s) {
+    backend_->abandon(call, [this, hold, call, give_up, backoff](Status s) mutable {
       if (closing_) return;
-      if (!s.ok())
-        log(LogLevel::warning, "cleanup after an acquire of '" + hold->name +
-                                   "' that ended without a grant failed (it expires with its lease): " + s.to_string());
       --hold->users;
       hold_op_done(hold);
+      if (s.ok()) return;
+      if (transient(s.code()) && now() + backoff < give_up) {
+        auto timer = std::make_shared<asio::steady_timer>(rt_->io, backoff);
+        abandon_timers_.insert(timer);
+        timer->async_wait([this, hold, call = std::move(call), give_up, backoff, timer](const error_code& ec) mutable {
+          abandon_timers_.erase(timer);
+          if (ec || closing_) return;
+          abandon_until(hold, std::move(call), give_up, std::min(backoff * 2, milliseconds(1000)));
+        });
+        return;
+      }
+      log(LogLevel::warning, "cleanup after an acquire of '" + hold->name +
+                                 "' that ended without a grant failed (it expires with its lease): " + s.to_string());
     });
   });
 }

@@ -1,4 +1,6 @@
 // The loss signal: the holder learns at once when its lock is gone.
+#include <future>
+
 #include "integration/common.hpp"
 
 namespace dlock::test {
@@ -124,6 +126,32 @@ TEST(LateGrant, ReplyAfterValidityIsUndoneAndRetried) {
   // The second, timely grant is the one returned: it is valid now.
   EXPECT_GT(lease->valid_until(), Clock::now());
   EXPECT_EQ(lease->fence(), 2u) << "the late grant took fence 1 and was released";
+}
+
+// An acquire that gave up while the server was frozen may still be granted
+// when the server wakes and reads it. Its cleanup could not be sent (the
+// connection was dropped for silence and was reconnecting): it is sent
+// again until the attempt's lease would have ended, so the name is free as
+// soon as the server answers, not a whole lease later.
+TEST(LateGrant, AGrantMadeAfterTheCallerGaveUpIsUndoneOnceTheServerAnswers) {
+  RedisServer server;
+  LogSink log;
+  ClientOptions options = quiet(log);
+  options.command_timeout = 300ms;  // the connection is dropped before the caller gives up
+  Client client = Client::connect(server.url(), options);
+  ASSERT_TRUE(client.try_acquire("frozen").value().release().ok());  // the connection is up
+  server.pause();
+  std::promise<Status> gave_up;
+  // The I/O path (async): its request is written and waits in the socket.
+  client.async_acquire("frozen", 1s, LockOptions{}, [&](Result<Lease> r) { gave_up.set_value(r.status()); });
+  EXPECT_FALSE(gave_up.get_future().get().ok());
+  std::this_thread::sleep_for(2s);
+  server.resume();
+  Client other = Client::connect(server.url(), quiet(log));
+  auto t0 = Clock::now();
+  auto got = other.acquire("frozen", 10s);  // the watchdog lease is 30 s
+  ASSERT_TRUE(got.ok()) << got.status().to_string();
+  EXPECT_LT(ms_since(t0), 5000);
 }
 
 }  // namespace
