@@ -26,6 +26,8 @@ constexpr BackendScheme kSchemes[] = {
     {"redlock+tls", redis::make_redlock_from_url},
     {"redis-cluster", redis::make_cluster_from_url},
     {"redis-cluster+tls", redis::make_cluster_from_url},
+    {"redis-sentinel", redis::make_sentinel_from_url},
+    {"redis-sentinel+tls", redis::make_sentinel_from_url},
 #endif
 #if DLOCK_WITH_SQLITE
     {"sqlite", sqlite::make_from_url},

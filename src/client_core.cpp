@@ -38,7 +38,8 @@ Status check_options(const ClientOptions& o) {
 // ClientStats::backend: the family of the URL's scheme.
 std::string backend_family(std::string_view url) {
   const std::string_view scheme = url.substr(0, url.find("://"));
-  if (scheme == "redis" || scheme == "rediss" || scheme == "redis-cluster" || scheme == "redis-cluster+tls")
+  if (scheme == "redis" || scheme == "rediss" || scheme.starts_with("redis-cluster") ||
+      scheme.starts_with("redis-sentinel"))
     return "redis";
   if (scheme == "redlock" || scheme == "redlock+tls") return "redlock";
   if (scheme == "postgres" || scheme == "postgresql") return "postgres";

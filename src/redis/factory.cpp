@@ -78,4 +78,24 @@ Result<std::unique_ptr<detail::Backend>> make_cluster_from_url(std::string_view 
   return make_redis_cluster_backend(context.io, std::move(*configs), o.key_prefix, {o.wait_replicas, o.wait_timeout});
 }
 
+Result<std::unique_ptr<detail::Backend>> make_sentinel_from_url(std::string_view url, detail::BackendContext& context) {
+  auto spec = detail::parse_sentinel_url(url);
+  if (!spec.ok()) return spec.status();
+  ClientOptions& o = context.options;
+  if (Status s = apply_wait_params(spec->master, o); !s.ok()) return s;
+  std::vector<RedisEndpoint> master;
+  master.push_back(spec->master);
+  auto master_config = configs_for(std::move(master), context);
+  if (!master_config.ok()) return master_config.status();
+  // The sentinels answer without the master's credentials.
+  std::vector<ConnectionConfig> sentinels;
+  for (RedisEndpoint& ep : spec->sentinels) {
+    ConnectionConfig cfg = master_config->front();
+    cfg.endpoint = std::move(ep);
+    sentinels.push_back(std::move(cfg));
+  }
+  return make_redis_sentinel_backend(context.io, std::move(sentinels), std::move(master_config->front()),
+                                     std::move(spec->master_name), o.key_prefix, {o.wait_replicas, o.wait_timeout});
+}
+
 }  // namespace dlock::redis

@@ -1,7 +1,8 @@
 // The Redis family's URL schemes for the backend registry: redis:// and
 // rediss:// (one master, optionally in WAIT mode), redlock:// and
 // redlock+tls:// (a majority of independent masters), redis-cluster:// and
-// redis-cluster+tls:// (Redis Cluster, from seed nodes).
+// redis-cluster+tls:// (Redis Cluster, from seed nodes), redis-sentinel://
+// and redis-sentinel+tls:// (a master found through Sentinel).
 #ifndef DLOCK_REDIS_FACTORY_HPP_
 #define DLOCK_REDIS_FACTORY_HPP_
 
@@ -12,6 +13,7 @@ namespace dlock::redis {
 Result<std::unique_ptr<detail::Backend>> make_from_url(std::string_view url, detail::BackendContext& context);
 Result<std::unique_ptr<detail::Backend>> make_redlock_from_url(std::string_view url, detail::BackendContext& context);
 Result<std::unique_ptr<detail::Backend>> make_cluster_from_url(std::string_view url, detail::BackendContext& context);
+Result<std::unique_ptr<detail::Backend>> make_sentinel_from_url(std::string_view url, detail::BackendContext& context);
 
 }  // namespace dlock::redis
 

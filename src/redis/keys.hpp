@@ -18,7 +18,7 @@ namespace dlock::detail {
 //    (fences would go backwards), so every distinct name ever locked would
 //    leave a key behind forever. One shared counter is strictly increasing
 //    for every name, across names too.
-//  - name (Redis Cluster): "<prefix>{name}:f", in the lock's slot, so a
+//  - name (Redis Cluster, Sentinel): "<prefix>{name}:f", in the lock's slot, so a
 //    script touches one slot and a slot migration moves the counter with
 //    the lock. The scripts (line_scripts.hpp, fence_chunk) raise it to at
 //    least the server's clock in microseconds, so it may expire after a

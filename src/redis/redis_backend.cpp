@@ -221,7 +221,7 @@ class RedisBackend final : public detail::Backend {
         config_(std::move(config)),
         prefix_(std::move(prefix)),
         wait_(wait),
-        fences_(route_->cluster() ? detail::FenceScope::name : detail::FenceScope::prefix),
+        fences_(route_->moves() ? detail::FenceScope::name : detail::FenceScope::prefix),
         resubscribe_timer_(io) {}
 
   ~RedisBackend() override { close(); }
@@ -563,8 +563,8 @@ class RedisBackend final : public detail::Backend {
   // The slot of a lock's keys (they share its tag); one server: -1.
   int slot_of(const std::string& key) const { return route_->cluster() ? key_slot(key) : -1; }
 
-  // The blocking fast path knows one server only, for now.
-  bool sync_ok() const { return !route_->cluster() && !config_.endpoint.tls && wait_.replicas == 0; }
+  // The blocking fast path knows one fixed server only, for now.
+  bool sync_ok() const { return !route_->moves() && !config_.endpoint.tls && wait_.replicas == 0; }
 
   void open_blocking() override {
     if (!sync_ok()) return;
@@ -824,6 +824,15 @@ std::unique_ptr<detail::Backend> make_redis_cluster_backend(boost::asio::io_cont
                                                             ReplicaWait wait) {
   ConnectionConfig first = seeds.front();
   auto route = make_cluster_route(io, std::move(seeds));
+  return std::make_unique<RedisBackend>(io, std::move(route), std::move(first), std::move(key_prefix), wait);
+}
+
+std::unique_ptr<detail::Backend> make_redis_sentinel_backend(boost::asio::io_context& io,
+                                                             std::vector<ConnectionConfig> sentinels,
+                                                             ConnectionConfig master, std::string master_name,
+                                                             std::string key_prefix, ReplicaWait wait) {
+  ConnectionConfig first = master;
+  auto route = make_sentinel_route(io, std::move(sentinels), std::move(master), std::move(master_name));
   return std::make_unique<RedisBackend>(io, std::move(route), std::move(first), std::move(key_prefix), wait);
 }
 

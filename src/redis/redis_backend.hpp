@@ -30,6 +30,14 @@ std::unique_ptr<detail::Backend> make_redis_cluster_backend(boost::asio::io_cont
                                                             std::vector<ConnectionConfig> seeds, std::string key_prefix,
                                                             ReplicaWait wait = {});
 
+// A master found through Sentinel (route.hpp), followed across failovers,
+// with fences per name as in a cluster: a failover that lost the last
+// increments still issues larger fences.
+std::unique_ptr<detail::Backend> make_redis_sentinel_backend(boost::asio::io_context& io,
+                                                             std::vector<ConnectionConfig> sentinels,
+                                                             ConnectionConfig master, std::string master_name,
+                                                             std::string key_prefix, ReplicaWait wait = {});
+
 }  // namespace dlock::redis
 
 #endif  // DLOCK_REDIS_REDIS_BACKEND_HPP_

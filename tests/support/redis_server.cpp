@@ -302,6 +302,7 @@ void RedisServer::make_certificates() {
 std::vector<std::string> RedisServer::command_line() const {
   const std::string port = std::to_string(port_);
   std::vector<std::string> argv = {"redis-server"};
+  if (!options_.config_file.empty()) argv.push_back(options_.config_file);
   if (options_.tls) {
     argv.insert(argv.end(), {"--port", "0", "--tls-port", port, "--tls-cert-file", dir_ + "/server.crt",
                              "--tls-key-file", dir_ + "/server.key", "--tls-ca-cert-file", ca_file(),
@@ -344,8 +345,11 @@ RedisServer::Launch RedisServer::launch() {
                                " during startup.\ncommand: " + join_args(argv) + "\n" + log_tail());
     }
     // The ready line proves that *our* process has bound the port; the PING
-    // that it answers.
-    if (log.find(kReadyLine) != std::string::npos && probe()) return Launch::ready;
+    // that it answers. A sentinel logs no ready line; its mode line comes
+    // after its ports are bound.
+    const bool bound = log.find(kReadyLine) != std::string::npos ||
+                       log.find("Running mode=sentinel, port=" + std::to_string(port_)) != std::string::npos;
+    if (bound && probe()) return Launch::ready;
     if (Clock::now() >= deadline) {
       kill9();
       throw std::runtime_error("redis-server did not answer PING within " +

@@ -55,6 +55,9 @@ struct RedisServerOptions {
   // A cluster node: its port is at most 55535 and port + 10000 (the
   // cluster bus) is free too when it starts.
   bool cluster_bus = false;
+  // A configuration file, given first on the command line (a sentinel
+  // needs one it may rewrite); the options above still apply after it.
+  std::string config_file;
   // How long the constructor and start() wait for the server to answer PING.
   std::chrono::milliseconds start_timeout{10000};
 };

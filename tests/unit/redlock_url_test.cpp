@@ -126,5 +126,45 @@ TEST(ClusterUrl, RejectsBadSeedsAndDatabases) {
   EXPECT_TRUE(parse_cluster_url("redis-cluster://a:1/0").ok());
 }
 
+TEST(SentinelUrl, SentinelsMasterNameAndTheMastersSettings) {
+  auto spec = parse_sentinel_url("redis-sentinel://u:pw@s1,s2:26380,[::1]/mymaster/2?wait_replicas=1").value();
+  EXPECT_EQ(spec.master_name, "mymaster");
+  ASSERT_EQ(spec.sentinels.size(), 3u);
+  EXPECT_EQ(spec.sentinels[0].host, "s1");
+  EXPECT_EQ(spec.sentinels[0].port, 26379);  // Sentinel's default port
+  EXPECT_EQ(spec.sentinels[1].port, 26380);
+  EXPECT_EQ(spec.sentinels[2].host, "::1");
+  EXPECT_EQ(spec.sentinels[2].port, 26379);
+  for (const auto& s : spec.sentinels) {
+    EXPECT_TRUE(s.password.empty()) << "the master's credentials are not sent to sentinels";
+    EXPECT_EQ(s.db, 0);
+  }
+  EXPECT_EQ(spec.master.username, "u");
+  EXPECT_EQ(spec.master.password, "pw");
+  EXPECT_EQ(spec.master.db, 2);
+  EXPECT_EQ(spec.master.wait_replicas, 1);
+  auto tls = parse_sentinel_url("redis-sentinel+tls://s1:1/m?cacert=/ca.pem").value();
+  EXPECT_TRUE(tls.master.tls);
+  EXPECT_TRUE(tls.sentinels[0].tls);
+  EXPECT_EQ(tls.sentinels[0].ca_file, "/ca.pem");
+  EXPECT_TRUE(is_sentinel_url("redis-sentinel://s/m"));
+  EXPECT_FALSE(is_sentinel_url("redis://s"));
+}
+
+TEST(SentinelUrl, RejectsAMissingNameAndBadNodes) {
+  auto bad = [](const char* url, const char* part) {
+    auto r = parse_sentinel_url(url);
+    ASSERT_FALSE(r.ok()) << url;
+    EXPECT_EQ(r.code(), Errc::invalid_argument);
+    EXPECT_NE(r.status().message().find(part), std::string::npos) << r.status().message();
+    EXPECT_EQ(r.status().message().find("secret"), std::string::npos);
+  };
+  bad("redis-sentinel://s1:26379", "master's name is missing");
+  bad("redis-sentinel://s1:26379/", "master's name is missing");
+  bad("redis-sentinel://u:secret@s1,,s2/m", "node 2 is empty");
+  bad("redis-sentinel://s1/m/x", "database");
+  bad("redis://s1/m", "expected redis-sentinel://");
+}
+
 }  // namespace
 }  // namespace dlock::detail

@@ -81,7 +81,7 @@ std::string zookeeper_advice(Errc code) {
 Store store_of(std::string_view url) {
   const std::string_view scheme = url.substr(0, url.find("://"));
   if (scheme == "redis" || scheme == "rediss" || scheme == "redlock" || scheme == "redlock+tls" ||
-      scheme == "redis-cluster" || scheme == "redis-cluster+tls")
+      scheme.starts_with("redis-cluster") || scheme.starts_with("redis-sentinel"))
     return Store::redis;
   if (scheme == "postgres" || scheme == "postgresql") return Store::postgres;
   if (scheme == "sqlite") return Store::sqlite;

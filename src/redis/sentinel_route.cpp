@@ -1,0 +1,315 @@
+// Route for a master found through Redis Sentinel: the sentinels are asked
+// for the master's address (SENTINEL GET-MASTER-ADDR-BY-NAME), the node is
+// checked to call itself master (ROLE), and a failover is followed from the
+// sentinels' +switch-master announcements, a READONLY reply (we reached a
+// demoted master) or a lost connection, whichever comes first.
+//
+// Like one server otherwise: one pipelined connection. The failover itself
+// is asynchronous replication's: a grant the replica had not received is
+// lost with the old master (README; wait_replicas narrows the window).
+#include <algorithm>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <map>
+
+#include "redis/route.hpp"
+
+namespace dlock::redis {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr milliseconds kAskGap{100};  // at most one round of questions per gap
+
+std::string command(const std::vector<std::string_view>& args) {
+  std::string out;
+  append_command(out, args);
+  return out;
+}
+
+std::string joined(std::vector<std::string>& commands) {
+  std::string payload;
+  for (auto& c : commands) payload += c;
+  return payload;
+}
+
+class SentinelRoute final : public Route {
+ public:
+  SentinelRoute(boost::asio::io_context& io, std::vector<ConnectionConfig> sentinels, ConnectionConfig master,
+                std::string name)
+      : io_(io), sentinels_(std::move(sentinels)), master_(std::move(master)), name_(std::move(name)), timer_(io) {}
+
+  void start(std::function<void(Status)> done) override {
+    starting_ = std::move(done);
+    watch_switches(0);
+    discover();
+  }
+
+  void close() override {
+    closed_ = true;
+    timer_.cancel();
+    if (conn_) conn_->close();
+    if (watcher_) watcher_->close();
+    for (auto& [i, c] : askers_) c->close();
+    for (auto& c : retired_) c->close();
+    finish_start(Status(Errc::cancelled, "client closed"));
+  }
+
+  bool cluster() const override { return false; }
+  bool moves() const override { return true; }
+
+  void exec(int, std::vector<std::string> commands, ReplyHandler handler, milliseconds timeout) override {
+    if (!conn_) {  // only before start() succeeded: the backend waits for it
+      boost::asio::post(io_, [handler = std::move(handler), this] {
+        handler(Status(Errc::unavailable, "no master of '" + name_ + "' known yet"), {});
+      });
+      return;
+    }
+    const std::size_t n = commands.size();
+    conn_->exec(
+        joined(commands), n,
+        [this, handler = std::move(handler)](Status s, std::vector<Reply>&& replies) {
+          if (s.ok())
+            for (const Reply& r : replies)
+              if (r.is_error() && r.str.starts_with("READONLY")) discover();  // a demoted master
+          handler(std::move(s), std::move(replies));
+        },
+        timeout);
+  }
+  std::vector<std::string> masters() const override { return {""}; }
+  void exec_at(const std::string&, std::vector<std::string> commands, ReplyHandler handler) override {
+    exec(-1, std::move(commands), std::move(handler), milliseconds(0));
+  }
+  ConnectionConfig subscriber_config() const override { return current_; }
+  void refresh() override { discover(); }
+
+  void on_link(std::function<void(bool)> handler) override { link_ = std::move(handler); }
+  std::uint64_t requests_sent() const override {
+    std::uint64_t n = conn_ ? conn_->requests_sent() : 0;
+    for (const auto& c : retired_) n += c->requests_sent();
+    return n;
+  }
+  std::uint64_t reconnects() const override {
+    std::uint64_t n = conn_ ? conn_->reconnects() : 0;
+    for (const auto& c : retired_) n += c->reconnects();
+    return n;
+  }
+
+ private:
+  Connection& asker(std::size_t i) {
+    auto& c = askers_[i];
+    if (!c) {
+      ConnectionConfig cfg = sentinels_[i];
+      cfg.name = "sentinel " + sentinels_[i].endpoint.describe();
+      c = std::make_unique<Connection>(io_, std::move(cfg));
+      c->start([](Status) {});
+    }
+    return *c;
+  }
+
+  // Asks the sentinels in turn, the one that answered last first.
+  void discover() {
+    if (closed_ || asking_) return;
+    const auto now = Clock::now();
+    if (now < next_ask_) {
+      if (ask_armed_) return;
+      ask_armed_ = true;
+      timer_.expires_at(next_ask_);
+      timer_.async_wait([this](const boost::system::error_code& ec) {
+        ask_armed_ = false;
+        if (!ec) discover();
+      });
+      return;
+    }
+    asking_ = true;
+    next_ask_ = now + kAskGap;
+    ask(0, "");
+  }
+
+  // `all_unknown`: every sentinel so far answered that it knows no such
+  // master (a typo in the name: give up), rather than failing to answer.
+  void ask(std::size_t k, std::string why, bool all_unknown = true) {
+    if (closed_) return;
+    if (k >= sentinels_.size()) {
+      asking_ = false;
+      Status s = all_unknown
+                     ? Status(Errc::invalid_argument, "no sentinel knows a master named '" + name_ + "': " + why)
+                     : Status(Errc::unavailable, "no sentinel told the master of '" + name_ + "': " + why);
+      if (starting_ && (all_unknown || Clock::now() >= start_by())) return finish_start(s, true);
+      return ask_again(starting_ ? milliseconds(200) : milliseconds(1000));
+    }
+    const std::size_t i = (first_ + k) % sentinels_.size();
+    asker(i).exec(command({"SENTINEL", "GET-MASTER-ADDR-BY-NAME", name_}), 1,
+                  [this, k, i, why = std::move(why), all_unknown](Status s, std::vector<Reply>&& replies) mutable {
+                    if (closed_) return;
+                    const std::string who = sentinels_[i].endpoint.describe();
+                    bool unknown = false;
+                    if (s.ok()) {
+                      const Reply& r = replies.front();
+                      if (r.type == Reply::Type::array && r.elements.size() == 2) {
+                        first_ = i;
+                        asking_ = false;
+                        return use(r.elements[0].str, r.elements[1].str);
+                      }
+                      unknown = r.is_nil();
+                      s = unknown ? Status(Errc::invalid_argument, "does not know it")
+                                  : Status(Errc::protocol_error, r.is_error() ? r.str : "an unexpected reply");
+                    }
+                    why += (why.empty() ? "" : "; ") + who + ": " + s.message();
+                    ask(k + 1, std::move(why), all_unknown && unknown);
+                  });
+  }
+
+  void ask_again(milliseconds after) {
+    if (closed_ || ask_armed_) return;
+    ask_armed_ = true;
+    timer_.expires_after(after);
+    timer_.async_wait([this](const boost::system::error_code& ec) {
+      ask_armed_ = false;
+      if (!ec) discover();
+    });
+  }
+
+  // The master is at host:port: connect there (if not already) and check
+  // that it calls itself master.
+  void use(const std::string& host, const std::string& port_text) {
+    const long port = std::strtol(port_text.c_str(), nullptr, 10);
+    if (port <= 0 || port > 65535)
+      return finish_start(Status(Errc::protocol_error, "a sentinel told port " + port_text), true);
+    if (conn_ && current_.endpoint.host == host && current_.endpoint.port == port) {
+      if (!conn_->ready()) return;  // reconnecting there on its own
+      return check_role();
+    }
+    switch_to(host, static_cast<std::uint16_t>(port));
+  }
+
+  void switch_to(const std::string& host, std::uint16_t port) {
+    if (conn_) {
+      // Requests not yet written go nowhere: retried by the caller. Closed,
+      // not destroyed: its handlers may still be queued.
+      conn_->close(Status(Errc::unavailable, "the master of '" + name_ + "' moved to " + host + ":" +
+                                                 std::to_string(port) +
+                                                 " (Sentinel failover); the command was not sent"));
+      retired_.push_back(std::move(conn_));
+    }
+    current_ = master_;
+    current_.endpoint.host = host;
+    current_.endpoint.port = port;
+    current_.name = "cmd " + host + ":" + std::to_string(port);
+    conn_ = std::make_unique<Connection>(io_, current_);
+    conn_->on_state([this](bool up) {
+      if (closed_) return;
+      if (!up) discover();  // maybe a failover
+      if (up && starting_) check_role();
+      if (link_) link_(up);
+    });
+    Connection* started = conn_.get();
+    conn_->start([this, started](Status s) {
+      if (closed_ || started != conn_.get()) return;
+      if (!s.ok()) return finish_start(s);  // auth, TLS: final; else reconnecting on its own
+      check_role();
+    });
+  }
+
+  void check_role() {
+    Connection* asked = conn_.get();
+    conn_->exec(command({"ROLE"}), 1, [this, asked](Status s, std::vector<Reply>&& replies) {
+      if (closed_ || asked != conn_.get()) return;
+      if (!s.ok()) return finish_start(s);
+      const Reply& r = replies.front();
+      if (r.type == Reply::Type::array && !r.elements.empty() && r.elements[0].str == "master") return finish_start({});
+      // Told before the failover finished: ask again shortly.
+      if (starting_ && Clock::now() > start_by())
+        return finish_start(Status(Errc::unavailable, current_.endpoint.describe() + ", named master of '" + name_ +
+                                                          "' by the sentinels, is not a master"),
+                            true);
+      ask_again(milliseconds(200));
+    });
+  }
+
+  // +switch-master "<name> <old ip> <old port> <new ip> <new port>" from one
+  // sentinel; the next one when it is lost.
+  void watch_switches(std::size_t i) {
+    if (closed_) return;
+    ConnectionConfig cfg = sentinels_[i % sentinels_.size()];
+    cfg.pubsub = true;
+    cfg.name = "sentinel events";
+    if (watcher_) {
+      watcher_->close();
+      retired_.push_back(std::move(watcher_));
+    }
+    watcher_ = std::make_unique<Connection>(io_, cfg);
+    Connection* mine = watcher_.get();
+    watcher_->on_push([this](Reply&& r) {
+      if (r.type != Reply::Type::array || r.elements.size() < 3 || r.elements[0].str != "message") return;
+      const std::string& text = r.elements[2].str;
+      std::vector<std::string> words;
+      for (std::size_t at = 0; at < text.size();) {
+        const auto space = text.find(' ', at);
+        words.push_back(text.substr(at, space - at));
+        if (space == std::string::npos) break;
+        at = space + 1;
+      }
+      if (words.size() == 5 && words[0] == name_) use(words[3], words[4]);
+    });
+    watcher_->on_state([this, i, mine](bool up) {
+      if (closed_ || mine != watcher_.get()) return;
+      if (up) {
+        watcher_->exec(command({"SUBSCRIBE", "+switch-master"}), 0, [](Status, std::vector<Reply>&&) {});
+        discover();  // a switch may have been missed meanwhile
+        return;
+      }
+      // The next sentinel, from a posted call: not inside this connection's callback.
+      boost::asio::post(io_, [this, i, mine] {
+        if (!closed_ && mine == watcher_.get()) watch_switches(i + 1);
+      });
+    });
+    watcher_->start([this, i, mine](Status s) {
+      if (s.ok() || closed_ || s.code() == Errc::cancelled) return;
+      boost::asio::post(io_, [this, i, mine] {
+        if (!closed_ && mine == watcher_.get()) watch_switches(i + 1);
+      });
+    });
+  }
+
+  Clock::time_point start_by() const { return started_at_ + sentinels_.front().connect_timeout * 2; }
+
+  // The first outcome goes to start()'s caller. A transient failure before
+  // start_by() is not final (a failover may be under way), unless `final`.
+  void finish_start(Status s, bool final = false) {
+    if (!starting_) return;
+    if (!final && !s.ok() &&
+        (s.code() == Errc::unavailable || s.code() == Errc::outcome_unknown || s.code() == Errc::timeout) &&
+        Clock::now() < start_by())
+      return;
+    std::exchange(starting_, nullptr)(s);
+  }
+
+  boost::asio::io_context& io_;
+  std::vector<ConnectionConfig> sentinels_;
+  ConnectionConfig master_;   // credentials, db, TLS, timeouts; no address
+  ConnectionConfig current_;  // master_ at the address in use
+  std::string name_;
+  std::unique_ptr<Connection> conn_;
+  std::unique_ptr<Connection> watcher_;
+  std::map<std::size_t, std::unique_ptr<Connection>> askers_;
+  std::vector<std::unique_ptr<Connection>> retired_;  // closed, kept until the route goes
+  boost::asio::steady_timer timer_;
+  Clock::time_point next_ask_{};
+  Clock::time_point started_at_ = Clock::now();
+  std::size_t first_ = 0;  // the sentinel that answered last
+  bool asking_ = false;
+  bool ask_armed_ = false;
+  bool closed_ = false;
+  std::function<void(Status)> starting_;
+  std::function<void(bool)> link_;
+};
+
+}  // namespace
+
+std::unique_ptr<Route> make_sentinel_route(boost::asio::io_context& io, std::vector<ConnectionConfig> sentinels,
+                                           ConnectionConfig master, std::string master_name) {
+  return std::make_unique<SentinelRoute>(io, std::move(sentinels), std::move(master), std::move(master_name));
+}
+
+}  // namespace dlock::redis

@@ -1,0 +1,111 @@
+// Redis Sentinel (redis-sentinel://) against a real master, replica and three
+// sentinels: the client finds the master through the sentinels, follows a
+// failover, and fences keep growing across it.
+#include "support/redis_sentinel.hpp"
+
+#include <future>
+
+#include "integration/common.hpp"
+#include "support/sync_redis.hpp"
+
+namespace dlock::test {
+namespace {
+
+std::string lock_key(const std::string& name) { return "dlock:{" + name + "}"; }
+
+LockOptions lease_of(milliseconds lease) {
+  LockOptions o;
+  o.lease = lease;
+  return o;
+}
+
+class RedisSentinelTest : public ::testing::Test {
+ protected:
+  Client connect() { return Client::connect(set.url(), quiet(log)); }
+  RedisSentinelSet set;
+  LogSink log;
+};
+
+TEST_F(RedisSentinelTest, LocksOnTheMasterTheSentinelsName) {
+  Client client = connect();
+  auto lease = client.try_acquire("job", lease_of(10s));
+  ASSERT_TRUE(lease.ok()) << lease.status().to_string();
+  EXPECT_EQ(SyncRedis(set.data(0).port()).integer({"EXISTS", lock_key("job")}), 1);
+  // Fences per name, from the server's clock: a failover cannot repeat one.
+  const std::string time = set.data(0).cli({"TIME"});
+  EXPECT_GE(lease->fence(), std::stoull(time.substr(0, time.find('\n'))) * 1000000ULL);
+  EXPECT_EQ(connect().try_acquire("job").code(), Errc::busy);
+  EXPECT_TRUE(lease->release().ok());
+  EXPECT_EQ(client.stats().backend, "redis");
+}
+
+TEST_F(RedisSentinelTest, ADownSentinelIsSkipped) {
+  set.sentinel(0).stop();
+  Client client = connect();
+  EXPECT_TRUE(client.try_acquire("skip").ok());
+}
+
+TEST_F(RedisSentinelTest, AnUnknownMasterNameIsRefusedClearly) {
+  std::string url = set.url();
+  url.replace(url.rfind('/') + 1, std::string::npos, "nosuch");
+  auto r = Client::try_connect(url, quiet(log));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.code(), Errc::invalid_argument) << r.status().to_string();
+  EXPECT_NE(r.status().message().find("no sentinel knows a master named 'nosuch'"), std::string::npos)
+      << r.status().message();
+}
+
+// A graceful failover while a lock is held: the replica had the grant; the
+// client follows +switch-master, renews and releases on the new master,
+// and a waiter there is woken by the release. (Renewals sent between the
+// promotion and +switch-master land on the old master and are lost with
+// it: a lease shorter than that window, about a second here, may be lost.)
+TEST_F(RedisSentinelTest, FailoverWhileHeldKeepsTheHoldAndTheWakeUps) {
+  Client client = connect();
+  Client waiter = connect();
+  LockOptions o = fast_watchdog(5000ms, 1000ms);
+  std::atomic<int> lost{0};
+  o.on_lost = [&](LossReason) { ++lost; };
+  auto lease = client.try_acquire("held", o);
+  ASSERT_TRUE(lease.ok()) << lease.status().to_string();
+  ASSERT_TRUE(eventually([&] { return SyncRedis(set.data(1).port()).integer({"EXISTS", lock_key("held")}) == 1; }, 5s));
+  set.failover();
+  std::this_thread::sleep_for(1500ms);  // renewals now go to node 1
+  EXPECT_EQ(lost.load(), 0);
+  EXPECT_TRUE(lease->held());
+  EXPECT_EQ(waiter.try_acquire("held").code(), Errc::busy);
+  auto got = std::async(std::launch::async, [&] { return waiter.acquire("held", 10s, lease_of(30s)); });
+  std::this_thread::sleep_for(300ms);
+  const std::uint64_t fence = lease->fence();
+  ASSERT_TRUE(lease->release().ok());
+  auto r = got.get();
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_GT(r->fence(), fence);
+  EXPECT_EQ(SyncRedis(set.data(1).port()).integer({"EXISTS", lock_key("held")}), 1) << "granted on the new master";
+}
+
+// The master is killed: the sentinels promote the replica (which had the
+// grant), and a waiter proceeds there once the fixed lease ends.
+TEST_F(RedisSentinelTest, AKilledMasterIsReplacedAndWaitersProceed) {
+  Client holder = connect();
+  Client waiter = connect();
+  auto lease = holder.try_acquire("killed", lease_of(3s));
+  ASSERT_TRUE(lease.ok()) << lease.status().to_string();
+  ASSERT_TRUE(eventually(
+      [&] {
+        return SyncRedis(set.data(1).port()).integer({"EXISTS", lock_key("killed")}) == 1;
+      },
+      5s));
+  const std::uint64_t fence = lease->fence();
+  LockOptions patient = lease_of(3s);
+  patient.error_retry = 20s;  // the failover takes down-after-milliseconds and an election
+  auto got = std::async(std::launch::async, [&] { return waiter.acquire("killed", 30s, patient); });
+  set.data(0).kill9();
+  auto r = got.get();
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_GT(r->fence(), fence);
+  set.wait_master(1);
+}
+
+}  // namespace
+}  // namespace dlock::test

@@ -1,0 +1,60 @@
+// A real Redis Sentinel set-up for tests: a master, a replica of it and
+// three sentinels watching it under the name "mymaster", each a
+// RedisServer (redis_server.hpp) on loopback in its own temp dir.
+//
+//   dlock::test::RedisSentinelSet set;
+//   auto client = dlock::Client::connect(set.url());
+//   set.failover();                 // SENTINEL FAILOVER: the replica leads
+//   set.data(set.master_index())    // the node that is master now
+//
+// The destructor stops exactly these servers.
+#ifndef DLOCK_TESTS_SUPPORT_REDIS_SENTINEL_HPP_
+#define DLOCK_TESTS_SUPPORT_REDIS_SENTINEL_HPP_
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "support/redis_server.hpp"
+#include "support/temp_dir.hpp"
+
+namespace dlock::test {
+
+class RedisSentinelSet {
+ public:
+  static constexpr const char* kName = "mymaster";
+
+  // Starts the master, the replica and the sentinels; waits until every
+  // sentinel knows the replica and the other two. Throws std::runtime_error
+  // if that takes more than 30 s.
+  RedisSentinelSet();
+  ~RedisSentinelSet();
+  RedisSentinelSet(const RedisSentinelSet&) = delete;
+  RedisSentinelSet& operator=(const RedisSentinelSet&) = delete;
+
+  // "redis-sentinel://127.0.0.1:S1,127.0.0.1:S2,127.0.0.1:S3/mymaster"
+  std::string url() const;
+  RedisServer& data(int i) { return *data_.at(static_cast<std::size_t>(i)); }  // 0: first master, 1: replica
+  RedisServer& sentinel(int i) { return *sentinels_.at(static_cast<std::size_t>(i)); }
+  // The data node the sentinels name master now (-1: none they agree on).
+  int master_index() const;
+  // SENTINEL FAILOVER, then waits until the other data node is master by
+  // the sentinels and by its own ROLE.
+  void failover();
+  // Waits until the sentinels name data node `i` master and it says so.
+  void wait_master(int i, std::chrono::milliseconds limit = std::chrono::milliseconds(30000)) const;
+
+ private:
+  void wait_until(const std::string& what, std::chrono::milliseconds limit, const std::function<bool()>& done) const;
+  std::string tails() const;
+
+  TempDir dir_;
+  std::vector<std::unique_ptr<RedisServer>> data_;
+  std::vector<std::unique_ptr<RedisServer>> sentinels_;
+};
+
+}  // namespace dlock::test
+
+#endif  // DLOCK_TESTS_SUPPORT_REDIS_SENTINEL_HPP_
