@@ -297,7 +297,6 @@ void ClientCore::shutdown_io() {
   closing_ = true;
   renew_timer_->cancel();
   if (stats_timer_) stats_timer_->cancel();
-  for (auto& t : abandon_timers_) t->cancel();
   waiters_.clear();
   observers_.clear();  // their timers' handlers see closing_
   std::vector<ReleaseCall> calls;
@@ -319,6 +318,12 @@ void ClientCore::shutdown_io() {
   // Every acquire still running completes with cancelled and is abandoned;
   // one whose request is out is undone behind it on the same connection (it
   // may be granted).
+  // Cleanups waiting to be sent again go out with the others, once.
+  for (auto& [timer, call] : abandon_timers_) {
+    timer->cancel();
+    abandons.push_back(call);
+  }
+  abandon_timers_.clear();
   auto ops = std::move(live_ops_);
   live_ops_.clear();
   for (const auto& op : ops) {

@@ -286,9 +286,10 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   std::uint64_t waits_failed_ = 0;
   std::uint64_t wait_time_us_sum_ = 0;
   decltype(ClientStats::wait_buckets) wait_buckets_{};
-  std::string backend_name_;                                             // ClientStats::backend; set before start
-  std::unique_ptr<boost::asio::steady_timer> stats_timer_;               // ClientOptions::on_stats
-  std::set<std::shared_ptr<boost::asio::steady_timer>> abandon_timers_;  // cleanups waiting to be sent again
+  std::string backend_name_;                                // ClientStats::backend; set before start
+  std::unique_ptr<boost::asio::steady_timer> stats_timer_;  // ClientOptions::on_stats
+  // Cleanups waiting to be sent again (abandon_until); shutdown sends them.
+  std::map<std::shared_ptr<boost::asio::steady_timer>, AbandonCall> abandon_timers_;
 };
 
 }  // namespace dlock::detail

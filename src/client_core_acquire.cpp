@@ -111,6 +111,9 @@ void ClientCore::step(const std::shared_ptr<AcquireOp>& op, AcquireFsm::Action a
     late_grants_.fetch_add(1, std::memory_order_relaxed);
     AbandonCall undo = abandon_call(*op, true);
     undo.tombstone = milliseconds(0);
+    // The next attempts ask under a new grant id: the undo, which may be
+    // sent again (abandon), then names a grant nobody will hold.
+    if (undo.held == 0) op->fresh_grant = next_grant_.fetch_add(1);
     abandon(op->hold, std::move(undo), op->lease);
   }
   switch (action.kind) {
@@ -343,11 +346,13 @@ AbandonCall ClientCore::abandon_call(const AcquireOp& op, bool in_doubt) const {
   return call;
 }
 
-// A cleanup that was not sent, or got no answer, is sent again (it names
-// its own attempt and grant, so it cannot touch a later one) until the
-// abandoned attempt's lease would have ended anyway: otherwise a grant made
-// while the caller gave up (a frozen server answering late) would block
-// the name for a whole lease.
+// A cleanup of a fresh grant that was not sent, or got no answer, is sent
+// again until the abandoned attempt's lease would have ended anyway:
+// otherwise a grant made while the caller gave up (a frozen server
+// answering late) would block the name for a whole lease. It names a grant
+// id no later attempt uses (step() moves the op to a new one), so it cannot
+// touch a later grant. A re-entry's cleanup shares the hold's grant with
+// later calls: it is sent once, as before.
 void ClientCore::abandon(const std::shared_ptr<Hold>& hold, AbandonCall call, milliseconds lease) {
   abandon_until(hold, std::move(call), now() + lease, milliseconds(50));
 }
@@ -362,9 +367,9 @@ void ClientCore::abandon_until(const std::shared_ptr<Hold>& hold, AbandonCall ca
       --hold->users;
       hold_op_done(hold);
       if (s.ok()) return;
-      if (transient(s.code()) && now() + backoff < give_up) {
+      if (transient(s.code()) && call.held == 0 && now() + backoff < give_up) {
         auto timer = std::make_shared<asio::steady_timer>(rt_->io, backoff);
-        abandon_timers_.insert(timer);
+        abandon_timers_.emplace(timer, call);
         timer->async_wait([this, hold, call = std::move(call), give_up, backoff, timer](const error_code& ec) mutable {
           abandon_timers_.erase(timer);
           if (ec || closing_) return;

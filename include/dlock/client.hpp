@@ -63,9 +63,10 @@ std::string describe_url(std::string_view url);
 struct LockInfo {
   bool held = false;
   std::uint64_t fence = 0;              // of the current grant; 0 when free
-  std::uint64_t last_fence = 0;         // the fence counter now (shared by every
-                                        // name under the prefix): the next grant
-                                        // of any lock gets a higher fence
+  std::uint64_t last_fence = 0;         // the fence counter now: the next grant
+                                        // gets a higher fence (of any lock under
+                                        // the prefix on one Redis server; of
+                                        // this lock in a cluster or Sentinel)
   milliseconds remaining{0};            // lease left (PTTL); 0 when free, and
                                         // when a session keeps it (ZooKeeper)
   unsigned reentry_count = 0;           // 0 when free (ZooKeeper: 1 when held;

@@ -43,6 +43,16 @@ void SlotMap::move(int slot, const ClusterNode& node) {
   owner_[slot] = static_cast<std::uint16_t>(index_of(node));
 }
 
+std::vector<ClusterNode> SlotMap::masters() const {
+  std::vector<bool> serving(masters_.size(), false);
+  for (auto o : owner_)
+    if (o != kNone) serving[o] = true;
+  std::vector<ClusterNode> out;
+  for (std::size_t i = 0; i < masters_.size(); ++i)
+    if (serving[i]) out.push_back(masters_[i]);
+  return out;
+}
+
 int SlotMap::unserved() const {
   int n = 0;
   for (auto o : owner_) n += o == kNone;
@@ -55,7 +65,6 @@ Result<SlotMap> SlotMap::from_cluster_slots(const Reply& reply, std::string_view
   if (reply.is_error()) return Status(Errc::server_error, reply.str);
   if (reply.type != Reply::Type::array) return bad("not an array");
   SlotMap map;
-  map.owner_.fill(kNone);
   for (const Reply& range : reply.elements) {
     if (range.type != Reply::Type::array || range.elements.size() < 3) return bad("a range without a master");
     const Reply& lo = range.elements[0];

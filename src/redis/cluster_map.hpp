@@ -34,6 +34,7 @@ struct ClusterNode {
 // moved by MOVED redirects between refreshes.
 class SlotMap {
  public:
+  SlotMap() { owner_.fill(kNone); }
   // `seed_host` stands in for a node announced without a host ("" or "?":
   // the node the reply came from does not know its own address).
   static Result<SlotMap> from_cluster_slots(const Reply& reply, std::string_view seed_host);
@@ -41,7 +42,9 @@ class SlotMap {
   bool empty() const { return masters_.empty(); }
   // The master of `slot`; nullptr if no node serves it (CLUSTERDOWN).
   const ClusterNode* master_of(int slot) const;
-  const std::vector<ClusterNode>& masters() const { return masters_; }
+  // The masters that serve at least one slot (a MOVED may have taken a
+  // node's last one).
+  std::vector<ClusterNode> masters() const;
   // A MOVED redirect: `slot` is served by `node` now.
   void move(int slot, const ClusterNode& node);
   // How many slots no master serves.

@@ -142,7 +142,8 @@ class ClusterRoute final : public Route {
     return *conn;
   }
 
-  // The nodes to ask for the map: the known masters, then the seeds.
+  // The nodes to ask for the map: the known masters, then the seeds; those
+  // connected now first (a dead master would cost a command timeout).
   std::vector<std::pair<std::string, ConnectionConfig>> candidates() const {
     std::vector<std::pair<std::string, ConnectionConfig>> out;
     for (const ClusterNode& n : map_.masters()) out.emplace_back(n.address(), config_of(n));
@@ -151,6 +152,10 @@ class ClusterRoute final : public Route {
       if (std::none_of(out.begin(), out.end(), [&](const auto& c) { return c.first == n.address(); }))
         out.emplace_back(n.address(), s);
     }
+    std::stable_partition(out.begin(), out.end(), [&](const auto& c) {
+      auto it = nodes_.find(c.first);
+      return it != nodes_.end() && it->second->ready();
+    });
     return out;
   }
 
@@ -184,7 +189,10 @@ class ClusterRoute final : public Route {
   }
 
   void send(std::shared_ptr<Call> call, const ClusterNode* ask) {
-    if (closed_) return call->handler(Status(Errc::cancelled, "client closed"), {});
+    if (closed_) {  // never inline: the caller may be iterating
+      boost::asio::post(io_, [call] { call->handler(Status(Errc::cancelled, "client closed"), {}); });
+      return;
+    }
     const ClusterNode* target = ask ? ask : map_.master_of(call->slot < 0 ? 0 : call->slot);
     if (!target) {
       refresh();
@@ -202,9 +210,10 @@ class ClusterRoute final : public Route {
     }
     const auto left = std::chrono::duration_cast<milliseconds>(call->deadline - Clock::now());
     const bool asked = ask != nullptr;
+    const std::string answering_host = target->host;
     node(*target).exec(
         std::move(payload), expected,
-        [this, call, asked](Status s, std::vector<Reply>&& replies) mutable {
+        [this, call, asked, answering_host](Status s, std::vector<Reply>&& replies) mutable {
           if (!s.ok()) {
             if (s.code() == Errc::unavailable) refresh();  // never written: the node may be gone
             return call->handler(s, {});
@@ -230,7 +239,7 @@ class ClusterRoute final : public Route {
                                               rd.kind == Redirect::Kind::moved ? "MOVED" : "ASK"),
                                        {});
                 }
-                if (rd.node.host.empty()) rd.node.host = seeds_.front().endpoint.host;
+                if (rd.node.host.empty()) rd.node.host = answering_host;  // the node does not know its address
                 if (rd.kind == Redirect::Kind::moved) {
                   map_.move(rd.slot, rd.node);
                   refresh();

@@ -41,13 +41,11 @@ Status translate_error(std::string_view message) {
   if (code == "LOADING" || code == "BUSY" || code == "MASTERDOWN" || code == "TRYAGAIN" || code == "READONLY" ||
       code == "CLUSTERDOWN")
     return {Errc::unavailable, "server cannot serve the request now: " + text, code};
-  // A cluster redirect the route did not follow (too many, or a server
-  // behind a plain redis:// URL that is a cluster node): nothing ran.
-  if (code == "CROSSSLOT")  // one server's fence counter is outside the lock's slot
+  // A redirect or a cross-slot script reaching the backend: a redis:// URL
+  // names a cluster node (one server's fence counter is outside the lock's
+  // slot). Retrying would not help; nothing ran.
+  if (code == "CROSSSLOT" || code == "MOVED" || code == "ASK")
     return {Errc::server_error, "the server is a cluster node (use redis-cluster:// for a cluster): " + text, code};
-  if (code == "MOVED" || code == "ASK")
-    return {Errc::unavailable,
-            "the key is served by another cluster node (use redis-cluster:// for a cluster): " + text, code};
   return {Errc::server_error, text, code};
 }
 

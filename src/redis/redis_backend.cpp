@@ -694,6 +694,7 @@ class RedisBackend final : public detail::Backend {
       // holder's lease and retrying; reconnects continue in the background.
       sub_down_ = s;
       fail_ready(s);
+      if (route_->moves()) move_subscriber_later();
     });
   }
 

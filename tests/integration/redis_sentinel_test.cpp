@@ -107,5 +107,34 @@ TEST_F(RedisSentinelTest, AKilledMasterIsReplacedAndWaitersProceed) {
   set.wait_master(1);
 }
 
+// The failover the README warns of: a grant the replica never received is
+// lost with the master, and a second client is granted the lock while the
+// first still holds its lease. Fencing is what protects the resource then:
+// the promoted replica's counter missed the first fence's increment, and
+// the clock floor still gives the second grant a larger fence.
+TEST_F(RedisSentinelTest, AGrantLostInAFailoverStillLeavesTheNextFenceLarger) {
+  Client first = connect();
+  Client second = connect();
+  ASSERT_TRUE(first.try_acquire("lost", lease_of(30s)).value().release().ok());  // the counter exists
+  ASSERT_TRUE(eventually([&] { return SyncRedis(set.data(1).port()).integer({"EXISTS", "dlock:{lost}:f"}) == 1; }, 5s));
+  // The replica hears nothing more: stopped, and its link cut by the master
+  // (bytes already sent would wait in its socket and arrive on resume).
+  set.data(1).pause();
+  ASSERT_EQ(set.data(0).cli({"CLIENT", "KILL", "TYPE", "replica"}), "1");
+  auto stale = first.try_acquire("lost", lease_of(30s));
+  ASSERT_TRUE(stale.ok()) << stale.status().to_string();
+  set.data(0).kill9();  // the grant dies with the master
+  set.data(1).resume();
+  LockOptions patient = lease_of(30s);
+  patient.error_retry = 25s;
+  const auto t0 = Clock::now();
+  auto fresh = second.acquire("lost", 40s, patient);
+  ASSERT_TRUE(fresh.ok()) << fresh.status().to_string();
+  EXPECT_LT(ms_since(t0), 20000) << "granted before the first lease could end: the first grant was lost";
+  EXPECT_TRUE(stale->held()) << "the first holder's lease has not run out: two holders, as documented";
+  EXPECT_GT(fresh->fence(), stale->fence()) << "a write fenced with the stale grant is rejected";
+  EXPECT_EQ(set.master_index(), 1);
+}
+
 }  // namespace
 }  // namespace dlock::test

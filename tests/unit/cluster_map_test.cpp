@@ -78,6 +78,13 @@ TEST(SlotMap, MovedUpdatesOneSlotAndKnowsANewNode) {
   EXPECT_EQ(map->master_of(42)->port, 7005);
   EXPECT_EQ(map->master_of(41)->port, 7001);
   EXPECT_EQ(map->masters().size(), 2u);
+  // A node whose last slot moved away is no master any more.
+  auto two = SlotMap::from_cluster_slots(array({range(0, 0, "h", 1), range(1, 16383, "h", 2)}), "h");
+  ASSERT_TRUE(two.ok());
+  two->move(0, ClusterNode{"h", 2});
+  ASSERT_EQ(two->masters().size(), 1u);
+  EXPECT_EQ(two->masters()[0].port, 2);
+  EXPECT_EQ(SlotMap().master_of(0), nullptr) << "an empty map serves nothing";
 }
 
 TEST(SlotMap, GapsAreUnservedAndBadRepliesRefused) {
