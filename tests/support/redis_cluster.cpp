@@ -176,17 +176,7 @@ void RedisCluster::wait_ok(milliseconds limit) const {
 }
 
 void RedisCluster::wait_until(const std::string& what, milliseconds limit, const std::function<bool()>& done) const {
-  const auto deadline = Clock::now() + limit;
-  for (;;) {
-    try {
-      if (done()) return;
-    } catch (const std::exception&) {
-      // a node restarting: ask again
-    }
-    if (Clock::now() > deadline)
-      throw std::runtime_error("RedisCluster: timed out waiting until " + what + "\n" + tails());
-    std::this_thread::sleep_for(milliseconds(50));
-  }
+  wait_until_or_throw("RedisCluster: " + what, limit, done, [this] { return tails(); });
 }
 
 std::string RedisCluster::tails() const {

@@ -93,17 +93,7 @@ void RedisSentinelSet::failover() {
 
 void RedisSentinelSet::wait_until(const std::string& what, milliseconds limit,
                                   const std::function<bool()>& done) const {
-  const auto deadline = Clock::now() + limit;
-  for (;;) {
-    try {
-      if (done()) return;
-    } catch (const std::exception&) {
-      // a node restarting: ask again
-    }
-    if (Clock::now() > deadline)
-      throw std::runtime_error("RedisSentinelSet: timed out waiting until " + what + "\n" + tails());
-    std::this_thread::sleep_for(milliseconds(50));
-  }
+  wait_until_or_throw("RedisSentinelSet: " + what, limit, done, [this] { return tails(); });
 }
 
 std::string RedisSentinelSet::tails() const {
