@@ -100,15 +100,18 @@ struct ClientOptions {
   std::string username;
   std::string password;
 
-  // Failover-safe single master (redis:// and rediss:// only): after every
+  // Failover-safe master (redis://, rediss://, and the cluster and Sentinel
+  // schemes; not Redlock): after every
   // grant and renewal, wait until this many replicas acknowledged it (Redis
   // WAIT, at most wait_timeout). A grant with fewer acknowledgements is undone
   // and fails with Errc::unavailable ("not replicated"); a renewal with fewer
   // counts as not renewed (retried; the lease is lost if none succeeds in
   // time). It narrows the failover window but does not close it: WAIT does
   // not fsync, and a failover may still promote a replica that did not
-  // acknowledge. Cost: one more round trip per grant and renewal, plus up to
-  // wait_timeout while replicas lag (the connection waits meanwhile).
+  // acknowledge. Cost: the WAIT travels in the same pipeline as the script
+  // (no extra round trip), but every grant, busy answer and renewal waits
+  // for the acknowledgements: up to wait_timeout while replicas lag (the
+  // connection waits meanwhile).
   // Default 0: off.
   // The URL can set both, so tools turn it on without code:
   // redis://host:port?wait_replicas=1&wait_timeout_ms=200. A URL value

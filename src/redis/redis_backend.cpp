@@ -252,13 +252,19 @@ class RedisBackend final : public detail::Backend {
 
   void acquire(const AcquireCall& call, std::function<void(Result<AcquireOutcome>)> done) override {
     ScriptCall sc = acquire_request(prefix_, fences_, call, call.queued);
-    const int slot = slot_of(sc.keys.front());
-    eval(*sc.script, sc.keys, sc.args, [this, call, slot, done = std::move(done)](Result<Reply> r) {
+    if (wait_.replicas > 0) {
+      return eval_waited(*sc.script, sc.keys, sc.args,
+                         [this, call, done = std::move(done)](Result<Reply> r, Status replicated) mutable {
+                           if (!r.ok()) return done(r.status());
+                           auto out = parse_acquire(*r, call);
+                           if (out.ok() && out->kind == AcquireOutcome::Kind::granted && !replicated.ok())
+                             return undo_unreplicated(call, replicated, std::move(done));
+                           done(std::move(out));
+                         });
+    }
+    eval(*sc.script, sc.keys, sc.args, [call, done = std::move(done)](Result<Reply> r) {
       if (!r.ok()) return done(r.status());
-      auto out = parse_acquire(*r, call);
-      if (out.ok() && out->kind == AcquireOutcome::Kind::granted && wait_.replicas > 0)
-        return replicate_grant(slot, call, *out, std::move(done));
-      done(std::move(out));
+      done(parse_acquire(*r, call));
     });
   }
 
@@ -311,7 +317,7 @@ class RedisBackend final : public detail::Backend {
     batch->out.assign(calls.size(), RenewOutcome::unconfirmed);
     batch->groups_left = groups.size();
     batch->done = std::move(done);
-    for (auto& [slot, indexes] : groups) renew_group(slot, calls, std::move(indexes), batch);
+    for (auto& [slot, indexes] : groups) renew_group(calls, std::move(indexes), batch);
   }
 
   // SCAN in pages of 1000 keys, on every master in turn; a key that moves
@@ -473,7 +479,7 @@ class RedisBackend final : public detail::Backend {
     }
   };
 
-  void renew_group(int slot, const std::vector<RenewCall>& calls, std::vector<std::size_t> indexes,
+  void renew_group(const std::vector<RenewCall>& calls, std::vector<std::size_t> indexes,
                    std::shared_ptr<RenewBatch> batch) {
     std::vector<std::string> keys, args;
     keys.reserve(indexes.size());
@@ -487,17 +493,18 @@ class RedisBackend final : public detail::Backend {
       args.push_back(std::to_string(c.lease.count()));
       args.push_back(c.line ? "l" : "p");
     }
-    eval(renew_script(), keys, args, [this, slot, indexes = std::move(indexes), batch](Result<Reply> r) mutable {
+    // Renewals the replicas did not acknowledge could vanish in a failover:
+    // unconfirmed (retried next tick). Leases found gone or taken are
+    // reported as such all the same.
+    auto parse = [indexes = std::move(indexes), batch](Result<Reply> r, const Status& replicated) {
       if (!r.ok()) return batch->group_done(r.status());
       if (r->type != Reply::Type::array || r->elements.size() != indexes.size())
         return batch->group_done(unexpected_reply("the renew script", *r));
-      bool renewed = false;
       for (std::size_t k = 0; k < indexes.size(); ++k) {
         RenewOutcome& o = batch->out[indexes[k]];
         switch (r->elements[k].integer) {
           case 1:
-            o = RenewOutcome::renewed;
-            renewed = true;
+            o = replicated.ok() ? RenewOutcome::renewed : RenewOutcome::unconfirmed;
             break;
           case 2:
             o = RenewOutcome::taken;
@@ -509,19 +516,10 @@ class RedisBackend final : public detail::Backend {
             o = RenewOutcome::expired;
         }
       }
-      if (wait_.replicas > 0 && renewed) {
-        // An extension the replicas did not acknowledge could vanish in a
-        // failover: it is unconfirmed (retried next tick). Leases found gone
-        // or taken are reported as such all the same.
-        return wait_replicated(slot, [indexes = std::move(indexes), batch](Status s) {
-          if (!s.ok())
-            for (std::size_t i : indexes)
-              if (batch->out[i] == RenewOutcome::renewed) batch->out[i] = RenewOutcome::unconfirmed;
-          batch->group_done({});
-        });
-      }
       batch->group_done({});
-    });
+    };
+    if (wait_.replicas > 0) return eval_waited(renew_script(), keys, args, std::move(parse));
+    eval(renew_script(), keys, args, [parse = std::move(parse)](Result<Reply> r) { parse(std::move(r), Status()); });
   }
 
   struct Watch {
@@ -618,40 +616,47 @@ class RedisBackend final : public detail::Backend {
     return std::move(replies.front());
   }
 
-  // WAIT right after the script on the same connection: it covers every
-  // write this connection made before it.
-  void wait_replicated(int slot, std::function<void(Status)> done) {
-    std::vector<std::string> wait(1);
-    append_command(wait[0], {"WAIT", std::to_string(wait_.replicas), std::to_string(wait_.timeout.count())});
+  // WAIT mode: the script and a WAIT in one pipeline, so the WAIT runs on
+  // the node that ran the script (after an ASK too) and covers its writes,
+  // at no extra round trip. `done` gets the script's reply and whether
+  // wait_.replicas replicas acknowledged within wait_.timeout.
+  void eval_waited(const Script& script, const std::vector<std::string>& keys, const std::vector<std::string>& args,
+                   std::function<void(Result<Reply>, Status)> done, bool fallback = false) {
+    const int slot = slot_of(keys.front());
+    std::vector<std::string> commands(2);
+    commands[0] = eval_payload(fallback ? "EVAL" : "EVALSHA", fallback ? script.body : script.sha1, keys, args);
+    append_command(commands[1], {"WAIT", std::to_string(wait_.replicas), std::to_string(wait_.timeout.count())});
     route_->exec(
-        slot, std::move(wait),
-        [this, done = std::move(done)](Status s, std::vector<Reply>&& rs) {
-          if (!s.ok()) return done(s);
-          const Reply& r = rs.front();
-          if (r.is_error()) return done(translate_error(r.str));
-          if (r.type != Reply::Type::integer) return done(unexpected_reply("WAIT", r));
-          if (r.integer < wait_.replicas)
-            return done(Status(Errc::unavailable, "not replicated to " + std::to_string(wait_.replicas) +
-                                                      " replica(s): " + std::to_string(r.integer) +
-                                                      " acknowledged within " + std::to_string(wait_.timeout.count()) +
-                                                      " ms"));
-          done({});
+        slot, std::move(commands),
+        [this, &script, keys, args, fallback, done = std::move(done)](Status s, std::vector<Reply>&& rs) mutable {
+          if (!s.ok()) return done(s, s);
+          if (!fallback && rs[0].is_error() && rs[0].str.starts_with("NOSCRIPT"))
+            return eval_waited(script, keys, args, std::move(done), true);
+          Result<Reply> out = rs[0].is_error() ? Result<Reply>(translate_error(rs[0].str)) : std::move(rs[0]);
+          const Reply& w = rs[1];
+          Status replicated;
+          if (w.is_error())
+            replicated = translate_error(w.str);
+          else if (w.type != Reply::Type::integer)
+            replicated = unexpected_reply("WAIT", w);
+          else if (w.integer < wait_.replicas)
+            replicated =
+                Status(Errc::unavailable, "not replicated to " + std::to_string(wait_.replicas) +
+                                              " replica(s): " + std::to_string(w.integer) + " acknowledged within " +
+                                              std::to_string(wait_.timeout.count()) + " ms");
+          done(std::move(out), std::move(replicated));
         },
         wait_.timeout + config_.command_timeout);
   }
 
   // A grant the replicas did not acknowledge is undone (idempotently: only
   // the level it added) and reported as unavailable.
-  void replicate_grant(int slot, const AcquireCall& call, AcquireOutcome out,
-                       std::function<void(Result<AcquireOutcome>)> done) {
-    wait_replicated(slot, [this, call, out, done = std::move(done)](Status s) mutable {
-      if (s.ok()) return done(out);
-      ReleaseCall undo{call.name, call.owner, call.held + 1, false};
-      undo.grant = call.grant;
-      undo.mode = call.mode;
-      release(undo, [s, done = std::move(done)](Result<ReleaseOutcome>) mutable {
-        done(Status(s.code(), "grant " + s.message() + "; it was released"));
-      });
+  void undo_unreplicated(const AcquireCall& call, const Status& why, std::function<void(Result<AcquireOutcome>)> done) {
+    ReleaseCall undo{call.name, call.owner, call.held + 1, false};
+    undo.grant = call.grant;
+    undo.mode = call.mode;
+    release(undo, [why, done = std::move(done)](Result<ReleaseOutcome>) mutable {
+      done(Status(why.code(), "grant " + why.message() + "; it was released"));
     });
   }
 

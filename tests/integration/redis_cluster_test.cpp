@@ -320,5 +320,51 @@ TEST_F(RedisClusterTest, AnAttemptGrantedAfterAFreezeIsUndone) {
   ASSERT_TRUE(got.ok()) << got.status().to_string();
 }
 
+// WAIT mode in a cluster: the WAIT goes with the script to its master, so
+// the grant is on that master's replica when acquire returns.
+TEST_F(RedisClusterTest, WaitModeGrantsAreOnTheMastersReplicaWhenAcquireReturns) {
+  Client client = Client::connect(cluster_->url() + "?wait_replicas=1&wait_timeout_ms=2000", quiet(log));
+  for (int m = 0; m < 3; ++m) {
+    const std::string name = name_on(m, "waited" + std::to_string(m) + "-");
+    int replica = -1;
+    for (int r = 0; r < cluster_->size(); ++r)
+      if (cluster_->cli(r, {"INFO", "replication"}).find("master_port:" + std::to_string(cluster_->node(m).port())) !=
+          std::string::npos)
+        replica = r;
+    ASSERT_GE(replica, 0) << "master " << m << " has a replica";
+    auto lease = client.try_acquire(name, lease_of(10s));
+    ASSERT_TRUE(lease.ok()) << lease.status().to_string();
+    SyncRedis on_replica(cluster_->node(replica).port());
+    on_replica.cmd({"READONLY"});
+    EXPECT_EQ(on_replica.integer({"EXISTS", lock_key(name)}), 1) << "no eventually(): WAIT returned after the replica";
+    EXPECT_TRUE(lease->release().ok());
+  }
+}
+
+#ifdef DLOCK_CLI_PATH
+// The dlock tool takes the cluster URL like any other: a run holds the lock
+// on its slot's master, another run is told who holds it, status reads it.
+TEST_F(RedisClusterTest, TheToolRunsThroughTheCluster) {
+  const Env env = {{"DLOCK_URL", cluster_->url()}};
+  auto dlock = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), DLOCK_CLI_PATH);
+    return run(args, 30s, env);
+  };
+  auto once = dlock({"run", "nightly", "--", "sh", "-c", "echo $DLOCK_FENCE"});
+  ASSERT_EQ(once.exit_code, 0) << once.err;
+  EXPECT_GT(std::stoull(once.out), 1000000000000000ULL) << "a per-name fence from the server's clock (µs)";
+  std::thread holder([&] { dlock({"run", "--label", "report", "nightly", "--", "sleep", "3"}); });
+  const int m = cluster_->master_of_slot(slot_of("nightly"));
+  ASSERT_TRUE(eventually([&] { return cluster_->cli(m, {"EXISTS", lock_key("nightly")}) == "1"; }, 10s));
+  auto busy = dlock({"run", "--wait", "0", "nightly", "--", "true"});
+  EXPECT_EQ(busy.exit_code, 75) << busy.err;
+  EXPECT_NE(busy.err.find("held by report["), std::string::npos) << busy.err;
+  auto status = dlock({"status", "nightly"});
+  EXPECT_EQ(status.exit_code, 0) << status.err;
+  EXPECT_NE(status.out.find("nightly: held by report["), std::string::npos) << status.out;
+  holder.join();
+}
+#endif
+
 }  // namespace
 }  // namespace dlock::test
