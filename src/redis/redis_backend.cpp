@@ -650,13 +650,19 @@ class RedisBackend final : public detail::Backend {
   }
 
   // A grant the replicas did not acknowledge is undone (idempotently: only
-  // the level it added) and reported as unavailable.
+  // the level it added) and reported as unavailable. If the undo's outcome
+  // is not known, neither is the grant's: outcome_unknown, so the caller
+  // cleans up after it (an unavailable attempt needs no cleanup).
   void undo_unreplicated(const AcquireCall& call, const Status& why, std::function<void(Result<AcquireOutcome>)> done) {
     ReleaseCall undo{call.name, call.owner, call.held + 1, false};
     undo.grant = call.grant;
     undo.mode = call.mode;
-    release(undo, [why, done = std::move(done)](Result<ReleaseOutcome>) mutable {
-      done(Status(why.code(), "grant " + why.message() + "; it was released"));
+    release(undo, [why, done = std::move(done)](Result<ReleaseOutcome> r) mutable {
+      if (r.ok() && (r->kind == ReleaseOutcome::Kind::released || r->kind == ReleaseOutcome::Kind::not_held))
+        return done(Status(why.code(), "grant " + why.message() + "; it was released"));
+      done(Status(Errc::outcome_unknown,
+                  "grant " + why.message() + "; releasing it failed too (" +
+                      (r.ok() ? std::string("not the owner's any more") : r.status().to_string()) + ")"));
     });
   }
 

@@ -1,8 +1,9 @@
 // Route for a master found through Redis Sentinel: the sentinels are asked
 // for the master's address (SENTINEL GET-MASTER-ADDR-BY-NAME), the node is
 // checked to call itself master (ROLE), and a failover is followed from the
-// sentinels' +switch-master announcements, a READONLY reply (we reached a
-// demoted master) or a lost connection, whichever comes first.
+// sentinels' +switch-master announcements (every sentinel is subscribed,
+// so one down costs nothing), a READONLY reply (we reached a demoted
+// master) or a lost connection, whichever comes first.
 //
 // Like one server otherwise: one pipelined connection. The failover itself
 // is asynchronous replication's: a grant the replica had not received is
@@ -12,6 +13,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <map>
 
+#include "redis/errors.hpp"
 #include "redis/route.hpp"
 
 namespace dlock::redis {
@@ -37,22 +39,42 @@ class SentinelRoute final : public Route {
  public:
   SentinelRoute(boost::asio::io_context& io, std::vector<ConnectionConfig> sentinels, ConnectionConfig master,
                 std::string name)
-      : io_(io), sentinels_(std::move(sentinels)), master_(std::move(master)), name_(std::move(name)), timer_(io) {}
+      : io_(io),
+        sentinels_(std::move(sentinels)),
+        master_(std::move(master)),
+        name_(std::move(name)),
+        timer_(io),
+        start_timer_(io) {}
 
   void start(std::function<void(Status)> done) override {
     starting_ = std::move(done);
-    watch_switches(0);
+    // start() ends by start_by() whatever happens meanwhile: the last
+    // failure is final then.
+    start_timer_.expires_at(start_by());
+    start_timer_.async_wait([this](const boost::system::error_code& ec) {
+      if (ec || closed_ || !starting_) return;
+      if (last_failure_.ok()) {
+        std::string asked;
+        for (const auto& s : sentinels_) asked += (asked.empty() ? "" : ", ") + s.endpoint.describe();
+        last_failure_ = Status(Errc::unavailable, "no sentinel told the master of '" + name_ + "' within " +
+                                                      std::to_string((start_by() - started_at_) / milliseconds(1)) +
+                                                      " ms (asked " + asked + ")");
+      }
+      finish_start(last_failure_, true);
+    });
+    for (std::size_t i = 0; i < sentinels_.size(); ++i) watch_switches(i);
     discover();
   }
 
   void close() override {
     closed_ = true;
     timer_.cancel();
+    start_timer_.cancel();
     if (conn_) conn_->close();
-    if (watcher_) watcher_->close();
+    for (auto& [i, c] : watchers_) c->close();
     for (auto& [i, c] : askers_) c->close();
     for (auto& c : retired_) c->close();
-    finish_start(Status(Errc::cancelled, "client closed"));
+    finish_start(Status(Errc::cancelled, "client closed"), true);
   }
 
   bool cluster() const override { return false; }
@@ -69,9 +91,12 @@ class SentinelRoute final : public Route {
     conn_->exec(
         joined(commands), n,
         [this, handler = std::move(handler)](Status s, std::vector<Reply>&& replies) {
-          if (s.ok())
-            for (const Reply& r : replies)
-              if (r.is_error() && r.str.starts_with("READONLY")) discover();  // a demoted master
+          if (!closed_) {
+            if (s.code() == Errc::unavailable) discover();  // not sent: the master may be gone
+            if (s.ok())
+              for (const Reply& r : replies)
+                if (r.is_error() && translate_error(r.str).backend_code() == "READONLY") discover();  // demoted
+          }
           handler(std::move(s), std::move(replies));
         },
         timeout);
@@ -111,53 +136,52 @@ class SentinelRoute final : public Route {
   void discover() {
     if (closed_ || asking_) return;
     const auto now = Clock::now();
-    if (now < next_ask_) {
-      if (ask_armed_) return;
-      ask_armed_ = true;
-      timer_.expires_at(next_ask_);
-      timer_.async_wait([this](const boost::system::error_code& ec) {
-        ask_armed_ = false;
-        if (!ec) discover();
-      });
-      return;
-    }
+    if (now < next_ask_) return ask_again(std::chrono::duration_cast<milliseconds>(next_ask_ - now));
     asking_ = true;
     next_ask_ = now + kAskGap;
-    ask(0, "");
+    ask(0, "", true, switches_);
   }
 
   // `all_unknown`: every sentinel so far answered that it knows no such
   // master (a typo in the name: give up), rather than failing to answer.
-  void ask(std::size_t k, std::string why, bool all_unknown = true) {
+  // `round`: the switches_ count when the round began; an answer from a
+  // round that a +switch-master overtook is stale and dropped.
+  void ask(std::size_t k, std::string why, bool all_unknown, std::uint64_t round) {
     if (closed_) return;
     if (k >= sentinels_.size()) {
       asking_ = false;
       Status s = all_unknown
                      ? Status(Errc::invalid_argument, "no sentinel knows a master named '" + name_ + "': " + why)
                      : Status(Errc::unavailable, "no sentinel told the master of '" + name_ + "': " + why);
-      if (starting_ && (all_unknown || Clock::now() >= start_by())) return finish_start(s, true);
+      if (starting_ && all_unknown) return finish_start(s, true);
+      finish_start(s);
       return ask_again(starting_ ? milliseconds(200) : milliseconds(1000));
     }
     const std::size_t i = (first_ + k) % sentinels_.size();
-    asker(i).exec(command({"SENTINEL", "GET-MASTER-ADDR-BY-NAME", name_}), 1,
-                  [this, k, i, why = std::move(why), all_unknown](Status s, std::vector<Reply>&& replies) mutable {
-                    if (closed_) return;
-                    const std::string who = sentinels_[i].endpoint.describe();
-                    bool unknown = false;
-                    if (s.ok()) {
-                      const Reply& r = replies.front();
-                      if (r.type == Reply::Type::array && r.elements.size() == 2) {
-                        first_ = i;
-                        asking_ = false;
-                        return use(r.elements[0].str, r.elements[1].str);
-                      }
-                      unknown = r.is_nil();
-                      s = unknown ? Status(Errc::invalid_argument, "does not know it")
-                                  : Status(Errc::protocol_error, r.is_error() ? r.str : "an unexpected reply");
-                    }
-                    why += (why.empty() ? "" : "; ") + who + ": " + s.message();
-                    ask(k + 1, std::move(why), all_unknown && unknown);
-                  });
+    asker(i).exec(
+        command({"SENTINEL", "GET-MASTER-ADDR-BY-NAME", name_}), 1,
+        [this, k, i, why = std::move(why), all_unknown, round](Status s, std::vector<Reply>&& replies) mutable {
+          if (closed_) return;
+          if (round != switches_) {  // a +switch-master came meanwhile: it is newer
+            asking_ = false;
+            return;
+          }
+          const std::string who = sentinels_[i].endpoint.describe();
+          bool unknown = false;
+          if (s.ok()) {
+            const Reply& r = replies.front();
+            if (r.type == Reply::Type::array && r.elements.size() == 2) {
+              first_ = i;
+              asking_ = false;
+              return use(r.elements[0].str, r.elements[1].str);
+            }
+            unknown = r.is_nil();
+            s = unknown ? Status(Errc::invalid_argument, "does not know it")
+                        : Status(Errc::protocol_error, r.is_error() ? r.str : "an unexpected reply");
+          }
+          why += (why.empty() ? "" : "; ") + who + ": " + s.message();
+          ask(k + 1, std::move(why), all_unknown && unknown, round);
+        });
   }
 
   void ask_again(milliseconds after) {
@@ -175,7 +199,7 @@ class SentinelRoute final : public Route {
   void use(const std::string& host, const std::string& port_text) {
     const long port = std::strtol(port_text.c_str(), nullptr, 10);
     if (port <= 0 || port > 65535)
-      return finish_start(Status(Errc::protocol_error, "a sentinel told port " + port_text), true);
+      return finish_start(Status(Errc::protocol_error, "a sentinel told port " + port_text));
     if (conn_ && current_.endpoint.host == host && current_.endpoint.port == port) {
       if (!conn_->ready()) return;  // reconnecting there on its own
       return check_role();
@@ -184,31 +208,38 @@ class SentinelRoute final : public Route {
   }
 
   void switch_to(const std::string& host, std::uint16_t port) {
-    if (conn_) {
-      // Requests not yet written go nowhere: retried by the caller. Closed,
-      // not destroyed: its handlers may still be queued.
-      conn_->close(Status(Errc::unavailable, "the master of '" + name_ + "' moved to " + host + ":" +
-                                                 std::to_string(port) +
-                                                 " (Sentinel failover); the command was not sent"));
-      retired_.push_back(std::move(conn_));
-    }
+    // The new connection first: closing the old one runs its handlers,
+    // which may send again at once (a release resent after outcome_unknown)
+    // and must find the new master, not the closed connection.
+    std::unique_ptr<Connection> old = std::move(conn_);
     current_ = master_;
     current_.endpoint.host = host;
     current_.endpoint.port = port;
     current_.name = "cmd " + host + ":" + std::to_string(port);
     conn_ = std::make_unique<Connection>(io_, current_);
-    conn_->on_state([this](bool up) {
-      if (closed_) return;
+    Connection* started = conn_.get();
+    conn_->on_state([this, started](bool up) {
+      if (closed_ || started != conn_.get()) return;
       if (!up) discover();  // maybe a failover
       if (up && starting_) check_role();
       if (link_) link_(up);
     });
-    Connection* started = conn_.get();
     conn_->start([this, started](Status s) {
       if (closed_ || started != conn_.get()) return;
       if (!s.ok()) return finish_start(s);  // auth, TLS: final; else reconnecting on its own
       check_role();
     });
+    if (old) {
+      // Requests not yet written go nowhere: retried by the caller. Closed,
+      // not destroyed: its handlers may still be queued.
+      old->close(Status(Errc::unavailable, "the master of '" + name_ + "' moved to " + host + ":" +
+                                               std::to_string(port) +
+                                               " (Sentinel failover); the command was not sent"));
+      retired_.push_back(std::move(old));
+      // As a dropped link: renewals go out at once, validity counts from
+      // the last confirmed one.
+      if (link_) link_(false);
+    }
   }
 
   void check_role() {
@@ -217,31 +248,30 @@ class SentinelRoute final : public Route {
       if (closed_ || asked != conn_.get()) return;
       if (!s.ok()) return finish_start(s);
       const Reply& r = replies.front();
-      if (r.type == Reply::Type::array && !r.elements.empty() && r.elements[0].str == "master") return finish_start({});
-      // Told before the failover finished: ask again shortly.
-      if (starting_ && Clock::now() > start_by())
-        return finish_start(Status(Errc::unavailable, current_.endpoint.describe() + ", named master of '" + name_ +
-                                                          "' by the sentinels, is not a master"),
-                            true);
+      // A user without the right to ROLE: trust the sentinels.
+      if (r.is_error() || (r.type == Reply::Type::array && !r.elements.empty() && r.elements[0].str == "master"))
+        return finish_start({});
+      // Told before the failover finished, or by a sentinel on the wrong
+      // side of a partition: ask again, another sentinel first.
+      first_ = (first_ + 1) % sentinels_.size();
+      finish_start(Status(Errc::unavailable, current_.endpoint.describe() + ", named master of '" + name_ +
+                                                 "' by a sentinel, is not a master"));
       ask_again(milliseconds(200));
     });
   }
 
-  // +switch-master "<name> <old ip> <old port> <new ip> <new port>" from one
-  // sentinel; the next one when it is lost.
+  // +switch-master "<name> <old ip> <old port> <new ip> <new port>", from
+  // every sentinel (each connection reconnects on its own; a repeated
+  // announcement of the same master changes nothing).
   void watch_switches(std::size_t i) {
-    if (closed_) return;
-    ConnectionConfig cfg = sentinels_[i % sentinels_.size()];
+    ConnectionConfig cfg = sentinels_[i];
     cfg.pubsub = true;
-    cfg.name = "sentinel events";
-    if (watcher_) {
-      watcher_->close();
-      retired_.push_back(std::move(watcher_));
-    }
-    watcher_ = std::make_unique<Connection>(io_, cfg);
-    Connection* mine = watcher_.get();
-    watcher_->on_push([this](Reply&& r) {
-      if (r.type != Reply::Type::array || r.elements.size() < 3 || r.elements[0].str != "message") return;
+    cfg.name = "sentinel events " + sentinels_[i].endpoint.describe();
+    auto& watcher = watchers_[i];
+    watcher = std::make_unique<Connection>(io_, cfg);
+    Connection* mine = watcher.get();
+    watcher->on_push([this](Reply&& r) {
+      if (closed_ || r.type != Reply::Type::array || r.elements.size() < 3 || r.elements[0].str != "message") return;
       const std::string& text = r.elements[2].str;
       std::vector<std::string> words;
       for (std::size_t at = 0; at < text.size();) {
@@ -250,38 +280,34 @@ class SentinelRoute final : public Route {
         if (space == std::string::npos) break;
         at = space + 1;
       }
-      if (words.size() == 5 && words[0] == name_) use(words[3], words[4]);
+      if (words.size() != 5 || words[0] != name_) return;
+      if (conn_ && current_.endpoint.host == words[3] && std::to_string(current_.endpoint.port) == words[4]) return;
+      ++switches_;  // answers of a question asked before this are stale
+      use(words[3], words[4]);
     });
-    watcher_->on_state([this, i, mine](bool up) {
-      if (closed_ || mine != watcher_.get()) return;
-      if (up) {
-        watcher_->exec(command({"SUBSCRIBE", "+switch-master"}), 0, [](Status, std::vector<Reply>&&) {});
-        discover();  // a switch may have been missed meanwhile
-        return;
-      }
-      // The next sentinel, from a posted call: not inside this connection's callback.
-      boost::asio::post(io_, [this, i, mine] {
-        if (!closed_ && mine == watcher_.get()) watch_switches(i + 1);
-      });
+    watcher->on_state([this, mine](bool up) {
+      if (closed_ || !up) return;
+      mine->exec(command({"SUBSCRIBE", "+switch-master"}), 0, [](Status, std::vector<Reply>&&) {});
+      discover();  // a switch may have been missed meanwhile
     });
-    watcher_->start([this, i, mine](Status s) {
-      if (s.ok() || closed_ || s.code() == Errc::cancelled) return;
-      boost::asio::post(io_, [this, i, mine] {
-        if (!closed_ && mine == watcher_.get()) watch_switches(i + 1);
-      });
-    });
+    watcher->start([](Status) {});  // reconnects on its own
   }
 
   Clock::time_point start_by() const { return started_at_ + sentinels_.front().connect_timeout * 2; }
 
   // The first outcome goes to start()'s caller. A transient failure before
-  // start_by() is not final (a failover may be under way), unless `final`.
+  // start_by() is not final (a failover may be under way), unless `final`;
+  // the start timer makes the last one final then.
   void finish_start(Status s, bool final = false) {
     if (!starting_) return;
     if (!final && !s.ok() &&
-        (s.code() == Errc::unavailable || s.code() == Errc::outcome_unknown || s.code() == Errc::timeout) &&
-        Clock::now() < start_by())
+        (s.code() == Errc::unavailable || s.code() == Errc::outcome_unknown || s.code() == Errc::timeout ||
+         s.code() == Errc::protocol_error) &&
+        Clock::now() < start_by()) {
+      last_failure_ = std::move(s);
       return;
+    }
+    start_timer_.cancel();
     std::exchange(starting_, nullptr)(s);
   }
 
@@ -291,16 +317,19 @@ class SentinelRoute final : public Route {
   ConnectionConfig current_;  // master_ at the address in use
   std::string name_;
   std::unique_ptr<Connection> conn_;
-  std::unique_ptr<Connection> watcher_;
+  std::map<std::size_t, std::unique_ptr<Connection>> watchers_;  // by sentinel
   std::map<std::size_t, std::unique_ptr<Connection>> askers_;
   std::vector<std::unique_ptr<Connection>> retired_;  // closed, kept until the route goes
   boost::asio::steady_timer timer_;
+  boost::asio::steady_timer start_timer_;
   Clock::time_point next_ask_{};
   Clock::time_point started_at_ = Clock::now();
-  std::size_t first_ = 0;  // the sentinel that answered last
+  std::size_t first_ = 0;       // the sentinel that answered last
+  std::uint64_t switches_ = 0;  // +switch-master announcements acted on
   bool asking_ = false;
   bool ask_armed_ = false;
   bool closed_ = false;
+  Status last_failure_;
   std::function<void(Status)> starting_;
   std::function<void(bool)> link_;
 };

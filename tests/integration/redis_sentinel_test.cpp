@@ -55,6 +55,28 @@ TEST_F(RedisSentinelTest, AnUnknownMasterNameIsRefusedClearly) {
       << r.status().message();
 }
 
+// connect() ends by twice the connect timeout whatever the sentinels say:
+// none answering, or one naming a master nobody can reach (the master and
+// its only replica are gone, so no failover comes).
+TEST_F(RedisSentinelTest, ConnectEndsInTimeWhenNoMasterCanBeReached) {
+  ClientOptions o = quiet(log);
+  o.connect_timeout = 500ms;
+  set.data(0).kill9();
+  set.data(1).kill9();
+  auto t0 = Clock::now();
+  auto r = Client::try_connect(set.url(), o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.code(), Errc::unavailable) << r.status().to_string();
+  EXPECT_LT(ms_since(t0), 3000);
+  for (int i = 0; i < 3; ++i) set.sentinel(i).stop();
+  t0 = Clock::now();
+  r = Client::try_connect(set.url(), o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.code(), Errc::unavailable) << r.status().to_string();
+  EXPECT_NE(r.status().message().find("no sentinel told the master"), std::string::npos) << r.status().message();
+  EXPECT_LT(ms_since(t0), 3000);
+}
+
 // A graceful failover while a lock is held: the replica had the grant; the
 // client follows +switch-master, renews and releases on the new master,
 // and a waiter there is woken by the release. (Renewals sent between the
