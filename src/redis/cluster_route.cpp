@@ -21,12 +21,6 @@ using Clock = std::chrono::steady_clock;
 constexpr int kMaxRedirects = 5;
 constexpr milliseconds kRefreshGap{100};  // at most one CLUSTER SLOTS per node set per gap
 
-std::string command(const std::vector<std::string_view>& args) {
-  std::string out;
-  append_command(out, args);
-  return out;
-}
-
 class ClusterRoute final : public Route {
  public:
   ClusterRoute(boost::asio::io_context& io, std::vector<ConnectionConfig> seeds)
@@ -65,9 +59,7 @@ class ClusterRoute final : public Route {
     for (const ClusterNode& n : map_.masters())
       if (n.address() == master) {
         const std::size_t count = commands.size();
-        std::string payload;
-        for (auto& c : commands) payload += c;
-        return node(n).exec(std::move(payload), count, std::move(handler));
+        return node(n).exec(joined(std::move(commands)), count, std::move(handler));
       }
     boost::asio::post(io_, [handler = std::move(handler), master] {
       handler(Status(Errc::unavailable, master + " is no longer a master of the cluster"), {});

@@ -11,6 +11,7 @@
 #include <boost/asio/io_context.hpp>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "redis/connection.hpp"
@@ -58,6 +59,21 @@ class Route {
   virtual std::uint64_t requests_sent() const = 0;
   virtual std::uint64_t reconnects() const = 0;
 };
+
+// One formatted command, as append_command writes it.
+inline std::string command(const std::vector<std::string_view>& args) {
+  std::string out;
+  append_command(out, args);
+  return out;
+}
+
+// Formatted commands as one payload (one write); a single one is moved.
+inline std::string joined(std::vector<std::string>&& commands) {
+  if (commands.size() == 1) return std::move(commands.front());
+  std::string payload;
+  for (const auto& c : commands) payload += c;
+  return payload;
+}
 
 // One server: one pipelined connection.
 std::unique_ptr<Route> make_single_route(boost::asio::io_context& io, ConnectionConfig config);

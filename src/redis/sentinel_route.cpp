@@ -23,18 +23,6 @@ using Clock = std::chrono::steady_clock;
 
 constexpr milliseconds kAskGap{100};  // at most one round of questions per gap
 
-std::string command(const std::vector<std::string_view>& args) {
-  std::string out;
-  append_command(out, args);
-  return out;
-}
-
-std::string joined(std::vector<std::string>& commands) {
-  std::string payload;
-  for (auto& c : commands) payload += c;
-  return payload;
-}
-
 class SentinelRoute final : public Route {
  public:
   SentinelRoute(boost::asio::io_context& io, std::vector<ConnectionConfig> sentinels, ConnectionConfig master,
@@ -89,7 +77,7 @@ class SentinelRoute final : public Route {
     }
     const std::size_t n = commands.size();
     conn_->exec(
-        joined(commands), n,
+        joined(std::move(commands)), n,
         [this, handler = std::move(handler)](Status s, std::vector<Reply>&& replies) {
           if (!closed_) {
             if (s.code() == Errc::unavailable) discover();  // not sent: the master may be gone

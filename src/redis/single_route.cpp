@@ -4,13 +4,6 @@
 namespace dlock::redis {
 namespace {
 
-std::string joined(std::vector<std::string>& commands) {
-  if (commands.size() == 1) return std::move(commands.front());
-  std::string payload;
-  for (auto& c : commands) payload += c;
-  return payload;
-}
-
 class SingleRoute final : public Route {
  public:
   SingleRoute(boost::asio::io_context& io, ConnectionConfig config) : config_(config), conn_(io, std::move(config)) {}
@@ -27,7 +20,7 @@ class SingleRoute final : public Route {
 
   void exec(int, std::vector<std::string> commands, ReplyHandler handler, milliseconds timeout) override {
     const std::size_t n = commands.size();
-    conn_.exec(joined(commands), n, std::move(handler), timeout);
+    conn_.exec(joined(std::move(commands)), n, std::move(handler), timeout);
   }
   std::vector<std::string> masters() const override { return {""}; }
   void exec_at(const std::string&, std::vector<std::string> commands, ReplyHandler handler) override {
