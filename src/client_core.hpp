@@ -50,12 +50,13 @@ struct Hold {
   std::stop_source lost_source;
   // Who orders this hold's calls. kFast: granted on a caller's thread and
   // touched by nothing else since, so its release may take the fast path
-  // too. kFastReleasing: such a release claimed it and is out; calls the
-  // I/O thread queues meanwhile wait for its end. kIo: the I/O thread's
-  // queue orders every call from now on. Claimed by compare-and-swap, so a
-  // fast release and a re-entry of one shared Mutex can never both send
-  // `held = 1`.
-  enum Order : std::uint8_t { kIo, kFast, kFastReleasing };
+  // too. kFastReleasing: such a release claimed it and is out.
+  // kFastAwaited: the same, and the I/O thread has queued calls that wait
+  // for its end (fast_release_done). kIo: the I/O thread's queue orders every
+  // call from now on. Claimed by compare-and-swap, so a fast release and a
+  // re-entry of one shared Mutex can never both send `held = 1`, and a fast
+  // release that nobody awaits ends without waking the I/O thread.
+  enum Order : std::uint8_t { kIo, kFast, kFastReleasing, kFastAwaited };
   std::atomic<std::uint8_t> order{kIo};
   std::atomic<bool> releasing{false};  // a fast release is out: renewals ignore it
 

@@ -29,10 +29,12 @@ void ClientCore::maybe_forget(const std::shared_ptr<Hold>& hold) {
 void ClientCore::hold_exec(const std::shared_ptr<Hold>& hold, std::function<void()> op) {
   std::uint8_t was = Hold::kFast;
   hold->order.compare_exchange_strong(was, Hold::kIo);  // from now on its calls are ordered here
+  // A fast release out on a caller's thread counts as the running call: it
+  // is told to come back here (kFastAwaited), and its end
+  // (fast_release_done) runs the queue. If it ended meanwhile, the hold is
+  // the I/O thread's already.
+  if (was == Hold::kFastReleasing && hold->order.compare_exchange_strong(was, Hold::kFastAwaited)) hold->op_busy = true;
   hold->ops.push_back(std::move(op));
-  // A fast release out on a caller's thread counts as the running call:
-  // its end (fast_release_done) runs the queue.
-  if (was == Hold::kFastReleasing) hold->op_busy = true;
   if (!hold->op_busy) run_next_op(hold);
 }
 

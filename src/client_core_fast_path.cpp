@@ -148,6 +148,10 @@ std::optional<Status> ClientCore::release_now(const std::shared_ptr<Hold>& hold)
   const Status status = release_result(*r, 1, tries, hold->name).second;
   hold->depth.store(0);
   leases_held_.fetch_sub(1, std::memory_order_relaxed);
+  // A hold the I/O thread never adopted, with no call awaiting this end,
+  // needs nothing from it: one wake-up less per pair.
+  std::uint8_t claimed = Hold::kFastReleasing;
+  if (was_staged && hold->order.compare_exchange_strong(claimed, Hold::kIo)) return status;
   post([this, hold, was_staged] {
     if (closing_) return;
     if (!was_staged) retire(hold);

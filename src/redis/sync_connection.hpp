@@ -49,11 +49,12 @@ class SyncConnection {
   std::uint64_t requests_sent() const { return sent_; }
 
  private:
-  SyncConnection(int fd, std::string peer, milliseconds command_timeout);
+  SyncConnection(int fd, std::string peer, milliseconds command_timeout, milliseconds socket_timeout);
   void close_fd();
   int fd_;
   std::string peer_;  // for messages: redis://host:port
   milliseconds command_timeout_;
+  milliseconds socket_timeout_;  // the socket's SO_RCVTIMEO/SO_SNDTIMEO
   ReplyReader reader_;
   std::vector<char> buf_;
   std::uint64_t sent_ = 0;
