@@ -119,7 +119,11 @@ class ClusterRoute final : public Route {
     return c;
   }
 
-  Connection& node(const ClusterNode& n) { return node(n.address(), config_of(n)); }
+  Connection& node(const ClusterNode& n) {
+    std::string address = n.address();
+    if (auto it = nodes_.find(address); it != nodes_.end() && it->second) return *it->second;
+    return node(address, config_of(n));  // a config is built once per node, not per call
+  }
   Connection& node(const std::string& address, ConnectionConfig config) {
     auto& conn = nodes_[address];
     if (!conn) {
