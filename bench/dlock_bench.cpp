@@ -13,6 +13,11 @@
 //   W5-contended  W3 over the --url, recording the number of masters
 //   WAIT          W1 on distinct keys, recording the URL's wait_replicas
 //                 (WAIT mode, turned on by the URL's query parameters)
+//   W1-limit, W2-limit  the same pairs by minimal hiredis loops; with a
+//                 redis-cluster:// URL they route each key to its master
+//
+// A redis-cluster:// URL marks the result "topology": "cluster"; --masters N
+// records the cluster's size, --data-port where W3's counter lives.
 //
 // The lock calls use only the public API; the protected resource and the
 // server statistics go through a plain hiredis connection.
@@ -40,6 +45,7 @@
 #include <vector>
 
 #include "common/sync_redis.hpp"
+#include "limit_routes.hpp"
 
 namespace {
 
@@ -59,6 +65,8 @@ struct Args {
   std::string out;
   std::string events;
   bool describe = true;  // --describe off: grants store no holder description
+  int data_port = 0;     // W3's counter: this server's port (0: the URL's last node)
+  int masters = 0;       // recorded as "masters" when > 0 (the cluster rows)
 };
 
 long long mono_ns() {
@@ -270,7 +278,7 @@ std::map<std::string, std::string> w2(const Args& a) {
 
 // Contended: processes forked before any client exists; each has its own.
 std::map<std::string, std::string> w3(const Args& a, bool with_lock) {
-  const int port = port_of(a.url);
+  const int port = a.data_port > 0 ? a.data_port : port_of(a.url);
   const std::string counter = "bench:w3:ctr";
   {
     Plain p(port);
@@ -440,16 +448,24 @@ std::map<std::string, std::string> w6(const Args& a) {
 // The limit: a minimal blocking client doing the same two round trips as a
 // lock pair (hiredis: SET key token NX PX, then compare-and-delete by
 // EVALSHA), nothing else. Reported as library "hiredis-limit".
+// The compare-and-delete every limit loop releases with, loaded on each node.
+std::string load_cad(const dlock::bench::LimitRoutes& routes) {
+  std::string sha;
+  for (redisContext* c : routes.all()) {
+    auto* loaded = static_cast<redisReply*>(
+        redisCommand(c, "SCRIPT LOAD %s",
+                     "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end return 0"));
+    if (loaded == nullptr || loaded->type != REDIS_REPLY_STRING) throw std::runtime_error("SCRIPT LOAD failed");
+    sha.assign(loaded->str, loaded->len);
+    freeReplyObject(loaded);
+  }
+  return sha;
+}
+const char* const kLimitToken = "0123456789abcdef0123456789abcdef";
+
 std::map<std::string, std::string> w1_limit(const Args& a) {
-  redisContext* c = redisConnect("127.0.0.1", port_of(a.url));
-  if (c == nullptr || c->err) throw std::runtime_error("cannot connect for the hiredis limit");
-  auto* loaded = static_cast<redisReply*>(
-      redisCommand(c, "SCRIPT LOAD %s",
-                   "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end return 0"));
-  if (loaded == nullptr || loaded->type != REDIS_REPLY_STRING) throw std::runtime_error("SCRIPT LOAD failed");
-  const std::string sha(loaded->str, loaded->len);
-  freeReplyObject(loaded);
-  const std::string token = "0123456789abcdef0123456789abcdef";
+  const dlock::bench::LimitRoutes routes(a.url);
+  const std::string sha = load_cad(routes);
   std::vector<double> lat_us;
   lat_us.reserve(200000);
   const auto end = Clock::now() + std::chrono::duration<double>(a.seconds);
@@ -457,12 +473,12 @@ std::map<std::string, std::string> w1_limit(const Args& a) {
   long long i = 0;
   while (Clock::now() < end) {
     std::string name = a.keys == "same" ? std::string("bench:w1:same") : "bench:w1:" + std::to_string(i);
+    redisContext* c = routes.for_key(name);
     auto t0 = Clock::now();
-    auto* r1 = static_cast<redisReply*>(redisCommand(c, "SET %s %s NX PX 30000", name.c_str(), token.c_str()));
+    auto* r1 = static_cast<redisReply*>(redisCommand(c, "SET %s %s NX PX 30000", name.c_str(), kLimitToken));
     if (r1 == nullptr || r1->type != REDIS_REPLY_STATUS) throw std::runtime_error("SET NX failed");
     freeReplyObject(r1);
-    auto* r2 =
-        static_cast<redisReply*>(redisCommand(c, "EVALSHA %s 1 %s %s", sha.c_str(), name.c_str(), token.c_str()));
+    auto* r2 = static_cast<redisReply*>(redisCommand(c, "EVALSHA %s 1 %s %s", sha.c_str(), name.c_str(), kLimitToken));
     if (r2 == nullptr || r2->type != REDIS_REPLY_INTEGER || r2->integer != 1)
       throw std::runtime_error("release failed");
     freeReplyObject(r2);
@@ -470,12 +486,63 @@ std::map<std::string, std::string> w1_limit(const Args& a) {
     ++i;
   }
   double secs = std::chrono::duration<double>(Clock::now() - start).count();
-  redisFree(c);
   auto r = base(a);
   r["library"] = q("hiredis-limit");
   r["workload"] = q("W1");
   r["keys"] = q(a.keys);
   pair_stats(r, i, secs, lat_us);
+  return r;
+}
+
+// W2's limit: --tasks pairs at a time on distinct keys, as W2's tasks, by
+// one thread with one blocking connection per master: the batch's SET NX PX
+// commands pipelined to their masters (all written before any is read), then
+// its compare-and-deletes the same way. As many commands and round trips as
+// W2, with the most pipelining a client can have; each pair's latency is its
+// batch's.
+std::map<std::string, std::string> w2_limit(const Args& a) {
+  const dlock::bench::LimitRoutes routes(a.url);
+  const std::string sha = load_cad(routes);
+  std::vector<double> lat_us;
+  lat_us.reserve(2000000);
+  std::vector<std::string> names(static_cast<std::size_t>(a.tasks));
+  std::vector<redisContext*> conns(names.size());
+  const auto end = Clock::now() + std::chrono::duration<double>(a.seconds);
+  const auto start = Clock::now();
+  long long batch = 0, pairs = 0;
+  auto read_all = [&](int type, const char* what) {
+    routes.flush_all();
+    for (redisContext* c : conns) {
+      void* raw = nullptr;
+      if (redisGetReply(c, &raw) != REDIS_OK || raw == nullptr) throw std::runtime_error(what);
+      auto* reply = static_cast<redisReply*>(raw);
+      const bool ok = reply->type == type && (type != REDIS_REPLY_INTEGER || reply->integer == 1);
+      freeReplyObject(reply);
+      if (!ok) throw std::runtime_error(what);
+    }
+  };
+  while (Clock::now() < end) {
+    auto t0 = Clock::now();
+    for (std::size_t t = 0; t < names.size(); ++t) {
+      names[t] = "bench:w2:" + std::to_string(t) + ":" + std::to_string(batch);
+      conns[t] = routes.for_key(names[t]);
+      redisAppendCommand(conns[t], "SET %s %s NX PX 30000", names[t].c_str(), kLimitToken);
+    }
+    read_all(REDIS_REPLY_STATUS, "SET NX failed");
+    for (std::size_t t = 0; t < names.size(); ++t)
+      redisAppendCommand(conns[t], "EVALSHA %s 1 %s %s", sha.c_str(), names[t].c_str(), kLimitToken);
+    read_all(REDIS_REPLY_INTEGER, "release failed");
+    const double us = std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
+    lat_us.insert(lat_us.end(), names.size(), us);
+    pairs += static_cast<long long>(names.size());
+    ++batch;
+  }
+  double secs = std::chrono::duration<double>(Clock::now() - start).count();
+  auto r = base(a);
+  r["library"] = q("hiredis-limit");
+  r["workload"] = q("W2");
+  r["tasks"] = std::to_string(a.tasks);
+  pair_stats(r, pairs, secs, lat_us);
   return r;
 }
 
@@ -500,6 +567,9 @@ int usage() {
   std::cerr << "usage: dlock-bench --url URL --workload W1|W2|W3|W3-nolock|W4|W5|W5-contended|W6|WAIT\n"
                "                   [--keys distinct|same] [--api lease|mutex] (W1)\n"
                "       W1-limit: the same pairs by a minimal hiredis loop (SET NX PX + EVALSHA)\n"
+               "       W2-limit: --tasks such pairs at a time, pipelined to their masters\n"
+               "       (redis:// or redis-cluster://: the limits route each key to its slot's master)\n"
+               "                   [--data-port P] (W3: the counter's server) [--masters N] (recorded)\n"
                "       IDLE: CPU use of a client holding one lock and doing nothing\n"
                "                   [--seconds S] [--procs N] [--tasks N] [--locks N] [--renew-ms MS]\n"
                "                   [--describe on|off] (off: grants store no holder description)\n"
@@ -535,6 +605,10 @@ int main(int argc, char** argv) {
       a.out = v;
     else if (k == "--events")
       a.events = v;
+    else if (k == "--data-port")
+      a.data_port = std::stoi(v);
+    else if (k == "--masters")
+      a.masters = std::stoi(v);
     else if (k == "--describe" && (v == "on" || v == "off"))
       a.describe = v == "on";
     else
@@ -549,6 +623,8 @@ int main(int argc, char** argv) {
       r = w1(a);
     else if (a.workload == "W1-limit")
       r = w1_limit(a);
+    else if (a.workload == "W2-limit")
+      r = w2_limit(a);
     else if (a.workload == "IDLE")
       r = idle(a);
     else if (a.workload == "W2")
@@ -563,6 +639,8 @@ int main(int argc, char** argv) {
       r = w6(a);
     else
       return usage();
+    if (a.url.rfind("redis-cluster", 0) == 0) r["topology"] = q("cluster");
+    if (a.masters > 0) r["masters"] = std::to_string(a.masters);
     std::ofstream(a.out) << json_kv(r) << '\n';
     std::cout << json_kv(r) << '\n';
     return 0;

@@ -268,6 +268,61 @@ stop_redis_pid() {
   wait "$pid" 2>/dev/null || true
 }
 
+# start_private_cluster N DIR: a Redis Cluster of N masters (no replicas) in
+# DIR/node-1..N, each started by start_private_redis with an explicit bus
+# port (a free one, so no port needs +10000 free), met and given an even
+# share of the 16384 slots; sets CLUSTER_PORTS and CLUSTER_URL once every node
+# reports cluster_state:ok. stop_private_cluster stops its nodes (and
+# stop_private_redis does with the rest).
+CLUSTER_PORTS=()
+CLUSTER_PIDS=()
+CLUSTER_URL=""
+start_private_cluster() {
+  local n="$1" dir="$2" i first lo hi ok p
+  CLUSTER_PORTS=()
+  CLUSTER_PIDS=()
+  for ((i = 1; i <= n; i++)); do
+    mkdir -p "$dir/node-$i"
+    start_private_redis "$dir/node-$i" --cluster-enabled yes --cluster-config-file nodes.conf \
+      --cluster-port "$(free_port)" --cluster-node-timeout 5000 || return 1
+    CLUSTER_PORTS+=("$REDIS_PORT")
+    CLUSTER_PIDS+=("$REDIS_PID")
+  done
+  first="${CLUSTER_PORTS[0]}"
+  for ((i = 1; i < n; i++)); do
+    timeout 10 redis-cli -h 127.0.0.1 -p "${CLUSTER_PORTS[i]}" CLUSTER MEET 127.0.0.1 "$first" \
+      "$(timeout 10 redis-cli -h 127.0.0.1 -p "$first" CONFIG GET cluster-port | tail -n 1)" >/dev/null || return 1
+  done
+  for ((i = 0; i < n; i++)); do
+    lo=$((16384 * i / n))
+    hi=$((16384 * (i + 1) / n - 1))
+    timeout 10 redis-cli -h 127.0.0.1 -p "${CLUSTER_PORTS[i]}" CLUSTER ADDSLOTSRANGE "$lo" "$hi" >/dev/null || return 1
+  done
+  for ((i = 0; i < 400; i++)); do
+    ok=1
+    for p in "${CLUSTER_PORTS[@]}"; do
+      timeout 5 redis-cli -h 127.0.0.1 -p "$p" CLUSTER INFO | grep -q '^cluster_state:ok' || { ok=0; break; }
+      [[ "$(timeout 5 redis-cli -h 127.0.0.1 -p "$p" CLUSTER INFO | tr -d '\r' | sed -n 's/^cluster_size://p')" == "$n" ]] ||
+        { ok=0; break; }
+    done
+    if ((ok)); then
+      CLUSTER_URL="redis-cluster://$(printf '127.0.0.1:%s,' "${CLUSTER_PORTS[@]}")"
+      CLUSTER_URL="${CLUSTER_URL%,}"
+      log "Redis Cluster of $n masters on ${CLUSTER_PORTS[*]}"
+      return 0
+    fi
+    sleep 0.05
+  done
+  log "the cluster on ${CLUSTER_PORTS[*]} did not reach cluster_state:ok"
+  return 1
+}
+stop_private_cluster() {
+  local pid
+  for pid in "${CLUSTER_PIDS[@]}"; do stop_redis_pid "$pid"; done
+  CLUSTER_PIDS=()
+  CLUSTER_PORTS=()
+}
+
 # stop_private_redis: stops every server start_private_redis started, newest
 # first (a replica before its master). No-op if none is running.
 stop_private_redis() {
