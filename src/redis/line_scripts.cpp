@@ -339,19 +339,19 @@ return {is_line, 1, first.f, first.n, left, first.i, #st.s + (x and 1 or 0), fir
 // the year 2255) a Lua number holds it exactly.
 constexpr std::string_view kFence = R"lua(
 local function L_fence(key)
-  if string.sub(key, -3) ~= '}:f' then return redis.call('incr', key) end
-  -- Per name: the next value, floored by the server's clock in µs, kept
-  -- for a day; three calls (a GET, TIME and one SET with its expiry).
-  local v = redis.call('get', key)
-  local f = 0
-  if v then
-    f = tonumber(v)
-    if not f or f ~= math.floor(f) then error({err = 'ERR value is not an integer or out of range'}) end
+  local f = redis.call('incr', key)
+  if string.sub(key, -3) == '}:f' then
+    -- Per name: floored by the server's clock in µs, kept for a day; the
+    -- floor's SET carries the expiry (three calls either way).
+    local t = redis.call('time')
+    local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+    if now > f then
+      f = now
+      redis.call('set', key, string.format('%d', now), 'px', 86400000)
+    else
+      redis.call('pexpire', key, 86400000)
+    end
   end
-  local t = redis.call('time')
-  local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-  f = math.max(f + 1, now)
-  redis.call('set', key, string.format('%d', f), 'px', 86400000)
   return f
 end
 )lua";

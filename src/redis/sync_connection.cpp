@@ -134,12 +134,15 @@ Status SyncConnection::call(const std::string& payload, std::size_t n, std::vect
   if (fd_ < 0) return unavailable(peer_, "closed");
   const auto start = Clock::now();
   const auto deadline = std::min(start + command_timeout_, by);
-  // When the socket's own receive timeout ends by the deadline (give or
-  // take a millisecond: a try's deadline is its command timeout from a
-  // moment before), a first wait right after the send needs no poll: recv
-  // alone keeps the deadline within 2 ms, and one system call is saved per
-  // call (system calls are what a round trip costs a client).
-  bool plain_recv = start + socket_timeout_ <= deadline + std::chrono::milliseconds(1);
+  // A call without a deadline of its own (a release, the handshake) is
+  // bounded by its command timeout, which the socket's receive timeout
+  // keeps when it is no longer: its first wait right after the send needs
+  // no poll, one system call less per call (system calls are what a round
+  // trip costs a client). The kernel's timer may fire that timeout a little
+  // late (its timer wheel's step); a caller's deadline is kept exactly, by
+  // poll.
+  bool plain_recv =
+      by == Clock::time_point::max() && start + socket_timeout_ <= deadline + std::chrono::milliseconds(1);
   std::size_t off = 0;
   while (off < payload.size()) {
     const ssize_t w = ::send(fd_, payload.data() + off, payload.size() - off, MSG_NOSIGNAL);
@@ -170,9 +173,13 @@ Status SyncConnection::call(const std::string& payload, std::size_t n, std::vect
     pollfd p{fd_, POLLIN, 0};
     if (plain_recv && now - start < std::chrono::milliseconds(1)) {
       plain_recv = false;  // later waits (a reply in pieces) poll
-    } else if (left <= 0 || ::poll(&p, 1, static_cast<int>(std::min<long long>(left, 1 << 30))) == 0) {
-      close_fd();
-      return {Errc::outcome_unknown, "no reply from " + peer_ + " within the call's deadline"};
+    } else {
+      const int ready = left <= 0 ? 0 : ::poll(&p, 1, static_cast<int>(std::min<long long>(left, 1 << 30)));
+      if (ready < 0 && errno == EINTR) continue;  // a signal: wait again for what is left
+      if (ready == 0) {
+        close_fd();
+        return {Errc::outcome_unknown, "no reply from " + peer_ + " within the call's deadline"};
+      }
     }
     const ssize_t r = ::recv(fd_, buf_.data(), buf_.size(), 0);
     if (r < 0 && errno == EINTR) continue;
