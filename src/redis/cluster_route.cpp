@@ -9,6 +9,7 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <map>
+#include <mutex>
 
 #include "redis/cluster_map.hpp"
 #include "redis/route.hpp"
@@ -87,6 +88,13 @@ class ClusterRoute final : public Route {
     refreshing_ = true;
     next_refresh_ = now + kRefreshGap;
     ask_for_map(candidates(), 0, "", [this](Status) { refreshing_ = false; });
+  }
+
+  std::optional<NodeAddress> blocking_target(int slot) const override {
+    std::lock_guard lk(map_mu_);
+    const ClusterNode* n = map_.master_of(slot < 0 ? 0 : slot);
+    if (!n) return std::nullopt;
+    return NodeAddress{n->host, n->port};
   }
 
   void on_link(std::function<void(bool)> handler) override { link_ = std::move(handler); }
@@ -173,6 +181,7 @@ class ClusterRoute final : public Route {
                                        address + " is not a cluster node (cluster support disabled): use redis://"));
                   auto map = SlotMap::from_cluster_slots(r, host);
                   if (map.ok()) {
+                    std::lock_guard lk(map_mu_);  // blocking_target reads it from other threads
                     map_ = std::move(*map);
                     return done({});
                   }
@@ -237,7 +246,10 @@ class ClusterRoute final : public Route {
                 }
                 if (rd.node.host.empty()) rd.node.host = answering_host;  // the node does not know its address
                 if (rd.kind == Redirect::Kind::moved) {
-                  map_.move(rd.slot, rd.node);
+                  {
+                    std::lock_guard lk(map_mu_);
+                    map_.move(rd.slot, rd.node);
+                  }
                   refresh();
                   return send(call, nullptr);
                 }
@@ -279,7 +291,10 @@ class ClusterRoute final : public Route {
 
   boost::asio::io_context& io_;
   std::vector<ConnectionConfig> seeds_;
+  // Written on the I/O thread under map_mu_, which is also read there
+  // without it (the only writer); other threads read under map_mu_.
   SlotMap map_;
+  mutable std::mutex map_mu_;
   std::map<std::string, std::unique_ptr<Connection>> nodes_;  // by address; kept while the client lives
   std::vector<std::shared_ptr<boost::asio::steady_timer>> timers_;
   boost::asio::steady_timer refresh_timer_;

@@ -288,19 +288,23 @@ class RedisBackend final : public detail::Backend {
   }
 
   // The blocking fast path: plain TCP, no WAIT mode (its extra round trip
-  // and undo stay on the I/O thread).
+  // and undo stay on the I/O thread). In a cluster or behind Sentinel it
+  // goes to the node the route names now; a redirect hands the call to the
+  // I/O thread's path, which follows it (nothing ran).
   std::optional<Result<AcquireOutcome>> acquire_now(const AcquireCall& call) override {
     if (!sync_ok()) return std::nullopt;
     // A try leaves no place in the line behind it.
     auto r = eval_now(acquire_request(prefix_, fences_, call, call.queued && call.keep_place), call.deadline);
-    if (!r.ok()) return Result<AcquireOutcome>(r.status());
-    return parse_acquire(*r, call);
+    if (!r) return std::nullopt;
+    if (!r->ok()) return Result<AcquireOutcome>(r->status());
+    return parse_acquire(**r, call);
   }
   std::optional<Result<ReleaseOutcome>> release_now(const ReleaseCall& call) override {
     if (!sync_ok()) return std::nullopt;
     auto r = eval_now(release_request(prefix_, fences_, call));
-    if (!r.ok()) return Result<ReleaseOutcome>(r.status());
-    return parse_release(*r);
+    if (!r) return std::nullopt;
+    if (!r->ok()) return Result<ReleaseOutcome>(r->status());
+    return parse_release(**r);
   }
 
   // One script call per slot (a script's keys must share one); the calls
@@ -561,30 +565,52 @@ class RedisBackend final : public detail::Backend {
   // The slot of a lock's keys (they share its tag); one server: -1.
   int slot_of(const std::string& key) const { return route_->cluster() ? key_slot(key) : -1; }
 
-  // The blocking fast path knows one fixed server only, for now.
-  bool sync_ok() const { return !route_->moves() && !config_.endpoint.tls && wait_.replicas == 0; }
+  bool sync_ok() const { return !config_.endpoint.tls && wait_.replicas == 0; }
+
+  // The fast path's endpoint for a node: the backend's credentials and
+  // settings, at the node's address (db 0 in a cluster, which has no other).
+  detail::RedisEndpoint endpoint_of(const NodeAddress& node) const {
+    detail::RedisEndpoint ep = config_.endpoint;
+    ep.host = node.host;
+    ep.port = node.port;
+    if (route_->cluster()) ep.db = 0;
+    return ep;
+  }
 
   void open_blocking() override {
-    if (!sync_ok()) return;
+    if (!sync_ok() || route_->moves()) return;  // a moving topology's pools fill on first use
     auto c = SyncConnection::open(config_.endpoint, config_.connect_timeout, config_.command_timeout);
     if (!c.ok()) return;
     std::lock_guard lk(pool_mu_);
-    pool_.push_back(std::move(c.value()));
+    pools_[""].push_back(std::move(c.value()));
   }
 
-  // EVALSHA (EVAL on NOSCRIPT) on a pooled blocking connection, on the
-  // calling thread. A broken connection is dropped; the next call opens one.
-  Result<Reply> eval_now(const ScriptCall& sc,
-                         std::chrono::steady_clock::time_point by = std::chrono::steady_clock::time_point::max()) {
+  // EVALSHA (EVAL on NOSCRIPT) on a pooled blocking connection to the node
+  // serving the keys, on the calling thread. A broken connection is
+  // dropped; the next call opens one. nullopt: no node is known, or the
+  // node redirected the call (MOVED, ASK, TRYAGAIN, CLUSTERDOWN: nothing
+  // ran), so the I/O path takes it.
+  std::optional<Result<Reply>> eval_now(
+      const ScriptCall& sc, std::chrono::steady_clock::time_point by = std::chrono::steady_clock::time_point::max()) {
+    const bool moves = route_->moves();
+    std::optional<NodeAddress> node;
+    if (moves) {
+      node = route_->blocking_target(slot_of(sc.keys.front()));
+      if (!node) return std::nullopt;
+    }
+    // One server: one pool (""); else one per node address.
+    const std::string pool_key = moves ? node->host + ":" + std::to_string(node->port) : std::string();
     std::unique_ptr<SyncConnection> conn;
     {
       std::lock_guard lk(pool_mu_);
-      if (!pool_.empty()) {
-        conn = std::move(pool_.back());
-        pool_.pop_back();
+      auto& pool = pools_[pool_key];
+      if (!pool.empty()) {
+        conn = std::move(pool.back());
+        pool.pop_back();
       }
     }
     if (!conn) {
+      const detail::RedisEndpoint ep = moves ? endpoint_of(*node) : config_.endpoint;
       // A silent server accepts connections (the kernel does) but never
       // answers the handshake: the call's deadline bounds it too.
       using std::chrono::steady_clock;
@@ -592,11 +618,14 @@ class RedisBackend final : public detail::Backend {
       if (by != steady_clock::time_point::max())
         patience =
             std::clamp(std::chrono::duration_cast<milliseconds>(by - steady_clock::now()), milliseconds(1), patience);
-      auto opened = SyncConnection::open(config_.endpoint, config_.connect_timeout, patience);
+      auto opened = SyncConnection::open(ep, config_.connect_timeout, patience);
       if (!opened.ok()) {
         if (steady_clock::now() + milliseconds(5) >= by)  // cut short by the deadline, not refused
-          return Status(Errc::timeout, "no answer from " + config_.endpoint.describe() + " within the call's deadline");
-        return opened.status();
+          return Result<Reply>(
+              Status(Errc::timeout, "no answer from " + ep.describe() + " within the call's deadline"));
+        // A node of a moving topology may be gone: the I/O path finds its successor.
+        if (moves && opened.status().code() == Errc::unavailable) return std::nullopt;
+        return Result<Reply>(opened.status());
       }
       conn = std::move(opened.value());
       conn->set_command_timeout(config_.command_timeout);
@@ -609,11 +638,20 @@ class RedisBackend final : public detail::Backend {
     sync_sent_.fetch_add(conn->requests_sent() - before, std::memory_order_relaxed);
     if (!conn->broken()) {
       std::lock_guard lk(pool_mu_);
-      if (pool_.size() < kPoolIdle) pool_.push_back(std::move(conn));
+      auto& pool = pools_[pool_key];
+      if (pool.size() < kPoolIdle) pool.push_back(std::move(conn));
     }
-    if (!s.ok()) return s;
-    if (replies.front().is_error()) return translate_error(replies.front().str);
-    return std::move(replies.front());
+    if (!s.ok()) return Result<Reply>(s);
+    if (replies.front().is_error()) {
+      if (const auto redirect = moves ? parse_redirect(replies.front().str).kind : Redirect::Kind::none;
+          redirect != Redirect::Kind::none) {
+        if (redirect == Redirect::Kind::moved)
+          boost::asio::post(io_, [this] { route_->refresh(); });  // the map is behind: learn it soon
+        return std::nullopt;
+      }
+      return Result<Reply>(translate_error(replies.front().str));
+    }
+    return Result<Reply>(std::move(replies.front()));
   }
 
   // WAIT mode: the script and a WAIT in one pipeline, so the WAIT runs on
@@ -809,10 +847,11 @@ class RedisBackend final : public detail::Backend {
   boost::asio::steady_timer resubscribe_timer_;       // cluster: the subscriber's node is replaced
   bool closed_ = false;
   std::map<std::string, Watch> watches_;  // by channel
-  // Blocking connections of the fast path (any thread; guarded by pool_mu_).
+  // Blocking connections of the fast path, per node address ("" for the
+  // one server) (any thread; guarded by pool_mu_).
   static constexpr std::size_t kPoolIdle = 8;
   std::mutex pool_mu_;
-  std::vector<std::unique_ptr<SyncConnection>> pool_;
+  std::map<std::string, std::vector<std::unique_ptr<SyncConnection>>> pools_;
   std::atomic<std::uint64_t> sync_sent_{0};
   struct Sent {
     bool subscribe;

@@ -12,6 +12,7 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <map>
+#include <mutex>
 
 #include "redis/errors.hpp"
 #include "redis/route.hpp"
@@ -95,6 +96,10 @@ class SentinelRoute final : public Route {
   }
   ConnectionConfig subscriber_config() const override { return current_; }
   void refresh() override { discover(); }
+  std::optional<NodeAddress> blocking_target(int) const override {
+    std::lock_guard lk(target_mu_);
+    return target_;
+  }
 
   void on_link(std::function<void(bool)> handler) override { link_ = std::move(handler); }
   std::uint64_t requests_sent() const override {
@@ -204,6 +209,10 @@ class SentinelRoute final : public Route {
     current_.endpoint.host = host;
     current_.endpoint.port = port;
     current_.name = "cmd " + host + ":" + std::to_string(port);
+    {
+      std::lock_guard lk(target_mu_);
+      target_ = NodeAddress{host, port};
+    }
     conn_ = std::make_unique<Connection>(io_, current_);
     Connection* started = conn_.get();
     conn_->on_state([this, started](bool up) {
@@ -303,6 +312,8 @@ class SentinelRoute final : public Route {
   std::vector<ConnectionConfig> sentinels_;
   ConnectionConfig master_;   // credentials, db, TLS, timeouts; no address
   ConnectionConfig current_;  // master_ at the address in use
+  mutable std::mutex target_mu_;
+  std::optional<NodeAddress> target_;  // current_'s address, for blocking calls from any thread
   std::string name_;
   std::unique_ptr<Connection> conn_;
   std::map<std::size_t, std::unique_ptr<Connection>> watchers_;  // by sentinel

@@ -4,10 +4,12 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <dlock/dlock.hpp>
 #include <fstream>
 #include <functional>
+#include <future>
 #include <iostream>
 #include <mutex>
 #include <string>
@@ -72,6 +74,26 @@ inline long long ms_since(Clock::time_point t) {
 // Figures the closing notes quote: printed as "[measure] name=value".
 inline void measure(const std::string& name, long long value, const std::string& unit = "ms") {
   std::cout << "[measure] " << name << "=" << value << unit << std::endl;
+}
+
+// Blocks `client`'s I/O thread for 3 s inside a completion handler and runs
+// `call` on this thread meanwhile; true if `call` returned while the I/O
+// thread was still blocked (so it did not need that thread: the blocking
+// fast path).
+inline bool returns_beside_a_blocked_io_thread(Client& client, const std::function<void()>& call) {
+  std::promise<void> entered, left;
+  std::atomic<bool> over{false};
+  client.async_acquire("test/io-blocker", std::chrono::milliseconds(0), {}, [&](Result<Lease>) {
+    entered.set_value();
+    std::this_thread::sleep_for(std::chrono::seconds(3));
+    over = true;
+    left.set_value();
+  });
+  entered.get_future().wait();
+  call();
+  const bool beside = !over.load();
+  left.get_future().wait();
+  return beside;
 }
 
 inline LockOptions fast_watchdog(milliseconds lease = 1000ms, milliseconds interval = 300ms) {

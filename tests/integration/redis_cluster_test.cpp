@@ -103,6 +103,32 @@ TEST_F(RedisClusterTest, FencesGrowPerNameFromTheServersClock) {
   EXPECT_GT(lease->fence(), last);
 }
 
+// The name's counter holding something else is refused, as the prefix's
+// counter is (no half-made lock); a counter ahead of the clock keeps
+// counting from itself, and keeps its day.
+TEST_F(RedisClusterTest, TheNamesFenceCounterIsCheckedAndKept) {
+  Client client = connect();
+  const std::string name = "fence-foreign";
+  const int m = cluster_->master_of_slot(slot_of(name));
+  const std::string counter = lock_key(name) + ":f";
+  cluster_->cli(m, {"SET", counter, "not-a-number"});
+  EXPECT_EQ(client.try_acquire(name).code(), Errc::wrong_type);
+  EXPECT_EQ(cluster_->cli(m, {"EXISTS", lock_key(name)}), "0") << "no half-made lock";
+  cluster_->cli(m, {"DEL", counter});
+  cluster_->cli(m, {"HSET", counter, "x", "1"});
+  EXPECT_EQ(client.try_acquire(name).code(), Errc::wrong_type);
+  cluster_->cli(m, {"DEL", counter});
+  // Far ahead of the clock (written by hand, or by a node whose clock ran
+  // fast): the next fence is one more.
+  cluster_->cli(m, {"SET", counter, "8000000000000000"});
+  auto lease = client.try_acquire(name, lease_of(10s));
+  ASSERT_TRUE(lease.ok()) << lease.status().to_string();
+  EXPECT_EQ(lease->fence(), 8000000000000001u);
+  EXPECT_GT(std::stoll(cluster_->cli(m, {"PTTL", counter})), 23LL * 3600 * 1000);
+  ASSERT_TRUE(lease->release().ok());
+  cluster_->cli(m, {"DEL", counter});
+}
+
 // The watchdog renews locks on three masters in one tick: each master
 // gets its own script call, so no CROSSSLOT failure loses the batch.
 TEST_F(RedisClusterTest, WatchdogRenewsLocksOnEveryMaster) {
@@ -172,6 +198,51 @@ TEST_F(RedisClusterTest, SlotMigratedWhileHeldAndAwaited) {
   ASSERT_TRUE(r.ok()) << r.status().to_string();
   EXPECT_GT(r->fence(), fence) << "the counter moved with the slot";
   ASSERT_TRUE(r->release().ok());
+  cluster_->migrate_slot(slot, 0);  // back, for the other tests
+}
+
+// Blocking calls take the fast path in a cluster too: they run on the
+// caller's thread, to the slot's master, without the I/O thread.
+TEST_F(RedisClusterTest, BlockingCallsRunOnTheCallersThread) {
+  Client client = connect();
+  for (int master = 0; master < 3; ++master) {
+    const std::string name = name_on(master, "fast-");
+    EXPECT_TRUE(returns_beside_a_blocked_io_thread(client,
+                                                   [&] {
+                                                     auto lease = client.try_acquire(name, lease_of(10s));
+                                                     ASSERT_TRUE(lease.ok()) << lease.status().to_string();
+                                                     EXPECT_EQ(cluster_->cli(master, {"EXISTS", lock_key(name)}), "1");
+                                                     EXPECT_TRUE(lease->release().ok());
+                                                   }))
+        << "master " << master;
+    EXPECT_EQ(cluster_->cli(master, {"EXISTS", lock_key(name)}), "0");
+  }
+}
+
+// A blocking call to a slot that moved since the client learnt the map is
+// answered MOVED; the I/O path then follows it, and the grant is made on
+// the slot's new master.
+TEST_F(RedisClusterTest, ABlockingCallToAMovedSlotFollowsIt) {
+  Client client = connect();
+  const std::string name = name_on(0, "moved-");
+  const int slot = slot_of(name);
+  auto warm = client.try_acquire(name, lease_of(10s));  // a blocking connection to master 0
+  ASSERT_TRUE(warm.ok()) << warm.status().to_string();
+  const std::uint64_t warm_fence = warm->fence();
+  ASSERT_TRUE(warm->release().ok());
+  cluster_->migrate_slot(slot, 1);
+  auto lease = client.try_acquire(name, lease_of(10s));
+  ASSERT_TRUE(lease.ok()) << lease.status().to_string();
+  EXPECT_EQ(cluster_->cli(1, {"EXISTS", lock_key(name)}), "1");
+  EXPECT_GT(lease->fence(), warm_fence) << "the counter moved with the slot";
+  ASSERT_TRUE(lease->release().ok());
+  EXPECT_EQ(cluster_->cli(1, {"EXISTS", lock_key(name)}), "0");
+  // The map caught up: the next blocking call goes straight to master 1.
+  EXPECT_TRUE(returns_beside_a_blocked_io_thread(client, [&] {
+    auto again = client.try_acquire(name, lease_of(10s));
+    ASSERT_TRUE(again.ok()) << again.status().to_string();
+    EXPECT_TRUE(again->release().ok());
+  }));
   cluster_->migrate_slot(slot, 0);  // back, for the other tests
 }
 

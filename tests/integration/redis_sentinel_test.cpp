@@ -39,6 +39,34 @@ TEST_F(RedisSentinelTest, LocksOnTheMasterTheSentinelsName) {
   EXPECT_EQ(client.stats().backend, "redis");
 }
 
+// Blocking calls take the fast path to the master the sentinels name, on
+// the caller's thread; after a failover, to the new master.
+TEST_F(RedisSentinelTest, BlockingCallsRunOnTheCallersThreadBeforeAndAfterAFailover) {
+  Client client = connect();
+  auto fast_pair = [&](int node) {
+    EXPECT_TRUE(returns_beside_a_blocked_io_thread(
+        client,
+        [&] {
+          auto lease = client.try_acquire("fast", lease_of(10s));
+          ASSERT_TRUE(lease.ok()) << lease.status().to_string();
+          EXPECT_EQ(SyncRedis(set.data(node).port()).integer({"EXISTS", lock_key("fast")}), 1);
+          EXPECT_TRUE(lease->release().ok());
+        }))
+        << "data node " << node;
+  };
+  fast_pair(0);
+  set.failover();
+  // The client follows the switch; a blocking call may meet the demoted
+  // master first (READONLY) and then goes through the I/O thread.
+  ASSERT_TRUE(eventually(
+      [&] {
+        auto l = client.try_acquire("fast", lease_of(10s));
+        return l.ok() && l->release().ok();
+      },
+      20s));
+  fast_pair(set.master_index());
+}
+
 TEST_F(RedisSentinelTest, ADownSentinelIsSkipped) {
   set.sentinel(0).stop();
   Client client = connect();
