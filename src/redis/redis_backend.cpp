@@ -609,6 +609,10 @@ class RedisBackend final : public detail::Backend {
         pool.pop_back();
       }
     }
+    // A connection idle for a while may have been closed by its server
+    // (restarted, killed, failed over): a fresh one, rather than a command
+    // whose outcome would be in doubt.
+    if (conn && conn->closed_while_idle(kIdleCheck)) conn.reset();
     if (!conn) {
       const detail::RedisEndpoint ep = moves ? endpoint_of(*node) : config_.endpoint;
       // A silent server accepts connections (the kernel does) but never
@@ -850,6 +854,7 @@ class RedisBackend final : public detail::Backend {
   // Blocking connections of the fast path, per node address ("" for the
   // one server) (any thread; guarded by pool_mu_).
   static constexpr std::size_t kPoolIdle = 8;
+  static constexpr milliseconds kIdleCheck{1000};  // pooled longer: checked before use
   std::mutex pool_mu_;
   std::map<std::string, std::vector<std::unique_ptr<SyncConnection>>> pools_;
   std::atomic<std::uint64_t> sync_sent_{0};

@@ -129,9 +129,19 @@ void SyncConnection::set_command_timeout(milliseconds t) {
   if (fd_ >= 0) set_timeouts(fd_, t);
 }
 
+bool SyncConnection::closed_while_idle(milliseconds idle) const {
+  if (fd_ < 0) return true;
+  if (Clock::now() - last_used_ < idle) return false;
+  // Between commands nothing is due from the server: readable means its
+  // end of the connection is closed (or it sent something unasked for).
+  pollfd p{fd_, POLLIN | POLLRDHUP, 0};
+  return ::poll(&p, 1, 0) != 0;
+}
+
 Status SyncConnection::call(const std::string& payload, std::size_t n, std::vector<Reply>& out, Clock::time_point by) {
   out.clear();
   if (fd_ < 0) return unavailable(peer_, "closed");
+  last_used_ = Clock::now();
   const auto start = Clock::now();
   const auto deadline = std::min(start + command_timeout_, by);
   // A call without a deadline of its own (a release, the handshake) is

@@ -44,6 +44,10 @@ class SyncConnection {
   Status call(const std::string& payload, std::size_t n, std::vector<Reply>& out,
               std::chrono::steady_clock::time_point by = std::chrono::steady_clock::time_point::max());
   bool broken() const { return fd_ < 0; }
+  // Whether the connection has been idle for `idle` and its server has
+  // closed it meanwhile (a restart, a kill, an idle timeout): a command sent
+  // there would be in doubt for nothing. One poll, without waiting.
+  bool closed_while_idle(milliseconds idle) const;
   // For the commands from now on (the socket's receive timeout too).
   void set_command_timeout(milliseconds t);
   std::uint64_t requests_sent() const { return sent_; }
@@ -58,6 +62,7 @@ class SyncConnection {
   ReplyReader reader_;
   std::vector<char> buf_;
   std::uint64_t sent_ = 0;
+  Clock::time_point last_used_ = Clock::now();
 };
 
 }  // namespace dlock::redis
