@@ -83,16 +83,21 @@ inline void measure(const std::string& name, long long value, const std::string&
 inline bool returns_beside_a_blocked_io_thread(Client& client, const std::function<void()>& call) {
   std::promise<void> entered, left;
   std::atomic<bool> over{false};
-  client.async_acquire("test/io-blocker", std::chrono::milliseconds(0), {}, [&](Result<Lease>) {
+  client.async_acquire("test/io-blocker", std::chrono::milliseconds(0), {}, [&](Result<Lease> r) {
     entered.set_value();
     std::this_thread::sleep_for(std::chrono::seconds(3));
     over = true;
+    { Result<Lease> gone = std::move(r); }  // released before the caller goes on
     left.set_value();
   });
   entered.get_future().wait();
   call();
   const bool beside = !over.load();
   left.get_future().wait();
+  // A call through the I/O thread: the handler above has ended there, with
+  // whatever it held of the client (else the client's last reference could
+  // end on that thread when the test drops the client).
+  (void)client.inspect("test/io-blocker");
   return beside;
 }
 
