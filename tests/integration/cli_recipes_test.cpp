@@ -181,7 +181,15 @@ TEST_F(CliRecipes, FairRunsGoInArrivalOrder) {
     waiters.push_back(
         start({"run", "--fair", "queue", "--", "sh", "-c", "echo " + std::to_string(i) + " >> " + file("order")},
               "out-" + std::to_string(i)));
-    std::this_thread::sleep_for(400ms);  // in line before the next one comes
+    // In line before the next one comes (a fixed sleep was not enough on a
+    // loaded machine under a sanitizer).
+    ASSERT_TRUE(eventually(
+        [&] {
+          const auto w = status_json("queue")["waiters"];
+          return w.is_number() && w.get<int>() >= i;
+        },
+        20s))
+        << status_json("queue").dump();
   }
   EXPECT_FALSE(exists(file("order")));
   std::ofstream(file("go")).flush();

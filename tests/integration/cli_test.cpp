@@ -51,8 +51,12 @@ TEST_F(Cli, VersionMatchesTheLibrary) {
 TEST_F(Cli, StatusListAndBusyRunsNameTheHolder) {
   TempDir dir;
   const std::string ready = dir.file("holder-ready");
+  const std::string done = dir.file("holder-done");
+  // Held until the test says so, 30 s at most (a fixed 3 s ran out on a
+  // loaded machine under a sanitizer before the checks below were done).
   std::thread holder([&] {
-    dlock({"run", "--label", "nightly-report", "nightly", "--", "sh", "-c", "touch " + ready + "; sleep 3"});
+    dlock({"run", "--label", "nightly-report", "nightly", "--", "sh", "-c",
+           "touch " + ready + "; i=0; while [ ! -e " + done + " ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done"});
   });
   ASSERT_TRUE(eventually([&] { return std::ifstream(ready).good(); }, 10s));
   auto text = dlock({"status", "nightly"});
@@ -76,6 +80,7 @@ TEST_F(Cli, StatusListAndBusyRunsNameTheHolder) {
   EXPECT_EQ(listed_json[0]["name"], "nightly");
   EXPECT_EQ(listed_json[0]["holder"], who);
   EXPECT_EQ(nlohmann::json::parse(dlock({"list", "--json", "other"}).out).size(), 0u);
+  std::ofstream(done).flush();
   holder.join();
   EXPECT_EQ(nlohmann::json::parse(dlock({"list", "--json"}).out).size(), 0u) << "released: listed no more";
 }
