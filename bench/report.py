@@ -703,10 +703,10 @@ def cluster_section(md, run):
     if w1n and w1c:
         md.append(f"- **W1 through the cluster** runs at {w1c / w1n:.2f}× of W1 on one server"
                   + (f" and {w1c / w1cl:.2f}× of the hiredis cluster loop" if w1cl else "")
-                  + ". On one server a blocking call runs on the caller's thread (the fast path); through a "
-                  "cluster it is handed to the I/O thread and back, as every asynchronous call is. The busy rows "
-                  "swing widely between reps (see min–max): with one busy loop per core, whichever thread the "
-                  "scheduler delays sets the rate.")
+                  + ". Blocking calls run on the caller's thread in both (in a cluster on a pooled connection "
+                  "to the slot's master); a cluster grant also keeps its name's fence, server time that one "
+                  "server's shared counter does not take. The busy rows swing widely between reps (see "
+                  "min–max): with one busy loop per core, whichever thread the scheduler delays sets the rate.")
     md.append("")
     for name, val, ok in lines:
         md.append(f"- {name}: {val} ({'met' if ok else '**not met**'})")
