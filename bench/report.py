@@ -698,8 +698,9 @@ def cluster_section(md, run):
     if w2n and d1:
         md.append(f"- **W2 on a 1-master cluster** runs at {d1 / w2n:.2f}× of W2 through `redis://` on one "
                   "server. W2 is bound by the server's time per pair, and in a cluster every grant also keeps "
-                  "its name's fence (a GET, TIME and a SET with a day's expiry, where one server's shared "
-                  "counter takes one INCR), so that fences survive slot migrations and failovers.")
+                  "its name's fence (an INCR, TIME, and a SET or PEXPIRE for a day's expiry, where one "
+                  "server's shared counter takes the INCR alone), so that fences survive slot migrations and "
+                  "failovers.")
     if w1n and w1c:
         md.append(f"- **W1 through the cluster** runs at {w1c / w1n:.2f}× of W1 on one server"
                   + (f" and {w1c / w1cl:.2f}× of the hiredis cluster loop" if w1cl else "")
