@@ -90,11 +90,11 @@ class ClusterRoute final : public Route {
     ask_for_map(candidates(), 0, "", [this](Status) { refreshing_ = false; });
   }
 
-  std::optional<NodeAddress> blocking_target(int slot) const override {
+  std::optional<ClusterNode> blocking_target(int slot) const override {
     std::lock_guard lk(map_mu_);
     const ClusterNode* n = map_.master_of(slot < 0 ? 0 : slot);
     if (!n) return std::nullopt;
-    return NodeAddress{n->host, n->port};
+    return *n;
   }
 
   void on_link(std::function<void(bool)> handler) override { link_ = std::move(handler); }

@@ -569,7 +569,7 @@ class RedisBackend final : public detail::Backend {
 
   // The fast path's endpoint for a node: the backend's credentials and
   // settings, at the node's address (db 0 in a cluster, which has no other).
-  detail::RedisEndpoint endpoint_of(const NodeAddress& node) const {
+  detail::RedisEndpoint endpoint_of(const ClusterNode& node) const {
     detail::RedisEndpoint ep = config_.endpoint;
     ep.host = node.host;
     ep.port = node.port;
@@ -593,13 +593,13 @@ class RedisBackend final : public detail::Backend {
   std::optional<Result<Reply>> eval_now(
       const ScriptCall& sc, std::chrono::steady_clock::time_point by = std::chrono::steady_clock::time_point::max()) {
     const bool moves = route_->moves();
-    std::optional<NodeAddress> node;
+    std::optional<ClusterNode> node;
     if (moves) {
       node = route_->blocking_target(slot_of(sc.keys.front()));
       if (!node) return std::nullopt;
     }
     // One server: one pool (""); else one per node address.
-    const std::string pool_key = moves ? node->host + ":" + std::to_string(node->port) : std::string();
+    const std::string pool_key = moves ? node->address() : std::string();
     std::unique_ptr<SyncConnection> conn;
     {
       std::lock_guard lk(pool_mu_);

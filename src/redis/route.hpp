@@ -10,23 +10,16 @@
 #define DLOCK_REDIS_ROUTE_HPP_
 
 #include <boost/asio/io_context.hpp>
-#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "redis/cluster_map.hpp"
 #include "redis/connection.hpp"
 
 namespace dlock::redis {
-
-// A node, as the blocking fast path dials it (the backend's credentials,
-// TLS settings and timeouts apply).
-struct NodeAddress {
-  std::string host;
-  std::uint16_t port = 0;
-};
 
 class Route {
  public:
@@ -63,11 +56,12 @@ class Route {
   static constexpr int kSubscriberSlot = 0;
   // Re-learns the topology soon (a node's connection failed).
   virtual void refresh() = 0;
-  // From any thread: the node a blocking call on `slot`'s keys goes to now,
+  // From any thread: the node a blocking call on `slot`'s keys goes to now
+  // (dialled with the backend's credentials, TLS settings and timeouts),
   // or nullopt while it is not known (no map yet, a failover under way):
   // the I/O thread's path then takes the call. A blocking call follows no
   // redirect; the I/O path does.
-  virtual std::optional<NodeAddress> blocking_target(int slot) const = 0;
+  virtual std::optional<ClusterNode> blocking_target(int slot) const = 0;
 
   // Called with false whenever a command connection drops.
   virtual void on_link(std::function<void(bool up)> handler) = 0;

@@ -96,7 +96,7 @@ class SentinelRoute final : public Route {
   }
   ConnectionConfig subscriber_config() const override { return current_; }
   void refresh() override { discover(); }
-  std::optional<NodeAddress> blocking_target(int) const override {
+  std::optional<ClusterNode> blocking_target(int) const override {
     std::lock_guard lk(target_mu_);
     return target_;
   }
@@ -211,7 +211,7 @@ class SentinelRoute final : public Route {
     current_.name = "cmd " + host + ":" + std::to_string(port);
     {
       std::lock_guard lk(target_mu_);
-      target_ = NodeAddress{host, port};
+      target_ = ClusterNode{host, port};
     }
     conn_ = std::make_unique<Connection>(io_, current_);
     Connection* started = conn_.get();
@@ -313,7 +313,7 @@ class SentinelRoute final : public Route {
   ConnectionConfig master_;   // credentials, db, TLS, timeouts; no address
   ConnectionConfig current_;  // master_ at the address in use
   mutable std::mutex target_mu_;
-  std::optional<NodeAddress> target_;  // current_'s address, for blocking calls from any thread
+  std::optional<ClusterNode> target_;  // current_'s address, for blocking calls from any thread
   std::string name_;
   std::unique_ptr<Connection> conn_;
   std::map<std::size_t, std::unique_ptr<Connection>> watchers_;  // by sentinel

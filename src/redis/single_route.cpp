@@ -28,8 +28,8 @@ class SingleRoute final : public Route {
   }
   ConnectionConfig subscriber_config() const override { return config_; }
   void refresh() override {}
-  std::optional<NodeAddress> blocking_target(int) const override {
-    return NodeAddress{config_.endpoint.host, config_.endpoint.port};
+  std::optional<ClusterNode> blocking_target(int) const override {
+    return ClusterNode{config_.endpoint.host, config_.endpoint.port};
   }
 
   void on_link(std::function<void(bool)> handler) override { link_ = std::move(handler); }
