@@ -47,6 +47,11 @@ class SlotMap {
   std::vector<ClusterNode> masters() const;
   // A MOVED redirect: `slot` is served by `node` now.
   void move(int slot, const ClusterNode& node);
+  // Every master renamed by `f` (each a distinct node still).
+  template <class F>
+  void rename(F&& f) {
+    for (ClusterNode& n : masters_) n = f(n);
+  }
   // How many slots no master serves.
   int unserved() const;
 

@@ -181,6 +181,7 @@ class ClusterRoute final : public Route {
                                        address + " is not a cluster node (cluster support disabled): use redis://"));
                   auto map = SlotMap::from_cluster_slots(r, host);
                   if (map.ok()) {
+                    map->rename([this](const ClusterNode& n) { return reachable(n, seeds_.front().endpoint); });
                     std::lock_guard lk(map_mu_);  // blocking_target reads it from other threads
                     map_ = std::move(*map);
                     return done({});
@@ -245,6 +246,7 @@ class ClusterRoute final : public Route {
                                        {});
                 }
                 if (rd.node.host.empty()) rd.node.host = answering_host;  // the node does not know its address
+                rd.node = reachable(std::move(rd.node), seeds_.front().endpoint);
                 if (rd.kind == Redirect::Kind::moved) {
                   {
                     std::lock_guard lk(map_mu_);

@@ -10,6 +10,7 @@
 #define DLOCK_REDIS_ROUTE_HPP_
 
 #include <boost/asio/io_context.hpp>
+#include <cctype>
 #include <memory>
 #include <optional>
 #include <string>
@@ -82,6 +83,16 @@ inline std::string joined(std::vector<std::string>&& commands) {
   std::string payload;
   for (const auto& c : commands) payload += c;
   return payload;
+}
+
+// `n`, an address the servers announced, as this client dials it: the
+// URL's ?nat= entry for it, or itself.
+inline ClusterNode reachable(ClusterNode n, const detail::RedisEndpoint& ep) {
+  if (ep.nat.empty()) return n;
+  std::string key = n.address();
+  for (char& c : key) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (auto it = ep.nat.find(key); it != ep.nat.end()) return ClusterNode{it->second.first, it->second.second};
+  return n;
 }
 
 // One server: one pipelined connection.

@@ -193,11 +193,17 @@ class SentinelRoute final : public Route {
     const long port = std::strtol(port_text.c_str(), nullptr, 10);
     if (port <= 0 || port > 65535)
       return finish_start(Status(Errc::protocol_error, "a sentinel told port " + port_text));
-    if (conn_ && current_.endpoint.host == host && current_.endpoint.port == port) {
+    const ClusterNode n = reachable({host, static_cast<std::uint16_t>(port)}, master_.endpoint);
+    if (is_current(n)) {
       if (!conn_->ready()) return;  // reconnecting there on its own
       return check_role();
     }
-    switch_to(host, static_cast<std::uint16_t>(port));
+    switch_to(n.host, n.port);
+  }
+
+  // Whether `n` (as dialled) is the master connected or connecting now.
+  bool is_current(const ClusterNode& n) const {
+    return conn_ && current_.endpoint.host == n.host && current_.endpoint.port == n.port;
   }
 
   void switch_to(const std::string& host, std::uint16_t port) {
@@ -278,7 +284,10 @@ class SentinelRoute final : public Route {
         at = space + 1;
       }
       if (words.size() != 5 || words[0] != name_) return;
-      if (conn_ && current_.endpoint.host == words[3] && std::to_string(current_.endpoint.port) == words[4]) return;
+      const long port = std::strtol(words[4].c_str(), nullptr, 10);
+      if (port > 0 && port <= 65535 &&
+          is_current(reachable({words[3], static_cast<std::uint16_t>(port)}, master_.endpoint)))
+        return;
       ++switches_;  // answers of a question asked before this are stale
       use(words[3], words[4]);
     });

@@ -14,6 +14,13 @@ Status bad(std::string what) { return {Errc::invalid_argument, "bad Redis URL: "
 
 // Listed in the redis:// "unknown parameter" message; not offered by Redlock.
 constexpr std::string_view kWaitParamsListed = ", wait_replicas, wait_timeout_ms";
+// Listed for the URLs whose servers announce other nodes.
+constexpr std::string_view kNatParamListed = ", nat";
+
+std::string lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return s;
+}
 
 }  // namespace
 
@@ -80,8 +87,31 @@ Status parse_host_port(std::string_view rest, RedisEndpoint& ep) {
   return {};
 }
 
+// "ANNOUNCED>REACHABLE", each "host:port" or "[v6]:port".
+Status parse_nat(const std::string& value, RedisEndpoint& ep) {
+  const auto arrow = value.find('>');
+  auto side = [&](std::string_view text, RedisEndpoint& out) -> Status {
+    out.port = 0;
+    if (Status s = parse_host_port(text, out); !s.ok())
+      return bad("nat '" + value + "': " + s.message().substr(s.message().find(": ") + 2));
+    if (out.port == 0) return bad("nat '" + value + "': each side needs a port (host:port>host:port)");
+    return {};
+  };
+  if (arrow == std::string::npos)
+    return bad("nat must be ANNOUNCED>REACHABLE, as host:port>host:port (got '" + value + "')");
+  RedisEndpoint from, to;
+  if (Status s = side(std::string_view(value).substr(0, arrow), from); !s.ok()) return s;
+  if (Status s = side(std::string_view(value).substr(arrow + 1), to); !s.ok()) return s;
+  std::string key = lower(from.host);
+  key = (key.find(':') != std::string::npos ? "[" + key + "]" : key) + ":" + std::to_string(from.port);
+  if (ep.nat.count(key)) return bad("nat names " + key + " twice");
+  ep.nat.emplace(std::move(key), std::make_pair(std::move(to.host), to.port));
+  return {};
+}
+
 // One "key=value" of the query string.
 Status parse_param(std::string_view key, std::string value, RedisEndpoint& ep) {
+  if (key == "nat") return parse_nat(value, ep);
   if (key == "wait_replicas") {
     int n = 0;
     if (!parse_int(value, n) || n < 0)
@@ -106,7 +136,7 @@ Status parse_param(std::string_view key, std::string value, RedisEndpoint& ep) {
     slot = &ep.key_file;
   if (slot == nullptr)
     return bad("unknown parameter '" + std::string(key) + "' (known: cacert, cert, key" +
-               std::string(kWaitParamsListed) + ")");
+               std::string(kWaitParamsListed) + std::string(kNatParamListed) + ")");
   if (!ep.tls) return bad("parameter '" + std::string(key) + "' needs the rediss:// scheme");
   *slot = std::move(value);
   return {};
@@ -129,7 +159,11 @@ Status parse_query(std::string_view query, RedisEndpoint& ep) {
 
 }  // namespace
 
-Result<RedisEndpoint> parse_redis_url(std::string_view url) {
+namespace {
+
+// `topology`: a node of a redis-cluster:// or redis-sentinel:// URL, whose
+// servers announce other nodes (so ?nat= applies).
+Result<RedisEndpoint> parse_one(std::string_view url, bool topology) {
   RedisEndpoint ep;
   std::string_view rest;
   if (url.starts_with("redis://")) {
@@ -162,8 +196,16 @@ Result<RedisEndpoint> parse_redis_url(std::string_view url) {
   if (Status s = parse_host_port(rest, ep); !s.ok()) return s;
   if (!path.empty() && (!parse_int(path, ep.db) || ep.db < 0)) return bad("database must be a non-negative number");
   if (Status s = parse_query(query, ep); !s.ok()) return s;
+  if (!topology && !ep.nat.empty())
+    return bad(
+        "parameter 'nat' applies to redis-cluster:// and redis-sentinel:// (servers that announce other "
+        "nodes), not to one server");
   return ep;
 }
+
+}  // namespace
+
+Result<RedisEndpoint> parse_redis_url(std::string_view url) { return parse_one(url, false); }
 
 bool is_redlock_url(std::string_view url) { return url.starts_with("redlock://") || url.starts_with("redlock+tls://"); }
 
@@ -172,9 +214,11 @@ namespace {
 // A list of nodes in one URL, "scheme://[user:pass@]h1:p1,h2:p2,...[/db][?query]":
 // each node is parsed as the redis:// (or rediss://) URL it stands for, so
 // credentials, ports, IPv6, db and TLS files follow the same rules.
+// `topology`: the servers have replicas and announce other nodes (cluster,
+// Sentinel), so WAIT mode and ?nat= apply; a Redlock master stands alone.
 Result<std::vector<RedisEndpoint>> parse_node_list(std::string_view url, std::string_view scheme,
                                                    std::string_view tls_scheme, const std::string& what,
-                                                   bool wait_allowed) {
+                                                   bool topology) {
   auto fail = [&](std::string why) {
     return Status(Errc::invalid_argument, "bad " + what + " URL: " + std::move(why));
   };
@@ -196,7 +240,7 @@ Result<std::vector<RedisEndpoint>> parse_node_list(std::string_view url, std::st
   }
   // WAIT mode belongs to a master with replicas; a Redlock master stands
   // alone. Checked before the nodes so the message names the parameter.
-  if (auto q = suffix.find('?'); q != std::string_view::npos && !wait_allowed) {
+  if (auto q = suffix.find('?'); q != std::string_view::npos && !topology) {
     std::string_view query = suffix.substr(q + 1);
     while (!query.empty()) {
       const std::string_view kv = next_param(query);
@@ -204,6 +248,10 @@ Result<std::vector<RedisEndpoint>> parse_node_list(std::string_view url, std::st
       if (key == "wait_replicas" || key == "wait_timeout_ms")
         return fail("parameter '" + std::string(key) +
                     "' applies to redis:// and rediss:// (one master and its replicas), not Redlock");
+      if (key == "nat")
+        return fail(
+            "parameter 'nat' applies to redis-cluster:// and redis-sentinel://, not Redlock (the URL names "
+            "every master)");
     }
   }
   std::string_view userinfo;
@@ -220,13 +268,14 @@ Result<std::vector<RedisEndpoint>> parse_node_list(std::string_view url, std::st
     if (host.empty()) return fail("node " + std::to_string(index) + " is empty");
     std::string one = std::string(tls ? "rediss://" : "redis://");
     one.append(userinfo).append(host).append(suffix);
-    auto ep = parse_redis_url(one);
+    auto ep = parse_one(one, topology);
     if (!ep.ok()) {
       std::string why = ep.status().message();
       if (auto p = why.find("bad Redis URL: "); p == 0) why = why.substr(15);
       if (auto p = why.find("the rediss:// scheme"); p != std::string::npos) why.replace(p, 20, tls_scheme);
-      if (!wait_allowed)
-        if (auto p = why.find(kWaitParamsListed); p != std::string::npos) why.erase(p, kWaitParamsListed.size());
+      if (!topology)
+        for (std::string_view listed : {kWaitParamsListed, kNatParamListed})
+          if (auto p = why.find(listed); p != std::string::npos) why.erase(p, listed.size());
       return fail("node " + std::to_string(index) + " ('" + std::string(host) + "'): " + why);
     }
     nodes.push_back(std::move(*ep));
@@ -237,10 +286,6 @@ Result<std::vector<RedisEndpoint>> parse_node_list(std::string_view url, std::st
 }
 
 bool same_node(const RedisEndpoint& a, const RedisEndpoint& b) {
-  auto lower = [](std::string s) {
-    std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-    return s;
-  };
   return lower(a.host) == lower(b.host) && a.port == b.port;
 }
 

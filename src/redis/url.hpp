@@ -4,6 +4,7 @@
 #define DLOCK_REDIS_URL_HPP_
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -28,6 +29,12 @@ struct RedisEndpoint {
   // ClientOptions::wait_replicas / wait_timeout left at their defaults.
   std::optional<int> wait_replicas;
   std::optional<int> wait_timeout_ms;
+  // redis-cluster:// and redis-sentinel:// only, from ?nat=ANNOUNCED>REACHABLE
+  // (repeatable): the servers announce a node at an address this client
+  // cannot reach (NAT, containers, tunnels, a proxy), so it dials REACHABLE
+  // instead. Keyed by the announced "host:port" ("[v6]:port"), host in
+  // lower case; TLS verifies the host dialled.
+  std::map<std::string, std::pair<std::string, std::uint16_t>> nat;
 
   // "rediss://host:port/db" with credentials left out: safe to log.
   std::string describe() const;

@@ -126,6 +126,34 @@ TEST(ClusterUrl, RejectsBadSeedsAndDatabases) {
   EXPECT_TRUE(parse_cluster_url("redis-cluster://a:1/0").ok());
 }
 
+// ?nat=ANNOUNCED>REACHABLE: where a cluster or the sentinels announce nodes
+// at addresses this client cannot reach.
+TEST(ClusterUrl, NatEntriesMapAnnouncedAddresses) {
+  auto seeds =
+      parse_cluster_url("redis-cluster://gw:17001?nat=10.0.0.5:6379>gw:17001&nat=[FE80::1]:6380>[::1]:17002").value();
+  ASSERT_EQ(seeds.size(), 1u);
+  const auto& nat = seeds[0].nat;
+  ASSERT_EQ(nat.size(), 2u);
+  EXPECT_EQ(nat.at("10.0.0.5:6379"), std::make_pair(std::string("gw"), std::uint16_t{17001}));
+  EXPECT_EQ(nat.at("[fe80::1]:6380"), std::make_pair(std::string("::1"), std::uint16_t{17002}));
+  auto spec = parse_sentinel_url("redis-sentinel://s1/m?nat=10.0.0.5:6379>gw:1").value();
+  EXPECT_EQ(spec.master.nat.size(), 1u) << "the sentinels name the master: its address is mapped";
+
+  auto bad = [](Result<std::vector<RedisEndpoint>> r, const char* part) {
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.code(), Errc::invalid_argument);
+    EXPECT_NE(r.status().message().find(part), std::string::npos) << r.status().message();
+  };
+  bad(parse_cluster_url("redis-cluster://a:1?nat=10.0.0.5:6379"), "ANNOUNCED>REACHABLE");
+  bad(parse_cluster_url("redis-cluster://a:1?nat=10.0.0.5>gw:1"), "needs a port");
+  bad(parse_cluster_url("redis-cluster://a:1?nat=10.0.0.5:1>gw:99999"), "port must be");
+  bad(parse_cluster_url("redis-cluster://a:1?nat=h:1>a:2&nat=H:1>b:3"), "twice");
+  bad(parse_redlock_url("redlock://a:1,b:2,c:3?nat=h:1>a:2"), "not Redlock");
+  auto plain = parse_redis_url("redis://a:1?nat=h:1>a:2");
+  ASSERT_FALSE(plain.ok());
+  EXPECT_NE(plain.status().message().find("not to one server"), std::string::npos) << plain.status().message();
+}
+
 TEST(SentinelUrl, SentinelsMasterNameAndTheMastersSettings) {
   auto spec = parse_sentinel_url("redis-sentinel://u:pw@s1,s2:26380,[::1]/mymaster/2?wait_replicas=1").value();
   EXPECT_EQ(spec.master_name, "mymaster");
