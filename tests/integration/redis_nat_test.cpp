@@ -27,8 +27,8 @@ struct Proxies {
     auto p = std::make_unique<torture::Proxy>("127.0.0.1", static_cast<std::uint16_t>(port));
     const std::uint16_t link = p->add_link("c");
     p->start();
-    nat += std::string(nat.empty() ? "" : "&") + "nat=127.0.0.1:" + std::to_string(port) + "%3E127.0.0.1:" +
-           std::to_string(link);
+    nat += std::string(nat.empty() ? "" : "&") + "nat=127.0.0.1:" + std::to_string(port) +
+           "%3E127.0.0.1:" + std::to_string(link);
     each.push_back(std::move(p));
   }
   std::uint64_t bytes_up(int i) const { return each.at(static_cast<std::size_t>(i))->stats("c").bytes_up; }

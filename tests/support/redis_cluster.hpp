@@ -14,11 +14,11 @@
 #define DLOCK_TESTS_SUPPORT_REDIS_CLUSTER_HPP_
 
 #include <chrono>
-#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "common/redis_topology.hpp"
 #include "support/redis_server.hpp"
 
 namespace dlock::test {
@@ -37,38 +37,23 @@ class RedisCluster {
   RedisServer& node(int i) { return *nodes_.at(static_cast<std::size_t>(i)); }
   // "redis-cluster://127.0.0.1:P0,127.0.0.1:P1" (the first two nodes as seeds).
   std::string url() const;
-  std::string cli(int i, const std::vector<std::string>& args) const;
-  // The node's cluster id.
-  std::string id(int i) const;
-  // CLUSTER KEYSLOT, computed by the server.
-  int slot_of(const std::string& key) const;
-  // The index of the node that serves `slot` now, as node `asked` sees it
-  // (-1: none).
-  int master_of_slot(int slot, int asked = -1) const;
+  // The rest as tools/common/redis_topology.hpp's ClusterAdmin, on these
+  // nodes (a stopped RedisServer is not asked).
+  std::string cli(int i, const std::vector<std::string>& args) const { return admin_->cli(i, args); }
+  std::string id(int i) const { return admin_->id(i); }
+  int slot_of(const std::string& key) const { return admin_->slot_of(key); }
+  int master_of_slot(int slot, int asked = -1) const { return admin_->master_of_slot(slot, asked); }
   int master_of_key(const std::string& key) const { return master_of_slot(slot_of(key)); }
-
-  // Moves `slot` to node `to` the way redis-cli --cluster reshard does:
-  // IMPORTING on the target, MIGRATING on the source, MIGRATE of every key,
-  // then SETSLOT NODE on every master. `stop_before`: 1 returns after the
-  // two SETSLOTs (no key moved yet), 2 after the keys moved (the slot still
-  // MIGRATING: the source answers ASK), 0 finishes.
-  void migrate_slot(int slot, int to, int stop_before = 0);
-  // CLUSTER FAILOVER [FORCE|TAKEOVER] on replica `replica`, then waits until
-  // it reports itself master and the cluster is ok again.
-  void failover(int replica, const std::string& mode = "");
-  // Waits until every running node reports cluster_state:ok, every slot is
-  // served by a running node and no running node's view disagrees.
-  void wait_ok(std::chrono::milliseconds limit = std::chrono::milliseconds(30000)) const;
-  // Whether node i calls itself master now.
-  bool is_master(int i) const;
+  void migrate_slot(int slot, int to, int stop_before = 0) { admin_->migrate_slot(slot, to, stop_before); }
+  void failover(int replica, const std::string& mode = "") { admin_->failover(replica, mode); }
+  void wait_ok(std::chrono::milliseconds limit = std::chrono::milliseconds(30000)) const { admin_->wait_ok(limit); }
+  bool is_master(int i) const { return admin_->is_master(i); }
 
  private:
-  void wait_until(const std::string& what, std::chrono::milliseconds limit, const std::function<bool()>& done) const;
   std::string tails() const;
-  int index_of_port(int port) const;
 
-  int masters_;
   std::vector<std::unique_ptr<RedisServer>> nodes_;
+  std::unique_ptr<tools::ClusterAdmin> admin_;
 };
 
 }  // namespace dlock::test

@@ -12,11 +12,11 @@
 #define DLOCK_TESTS_SUPPORT_REDIS_SENTINEL_HPP_
 
 #include <chrono>
-#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "common/redis_topology.hpp"
 #include "support/redis_server.hpp"
 #include "support/temp_dir.hpp"
 
@@ -38,21 +38,20 @@ class RedisSentinelSet {
   std::string url() const;
   RedisServer& data(int i) { return *data_.at(static_cast<std::size_t>(i)); }  // 0: first master, 1: replica
   RedisServer& sentinel(int i) { return *sentinels_.at(static_cast<std::size_t>(i)); }
-  // The data node the sentinels name master now (-1: none they agree on).
-  int master_index() const;
-  // SENTINEL FAILOVER, then waits until the other data node is master by
-  // the sentinels and by its own ROLE.
-  void failover();
-  // Waits until the sentinels name data node `i` master and it says so.
-  void wait_master(int i, std::chrono::milliseconds limit = std::chrono::milliseconds(30000)) const;
+  // As tools/common/redis_topology.hpp's SentinelAdmin, on these servers.
+  int master_index() const { return admin_->master_index(); }
+  void failover() { admin_->failover(); }
+  void wait_master(int i, std::chrono::milliseconds limit = std::chrono::milliseconds(30000)) const {
+    admin_->wait_master(i, limit);
+  }
 
  private:
-  void wait_until(const std::string& what, std::chrono::milliseconds limit, const std::function<bool()>& done) const;
   std::string tails() const;
 
   TempDir dir_;
   std::vector<std::unique_ptr<RedisServer>> data_;
   std::vector<std::unique_ptr<RedisServer>> sentinels_;
+  std::unique_ptr<tools::SentinelAdmin> admin_;
 };
 
 }  // namespace dlock::test

@@ -226,20 +226,6 @@ bool port_free(int port) {
 }
 }  // namespace
 
-void wait_until_or_throw(const std::string& what, milliseconds limit, const std::function<bool()>& done,
-                         const std::function<std::string()>& context) {
-  const auto deadline = Clock::now() + limit;
-  for (;;) {
-    try {
-      if (done()) return;
-    } catch (const std::exception&) {
-      // a node restarting: ask again
-    }
-    if (Clock::now() > deadline) throw std::runtime_error("timed out waiting until " + what + "\n" + context());
-    std::this_thread::sleep_for(milliseconds(50));
-  }
-}
-
 int free_port_pair(int offset) {
   for (int attempt = 0; attempt < 1000; ++attempt) {
     const int p = free_port();

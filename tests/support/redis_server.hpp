@@ -143,13 +143,6 @@ class RedisServer {
 // A free TCP port on 127.0.0.1 (bind port 0, read it, close). Another
 // process may take it before you bind it: retry on failure.
 int free_port();
-// Polls `done` every 50 ms (an exception counts as "not yet": a node may be
-// restarting) until it returns true; after `limit`, throws
-// std::runtime_error "timed out waiting until <what>" followed by
-// `context()` (log tails). For fixtures made of several servers.
-void wait_until_or_throw(const std::string& what, std::chrono::milliseconds limit, const std::function<bool()>& done,
-                         const std::function<std::string()>& context);
-
 // A free port P <= 65535 - offset with P + offset free as well.
 int free_port_pair(int offset);
 
