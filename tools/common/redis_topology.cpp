@@ -108,7 +108,10 @@ void ClusterAdmin::form() {
     // A replica learns of its master through gossip: until then REPLICATE fails.
     wait_until(
         "cluster node " + std::to_string(i) + " may replicate", milliseconds(30000),
-        [&] { return cli(i, {"CLUSTER", "REPLICATE", master}).rfind("OK", 0) == 0; }, hooks_);
+        [&] {
+          return cli(i, {"CLUSTER", "REPLICATE", master}).rfind("OK", 0) == 0;
+        },
+        hooks_);
   }
   wait_until(
       "the cluster's replicas are in sync", milliseconds(30000),
@@ -190,8 +193,8 @@ void ClusterAdmin::failover(int replica, const std::string& mode) {
   const std::string out = cli(replica, args);
   if (out != "OK") throw std::runtime_error("CLUSTER FAILOVER failed: " + out);
   wait_until(
-      "cluster node " + std::to_string(replica) + " is master", milliseconds(30000),
-      [&] { return is_master(replica); }, hooks_);
+      "cluster node " + std::to_string(replica) + " is master", milliseconds(30000), [&] { return is_master(replica); },
+      hooks_);
   wait_ok();
 }
 
@@ -210,7 +213,8 @@ bool ClusterAdmin::ok() const {
 }
 
 void ClusterAdmin::wait_ok(milliseconds limit) const {
-  wait_until("the cluster is ok", limit, [&] { return ok(); }, hooks_);
+  wait_until(
+      "the cluster is ok", limit, [&] { return ok(); }, hooks_);
 }
 
 // ---- Sentinel -------------------------------------------------------------
@@ -246,8 +250,7 @@ void SentinelAdmin::wait_formed() const {
           if (field(m, "num-other-sentinels") != others || field(m, "num-slaves") != replicas) return false;
         }
         for (std::size_t i = 1; i < data_.size(); ++i)
-          if (cli_data(static_cast<int>(i), {"INFO", "replication"}).find("master_link_status:up") ==
-              std::string::npos)
+          if (cli_data(static_cast<int>(i), {"INFO", "replication"}).find("master_link_status:up") == std::string::npos)
             return false;
         return true;
       },
@@ -281,7 +284,10 @@ void SentinelAdmin::failover() const {
   // Refused while a previous failover is still settling: asked again.
   wait_until(
       "a sentinel accepts SENTINEL FAILOVER", milliseconds(30000),
-      [&] { return cli_sentinel(0, {"SENTINEL", "FAILOVER", name_}) == "OK"; }, hooks_);
+      [&] {
+        return cli_sentinel(0, {"SENTINEL", "FAILOVER", name_}) == "OK";
+      },
+      hooks_);
   wait_master(1 - now);
 }
 

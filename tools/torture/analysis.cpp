@@ -156,6 +156,8 @@ void find_overlaps(const std::vector<Hold>& holds, const std::vector<FaultWindow
       Overlap o;
       o.first_grant = first.grant;
       o.second_grant = h.grant;
+      o.first_fence = first.fence;
+      o.second_fence = h.fence;
       o.start_t = h.ok_t;
       o.end_t = std::min(end_t, h.end_t);
       o.explanation = explain(first, h, faults);

@@ -83,6 +83,11 @@ struct Overlap {
   std::int64_t end_t = 0;
   bool explained = false;
   std::string explanation;  // e.g. "pause of w2 (3012 ms) during its hold"
+  // The two grants' fences (0: none). second > first: once the second
+  // holder wrote, the fenced register refuses the first.
+  std::uint64_t first_fence = 0;
+  std::uint64_t second_fence = 0;
+  bool fenced() const { return first_fence != 0 && second_fence > first_fence; }
 };
 
 // Two accepted register writes out of grant order: `stale` (of an earlier

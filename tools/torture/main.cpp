@@ -66,6 +66,7 @@ CLI::App* add_worker_command(CLI::App& app, WorkerArgs& wa) {
   worker->add_option("--slot-count", wa.slot_count)->required();
   worker->add_option("--strategy", wa.strategy)->required();
   worker->add_option("--lock-ports", wa.lock_ports)->delimiter(',');
+  worker->add_option("--lock-url", wa.lock_url);
   worker->add_option("--sqlite", wa.sqlite_path);
   worker->add_option("--pg-user", wa.pg_user);
   worker->add_option("--resource-port", wa.resource_port)->required();

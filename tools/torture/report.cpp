@@ -63,6 +63,18 @@ std::int64_t recovery_max_ms(const Findings& f) {
   return m;
 }
 
+// ", 2 fenced (the second grant's fence larger)" when any overlap had fences.
+std::string fenced_overlaps(const Findings& f) {
+  std::int64_t fenced = 0, with_fences = 0;
+  for (const Overlap& o : f.overlaps) {
+    if (o.first_fence != 0 && o.second_fence != 0) ++with_fences;
+    if (o.fenced()) ++fenced;
+  }
+  if (with_fences == 0) return {};
+  return ", " + std::to_string(fenced) + " of " + std::to_string(with_fences) +
+         " fenced (the second grant's fence larger: the register refuses the first holder once the second wrote)";
+}
+
 std::int64_t explained_overlaps(const Findings& f) {
   return static_cast<std::int64_t>(f.overlaps.size()) - f.unexplained_overlaps;
 }
@@ -125,7 +137,8 @@ std::string text_violations(const RunReport& r) {
   Table s;
   s.add({"overlaps", std::to_string(f.overlaps.size()) + " (unexplained " + std::to_string(f.unexplained_overlaps) +
                          ", explained " + std::to_string(explained_overlaps(f)) + "), total " +
-                         std::to_string(f.overlap_total_ms) + " ms, max " + std::to_string(f.overlap_max_ms) + " ms"});
+                         std::to_string(f.overlap_total_ms) + " ms, max " + std::to_string(f.overlap_max_ms) + " ms" +
+                         fenced_overlaps(f)});
   s.add({"mutex model", f.model.verdict + (f.model.detail.empty() ? "" : ": " + f.model.detail)});
   s.add({"stale writes", "fenced " + std::to_string(f.stale_fenced) + ", unfenced " + std::to_string(f.stale_unfenced) +
                              " (accepted after a newer grant's write)"});
@@ -134,11 +147,15 @@ std::string text_violations(const RunReport& r) {
   out += s.render("  ");
   if (!f.overlaps.empty()) {
     Table t({2, 3});
-    t.add({"first", "second", "start s", "ms", "explained by"});
+    t.add({"first", "second", "start s", "ms", "fences", "explained by"});
     std::size_t n = 0;
     for (; n < f.overlaps.size() && n < kTextRows; ++n) {
       const Overlap& o = f.overlaps[n];
-      t.add({o.first_grant, o.second_grant, secs(o.start_t, r.info), std::to_string(ms_of(o.end_t - o.start_t)),
+      // Whether the register can tell the two apart: the second's fence larger.
+      const std::string fences = o.first_fence == 0 || o.second_fence == 0 ? "none"
+                                 : o.fenced()                              ? "second larger"
+                                                                           : "SECOND NOT LARGER";
+      t.add({o.first_grant, o.second_grant, secs(o.start_t, r.info), std::to_string(ms_of(o.end_t - o.start_t)), fences,
              o.explained ? o.explanation : "UNEXPLAINED"});
     }
     out += "\n  overlaps\n" + t.render("    ") + more(n, static_cast<std::int64_t>(f.overlaps.size()));
@@ -388,7 +405,9 @@ json run_json(const RunReport& r) {
                         {"start_s", static_cast<double>(o.start_t - r.info.run_start_t) / 1e9},
                         {"ms", ms_of(o.end_t - o.start_t)},
                         {"explained", o.explained},
-                        {"explanation", o.explanation}});
+                        {"explanation", o.explanation},
+                        {"first_fence", o.first_fence},
+                        {"second_fence", o.second_fence}});
   }
   j["overlaps"] = {{"total", f.overlaps.size()},         {"unexplained", f.unexplained_overlaps},
                    {"explained", explained_overlaps(f)}, {"total_ms", f.overlap_total_ms},

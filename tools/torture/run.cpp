@@ -17,6 +17,7 @@
 #include "strategies.hpp"
 #include "strategies_recipes.hpp"
 #include "strategies_sql.hpp"
+#include "topology.hpp"
 
 namespace torture {
 namespace {
@@ -90,6 +91,8 @@ std::unique_ptr<Ensemble> routed_ensemble(RunCtx& c, int servers, const std::str
 // set), PostgreSQL, or none for SQLite.
 void start_lock_servers(RunCtx& c, const RunConfig& cfg, const Scenario& scenario, const fs::path& dir) {
   const LockServer kind = lock_server_of(cfg.strategy);
+  if (const std::string topology = redis_topology_of(cfg.strategy); !topology.empty())
+    return start_topology(c, topology, cfg.redis_server, fs::absolute(dir).string());
   if (kind == LockServer::postgres) {
     fs::create_directories(dir / "lock-server");
     c.pg =
@@ -168,6 +171,8 @@ void plan_workers(RunCtx& c, const RunConfig& cfg, const Scenario& scenario, con
     for (auto& n : c.nodes) p.args.lock_ports.push_back(n.proxy->add_link(p.args.proc));
     if (scenario.peer_proxies && w % 2 == 1)  // a client of server 0 only
       for (auto& port : p.args.lock_ports) port = p.args.lock_ports.front();
+    if (const std::string topology = redis_topology_of(cfg.strategy); !topology.empty())
+      p.args.lock_url = topology_url(c, topology, p.args.lock_ports);
     if (lock_server_of(cfg.strategy) == LockServer::sqlite)
       p.args.sqlite_path = fs::absolute(dir / "locks.db").string();
     p.args.resource_port = resource_port;
@@ -213,7 +218,11 @@ std::string server_version(const RunConfig& cfg) {
     case LockServer::redis:
       break;
   }
-  return "Redis " + redis_version(cfg.redis_server);
+  const std::string topology = redis_topology_of(cfg.strategy);
+  return "Redis " + redis_version(cfg.redis_server) +
+         (topology == "cluster"    ? ", a cluster of 3 masters with a replica each"
+          : topology == "sentinel" ? ", a master, its replica and 3 sentinels"
+                                   : "");
 }
 
 }  // namespace
@@ -244,7 +253,8 @@ RunReport run_one(const RunConfig& cfg) {
   resource.start();
   SyncRedis res_conn("127.0.0.1", resource.port(), std::chrono::milliseconds(2000));
   plan_workers(c, cfg, *scenario, dir, resource.port());
-  for (auto& n : c.nodes) n.proxy->start();
+  if (redis_topology_of(cfg.strategy).empty())  // a topology's are running already
+    for (auto& n : c.nodes) n.proxy->start();
   if (scenario->replica) start_replica(c, cfg, dir);
   if (scenario->prepare) scenario->prepare(c);
   c.wrap_worker = scenario->wrap;
@@ -265,6 +275,7 @@ RunReport run_one(const RunConfig& cfg) {
   fin.value = counter.good() && !counter.is_nil ? std::stoll(counter.str) : 0;
   c.log->write(fin);
   const auto run_end = mono_ns();
+  c.sentinels.clear();  // first: no failover while the data nodes stop
   for (auto& n : c.nodes) {
     n.proxy.reset();
     if (n.server) n.server->stop();

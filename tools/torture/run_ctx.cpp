@@ -72,6 +72,7 @@ void RunCtx::spawn(int w) {
                                 "--failpoints",    a.failpoints,
                                 "--permits",       std::to_string(a.permits)};
   if (!ports.empty()) args.insert(args.end(), {"--lock-ports", ports});
+  if (!a.lock_url.empty()) args.insert(args.end(), {"--lock-url", a.lock_url});
   if (!a.sqlite_path.empty()) args.insert(args.end(), {"--sqlite", a.sqlite_path});
   if (!a.pg_user.empty()) args.insert(args.end(), {"--pg-user", a.pg_user});
   p.wrap = wrap_worker ? wrap_worker(*this, w) : std::vector<std::string>{};
@@ -178,6 +179,18 @@ void RunCtx::idle(ms d) {
     if (left <= 0) return;
     std::this_thread::sleep_for(std::chrono::nanoseconds(std::min<std::int64_t>(left, 5'000'000)));
   }
+}
+
+int RunCtx::holder_granted_after(std::int64_t t, std::int64_t until_ns) {
+  while (running() && mono_ns() < until_ns) {
+    const int w = find_worker(Phase::holding, ms(200));
+    // The time, then the phase again (set_phase writes them the other way
+    // round): a holder leaving its hold is not taken for a fresh one.
+    if (w >= 0 && slots->at(w).since_ns.load() > t &&
+        slots->at(w).phase.load() == static_cast<std::int32_t>(Phase::holding))
+      return w;
+  }
+  return -1;
 }
 
 int RunCtx::find_worker(Phase phase, ms patience) {

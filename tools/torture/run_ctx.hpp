@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <map>
 #include <memory>
 #include <random>
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "clock_control.hpp"
+#include "common/redis_topology.hpp"
 #include "common/sync_redis.hpp"
 #include "common/zk_ensemble.hpp"
 #include "history.hpp"
@@ -70,6 +72,9 @@ class RunCtx {
   // A live, running worker in `phase`, waiting up to `patience` for one; -1
   // if none.
   int find_worker(Phase phase, ms patience);
+  // A worker holding a grant made after `t` (mono ns), waiting while the
+  // run lasts and until `until_ns`; -1 if none came.
+  int holder_granted_after(std::int64_t t, std::int64_t until_ns = std::numeric_limits<std::int64_t>::max());
   const std::string& name(int w) const { return procs[w].args.proc; }
   // The worker process itself (not its wrapper); -1 if dead or not started.
   int worker_pid(int w) const;
@@ -121,6 +126,13 @@ class RunCtx {
   std::map<int, std::unique_ptr<Proxy>> peer_proxies;  // by upstream port
   ProxyGroup peer_net;
   std::unique_ptr<dlock::tools::ZooKeeperEnsemble> zk;
+  // Cluster and Sentinel strategies (topology.hpp): node i announces its
+  // proxy's "announce" link, announced[i]; the administration; the
+  // sentinels, reached directly.
+  std::vector<std::uint16_t> announced;
+  std::unique_ptr<dlock::tools::ClusterAdmin> cluster;
+  std::unique_ptr<dlock::tools::SentinelAdmin> sentinel;
+  std::vector<std::unique_ptr<ServerProc>> sentinels;
   std::unique_ptr<SlotTable> slots;
   std::unique_ptr<HistoryWriter> log;
   std::string self_exe;

@@ -36,20 +36,6 @@ std::string server_time(SyncRedis& c) {
 // "server" for a single lock server; "node<i>" in a Redlock set.
 std::string node_label(RunCtx& c, int i) { return c.node_count() == 1 ? "server" : "node" + std::to_string(i); }
 
-// A worker holding a grant made after `t` (mono ns), waiting as long as the
-// run lasts; -1 if none came.
-int holder_granted_after(RunCtx& c, std::int64_t t) {
-  while (c.running()) {
-    const int w = c.find_worker(Phase::holding, ms(200));
-    // The time, then the phase again (set_phase writes them the other way
-    // round): a holder leaving its hold is not taken for a fresh one.
-    if (w >= 0 && c.slots->at(w).since_ns.load() > t &&
-        c.slots->at(w).phase.load() == static_cast<std::int32_t>(Phase::holding))
-      return w;
-  }
-  return -1;
-}
-
 // SIGKILLs lock node i and starts it again after `down` (0: at once), with
 // whatever its persistence kept; logs the restart with its proof (pids,
 // DBSIZE before and after). `context` ends the first line of proof.
@@ -283,7 +269,7 @@ void failover(RunCtx& c) {
   const auto cut = mono_ns();
   c.fault_start("replication-cut", "server", "proxy blackholes master -> replica");
   // A grant made after the cut exists on the master only.
-  const int w = holder_granted_after(c, cut);
+  const int w = c.holder_granted_after(cut);
   if (w < 0) return;
   auto on_master = c.admin().cmd({"EXISTS", "dlock:{torture}", "torture"});
   const int old_pid = c.lock_server().pid();
@@ -439,7 +425,7 @@ void node_restart(RunCtx& c, bool delayed) {
     const auto cut = mono_ns();
     const std::string cut_nodes = node_range(victim + 1, n - 1);
     c.fault_start("minority-cut", cut_nodes, "proxies of " + cut_nodes + " refuse and reset every client");
-    const int w = holder_granted_after(c, cut);
+    const int w = c.holder_granted_after(cut);
     if (w >= 0)
       restart_node(c, victim, ms(delayed ? c.ttl_ms() + 500 : 0),
                    " while " + c.name(w) + " held a grant made after the cut");
@@ -647,6 +633,7 @@ std::vector<Scenario> make_scenarios() {
     v.push_back(std::move(p));
   }
   add_environment_scenarios(v);
+  add_topology_scenarios(v);
   return v;
 }
 
@@ -675,6 +662,8 @@ unsigned setup_of(const std::string& strategy) {
     case LockServer::redis:
       break;
   }
+  if (redis_topology_of(strategy) == "cluster") return kCluster;
+  if (redis_topology_of(strategy) == "sentinel") return kSentinel;
   return lock_nodes(strategy) > 1 ? kRedlock : kRedis;
 }
 
@@ -705,6 +694,12 @@ std::vector<PlannedRun> short_suite() {
   for (const char* st : {"dlock", "redlock", "postgres", "sqlite", "zk", "dlock-run"})
     for (const auto& s : scenarios())
       if (applies(s, st) && !s.full_only) v.push_back({s.name, st});
+  // Cluster and Sentinel: their own faults, a holder cut off, lost replies.
+  for (const char* st : {"cluster", "sentinel"})
+    for (const auto& s : scenarios())
+      if (applies(s, st) && !s.full_only &&
+          ((s.setups & ~unsigned{kTopologies}) == 0 || s.name == "partition" || s.name == "net-drop"))
+        v.push_back({s.name, st});
   // Each naive strategy once, where it must fail.
   v.push_back({"holder-kill", "setnx-del"});
   v.push_back({"holder-kill", "setnx-then-expire"});

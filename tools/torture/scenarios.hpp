@@ -24,8 +24,11 @@ enum Setup : unsigned {
   kSqlite = 8,      // a file on this host, no server
   kZooKeeper = 16,  // a three-server ZooKeeper ensemble
   kCli = 32,        // `dlock run NAME -- CMD` on a SQLite file; not in kEvery
+  kCluster = 64,    // a Redis Cluster: 3 masters, a replica each
+  kSentinel = 128,  // a master, its replica and three sentinels
   kRedisFamily = kRedis | kRedlock,
-  kNetworked = kRedis | kRedlock | kPostgres | kZooKeeper,
+  kTopologies = kCluster | kSentinel,
+  kNetworked = kRedis | kRedlock | kPostgres | kZooKeeper | kTopologies,
   kEvery = kNetworked | kSqlite,
 };
 unsigned setup_of(const std::string& strategy);
@@ -73,6 +76,9 @@ struct Scenario {
 // The scenarios of faults in a backend's surroundings: server settings,
 // the lock file, namespaces, the CLI (scenarios_env.cpp).
 void add_environment_scenarios(std::vector<Scenario>& v);
+// The faults of a Redis Cluster and of Sentinel: failover, slot migration,
+// a master cut off (scenarios_topology.cpp).
+void add_topology_scenarios(std::vector<Scenario>& v);
 
 // Whether `strategy` runs in `s` (a Redlock scenario needs several servers).
 bool applies(const Scenario& s, const std::string& strategy);

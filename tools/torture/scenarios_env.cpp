@@ -27,20 +27,6 @@ Expectation safe(std::int64_t min_faults, std::string why) {
   return e;
 }
 
-// A worker holding a grant made after `t` (mono ns), -1 if none came while
-// the run lasted.
-int holder_granted_after(RunCtx& c, std::int64_t t, std::int64_t until_ns = std::numeric_limits<std::int64_t>::max()) {
-  while (c.running() && mono_ns() < until_ns) {
-    const int w = c.find_worker(Phase::holding, ms(200));
-    // The time, then the phase again (set_phase writes them the other way
-    // round): a holder leaving its hold is not taken for a fresh one.
-    if (w >= 0 && c.slots->at(w).since_ns.load() > t &&
-        c.slots->at(w).phase.load() == static_cast<std::int32_t>(Phase::holding))
-      return w;
-  }
-  return -1;
-}
-
 void no_faults(RunCtx& c) {
   while (c.running()) c.idle(ms(20));
 }
@@ -61,7 +47,7 @@ std::string dlock_rows(PgProc& pg) {
 void pg_crash_after_grant(RunCtx& c) {
   c.idle(ms(500));
   while (c.running()) {
-    const int w = holder_granted_after(c, mono_ns());
+    const int w = c.holder_granted_after(mono_ns());
     if (w < 0) break;
     PgProc& pg = *c.postgres();
     const int old_pid = pg.postmaster_pid();
@@ -231,7 +217,7 @@ void zk_follower_partition(RunCtx& c) {
     int w = -1;
     const std::int64_t give_up = mono_ns() + 2 * c.ttl_ms() * 1'000'000;
     for (std::int64_t from = mono_ns(); c.running() && w < 0;) {
-      const int h = holder_granted_after(c, from, give_up);
+      const int h = c.holder_granted_after(from, give_up);
       if (h < 0) break;
       if (h % 2 == 1)
         w = h;
@@ -275,7 +261,7 @@ void zk_follower_partition(RunCtx& c) {
 void tstp_dlock_run(RunCtx& c) {
   c.idle(ms(500));
   while (c.running()) {
-    const int w = holder_granted_after(c, mono_ns());  // early in its hold
+    const int w = c.holder_granted_after(mono_ns());  // early in its hold
     const int pid = w >= 0 ? c.slots->at(w).child_pid.load() : 0;
     if (pid > 0) {
       const std::int64_t at = mono_ns();

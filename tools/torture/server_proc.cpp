@@ -80,6 +80,7 @@ void ServerProc::start() {
     for (const char* a : {"--appendonly", "no"}) args.emplace_back(a);
   }
   args.insert(args.end(), spec_.extra_args.begin(), spec_.extra_args.end());
+  if (!spec_.config_file.empty()) args.insert(args.begin() + 1, spec_.config_file);
   const pid_t pid = ::fork();
   if (pid < 0) throw std::runtime_error("fork failed");
   if (pid == 0) {

@@ -18,6 +18,7 @@ struct ServerSpec {
   std::string clock_shim;               // LD_PRELOAD library, empty: none
   std::string clock_file;               // the shim's offset file
   std::vector<std::string> extra_args;  // e.g. --replicaof 127.0.0.1 PORT
+  std::string config_file;              // given first (a sentinel's, which it rewrites); "": none
 };
 
 class ServerProc {

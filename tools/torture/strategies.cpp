@@ -21,6 +21,7 @@ using dlock::tools::SyncRedis;
 // redis://host:port for one server, redlock://host:p1,host:p2,... for more;
 // the PostgreSQL superuser through the proxy; the SQLite file.
 std::string dlock_url(LockServer server, const StrategyConfig& c) {
+  if (!c.url.empty()) return c.url;
   if (server == LockServer::sqlite) return "sqlite://" + c.sqlite_path;
   if (server == LockServer::postgres)
     return "postgres://" + c.pg_user + "@" + c.host + ":" + std::to_string(c.ports.at(0)) +
@@ -237,6 +238,8 @@ class TokenGetThenDel final : public NaiveBase {
 const std::vector<std::string>& strategy_names() {
   static const std::vector<std::string> names{"dlock",
                                               "redlock",
+                                              "cluster",
+                                              "sentinel",
                                               "postgres",
                                               "sqlite",
                                               "zk",
@@ -259,7 +262,7 @@ const std::vector<std::string>& strategy_names() {
 bool is_naive(const std::string& name) {
   if (!recipe_of(name).empty()) return false;
   return name != "dlock" && name != "redlock" && name != "postgres" && name != "sqlite" && name != "zk" &&
-         name != "dlock-run";
+         name != "dlock-run" && redis_topology_of(name).empty();
 }
 
 LockServer lock_server_of(const std::string& name) {
@@ -276,8 +279,14 @@ LockServer lock_server_of(const std::string& name) {
   return LockServer::redis;
 }
 
+std::string redis_topology_of(const std::string& name) {
+  return name == "cluster" || name == "sentinel" ? name : std::string();
+}
+
 int lock_nodes(const std::string& name) {
   if (name == "redlock") return 5;
+  if (name == "cluster") return 6;
+  if (name == "sentinel") return 2;
   if (lock_server_of(name) == LockServer::zookeeper) return 3;
   return lock_server_of(name) == LockServer::sqlite ? 0 : 1;
 }

@@ -39,6 +39,9 @@ struct ReleaseResult {
 enum class LockServer { redis, postgres, sqlite, zookeeper };
 
 struct StrategyConfig {
+  // The whole dlock URL when the orchestrator writes it (a cluster or
+  // Sentinel with its nat map); "": built from `host` and `ports`.
+  std::string url;
   std::string host = "127.0.0.1";
   // The lock servers (through the proxies): one, or the Redlock masters.
   std::vector<std::uint16_t> ports;
@@ -99,10 +102,15 @@ std::string dlock_url(LockServer server, const StrategyConfig& config);
 std::unique_ptr<Strategy> make_strategy(const std::string& name, const StrategyConfig& config);
 const std::vector<std::string>& strategy_names();
 bool is_naive(const std::string& name);
-// How many lock servers the strategy uses: 5 for "redlock", 3 for a
+// How many lock servers the strategy uses, each behind its own proxy: 5
+// for "redlock", 6 for "cluster" (3 masters, their replicas), 2 for
+// "sentinel" (master, replica; the sentinels are reached directly), 3 for a
 // ZooKeeper ensemble, 0 for SQLite, else 1.
 int lock_nodes(const std::string& name);
 LockServer lock_server_of(const std::string& name);
+// The Redis topology of a strategy: "cluster", "sentinel", or "" (one
+// server or Redlock's independent masters).
+std::string redis_topology_of(const std::string& name);
 
 }  // namespace torture
 

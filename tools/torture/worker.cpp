@@ -76,6 +76,7 @@ class Worker {
     emit("start", "", "", {});
     StrategyConfig sc;
     sc.ports = a_.lock_ports;
+    sc.url = a_.lock_url;
     sc.sqlite_path = a_.sqlite_path;
     if (!a_.pg_user.empty()) sc.pg_user = a_.pg_user;
     sc.client_name = a_.proc;

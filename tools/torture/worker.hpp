@@ -15,6 +15,7 @@ struct WorkerArgs {
   int slot = 0;
   std::string strategy;
   std::vector<std::uint16_t> lock_ports;  // lock server(s), through the proxies
+  std::string lock_url;                   // the whole URL (cluster, Sentinel); "": from lock_ports
   std::string sqlite_path;                // the lock file of strategy sqlite
   std::string pg_user;                    // PostgreSQL role; "" for the superuser
   std::uint16_t resource_port = 0;        // resource server, direct
