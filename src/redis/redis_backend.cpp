@@ -212,7 +212,16 @@ std::string eval_payload(std::string_view verb, std::string_view body_or_sha, co
   return payload;
 }
 
-class RedisBackend final : public detail::Backend {
+// A blocking call whose request is written and whose answer is unread
+// (RedisBackend::send_now): it holds the pooled connection meanwhile.
+struct SentEval {
+  ScriptCall sc;
+  std::string pool_key;  // the pool it goes back to
+  std::unique_ptr<SyncConnection> conn;
+  std::uint64_t before = 0;  // the connection's requests_sent() before the send
+};
+
+class RedisBackend final : public RedlockMaster {
  public:
   RedisBackend(boost::asio::io_context& io, std::unique_ptr<Route> route, ConnectionConfig config, std::string prefix,
                ReplicaWait wait)
@@ -304,6 +313,45 @@ class RedisBackend final : public detail::Backend {
     auto r = eval_now(release_request(prefix_, fences_, call));
     if (!r) return std::nullopt;
     if (!r->ok()) return Result<ReleaseOutcome>(r->status());
+    return parse_release(**r);
+  }
+
+  // Redlock's halves (RedlockMaster): one server, so never redirected.
+  struct PendingEval final : Pending {
+    std::unique_ptr<SentEval> eval;
+    AcquireCall call;  // acquires: what the answer is parsed against
+    int fd() const override { return eval->conn ? eval->conn->fd() : -1; }
+  };
+  Sent pending(std::optional<Result<std::unique_ptr<SentEval>>> sent, AcquireCall call = {}) {
+    if (!sent) return std::nullopt;
+    if (!sent->ok()) return Result<std::unique_ptr<Pending>>(sent->status());
+    auto p = std::make_unique<PendingEval>();
+    p->eval = std::move(sent->value());
+    p->call = std::move(call);
+    return Result<std::unique_ptr<Pending>>(std::unique_ptr<Pending>(std::move(p)));
+  }
+  Sent send_acquire_now(const AcquireCall& call, std::chrono::steady_clock::time_point by, bool pooled_only) override {
+    if (!sync_ok()) return std::nullopt;
+    return pending(send_now(acquire_request(prefix_, fences_, call, call.queued && call.keep_place), by, pooled_only),
+                   call);
+  }
+  Sent send_release_now(const ReleaseCall& call, std::chrono::steady_clock::time_point by, bool pooled_only) override {
+    if (!sync_ok()) return std::nullopt;
+    return pending(send_now(release_request(prefix_, fences_, call), by, pooled_only));
+  }
+  Result<AcquireOutcome> acquire_answer(Pending& sent, std::chrono::steady_clock::time_point by,
+                                        bool readable) override {
+    auto& p = static_cast<PendingEval&>(sent);
+    auto r = receive_now(*p.eval, by, readable);
+    if (!r) return Status(Errc::unavailable, "redirected");  // one server does not redirect
+    if (!r->ok()) return r->status();
+    return parse_acquire(**r, p.call);
+  }
+  Result<ReleaseOutcome> release_answer(Pending& sent, std::chrono::steady_clock::time_point by,
+                                        bool readable) override {
+    auto r = receive_now(*static_cast<PendingEval&>(sent).eval, by, readable);
+    if (!r) return Status(Errc::unavailable, "redirected");
+    if (!r->ok()) return r->status();
     return parse_release(**r);
   }
 
@@ -592,28 +640,43 @@ class RedisBackend final : public detail::Backend {
   // ran), so the I/O path takes it.
   std::optional<Result<Reply>> eval_now(
       const ScriptCall& sc, std::chrono::steady_clock::time_point by = std::chrono::steady_clock::time_point::max()) {
+    auto sent = send_now(sc, by);
+    if (!sent) return std::nullopt;
+    if (!sent->ok()) return Result<Reply>(sent->status());
+    return receive_now(*sent->value(), by);
+  }
+
+  // The two halves of eval_now: the request written (its connection held
+  // by the SentEval), then its answer read and the connection pooled again.
+  // pooled_only: nullopt rather than a connection opened now.
+  std::optional<Result<std::unique_ptr<SentEval>>> send_now(const ScriptCall& sc,
+                                                            std::chrono::steady_clock::time_point by,
+                                                            bool pooled_only = false) {
+    using Out = Result<std::unique_ptr<SentEval>>;
     const bool moves = route_->moves();
     std::optional<ClusterNode> node;
     if (moves) {
       node = route_->blocking_target(slot_of(sc.keys.front()));
       if (!node) return std::nullopt;
     }
+    auto sent = std::make_unique<SentEval>();
+    sent->sc = sc;
     // One server: one pool (""); else one per node address.
-    const std::string pool_key = moves ? node->address() : std::string();
-    std::unique_ptr<SyncConnection> conn;
+    if (moves) sent->pool_key = node->address();
     {
       std::lock_guard lk(pool_mu_);
-      auto& pool = pools_[pool_key];
+      auto& pool = pools_[sent->pool_key];
       if (!pool.empty()) {
-        conn = std::move(pool.back());
+        sent->conn = std::move(pool.back());
         pool.pop_back();
       }
     }
     // A connection idle for a while may have been closed by its server
     // (restarted, killed, failed over): a fresh one, rather than a command
     // whose outcome would be in doubt.
-    if (conn && conn->closed_while_idle(kIdleCheck)) conn.reset();
-    if (!conn) {
+    if (sent->conn && sent->conn->closed_while_idle(kIdleCheck)) sent->conn.reset();
+    if (!sent->conn && pooled_only) return std::nullopt;
+    if (!sent->conn) {
       const detail::RedisEndpoint ep = moves ? endpoint_of(*node) : config_.endpoint;
       // A silent server accepts connections (the kernel does) but never
       // answers the handshake: the call's deadline bounds it too.
@@ -625,29 +688,46 @@ class RedisBackend final : public detail::Backend {
       auto opened = SyncConnection::open(ep, config_.connect_timeout, patience);
       if (!opened.ok()) {
         if (steady_clock::now() + milliseconds(5) >= by)  // cut short by the deadline, not refused
-          return Result<Reply>(
-              Status(Errc::timeout, "no answer from " + ep.describe() + " within the call's deadline"));
+          return Out(Status(Errc::timeout, "no answer from " + ep.describe() + " within the call's deadline"));
         // A node of a moving topology may be gone: the I/O path finds its successor.
         if (moves && opened.status().code() == Errc::unavailable) return std::nullopt;
-        return Result<Reply>(opened.status());
+        return Out(opened.status());
       }
-      conn = std::move(opened.value());
-      conn->set_command_timeout(config_.command_timeout);
+      sent->conn = std::move(opened.value());
+      sent->conn->set_command_timeout(config_.command_timeout);
     }
+    sent->before = sent->conn->requests_sent();
+    // A script's first use on a connection sends it whole, which loads it:
+    // a server that never ran it (just started, restarted) costs no NOSCRIPT
+    // round trip, and a request whose answer is read late (Redlock's
+    // slowest masters) runs at once.
+    const bool whole = !sent->conn->sent_script(sc.script->sha1);
+    if (whole) sent->conn->note_script(sc.script->sha1);
+    if (Status s = sent->conn->send(whole ? eval_payload("EVAL", sc.script->body, sc.keys, sc.args)
+                                          : eval_payload("EVALSHA", sc.script->sha1, sc.keys, sc.args));
+        !s.ok()) {
+      sync_sent_.fetch_add(sent->conn->requests_sent() - sent->before, std::memory_order_relaxed);
+      return Out(s);
+    }
+    return Out(std::move(sent));
+  }
+  std::optional<Result<Reply>> receive_now(SentEval& sent, std::chrono::steady_clock::time_point by,
+                                           bool readable = false) {
     std::vector<Reply> replies;
-    const std::uint64_t before = conn->requests_sent();
-    Status s = conn->call(eval_payload("EVALSHA", sc.script->sha1, sc.keys, sc.args), 1, replies, by);
+    SyncConnection& conn = *sent.conn;
+    Status s = conn.receive(1, replies, by, readable);
     if (s.ok() && replies.front().is_error() && replies.front().str.starts_with("NOSCRIPT"))
-      s = conn->call(eval_payload("EVAL", sc.script->body, sc.keys, sc.args), 1, replies, by);
-    sync_sent_.fetch_add(conn->requests_sent() - before, std::memory_order_relaxed);
-    if (!conn->broken()) {
+      s = conn.call(eval_payload("EVAL", sent.sc.script->body, sent.sc.keys, sent.sc.args), 1, replies, by);
+    sync_sent_.fetch_add(conn.requests_sent() - sent.before, std::memory_order_relaxed);
+    if (!conn.broken()) {
       std::lock_guard lk(pool_mu_);
-      auto& pool = pools_[pool_key];
-      if (pool.size() < kPoolIdle) pool.push_back(std::move(conn));
+      auto& pool = pools_[sent.pool_key];
+      if (pool.size() < kPoolIdle) pool.push_back(std::move(sent.conn));
     }
+    sent.conn.reset();
     if (!s.ok()) return Result<Reply>(s);
     if (replies.front().is_error()) {
-      if (const auto redirect = moves ? parse_redirect(replies.front().str).kind : Redirect::Kind::none;
+      if (const auto redirect = route_->moves() ? parse_redirect(replies.front().str).kind : Redirect::Kind::none;
           redirect != Redirect::Kind::none) {
         if (redirect == Redirect::Kind::moved)
           boost::asio::post(io_, [this] { route_->refresh(); });  // the map is behind: learn it soon
@@ -873,6 +953,12 @@ std::unique_ptr<detail::Backend> make_redis_backend(boost::asio::io_context& io,
                                                     std::string key_prefix, ReplicaWait wait) {
   auto route = make_single_route(io, config);
   return std::make_unique<RedisBackend>(io, std::move(route), std::move(config), std::move(key_prefix), wait);
+}
+
+std::unique_ptr<RedlockMaster> make_redlock_master(boost::asio::io_context& io, ConnectionConfig config,
+                                                   std::string key_prefix) {
+  auto route = make_single_route(io, config);
+  return std::make_unique<RedisBackend>(io, std::move(route), std::move(config), std::move(key_prefix), ReplicaWait{});
 }
 
 std::unique_ptr<detail::Backend> make_redis_cluster_backend(boost::asio::io_context& io,

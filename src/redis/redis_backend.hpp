@@ -4,7 +4,9 @@
 #define DLOCK_REDIS_REDIS_BACKEND_HPP_
 
 #include <boost/asio/io_context.hpp>
+#include <chrono>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "backend.hpp"
@@ -22,6 +24,40 @@ struct ReplicaWait {
 
 std::unique_ptr<detail::Backend> make_redis_backend(boost::asio::io_context& io, ConnectionConfig config,
                                                     std::string key_prefix, ReplicaWait wait = {});
+
+// A Redlock master: one server as above, with the blocking fast path also
+// in two halves, so a Redlock round writes to every master before it reads
+// any answer and costs the slowest master's round trip, not their sum.
+class RedlockMaster : public detail::Backend {
+ public:
+  // A request written on a pooled blocking connection, its answer unread.
+  class Pending {
+   public:
+    virtual ~Pending() = default;
+    // The connection's socket, to poll for the answer (-1: broken, the
+    // answer is an error at once).
+    virtual int fd() const = 0;
+  };
+  using Sent = std::optional<Result<std::unique_ptr<Pending>>>;
+  // From any thread. nullopt: no fast path here (TLS), or `pooled_only` and
+  // no connection is open (so a slow connect to one master does not delay
+  // the others' requests: they go first); an error: nothing was written
+  // (unavailable), or only part (outcome_unknown). A connection opened for
+  // it waits for its handshake until `by` at most.
+  virtual Sent send_acquire_now(const detail::AcquireCall& call, std::chrono::steady_clock::time_point by,
+                                bool pooled_only) = 0;
+  virtual Sent send_release_now(const detail::ReleaseCall& call, std::chrono::steady_clock::time_point by,
+                                bool pooled_only) = 0;
+  // The answer of a send_*_now of the same kind, by `by` (outcome_unknown
+  // after it). Each Pending is answered once. `readable`: the caller's poll
+  // saw its socket readable.
+  virtual Result<detail::AcquireOutcome> acquire_answer(Pending& sent, std::chrono::steady_clock::time_point by,
+                                                        bool readable = false) = 0;
+  virtual Result<detail::ReleaseOutcome> release_answer(Pending& sent, std::chrono::steady_clock::time_point by,
+                                                        bool readable = false) = 0;
+};
+std::unique_ptr<RedlockMaster> make_redlock_master(boost::asio::io_context& io, ConnectionConfig config,
+                                                   std::string key_prefix);
 
 // Redis Cluster from its seed nodes (at least one): the same scripts, each
 // sent to the master of its lock's slot (route.hpp), fences per name

@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -140,19 +141,21 @@ bool SyncConnection::closed_while_idle(milliseconds idle) const {
 
 Status SyncConnection::call(const std::string& payload, std::size_t n, std::vector<Reply>& out, Clock::time_point by) {
   out.clear();
+  if (Status s = send(payload); !s.ok()) return s;
+  return receive(n, out, by);
+}
+
+bool SyncConnection::sent_script(const std::string& sha1) const {
+  return std::find(scripts_.begin(), scripts_.end(), sha1) != scripts_.end();
+}
+
+void SyncConnection::note_script(const std::string& sha1) {
+  if (!sent_script(sha1)) scripts_.push_back(sha1);
+}
+
+Status SyncConnection::send(const std::string& payload) {
   if (fd_ < 0) return unavailable(peer_, "closed");
-  last_used_ = Clock::now();
-  const auto start = Clock::now();
-  const auto deadline = std::min(start + command_timeout_, by);
-  // A call without a deadline of its own (a release, the handshake) is
-  // bounded by its command timeout, which the socket's receive timeout
-  // keeps when it is no longer: its first wait right after the send needs
-  // no poll, one system call less per call (system calls are what a round
-  // trip costs a client). The kernel's timer may fire that timeout a little
-  // late (its timer wheel's step); a caller's deadline is kept exactly, by
-  // poll.
-  bool plain_recv =
-      by == Clock::time_point::max() && start + socket_timeout_ <= deadline + std::chrono::milliseconds(1);
+  last_used_ = sent_at_ = Clock::now();
   std::size_t off = 0;
   while (off < payload.size()) {
     const ssize_t w = ::send(fd_, payload.data() + off, payload.size() - off, MSG_NOSIGNAL);
@@ -166,6 +169,27 @@ Status SyncConnection::call(const std::string& payload, std::size_t n, std::vect
     off += static_cast<std::size_t>(w);
   }
   ++sent_;
+  return {};
+}
+
+Status SyncConnection::receive(std::size_t n, std::vector<Reply>& out, Clock::time_point by, bool readable) {
+  out.clear();
+  if (fd_ < 0) return {Errc::outcome_unknown, "connection to " + peer_ + " closed after the command was sent"};
+  // A call without a deadline of its own (a release, the handshake) is
+  // bounded by its command timeout, which the socket's receive timeout
+  // keeps when it is no longer: its first wait right after the send (while
+  // that timeout still ends with the command's) needs no poll, one system
+  // call less per call (system calls are what a round trip costs a
+  // client). The kernel's timer may fire that timeout a little late (its
+  // timer wheel's step); a caller's deadline is kept exactly, by poll.
+  const bool plain_recv = readable || (by == Clock::time_point::max() &&
+                                       socket_timeout_ <= command_timeout_ + std::chrono::milliseconds(1) &&
+                                       Clock::now() - sent_at_ < std::chrono::milliseconds(1));
+  return receive_until(n, out, std::min(sent_at_ + command_timeout_, by), plain_recv);
+}
+
+Status SyncConnection::receive_until(std::size_t n, std::vector<Reply>& out, Clock::time_point deadline,
+                                     bool plain_recv) {
   while (out.size() < n) {
     Status error;
     if (auto reply = reader_.next(error)) {
@@ -177,14 +201,15 @@ Status SyncConnection::call(const std::string& payload, std::size_t n, std::vect
       return error;
     }
     // The socket's receive timeout is the command timeout: a sooner
-    // deadline is kept by polling first.
+    // deadline is kept by polling first. A deadline already past still
+    // takes a reply that is there (a zero-wait poll).
     const auto now = Clock::now();
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count();
     pollfd p{fd_, POLLIN, 0};
-    if (plain_recv && now - start < std::chrono::milliseconds(1)) {
+    if (plain_recv) {
       plain_recv = false;  // later waits (a reply in pieces) poll
     } else {
-      const int ready = left <= 0 ? 0 : ::poll(&p, 1, static_cast<int>(std::min<long long>(left, 1 << 30)));
+      const int ready = ::poll(&p, 1, static_cast<int>(std::clamp<long long>(left, 0, 1 << 30)));
       if (ready < 0 && errno == EINTR) continue;  // a signal: wait again for what is left
       if (ready == 0) {
         close_fd();

@@ -43,7 +43,16 @@ class SyncConnection {
   // for the next command's).
   Status call(const std::string& payload, std::size_t n, std::vector<Reply>& out,
               std::chrono::steady_clock::time_point by = std::chrono::steady_clock::time_point::max());
+  // The same in two halves, for a caller that writes to several servers
+  // before it reads any answer (Redlock): send() as call()'s write;
+  // receive() reads `n` replies by `by` or the command timeout from the
+  // send (a reply already there is taken even when `by` has passed);
+  // `readable`: the caller's poll saw the socket readable, so the first
+  // read needs no poll of its own.
+  Status send(const std::string& payload);
+  Status receive(std::size_t n, std::vector<Reply>& out, Clock::time_point by, bool readable = false);
   bool broken() const { return fd_ < 0; }
+  int fd() const { return fd_; }  // to poll several at once; -1 when broken
   // Whether the connection has been idle for `idle` and its server has
   // closed it meanwhile (a restart, a kill, an idle timeout): a command sent
   // there would be in doubt for nothing. One poll, without waiting.
@@ -51,10 +60,17 @@ class SyncConnection {
   // For the commands from now on (the socket's receive timeout too).
   void set_command_timeout(milliseconds t);
   std::uint64_t requests_sent() const { return sent_; }
+  // Whether a script (by its SHA1) was sent whole on this connection: then
+  // the server has it cached, and EVALSHA will do (unless it was flushed).
+  bool sent_script(const std::string& sha1) const;
+  void note_script(const std::string& sha1);
 
  private:
   SyncConnection(int fd, std::string peer, milliseconds command_timeout, milliseconds socket_timeout);
   void close_fd();
+  // plain_recv: the first wait is a recv() (bounded by the socket's
+  // timeout, or readable already), not a poll.
+  Status receive_until(std::size_t n, std::vector<Reply>& out, Clock::time_point deadline, bool plain_recv);
   int fd_;
   std::string peer_;  // for messages: redis://host:port
   milliseconds command_timeout_;
@@ -62,7 +78,9 @@ class SyncConnection {
   ReplyReader reader_;
   std::vector<char> buf_;
   std::uint64_t sent_ = 0;
+  std::vector<std::string> scripts_;  // sent whole here (a handful)
   Clock::time_point last_used_ = Clock::now();
+  Clock::time_point sent_at_ = Clock::now();  // the last send's start
 };
 
 }  // namespace dlock::redis

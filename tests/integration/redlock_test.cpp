@@ -2,6 +2,7 @@
 // nothing behind, split votes, late nodes, loss on a majority, fences.
 #include <future>
 #include <memory>
+#include <thread>
 
 #include "integration/common.hpp"
 
@@ -258,7 +259,8 @@ TEST_F(Redlock, TwoPausedNodesDoNotDelayTheGrant) {
   ASSERT_TRUE(lease.ok()) << lease.status().to_string();
   EXPECT_LT(took, 500) << "a majority answered: no need to wait for the others";
   EXPECT_EQ(lease->fence(), 1u);
-  ASSERT_TRUE(lease->release().ok());
+  const Status released = lease->release();
+  ASSERT_TRUE(released.ok()) << released.to_string();
   servers[3]->resume();
   servers[4]->resume();
 
@@ -275,6 +277,45 @@ TEST_F(Redlock, TwoPausedNodesDoNotDelayTheGrant) {
   ASSERT_TRUE(unfenced->release().ok());
   servers[0]->resume();
   servers[1]->resume();
+}
+
+// Blocking calls write to every master from the caller's thread and read
+// the answers as they come: no hop to the I/O thread.
+TEST_F(Redlock, BlockingCallsRunOnTheCallersThread) {
+  Client client = connect();
+  EXPECT_TRUE(returns_beside_a_blocked_io_thread(client, [&] {
+    auto lease = client.try_acquire("fast", fixed(10s));
+    ASSERT_TRUE(lease.ok()) << lease.status().to_string();
+    EXPECT_GT(lease->fence(), 0u) << "node 0 answered: a fence";
+    EXPECT_EQ(nodes_holding("fast"), kNodes);
+    EXPECT_EQ(connect().try_acquire("fast").code(), Errc::busy);
+    EXPECT_TRUE(lease->release().ok());
+    EXPECT_EQ(nodes_holding("fast"), 0u) << "released on every master before release() returned";
+  }));
+}
+
+// A master still silent when a blocking grant is decided runs the grant
+// when it wakes; its answer is read before the release goes to it, so the
+// release cannot overtake the grant there and leave it for its lease.
+TEST_F(Redlock, ALateMastersGrantIsReleasedWithTheRest) {
+  Client client = connect();
+  ASSERT_TRUE(client.try_acquire("warm", fixed(1s)).ok());  // scripts loaded, connections pooled
+  for (int round = 0; round < 5; ++round) {
+    const std::string name = "late" + std::to_string(round);
+    servers[4]->pause();
+    auto lease = client.try_acquire(name, fixed(30s));
+    ASSERT_TRUE(lease.ok()) << lease.status().to_string();
+    // The release starts while master 4 still sleeps on the grant; it wakes
+    // in the middle of it.
+    std::thread wake([&] {
+      std::this_thread::sleep_for(200ms);
+      servers[4]->resume();
+    });
+    EXPECT_TRUE(lease->release().ok());
+    wake.join();
+    EXPECT_TRUE(eventually([&] { return nodes_holding(name) == 0; }, 1s))
+        << "round " << round << ": master 4 kept the grant after the release";
+  }
 }
 
 TEST_F(Redlock, MutexAndAsyncApiWork) {

@@ -15,8 +15,8 @@ using dlock::tools::TopologyNode;
 std::string nat_entries(const RunCtx& c, const std::vector<std::uint16_t>& links) {
   std::string out;
   for (std::size_t i = 0; i < links.size(); ++i)
-    out += std::string(i ? "&" : "") + "nat=127.0.0.1:" + std::to_string(c.announced.at(i)) + "%3E127.0.0.1:" +
-           std::to_string(links[i]);
+    out += std::string(i ? "&" : "") + "nat=127.0.0.1:" + std::to_string(c.announced.at(i)) +
+           "%3E127.0.0.1:" + std::to_string(links[i]);
   return out;
 }
 
@@ -40,17 +40,18 @@ void start_topology(RunCtx& c, const std::string& topology, const std::string& r
     if (cluster) {
       t.bus = free_port();
       spec.extra_args = dlock::tools::cluster_server_args();
-      for (const std::string& a : {std::string("--cluster-port"), std::to_string(t.bus),
-                                   std::string("--cluster-announce-ip"), std::string("127.0.0.1"),
-                                   std::string("--cluster-announce-port"), std::to_string(announced),
-                                   std::string("--cluster-announce-bus-port"), std::to_string(t.bus)})
+      for (const std::string& a :
+           {std::string("--cluster-port"), std::to_string(t.bus), std::string("--cluster-announce-ip"),
+            std::string("127.0.0.1"), std::string("--cluster-announce-port"), std::to_string(announced),
+            std::string("--cluster-announce-bus-port"), std::to_string(t.bus)})
         spec.extra_args.push_back(a);
     } else {
-      spec.extra_args = {"--repl-diskless-sync-delay", "0", "--replica-announce-ip", "127.0.0.1",
-                         "--replica-announce-port", std::to_string(announced)};
+      spec.extra_args = {"--repl-diskless-sync-delay", "0",
+                         "--replica-announce-ip",      "127.0.0.1",
+                         "--replica-announce-port",    std::to_string(announced)};
       if (i == 1)
-        for (const std::string& a : {std::string("--replicaof"), std::string("127.0.0.1"),
-                                     std::to_string(c.announced.at(0))})
+        for (const std::string& a :
+             {std::string("--replicaof"), std::string("127.0.0.1"), std::to_string(c.announced.at(0))})
           spec.extra_args.push_back(a);
     }
     n.server = std::make_unique<ServerProc>(spec);
@@ -82,15 +83,14 @@ void start_topology(RunCtx& c, const std::string& topology, const std::string& r
     spec.dir = fs::absolute(fs::path(dir) / ("sentinel-" + std::to_string(k))).string();
     fs::create_directories(spec.dir);
     spec.config_file = spec.dir + "/sentinel.conf";
-    std::ofstream(spec.config_file) << dlock::tools::SentinelAdmin::sentinel_config(kSentinelMaster,
-                                                                                    c.announced.at(0));
+    std::ofstream(spec.config_file) << dlock::tools::SentinelAdmin::sentinel_config(kSentinelMaster, c.announced.at(0));
     spec.extra_args = {"--sentinel"};
     c.sentinels.push_back(std::make_unique<ServerProc>(spec));
     c.sentinels.back()->start();
     ports.push_back(c.sentinels.back()->port());
   }
-  c.sentinel =
-      std::make_unique<dlock::tools::SentinelAdmin>(std::move(nodes), std::move(ports), kSentinelMaster, std::move(hooks));
+  c.sentinel = std::make_unique<dlock::tools::SentinelAdmin>(std::move(nodes), std::move(ports), kSentinelMaster,
+                                                             std::move(hooks));
   c.sentinel->wait_formed();
 }
 
