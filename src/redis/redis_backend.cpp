@@ -625,10 +625,13 @@ class RedisBackend final : public RedlockMaster {
     return ep;
   }
 
-  void open_blocking() override {
+  void open_blocking() override { open_blocking_within(config_.connect_timeout); }
+  void open_blocking_within(milliseconds patience) override {
     if (!sync_ok() || route_->moves()) return;  // a moving topology's pools fill on first use
-    auto c = SyncConnection::open(config_.endpoint, config_.connect_timeout, config_.command_timeout);
+    auto c = SyncConnection::open(config_.endpoint, std::min(config_.connect_timeout, patience),
+                                  std::min(config_.command_timeout, patience));
     if (!c.ok()) return;
+    c.value()->set_command_timeout(config_.command_timeout);
     std::lock_guard lk(pool_mu_);
     pools_[""].push_back(std::move(c.value()));
   }

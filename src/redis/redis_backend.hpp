@@ -55,6 +55,9 @@ class RedlockMaster : public detail::Backend {
                                                         bool readable = false) = 0;
   virtual Result<detail::ReleaseOutcome> release_answer(Pending& sent, std::chrono::steady_clock::time_point by,
                                                         bool readable = false) = 0;
+  // open_blocking(), waiting for the connect and handshake `patience` at
+  // most (a silent master must not hold up the client's connect()).
+  virtual void open_blocking_within(milliseconds patience) = 0;
 };
 std::unique_ptr<RedlockMaster> make_redlock_master(boost::asio::io_context& io, ConnectionConfig config,
                                                    std::string key_prefix);

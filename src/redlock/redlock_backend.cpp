@@ -45,6 +45,8 @@ using Clock = std::chrono::steady_clock;
 // One release is published on every node that held the lock; copies from
 // different nodes arriving within this window count as one wake-up.
 constexpr milliseconds kWakeWindow{100};
+// How long connect() waits for each master's blocking connection.
+constexpr milliseconds kOpenAheadPatience{200};
 
 class RedlockBackend final : public detail::Backend {
  public:
@@ -113,10 +115,14 @@ class RedlockBackend final : public detail::Backend {
   void release(const ReleaseCall& call, std::function<void(Result<ReleaseOutcome>)> done) override;
   std::optional<Result<AcquireOutcome>> acquire_now(const AcquireCall& call) override;
   std::optional<Result<ReleaseOutcome>> release_now(const ReleaseCall& call) override;
+  // A blocking connection to each master ahead of the first call, each
+  // given a short while only: a silent master must not hold up connect()
+  // (its connection is opened by the first call that needs it).
   void open_blocking() override {
-    if (fast_)
-      for (auto& n : nodes_) n->open_blocking();
+    if (!fast_) return;
+    for (auto& n : nodes_) n->open_blocking_within(kOpenAheadPatience);
   }
+
   void abandon(const detail::AbandonCall& call, std::function<void(Status)> done) override {
     auto undo = detail::undo_of(call);
     if (!undo) return asio::post(io_, [done = std::move(done)] { done({}); });
@@ -261,6 +267,10 @@ class RedlockBackend final : public detail::Backend {
 
 Status cancelled() { return {Errc::cancelled, "client closed"}; }
 
+// A master's request that could not be sent: a handshake cut short by the
+// round's time (timeout, for a single server) is this master's silence.
+Status unsent(const Status& s) { return s.code() == Errc::timeout ? Status(Errc::unavailable, s.message()) : s; }
+
 // ---- acquire ---------------------------------------------------------------
 // The decisions are RedlockAcquire's; this drives its I/O.
 
@@ -385,7 +395,10 @@ std::optional<Result<AcquireOutcome>> RedlockBackend::acquire_now(const AcquireC
         if (s.ok())
           sent[i] = std::move(s.value());
         else
-          run(fsm.on_answer(i, named(i, s.status()), Clock::now()));
+          // Cut short by the caller's deadline: the call's timeout; by the
+          // per-node window: this master's silence.
+          run(fsm.on_answer(i, named(i, call.deadline <= start + per_node ? s.status() : unsent(s.status())),
+                            Clock::now()));
       });
   // The answers in the order they come (a silent master must not hold up
   // the others'), until the round is decided or its timer is due.
@@ -452,8 +465,13 @@ void RedlockBackend::undo_when_answered(Late late) {
       if (!closed_) nodes_[node]->release(undo, [](Result<ReleaseOutcome>) {});
     });
   }
-  asio::post(io_, [this, fd, late = std::move(late)]() mutable {
-    auto d = std::make_shared<Drain>(io_, fd);
+  // Closed here if the handler never runs (the client shut down first).
+  auto owned = std::shared_ptr<int>(new int(fd), [](int* p) {
+    if (*p >= 0) ::close(*p);
+    delete p;
+  });
+  asio::post(io_, [this, owned, late = std::move(late)]() mutable {
+    auto d = std::make_shared<Drain>(io_, std::exchange(*owned, -1));
     d->late = std::move(late);
     auto finish = [this, d](bool readable) {
       if (std::exchange(d->done, true)) return;
@@ -573,7 +591,7 @@ std::optional<Result<ReleaseOutcome>> RedlockBackend::release_now(const ReleaseC
                       if (s.ok())
                         sent[i] = std::move(s.value());
                       else
-                        answers.add(i, Result<ReleaseOutcome>(s.status()));
+                        answers.add(i, Result<ReleaseOutcome>(unsent(s.status())));
                     });
   while (std::any_of(sent.begin(), sent.end(), [](const auto& p) { return p != nullptr; })) {
     auto ready = readable(sent, by);

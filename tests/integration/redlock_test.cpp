@@ -318,6 +318,33 @@ TEST_F(Redlock, ALateMastersGrantIsReleasedWithTheRest) {
   }
 }
 
+// A failed blocking round whose request still sleeps in a paused master:
+// when that master wakes and grants it, the grant is undone (from the I/O
+// thread, behind the answer), not left for its lease.
+TEST_F(Redlock, AFailedRoundsLateGrantIsUndone) {
+  for (std::size_t i = 0; i < 2; ++i) {  // another owner holds 2 of 5: no majority is left for us
+    SyncRedis(servers[i]->port()).cmd({"HSET", "dlock:{late-fail}", "o", "other", "n", "1", "f", "7"});
+    SyncRedis(servers[i]->port()).cmd({"PEXPIRE", "dlock:{late-fail}", "30000"});
+  }
+  Client client = connect();
+  ASSERT_TRUE(client.try_acquire("warm", fixed(1s)).ok());  // a pooled connection to every master
+  servers[2]->pause();
+  servers[3]->pause();
+  auto r = client.try_acquire("late-fail", fixed(10s));
+  EXPECT_FALSE(r.ok()) << "granted without a majority";
+  EXPECT_TRUE(on_node(4, "late-fail") == false) << "master 4's grant of the failed round was not undone";
+  servers[2]->resume();
+  servers[3]->resume();
+  // Both woke with the request in their buffers: each grants it, and the
+  // undo follows the answer.
+  EXPECT_TRUE(eventually([&] { return !on_node(2, "late-fail") && !on_node(3, "late-fail"); }, 3s))
+      << "a late grant of a failed round was left for its 10 s lease";
+  for (std::size_t i : {2, 3}) {
+    const std::string stats = SyncRedis(servers[i]->port()).cmd({"INFO", "commandstats"});
+    EXPECT_NE(stats.find("cmdstat_eval"), std::string::npos) << "master " << i << " never ran the acquire";
+  }
+}
+
 TEST_F(Redlock, MutexAndAsyncApiWork) {
   Client client = connect();
   {
