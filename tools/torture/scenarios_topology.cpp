@@ -163,62 +163,43 @@ Expectation safe(std::string why) {
   return e;
 }
 
+// One scenario of this file: `nemesis` on `setups`, holders thinking up to
+// `think_ms` (0: the run's own).
+void add(std::vector<Scenario>& v, std::string name, std::string summary, std::function<void(RunCtx&)> nemesis,
+         Expectation expect, unsigned setups, std::int64_t think_ms) {
+  Scenario s{std::move(name), std::move(summary), "", false, std::move(nemesis), {}, std::move(expect)};
+  s.setups = setups;
+  s.think_ms = think_ms;
+  v.push_back(std::move(s));
+}
+
 }  // namespace
 
 void add_topology_scenarios(std::vector<Scenario>& v) {
-  {
-    Scenario s{"cluster-failover",
-               "Redis Cluster: the lock's master cut from its replica, SIGKILLed after a grant, the replica "
-               "promoted (CLUSTER FAILOVER TAKEOVER)",
-               "",
-               false,
-               failover_after_cut,
-               {},
-               failover_expectation()};
-    s.setups = kCluster;
-    s.think_ms = 1500;  // a holder that holds across the promotion
-    v.push_back(std::move(s));
-  }
-  {
-    Scenario s{"cluster-migrate",
-               "Redis Cluster: the lock's slot migrated between masters again and again while held and awaited "
-               "(ASK, TRYAGAIN, MOVED)",
-               "",
-               false,
-               migrate_lock_slot,
-               {},
-               safe("no overlap and no missed wake-up: the lock's keys share one slot and move together; a "
-                    "command caught mid-move is redirected or retried within its time")};
-    s.setups = kCluster;
-    s.think_ms = 1000;  // holders that hold while their slot moves
-    v.push_back(std::move(s));
-  }
-  {
-    Scenario s{"sentinel-failover",
-               "Sentinel: the master cut from its replica and the sentinels, SIGKILLed after a grant, the replica "
-               "promoted (SENTINEL FAILOVER)",
-               "",
-               false,
-               failover_after_cut,
-               {},
-               failover_expectation()};
-    s.setups = kSentinel;
-    s.think_ms = 1500;
-    v.push_back(std::move(s));
-  }
-  {
-    Scenario s{"partition-master",
-               "Cluster, Sentinel: the lock's master cut off from every client for 2 leases, still seen by its "
-               "replica (and the sentinels)",
-               "",
-               false,
-               partition_master,
-               {},
-               safe("no overlap: the holder cannot renew and stops trusting its grant when its lease runs out, "
-                    "before the master lets it go")};
-    s.setups = kTopologies;
-    v.push_back(std::move(s));
-  }
+  // Holders that hold across the promotion.
+  add(v, "cluster-failover",
+      "Redis Cluster: the lock's master cut from its replica, SIGKILLed after a grant, the replica promoted "
+      "(CLUSTER FAILOVER TAKEOVER)",
+      failover_after_cut, failover_expectation(), kCluster, 1500);
+  add(v, "sentinel-failover",
+      "Sentinel: the master cut from its replica and the sentinels, SIGKILLed after a grant, the replica promoted "
+      "(SENTINEL FAILOVER)",
+      failover_after_cut, failover_expectation(), kSentinel, 1500);
+  // Holders that hold while their slot moves.
+  add(v, "cluster-migrate",
+      "Redis Cluster: the lock's slot migrated between masters again and again while held and awaited "
+      "(ASK, TRYAGAIN, MOVED)",
+      migrate_lock_slot,
+      safe("no overlap and no missed wake-up: the lock's keys share one slot and move together; a command caught "
+           "mid-move is redirected or retried within its time"),
+      kCluster, 1000);
+  add(v, "partition-master",
+      "Cluster, Sentinel: the lock's master cut off from every client for 2 leases, still seen by its replica (and "
+      "the sentinels)",
+      partition_master,
+      safe("no overlap: the holder cannot renew and stops trusting its grant when its lease runs out, before the "
+           "master lets it go"),
+      kTopologies, 0);
 }
 
 }  // namespace torture
