@@ -251,7 +251,7 @@ class RedlockBackend final : public detail::Backend {
     std::uint64_t grant;
     Clock::time_point by;
     std::unique_ptr<redis::RedlockMaster::Pending> sent;
-    std::optional<ReleaseCall> undo;  // a failed round's: where it granted after all
+    std::optional<ReleaseCall> undo;  // a failed round's (undo_when_answered): where it granted after all
   };
   std::mutex late_mu_;
   std::vector<Late> late_;
@@ -266,6 +266,17 @@ class RedlockBackend final : public detail::Backend {
 };
 
 Status cancelled() { return {Errc::cancelled, "client closed"}; }
+
+// The undo of round `c` on a master. Idempotent and owner-checked: held + 1
+// removes only the level this round added; where it was not applied,
+// nothing is touched. No tombstone: the next round of the same acquire
+// reuses the grant id (rounds tell them apart); the client leaves one when
+// the acquire ends.
+ReleaseCall undo_of_round(const AcquireCall& c) {
+  ReleaseCall call{c.name, c.owner, c.held + 1, false, c.round};
+  call.grant = c.grant;
+  return call;
+}
 
 // A master's request that could not be sent: a handshake cut short by the
 // round's time (timeout, for a single server) is this master's silence.
@@ -306,15 +317,8 @@ void RedlockBackend::acquire(const AcquireCall& call, std::function<void(Result<
 
 void RedlockBackend::apply(const std::shared_ptr<Attempt>& a, RedlockAcquire::Effects effects) {
   for (const auto& undo : effects.undo) {
-    // Idempotent and owner-checked: held + 1 removes only the level this
-    // round added; where it was not applied, nothing is touched. Behind the
-    // acquire on the same connection, so it cannot overtake it. No
-    // tombstone: the next round of the same acquire reuses the grant id
-    // (rounds tell them apart); the client leaves one when the acquire ends.
-    const AcquireCall& c = a->fsm.call();
-    ReleaseCall call{c.name, c.owner, c.held + 1, false, c.round};
-    call.grant = c.grant;
-    nodes_[undo.node]->release(call, [this, a, counted = undo.counted](Result<ReleaseOutcome>) {
+    // Behind the acquire on the same connection, so it cannot overtake it.
+    nodes_[undo.node]->release(undo_of_round(a->fsm.call()), [this, a, counted = undo.counted](Result<ReleaseOutcome>) {
       if (closed_) return report(a, cancelled());
       apply(a, a->fsm.on_undo_answer(counted));
     });
@@ -348,8 +352,9 @@ void RedlockBackend::release(const ReleaseCall& call, std::function<void(Result<
 }
 
 // ---- the blocking fast path --------------------------------------------------
-// On the caller's thread: the request written to every master, then each
-// answer read in turn, so a round costs the slowest master's round trip.
+// On the caller's thread: the request written to every master, then the
+// answers read as they come, so a round costs the slowest master's round
+// trip.
 // The decisions are RedlockAcquire's, as on the I/O thread.
 
 std::optional<Result<AcquireOutcome>> RedlockBackend::acquire_now(const AcquireCall& call) {
@@ -376,10 +381,7 @@ std::optional<Result<AcquireOutcome>> RedlockBackend::acquire_now(const AcquireC
       RedlockAcquire::Effects e = std::move(todo.front());
       todo.pop_front();
       for (const auto& undo : e.undo) {
-        const AcquireCall& c = fsm.call();
-        ReleaseCall rc{c.name, c.owner, c.held + 1, false, c.round};
-        rc.grant = c.grant;
-        undo_now(undo.node, rc, Clock::now() + per_node, answered[undo.node]);
+        undo_now(undo.node, undo_of_round(fsm.call()), Clock::now() + per_node, answered[undo.node]);
         todo.push_back(fsm.on_undo_answer(undo.counted));
       }
       if (e.report && !report) report = std::move(e.report);
@@ -437,9 +439,7 @@ std::optional<Result<AcquireOutcome>> RedlockBackend::acquire_now(const AcquireC
         late_.push_back(std::move(late));
         continue;
       }
-      const AcquireCall& c = fsm.call();
-      late.undo = ReleaseCall{c.name, c.owner, c.held + 1, false, c.round};
-      late.undo->grant = c.grant;
+      late.undo = undo_of_round(fsm.call());
       undo_when_answered(std::move(late));
     }
   return std::move(*report);
@@ -497,10 +497,10 @@ void RedlockBackend::undo_when_answered(Late late) {
   });
 }
 
-// Late answers (acquire_now): those of `grant`'s round read now, by their
-// deadline; any other past its deadline read if it is there, else dropped
-// with its connection (nullopt: only the latter). A failed round's grant is
-// undone.
+// Late answers of granted rounds (acquire_now): those of `grant`'s round
+// read now, by their deadline; any other past its deadline read if it is
+// there, else dropped with its connection (nullopt: only the latter). A
+// failed round's late answers are the I/O thread's (undo_when_answered).
 void RedlockBackend::settle_late(std::optional<std::uint64_t> grant) {
   std::vector<Late> due;
   const auto now = Clock::now();
@@ -512,12 +512,7 @@ void RedlockBackend::settle_late(std::optional<std::uint64_t> grant) {
     std::move(keep, late_.end(), std::back_inserter(due));
     late_.erase(keep, late_.end());
   }
-  for (Late& l : due) {
-    auto answer = nodes_[l.node]->acquire_answer(*l.sent, l.by);
-    const bool may_hold =
-        answer.ok() ? answer->kind == AcquireOutcome::Kind::granted : answer.code() == Errc::outcome_unknown;
-    if (l.undo && may_hold) undo_now(l.node, *l.undo, Clock::now() + command_timeout_, answer.ok());
-  }
+  for (Late& l : due) (void)nodes_[l.node]->acquire_answer(*l.sent, l.by);
 }
 
 // The pending masters whose sockets are readable, waiting for the first
