@@ -314,6 +314,14 @@ void ClientCore::shutdown_io() {
     hold->lost_source.request_stop();
     hold->depth.store(0);
   }
+  // Calls still queued behind one in flight run now and see closing_: a
+  // release reports cancelled, a cleanup joins the ones sent below. Each
+  // captured its hold, so a queue left standing would keep it alive.
+  for (auto& [key, hold] : holds_) {
+    auto queued = std::move(hold->ops);
+    hold->ops.clear();
+    for (auto& op : queued) op();
+  }
   holds_.clear();
   // Every acquire still running completes with cancelled and is abandoned;
   // one whose request is out is undone behind it on the same connection (it
@@ -324,6 +332,8 @@ void ClientCore::shutdown_io() {
     abandons.push_back(call);
   }
   abandon_timers_.clear();
+  for (auto& call : abandons_queued_at_close_) abandons.push_back(std::move(call));
+  abandons_queued_at_close_.clear();
   auto ops = std::move(live_ops_);
   live_ops_.clear();
   for (const auto& op : ops) {

@@ -291,6 +291,7 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   std::unique_ptr<boost::asio::steady_timer> stats_timer_;  // ClientOptions::on_stats
   // Cleanups waiting to be sent again (abandon_until); shutdown sends them.
   std::map<std::shared_ptr<boost::asio::steady_timer>, AbandonCall> abandon_timers_;
+  std::vector<AbandonCall> abandons_queued_at_close_;  // shutdown_io() drains the holds' queues into it
 };
 
 }  // namespace dlock::detail

@@ -363,7 +363,7 @@ void ClientCore::abandon_until(const std::shared_ptr<Hold>& hold, AbandonCall ca
                                milliseconds backoff) {
   ++hold->users;
   hold_exec(hold, [this, hold, call = std::move(call), give_up, backoff]() mutable {
-    if (closing_) return;
+    if (closing_) return abandons_queued_at_close_.push_back(std::move(call));
     backend_->abandon(call, [this, hold, call, give_up, backoff](Status s) mutable {
       if (closing_) return;
       --hold->users;

@@ -16,7 +16,12 @@ void ClientCore::release_io(std::shared_ptr<Hold> hold, std::function<void(Statu
   ++hold->users;
   auto op = std::make_shared<ReleaseOp>(ReleaseOp{std::move(hold), std::move(done)});
   hold_exec(op->hold, [this, op] {
-    if (!closing_) send_release(op);
+    if (closing_) {
+      return post([done = std::move(op->done)]() mutable {
+        done(Status(Errc::cancelled, "client closed; its locks were released"));
+      });
+    }
+    send_release(op);
   });
 }
 
@@ -30,7 +35,12 @@ void ClientCore::send_release(const std::shared_ptr<ReleaseOp>& op) {
   call.mode = op->hold->mode;
   if (held == 1 && op->hold->stray) call.tombstone = op->hold->lease;
   backend_->release(call, [this, op, held](Result<ReleaseOutcome> r) {
-    if (closing_) return;
+    if (closing_) {
+      // The client closed meanwhile (its own release of this hold went out
+      // too): the caller still learns what this call's answer said.
+      return post([done = std::move(op->done),
+                   s = release_result(r, held, op->tries, op->hold->name).second]() mutable { done(std::move(s)); });
+    }
     if (!r.ok() && r.code() == Errc::outcome_unknown) outcome_unknown_.fetch_add(1, std::memory_order_relaxed);
     // The script is idempotent: after a lost reply, sending it again is safe.
     if (!r.ok() && r.code() == Errc::outcome_unknown && op->tries < 2) {

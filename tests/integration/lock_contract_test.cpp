@@ -272,6 +272,41 @@ TEST_P(LockContract, ClosingAClientFreesWhatItHeld) {
   EXPECT_THAT(client.try_acquire("c"), IsOk());
 }
 
+// A client closed while calls wait in a hold's queue behind one the silent
+// server has not answered (a re-entry; behind it the cleanup of its timed-out
+// wait and a release): every queued call still ends, the release with an
+// error, and nothing they captured stays alive (ASan's leak check: a queued
+// call held its hold, which held the queue).
+TEST_P(LockContract, ClosingAClientEndsTheCallsQueuedBehindASilentServer) {
+  LockOptions o = owner("q");
+  o.watchdog_lease = 1s;  // what the frozen server never heard frees the lock soon
+  o.renew_interval = 300ms;
+  std::promise<Status> released;
+  auto released_future = released.get_future();
+  {
+    Client closing = env->client();
+    auto held = closing.acquire("q", 0ms, o);
+    ASSERT_THAT(held, IsOk());
+    if (!env->freeze(true)) GTEST_SKIP() << "this backend's server cannot be frozen";
+    std::promise<Status> reentered;
+    closing.async_acquire("q", 100ms, o, [&](Result<Lease> r) { reentered.set_value(r.status()); });
+    closing.async_release(std::move(*held), [&](Status s) { released.set_value(std::move(s)); });
+    auto reentry = reentered.get_future();
+    ASSERT_EQ(reentry.wait_for(5s), std::future_status::ready) << "a 100 ms wait did not end";
+    if (reentry.get().ok()) {  // ZooKeeper: the client counts re-entries, nothing queued
+      env->freeze(false);
+      GTEST_SKIP() << "this backend's re-entry does not reach the server";
+    }
+  }  // closed with the server still frozen
+  const bool ended = released_future.wait_for(10s) == std::future_status::ready;
+  env->freeze(false);
+  ASSERT_TRUE(ended) << "a release queued when the client closed never ended";
+  EXPECT_FALSE(released_future.get().ok()) << "a release the frozen server never saw reported done";
+  if (!env->session_held()) {
+    EXPECT_TRUE(eventually_ok([&] { return client.acquire("q", 10s); }));
+  }
+}
+
 // A server alive but silent (SIGSTOP; SQLite: another connection holds the
 // write lock). Every blocking call returns by its deadline: a wait at its
 // end, a try (wait 0) within command_timeout or error_retry, the longer

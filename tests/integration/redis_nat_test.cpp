@@ -2,7 +2,7 @@
 // servers announce nodes at their own addresses, which this client reaches
 // only through a TCP proxy (as through NAT, a container's port map or a
 // tunnel). Every command must go through the mapped address: the proxy's
-// counters prove it.
+// counters prove it, and cutting the proxy cuts the client.
 #include <map>
 #include <memory>
 
@@ -61,9 +61,16 @@ TEST(RedisNat, EveryClusterCommandGoesThroughTheMappedAddress) {
     EXPECT_EQ(cluster.cli(m, {"EXISTS", lock_key(name)}), "1");
     EXPECT_TRUE(lease->release().ok());
   }
-  // Not here yet: a waiting acquire on a master whose only route refuses
-  // connections. Under ASan it showed a Hold leaked by the cluster client
-  // (an acquire that timed out while its master refused), an open defect.
+  // Cut master 0's proxy: its names are unreachable; the others' are not.
+  proxies.each[0]->refuse("c", true);
+  proxies.each[0]->reset("c");
+  auto cut = client.acquire(name_on.at(0), 300ms, lease_of(10s));
+  EXPECT_FALSE(cut.ok()) << "granted on master 0 with its only route cut";
+  auto other = client.acquire(name_on.at(1), 300ms, lease_of(10s));
+  EXPECT_TRUE(other.ok()) << other.status().to_string();
+  proxies.each[0]->refuse("c", false);
+  auto healed = client.acquire(name_on.at(0), 10s, lease_of(10s));
+  EXPECT_TRUE(healed.ok()) << healed.status().to_string();
 }
 
 TEST(RedisNat, TheMasterTheSentinelsNameIsDialledThroughItsEntry) {
