@@ -17,6 +17,17 @@ Expectation safe(std::int64_t min_faults) {
   return e;
 }
 
+}  // namespace
+
+Expectation safe_because(std::string why) {
+  Expectation e;
+  e.min_faults = 1;
+  e.assumption = std::move(why);
+  return e;
+}
+
+namespace {
+
 Expectation overlap_ok(const std::string& why, bool fence_anomaly = false) {
   Expectation e;
   e.overlap_allowed = true;
@@ -634,6 +645,7 @@ std::vector<Scenario> make_scenarios() {
   }
   add_environment_scenarios(v);
   add_topology_scenarios(v);
+  add_server_limit_scenarios(v);
   return v;
 }
 

@@ -156,13 +156,6 @@ Expectation failover_expectation() {
   return e;
 }
 
-Expectation safe(std::string why) {
-  Expectation e;
-  e.min_faults = 1;
-  e.assumption = std::move(why);
-  return e;
-}
-
 // One scenario of this file: `nemesis` on `setups`, holders thinking up to
 // `think_ms` (0: the run's own).
 void add(std::vector<Scenario>& v, std::string name, std::string summary, std::function<void(RunCtx&)> nemesis,
@@ -190,15 +183,17 @@ void add_topology_scenarios(std::vector<Scenario>& v) {
       "Redis Cluster: the lock's slot migrated between masters again and again while held and awaited "
       "(ASK, TRYAGAIN, MOVED)",
       migrate_lock_slot,
-      safe("no overlap and no missed wake-up: the lock's keys share one slot and move together; a command caught "
-           "mid-move is redirected or retried within its time"),
+      safe_because(
+          "no overlap and no missed wake-up: the lock's keys share one slot and move together; a command caught "
+          "mid-move is redirected or retried within its time"),
       kCluster, 1000);
   add(v, "partition-master",
       "Cluster, Sentinel: the lock's master cut off from every client for 2 leases, still seen by its replica (and "
       "the sentinels)",
       partition_master,
-      safe("no overlap: the holder cannot renew and stops trusting its grant when its lease runs out, before the "
-           "master lets it go"),
+      safe_because(
+          "no overlap: the holder cannot renew and stops trusting its grant when its lease runs out, before the "
+          "master lets it go"),
       kTopologies, 0);
 }
 

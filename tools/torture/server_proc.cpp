@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <stdexcept>
@@ -80,6 +81,12 @@ void ServerProc::start() {
     for (const char* a : {"--appendonly", "no"}) args.emplace_back(a);
   }
   args.insert(args.end(), spec_.extra_args.begin(), spec_.extra_args.end());
+  // dlock's workers' user, on the data servers (a sentinel has no data).
+  if (std::find(args.begin(), args.end(), "--sentinel") == args.end())
+    for (const std::string& a :
+         {std::string("--user"), std::string(kTortureUser), std::string("on"), ">" + std::string(kTorturePassword),
+          std::string("~*"), std::string("&*"), std::string("+@all")})
+      args.push_back(a);
   if (!spec_.config_file.empty()) args.insert(args.begin() + 1, spec_.config_file);
   const pid_t pid = ::fork();
   if (pid < 0) throw std::runtime_error("fork failed");

@@ -10,6 +10,14 @@
 
 namespace torture {
 
+// The ACL user dlock's workers connect as on every Redis server of a run
+// (the nemesis and the naive strategies use the default user): a fault can
+// take its rights away while the default user keeps working.
+constexpr const char* kTortureUser = "torture";
+constexpr const char* kTorturePassword = "torture-pw";
+// "torture:torture-pw@", for a Redis URL.
+inline std::string torture_userinfo() { return std::string(kTortureUser) + ":" + kTorturePassword + "@"; }
+
 struct ServerSpec {
   std::string binary = "redis-server";
   std::string dir;                      // working directory, log, AOF

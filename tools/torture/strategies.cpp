@@ -8,6 +8,7 @@
 
 #include "common/sync_redis.hpp"
 #include "history.hpp"
+#include "server_proc.hpp"
 #include "strategies_cli.hpp"
 #include "strategies_recipes.hpp"
 #include "strategies_sql.hpp"
@@ -32,7 +33,7 @@ std::string dlock_url(LockServer server, const StrategyConfig& c) {
     for (std::size_t i = 0; i < c.ports.size(); ++i) url += (i ? "," : "") + c.host + ":" + std::to_string(c.ports[i]);
     return url + "/torture?session_timeout=" + std::to_string(c.ttl_ms) + "ms";
   }
-  std::string url = c.ports.size() == 1 ? "redis://" : "redlock://";
+  std::string url = (c.ports.size() == 1 ? "redis://" : "redlock://") + torture_userinfo();
   for (std::size_t i = 0; i < c.ports.size(); ++i) url += (i ? "," : "") + c.host + ":" + std::to_string(c.ports[i]);
   return url;
 }

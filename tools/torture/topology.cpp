@@ -4,6 +4,7 @@
 #include <fstream>
 
 #include "run_ctx.hpp"
+#include "server_proc.hpp"
 
 namespace torture {
 namespace {
@@ -96,9 +97,9 @@ void start_topology(RunCtx& c, const std::string& topology, const std::string& r
 
 std::string topology_url(const RunCtx& c, const std::string& topology, const std::vector<std::uint16_t>& links) {
   if (topology == "cluster")
-    return "redis-cluster://127.0.0.1:" + std::to_string(links.at(0)) + ",127.0.0.1:" + std::to_string(links.at(1)) +
-           "?" + nat_entries(c, links);
-  std::string url = "redis-sentinel://";
+    return "redis-cluster://" + torture_userinfo() + "127.0.0.1:" + std::to_string(links.at(0)) +
+           ",127.0.0.1:" + std::to_string(links.at(1)) + "?" + nat_entries(c, links);
+  std::string url = "redis-sentinel://" + torture_userinfo();
   for (std::size_t k = 0; k < c.sentinels.size(); ++k)
     url += std::string(k ? "," : "") + "127.0.0.1:" + std::to_string(c.sentinels[k]->port());
   return url + "/" + kSentinelMaster + "?" + nat_entries(c, links);
