@@ -54,8 +54,9 @@ namespace detail {
 struct ClientFactory;
 }  // namespace detail
 
-// `url` safe to print or log: a password in it (user:password@ or the
-// password-only password@ form) is replaced by "***"; the rest is kept.
+// `url` safe to print or log: a password in it (user:password@, the
+// password-only password@ form, or a query parameter whose name ends in
+// "password") is replaced by "***"; the rest is kept.
 // Works on malformed URLs too, and never throws.
 std::string describe_url(std::string_view url);
 

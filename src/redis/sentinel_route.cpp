@@ -13,6 +13,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <map>
 #include <mutex>
+#include <optional>
 
 #include "redis/errors.hpp"
 #include "redis/route.hpp"
@@ -132,49 +133,59 @@ class SentinelRoute final : public Route {
     if (now < next_ask_) return ask_again(std::chrono::duration_cast<milliseconds>(next_ask_ - now));
     asking_ = true;
     next_ask_ = now + kAskGap;
-    ask(0, "", true, switches_);
+    ask(0, "", std::nullopt, switches_);
   }
 
-  // `all_unknown`: every sentinel so far answered that it knows no such
-  // master (a typo in the name: give up), rather than failing to answer.
+  // `same`: the final answer every sentinel so far gave (none yet: nullopt;
+  // answers that differ, or one that may change: ok): none knows such a
+  // master (invalid_argument: a typo in the name), or each refused this
+  // client (auth_failed, permission_denied: the sentinel credentials). Then
+  // a starting client gives up at once.
   // `round`: the switches_ count when the round began; an answer from a
   // round that a +switch-master overtook is stale and dropped.
-  void ask(std::size_t k, std::string why, bool all_unknown, std::uint64_t round) {
+  void ask(std::size_t k, std::string why, std::optional<Errc> same, std::uint64_t round) {
     if (closed_) return;
     if (k >= sentinels_.size()) {
       asking_ = false;
-      Status s = all_unknown
+      const bool final = same && *same != Errc::ok;
+      Status s = !final ? Status(Errc::unavailable, "no sentinel told the master of '" + name_ + "': " + why)
+                 : *same == Errc::invalid_argument
                      ? Status(Errc::invalid_argument, "no sentinel knows a master named '" + name_ + "': " + why)
-                     : Status(Errc::unavailable, "no sentinel told the master of '" + name_ + "': " + why);
-      if (starting_ && all_unknown) return finish_start(s, true);
+                     : Status(*same, "every sentinel refused this client (sentinel_user, sentinel_password): " + why);
+      if (starting_ && final) return finish_start(s, true);
       finish_start(s);
       return ask_again(starting_ ? milliseconds(200) : milliseconds(1000));
     }
     const std::size_t i = (first_ + k) % sentinels_.size();
-    asker(i).exec(
-        command({"SENTINEL", "GET-MASTER-ADDR-BY-NAME", name_}), 1,
-        [this, k, i, why = std::move(why), all_unknown, round](Status s, std::vector<Reply>&& replies) mutable {
-          if (closed_) return;
-          if (round != switches_) {  // a +switch-master came meanwhile: it is newer
-            asking_ = false;
-            return;
-          }
-          const std::string who = sentinels_[i].endpoint.describe();
-          bool unknown = false;
-          if (s.ok()) {
-            const Reply& r = replies.front();
-            if (r.type == Reply::Type::array && r.elements.size() == 2) {
-              first_ = i;
-              asking_ = false;
-              return use(r.elements[0].str, r.elements[1].str);
-            }
-            unknown = r.is_nil();
-            s = unknown ? Status(Errc::invalid_argument, "does not know it")
-                        : Status(Errc::protocol_error, r.is_error() ? r.str : "an unexpected reply");
-          }
-          why += (why.empty() ? "" : "; ") + who + ": " + s.message();
-          ask(k + 1, std::move(why), all_unknown && unknown, round);
-        });
+    asker(i).exec(command({"SENTINEL", "GET-MASTER-ADDR-BY-NAME", name_}), 1,
+                  [this, k, i, why = std::move(why), same, round](Status s, std::vector<Reply>&& replies) mutable {
+                    if (closed_) return;
+                    if (round != switches_) {  // a +switch-master came meanwhile: it is newer
+                      asking_ = false;
+                      return;
+                    }
+                    const std::string who = sentinels_[i].endpoint.describe();
+                    if (s.ok()) {
+                      const Reply& r = replies.front();
+                      if (r.type == Reply::Type::array && r.elements.size() == 2) {
+                        first_ = i;
+                        asking_ = false;
+                        return use(r.elements[0].str, r.elements[1].str);
+                      }
+                      s = r.is_nil()     ? Status(Errc::invalid_argument, "does not know it")
+                          : r.is_error() ? translate_error(r.str)
+                                         : Status(Errc::protocol_error, "an unexpected reply");
+                    }
+                    const Errc code = s.code();
+                    const bool final =
+                        code == Errc::invalid_argument || code == Errc::auth_failed || code == Errc::permission_denied;
+                    if (!same)
+                      same = final ? code : Errc::ok;
+                    else if (*same != code)
+                      same = Errc::ok;
+                    why += (why.empty() ? "" : "; ") + who + ": " + s.message();
+                    ask(k + 1, std::move(why), same, round);
+                  });
   }
 
   void ask_again(milliseconds after) {

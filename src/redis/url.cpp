@@ -346,7 +346,27 @@ Result<SentinelSpec> parse_sentinel_url(std::string_view url) {
     return fail("expected redis-sentinel://host:port,.../mastername or redis-sentinel+tls://...");
   std::string_view rest = url.substr(scheme.size());
   const auto query_at = rest.find('?');
-  const std::string_view query = query_at == std::string_view::npos ? std::string_view() : rest.substr(query_at);
+  // The sentinels' own credentials come out of the query; the rest is the
+  // master's.
+  std::string query, sentinel_user, sentinel_password;
+  if (query_at != std::string_view::npos) {
+    std::string_view params = rest.substr(query_at + 1);
+    while (!params.empty()) {
+      const std::string_view kv = next_param(params);
+      const std::string_view key = kv.substr(0, kv.find('='));
+      std::string* slot = key == "sentinel_user"       ? &sentinel_user
+                          : key == "sentinel_password" ? &sentinel_password
+                                                       : nullptr;
+      if (slot == nullptr) {
+        if (!kv.empty()) query += (query.empty() ? "?" : "&") + std::string(kv);
+        continue;
+      }
+      if (kv.find('=') == std::string_view::npos || !percent_decode(kv.substr(kv.find('=') + 1), *slot) ||
+          slot->empty())
+        return fail("parameter '" + std::string(key) + "' needs a value");
+    }
+    if (!sentinel_user.empty() && sentinel_password.empty()) return fail("sentinel_user needs sentinel_password");
+  }
   rest = rest.substr(0, query_at);
   const auto slash = rest.find('/');
   if (slash == std::string_view::npos || slash + 1 == rest.size())
@@ -357,7 +377,7 @@ Result<SentinelSpec> parse_sentinel_url(std::string_view url) {
   std::string master(path.substr(0, slash2));
   std::string rebuilt = std::string(scheme) + std::string(authority);
   if (slash2 != std::string_view::npos) rebuilt += "/" + std::string(path.substr(slash2 + 1));
-  rebuilt += std::string(query);
+  rebuilt += query;
   auto nodes = parse_node_list(rebuilt, "redis-sentinel://", "redis-sentinel+tls://", "Redis Sentinel", true);
   if (!nodes.ok()) return nodes.status();
   SentinelSpec spec;
@@ -374,9 +394,10 @@ Result<SentinelSpec> parse_sentinel_url(std::string_view url) {
     const bool explicit_port =
         host.starts_with("[") ? host.find("]:") != std::string_view::npos : host.find(':') != std::string_view::npos;
     if (!explicit_port) ep.port = 26379;
-    // Sentinels take no credentials or database of the master's.
-    ep.username.clear();
-    ep.password.clear();
+    // Sentinels take no credentials or database of the master's: their own,
+    // if any, come from sentinel_user and sentinel_password.
+    ep.username = sentinel_user;
+    ep.password = sentinel_password;
     ep.db = 0;
     ep.wait_replicas.reset();
     ep.wait_timeout_ms.reset();

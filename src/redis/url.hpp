@@ -69,7 +69,8 @@ bool is_sentinel_url(std::string_view url);
 // (redis-sentinel+tls:// for TLS to sentinels and master alike, with
 // rediss://'s query parameters, and WAIT mode's). Sentinels without a port
 // listen on 26379. The credentials, db and query are the master's; the
-// sentinels are asked without credentials.
+// sentinels are asked with ?sentinel_user= and ?sentinel_password= (a
+// password alone: requirepass), or without credentials.
 struct SentinelSpec {
   std::vector<RedisEndpoint> sentinels;  // in URL order, repeats dropped
   std::string master_name;

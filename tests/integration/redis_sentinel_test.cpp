@@ -83,6 +83,31 @@ TEST_F(RedisSentinelTest, AnUnknownMasterNameIsRefusedClearly) {
       << r.status().message();
 }
 
+// Sentinels that let in only an ACL user of their own: the URL's
+// sentinel_user and sentinel_password are theirs (the userinfo stays the
+// master's); without them, or with a wrong password, connect() says
+// authentication failed, never that the master is unknown.
+TEST_F(RedisSentinelTest, SentinelsThatRequireAUserAreAskedWithIt) {
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_EQ(set.sentinel(i).cli({"ACL", "SETUSER", "sentry", "on", ">sentry pw", "+@all"}), "OK");
+    ASSERT_EQ(set.sentinel(i).cli({"ACL", "SETUSER", "default", "off"}), "OK");
+  }
+  auto without = Client::try_connect(set.url(), quiet(log));
+  ASSERT_FALSE(without.ok());
+  EXPECT_EQ(without.code(), Errc::auth_failed) << without.status().to_string();
+  auto wrong = Client::try_connect(set.url() + "?sentinel_user=sentry&sentinel_password=nope", quiet(log));
+  ASSERT_FALSE(wrong.ok());
+  EXPECT_EQ(wrong.code(), Errc::auth_failed) << wrong.status().to_string();
+  EXPECT_EQ(wrong.status().message().find("nope"), std::string::npos) << "a password in an error message";
+  auto with = Client::try_connect(set.url() + "?sentinel_user=sentry&sentinel_password=sentry%20pw", quiet(log));
+  ASSERT_TRUE(with.ok()) << with.status().to_string();
+  auto lease = with->try_acquire("guarded", lease_of(10s));
+  ASSERT_TRUE(lease.ok()) << lease.status().to_string();
+  EXPECT_EQ(SyncRedis(set.data(0).port()).integer({"EXISTS", lock_key("guarded")}), 1);
+  EXPECT_TRUE(lease->release().ok());
+  for (int i = 0; i < 3; ++i) set.sentinel(i).cli({"ACL", "SETUSER", "default", "on"});
+}
+
 // connect() ends by twice the connect timeout whatever the sentinels say:
 // none answering, or one naming a master nobody can reach (the master and
 // its only replica are gone, so no failover comes).

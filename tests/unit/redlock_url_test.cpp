@@ -179,6 +179,32 @@ TEST(SentinelUrl, SentinelsMasterNameAndTheMastersSettings) {
   EXPECT_FALSE(is_sentinel_url("redis://s"));
 }
 
+TEST(SentinelUrl, TheSentinelsOwnCredentialsComeFromTheirParameters) {
+  auto spec =
+      parse_sentinel_url("redis-sentinel://u:pw@s1,s2/m?sentinel_user=sentry&wait_replicas=1&sentinel_password=a%26b")
+          .value();
+  for (const auto& s : spec.sentinels) {
+    EXPECT_EQ(s.username, "sentry");
+    EXPECT_EQ(s.password, "a&b");
+  }
+  EXPECT_EQ(spec.master.username, "u") << "the userinfo stays the master's";
+  EXPECT_EQ(spec.master.password, "pw");
+  EXPECT_EQ(spec.master.wait_replicas, 1) << "the master's parameters around them still apply";
+  auto lone = parse_sentinel_url("redis-sentinel://s1/m?sentinel_password=only").value();
+  EXPECT_EQ(lone.sentinels[0].username, "");  // requirepass: the default user
+  EXPECT_EQ(lone.sentinels[0].password, "only");
+  EXPECT_TRUE(lone.master.password.empty());
+  for (const char* url : {"redis-sentinel://s1/m?sentinel_user=sentry",
+                          "redis-sentinel://s1/m?sentinel_password=", "redis-sentinel://s1/m?sentinel_password=%zz"}) {
+    auto r = parse_sentinel_url(url);
+    ASSERT_FALSE(r.ok()) << url;
+    EXPECT_EQ(r.code(), Errc::invalid_argument);
+    EXPECT_NE(r.status().message().find("sentinel_"), std::string::npos) << r.status().message();
+  }
+  auto elsewhere = parse_cluster_url("redis-cluster://a:1?sentinel_password=x");
+  EXPECT_FALSE(elsewhere.ok()) << "only a Sentinel URL has sentinels";
+}
+
 TEST(SentinelUrl, RejectsAMissingNameAndBadNodes) {
   auto bad = [](const char* url, const char* part) {
     auto r = parse_sentinel_url(url);

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <dlock/client.hpp>
+
 namespace dlock::detail {
 namespace {
 
@@ -106,6 +108,21 @@ TEST(Url, ErrorsNeverEchoThePassword) {
   auto r = parse_redis_url("redis://u:hunter2@h:99999");
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().message().find("hunter2"), std::string::npos);
+}
+
+// describe_url() for logs: every password out, everything else kept.
+TEST(Url, DescribeLeavesEveryPasswordOut) {
+  EXPECT_EQ(describe_url("redis://u:hunter2@h:1/2"), "redis://u:***@h:1/2");
+  EXPECT_EQ(describe_url("redis://hunter2@h"), "redis://***@h");
+  EXPECT_EQ(describe_url("redis://h:1"), "redis://h:1");
+  EXPECT_EQ(describe_url("redis-sentinel://u:pw@s1,s2/m?sentinel_user=s&sentinel_password=hunter2&wait_replicas=1"),
+            "redis-sentinel://u:***@s1,s2/m?sentinel_user=s&sentinel_password=***&wait_replicas=1");
+  EXPECT_EQ(describe_url("postgres://app@db/locks?password=hunter2&sslmode=verify-full"),
+            "postgres://app@db/locks?password=***&sslmode=verify-full");
+  EXPECT_EQ(describe_url("postgres://db?sslpassword=hunter2#frag"), "postgres://db?sslpassword=***#frag");
+  EXPECT_EQ(describe_url("redis://u:hun?ter2@h"), "redis://u:***@h") << "a stray '?' in a password";
+  EXPECT_EQ(describe_url("sqlite:///var/a@b/locks.db"), "sqlite:///var/a@b/locks.db");
+  EXPECT_EQ(describe_url("not a url"), "not a url");
 }
 
 }  // namespace
