@@ -149,7 +149,10 @@ std::pair<unsigned, Status> release_result(const Result<ReleaseOutcome>& r, unsi
 }
 
 ClientCore::ClientCore(ClientOptions options)
-    : options_(std::move(options)), rt_(std::make_shared<Runtime>()), next_grant_(random_u64() | 1) {}
+    : options_(std::move(options)),
+      default_holder_(describe_holder("")),
+      rt_(std::make_shared<Runtime>()),
+      next_grant_(random_u64() | 1) {}
 
 void ClientCore::log(LogLevel level, const std::string& message) const { emit(options_.logger, level, message); }
 
@@ -404,7 +407,7 @@ void ClientCore::names(std::string prefix, std::function<void(Result<std::vector
 std::string ClientCore::holder_info(const LockOptions& o) const {
   if (!o.holder.empty()) return o.holder;
   if (!options_.describe_holder) return {};
-  return describe_holder(o.holder_label);
+  return o.holder_label.empty() ? default_holder_ : describe_holder(o.holder_label);
 }
 
 void ClientCore::deliver(std::function<void(Status)> done, Status status) {

@@ -226,6 +226,9 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   void post(F&& f);
 
   ClientOptions options_;
+  // "PROGRAM[PID]@HOST", built once: a grant's description without a
+  // getpid() system call per acquire.
+  const std::string default_holder_;
   ClockFn clock_;                // empty: Clock::now (set before the I/O thread starts)
   std::shared_ptr<Runtime> rt_;  // io_context + thread; may outlive *this; set once
   std::thread::id io_thread_id_;

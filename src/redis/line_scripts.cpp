@@ -338,12 +338,12 @@ return {is_line, 1, first.f, first.n, left, first.i, #st.s + (x and 1 or 0), fir
 // the last increments still issues a larger fence. Below 2^53 (until about
 // the year 2255) a Lua number holds it exactly.
 constexpr std::string_view kFence = R"lua(
-local function L_fence(key)
+local function L_fence(key, t)
   local f = redis.call('incr', key)
   if string.sub(key, -3) == '}:f' then
-    -- Per name: floored by the server's clock in µs, kept for a day; the
-    -- floor's SET carries the expiry (three calls either way).
-    local t = redis.call('time')
+    -- Per name: floored by the server's clock in µs (`t`, a TIME reply the
+    -- caller may have), kept for a day; the floor's SET carries the expiry.
+    t = t or redis.call('time')
     local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
     if now > f then
       f = now

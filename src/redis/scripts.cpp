@@ -48,22 +48,30 @@ local owner = redis.call('hget', KEYS[1], 'o')
 local held = tonumber(ARGV[3])
 local round = tonumber(ARGV[4]) or 0
 if not owner then
-  if redis.call('exists', KEYS[1]) == 1 then
-    return redis.error_reply('WRONGTYPE lock key is a hash without an owner field')
-  end
-  if held > 0 then return {2, 0, 0} end
-  -- The tombstone and the line in one command. A line beside it (shared
-  -- holders, waiters) is settled first (an expired holder hands over), and
-  -- a caller outside the line waits behind it.
-  if redis.call('exists', KEYS[3], KEYS[4]) > 0 then
+  -- The lock key, the tombstone and the line in one command: none of them,
+  -- the common case, is a fresh grant (each redis.call costs the server
+  -- more than the Lua around it). A line beside it (shared holders,
+  -- waiters) is settled first (an expired holder hands over), and a caller
+  -- outside the line waits behind it.
+  if redis.call('exists', KEYS[1], KEYS[3], KEYS[4]) > 0 then
+    if redis.call('exists', KEYS[1]) == 1 then
+      return redis.error_reply('WRONGTYPE lock key is a hash without an owner field')
+    end
+    if held > 0 then return {2, 0, 0} end
     if redis.call('exists', KEYS[3]) == 1 then return {2, 0, 0} end
 )lua";
 constexpr std::string_view kAcquireTail = R"lua(
     local _, busy, conflict = line_settle(KEYS[1], KEYS[2], KEYS[4], ARGV[5], ARGV[1])
     if conflict then return {6, 0, 0} end
     if busy then return {0, busy, 0} end
+  elseif held > 0 then
+    return {2, 0, 0}
   end
-  local ok, fence = pcall(L_fence, KEYS[2])
+  -- Who holds it and since when (server time), for inspect: 'd', not the
+  -- line's 'i', which marks a line's holder. One TIME serves the fence too.
+  local described = ARGV[6] and ARGV[6] ~= ''
+  local t = (described or string.sub(KEYS[2], -3) == '}:f') and redis.call('time') or nil
+  local ok, fence = pcall(L_fence, KEYS[2], t)
   if not ok then
     local err = type(fence) == 'table' and fence.err or tostring(fence)
     if string.find(err, 'WRONGTYPE', 1, true) or string.find(err, 'not an integer', 1, true) then
@@ -71,17 +79,19 @@ constexpr std::string_view kAcquireTail = R"lua(
     end
     return redis.error_reply(err)  -- e.g. OOM (maxmemory): what it is
   end
+  local fields = {'o', ARGV[1], 'n', 1, 'f', fence}
   if round > 0 then
-    redis.call('hset', KEYS[1], 'o', ARGV[1], 'n', 1, 'f', fence, 'r', round)
-  else
-    redis.call('hset', KEYS[1], 'o', ARGV[1], 'n', 1, 'f', fence)
+    fields[7] = 'r'
+    fields[8] = round
   end
-  -- Who holds it and since when (server time), for inspect: 'd', not the
-  -- line's 'i', which marks a line's holder.
-  if ARGV[6] and ARGV[6] ~= '' then
-    local t = redis.call('time')
-    redis.call('hset', KEYS[1], 'd', ARGV[6], 't', string.format('%d', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)))
+  if described then
+    local n = #fields
+    fields[n + 1] = 'd'
+    fields[n + 2] = ARGV[6]
+    fields[n + 3] = 't'
+    fields[n + 4] = string.format('%d', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
   end
+  redis.call('hset', KEYS[1], unpack(fields))
   redis.call('pexpire', KEYS[1], lease)
   return {1, fence, 1}
 end

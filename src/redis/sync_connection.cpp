@@ -175,14 +175,17 @@ Status SyncConnection::send(const std::string& payload) {
 Status SyncConnection::receive(std::size_t n, std::vector<Reply>& out, Clock::time_point by, bool readable) {
   out.clear();
   if (fd_ < 0) return {Errc::outcome_unknown, "connection to " + peer_ + " closed after the command was sent"};
-  // A call without a deadline of its own (a release, the handshake) is
-  // bounded by its command timeout, which the socket's receive timeout
-  // keeps when it is no longer: its first wait right after the send (while
-  // that timeout still ends with the command's) needs no poll, one system
-  // call less per call (system calls are what a round trip costs a
-  // client). The kernel's timer may fire that timeout a little late (its
-  // timer wheel's step); a caller's deadline is kept exactly, by poll.
-  const bool plain_recv = readable || (by == Clock::time_point::max() &&
+  // A call whose deadline is no sooner than its command timeout (a
+  // release, the handshake, a try) is bounded by that timeout, which the
+  // socket's receive timeout keeps when it is no longer: its first wait
+  // right after the send (while that timeout still ends with the
+  // command's) needs no poll, one system call less per call (system calls
+  // are what a round trip costs a client). The kernel's timer may fire that
+  // timeout a little late (its timer wheel's step); a sooner deadline is
+  // kept exactly, by poll.
+  // (The caller counted its deadline from just before the send: a
+  // millisecond's slack.)
+  const bool plain_recv = readable || (by >= sent_at_ + command_timeout_ - std::chrono::milliseconds(1) &&
                                        socket_timeout_ <= command_timeout_ + std::chrono::milliseconds(1) &&
                                        Clock::now() - sent_at_ < std::chrono::milliseconds(1));
   return receive_until(n, out, std::min(sent_at_ + command_timeout_, by), plain_recv);
