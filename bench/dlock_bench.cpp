@@ -32,6 +32,7 @@
 #include <cstdio>
 #include <cstring>
 #include <dlock/dlock.hpp>
+#include <filesystem>
 #include <fstream>
 #include <future>
 #include <iostream>
@@ -156,14 +157,42 @@ std::string num(double v) {
   return o.str();
 }
 
-// The fields W1 and W2 report: count, time, rate and latency percentiles.
-void pair_stats(std::map<std::string, std::string>& r, long long pairs, double secs,
-                const std::vector<double>& lat_us) {
+// This process's CPU time and time spent runnable but waiting for a CPU,
+// in ns, summed over its threads (/proc/self/task/*/schedstat).
+struct SchedTimes {
+  double cpu_ns = 0;
+  double wait_ns = 0;
+};
+SchedTimes sched_times() {
+  SchedTimes t;
+  std::error_code ec;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task", ec)) {
+    std::ifstream in(task.path() / "schedstat");
+    double cpu = 0, wait = 0;
+    if (in >> cpu >> wait) {
+      t.cpu_ns += cpu;
+      t.wait_ns += wait;
+    }
+  }
+  return t;
+}
+
+// The fields W1 and W2 report: count, time, rate and latency percentiles;
+// with `since` (sched_times() at the start), the client's CPU time and its
+// wait for a CPU per pair: under load they tell a client that works more
+// from one the machine delays.
+void pair_stats(std::map<std::string, std::string>& r, long long pairs, double secs, const std::vector<double>& lat_us,
+                const std::optional<SchedTimes>& since = std::nullopt) {
   r["pairs"] = std::to_string(pairs);
   r["seconds"] = num(secs);
   r["pairs_per_s"] = num(static_cast<double>(pairs) / secs);
   r["p50_us"] = num(percentile(lat_us, 0.50));
   r["p99_us"] = num(percentile(lat_us, 0.99));
+  if (since && pairs > 0) {
+    const SchedTimes now = sched_times();
+    r["cpu_us_per_pair"] = num((now.cpu_ns - since->cpu_ns) / 1000.0 / static_cast<double>(pairs));
+    r["cpu_wait_us_per_pair"] = num((now.wait_ns - since->wait_ns) / 1000.0 / static_cast<double>(pairs));
+  }
 }
 
 dlock::Client connect(const Args& a) {
@@ -191,6 +220,7 @@ std::map<std::string, std::string> w1(const Args& a) {
   long long i = 0;
   std::optional<dlock::Mutex> same;
   if (a.api == "mutex" && a.keys == "same") same.emplace(client, "bench:w1:same");
+  const SchedTimes sched = sched_times();
   while (Clock::now() < end) {
     std::string name = a.keys == "same" ? std::string("bench:w1:same") : "bench:w1:" + std::to_string(i);
     auto t0 = Clock::now();
@@ -213,7 +243,7 @@ std::map<std::string, std::string> w1(const Args& a) {
   r["keys"] = q(a.keys);
   if (a.workload == "W5") r["nodes"] = std::to_string(nodes_of(a.url));
   if (a.workload == "WAIT") r["wait_replicas"] = std::to_string(wait_replicas_of(a.url));
-  pair_stats(r, i, secs, lat_us);
+  pair_stats(r, i, secs, lat_us, sched);
   return r;
 }
 
@@ -470,6 +500,7 @@ std::map<std::string, std::string> w1_limit(const Args& a) {
   lat_us.reserve(200000);
   const auto end = Clock::now() + std::chrono::duration<double>(a.seconds);
   const auto start = Clock::now();
+  const SchedTimes sched = sched_times();
   long long i = 0;
   while (Clock::now() < end) {
     std::string name = a.keys == "same" ? std::string("bench:w1:same") : "bench:w1:" + std::to_string(i);
@@ -490,7 +521,7 @@ std::map<std::string, std::string> w1_limit(const Args& a) {
   r["library"] = q("hiredis-limit");
   r["workload"] = q("W1");
   r["keys"] = q(a.keys);
-  pair_stats(r, i, secs, lat_us);
+  pair_stats(r, i, secs, lat_us, sched);
   return r;
 }
 
