@@ -921,8 +921,12 @@ def main():
         w1_bars.append(("ceiling (2 round trips, -c 1)", c1_pair))
     md.append("")
     md.append("### W1 under load: one busy loop per core beside the run\n")
+    pinned = (f" The server and every contestant ran on CPU {meta['busy_cpus']} (taskset): on different CPUs "
+              "every wake-up crosses CPUs, which under load costs a virtual machine's client many times the pair's "
+              "own work, and the scheduler's placement of each run, not the client, would decide its rate."
+              if meta.get("busy_cpus") else "")
     md.append("Real application servers are busy. Every contestant ran again while one `while :; do :; done` "
-              "per core competed for the CPU (the server's too).\n")
+              "per core competed for the CPU (the server's too)." + pinned + "\n")
     table, _ = w1_table("busy")
     md.extend(table)
     # Where the time went, from the client's own schedstat: its CPU time per pair, and its time runnable
