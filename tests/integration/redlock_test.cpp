@@ -345,6 +345,36 @@ TEST_F(Redlock, AFailedRoundsLateGrantIsUndone) {
   }
 }
 
+// One master of five refuses the client's ACL user from some moment on
+// (switched off, its connections killed, every reconnect refused at AUTH):
+// the other four are a majority, so the holder keeps its lease through its
+// renewals, and a waiter is granted soon after the release. The verifier's
+// acl-revoke scenario found a holder lost and a waiter unanswered here.
+TEST_F(Redlock, AMasterThatRefusesTheUserIsOutvoted) {
+  for (auto& s : servers) ASSERT_EQ(s->cli({"ACL", "SETUSER", "alice", "on", ">alice-pw", "~*", "&*", "+@all"}), "OK");
+  std::string u = url();
+  u.insert(std::string("redlock://").size(), "alice:alice-pw@");
+  ClientOptions co = quiet(log);
+  co.command_timeout = 1000ms;
+  Client holder = Client::connect(u, co);
+  Client waiter = Client::connect(u, co);
+  LockOptions o;
+  o.watchdog_lease = 1s;
+  o.renew_interval = 250ms;
+  auto held = holder.acquire("outvoted", 0ms, o);
+  ASSERT_TRUE(held.ok()) << held.status().to_string();
+  ASSERT_EQ(servers[1]->cli({"ACL", "SETUSER", "alice", "off"}), "OK");
+  servers[1]->cli({"CLIENT", "KILL", "USER", "alice"});
+  auto waiting = std::async(std::launch::async, [&] { return waiter.acquire("outvoted", 10s, o); });
+  std::this_thread::sleep_for(3s);  // three leases, a dozen renewals
+  EXPECT_FALSE(held->lost()) << "lost with four of five masters renewing";
+  const auto released_at = Clock::now();
+  EXPECT_TRUE(held->release().ok());
+  auto got = waiting.get();
+  ASSERT_TRUE(got.ok()) << got.status().to_string();
+  EXPECT_LT(ms_since(released_at), 2000) << "the waiter was granted long after the release";
+}
+
 TEST_F(Redlock, MutexAndAsyncApiWork) {
   Client client = connect();
   {
