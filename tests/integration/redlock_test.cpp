@@ -359,14 +359,14 @@ TEST_F(Redlock, AMasterThatRefusesTheUserIsOutvoted) {
   Client holder = Client::connect(u, co);
   Client waiter = Client::connect(u, co);
   LockOptions o;
-  o.watchdog_lease = 1s;
-  o.renew_interval = 250ms;
+  o.watchdog_lease = 2s;
+  o.renew_interval = 500ms;
   auto held = holder.acquire("outvoted", 0ms, o);
   ASSERT_TRUE(held.ok()) << held.status().to_string();
   ASSERT_EQ(servers[1]->cli({"ACL", "SETUSER", "alice", "off"}), "OK");
   servers[1]->cli({"CLIENT", "KILL", "USER", "alice"});
   auto waiting = std::async(std::launch::async, [&] { return waiter.acquire("outvoted", 10s, o); });
-  std::this_thread::sleep_for(3s);  // three leases, a dozen renewals
+  std::this_thread::sleep_for(5s);  // two leases and a half, ten renewals
   EXPECT_FALSE(held->lost()) << "lost with four of five masters renewing";
   const auto released_at = Clock::now();
   EXPECT_TRUE(held->release().ok());
