@@ -68,9 +68,10 @@ constexpr std::string_view kAcquireTail = R"lua(
     return {2, 0, 0}
   end
   -- Who holds it and since when (server time), for inspect: 'd', not the
-  -- line's 'i', which marks a line's holder. One TIME serves the fence too.
+  -- line's 'i', which marks a line's holder. Its TIME serves the fence's
+  -- floor too (L_fence asks for one itself where it needs one).
   local described = ARGV[6] and ARGV[6] ~= ''
-  local t = (described or string.sub(KEYS[2], -3) == '}:f') and redis.call('time') or nil
+  local t = described and redis.call('time') or nil
   local ok, fence = pcall(L_fence, KEYS[2], t)
   if not ok then
     local err = type(fence) == 'table' and fence.err or tostring(fence)
