@@ -15,6 +15,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <stdexcept>
 #include <thread>
 
@@ -26,6 +27,7 @@ using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
 const std::string kJar = "/usr/share/java/zookeeper.jar";
+const std::string kExited = "lost a server while starting";
 
 // A free loopback port (the kernel's pick, released for the server).
 int free_port() {
@@ -129,24 +131,61 @@ ZooKeeperEnsemble::ZooKeeperEnsemble(int servers, const std::string& parent, Pee
   if (::mkdtemp(tmpl.data()) == nullptr) throw std::runtime_error("mkdtemp: " + std::string(std::strerror(errno)));
   dir_ = tmpl;
   nodes_.resize(static_cast<std::size_t>(servers));
-  for (auto& n : nodes_) {
-    n.client_port = free_port();
-    n.quorum_port = free_port();
-    n.election_port = free_port();
-  }
-  try {
-    for (int i = 0; i < servers; ++i) {
-      fs::create_directories(dir_ + "/" + std::to_string(i) + "/data");
-      std::ofstream(dir_ + "/" + std::to_string(i) + "/data/myid") << i + 1 << '\n';
-      write_config(i);
-      start(i);
+  // A port picked free may be taken by another process before the server
+  // binds it (tests start many servers at once): a server that exits while
+  // starting is started again on fresh ports. Not with routed links, whose
+  // proxies were made for the first ports.
+  for (int attempt = 1;; ++attempt) {
+    for (auto& n : nodes_) {
+      n.client_port = free_port();
+      n.quorum_port = free_port();
+      n.election_port = free_port();
     }
-    if (!wait_serving(60s))
-      throw std::runtime_error("the ZooKeeper ensemble did not serve within 60 s; logs in " + dir_);
-  } catch (...) {
+    std::string why;
+    try {
+      for (int i = 0; i < servers; ++i) {
+        fs::create_directories(dir_ + "/" + std::to_string(i) + "/data");
+        std::ofstream(dir_ + "/" + std::to_string(i) + "/data/myid") << i + 1 << '\n';
+        write_config(i);
+        start(i);
+      }
+      why = wait_started(60s);
+    } catch (...) {
+      for (int i = 0; i < size(); ++i) kill(i);
+      throw;
+    }
+    if (why.empty()) return;
+    const std::string log_end = log_tail(0, 600);
     for (int i = 0; i < size(); ++i) kill(i);
-    throw;
+    if (why == kExited && attempt < 3 && !route_) continue;
+    throw std::runtime_error("the ZooKeeper ensemble " + why + "; logs in " + dir_ +
+                             "; server 1's log ends: " + log_end);
   }
+}
+
+// "" once a quorum serves; kExited as soon as a server has exited (it
+// could not bind, or died), or "did not serve within ...".
+std::string ZooKeeperEnsemble::wait_started(std::chrono::milliseconds limit) {
+  const auto deadline = Clock::now() + limit;
+  for (;;) {
+    for (auto& n : nodes_) {
+      int st = 0;
+      if (n.pid > 0 && ::waitpid(n.pid, &st, WNOHANG) == n.pid) {
+        n.pid = -1;
+        return kExited;
+      }
+    }
+    if (wait_serving(0ms)) return "";
+    if (Clock::now() >= deadline) break;
+    std::this_thread::sleep_for(100ms);
+  }
+  return "did not serve within " + std::to_string(limit.count() / 1000) + " s";
+}
+
+std::string ZooKeeperEnsemble::log_tail(int i, std::size_t bytes) const {
+  std::ifstream in(dir_ + "/" + std::to_string(i) + "/zk.log", std::ios::binary);
+  std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return all.size() > bytes ? all.substr(all.size() - bytes) : all;
 }
 
 ZooKeeperEnsemble::~ZooKeeperEnsemble() {
@@ -274,14 +313,14 @@ int ZooKeeperEnsemble::leader() const {
 
 bool ZooKeeperEnsemble::wait_serving(std::chrono::milliseconds limit) const {
   const auto deadline = Clock::now() + limit;
-  do {
+  for (;;) {
     for (int i = 0; i < size(); ++i) {
       const std::string m = mode(i);
       if (m == "leader" || m == "standalone") return true;
     }
+    if (Clock::now() >= deadline) return false;
     std::this_thread::sleep_for(100ms);
-  } while (Clock::now() < deadline);
-  return false;
+  }
 }
 
 }  // namespace dlock::tools

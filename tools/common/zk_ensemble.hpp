@@ -74,6 +74,8 @@ class ZooKeeperEnsemble {
     pid_t pid = -1;
   };
   void write_config(int i) const;
+  std::string wait_started(std::chrono::milliseconds limit);
+  std::string log_tail(int i, std::size_t bytes) const;
   std::string dir_;
   std::vector<Node> nodes_;
   PeerRoute route_;
