@@ -63,16 +63,11 @@ void wait_until(const std::string& what, milliseconds limit, const std::function
 // ---- Cluster --------------------------------------------------------------
 
 std::vector<std::string> cluster_server_args() {
-  return {"--cluster-enabled",
-          "yes",
-          "--cluster-config-file",
-          "nodes.conf",
-          "--cluster-node-timeout",
-          "1000",
-          "--cluster-replica-validity-factor",
-          "0",
-          "--cluster-require-full-coverage",
-          "yes"};
+  return {"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "1000",
+          "--cluster-replica-validity-factor", "0", "--cluster-require-full-coverage", "yes",
+          // A replica's first sync starts at once, not after the default 5 s
+          // wait for more replicas to share the transfer.
+          "--repl-diskless-sync-delay", "0"};
 }
 
 ClusterAdmin::ClusterAdmin(std::vector<TopologyNode> nodes, int masters, TopologyHooks hooks)
