@@ -67,8 +67,8 @@ class ClusterRoute final : public Route {
     });
   }
 
-  ConnectionConfig subscriber_config() const override {
-    const ClusterNode* n = map_.master_of(kSubscriberSlot);
+  ConnectionConfig subscriber_config(int slot) const override {
+    const ClusterNode* n = map_.master_of(slot);
     return n ? config_of(*n) : seeds_.front();
   }
 

@@ -15,6 +15,7 @@
 #include "redis/line_scripts.hpp"
 #include "redis/route.hpp"
 #include "redis/scripts.hpp"
+#include "redis/subscriber.hpp"
 #include "redis/sync_connection.hpp"
 
 namespace dlock::redis {
@@ -239,14 +240,38 @@ class RedisBackend final : public RedlockMaster {
     route_->on_link([this](bool up) {
       if (events_.link) events_.link(up);
     });
-    route_->start(std::move(done));
+    route_->start([this, done = std::move(done)](Status s) mutable {
+      const std::string& mode = config_.endpoint.pubsub;
+      if (!s.ok() || !route_->cluster() || mode == "classic") return done(s);
+      probe_sharded(mode == "sharded", std::move(done));
+    });
+  }
+
+  // Whether the cluster knows sharded pub/sub (Redis 7): COMMAND INFO
+  // names SSUBSCRIBE there, an older server answers nil. Every client of a
+  // cluster decides alike, so releases publish where waiters subscribe. A
+  // user without the right to ask is taken to be on a current server.
+  void probe_sharded(bool required, std::function<void(Status)> done) {
+    std::vector<std::string> probe{command({"COMMAND", "INFO", "SSUBSCRIBE"})};
+    route_->exec(Route::kSubscriberSlot, std::move(probe),
+                 [this, required, done = std::move(done)](Status s, std::vector<Reply>&& r) {
+                   if (!s.ok()) return done(s);
+                   const Reply& info = r.front();
+                   const bool unknown = info.type == Reply::Type::array &&
+                                        (info.elements.empty() || info.elements[0].type == Reply::Type::nil);
+                   sharded_ = !unknown;
+                   if (!unknown || !required) return done({});
+                   done(Status(Errc::invalid_argument,
+                               "pubsub=sharded needs Redis 7 or later: the cluster does not know SSUBSCRIBE "
+                               "(pubsub=auto falls back to classic pub/sub)"));
+                 });
   }
 
   void close() override {
     closed_ = true;
     resubscribe_timer_.cancel();
     route_->close();
-    if (sub_) sub_->close();
+    for (auto& [node, sub] : subs_) sub->close();
     for (auto& r : retired_) r->close();
     fail_ready(Status(Errc::cancelled, "client closed"));
     watches_.clear();
@@ -419,14 +444,15 @@ class RedisBackend final : public RedlockMaster {
   // the subscribers of its channel, a line's are its line.
   void inspect(const std::string& name, std::function<void(Result<LockInfo>)> done) override {
     auto keys = detail::lock_keys(prefix_, name, fences_);
-    const Script& script = line_inspect_script();
+    const Script& script = published(line_inspect_script());
     std::vector<std::string> commands(3);
     append_command(commands[0], {"EVAL", script.body, "3", keys.lock, keys.line, keys.fence, keys.channel});
     append_command(commands[1], {"GET", keys.fence});
-    append_command(commands[2], {"PUBSUB", "NUMSUB", keys.channel});
+    append_command(commands[2], {"PUBSUB", sharded_ ? "SHARDNUMSUB" : "NUMSUB", keys.channel});
     const int slot = slot_of(keys.lock);
-    if (!route_->cluster()) return route_->exec(slot, std::move(commands), inspected(std::move(done)));
-    // In a cluster the subscribers are counted where they subscribe.
+    // Sharded, the waiters subscribe on the lock's own node.
+    if (!route_->cluster() || sharded_) return route_->exec(slot, std::move(commands), inspected(std::move(done)));
+    // Classic, in a cluster the subscribers are counted where they subscribe.
     std::vector<std::string> numsub;
     numsub.push_back(std::move(commands[2]));
     commands.pop_back();
@@ -487,15 +513,17 @@ class RedisBackend final : public RedlockMaster {
       post_all({std::move(ready)}, {});
       return;
     }
-    ensure_subscriber();
+    const ConnectionConfig c = node_for(channel);
+    if (w.node.empty()) w.node = node_key(c);
+    Subscriber& sub = subscriber(w.node, c);
     // Without a subscription connection (refused, maxclients, down) the
     // waiter is told at once and waits on the holder's lease instead.
-    if (!sub_->ready() && sub_down_) {
-      post_all({std::move(ready)}, *sub_down_);
+    if (!sub.ready() && sub.down()) {
+      post_all({std::move(ready)}, *sub.down());
       return;
     }
     w.ready.push_back(std::move(ready));
-    if (w.refs == 1 && sub_->ready()) send_sub("SUBSCRIBE", channel);
+    if (sub.ready() && !sub.pending(channel)) sub.subscribe(channel);
   }
 
   void unwatch(const detail::WatchKey& key) override {
@@ -503,14 +531,21 @@ class RedisBackend final : public RedlockMaster {
     auto it = watches_.find(channel);
     if (it == watches_.end() || --it->second.refs > 0) return;
     post_all(std::exchange(it->second.ready, {}), Status(Errc::cancelled, "unwatched"));
+    const std::string node = std::move(it->second.node);
     watches_.erase(it);
-    if (sub_ && sub_->ready()) send_sub("UNSUBSCRIBE", channel);
+    if (auto s = subs_.find(node); s != subs_.end() && s->second->ready()) s->second->unsubscribe(channel);
   }
 
   std::uint64_t commands_sent() const override {
-    return route_->requests_sent() + (sub_ ? sub_->requests_sent() : 0) + sync_sent_.load();
+    std::uint64_t n = route_->requests_sent() + sync_sent_.load();
+    for (const auto& [node, sub] : subs_) n += sub->requests_sent();
+    return n;
   }
-  std::uint64_t reconnects() const override { return route_->reconnects() + (sub_ ? sub_->reconnects() : 0); }
+  std::uint64_t reconnects() const override {
+    std::uint64_t n = route_->reconnects();
+    for (const auto& [node, sub] : subs_) n += sub->reconnects();
+    return n;
+  }
 
  private:
   struct RenewBatch {
@@ -578,14 +613,20 @@ class RedisBackend final : public RedlockMaster {
     std::string name;
     unsigned refs = 0;
     bool confirmed = false;
+    bool resync = false;  // subscribed again after a gap: waiters retry once
+    std::string node;     // the subscriber it is (to be) subscribed on
     std::vector<std::function<void(Status)>> ready;
   };
 
   // EVALSHA, falling back to EVAL when the server has not seen the script
   // (first use, restart, SCRIPT FLUSH). NOSCRIPT means nothing ran, so the
   // fallback cannot apply anything twice.
-  void eval(const Script& script, const std::vector<std::string>& keys, const std::vector<std::string>& args,
+  // The script as this backend sends it: sharded, every PUBLISH a SPUBLISH.
+  const Script& published(const Script& s) const { return sharded_ ? with_sharded_publish(s) : s; }
+
+  void eval(const Script& original, const std::vector<std::string>& keys, const std::vector<std::string>& args,
             std::function<void(Result<Reply>)> done) {
+    const Script& script = published(original);
     const int slot = slot_of(keys.front());
     std::vector<std::string> fallback;
     fallback.push_back(eval_payload("EVAL", script.body, keys, args));
@@ -664,6 +705,7 @@ class RedisBackend final : public RedlockMaster {
     }
     auto sent = std::make_unique<SentEval>();
     sent->sc = sc;
+    sent->sc.script = &published(*sc.script);
     // One server: one pool (""); else one per node address.
     if (moves) sent->pool_key = node->address();
     {
@@ -704,10 +746,11 @@ class RedisBackend final : public RedlockMaster {
     // a server that never ran it (just started, restarted) costs no NOSCRIPT
     // round trip, and a request whose answer is read late (Redlock's
     // slowest masters) runs at once.
-    const bool whole = !sent->conn->sent_script(sc.script->sha1);
-    if (whole) sent->conn->note_script(sc.script->sha1);
-    if (Status s = sent->conn->send(whole ? eval_payload("EVAL", sc.script->body, sc.keys, sc.args)
-                                          : eval_payload("EVALSHA", sc.script->sha1, sc.keys, sc.args));
+    const Script& script = *sent->sc.script;
+    const bool whole = !sent->conn->sent_script(script.sha1);
+    if (whole) sent->conn->note_script(script.sha1);
+    if (Status s = sent->conn->send(whole ? eval_payload("EVAL", script.body, sc.keys, sc.args)
+                                          : eval_payload("EVALSHA", script.sha1, sc.keys, sc.args));
         !s.ok()) {
       sync_sent_.fetch_add(sent->conn->requests_sent() - sent->before, std::memory_order_relaxed);
       return Out(s);
@@ -745,18 +788,19 @@ class RedisBackend final : public RedlockMaster {
   // the node that ran the script (after an ASK too) and covers its writes,
   // at no extra round trip. `done` gets the script's reply and whether
   // wait_.replicas replicas acknowledged within wait_.timeout.
-  void eval_waited(const Script& script, const std::vector<std::string>& keys, const std::vector<std::string>& args,
+  void eval_waited(const Script& original, const std::vector<std::string>& keys, const std::vector<std::string>& args,
                    std::function<void(Result<Reply>, Status)> done, bool fallback = false) {
+    const Script& script = published(original);
     const int slot = slot_of(keys.front());
     std::vector<std::string> commands(2);
     commands[0] = eval_payload(fallback ? "EVAL" : "EVALSHA", fallback ? script.body : script.sha1, keys, args);
     append_command(commands[1], {"WAIT", std::to_string(wait_.replicas), std::to_string(wait_.timeout.count())});
     route_->exec(
         slot, std::move(commands),
-        [this, &script, keys, args, fallback, done = std::move(done)](Status s, std::vector<Reply>&& rs) mutable {
+        [this, &original, keys, args, fallback, done = std::move(done)](Status s, std::vector<Reply>&& rs) mutable {
           if (!s.ok()) return done(s, s);
           if (!fallback && rs[0].is_error() && rs[0].str.starts_with("NOSCRIPT"))
-            return eval_waited(script, keys, args, std::move(done), true);
+            return eval_waited(original, keys, args, std::move(done), true);
           Result<Reply> out = rs[0].is_error() ? Result<Reply>(translate_error(rs[0].str)) : std::move(rs[0]);
           const Reply& w = rs[1];
           Status replicated;
@@ -800,125 +844,155 @@ class RedisBackend final : public RedlockMaster {
     for (auto& [channel, w] : watches_) post_all(std::exchange(w.ready, {}), s);
   }
 
-  void ensure_subscriber() {
-    if (sub_) return;
-    ConnectionConfig c = route_->subscriber_config();
-    c.pubsub = true;
-    c.name = "pubsub";
-    sub_host_ = c.endpoint.host;
-    sub_port_ = c.endpoint.port;
-    sub_ = std::make_unique<Connection>(io_, c);
-    sub_->on_push([this](Reply&& r) { on_push(std::move(r)); });
-    sub_->on_state([this](bool up) {
-      sent_.clear();  // what was in flight on the old connection is void
-      if (!up) {
-        sub_down_ = Status(Errc::unavailable, "the subscription connection is down");
-        for (auto& [channel, w] : watches_) w.confirmed = false;
-        fail_ready(*sub_down_);
-        if (route_->moves()) move_subscriber_later();
-        return;
-      }
-      sub_down_.reset();
+  // Where `channel` is subscribed: the master of its slot (sharded), or
+  // the one node every client of the set-up subscribes at (classic).
+  ConnectionConfig node_for(const std::string& channel) const {
+    return route_->subscriber_config(sharded_ ? key_slot(channel) : Route::kSubscriberSlot);
+  }
+  static std::string node_key(const ConnectionConfig& c) {
+    return c.endpoint.host + ":" + std::to_string(c.endpoint.port);
+  }
+
+  // The subscriber at node `key` (made at `c` the first time). A watch's
+  // node always has one.
+  Subscriber& subscriber(const std::string& key, const ConnectionConfig& c) {
+    auto& slot = subs_[key];
+    if (!slot) {
+      Subscriber::Handlers h;
+      h.message = [this](const std::string& channel, const std::string& payload) { on_message(channel, payload); };
+      h.subscribed = [this, key](const std::string& channel, const Reply* error) {
+        on_subscribed(key, channel, error);
+      };
+      h.dropped = [this, key](const std::string& channel) { on_dropped(key, channel); };
+      h.state = [this, key](bool up) { on_subscriber_state(key, up); };
+      slot = std::make_unique<Subscriber>(io_, c, sharded_, std::move(h));
+    }
+    return *slot;
+  }
+
+  void on_subscriber_state(const std::string& key, bool up) {
+    auto it = subs_.find(key);
+    if (closed_ || it == subs_.end() || !it->second) return;
+    Subscriber& sub = *it->second;
+    if (up) {
       // Resubscribe everything; releases published while we were away are
       // lost, so every waiter retries once.
-      for (auto& [channel, w] : watches_) send_sub("SUBSCRIBE", channel);
+      for (auto& [channel, w] : watches_)
+        if (w.node == key && !sub.pending(channel)) sub.subscribe(channel);
       if (events_.resync) events_.resync();
-    });
-    sub_->start([this](Status s) {
-      if (s.ok() || s.code() == Errc::cancelled) return;  // cancelled: closed (or moved to another node)
-      // The first attempt failed: waiters fall back to waiting on the
-      // holder's lease and retrying; reconnects continue in the background.
-      sub_down_ = s;
-      fail_ready(s);
-      if (route_->moves()) move_subscriber_later();
-    });
-  }
-
-  // Cluster or Sentinel: a subscriber whose node stays down moves to the
-  // node the route names now (a script's PUBLISH reaches every node of a
-  // cluster, and replicas of a master, so a node that comes back as a
-  // replica serves as well).
-  void move_subscriber_later() {
-    route_->refresh();
-    resubscribe_timer_.expires_after(std::max(config_.backoff_max, milliseconds(500)));
-    resubscribe_timer_.async_wait([this](const boost::system::error_code& ec) {
-      if (ec || closed_ || !sub_ || sub_->ready()) return;
-      const ConnectionConfig next = route_->subscriber_config();
-      if (next.endpoint.host == sub_host_ && next.endpoint.port == sub_port_) return move_subscriber_later();
-      // Closed, not destroyed: its handlers may still be queued.
-      sub_->close();
-      retired_.push_back(std::move(sub_));
-      sent_.clear();
-      ensure_subscriber();
-      // The new connection subscribes every watch once up (on_state).
-    });
-  }
-
-  void send_sub(std::string_view verb, const std::string& channel) {
-    std::string payload;
-    append_command(payload, {verb, channel});
-    sent_.push_back({verb == "SUBSCRIBE", channel});
-    sub_->exec(std::move(payload), 0, [](Status, std::vector<Reply>&&) {});
-  }
-
-  // Pushes arrive in command order: each (un)subscribe confirmation or error
-  // answers the oldest command in sent_. A subscription counts as confirmed
-  // only when its SUBSCRIBE is the last command sent for the channel, so a
-  // stale confirmation (unwatch + watch in quick succession) is not taken
-  // for the new one.
-  void on_push(Reply&& r) {
-    if (r.is_error()) {  // e.g. NOPERM: an ACL user without channel rights
-      if (sent_.empty()) return;
-      Sent cmd = std::move(sent_.front());
-      sent_.pop_front();
-      auto it = watches_.find(cmd.channel);
-      if (cmd.subscribe && it != watches_.end() && !newer_command(cmd.channel))
-        post_all(std::exchange(it->second.ready, {}), translate_error(r.str));
       return;
     }
-    if (r.type != Reply::Type::array || r.elements.size() < 3) return;
-    const std::string& kind = r.elements[0].str;
-    const std::string& channel = r.elements[1].str;
-    if (kind == "message") {
-      auto it = watches_.find(channel);
-      if (it == watches_.end()) return;
-      // A copy of the name: the handlers may unwatch.
-      std::string name = it->second.name;
-      // A hand-over, "h:<fence>:<lease ms>:<owner>/<grant>": its recipient
-      // holds the lock now (the other waiters sleep on: it is held again,
-      // for up to that lease unless renewed).
-      const std::string& payload = r.elements[2].str;
-      if (payload.starts_with("h:") && events_.handed) {
-        const auto colon = payload.find(':', 2);
-        const auto colon2 = colon == std::string::npos ? colon : payload.find(':', colon + 1);
-        detail::HandOver to;
-        to.name = name;
-        if (colon2 != std::string::npos &&
-            split_wire_owner(std::string_view(payload).substr(colon2 + 1), to.owner, to.grant)) {
-          to.fence = std::strtoull(payload.c_str() + 2, nullptr, 10);
-          to.lease = milliseconds(std::strtoll(payload.c_str() + colon + 1, nullptr, 10));
-          events_.handed(to);
-        }
-        return;  // held again: nobody else could take it
-      }
-      if (payload == "c") {  // a free lock granted: only observers care
-        if (events_.changed) events_.changed(name);
-        return;
-      }
-      if (events_.released) events_.released({std::move(name), 0});
-      return;
+    // The first attempt failed or the link dropped: waiters fall back to
+    // waiting on the holder's lease and retrying; reconnects continue in the
+    // background, and a node that stays down is replaced (rehome).
+    const Status why = sub.down() ? *sub.down() : Status(Errc::unavailable, "the subscription connection is down");
+    for (auto& [channel, w] : watches_) {
+      if (w.node != key) continue;
+      w.confirmed = false;
+      post_all(std::exchange(w.ready, {}), why);
     }
-    if (kind != "subscribe" && kind != "unsubscribe") return;
-    if (!sent_.empty()) sent_.pop_front();
+    if (route_->moves()) rehome_later();
+  }
+
+  void on_subscribed(const std::string& key, const std::string& channel, const Reply* error) {
     auto it = watches_.find(channel);
-    if (kind == "subscribe" && it != watches_.end() && !newer_command(channel)) {
-      it->second.confirmed = true;
-      post_all(std::exchange(it->second.ready, {}), {});
+    if (it == watches_.end() || it->second.node != key) return;  // unwatched, or moved meanwhile
+    Watch& w = it->second;
+    if (!error) {
+      w.confirmed = true;
+      post_all(std::exchange(w.ready, {}), {});
+      // Subscribed again after a gap (its slot moved): a release published
+      // in between was missed, so the waiters retry once.
+      if (std::exchange(w.resync, false) && events_.resync) events_.resync();
+      return;
     }
+    // Sharded: a node that no longer serves the slot (a migration, or a map
+    // not yet learnt) redirects; the waiters keep waiting for the node that does.
+    if (route_->moves() && parse_redirect(error->str).kind != Redirect::Kind::none) return rehome_later();
+    post_all(std::exchange(w.ready, {}), translate_error(error->str));
   }
 
-  bool newer_command(const std::string& channel) const {
-    return std::any_of(sent_.begin(), sent_.end(), [&](const Sent& c) { return c.channel == channel; });
+  // Sharded: the node unsubscribed the channel itself, its slot has moved.
+  void on_dropped(const std::string& key, const std::string& channel) {
+    auto it = watches_.find(channel);
+    if (it == watches_.end() || it->second.node != key) return;
+    it->second.confirmed = false;
+    it->second.resync = true;
+    rehome_later();
+  }
+
+  // Cluster or Sentinel: watches not subscribed (their node down, their
+  // slot moved) go to the node the route names now, once it has learnt the
+  // change; until then this runs again. A subscriber no watch needs any
+  // more and that is down is closed.
+  void rehome_later() {
+    if (closed_ || rehome_armed_) return;
+    route_->refresh();
+    rehome_armed_ = true;
+    resubscribe_timer_.expires_after(kRehomeGap);
+    resubscribe_timer_.async_wait([this](const boost::system::error_code& ec) {
+      rehome_armed_ = false;
+      if (!ec && !closed_) rehome();
+    });
+  }
+
+  void rehome() {
+    bool again = false;
+    for (auto& [channel, w] : watches_) {
+      if (w.confirmed) continue;
+      const ConnectionConfig c = node_for(channel);
+      if (std::string key = node_key(c); key != w.node) {
+        w.node = std::move(key);
+        w.resync = true;
+      }
+      Subscriber& sub = subscriber(w.node, c);
+      if (!sub.ready()) {
+        again = true;  // subscribes once up, unless it is replaced first
+        continue;
+      }
+      if (!sub.pending(channel)) sub.subscribe(channel);
+    }
+    for (auto it = subs_.begin(); it != subs_.end();) {
+      const bool needed =
+          std::any_of(watches_.begin(), watches_.end(), [&](const auto& w) { return w.second.node == it->first; });
+      if (needed || it->second->ready()) {
+        ++it;
+        continue;
+      }
+      // Closed, not destroyed: its handlers may still be queued.
+      it->second->close();
+      retired_.push_back(std::move(it->second));
+      it = subs_.erase(it);
+    }
+    if (again) rehome_later();
+  }
+
+  void on_message(const std::string& channel, const std::string& payload) {
+    auto it = watches_.find(channel);
+    if (it == watches_.end()) return;
+    // A copy of the name: the handlers may unwatch.
+    std::string name = it->second.name;
+    // A hand-over, "h:<fence>:<lease ms>:<owner>/<grant>": its recipient
+    // holds the lock now (the other waiters sleep on: it is held again,
+    // for up to that lease unless renewed).
+    if (payload.starts_with("h:") && events_.handed) {
+      const auto colon = payload.find(':', 2);
+      const auto colon2 = colon == std::string::npos ? colon : payload.find(':', colon + 1);
+      detail::HandOver to;
+      to.name = name;
+      if (colon2 != std::string::npos &&
+          split_wire_owner(std::string_view(payload).substr(colon2 + 1), to.owner, to.grant)) {
+        to.fence = std::strtoull(payload.c_str() + 2, nullptr, 10);
+        to.lease = milliseconds(std::strtoll(payload.c_str() + colon + 1, nullptr, 10));
+        events_.handed(to);
+      }
+      return;  // held again: nobody else could take it
+    }
+    if (payload == "c") {  // a free lock granted: only observers care
+      if (events_.changed) events_.changed(name);
+      return;
+    }
+    if (events_.released) events_.released({std::move(name), 0});
   }
 
   boost::asio::io_context& io_;
@@ -927,11 +1001,14 @@ class RedisBackend final : public RedlockMaster {
   std::string prefix_;
   ReplicaWait wait_;
   detail::FenceScope fences_;
-  std::unique_ptr<Connection> sub_;
-  std::string sub_host_;  // where sub_ connects
-  std::uint16_t sub_port_ = 0;
-  std::vector<std::unique_ptr<Connection>> retired_;  // closed subscribers, kept until the backend goes
-  boost::asio::steady_timer resubscribe_timer_;       // cluster: the subscriber's node is replaced
+  // Subscribers by node ("host:port"): one in classic mode, one per master
+  // a watched name lives on when sharded.
+  std::map<std::string, std::unique_ptr<Subscriber>> subs_;
+  std::vector<std::unique_ptr<Subscriber>> retired_;  // closed subscribers, kept until the backend goes
+  boost::asio::steady_timer resubscribe_timer_;       // rehome_later
+  static constexpr milliseconds kRehomeGap{250};
+  bool rehome_armed_ = false;
+  bool sharded_ = false;  // SSUBSCRIBE/SPUBLISH (a cluster that knows them); set in start()
   bool closed_ = false;
   std::map<std::string, Watch> watches_;  // by channel
   // Blocking connections of the fast path, per node address ("" for the
@@ -941,12 +1018,6 @@ class RedisBackend final : public RedlockMaster {
   std::mutex pool_mu_;
   std::map<std::string, std::vector<std::unique_ptr<SyncConnection>>> pools_;
   std::atomic<std::uint64_t> sync_sent_{0};
-  struct Sent {
-    bool subscribe;
-    std::string channel;
-  };
-  std::deque<Sent> sent_;           // (UN)SUBSCRIBEs awaiting their push, oldest first
-  std::optional<Status> sub_down_;  // why the subscription connection is not up
   detail::BackendEvents events_;
 };
 

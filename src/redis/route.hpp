@@ -49,11 +49,12 @@ class Route {
   // of them, as it is (SCAN, PUBSUB: what a node answers for itself).
   virtual std::vector<std::string> masters() const = 0;
   virtual void exec_at(const std::string& master, std::vector<std::string> commands, ReplyHandler handler) = 0;
-  // Where the release notifications are subscribed: the server, or in a
-  // cluster the master of slot 0, the same node for every client (a
-  // script's PUBLISH reaches every node; PUBSUB NUMSUB counts one node's).
-  virtual ConnectionConfig subscriber_config() const = 0;
-  // The slot whose master subscriber_config() names (exec there to reach it).
+  // Where release notifications for `slot`'s keys are subscribed: the
+  // server, or in a cluster the slot's master (a seed while the map is not
+  // known). Classic pub/sub in a cluster subscribes at kSubscriberSlot's
+  // master, the same node for every client (a script's PUBLISH reaches
+  // every node; PUBSUB NUMSUB counts one node's); sharded at the slot's.
+  virtual ConnectionConfig subscriber_config(int slot) const = 0;
   static constexpr int kSubscriberSlot = 0;
   // Re-learns the topology soon (a node's connection failed).
   virtual void refresh() = 0;

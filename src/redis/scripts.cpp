@@ -2,6 +2,9 @@
 
 #include <openssl/sha.h>
 
+#include <map>
+#include <memory>
+#include <mutex>
 #include <string>
 
 #include "redis/line_scripts.hpp"
@@ -18,6 +21,26 @@ std::string script_sha1(std::string_view body) {
     out += kHex[b & 0xF];
   }
   return out;
+}
+
+const Script& with_sharded_publish(const Script& s) {
+  struct Variant {
+    std::string body;
+    Script script;
+  };
+  static std::mutex mu;
+  static std::map<const Script*, std::unique_ptr<Variant>> variants;  // never freed: as the originals
+  std::lock_guard lk(mu);
+  auto& v = variants[&s];
+  if (!v) {
+    v = std::make_unique<Variant>();
+    v->body = std::string(s.body);
+    static constexpr std::string_view kFrom = "redis.call, 'publish'", kTo = "redis.call, 'spublish'";
+    for (auto at = v->body.find(kFrom); at != std::string::npos; at = v->body.find(kFrom, at + kTo.size()))
+      v->body.replace(at, kFrom.size(), kTo);
+    v->script = Script{v->body, script_sha1(v->body)};
+  }
+  return v->script;
 }
 
 namespace {

@@ -15,6 +15,11 @@ struct Script {
 // SHA1 of a script body, hex.
 std::string script_sha1(std::string_view body);
 
+// `s` with every PUBLISH a SPUBLISH (sharded pub/sub, Redis 7): for a
+// cluster whose waiters SSUBSCRIBE at their slot's master. The channel
+// shares the lock's hash tag, so it is in the script's slot. Any thread.
+const Script& with_sharded_publish(const Script& s);
+
 // KEYS: lock, fence counter, tombstone, line (line_scripts.hpp). ARGV:
 // owner, lease ms, depth the caller holds, attempt number (0: none; see
 // AcquireCall::round), wake channel. A free lock beside a live line is busy

@@ -95,7 +95,7 @@ class SentinelRoute final : public Route {
   void exec_at(const std::string&, std::vector<std::string> commands, ReplyHandler handler) override {
     exec(-1, std::move(commands), std::move(handler), milliseconds(0));
   }
-  ConnectionConfig subscriber_config() const override { return current_; }
+  ConnectionConfig subscriber_config(int) const override { return current_; }
   void refresh() override { discover(); }
   std::optional<ClusterNode> blocking_target(int) const override {
     std::lock_guard lk(target_mu_);

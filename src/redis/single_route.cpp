@@ -26,7 +26,7 @@ class SingleRoute final : public Route {
   void exec_at(const std::string&, std::vector<std::string> commands, ReplyHandler handler) override {
     exec(-1, std::move(commands), std::move(handler), milliseconds(0));
   }
-  ConnectionConfig subscriber_config() const override { return config_; }
+  ConnectionConfig subscriber_config(int) const override { return config_; }
   void refresh() override {}
   std::optional<ClusterNode> blocking_target(int) const override {
     return ClusterNode{config_.endpoint.host, config_.endpoint.port};

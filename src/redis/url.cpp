@@ -15,7 +15,7 @@ Status bad(std::string what) { return {Errc::invalid_argument, "bad Redis URL: "
 // Listed in the redis:// "unknown parameter" message; not offered by Redlock.
 constexpr std::string_view kWaitParamsListed = ", wait_replicas, wait_timeout_ms";
 // Listed for the URLs whose servers announce other nodes.
-constexpr std::string_view kNatParamListed = ", nat";
+constexpr std::string_view kNatParamListed = ", nat, pubsub";
 
 std::string lower(std::string s) {
   std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
@@ -112,6 +112,12 @@ Status parse_nat(const std::string& value, RedisEndpoint& ep) {
 // One "key=value" of the query string.
 Status parse_param(std::string_view key, std::string value, RedisEndpoint& ep) {
   if (key == "nat") return parse_nat(value, ep);
+  if (key == "pubsub") {
+    if (value != "auto" && value != "classic" && value != "sharded")
+      return bad("pubsub must be auto, classic or sharded (got '" + value + "')");
+    ep.pubsub = std::move(value);
+    return {};
+  }
   if (key == "wait_replicas") {
     int n = 0;
     if (!parse_int(value, n) || n < 0)
@@ -200,6 +206,8 @@ Result<RedisEndpoint> parse_one(std::string_view url, bool topology) {
     return bad(
         "parameter 'nat' applies to redis-cluster:// and redis-sentinel:// (servers that announce other "
         "nodes), not to one server");
+  if (!topology && !ep.pubsub.empty())
+    return bad("parameter 'pubsub' applies to redis-cluster:// (sharded pub/sub is per slot), not to one server");
   return ep;
 }
 
@@ -380,6 +388,8 @@ Result<SentinelSpec> parse_sentinel_url(std::string_view url) {
   rebuilt += query;
   auto nodes = parse_node_list(rebuilt, "redis-sentinel://", "redis-sentinel+tls://", "Redis Sentinel", true);
   if (!nodes.ok()) return nodes.status();
+  if (!nodes->front().pubsub.empty())
+    return fail("parameter 'pubsub' applies to redis-cluster:// (sharded pub/sub is per slot), not to Sentinel");
   SentinelSpec spec;
   spec.master_name = std::move(master);
   spec.master = nodes->front();  // credentials, db, TLS files, WAIT: the master's

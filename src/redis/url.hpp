@@ -35,6 +35,11 @@ struct RedisEndpoint {
   // instead. Keyed by the announced "host:port" ("[v6]:port"), host in
   // lower case; TLS verifies the host dialled.
   std::map<std::string, std::pair<std::string, std::uint16_t>> nat;
+  // redis-cluster:// only, from ?pubsub=auto|classic|sharded: how waiters
+  // hear releases. Sharded (SSUBSCRIBE on the slot's master, Redis 7) keeps
+  // each release's message on its shard; classic PUBLISH reaches every
+  // node. auto (unset): sharded where the cluster knows it.
+  std::string pubsub;
 
   // "rediss://host:port/db" with credentials left out: safe to log.
   std::string describe() const;

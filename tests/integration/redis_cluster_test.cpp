@@ -17,6 +17,20 @@ namespace {
 
 std::string lock_key(const std::string& name) { return "dlock:{" + name + "}"; }
 int slot_of(const std::string& name) { return redis::key_slot(lock_key(name)); }
+LockOptions lease_of(milliseconds lease) {
+  LockOptions o;
+  o.lease = lease;
+  return o;
+}
+std::string channel_of(const std::string& name) { return lock_key(name) + ":wake"; }
+
+// How many clients node `i` counts on `name`'s channel: `kind` NUMSUB
+// (classic) or SHARDNUMSUB.
+int subscribers(const RedisCluster& c, int i, const char* kind, const std::string& name) {
+  const std::string r = c.cli(i, {"PUBSUB", kind, channel_of(name)});
+  const auto nl = r.find('\n');
+  return nl == std::string::npos ? -1 : std::atoi(r.c_str() + nl + 1);
+}
 
 class RedisClusterTest : public ::testing::Test {
  protected:
@@ -34,11 +48,6 @@ class RedisClusterTest : public ::testing::Test {
       std::string n = base + std::to_string(i);
       if (cluster_->master_of_slot(slot_of(n)) == master) return n;
     }
-  }
-  static LockOptions lease_of(milliseconds lease) {
-    LockOptions o;
-    o.lease = lease;
-    return o;
   }
 
   static RedisCluster* cluster_;
@@ -171,9 +180,59 @@ TEST_F(RedisClusterTest, ReleaseWakesAWaiterOnAnotherClient) {
   }
 }
 
+// Sharded pub/sub (Redis 7): a waiter subscribes at its lock's own master
+// (SSUBSCRIBE), where the release's SPUBLISH stays; no node counts a
+// classic subscriber, and inspect counts the waiter. The holder's lease is
+// 30 s: a grant within the waiter's 10 s is the message's doing.
+TEST_F(RedisClusterTest, WaitersSubscribeAtTheirLocksOwnMaster) {
+  Client holder = connect();
+  Client waiter = connect();
+  for (int m = 0; m < 3; ++m) {
+    const std::string name = name_on(m, "shard" + std::to_string(m) + "-");
+    auto lease = holder.try_acquire(name, lease_of(30s));
+    ASSERT_TRUE(lease.ok()) << lease.status().to_string();
+    auto got = std::async(std::launch::async, [&] { return waiter.acquire(name, 10s, lease_of(30s)); });
+    EXPECT_TRUE(eventually([&] { return subscribers(*cluster_, m, "SHARDNUMSUB", name) == 1; }, 5s))
+        << "master " << m << " never counted the waiter";
+    for (int other = 0; other < 3; ++other) {
+      EXPECT_EQ(subscribers(*cluster_, other, "NUMSUB", name), 0) << "a classic subscriber on master " << other;
+      if (other != m) {
+        EXPECT_EQ(subscribers(*cluster_, other, "SHARDNUMSUB", name), 0) << "master " << other;
+      }
+    }
+    auto seen = holder.inspect(name);
+    ASSERT_TRUE(seen.ok()) << seen.status().to_string();
+    EXPECT_EQ(seen->waiters, 1u);
+    ASSERT_TRUE(lease->release().ok());
+    auto r = got.get();
+    ASSERT_TRUE(r.ok()) << "master " << m << ": " << r.status().to_string();
+    EXPECT_TRUE(r->release().ok());
+  }
+}
+
+// ?pubsub=classic: every client subscribes at slot 0's master, where
+// PUBLISH, which reaches every node, finds it.
+TEST_F(RedisClusterTest, ClassicPubSubIsKeptWhenAsked) {
+  Client waiter = Client::connect(cluster_->url() + "?pubsub=classic", quiet(log));
+  Client classic_holder = Client::connect(cluster_->url() + "?pubsub=classic", quiet(log));
+  const int at = cluster_->master_of_slot(0);
+  const std::string name = name_on((at + 1) % 3, "classic-");
+  auto lease = classic_holder.try_acquire(name, lease_of(30s));
+  ASSERT_TRUE(lease.ok()) << lease.status().to_string();
+  auto got = std::async(std::launch::async, [&] { return waiter.acquire(name, 10s, lease_of(30s)); });
+  EXPECT_TRUE(eventually([&] { return subscribers(*cluster_, at, "NUMSUB", name) == 1; }, 5s));
+  EXPECT_EQ(subscribers(*cluster_, (at + 1) % 3, "SHARDNUMSUB", name), 0);
+  ASSERT_TRUE(lease->release().ok());
+  auto r = got.get();
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_TRUE(r->release().ok());
+}
+
 // A slot moves to another master while its lock is held and a waiter
 // waits: the holder's renewal and release follow MOVED, the fence counter
-// moves with the slot, and the waiter is woken.
+// moves with the slot, and the waiter is woken. The source node drops the
+// waiter's sharded subscription with the slot: it subscribes again at the
+// new master.
 TEST_F(RedisClusterTest, SlotMigratedWhileHeldAndAwaited) {
   Client holder = connect();
   Client waiter = connect();
@@ -189,6 +248,9 @@ TEST_F(RedisClusterTest, SlotMigratedWhileHeldAndAwaited) {
   cluster_->migrate_slot(slot, 1);
   EXPECT_EQ(cluster_->master_of_slot(slot), 1);
   std::this_thread::sleep_for(1500ms);  // renewals now land on the new master
+  EXPECT_TRUE(eventually([&] { return subscribers(*cluster_, 1, "SHARDNUMSUB", name) == 1; }, 5s))
+      << "the waiter did not subscribe again where the slot went";
+  EXPECT_EQ(subscribers(*cluster_, 0, "SHARDNUMSUB", name), 0);
   EXPECT_EQ(lost.load(), 0);
   EXPECT_TRUE(lease->held());
   EXPECT_EQ(cluster_->cli(1, {"EXISTS", lock_key(name)}), "1");
@@ -342,6 +404,28 @@ TEST(RedisClusterDown, UnavailableThenServedAgain) {
   cluster.node(5).start();
   auto got = later.get();
   EXPECT_TRUE(got.ok()) << got.status().to_string();
+}
+
+// A cluster that does not know sharded pub/sub (as Redis 6; here the
+// commands are renamed away): pubsub=auto falls back to classic pub/sub,
+// and waiters are still woken by the release, not by the 30 s lease;
+// pubsub=sharded is refused at connect, saying why.
+TEST(RedisClusterOlderServers, WithoutShardedPubSubWaitersUseClassicPubSub) {
+  LogSink log;
+  RedisCluster cluster(1, 0, {"--rename-command", "SSUBSCRIBE", "", "--rename-command", "SPUBLISH", ""});
+  auto forced = Client::try_connect(cluster.url() + "?pubsub=sharded", quiet(log));
+  ASSERT_FALSE(forced.ok());
+  EXPECT_EQ(forced.code(), Errc::invalid_argument);
+  EXPECT_NE(forced.status().message().find("Redis 7"), std::string::npos) << forced.status().message();
+  Client holder = Client::connect(cluster.url(), quiet(log));
+  Client waiter = Client::connect(cluster.url(), quiet(log));
+  auto lease = holder.try_acquire("old", lease_of(30s));
+  ASSERT_TRUE(lease.ok()) << lease.status().to_string();
+  auto got = std::async(std::launch::async, [&] { return waiter.acquire("old", 10s); });
+  EXPECT_TRUE(eventually([&] { return subscribers(cluster, 0, "NUMSUB", "old") == 1; }, 5s));
+  ASSERT_TRUE(lease->release().ok());
+  auto r = got.get();
+  EXPECT_TRUE(r.ok()) << r.status().to_string();
 }
 
 // The master that holds a lock is killed: its replica takes over (the grant

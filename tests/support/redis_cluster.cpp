@@ -3,20 +3,21 @@
 namespace dlock::test {
 namespace {
 
-RedisServerOptions cluster_options() {
+RedisServerOptions cluster_options(const std::vector<std::string>& extra_args) {
   RedisServerOptions o;
   o.cluster_bus = true;
   o.extra_args = tools::cluster_server_args();
+  o.extra_args.insert(o.extra_args.end(), extra_args.begin(), extra_args.end());
   return o;
 }
 
 }  // namespace
 
-RedisCluster::RedisCluster(int masters, int replicas_per_master) {
+RedisCluster::RedisCluster(int masters, int replicas_per_master, std::vector<std::string> extra_args) {
   const int total = masters * (1 + replicas_per_master);
   std::vector<tools::TopologyNode> ports;
   for (int i = 0; i < total; ++i) {
-    nodes_.push_back(std::make_unique<RedisServer>(cluster_options()));
+    nodes_.push_back(std::make_unique<RedisServer>(cluster_options(extra_args)));
     ports.push_back({static_cast<std::uint16_t>(nodes_.back()->port())});
   }
   tools::TopologyHooks hooks;

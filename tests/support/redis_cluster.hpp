@@ -28,7 +28,8 @@ class RedisCluster {
   // Starts the nodes, assigns the slots, joins them and waits until every
   // node reports cluster_state:ok and every replica is in sync. Throws
   // std::runtime_error (with log tails) if that does not happen in 30 s.
-  explicit RedisCluster(int masters = 3, int replicas_per_master = 1);
+  // `extra_args` go to every node's redis-server.
+  explicit RedisCluster(int masters = 3, int replicas_per_master = 1, std::vector<std::string> extra_args = {});
   ~RedisCluster();
   RedisCluster(const RedisCluster&) = delete;
   RedisCluster& operator=(const RedisCluster&) = delete;

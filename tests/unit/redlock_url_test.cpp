@@ -154,6 +154,21 @@ TEST(ClusterUrl, NatEntriesMapAnnouncedAddresses) {
   EXPECT_NE(plain.status().message().find("not to one server"), std::string::npos) << plain.status().message();
 }
 
+// ?pubsub=auto|classic|sharded: how a cluster's waiters hear releases.
+TEST(ClusterUrl, PubSubModeIsOneOfThreeAndAClustersAlone) {
+  EXPECT_TRUE(parse_cluster_url("redis-cluster://a:1").value()[0].pubsub.empty()) << "unset: auto";
+  for (const char* mode : {"auto", "classic", "sharded"})
+    EXPECT_EQ(parse_cluster_url(std::string("redis-cluster://a:1,b:2?pubsub=") + mode).value()[1].pubsub, mode);
+  auto bad = [](Status s, const char* part) {
+    EXPECT_EQ(s.code(), Errc::invalid_argument);
+    EXPECT_NE(s.message().find(part), std::string::npos) << s.message();
+  };
+  bad(parse_cluster_url("redis-cluster://a:1?pubsub=shard").status(), "auto, classic or sharded");
+  bad(parse_redis_url("redis://a:1?pubsub=sharded").status(), "applies to redis-cluster://");
+  bad(parse_sentinel_url("redis-sentinel://s1/m?pubsub=sharded").status(), "not to Sentinel");
+  bad(parse_redlock_url("redlock://a:1,b:2,c:3?pubsub=classic").status(), "applies to redis-cluster://");
+}
+
 TEST(SentinelUrl, SentinelsMasterNameAndTheMastersSettings) {
   auto spec = parse_sentinel_url("redis-sentinel://u:pw@s1,s2:26380,[::1]/mymaster/2?wait_replicas=1").value();
   EXPECT_EQ(spec.master_name, "mymaster");
