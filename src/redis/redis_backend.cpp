@@ -523,7 +523,7 @@ class RedisBackend final : public RedlockMaster {
       return;
     }
     w.ready.push_back(std::move(ready));
-    if (sub.ready() && !sub.pending(channel)) sub.subscribe(channel);
+    if (sub.ready() && !sub.subscribing(channel)) sub.subscribe(channel);
   }
 
   void unwatch(const detail::WatchKey& key) override {
@@ -878,7 +878,7 @@ class RedisBackend final : public RedlockMaster {
       // Resubscribe everything; releases published while we were away are
       // lost, so every waiter retries once.
       for (auto& [channel, w] : watches_)
-        if (w.node == key && !sub.pending(channel)) sub.subscribe(channel);
+        if (w.node == key && !sub.subscribing(channel)) sub.subscribe(channel);
       if (events_.resync) events_.resync();
       return;
     }
@@ -950,7 +950,7 @@ class RedisBackend final : public RedlockMaster {
         again = true;  // subscribes once up, unless it is replaced first
         continue;
       }
-      if (!sub.pending(channel)) sub.subscribe(channel);
+      if (!sub.subscribing(channel)) sub.subscribe(channel);
     }
     for (auto it = subs_.begin(); it != subs_.end();) {
       const bool needed =

@@ -40,6 +40,11 @@ bool Subscriber::pending(const std::string& channel) const {
   return std::any_of(sent_.begin(), sent_.end(), [&](const Sent& c) { return c.channel == channel; });
 }
 
+bool Subscriber::subscribing(const std::string& channel) const {
+  auto last = std::find_if(sent_.rbegin(), sent_.rend(), [&](const Sent& c) { return c.channel == channel; });
+  return last != sent_.rend() && last->subscribe;
+}
+
 void Subscriber::close() { conn_->close(); }
 
 // Pushes arrive in command order: each confirmation or error answers the

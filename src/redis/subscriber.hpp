@@ -41,8 +41,10 @@ class Subscriber {
 
   void subscribe(const std::string& channel);
   void unsubscribe(const std::string& channel);
-  // A (S)SUBSCRIBE or (S)UNSUBSCRIBE of `channel` not yet answered.
-  bool pending(const std::string& channel) const;
+  // True when the newest command sent for `channel` is a SUBSCRIBE not yet
+  // answered: another would add nothing. (Behind an UNSUBSCRIBE in flight,
+  // a new SUBSCRIBE is needed.)
+  bool subscribing(const std::string& channel) const;
   // Stops reconnecting; handlers already queued may still run, so a closed
   // subscriber is kept until the backend goes.
   void close();
@@ -59,6 +61,7 @@ class Subscriber {
     std::string channel;
   };
   void send(bool subscribe, const std::string& channel);
+  bool pending(const std::string& channel) const;  // any command for it unanswered
   void on_push(Reply&& r);
 
   bool sharded_;

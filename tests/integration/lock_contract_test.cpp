@@ -180,6 +180,34 @@ TEST_P(LockContract, AWaiterGetsTheLockWhenItIsReleased) {
   EXPECT_THAT(got, IsOk());
 }
 
+// Clients taking turns on one name, each waiting while another holds it:
+// every wait must end by a release. The leases (30 s watchdog) outlast the
+// waits (20 s), so a waiter that missed its wake-up fails rather than being
+// rescued by a lease. A waiter's subscription is dropped and made again
+// between turns, often while the last one's unsubscribe is in flight.
+TEST_P(LockContract, ClientsTakingTurnsAreEachWokenByARelease) {
+  constexpr int kClients = 4, kTurns = 50;
+  std::vector<Client> clients;
+  for (int i = 0; i < kClients; ++i) clients.push_back(env->client());
+  std::atomic<int> failures{0};
+  std::string first_failure;
+  std::mutex mu;
+  std::vector<std::thread> threads;
+  for (auto& c : clients)
+    threads.emplace_back([&, &c = c] {
+      for (int t = 0; t < kTurns; ++t) {
+        auto lease = c.acquire("turns", 20s);
+        Status s = lease.ok() ? lease->release() : lease.status();
+        if (!s.ok() && failures.fetch_add(1) == 0) {
+          std::lock_guard lk(mu);
+          first_failure = s.to_string();
+        }
+      }
+    });
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(failures.load(), 0) << first_failure;
+}
+
 // The holder and the waiter share one client (its fast path and its I/O
 // thread): the release must still wake the waiter.
 TEST_P(LockContract, AWaiterOfTheSameClientGetsTheLockWhenItIsReleased) {

@@ -8,9 +8,14 @@
 // a wait deadline already past). Asio hands out socket completions before
 // expired timers in one reactor pass, so the release reaches the waiter
 // before its own deadline timer does.
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
 #include <future>
 
+#include "backend.hpp"
 #include "integration/common.hpp"
+#include "redis/redis_backend.hpp"
 
 namespace dlock::test {
 namespace {
@@ -119,6 +124,52 @@ TEST(WakePath, WaitersSharingAnOwnerAreBothServedByOneRelease) {
   ASSERT_TRUE(rb.ok()) << rb.status().to_string();
   EXPECT_LT(ms_since(t0), 2000);
   EXPECT_EQ(std::max(ra->reentry_count(), rb->reentry_count()), 2u);
+}
+
+// The Redis backend alone, on a loop of the test's own: a name watched,
+// unwatched and watched again in one go, as a waiter that is granted and
+// waits again before its UNSUBSCRIBE is answered. The third call must send
+// a SUBSCRIBE of its own (one is not in flight: the newest is the
+// UNSUBSCRIBE), or its ready never comes and the waiter waits forever.
+TEST(WakePath, AWatchMadeAgainBehindItsUnsubscribeIsSubscribed) {
+  RedisServer server;
+  boost::asio::io_context io;
+  auto work = boost::asio::make_work_guard(io);
+  redis::ConnectionConfig config;
+  config.endpoint = detail::parse_redis_url(server.url()).value();
+  config.log = [](LogLevel, std::string_view) {};
+  auto backend = redis::make_redis_backend(io, config, "dlock:");
+  std::atomic<int> released{0};
+  detail::BackendEvents events;
+  events.released = [&](const detail::WatchKey& key) {
+    if (key.name == "x") ++released;
+  };
+  backend->set_events(std::move(events));
+  std::thread loop([&] { io.run(); });
+  auto on_loop = [&](std::function<void(std::function<void(Status)>)> call) {
+    auto p = std::make_shared<std::promise<Status>>();
+    auto f = p->get_future();
+    boost::asio::post(io, [call = std::move(call), p] { call([p](Status s) { p->set_value(std::move(s)); }); });
+    return f.wait_for(5s) == std::future_status::ready ? f.get() : Status(Errc::timeout, "no answer in 5 s");
+  };
+  ASSERT_TRUE(on_loop([&](auto done) { backend->start(std::move(done)); }).ok());
+  // The subscription connection up, so the calls below go out at once.
+  ASSERT_TRUE(on_loop([&](auto done) { backend->watch({"warm", 0}, std::move(done)); }).ok());
+  const Status again = on_loop([&](auto done) {
+    backend->watch({"x", 0}, [](Status) {});
+    backend->unwatch({"x", 0});
+    backend->watch({"x", 0}, std::move(done));
+  });
+  EXPECT_TRUE(again.ok()) << again.to_string();
+  EXPECT_TRUE(eventually([&] { return subscribers(server, "x") == 1; }, 2s));
+  SyncRedis(server.port()).cmd({"PUBLISH", "dlock:{x}:wake", "1"});
+  EXPECT_TRUE(eventually([&] { return released.load() == 1; }, 2s)) << "the release message was not heard";
+  (void)on_loop([&](auto done) {
+    backend->close();
+    done({});
+  });
+  work.reset();
+  loop.join();
 }
 
 }  // namespace
