@@ -133,6 +133,7 @@ void ClientCore::step(const std::shared_ptr<AcquireOp>& op, AcquireFsm::Action a
 }
 
 void ClientCore::wake_at(const std::shared_ptr<AcquireOp>& op, AcquireFsm::time_point until) {
+  until = std::min(until, std::exchange(op->wake_by, Clock::time_point::max()));
   op->timer.expires_at(until);
   op->timer.async_wait([this, op](const error_code& ec) {
     if (ec || closing_ || op->finished) return;
@@ -148,6 +149,7 @@ void ClientCore::start_watch(const std::shared_ptr<AcquireOp>& op, AcquireFsm::t
     op->in_waiters = true;
   }
   op->watching = true;
+  until = std::min(until, op->wake_by);
   if (until != AcquireFsm::time_point::max()) wake_at(op, until);
   backend_->watch({op->name, op->attempt}, [this, op](Status s) {
     if (closing_ || op->finished) return;
@@ -421,6 +423,7 @@ void ClientCore::on_release_published(const std::string& name, std::uint64_t att
 // meanwhile: its abandon removes the hold) is left alone. The name's other
 // waiters sleep on, but no longer than the grant's lease: a recipient that
 // died holds it until then, and nothing is published when that runs out.
+// One whose attempt is out waits no longer than that after its answer.
 void ClientCore::on_handed(const HandOver& to) {
   auto it = waiters_.find(to.name);
   if (it == waiters_.end()) return;
@@ -430,8 +433,12 @@ void ClientCore::on_handed(const HandOver& to) {
   if (to.lease.count() > 0) {
     const auto by = now() + to.lease;
     for (const auto& w : it->second) {
-      if (w == op || w->finished || w->fsm.attempting() || w->timer.expiry() <= by) continue;
-      wake_at(w, by);  // cancels the wait armed for later
+      if (w == op || w->finished) continue;
+      if (w->fsm.attempting()) {
+        w->wake_by = std::min(w->wake_by, by);  // its answer may predate the hand-over
+        continue;
+      }
+      if (w->timer.expiry() > by) wake_at(w, by);  // cancels the wait armed for later
     }
   }
   if (!op) return;

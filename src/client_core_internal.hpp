@@ -76,6 +76,10 @@ struct ClientCore::AcquireOp {
   // Send time of the newest attempt answered busy: a hand-over that arrives
   // after it was made after it, so the lease counts from there.
   Clock::time_point busy_sent_at{};
+  // A hand-over to another waiter arrived while this op's attempt was out:
+  // the wait after that attempt's answer (which may predate it) ends by
+  // then, the recipient's lease, as for the waiters that were not attempting.
+  Clock::time_point wake_by = Clock::time_point::max();
   // When the call began, and whether it may wait (wait > 0): a busy answer
   // then makes it a wait (ClientStats::waits_*, the wait-time histogram).
   Clock::time_point started{};

@@ -99,6 +99,29 @@ TEST_F(Lines, WaitersBehindADeadRecipientLookAgainByItsLease) {
   EXPECT_LT(took, 6s) << "the waiter slept on to its own heartbeat";
 }
 
+// As above, with the waiter's attempt out (its reply held) when the
+// hand-over to the dead recipient is published: that reply, a busy made
+// before the hand-over, must not send it to sleep past the recipient's
+// lease (it slept to its heartbeat, 10 s, while a waiter that was not
+// attempting looked again by the lease).
+TEST_F(Lines, AWaiterWhoseAttemptIsOutWhenTheHandOverComesLooksAgainByItsLease) {
+  Client a = client_of(server), b = client_of(server);
+  Lease held = a.acquire("ghost", 0ms, fair()).value();
+  server.queue_ghost("ghost", 1000ms);
+  server.hold_acquire_reply(server.acquires() + 2);  // b's attempt after its watch is confirmed
+  auto behind = std::async(std::launch::async, [&] { return b.acquire("ghost", 20s, fair()); });
+  ASSERT_TRUE(eventually([&] { return server.held_replies() == 1; }));
+  const auto released = std::chrono::steady_clock::now();
+  ASSERT_TRUE(held.release().ok());   // handed to the ghost, published
+  std::this_thread::sleep_for(20ms);  // the hand-over reaches b first
+  server.flush();                     // then b's stale busy answer
+  auto r = behind.get();
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  const auto took = std::chrono::steady_clock::now() - released;
+  EXPECT_GE(took, 700ms) << "the dead recipient held it for its lease";
+  EXPECT_LT(took, 5s) << "the waiter slept on to its own heartbeat";
+}
+
 TEST_F(Lines, AWaiterGivingUpAsTheHandOverArrivesLeavesNothingHeld) {
   Client a = client_of(server), b = client_of(server), c = client_of(server);
   for (int round = 0; round < 40; ++round) {
