@@ -23,23 +23,42 @@ std::string script_sha1(std::string_view body) {
   return out;
 }
 
+namespace {
+
+struct ShardedVariant {
+  std::string body;
+  Script script;
+};
+
+std::unique_ptr<ShardedVariant> sharded_variant_of(const Script& s) {
+  auto v = std::make_unique<ShardedVariant>();
+  v->body = std::string(s.body);
+  static constexpr std::string_view kFrom = "redis.call, 'publish'", kTo = "redis.call, 'spublish'";
+  for (auto at = v->body.find(kFrom); at != std::string::npos; at = v->body.find(kFrom, at + kTo.size()))
+    v->body.replace(at, kFrom.size(), kTo);
+  v->script = Script{v->body, script_sha1(v->body)};
+  return v;
+}
+
+}  // namespace
+
+// Every lock call passes here when sharded, from any thread: the backend's
+// scripts are made once, and read without a lock after.
 const Script& with_sharded_publish(const Script& s) {
-  struct Variant {
-    std::string body;
-    Script script;
-  };
+  using Table = std::map<const Script*, std::unique_ptr<ShardedVariant>>;
+  static const Table known = [] {
+    Table t;
+    for (const Script* x : {&acquire_script(), &release_script(), &renew_script(), &line_acquire_script(),
+                            &line_release_script(), &line_abandon_script(), &line_inspect_script()})
+      t.emplace(x, sharded_variant_of(*x));
+    return t;
+  }();
+  if (auto it = known.find(&s); it != known.end()) return it->second->script;
   static std::mutex mu;
-  static std::map<const Script*, std::unique_ptr<Variant>> variants;  // never freed: as the originals
+  static Table others;  // never freed: as the originals
   std::lock_guard lk(mu);
-  auto& v = variants[&s];
-  if (!v) {
-    v = std::make_unique<Variant>();
-    v->body = std::string(s.body);
-    static constexpr std::string_view kFrom = "redis.call, 'publish'", kTo = "redis.call, 'spublish'";
-    for (auto at = v->body.find(kFrom); at != std::string::npos; at = v->body.find(kFrom, at + kTo.size()))
-      v->body.replace(at, kFrom.size(), kTo);
-    v->script = Script{v->body, script_sha1(v->body)};
-  }
+  auto& v = others[&s];
+  if (!v) v = sharded_variant_of(s);
   return v->script;
 }
 
