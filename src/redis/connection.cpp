@@ -1,20 +1,16 @@
 #include "redis/connection.hpp"
 
 #include <fcntl.h>
-#include <openssl/err.h>
-#include <openssl/ssl.h>
-#include <openssl/x509v3.h>
 
 #include <algorithm>
 #include <boost/asio/connect.hpp>
-#include <boost/asio/ip/address.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/read.hpp>
-#include <boost/asio/ssl/host_name_verification.hpp>
 #include <boost/asio/write.hpp>
 
 #include "core/token.hpp"
 #include "redis/errors.hpp"
+#include "redis/tls.hpp"
 
 namespace dlock::redis {
 
@@ -55,28 +51,10 @@ void Connection::start(std::function<void(Status)> first) {
 Status Connection::tls_setup() {
   try {
     ssl_ctx_ = std::make_unique<ssl::context>(ssl::context::tls_client);
-    ssl_ctx_->set_options(ssl::context::default_workarounds | ssl::context::no_sslv2 | ssl::context::no_sslv3 |
-                          ssl::context::no_tlsv1 | ssl::context::no_tlsv1_1);
-    ssl_ctx_->set_verify_mode(ssl::verify_peer);
-    const auto& ep = config_.endpoint;
-    if (!ep.ca_file.empty()) {
-      error_code ec;
-      ssl_ctx_->load_verify_file(ep.ca_file, ec);
-      if (ec) return {Errc::invalid_argument, "cannot load CA file '" + ep.ca_file + "': " + describe(ec)};
-    } else {
-      ssl_ctx_->set_default_verify_paths();
-    }
-    if (!ep.cert_file.empty()) {
-      error_code ec;
-      ssl_ctx_->use_certificate_chain_file(ep.cert_file, ec);
-      if (ec) return {Errc::invalid_argument, "cannot load certificate '" + ep.cert_file + "': " + describe(ec)};
-      ssl_ctx_->use_private_key_file(ep.key_file, ssl::context::pem, ec);
-      if (ec) return {Errc::invalid_argument, "cannot load key '" + ep.key_file + "': " + describe(ec)};
-    }
   } catch (const std::exception& e) {
     return {Errc::tls_failed, std::string("TLS setup failed: ") + e.what()};
   }
-  return {};
+  return configure_client_tls(ssl_ctx_->native_handle(), config_.endpoint);
 }
 
 void Connection::connect_attempt() {
@@ -135,20 +113,17 @@ void Connection::on_connected() {
   Connection* self = this;  // lives until the loop drains (backend.hpp)
   tls_ = std::make_unique<ssl::stream<tcp::socket>>(std::move(*socket_), *ssl_ctx_);
   socket_.reset();
-  const std::string& host = config_.endpoint.host;
-  error_code addr_ec;
-  asio::ip::make_address(host, addr_ec);
-  if (addr_ec) SSL_set_tlsext_host_name(tls_->native_handle(), host.c_str());  // SNI only for names
-  tls_->set_verify_callback(ssl::host_name_verification(host));
+  if (Status s = expect_peer(tls_->native_handle(), config_.endpoint.host); !s.ok()) {
+    attempt_failed(std::move(s));
+    return;
+  }
   tls_handshaking_ = true;
   tls_->async_handshake(ssl::stream_base::client, [this, self, gen](const error_code& ec) {
     if (gen != generation_ || state_ == State::closed) return;
     tls_handshaking_ = false;
     if (ec) {
-      std::string why = describe(ec);
-      long verify = SSL_get_verify_result(tls_->native_handle());
-      if (verify != X509_V_OK) why += std::string(" (certificate: ") + X509_verify_cert_error_string(verify) + ")";
-      attempt_failed({Errc::tls_failed, "TLS handshake with " + config_.endpoint.describe() + " failed: " + why});
+      attempt_failed({Errc::tls_failed, "TLS handshake with " + config_.endpoint.describe() +
+                                            " failed: " + handshake_failure(tls_->native_handle(), describe(ec))});
       return;
     }
     send_handshake();

@@ -17,6 +17,7 @@
 #include "redis/scripts.hpp"
 #include "redis/subscriber.hpp"
 #include "redis/sync_connection.hpp"
+#include "redis/tls.hpp"
 
 namespace dlock::redis {
 namespace {
@@ -217,6 +218,7 @@ std::string eval_payload(std::string_view verb, std::string_view body_or_sha, co
 // (RedisBackend::send_now): it holds the pooled connection meanwhile.
 struct SentEval {
   ScriptCall sc;
+  bool waited = false;   // a WAIT follows the script in the same write
   std::string pool_key;  // the pool it goes back to
   std::unique_ptr<SyncConnection> conn;
   std::uint64_t before = 0;  // the connection's requests_sent() before the send
@@ -232,7 +234,13 @@ class RedisBackend final : public RedlockMaster {
         prefix_(std::move(prefix)),
         wait_(wait),
         fences_(route_->moves() ? detail::FenceScope::name : detail::FenceScope::prefix),
-        resubscribe_timer_(io) {}
+        resubscribe_timer_(io) {
+    // TLS on the fast path: one context for its connections, made as the
+    // I/O thread's are. Without it (a file that cannot be loaded) the I/O
+    // path reports why at connect.
+    if (config_.endpoint.tls)
+      if (auto ctx = make_client_tls_context(config_.endpoint); ctx.ok()) tls_ctx_ = std::move(ctx.value());
+  }
 
   ~RedisBackend() override { close(); }
 
@@ -321,17 +329,33 @@ class RedisBackend final : public RedlockMaster {
     release(*undo, [done = std::move(done)](Result<ReleaseOutcome> r) { done(r.status()); });
   }
 
-  // The blocking fast path: plain TCP, no WAIT mode (its extra round trip
-  // and undo stay on the I/O thread). In a cluster or behind Sentinel it
-  // goes to the node the route names now; a redirect hands the call to the
-  // I/O thread's path, which follows it (nothing ran).
+  // The blocking fast path, over TCP or TLS. In a cluster or behind
+  // Sentinel it goes to the node the route names now; a redirect hands the
+  // call to the I/O thread's path, which follows it (nothing ran). In WAIT
+  // mode the WAIT goes in the same write as the script, as on the I/O
+  // path, and a grant the replicas did not acknowledge is undone here.
   std::optional<Result<AcquireOutcome>> acquire_now(const AcquireCall& call) override {
     if (!sync_ok()) return std::nullopt;
     // A try leaves no place in the line behind it.
-    auto r = eval_now(acquire_request(prefix_, fences_, call, call.queued && call.keep_place), call.deadline);
+    ScriptCall sc = acquire_request(prefix_, fences_, call, call.queued && call.keep_place);
+    if (wait_.replicas == 0) {
+      auto r = eval_now(sc, call.deadline);
+      if (!r) return std::nullopt;
+      if (!r->ok()) return Result<AcquireOutcome>(r->status());
+      return parse_acquire(**r, call);
+    }
+    // A try waits for the WAIT too (its budget is the command timeout's).
+    auto by = call.deadline;
+    if (!call.keep_place) by = std::max(by, std::chrono::steady_clock::now() + config_.command_timeout + wait_.timeout);
+    Status replicated;
+    auto r = eval_now(sc, by, &replicated);
     if (!r) return std::nullopt;
     if (!r->ok()) return Result<AcquireOutcome>(r->status());
-    return parse_acquire(**r, call);
+    auto out = parse_acquire(**r, call);
+    if (!out.ok() || out->kind != AcquireOutcome::Kind::granted || replicated.ok()) return out;
+    auto undone = release_now(undo_of_grant(call));
+    if (!undone) return Result<AcquireOutcome>(unreplicated(replicated, Status(Errc::unavailable, "redirected")));
+    return Result<AcquireOutcome>(unreplicated(replicated, *undone));
   }
   std::optional<Result<ReleaseOutcome>> release_now(const ReleaseCall& call) override {
     if (!sync_ok()) return std::nullopt;
@@ -654,7 +678,7 @@ class RedisBackend final : public RedlockMaster {
   // The slot of a lock's keys (they share its tag); one server: -1.
   int slot_of(const std::string& key) const { return route_->cluster() ? key_slot(key) : -1; }
 
-  bool sync_ok() const { return !config_.endpoint.tls && wait_.replicas == 0; }
+  bool sync_ok() const { return !config_.endpoint.tls || tls_ctx_ != nullptr; }
 
   // The fast path's endpoint for a node: the backend's credentials and
   // settings, at the node's address (db 0 in a cluster, which has no other).
@@ -670,7 +694,7 @@ class RedisBackend final : public RedlockMaster {
   void open_blocking_within(milliseconds patience) override {
     if (!sync_ok() || route_->moves()) return;  // a moving topology's pools fill on first use
     auto c = SyncConnection::open(config_.endpoint, std::min(config_.connect_timeout, patience),
-                                  std::min(config_.command_timeout, patience));
+                                  std::min(config_.command_timeout, patience), tls_ctx_.get());
     if (!c.ok()) return;
     c.value()->set_command_timeout(config_.command_timeout);
     std::lock_guard lk(pool_mu_);
@@ -682,12 +706,15 @@ class RedisBackend final : public RedlockMaster {
   // dropped; the next call opens one. nullopt: no node is known, or the
   // node redirected the call (MOVED, ASK, TRYAGAIN, CLUSTERDOWN: nothing
   // ran), so the I/O path takes it.
+  // `replicated` (WAIT mode): a WAIT follows the script, and its verdict
+  // is set there.
   std::optional<Result<Reply>> eval_now(
-      const ScriptCall& sc, std::chrono::steady_clock::time_point by = std::chrono::steady_clock::time_point::max()) {
-    auto sent = send_now(sc, by);
+      const ScriptCall& sc, std::chrono::steady_clock::time_point by = std::chrono::steady_clock::time_point::max(),
+      Status* replicated = nullptr) {
+    auto sent = send_now(sc, by, false, replicated != nullptr);
     if (!sent) return std::nullopt;
     if (!sent->ok()) return Result<Reply>(sent->status());
-    return receive_now(*sent->value(), by);
+    return receive_now(*sent->value(), by, false, replicated);
   }
 
   // The two halves of eval_now: the request written (its connection held
@@ -695,7 +722,7 @@ class RedisBackend final : public RedlockMaster {
   // pooled_only: nullopt rather than a connection opened now.
   std::optional<Result<std::unique_ptr<SentEval>>> send_now(const ScriptCall& sc,
                                                             std::chrono::steady_clock::time_point by,
-                                                            bool pooled_only = false) {
+                                                            bool pooled_only = false, bool waited = false) {
     using Out = Result<std::unique_ptr<SentEval>>;
     const bool moves = route_->moves();
     std::optional<ClusterNode> node;
@@ -705,6 +732,7 @@ class RedisBackend final : public RedlockMaster {
     }
     auto sent = std::make_unique<SentEval>();
     sent->sc = sc;
+    sent->waited = waited;
     sent->sc.script = &published(*sc.script);
     // One server: one pool (""); else one per node address.
     if (moves) sent->pool_key = node->address();
@@ -730,7 +758,7 @@ class RedisBackend final : public RedlockMaster {
       if (by != steady_clock::time_point::max())
         patience =
             std::clamp(std::chrono::duration_cast<milliseconds>(by - steady_clock::now()), milliseconds(1), patience);
-      auto opened = SyncConnection::open(ep, config_.connect_timeout, patience);
+      auto opened = SyncConnection::open(ep, config_.connect_timeout, patience, tls_ctx_.get());
       if (!opened.ok()) {
         if (steady_clock::now() + milliseconds(5) >= by)  // cut short by the deadline, not refused
           return Out(Status(Errc::timeout, "no answer from " + ep.describe() + " within the call's deadline"));
@@ -749,8 +777,9 @@ class RedisBackend final : public RedlockMaster {
     const Script& script = *sent->sc.script;
     const bool whole = !sent->conn->sent_script(script.sha1);
     if (whole) sent->conn->note_script(script.sha1);
-    if (Status s = sent->conn->send(whole ? eval_payload("EVAL", script.body, sc.keys, sc.args)
-                                          : eval_payload("EVALSHA", script.sha1, sc.keys, sc.args));
+    if (Status s = sent->conn->send(with_wait(*sent, whole ? eval_payload("EVAL", script.body, sc.keys, sc.args)
+                                                           : eval_payload("EVALSHA", script.sha1, sc.keys, sc.args)),
+                                    sent->waited ? wait_.timeout : milliseconds(0));
         !s.ok()) {
       sync_sent_.fetch_add(sent->conn->requests_sent() - sent->before, std::memory_order_relaxed);
       return Out(s);
@@ -758,12 +787,18 @@ class RedisBackend final : public RedlockMaster {
     return Out(std::move(sent));
   }
   std::optional<Result<Reply>> receive_now(SentEval& sent, std::chrono::steady_clock::time_point by,
-                                           bool readable = false) {
+                                           bool readable = false, Status* replicated = nullptr) {
     std::vector<Reply> replies;
     SyncConnection& conn = *sent.conn;
-    Status s = conn.receive(1, replies, by, readable);
-    if (s.ok() && replies.front().is_error() && replies.front().str.starts_with("NOSCRIPT"))
-      s = conn.call(eval_payload("EVAL", sent.sc.script->body, sent.sc.keys, sent.sc.args), 1, replies, by);
+    const std::size_t n = sent.waited ? 2 : 1;
+    Status s = conn.receive(n, replies, by, readable);
+    if (s.ok() && replies.front().is_error() && replies.front().str.starts_with("NOSCRIPT")) {
+      // Nothing ran (a WAIT after it acknowledged nothing of ours).
+      s = conn.send(with_wait(sent, eval_payload("EVAL", sent.sc.script->body, sent.sc.keys, sent.sc.args)),
+                    sent.waited ? wait_.timeout : milliseconds(0));
+      if (s.ok()) s = conn.receive(n, replies, by);
+    }
+    if (s.ok() && sent.waited && replicated != nullptr) *replicated = replication_of(replies[1]);
     sync_sent_.fetch_add(conn.requests_sent() - sent.before, std::memory_order_relaxed);
     if (!conn.broken()) {
       std::lock_guard lk(pool_mu_);
@@ -802,18 +837,7 @@ class RedisBackend final : public RedlockMaster {
           if (!fallback && rs[0].is_error() && rs[0].str.starts_with("NOSCRIPT"))
             return eval_waited(original, keys, args, std::move(done), true);
           Result<Reply> out = rs[0].is_error() ? Result<Reply>(translate_error(rs[0].str)) : std::move(rs[0]);
-          const Reply& w = rs[1];
-          Status replicated;
-          if (w.is_error())
-            replicated = translate_error(w.str);
-          else if (w.type != Reply::Type::integer)
-            replicated = unexpected_reply("WAIT", w);
-          else if (w.integer < wait_.replicas)
-            replicated =
-                Status(Errc::unavailable, "not replicated to " + std::to_string(wait_.replicas) +
-                                              " replica(s): " + std::to_string(w.integer) + " acknowledged within " +
-                                              std::to_string(wait_.timeout.count()) + " ms");
-          done(std::move(out), std::move(replicated));
+          done(std::move(out), replication_of(rs[1]));
         },
         wait_.timeout + config_.command_timeout);
   }
@@ -823,16 +847,38 @@ class RedisBackend final : public RedlockMaster {
   // is not known, neither is the grant's: outcome_unknown, so the caller
   // cleans up after it (an unavailable attempt needs no cleanup).
   void undo_unreplicated(const AcquireCall& call, const Status& why, std::function<void(Result<AcquireOutcome>)> done) {
+    release(undo_of_grant(call),
+            [why, done = std::move(done)](Result<ReleaseOutcome> r) mutable { done(unreplicated(why, r)); });
+  }
+  static ReleaseCall undo_of_grant(const AcquireCall& call) {
     ReleaseCall undo{call.name, call.owner, call.held + 1, false};
     undo.grant = call.grant;
     undo.mode = call.mode;
-    release(undo, [why, done = std::move(done)](Result<ReleaseOutcome> r) mutable {
-      if (r.ok() && (r->kind == ReleaseOutcome::Kind::released || r->kind == ReleaseOutcome::Kind::not_held))
-        return done(Status(why.code(), "grant " + why.message() + "; it was released"));
-      done(Status(Errc::outcome_unknown,
+    return undo;
+  }
+  static Status unreplicated(const Status& why, const Result<ReleaseOutcome>& undone) {
+    if (undone.ok() &&
+        (undone->kind == ReleaseOutcome::Kind::released || undone->kind == ReleaseOutcome::Kind::not_held))
+      return Status(why.code(), "grant " + why.message() + "; it was released");
+    return Status(Errc::outcome_unknown,
                   "grant " + why.message() + "; releasing it failed too (" +
-                      (r.ok() ? std::string("not the owner's any more") : r.status().to_string()) + ")"));
-    });
+                      (undone.ok() ? std::string("not the owner's any more") : undone.status().to_string()) + ")");
+  }
+
+  // WAIT's verdict: enough replicas acknowledged within the timeout?
+  Status replication_of(const Reply& w) const {
+    if (w.is_error()) return translate_error(w.str);
+    if (w.type != Reply::Type::integer) return unexpected_reply("WAIT", w);
+    if (w.integer >= wait_.replicas) return {};
+    return Status(Errc::unavailable, "not replicated to " + std::to_string(wait_.replicas) +
+                                         " replica(s): " + std::to_string(w.integer) + " acknowledged within " +
+                                         std::to_string(wait_.timeout.count()) + " ms");
+  }
+  // A blocking request with its WAIT appended when it is a waited one.
+  std::string with_wait(const SentEval& sent, std::string payload) const {
+    if (sent.waited)
+      append_command(payload, {"WAIT", std::to_string(wait_.replicas), std::to_string(wait_.timeout.count())});
+    return payload;
   }
 
   // Watch callbacks never run inline (the caller may be iterating its own
@@ -1000,6 +1046,7 @@ class RedisBackend final : public RedlockMaster {
   ConnectionConfig config_;  // one server: its endpoint (the fast path's)
   std::string prefix_;
   ReplicaWait wait_;
+  std::shared_ptr<ssl_ctx_st> tls_ctx_;  // TLS: the fast path's connections
   detail::FenceScope fences_;
   // Subscribers by node ("host:port"): one in classic mode, one per master
   // a watched name lives on when sharded.

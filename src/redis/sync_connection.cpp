@@ -4,6 +4,9 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <openssl/bio.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -13,6 +16,7 @@
 #include <cstring>
 
 #include "redis/errors.hpp"
+#include "redis/tls.hpp"
 
 namespace dlock::redis {
 namespace {
@@ -85,18 +89,79 @@ SyncConnection::SyncConnection(int fd, std::string peer, milliseconds command_ti
 SyncConnection::~SyncConnection() { close_fd(); }
 
 void SyncConnection::close_fd() {
+  if (ssl_ != nullptr) SSL_free(ssl_);  // no close_notify: the socket closes at once
+  ssl_ = nullptr;
   if (fd_ >= 0) ::close(fd_);
   fd_ = -1;
 }
 
+bool SyncConnection::pending() const { return ssl_ != nullptr && SSL_pending(ssl_) > 0; }
+
+// Non-blocking, so `deadline` bounds the whole handshake, however many
+// round trips it takes.
+Status SyncConnection::tls_handshake(ssl_ctx_st* ctx, const std::string& host, Clock::time_point deadline) {
+  Status setup;
+  ssl_ = new_client_session(ctx, fd_, host, setup);
+  if (ssl_ == nullptr) return setup;
+  const int flags = ::fcntl(fd_, F_GETFL);
+  ::fcntl(fd_, F_SETFL, flags | O_NONBLOCK);
+  const std::string failed = "TLS handshake with " + peer_ + " ";
+  for (;;) {
+    ERR_clear_error();
+    const int rc = SSL_connect(ssl_);
+    if (rc == 1) break;
+    const int err = SSL_get_error(ssl_, rc);
+    if (err != SSL_ERROR_WANT_READ && err != SSL_ERROR_WANT_WRITE)
+      return {Errc::tls_failed, failed + "failed: " + handshake_failure(ssl_, session_error(ssl_, rc))};
+    const auto left = std::chrono::duration_cast<milliseconds>(deadline - Clock::now()).count();
+    pollfd p{fd_, static_cast<short>(err == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT), 0};
+    const int ready = left > 0 ? ::poll(&p, 1, static_cast<int>(left)) : 0;
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready <= 0)
+      // A plain-text server reads the ClientHello as an unfinished command
+      // and waits: say what is likely wrong rather than just "timed out".
+      return {Errc::tls_failed, failed + "did not complete in time (is the server's port TLS?)"};
+  }
+  ::fcntl(fd_, F_SETFL, flags & ~O_NONBLOCK);
+  return {};
+}
+
+long SyncConnection::write_some(const char* data, std::size_t n) {
+  if (ssl_ == nullptr) return ::send(fd_, data, n, MSG_NOSIGNAL);
+  ERR_clear_error();
+  errno = 0;
+  const int w = SSL_write(ssl_, data, static_cast<int>(std::min<std::size_t>(n, 1 << 30)));
+  if (w > 0) return w;
+  tls_error_ = session_error(ssl_, w);
+  if (errno == 0) errno = SSL_get_error(ssl_, w) == SSL_ERROR_WANT_WRITE ? EAGAIN : EPIPE;
+  return -1;
+}
+
+long SyncConnection::read_some(char* data, std::size_t n) {
+  if (ssl_ == nullptr) return ::recv(fd_, data, n, 0);
+  ERR_clear_error();
+  errno = 0;
+  const int r = SSL_read(ssl_, data, static_cast<int>(std::min<std::size_t>(n, 1 << 30)));
+  if (r > 0) return r;
+  const int err = SSL_get_error(ssl_, r);
+  if (err == SSL_ERROR_ZERO_RETURN || (err == SSL_ERROR_SYSCALL && errno == 0 && ERR_peek_error() == 0)) return 0;
+  tls_error_ = session_error(ssl_, r);
+  if (errno == 0) errno = err == SSL_ERROR_WANT_READ ? EAGAIN : EPROTO;
+  return -1;
+}
+
 Result<std::unique_ptr<SyncConnection>> SyncConnection::open(const detail::RedisEndpoint& ep,
-                                                             milliseconds connect_timeout,
-                                                             milliseconds command_timeout) {
+                                                             milliseconds connect_timeout, milliseconds command_timeout,
+                                                             ssl_ctx_st* tls) {
+  if (ep.tls && tls == nullptr) return Status(Errc::tls_failed, "no TLS context for " + ep.describe());
+  const auto deadline = Clock::now() + connect_timeout;
   std::string why;
   const int fd = connect_fd(ep, connect_timeout, why);
   if (fd < 0) return unavailable(ep.describe(), why);
   set_timeouts(fd, connect_timeout);
   std::unique_ptr<SyncConnection> c(new SyncConnection(fd, ep.describe(), command_timeout, connect_timeout));
+  if (ep.tls)
+    if (Status s = c->tls_handshake(tls, ep.host, deadline); !s.ok()) return s;
   std::string hs;
   std::size_t n = 0;
   if (!ep.password.empty()) {
@@ -153,18 +218,23 @@ void SyncConnection::note_script(const std::string& sha1) {
   if (!sent_script(sha1)) scripts_.push_back(sha1);
 }
 
-Status SyncConnection::send(const std::string& payload) {
+Status SyncConnection::send(const std::string& payload, milliseconds extra) {
   if (fd_ < 0) return unavailable(peer_, "closed");
   last_used_ = sent_at_ = Clock::now();
+  extra_ = extra;
+  // TLS: whether any byte of a record reached the socket (a record cut
+  // short leaves the request in doubt).
+  const auto wire_before = ssl_ != nullptr ? BIO_number_written(SSL_get_wbio(ssl_)) : 0;
   std::size_t off = 0;
   while (off < payload.size()) {
-    const ssize_t w = ::send(fd_, payload.data() + off, payload.size() - off, MSG_NOSIGNAL);
+    const long w = write_some(payload.data() + off, payload.size() - off);
     if (w < 0 && errno == EINTR) continue;
     if (w <= 0) {
-      const int e = errno;
+      const std::string e = ssl_ != nullptr ? tls_error_ : std::strerror(errno);
+      const bool none = off == 0 && (ssl_ == nullptr || BIO_number_written(SSL_get_wbio(ssl_)) == wire_before);
       close_fd();
-      if (off == 0) return unavailable(peer_, std::string("write failed: ") + std::strerror(e));
-      return {Errc::outcome_unknown, "connection to " + peer_ + " failed while sending: " + std::strerror(e)};
+      if (none) return unavailable(peer_, "write failed: " + e);
+      return {Errc::outcome_unknown, "connection to " + peer_ + " failed while sending: " + e};
     }
     off += static_cast<std::size_t>(w);
   }
@@ -185,10 +255,13 @@ Status SyncConnection::receive(std::size_t n, std::vector<Reply>& out, Clock::ti
   // kept exactly, by poll.
   // (The caller counted its deadline from just before the send: a
   // millisecond's slack.)
-  const bool plain_recv = readable || (by >= sent_at_ + command_timeout_ - std::chrono::milliseconds(1) &&
-                                       socket_timeout_ <= command_timeout_ + std::chrono::milliseconds(1) &&
-                                       Clock::now() - sent_at_ < std::chrono::milliseconds(1));
-  return receive_until(n, out, std::min(sent_at_ + command_timeout_, by), plain_recv);
+  // A command the server may hold (WAIT) polls: its allowance is longer.
+  const auto budget = command_timeout_ + extra_;
+  const bool plain_recv = readable || pending() ||
+                          (extra_.count() == 0 && by >= sent_at_ + command_timeout_ - std::chrono::milliseconds(1) &&
+                           socket_timeout_ <= command_timeout_ + std::chrono::milliseconds(1) &&
+                           Clock::now() - sent_at_ < std::chrono::milliseconds(1));
+  return receive_until(n, out, std::min(sent_at_ + budget, by), plain_recv);
 }
 
 Status SyncConnection::receive_until(std::size_t n, std::vector<Reply>& out, Clock::time_point deadline,
@@ -209,7 +282,7 @@ Status SyncConnection::receive_until(std::size_t n, std::vector<Reply>& out, Clo
     const auto now = Clock::now();
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count();
     pollfd p{fd_, POLLIN, 0};
-    if (plain_recv) {
+    if (plain_recv || pending()) {
       plain_recv = false;  // later waits (a reply in pieces) poll
     } else {
       const int ready = ::poll(&p, 1, static_cast<int>(std::clamp<long long>(left, 0, 1 << 30)));
@@ -219,7 +292,7 @@ Status SyncConnection::receive_until(std::size_t n, std::vector<Reply>& out, Clo
         return {Errc::outcome_unknown, "no reply from " + peer_ + " within the call's deadline"};
       }
     }
-    const ssize_t r = ::recv(fd_, buf_.data(), buf_.size(), 0);
+    const long r = read_some(buf_.data(), buf_.size());
     if (r < 0 && errno == EINTR) continue;
     if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) && Clock::now() < deadline) continue;
     if (r <= 0) {
@@ -228,8 +301,8 @@ Status SyncConnection::receive_until(std::size_t n, std::vector<Reply>& out, Clo
       return {Errc::outcome_unknown,
               r == 0 ? "connection to " + peer_ + " closed after the command was sent"
               : (e == EAGAIN || e == EWOULDBLOCK)
-                  ? "no reply from " + peer_ + " within " + std::to_string(command_timeout_.count()) + " ms"
-                  : "connection to " + peer_ + " failed: " + std::strerror(e)};
+                  ? "no reply from " + peer_ + " within " + std::to_string((command_timeout_ + extra_).count()) + " ms"
+                  : "connection to " + peer_ + " failed: " + (ssl_ != nullptr ? tls_error_ : std::strerror(e))};
     }
     reader_.feed(buf_.data(), static_cast<std::size_t>(r));
   }

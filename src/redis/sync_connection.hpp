@@ -2,9 +2,10 @@
 // of blocking calls: one write and one read per command, as a minimal
 // hiredis loop does, with no hand-off to the client's I/O thread.
 //
-// Plain TCP only (TLS clients take the asynchronous path). The socket is
-// close-on-exec. Timeouts come from SO_RCVTIMEO/SO_SNDTIMEO plus a deadline
-// checked between reads.
+// TCP or TLS (OpenSSL over the same blocking socket, verified as the I/O
+// thread's connections are: redis/tls.hpp). The socket is close-on-exec.
+// Timeouts come from SO_RCVTIMEO/SO_SNDTIMEO plus a deadline checked
+// between reads.
 //
 // Failure semantics, as Connection's: nothing written = unavailable; written
 // without a whole reply = outcome_unknown. After any failure the connection
@@ -24,15 +25,21 @@
 #include "redis/resp.hpp"
 #include "redis/url.hpp"
 
+struct ssl_ctx_st;  // OpenSSL's SSL_CTX
+struct ssl_st;      // OpenSSL's SSL
+
 namespace dlock::redis {
 
 class SyncConnection {
  public:
   using Clock = std::chrono::steady_clock;
 
-  // Connects and runs AUTH/SELECT/PING. Errors as Connection's handshake.
+  // Connects (with a TLS handshake when endpoint.tls, in `tls`, which
+  // must then be given and outlive the connection) and runs
+  // AUTH/SELECT/PING. Errors as Connection's handshake.
   static Result<std::unique_ptr<SyncConnection>> open(const detail::RedisEndpoint& endpoint,
-                                                      milliseconds connect_timeout, milliseconds command_timeout);
+                                                      milliseconds connect_timeout, milliseconds command_timeout,
+                                                      ssl_ctx_st* tls = nullptr);
   ~SyncConnection();
   SyncConnection(const SyncConnection&) = delete;
   SyncConnection& operator=(const SyncConnection&) = delete;
@@ -49,10 +56,15 @@ class SyncConnection {
   // send (a reply already there is taken even when `by` has passed);
   // `readable`: the caller's poll saw the socket readable, so the first
   // read needs no poll of its own.
-  Status send(const std::string& payload);
+  // `extra`: how much longer than the command timeout the server may take
+  // to answer (a WAIT blocks that long).
+  Status send(const std::string& payload, milliseconds extra = milliseconds(0));
   Status receive(std::size_t n, std::vector<Reply>& out, Clock::time_point by, bool readable = false);
   bool broken() const { return fd_ < 0; }
-  int fd() const { return fd_; }  // to poll several at once; -1 when broken
+  // To poll several at once; -1 when broken. A TLS connection may hold a
+  // reply already read from it (pending()): no poll then.
+  int fd() const { return fd_; }
+  bool pending() const;
   // Whether the connection has been idle for `idle` and its server has
   // closed it meanwhile (a restart, a kill, an idle timeout): a command sent
   // there would be in doubt for nothing. One poll, without waiting.
@@ -68,11 +80,18 @@ class SyncConnection {
  private:
   SyncConnection(int fd, std::string peer, milliseconds command_timeout, milliseconds socket_timeout);
   void close_fd();
+  Status tls_handshake(ssl_ctx_st* ctx, const std::string& host, Clock::time_point deadline);
+  // One send()/recv(), or SSL_write()/SSL_read(): bytes moved, 0 at the
+  // peer's end, -1 with errno set (EAGAIN: the socket's timeout).
+  long write_some(const char* data, std::size_t n);
+  long read_some(char* data, std::size_t n);
   // plain_recv: the first wait is a recv() (bounded by the socket's
   // timeout, or readable already), not a poll.
   Status receive_until(std::size_t n, std::vector<Reply>& out, Clock::time_point deadline, bool plain_recv);
   int fd_;
-  std::string peer_;  // for messages: redis://host:port
+  ssl_st* ssl_ = nullptr;  // TLS only
+  std::string tls_error_;  // why the last TLS read or write failed
+  std::string peer_;       // for messages: redis://host:port
   milliseconds command_timeout_;
   milliseconds socket_timeout_;  // the socket's SO_RCVTIMEO/SO_SNDTIMEO
   ReplyReader reader_;
@@ -81,6 +100,7 @@ class SyncConnection {
   std::vector<std::string> scripts_;  // sent whole here (a handful)
   Clock::time_point last_used_ = Clock::now();
   Clock::time_point sent_at_ = Clock::now();  // the last send's start
+  milliseconds extra_{0};                     // the last send's allowance
 };
 
 }  // namespace dlock::redis

@@ -58,7 +58,7 @@ class RedlockBackend final : public detail::Backend {
         up_(configs.size(), false) {
     for (std::size_t i = 0; i < configs.size(); ++i) {
       names_.push_back(configs[i].endpoint.describe());
-      fast_ = fast_ && !configs[i].endpoint.tls && configs.size() <= 64;
+      fast_ = fast_ && configs.size() <= 64;
       nodes_.push_back(redis::make_redlock_master(io, std::move(configs[i]), prefix));
       detail::BackendEvents events;
       events.released = [this, i](const detail::WatchKey& key) { on_node_wake(i, key.name); };

@@ -27,6 +27,94 @@ TEST(Tls, MutualTlsWithAClientCertificate) {
   EXPECT_TRUE(client.try_acquire("t2").ok());
 }
 
+// Blocking calls over TLS take the fast path: on the caller's thread, on a
+// connection of its own (with a client certificate where the server asks).
+TEST(Tls, BlockingCallsRunOnTheCallersThread) {
+  for (const bool client_auth : {false, true}) {
+    RedisServerOptions o;
+    o.tls = true;
+    o.tls_client_auth = client_auth;
+    RedisServer server(o);
+    LogSink log;
+    auto client = Client::connect(server.url(), quiet(log));
+    EXPECT_TRUE(returns_beside_a_blocked_io_thread(client,
+                                                   [&] {
+                                                     auto lease = client.try_acquire("t-fast");
+                                                     ASSERT_TRUE(lease.ok()) << lease.status().to_string();
+                                                     EXPECT_EQ(server.cli({"EXISTS", "dlock:{t-fast}"}), "1");
+                                                     EXPECT_TRUE(lease->release().ok());
+                                                   }))
+        << "client certificate: " << client_auth;
+    EXPECT_EQ(server.cli({"EXISTS", "dlock:{t-fast}"}), "0");
+  }
+}
+
+// A server whose certificate stops naming the address it is dialled at is
+// refused by every new connection, the fast path's and the I/O thread's:
+// no lock command reaches it.
+TEST(Tls, ACertificateThatNoLongerNamesTheHostIsRefusedOnBothPaths) {
+  RedisServerOptions o;
+  o.tls = true;
+  RedisServer server(o);
+  LogSink log;
+  auto client = Client::connect(server.url(), quiet(log));
+  auto warm = client.try_acquire("t-warm");  // a fast-path connection, pooled
+  ASSERT_TRUE(warm.ok()) << warm.status().to_string();
+  ASSERT_TRUE(warm->release().ok());
+  make_leaf(server.dir(), "elsewhere", "elsewhere.example",
+            "basicConstraints=CA:FALSE\n"
+            "keyUsage=critical,digitalSignature\n"
+            "extendedKeyUsage=serverAuth\n"
+            "subjectAltName=DNS:elsewhere.example\n");
+  ASSERT_EQ(server.cli({"CONFIG", "SET", "tls-cert-file", server.dir() + "/elsewhere.crt", "tls-key-file",
+                        server.dir() + "/elsewhere.key"}),
+            "OK");
+  server.cli({"CLIENT", "KILL", "TYPE", "normal"});
+  std::this_thread::sleep_for(1100ms);  // the pooled connection is checked before use after 1 s idle
+  auto r = client.try_acquire("t-host");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.code(), Errc::tls_failed) << r.status().to_string();
+  EXPECT_NE(r.status().message().find("certificate"), std::string::npos) << r.status().message();
+  std::promise<Result<Lease>> io_path;
+  client.async_acquire("t-host", 0ms, {}, [&](Result<Lease> got) { io_path.set_value(std::move(got)); });
+  EXPECT_FALSE(io_path.get_future().get().ok());
+  EXPECT_EQ(server.cli({"EXISTS", "dlock:{t-host}"}), "0");
+  auto fresh = Client::try_connect(server.url(), quiet(log));
+  ASSERT_FALSE(fresh.ok());
+  EXPECT_EQ(fresh.code(), Errc::tls_failed) << fresh.status().to_string();
+}
+
+// Redlock over TLS: a blocking round writes to every master on the
+// caller's thread, each on its own TLS connection, before it reads any.
+TEST(Tls, RedlockRoundsRunOnTheCallersThread) {
+  RedisServerOptions o;
+  o.tls = true;
+  std::vector<std::unique_ptr<RedisServer>> servers;
+  std::string url = "redlock+tls://", bundle;
+  for (int i = 0; i < 3; ++i) {
+    servers.push_back(std::make_unique<RedisServer>(o));
+    url += (i ? "," : "") + servers.back()->host_port();
+    std::ifstream ca(servers.back()->ca_file());
+    bundle += std::string(std::istreambuf_iterator<char>(ca), {});
+  }
+  const std::string cas = servers.front()->dir() + "/all-cas.crt";
+  std::ofstream(cas) << bundle;
+  LogSink log;
+  auto client = Client::connect(url + "?cacert=" + cas, quiet(log));
+  auto holding = [&] {
+    int n = 0;
+    for (auto& s : servers) n += s->cli({"EXISTS", "dlock:{t-redlock}"}) == "1";
+    return n;
+  };
+  EXPECT_TRUE(returns_beside_a_blocked_io_thread(client, [&] {
+    auto lease = client.try_acquire("t-redlock");
+    ASSERT_TRUE(lease.ok()) << lease.status().to_string();
+    EXPECT_EQ(holding(), 3);
+    EXPECT_TRUE(lease->release().ok());
+    EXPECT_EQ(holding(), 0) << "released on every master before release() returned";
+  }));
+}
+
 TEST(Tls, AServerSignedByAnotherCaIsRejected) {
   RedisServerOptions o;
   o.tls = true;
