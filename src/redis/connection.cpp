@@ -10,6 +10,7 @@
 
 #include "core/token.hpp"
 #include "redis/errors.hpp"
+#include "redis/handshake.hpp"
 #include "redis/tls.hpp"
 
 namespace dlock::redis {
@@ -130,38 +131,14 @@ void Connection::on_connected() {
   });
 }
 
-// AUTH, SELECT and a PING, pipelined. The PING makes a server that requires a
-// password fail the handshake (NOAUTH) instead of the first lock call.
+// AUTH, SELECT and a PING, pipelined (redis/handshake.hpp).
 void Connection::send_handshake() {
   state_ = State::handshaking;
-  const auto& ep = config_.endpoint;
   Request hs;
-  if (!ep.password.empty()) {
-    if (ep.username.empty())
-      append_command(hs.payload, {"AUTH", ep.password});
-    else
-      append_command(hs.payload, {"AUTH", ep.username, ep.password});
-    ++hs.expected;
-  }
-  if (ep.db != 0) {
-    std::string db = std::to_string(ep.db);
-    append_command(hs.payload, {"SELECT", db});
-    ++hs.expected;
-  }
-  append_command(hs.payload, {"PING"});
-  ++hs.expected;
+  hs.expected = append_handshake(hs.payload, config_.endpoint);
   hs.deadline = Clock::now() + config_.connect_timeout;
   hs.handler = [this](Status s, std::vector<Reply>&& replies) {
-    if (s.ok()) {
-      for (const Reply& r : replies) {
-        if (r.is_error()) {
-          s = translate_error(r.str);
-          if (s.code() == Errc::server_error && r.str.find("DB index") != std::string::npos)
-            s = Status(Errc::invalid_argument, "database " + std::to_string(config_.endpoint.db) + ": " + r.str);
-          break;
-        }
-      }
-    }
+    if (s.ok()) s = handshake_verdict(replies, config_.endpoint);
     if (!s.ok()) {
       attempt_failed(std::move(s));
       return;

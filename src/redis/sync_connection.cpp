@@ -16,6 +16,7 @@
 #include <cstring>
 
 #include "redis/errors.hpp"
+#include "redis/handshake.hpp"
 #include "redis/tls.hpp"
 
 namespace dlock::redis {
@@ -163,28 +164,13 @@ Result<std::unique_ptr<SyncConnection>> SyncConnection::open(const detail::Redis
   if (ep.tls)
     if (Status s = c->tls_handshake(tls, ep.host, deadline); !s.ok()) return s;
   std::string hs;
-  std::size_t n = 0;
-  if (!ep.password.empty()) {
-    if (ep.username.empty())
-      append_command(hs, {"AUTH", ep.password});
-    else
-      append_command(hs, {"AUTH", ep.username, ep.password});
-    ++n;
-  }
-  if (ep.db != 0) {
-    const std::string db = std::to_string(ep.db);
-    append_command(hs, {"SELECT", db});
-    ++n;
-  }
-  append_command(hs, {"PING"});
-  ++n;
+  const std::size_t n = append_handshake(hs, ep);
   std::vector<Reply> replies;
   if (Status s = c->call(hs, n, replies); !s.ok()) {
     // AUTH/SELECT/PING change nothing: a lost reply leaves nothing in doubt.
     return Status(Errc::unavailable, s.message());
   }
-  for (const Reply& r : replies)
-    if (r.is_error()) return translate_error(r.str);
+  if (Status s = handshake_verdict(replies, ep); !s.ok()) return s;
   c->set_command_timeout(command_timeout);
   return c;
 }
