@@ -194,6 +194,33 @@ TEST_F(RedisClusterTest, WaitersSubscribeAtTheirLocksOwnMaster) {
   }
 }
 
+// A user allowed the lock commands but not SSUBSCRIBE: its waiter is told
+// at once that it cannot subscribe and polls (10 ms, doubling to 500 ms),
+// rather than failing or sleeping to its holder's lease for a message that
+// cannot come.
+TEST_F(RedisClusterTest, AUserWithoutSsubscribePollsForTheRelease) {
+  for (int i = 0; i < cluster_->size(); ++i)
+    ASSERT_EQ(cluster_->cli(i, {"ACL", "SETUSER", "nosub", "on", ">nosub-pw", "~*", "&*", "+@all", "-ssubscribe"}),
+              "OK");
+  std::string url = cluster_->url();
+  url.insert(url.find("://") + 3, "nosub:nosub-pw@");
+  Client holder = connect();
+  Client waiter = Client::connect(url, quiet(log));
+  const std::string name = name_on(1, "nosub-");
+  auto lease = holder.try_acquire(name, lease_of(30s));
+  ASSERT_TRUE(lease.ok()) << lease.status().to_string();
+  const auto t0 = Clock::now();
+  auto got = std::async(std::launch::async, [&] { return waiter.acquire(name, 10s, lease_of(10s)); });
+  std::this_thread::sleep_for(200ms);
+  EXPECT_EQ(subscribers(*cluster_, 1, "SHARDNUMSUB", name), 0) << "subscribed without the right to";
+  ASSERT_TRUE(lease->release().ok());
+  auto r = got.get();
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_LT(Clock::now() - t0, 2s) << "it polled, rather than waiting for the holder's 30 s lease";
+  EXPECT_TRUE(r->release().ok());
+  for (int i = 0; i < cluster_->size(); ++i) cluster_->cli(i, {"ACL", "DELUSER", "nosub"});
+}
+
 // ?pubsub=classic: every client subscribes at slot 0's master, where
 // PUBLISH, which reaches every node, finds it.
 TEST_F(RedisClusterTest, ClassicPubSubIsKeptWhenAsked) {
