@@ -14,7 +14,9 @@
 //   WAIT          W1 on distinct keys, recording the URL's wait_replicas
 //                 (WAIT mode, turned on by the URL's query parameters)
 //   W1-limit, W2-limit  the same pairs by minimal hiredis loops; with a
-//                 redis-cluster:// URL they route each key to its master
+//                 redis-cluster:// URL they route each key to its master;
+//                 W1-limit over TLS for rediss:// (tls_limit.hpp) and with
+//                 the grant's WAIT for ?wait_replicas=N
 //
 // A redis-cluster:// URL marks the result "topology": "cluster"; --masters N
 // records the cluster's size, --data-port where W3's counter lives.
@@ -47,6 +49,7 @@
 
 #include "common/sync_redis.hpp"
 #include "limit_routes.hpp"
+#include "tls_limit.hpp"
 
 namespace {
 
@@ -479,12 +482,11 @@ std::map<std::string, std::string> w6(const Args& a) {
 // lock pair (hiredis: SET key token NX PX, then compare-and-delete by
 // EVALSHA), nothing else. Reported as library "hiredis-limit".
 // The compare-and-delete every limit loop releases with, loaded on each node.
+const char* const kCad = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end return 0";
 std::string load_cad(const dlock::bench::LimitRoutes& routes) {
   std::string sha;
   for (redisContext* c : routes.all()) {
-    auto* loaded = static_cast<redisReply*>(
-        redisCommand(c, "SCRIPT LOAD %s",
-                     "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end return 0"));
+    auto* loaded = static_cast<redisReply*>(redisCommand(c, "SCRIPT LOAD %s", kCad));
     if (loaded == nullptr || loaded->type != REDIS_REPLY_STRING) throw std::runtime_error("SCRIPT LOAD failed");
     sha.assign(loaded->str, loaded->len);
     freeReplyObject(loaded);
@@ -493,9 +495,64 @@ std::string load_cad(const dlock::bench::LimitRoutes& routes) {
 }
 const char* const kLimitToken = "0123456789abcdef0123456789abcdef";
 
+// A rediss:// URL: the same loop over TlsLimitConn. A URL with
+// wait_replicas: the grant's WAIT goes in the grant's write, as dlock's.
 std::map<std::string, std::string> w1_limit(const Args& a) {
-  const dlock::bench::LimitRoutes routes(a.url);
-  const std::string sha = load_cad(routes);
+  const int wait = wait_replicas_of(a.url);
+  std::string wait_ms = "100";  // dlock's default wait_timeout
+  if (auto p = a.url.find("wait_timeout_ms="); p != std::string::npos)
+    wait_ms = a.url.substr(p + 16, a.url.find('&', p) - p - 16);
+  std::unique_ptr<dlock::bench::LimitRoutes> routes;
+  std::unique_ptr<dlock::bench::TlsLimitConn> tls;
+  std::string sha;
+  if (a.url.rfind("rediss://", 0) == 0) {
+    tls = std::make_unique<dlock::bench::TlsLimitConn>(a.url);
+    auto loaded = tls->roundtrip({{"SCRIPT", "LOAD", kCad}});
+    if (loaded[0]->type != REDIS_REPLY_STRING) throw std::runtime_error("SCRIPT LOAD failed");
+    sha.assign(loaded[0]->str, loaded[0]->len);
+  } else {
+    routes = std::make_unique<dlock::bench::LimitRoutes>(a.url);
+    sha = load_cad(*routes);
+  }
+  auto check = [&](const redisReply* set, const redisReply* waited) {
+    if (set == nullptr || set->type != REDIS_REPLY_STATUS) throw std::runtime_error("SET NX failed");
+    if (wait > 0 && (waited == nullptr || waited->type != REDIS_REPLY_INTEGER || waited->integer < wait))
+      throw std::runtime_error("WAIT: not acknowledged");
+  };
+  auto check_released = [](const redisReply* r) {
+    if (r == nullptr || r->type != REDIS_REPLY_INTEGER || r->integer != 1) throw std::runtime_error("release failed");
+  };
+  auto pair = [&](const std::string& name) {
+    if (tls) {
+      std::vector<std::vector<std::string>> grant{{"SET", name, kLimitToken, "NX", "PX", "30000"}};
+      if (wait > 0) grant.push_back({"WAIT", std::to_string(wait), wait_ms});
+      auto r = tls->roundtrip(grant);
+      check(r[0].get(), wait > 0 ? r[1].get() : nullptr);
+      check_released(tls->roundtrip({{"EVALSHA", sha, "1", name, kLimitToken}})[0].get());
+      return;
+    }
+    redisContext* c = routes->for_key(name);
+    if (wait == 0) {
+      dlock::bench::ReplyPtr r1(
+          static_cast<redisReply*>(redisCommand(c, "SET %s %s NX PX 30000", name.c_str(), kLimitToken)),
+          freeReplyObject);
+      check(r1.get(), nullptr);
+    } else {
+      redisAppendCommand(c, "SET %s %s NX PX 30000", name.c_str(), kLimitToken);
+      redisAppendCommand(c, "WAIT %d %s", wait, wait_ms.c_str());
+      void* r1 = nullptr;
+      void* r2 = nullptr;
+      if (redisGetReply(c, &r1) != REDIS_OK || redisGetReply(c, &r2) != REDIS_OK)
+        throw std::runtime_error("SET NX + WAIT failed");
+      dlock::bench::ReplyPtr set(static_cast<redisReply*>(r1), freeReplyObject);
+      dlock::bench::ReplyPtr waited(static_cast<redisReply*>(r2), freeReplyObject);
+      check(set.get(), waited.get());
+    }
+    dlock::bench::ReplyPtr r2(
+        static_cast<redisReply*>(redisCommand(c, "EVALSHA %s 1 %s %s", sha.c_str(), name.c_str(), kLimitToken)),
+        freeReplyObject);
+    check_released(r2.get());
+  };
   std::vector<double> lat_us;
   lat_us.reserve(200000);
   const auto end = Clock::now() + std::chrono::duration<double>(a.seconds);
@@ -504,15 +561,8 @@ std::map<std::string, std::string> w1_limit(const Args& a) {
   long long i = 0;
   while (Clock::now() < end) {
     std::string name = a.keys == "same" ? std::string("bench:w1:same") : "bench:w1:" + std::to_string(i);
-    redisContext* c = routes.for_key(name);
     auto t0 = Clock::now();
-    auto* r1 = static_cast<redisReply*>(redisCommand(c, "SET %s %s NX PX 30000", name.c_str(), kLimitToken));
-    if (r1 == nullptr || r1->type != REDIS_REPLY_STATUS) throw std::runtime_error("SET NX failed");
-    freeReplyObject(r1);
-    auto* r2 = static_cast<redisReply*>(redisCommand(c, "EVALSHA %s 1 %s %s", sha.c_str(), name.c_str(), kLimitToken));
-    if (r2 == nullptr || r2->type != REDIS_REPLY_INTEGER || r2->integer != 1)
-      throw std::runtime_error("release failed");
-    freeReplyObject(r2);
+    pair(name);
     lat_us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
     ++i;
   }
@@ -597,7 +647,8 @@ std::map<std::string, std::string> idle(const Args& a) {
 int usage() {
   std::cerr << "usage: dlock-bench --url URL --workload W1|W2|W3|W3-nolock|W4|W5|W5-contended|W6|WAIT\n"
                "                   [--keys distinct|same] [--api lease|mutex] (W1)\n"
-               "       W1-limit: the same pairs by a minimal hiredis loop (SET NX PX + EVALSHA)\n"
+               "       W1-limit: the same pairs by a minimal hiredis loop (SET NX PX + EVALSHA); over\n"
+               "       TLS for rediss://, with the grant's WAIT for ?wait_replicas=N\n"
                "       W2-limit: --tasks such pairs at a time, pipelined to their masters\n"
                "       (redis:// or redis-cluster://: the limits route each key to its slot's master)\n"
                "                   [--data-port P] (W3: the counter's server) [--masters N] (recorded)\n"

@@ -767,6 +767,79 @@ def cluster_section(md, run):
     return lines
 
 
+TLS_TITLE = "## TLS and WAIT mode beside their limits"
+
+
+def load_tls(run):
+    """tl__<path>__<workload>__<load>__r<rep>.json, grouped by (path, workload, load)."""
+    out = defaultdict(list)
+    for path in sorted(glob.glob(os.path.join(run, "tl__*.json"))):
+        r = json.load(open(path))
+        where, workload, load, _rep = os.path.basename(path)[4:-5].split("__")
+        out[(where, workload, load)].append(r)
+    return out
+
+
+def tls_section(md, run):
+    """W1 through redis://, rediss:// and WAIT mode, each beside a minimal client
+    sending the same round trips. Returns the target lines."""
+    rows = load_tls(run)
+    if not rows:
+        return []
+    lines = []
+    md.append(TLS_TITLE + "\n")
+    md.append("W1 (one client, sequential acquire + release, distinct keys) on one server that has a plain port "
+              "and a TLS port, with one replica attached, three ways: through `redis://`; through `rediss://` "
+              "(TLS 1.3, the server's certificate verified); and through `redis://` with "
+              "`?wait_replicas=1&wait_timeout_ms=1000` (WAIT mode: every grant waits for the replica). Each "
+              "beside a minimal client sending the same round trips: the hiredis loop (`SET NX PX`, then a "
+              "compare-and-delete `EVALSHA`); for TLS the same commands over an OpenSSL session on one blocking "
+              "socket, parsed by hiredis's reader (Debian 12's hiredis 0.14 has no TLS of its own); in WAIT "
+              "mode with `WAIT 1 1000` in the grant's write, as dlock sends it. dlock's blocking calls take "
+              "the caller's thread on all three. The server runs on the first core and the clients on the "
+              "last, so every round trip wakes the other core as a remote server's would (left to the "
+              "scheduler, a client sometimes shared the server's core and its round trips halved, which "
+              "swung these rows between 55 and 130 µs). All rows in one run, on this machine's "
+              f"{os.cpu_count()} cores; busy: one spinning loop per core.\n")
+    md.append("| path | load | dlock pairs/s | the limit pairs/s | dlock / limit | dlock p50 / p99 µs | "
+              "limit p50 / p99 µs |")
+    md.append("|---|---|---|---|---|---|---|")
+    names = (("plain", "`redis://`"), ("tls", "`rediss://` (TLS)"), ("wait", "`redis://`, WAIT 1"))
+    for load in ("idle", "busy"):
+        for where, name in names:
+            d, lim = rows.get((where, "W1", load), []), rows.get((where, "W1-limit", load), [])
+            if not d and not lim:
+                continue
+            dr, lr = med([r["pairs_per_s"] for r in d]), med([r["pairs_per_s"] for r in lim])
+
+            def lat(rs):
+                return f"{fmt(med([r.get('p50_us') for r in rs]), 0)} / {fmt(med([r.get('p99_us') for r in rs]), 0)}" \
+                    if rs else "–"
+            md.append(f"| {name} | {load} | {rate_cell([r['pairs_per_s'] for r in d]) if d else '–'} | "
+                      f"{rate_cell([r['pairs_per_s'] for r in lim]) if lim else '–'} | "
+                      f"{f'{dr / lr:.2f}×' if dr and lr else '–'} | {lat(d)} | {lat(lim)} |")
+    md.append("")
+
+    def ratio(where, load):
+        d = med([r["pairs_per_s"] for r in rows.get((where, "W1", load), [])])
+        lim = med([r["pairs_per_s"] for r in rows.get((where, "W1-limit", load), [])])
+        return d / lim if d and lim else None
+    for where, what in (("tls", "TLS"), ("wait", "WAIT mode")):
+        for load, goal in (("idle", 0.95), ("busy", 0.8)):
+            r = ratio(where, load)
+            if r is not None:
+                lines.append((f"{what} W1 ≥ {goal}× its limit, {load}", f"{r:.2f}×", r >= goal))
+    plain, tls = ratio("plain", "idle"), ratio("tls", "idle")
+    if plain and tls:
+        md.append(f"- Idle, dlock keeps {tls:.2f}× of its limit over TLS and {plain:.2f}× over plain TCP, "
+                  "in the same run against the same server.")
+    md.append("")
+    for name, val, ok in lines:
+        md.append(f"- {name}: {val} ({'met' if ok else '**not met**'})")
+    md.append("")
+    return lines
+
+
 def splice_section(markdown, md_lines, title="## Recipes"):
     """Puts the section into an existing report in place of its old one (or
     before the micro-benchmarks, or at the end)."""
@@ -793,6 +866,8 @@ def main():
                     help="only the Recipes section, put in place of the old one in --markdown")
     ap.add_argument("--cluster-only", action="store_true",
                     help="only the Redis Cluster section, put in place of the old one in --markdown")
+    ap.add_argument("--tls-only", action="store_true",
+                    help="only the TLS and WAIT mode section, put in place of the old one in --markdown")
     ap.add_argument("--tx-only", action="store_true",
                     help="only the Transactions section, put in place of the old one in --markdown")
     args = ap.parse_args()
@@ -804,6 +879,16 @@ def main():
         splice_section(args.markdown, md, CLUSTER_TITLE)
         with open(args.json, "w") as f:
             json.dump({"meta": meta, "cluster": {" / ".join(k): v for k, v in load_cluster(args.run).items()},
+                       "targets": [{"target": n, "measured": v, "met": ok} for n, v, ok in lines]}, f, indent=1)
+        for name, val, ok in lines:
+            print(f"{'met ' if ok else 'MISS'}  {name}: {val}")
+        return
+    if args.tls_only:
+        md = []
+        lines = tls_section(md, args.run)
+        splice_section(args.markdown, md, TLS_TITLE)
+        with open(args.json, "w") as f:
+            json.dump({"meta": meta, "tls": {" / ".join(k): v for k, v in load_tls(args.run).items()},
                        "targets": [{"target": n, "measured": v, "met": ok} for n, v, ok in lines]}, f, indent=1)
         for name, val, ok in lines:
             print(f"{'met ' if ok else 'MISS'}  {name}: {val}")
@@ -1092,6 +1177,7 @@ def main():
     recipe_lines = recipes_section(md, args.run, meta)
     tx_section(md, args.run)
     cluster_lines = cluster_section(md, args.run)
+    tls_lines = tls_section(md, args.run)
 
     if micro:
         md.append("## Micro-benchmarks (Google Benchmark)\n")
@@ -1178,7 +1264,7 @@ def main():
                       w6[0]["client_bytes_per_lock"] <= 1024))
         lines.append(("W6 ≤ 200 B Redis memory per lock", f"{w6[0]['redis_bytes_per_lock']:.0f} B",
                       w6[0]["redis_bytes_per_lock"] <= 200))
-    lines += store_lines  # SQL and ZooKeeper (their sections above)
+    lines += store_lines + tls_lines  # SQL, ZooKeeper, TLS and WAIT mode (their sections above)
     md.append("| target | measured | met |")
     md.append("|---|---|---|")
     for name, val, ok in lines:
@@ -1243,6 +1329,7 @@ def main():
         f.write("\n".join(md) + "\n")
     lines += recipe_lines + cluster_lines
     record = {"meta": meta, "tx": load_tx(args.run),
+              "tls": {" / ".join(k): v for k, v in load_tls(args.run).items()},
               "recipes": {" / ".join(k): v for k, v in load_recipes(args.run).items()}, "results": {" / ".join(k): [{kk: vv for kk, vv in r.items() if kk != "change_samples"}
                                                          for r in v] for k, v in groups.items()},
               "ceiling": {" / ".join(k): v for k, v in ceiling.items()}, "micro": micro,
