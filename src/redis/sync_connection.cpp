@@ -119,9 +119,11 @@ Status SyncConnection::tls_handshake(ssl_ctx_st* ctx, const std::string& host, C
     const int ready = left > 0 ? ::poll(&p, 1, static_cast<int>(left)) : 0;
     if (ready < 0 && errno == EINTR) continue;
     if (ready <= 0)
-      // A plain-text server reads the ClientHello as an unfinished command
-      // and waits: say what is likely wrong rather than just "timed out".
-      return {Errc::tls_failed, failed + "did not complete in time (is the server's port TLS?)"};
+      // A server that answered TLS at connect and is silent now (paused,
+      // overloaded) more likely than a port that is not TLS (a plain-text
+      // server reads the ClientHello as an unfinished command and waits):
+      // unavailable, as a connect that timed out; the hint says both.
+      return {Errc::unavailable, failed + "did not complete in time (a silent server, or a port that is not TLS)"};
   }
   ::fcntl(fd_, F_SETFL, flags & ~O_NONBLOCK);
   return {};
@@ -155,7 +157,9 @@ Result<std::unique_ptr<SyncConnection>> SyncConnection::open(const detail::Redis
                                                              milliseconds connect_timeout, milliseconds command_timeout,
                                                              ssl_ctx_st* tls) {
   if (ep.tls && tls == nullptr) return Status(Errc::tls_failed, "no TLS context for " + ep.describe());
-  const auto deadline = Clock::now() + connect_timeout;
+  // The TLS handshake, like the AUTH/PING after it, within the command
+  // timeout too (a call's patience: a silent server must not hold it up).
+  const auto deadline = Clock::now() + std::min(connect_timeout, command_timeout);
   std::string why;
   const int fd = connect_fd(ep, connect_timeout, why);
   if (fd < 0) return unavailable(ep.describe(), why);

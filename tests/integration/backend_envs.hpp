@@ -92,6 +92,26 @@ class RedisEnv final : public BackendEnv {
   RedisServer server_;
 };
 
+// rediss://: the same server over TLS, the certificate verified, the
+// blocking fast path's connections and the I/O thread's alike.
+class RedissEnv final : public BackendEnv {
+ public:
+  Client client() override { return Client::connect(server_.url(), quiet()); }
+  std::string url() const override { return server_.url(); }
+  bool freeze(bool on) override {
+    on ? server_.pause() : server_.resume();
+    return true;
+  }
+
+ private:
+  static RedisServerOptions tls() {
+    RedisServerOptions o;
+    o.tls = true;
+    return o;
+  }
+  RedisServer server_{tls()};
+};
+
 class RedlockEnv final : public BackendEnv {
  public:
   bool every_grant_fenced() const override { return false; }
@@ -217,6 +237,7 @@ struct Backend {
 inline const Backend kBackends[] = {
 #if DLOCK_WITH_REDIS
     {"redis", [] { return std::unique_ptr<BackendEnv>(new RedisEnv); }},
+    {"rediss", [] { return std::unique_ptr<BackendEnv>(new RedissEnv); }},
     {"redlock", [] { return std::unique_ptr<BackendEnv>(new RedlockEnv); }},
     {"cluster", [] { return std::unique_ptr<BackendEnv>(new ClusterEnv); }},
 #endif
