@@ -87,6 +87,38 @@ std::unique_ptr<Ensemble> routed_ensemble(RunCtx& c, int servers, const std::str
   }
 }
 
+// A throw-away CA and a server certificate for 127.0.0.1 in <dir>/tls,
+// made by the openssl tool; the redis-server arguments that serve them.
+std::string tls_ca_of(const fs::path& dir) { return fs::absolute(dir / "tls" / "ca.crt").string(); }
+std::vector<std::string> make_tls_files(const fs::path& dir) {
+  const fs::path d = fs::absolute(dir / "tls");
+  fs::create_directories(d);
+  const std::string log = (d / "openssl.log").string(), ca = tls_ca_of(dir);
+  const std::vector<std::string> ec = {"-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"};
+  auto run = [&](std::vector<std::string> argv) {
+    if (run_to_end(std::move(argv), log, 30) != 0) throw std::runtime_error("openssl failed: see " + log);
+  };
+  std::vector<std::string> mk_ca = {"openssl", "req", "-x509"};
+  mk_ca.insert(mk_ca.end(), ec.begin(), ec.end());
+  mk_ca.insert(mk_ca.end(),
+               {"-keyout", (d / "ca.key").string(), "-out", ca, "-subj", "/CN=dlock torture CA", "-days", "2",
+                "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign"});
+  run(mk_ca);
+  std::vector<std::string> csr = {"openssl", "req"};
+  csr.insert(csr.end(), ec.begin(), ec.end());
+  csr.insert(csr.end(),
+             {"-keyout", (d / "server.key").string(), "-out", (d / "server.csr").string(), "-subj", "/CN=127.0.0.1"});
+  run(csr);
+  std::ofstream(d / "server.ext") << "basicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n"
+                                     "subjectAltName=IP:127.0.0.1\n";
+  run({"openssl", "x509", "-req", "-in", (d / "server.csr").string(), "-CA", ca, "-CAkey", (d / "ca.key").string(),
+       "-CAcreateserial", "-days", "2", "-extfile", (d / "server.ext").string(), "-out", (d / "server.crt").string()});
+  return {"--tls-cert-file",    (d / "server.crt").string(),
+          "--tls-key-file",     (d / "server.key").string(),
+          "--tls-ca-cert-file", ca,
+          "--tls-auth-clients", "no"};
+}
+
 // The lock server(s), each behind its own proxy: Redis (one, or the Redlock
 // set), PostgreSQL, or none for SQLite.
 void start_lock_servers(RunCtx& c, const RunConfig& cfg, const Scenario& scenario, const fs::path& dir) {
@@ -121,6 +153,8 @@ void start_lock_servers(RunCtx& c, const RunConfig& cfg, const Scenario& scenari
     return;
   }
   const int node_count = lock_nodes(cfg.strategy);
+  std::vector<std::string> tls_args;
+  if (tls_of(cfg.strategy)) tls_args = make_tls_files(dir);
   for (int i = 0; i < node_count; ++i) {
     const std::string tag = node_count == 1 ? "" : "-" + std::to_string(i);
     LockNode n;
@@ -132,10 +166,17 @@ void start_lock_servers(RunCtx& c, const RunConfig& cfg, const Scenario& scenari
     spec.aof_always = scenario.aof_always;
     spec.clock_shim = cfg.clock_shim;
     spec.clock_file = n.clock->path();
+    // TLS: the clients' port is the TLS one (behind the proxy); the admin
+    // keeps the plain one.
+    const std::uint16_t tls_port = tls_args.empty() ? 0 : free_port();
+    if (tls_port != 0) {
+      spec.extra_args = tls_args;
+      spec.extra_args.insert(spec.extra_args.begin(), {"--tls-port", std::to_string(tls_port)});
+    }
     n.server = std::make_unique<ServerProc>(spec);
     n.server->start();
     n.admin = std::make_unique<SyncRedis>("127.0.0.1", n.server->port(), std::chrono::milliseconds(2000));
-    n.proxy = std::make_unique<Proxy>("127.0.0.1", n.server->port());
+    n.proxy = std::make_unique<Proxy>("127.0.0.1", tls_port != 0 ? tls_port : n.server->port());
     c.net.add(n.proxy.get());
     c.nodes.push_back(std::move(n));
   }
@@ -173,6 +214,9 @@ void plan_workers(RunCtx& c, const RunConfig& cfg, const Scenario& scenario, con
       for (auto& port : p.args.lock_ports) port = p.args.lock_ports.front();
     if (const std::string topology = redis_topology_of(cfg.strategy); !topology.empty())
       p.args.lock_url = topology_url(c, topology, p.args.lock_ports);
+    if (tls_of(cfg.strategy))
+      p.args.lock_url = "rediss://" + torture_userinfo() + "127.0.0.1:" + std::to_string(p.args.lock_ports.at(0)) +
+                        "?cacert=" + tls_ca_of(dir);
     if (lock_server_of(cfg.strategy) == LockServer::sqlite)
       p.args.sqlite_path = fs::absolute(dir / "locks.db").string();
     p.args.resource_port = resource_port;
@@ -222,6 +266,7 @@ std::string server_version(const RunConfig& cfg) {
   return "Redis " + redis_version(cfg.redis_server) +
          (topology == "cluster"    ? ", a cluster of 3 masters with a replica each"
           : topology == "sentinel" ? ", a master, its replica and 3 sentinels"
+          : tls_of(cfg.strategy)   ? ", reached over TLS (rediss://, its certificate verified)"
                                    : "");
 }
 

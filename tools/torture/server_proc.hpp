@@ -49,6 +49,10 @@ class ServerProc {
 };
 
 std::uint16_t free_port();
+
+// Runs argv to its end (at most `timeout_s`), output appended to `log`;
+// its exit status, -1 if it had to be killed.
+int run_to_end(std::vector<std::string> args, const std::string& log, int timeout_s);
 // "7.0.15", or "unknown".
 std::string redis_version(const std::string& binary);
 

@@ -238,6 +238,7 @@ class TokenGetThenDel final : public NaiveBase {
 
 const std::vector<std::string>& strategy_names() {
   static const std::vector<std::string> names{"dlock",
+                                              "dlock-tls",
                                               "redlock",
                                               "cluster",
                                               "sentinel",
@@ -262,8 +263,8 @@ const std::vector<std::string>& strategy_names() {
 
 bool is_naive(const std::string& name) {
   if (!recipe_of(name).empty()) return false;
-  return name != "dlock" && name != "redlock" && name != "postgres" && name != "sqlite" && name != "zk" &&
-         name != "dlock-run" && redis_topology_of(name).empty();
+  return name != "dlock" && name != "dlock-tls" && name != "redlock" && name != "postgres" && name != "sqlite" &&
+         name != "zk" && name != "dlock-run" && redis_topology_of(name).empty();
 }
 
 LockServer lock_server_of(const std::string& name) {
@@ -283,6 +284,8 @@ LockServer lock_server_of(const std::string& name) {
 std::string redis_topology_of(const std::string& name) {
   return name == "cluster" || name == "sentinel" ? name : std::string();
 }
+
+bool tls_of(const std::string& name) { return name == "dlock-tls"; }
 
 int lock_nodes(const std::string& name) {
   if (name == "redlock") return 5;

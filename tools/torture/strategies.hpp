@@ -111,6 +111,9 @@ LockServer lock_server_of(const std::string& name);
 // The Redis topology of a strategy: "cluster", "sentinel", or "" (one
 // server or Redlock's independent masters).
 std::string redis_topology_of(const std::string& name);
+// Whether the strategy reaches its one Redis server over TLS (dlock-tls:
+// rediss://, the certificate verified; its proxy carries the TLS bytes).
+bool tls_of(const std::string& name);
 
 }  // namespace torture
 
