@@ -675,6 +675,15 @@ def load_cluster(run):
     return out
 
 
+def targets_list(md, lines):
+    """A section's targets under it, met or not; returns them for the Targets table."""
+    md.append("")
+    for name, val, ok in lines:
+        md.append(f"- {name}: {val} ({'met' if ok else '**not met**'})")
+    md.append("")
+    return lines
+
+
 def cluster_section(md, run):
     """W1, W2, W3 on one server and on 3 masters beside the hiredis loops that
     route by slot; W2 over 1, 2 and 3 masters. Returns the target lines."""
@@ -760,11 +769,7 @@ def cluster_section(md, run):
                   "to the slot's master); a cluster grant also keeps its name's fence, server time that one "
                   "server's shared counter does not take. The busy rows swing widely between reps (see "
                   "min–max): with one busy loop per core, whichever thread the scheduler delays sets the rate.")
-    md.append("")
-    for name, val, ok in lines:
-        md.append(f"- {name}: {val} ({'met' if ok else '**not met**'})")
-    md.append("")
-    return lines
+    return targets_list(md, lines)
 
 
 TLS_TITLE = "## TLS and WAIT mode beside their limits"
@@ -833,11 +838,7 @@ def tls_section(md, run):
     if plain and tls:
         md.append(f"- Idle, dlock keeps {tls:.2f}× of its limit over TLS and {plain:.2f}× over plain TCP, "
                   "in the same run against the same server.")
-    md.append("")
-    for name, val, ok in lines:
-        md.append(f"- {name}: {val} ({'met' if ok else '**not met**'})")
-    md.append("")
-    return lines
+    return targets_list(md, lines)
 
 
 def splice_section(markdown, md_lines, title="## Recipes"):
@@ -873,26 +874,21 @@ def main():
     args = ap.parse_args()
 
     meta = json.load(open(os.path.join(args.run, "meta.json")))
+    def section_only(section, title, key, load):
+        """One section in place of its old one, its record, its targets printed."""
+        md = []
+        lines = section(md, args.run)
+        splice_section(args.markdown, md, title)
+        with open(args.json, "w") as f:
+            json.dump({"meta": meta, key: {" / ".join(k): v for k, v in load(args.run).items()},
+                       "targets": [{"target": n, "measured": v, "met": ok} for n, v, ok in lines]}, f, indent=1)
+        for name, val, ok in lines:
+            print(f"{'met ' if ok else 'MISS'}  {name}: {val}")
+
     if args.cluster_only:
-        md = []
-        lines = cluster_section(md, args.run)
-        splice_section(args.markdown, md, CLUSTER_TITLE)
-        with open(args.json, "w") as f:
-            json.dump({"meta": meta, "cluster": {" / ".join(k): v for k, v in load_cluster(args.run).items()},
-                       "targets": [{"target": n, "measured": v, "met": ok} for n, v, ok in lines]}, f, indent=1)
-        for name, val, ok in lines:
-            print(f"{'met ' if ok else 'MISS'}  {name}: {val}")
-        return
+        return section_only(cluster_section, CLUSTER_TITLE, "cluster", load_cluster)
     if args.tls_only:
-        md = []
-        lines = tls_section(md, args.run)
-        splice_section(args.markdown, md, TLS_TITLE)
-        with open(args.json, "w") as f:
-            json.dump({"meta": meta, "tls": {" / ".join(k): v for k, v in load_tls(args.run).items()},
-                       "targets": [{"target": n, "measured": v, "met": ok} for n, v, ok in lines]}, f, indent=1)
-        for name, val, ok in lines:
-            print(f"{'met ' if ok else 'MISS'}  {name}: {val}")
-        return
+        return section_only(tls_section, TLS_TITLE, "tls", load_tls)
     if args.tx_only:
         md = []
         tx_section(md, args.run)

@@ -79,8 +79,12 @@ inline ClientOptions quiet() {
 }
 
 #if DLOCK_WITH_REDIS
+// redis://, or with `tls` rediss://: the same server over TLS, its
+// certificate verified on the blocking fast path's connections and the I/O
+// thread's alike.
 class RedisEnv final : public BackendEnv {
  public:
+  explicit RedisEnv(bool tls = false) : server_(options(tls)) {}
   Client client() override { return Client::connect(server_.url(), quiet()); }
   std::string url() const override { return server_.url(); }
   bool freeze(bool on) override {
@@ -89,27 +93,12 @@ class RedisEnv final : public BackendEnv {
   }
 
  private:
-  RedisServer server_;
-};
-
-// rediss://: the same server over TLS, the certificate verified, the
-// blocking fast path's connections and the I/O thread's alike.
-class RedissEnv final : public BackendEnv {
- public:
-  Client client() override { return Client::connect(server_.url(), quiet()); }
-  std::string url() const override { return server_.url(); }
-  bool freeze(bool on) override {
-    on ? server_.pause() : server_.resume();
-    return true;
-  }
-
- private:
-  static RedisServerOptions tls() {
+  static RedisServerOptions options(bool tls) {
     RedisServerOptions o;
-    o.tls = true;
+    o.tls = tls;
     return o;
   }
-  RedisServer server_{tls()};
+  RedisServer server_;
 };
 
 class RedlockEnv final : public BackendEnv {
@@ -237,7 +226,7 @@ struct Backend {
 inline const Backend kBackends[] = {
 #if DLOCK_WITH_REDIS
     {"redis", [] { return std::unique_ptr<BackendEnv>(new RedisEnv); }},
-    {"rediss", [] { return std::unique_ptr<BackendEnv>(new RedissEnv); }},
+    {"rediss", [] { return std::unique_ptr<BackendEnv>(new RedisEnv(true)); }},
     {"redlock", [] { return std::unique_ptr<BackendEnv>(new RedlockEnv); }},
     {"cluster", [] { return std::unique_ptr<BackendEnv>(new ClusterEnv); }},
 #endif
