@@ -186,8 +186,10 @@ TEST_F(RedisClusterTest, WaitersSubscribeAtTheirLocksOwnMaster) {
     ASSERT_TRUE(seen.ok()) << seen.status().to_string();
     EXPECT_EQ(seen->waiters, 1u);
     const std::uint64_t fence = lease->fence();
+    const auto T1 = Clock::now();
     ASSERT_TRUE(lease->release().ok());
     auto r = got.get();
+    std::cout << "woken " << std::chrono::duration_cast<milliseconds>(Clock::now() - T1).count() << std::endl;
     ASSERT_TRUE(r.ok()) << "master " << m << ": " << r.status().to_string();
     EXPECT_GT(r->fence(), fence);
     EXPECT_TRUE(r->release().ok());
@@ -445,6 +447,49 @@ TEST(RedisClusterDown, UnavailableThenServedAgain) {
   cluster.node(5).start();
   auto got = later.get();
   EXPECT_TRUE(got.ok()) << got.status().to_string();
+}
+
+// redis-cluster+tls://: every node reached over TLS (the certificate
+// verified; the bus and replication over TLS too): blocking calls on the
+// caller's thread to each slot's master, and a waiter woken there through
+// sharded pub/sub, its subscription over TLS as well.
+TEST(RedisClusterTls, LocksAndWakeUpsOnEveryMasterOverTls) {
+  RedisCluster cluster(3, 1, {}, true);
+  LogSink log;
+  Client holder = Client::connect(cluster.url(), quiet(log));
+  Client waiter = Client::connect(cluster.url(), quiet(log));
+  std::vector<std::string> names(3);
+  for (int i = 0; names[0].empty() || names[1].empty() || names[2].empty(); ++i)
+    names[cluster.master_of_slot(slot_of("tls-" + std::to_string(i)))] = "tls-" + std::to_string(i);
+  std::vector<Lease> leases;
+  EXPECT_TRUE(returns_beside_a_blocked_io_thread(holder, [&] {
+    for (const auto& name : names) {
+      auto r = holder.try_acquire(name, lease_of(30s));
+      ASSERT_TRUE(r.ok()) << name << ": " << r.status().to_string();
+      leases.push_back(std::move(*r));
+    }
+  }));
+  ASSERT_EQ(leases.size(), 3u);
+  for (int m = 0; m < 3; ++m) {
+    EXPECT_EQ(cluster.cli(m, {"EXISTS", lock_key(names[m])}), "1") << "master " << m;
+    auto got = std::async(std::launch::async, [&] { return waiter.acquire(names[m], 10s, lease_of(30s)); });
+    EXPECT_TRUE(eventually([&] { return subscribers(cluster, m, "SHARDNUMSUB", names[m]) == 1; }, 5s))
+        << "master " << m;
+    const std::uint64_t fence = leases[m].fence();
+    ASSERT_TRUE(leases[m].release().ok());
+    auto r = got.get();
+    ASSERT_TRUE(r.ok()) << "master " << m << ": " << r.status().to_string();
+    EXPECT_GT(r->fence(), fence);
+    EXPECT_TRUE(r->release().ok());
+    EXPECT_EQ(cluster.cli(m, {"EXISTS", lock_key(names[m])}), "0");
+  }
+  // A failover over the TLS bus: the old master answers MOVED to its
+  // replica's TLS port, which the client follows.
+  cluster.failover(3);
+  auto moved = holder.acquire(names[0], 5s, lease_of(30s));
+  ASSERT_TRUE(moved.ok()) << moved.status().to_string();
+  EXPECT_EQ(cluster.cli(3, {"EXISTS", lock_key(names[0])}), "1");
+  EXPECT_TRUE(moved->release().ok());
 }
 
 // A cluster that does not know sharded pub/sub (as Redis 6; here the

@@ -20,6 +20,7 @@
 
 #include "common/redis_topology.hpp"
 #include "support/redis_server.hpp"
+#include "support/temp_dir.hpp"
 
 namespace dlock::test {
 
@@ -28,15 +29,20 @@ class RedisCluster {
   // Starts the nodes, assigns the slots, joins them and waits until every
   // node reports cluster_state:ok and every replica is in sync. Throws
   // std::runtime_error (with log tails) if that does not happen in 30 s.
-  // `extra_args` go to every node's redis-server.
-  explicit RedisCluster(int masters = 3, int replicas_per_master = 1, std::vector<std::string> extra_args = {});
+  // `extra_args` go to every node's redis-server. `tls`: every node serves
+  // clients on a TLS port too (a certificate for 127.0.0.1 signed by one
+  // throw-away CA), and the cluster bus and replication run over TLS; the
+  // plain ports stay for the administration.
+  explicit RedisCluster(int masters = 3, int replicas_per_master = 1, std::vector<std::string> extra_args = {},
+                        bool tls = false);
   ~RedisCluster();
   RedisCluster(const RedisCluster&) = delete;
   RedisCluster& operator=(const RedisCluster&) = delete;
 
   int size() const { return static_cast<int>(nodes_.size()); }
   RedisServer& node(int i) { return *nodes_.at(static_cast<std::size_t>(i)); }
-  // "redis-cluster://127.0.0.1:P0,127.0.0.1:P1" (the first two nodes as seeds).
+  // "redis-cluster://127.0.0.1:P0,127.0.0.1:P1" (the first two nodes as
+  // seeds); with tls "redis-cluster+tls://" to their TLS ports, "?cacert=CA".
   std::string url() const;
   // The rest as tools/common/redis_topology.hpp's ClusterAdmin, on these
   // nodes (a stopped RedisServer is not asked).
@@ -53,6 +59,8 @@ class RedisCluster {
  private:
   std::string tails() const;
 
+  std::unique_ptr<TempDir> tls_dir_;  // the CA and the nodes' certificate
+  std::vector<int> tls_ports_;
   std::vector<std::unique_ptr<RedisServer>> nodes_;
   std::unique_ptr<tools::ClusterAdmin> admin_;
 };
