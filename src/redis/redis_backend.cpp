@@ -214,6 +214,24 @@ std::string eval_payload(std::string_view verb, std::string_view body_or_sha, co
   return payload;
 }
 
+// The EVAL request of an EVALSHA one: the same numkeys, keys and arguments
+// (its tail, after the hash) behind EVAL and the script's body.
+std::string as_eval(const std::string& evalsha, const Script& script) {
+  // "*N\r\n$7\r\nEVALSHA\r\n$40\r\n<hash>\r\n<tail>"
+  const std::size_t count_end = evalsha.find("\r\n") + 2;
+  const std::size_t hash_at = evalsha.find(script.sha1, count_end);
+  std::string out = evalsha.substr(0, count_end);
+  for (std::string_view bulk : {std::string_view("EVAL"), script.body}) {
+    out += '$';
+    out += std::to_string(bulk.size());
+    out += "\r\n";
+    out += bulk;
+    out += "\r\n";
+  }
+  out.append(evalsha, hash_at + script.sha1.size() + 2, std::string::npos);
+  return out;
+}
+
 // A blocking call whose request is written and whose answer is unread
 // (RedisBackend::send_now): it holds the pooled connection meanwhile.
 struct SentEval {
@@ -650,29 +668,8 @@ class RedisBackend final : public RedlockMaster {
 
   void eval(const Script& original, const std::vector<std::string>& keys, const std::vector<std::string>& args,
             std::function<void(Result<Reply>)> done) {
-    const Script& script = published(original);
-    const int slot = slot_of(keys.front());
-    std::vector<std::string> fallback;
-    fallback.push_back(eval_payload("EVAL", script.body, keys, args));
-    std::vector<std::string> first;
-    first.push_back(eval_payload("EVALSHA", script.sha1, keys, args));
-    route_->exec(slot, std::move(first),
-                 [this, slot, fallback = std::move(fallback), done = std::move(done)](
-                     Status s, std::vector<Reply>&& replies) mutable {
-                   if (!s.ok()) return done(s);
-                   Reply& r = replies.front();
-                   if (r.is_error() && r.str.starts_with("NOSCRIPT")) {
-                     route_->exec(slot, std::move(fallback),
-                                  [done = std::move(done)](Status s2, std::vector<Reply>&& rs) {
-                                    if (!s2.ok()) return done(s2);
-                                    if (rs.front().is_error()) return done(translate_error(rs.front().str));
-                                    done(std::move(rs.front()));
-                                  });
-                     return;
-                   }
-                   if (r.is_error()) return done(translate_error(r.str));
-                   done(std::move(r));
-                 });
+    eval_waited(
+        original, keys, args, [done = std::move(done)](Result<Reply> r, const Status&) { done(std::move(r)); }, false);
   }
 
   // The slot of a lock's keys (they share its tag); one server: -1.
@@ -819,27 +816,40 @@ class RedisBackend final : public RedlockMaster {
     return Result<Reply>(std::move(replies.front()));
   }
 
-  // WAIT mode: the script and a WAIT in one pipeline, so the WAIT runs on
-  // the node that ran the script (after an ASK too) and covers its writes,
-  // at no extra round trip. `done` gets the script's reply and whether
-  // wait_.replicas replicas acknowledged within wait_.timeout.
+  // EVALSHA, falling back to EVAL when the server has not seen the script
+  // (first use, restart, SCRIPT FLUSH): NOSCRIPT means nothing ran, so the
+  // fallback cannot apply anything twice. `waited` (WAIT mode): a WAIT in the
+  // same pipeline, so it runs on the node that ran the script (after an ASK
+  // too) and covers its writes, at no extra round trip; `done` gets the
+  // script's reply and whether wait_.replicas replicas acknowledged within
+  // wait_.timeout (unwaited: ok).
   void eval_waited(const Script& original, const std::vector<std::string>& keys, const std::vector<std::string>& args,
-                   std::function<void(Result<Reply>, Status)> done, bool fallback = false) {
+                   std::function<void(Result<Reply>, Status)> done, bool waited = true) {
     const Script& script = published(original);
-    const int slot = slot_of(keys.front());
-    std::vector<std::string> commands(2);
-    commands[0] = eval_payload(fallback ? "EVAL" : "EVALSHA", fallback ? script.body : script.sha1, keys, args);
-    append_command(commands[1], {"WAIT", std::to_string(wait_.replicas), std::to_string(wait_.timeout.count())});
-    route_->exec(
-        slot, std::move(commands),
-        [this, &original, keys, args, fallback, done = std::move(done)](Status s, std::vector<Reply>&& rs) mutable {
-          if (!s.ok()) return done(s, s);
-          if (!fallback && rs[0].is_error() && rs[0].str.starts_with("NOSCRIPT"))
-            return eval_waited(original, keys, args, std::move(done), true);
-          Result<Reply> out = rs[0].is_error() ? Result<Reply>(translate_error(rs[0].str)) : std::move(rs[0]);
-          done(std::move(out), replication_of(rs[1]));
-        },
-        wait_.timeout + config_.command_timeout);
+    std::vector<std::string> commands(waited ? 2 : 1);
+    commands[0] = eval_payload("EVALSHA", script.sha1, keys, args);
+    if (waited) append_wait(commands[1]);
+    run_eval(slot_of(keys.front()), script, std::move(commands), std::move(done), false);
+  }
+  void run_eval(int slot, const Script& script, std::vector<std::string> commands,
+                std::function<void(Result<Reply>, Status)> done, bool fallback) {
+    const bool waited = commands.size() == 2;
+    // Kept for a NOSCRIPT answer: the request's few bytes, not the body.
+    std::string sent = fallback ? std::string() : commands[0];
+    auto handler = [this, slot, &script, sent = std::move(sent), waited, fallback, done = std::move(done)](
+                       Status s, std::vector<Reply>&& rs) mutable {
+      if (!s.ok()) return done(s, s);
+      if (!fallback && rs[0].is_error() && rs[0].str.starts_with("NOSCRIPT")) {
+        std::vector<std::string> again(waited ? 2 : 1);
+        again[0] = as_eval(sent, script);
+        if (waited) append_wait(again[1]);
+        return run_eval(slot, script, std::move(again), std::move(done), true);
+      }
+      Result<Reply> out = rs[0].is_error() ? Result<Reply>(translate_error(rs[0].str)) : std::move(rs[0]);
+      done(std::move(out), waited ? replication_of(rs[1]) : Status());
+    };
+    route_->exec(slot, std::move(commands), std::move(handler),
+                 waited ? wait_.timeout + config_.command_timeout : milliseconds(0));
   }
 
   // A grant the replicas did not acknowledge is undone (idempotently: only
@@ -876,9 +886,11 @@ class RedisBackend final : public RedlockMaster {
   }
   // A blocking request with its WAIT appended when it is a waited one.
   std::string with_wait(const SentEval& sent, std::string payload) const {
-    if (sent.waited)
-      append_command(payload, {"WAIT", std::to_string(wait_.replicas), std::to_string(wait_.timeout.count())});
+    if (sent.waited) append_wait(payload);
     return payload;
+  }
+  void append_wait(std::string& out) const {
+    append_command(out, {"WAIT", std::to_string(wait_.replicas), std::to_string(wait_.timeout.count())});
   }
 
   // Watch callbacks never run inline (the caller may be iterating its own

@@ -89,5 +89,43 @@ TEST_F(LockScripts, ALeaseOutOfRangeWritesNothing) {
   EXPECT_EQ(redis.integer({"EXISTS", kFence}), 0);
 }
 
+// A server that lost its scripts (SCRIPT FLUSH, a restart, a failover to
+// a node that never ran them) answers EVALSHA with NOSCRIPT: nothing ran, and
+// the call is sent again whole (EVAL), on the blocking fast path and on the
+// I/O thread's path alike.
+TEST_F(LockScripts, CallsAfterTheServerLostItsScriptsAreSentWhole) {
+  LogSink log;
+  Client client = Client::connect(server.url(), quiet(log));
+  auto fast = client.try_acquire("flushed");  // the fast path: scripts now known on its connection
+  ASSERT_TRUE(fast.ok()) << fast.status().to_string();
+  ASSERT_EQ(redis.cmd({"SCRIPT", "FLUSH"}), "OK");
+  EXPECT_TRUE(fast->release().ok()) << "the fast path's release after the flush";
+  auto again = client.try_acquire("flushed");
+  ASSERT_TRUE(again.ok()) << again.status().to_string();
+  ASSERT_TRUE(again->release().ok());
+  const auto io_path = [&](const std::string& name) {
+    std::promise<Result<Lease>> got;
+    client.async_acquire(name, 0ms, {}, [&](Result<Lease> r) { got.set_value(std::move(r)); });
+    return got.get_future().get();
+  };
+  auto first = io_path("flushed-io");
+  ASSERT_TRUE(first.ok()) << first.status().to_string();
+  ASSERT_EQ(redis.cmd({"SCRIPT", "FLUSH"}), "OK");
+  std::promise<Status> released;
+  client.async_release(std::move(*first), [&](Status s) { released.set_value(s); });
+  EXPECT_TRUE(released.get_future().get().ok()) << "the I/O path's release after the flush";
+  ASSERT_EQ(redis.cmd({"SCRIPT", "FLUSH"}), "OK");
+  auto second = io_path("flushed-io");
+  ASSERT_TRUE(second.ok()) << second.status().to_string();
+  EXPECT_EQ(redis.integer({"EXISTS", "dlock:{flushed-io}"}), 1);
+  ASSERT_TRUE(second->release().ok());
+  EXPECT_EQ(redis.integer({"EXISTS", "dlock:{flushed}", "dlock:{flushed-io}"}), 0);
+  // Each call after a flush was answered NOSCRIPT first: the fallback ran.
+  const std::string errors = redis.cmd({"INFO", "errorstats"});
+  const auto at = errors.find("errorstat_NOSCRIPT:count=");
+  ASSERT_NE(at, std::string::npos) << errors;
+  EXPECT_GE(std::atoi(errors.c_str() + at + 25), 3) << errors;
+}
+
 }  // namespace
 }  // namespace dlock::test

@@ -92,6 +92,31 @@ TEST_F(ReplicaWait, BlockingCallsWaitAndUndoOnTheCallersThread) {
   EXPECT_EQ(SyncRedis(master.port()).integer({"EXISTS", "dlock:{fast-w2}"}), 0) << "undone on the master";
 }
 
+// A master that lost its scripts: the script is sent again whole with its
+// WAIT behind it, on both paths, and the grant is still on the replica when
+// the call returns.
+TEST_F(ReplicaWait, AfterTheMasterLostItsScriptsTheWaitGoesWithTheScriptSentWhole) {
+  Client client = Client::connect(master.url(), waiting(1));
+  auto warm = client.try_acquire("nos-warm", fixed(10s));  // the fast path's connection knows the scripts
+  ASSERT_TRUE(warm.ok()) << warm.status().to_string();
+  ASSERT_TRUE(warm->release().ok());
+  SyncRedis m(master.port()), r(replica.port());
+  ASSERT_EQ(m.cmd({"SCRIPT", "FLUSH"}), "OK");
+  auto fast = client.try_acquire("nos-fast", fixed(10s));
+  ASSERT_TRUE(fast.ok()) << fast.status().to_string();
+  EXPECT_EQ(r.integer({"EXISTS", "dlock:{nos-fast}"}), 1);
+  ASSERT_EQ(m.cmd({"SCRIPT", "FLUSH"}), "OK");
+  std::promise<Result<Lease>> got;
+  client.async_acquire("nos-io", 0ms, fixed(10s), [&](Result<Lease> l) { got.set_value(std::move(l)); });
+  auto io = got.get_future().get();
+  ASSERT_TRUE(io.ok()) << io.status().to_string();
+  EXPECT_EQ(r.integer({"EXISTS", "dlock:{nos-io}"}), 1);
+  const std::string errors = m.cmd({"INFO", "errorstats"});
+  EXPECT_NE(errors.find("errorstat_NOSCRIPT:count="), std::string::npos) << errors;
+  EXPECT_TRUE(fast->release().ok());
+  EXPECT_TRUE(io->release().ok());
+}
+
 TEST_F(ReplicaWait, UnacknowledgedRenewalsLoseTheLease) {
   Client client = Client::connect(master.url(), waiting(1, 50ms));
   std::atomic<int> lost{0}, reason{-1};
