@@ -6,6 +6,7 @@
 #include <boost/asio/connect.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/read.hpp>
+#include <boost/asio/ssl/error.hpp>
 #include <boost/asio/write.hpp>
 
 #include "core/token.hpp"
@@ -123,8 +124,17 @@ void Connection::on_connected() {
     if (gen != generation_ || state_ == State::closed) return;
     tls_handshaking_ = false;
     if (ec) {
-      attempt_failed({Errc::tls_failed, "TLS handshake with " + config_.endpoint.describe() +
-                                            " failed: " + handshake_failure(tls_->native_handle(), describe(ec))});
+      // Cut short by the transport (a restart, maxclients, a reset link):
+      // the server's unavailability, retried; else the TLS set-up's fault.
+      const bool transport = ec == asio::error::eof || ec == asio::error::connection_reset ||
+                             ec == asio::error::broken_pipe || ec == ssl::error::stream_truncated;
+      const std::string why = handshake_failure(tls_->native_handle(), describe(ec));
+      if (handshake_cut_short(tls_->native_handle(), 0, transport)) {
+        attempt_failed(
+            {Errc::unavailable, "TLS handshake with " + config_.endpoint.describe() + " was cut short: " + why});
+        return;
+      }
+      attempt_failed({Errc::tls_failed, "TLS handshake with " + config_.endpoint.describe() + " failed: " + why});
       return;
     }
     send_handshake();

@@ -102,7 +102,7 @@ bool SyncConnection::pending() const { return ssl_ != nullptr && SSL_pending(ssl
 // round trips it takes.
 Status SyncConnection::tls_handshake(ssl_ctx_st* ctx, const std::string& host, Clock::time_point deadline) {
   Status setup;
-  ssl_ = new_client_session(ctx, fd_, host, setup);
+  ssl_ = new_client_session(ctx, fd_, host, &nowait_, setup);
   if (ssl_ == nullptr) return setup;
   const int flags = ::fcntl(fd_, F_GETFL);
   ::fcntl(fd_, F_SETFL, flags | O_NONBLOCK);
@@ -112,8 +112,14 @@ Status SyncConnection::tls_handshake(ssl_ctx_st* ctx, const std::string& host, C
     const int rc = SSL_connect(ssl_);
     if (rc == 1) break;
     const int err = SSL_get_error(ssl_, rc);
-    if (err != SSL_ERROR_WANT_READ && err != SSL_ERROR_WANT_WRITE)
-      return {Errc::tls_failed, failed + "failed: " + handshake_failure(ssl_, session_error(ssl_, rc))};
+    if (err != SSL_ERROR_WANT_READ && err != SSL_ERROR_WANT_WRITE) {
+      // A cut (a restart, maxclients, a reset link) is the server's
+      // unavailability, retried; anything else is the TLS set-up's fault.
+      const bool cut = handshake_cut_short(ssl_, err);
+      const std::string why = handshake_failure(ssl_, session_error(ssl_, rc));
+      if (cut) return {Errc::unavailable, failed + "was cut short: " + why};
+      return {Errc::tls_failed, failed + "failed: " + why};
+    }
     const auto left = std::chrono::duration_cast<milliseconds>(deadline - Clock::now()).count();
     pollfd p{fd_, static_cast<short>(err == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT), 0};
     const int ready = left > 0 ? ::poll(&p, 1, static_cast<int>(left)) : 0;
@@ -140,8 +146,9 @@ long SyncConnection::write_some(const char* data, std::size_t n) {
   return -1;
 }
 
-long SyncConnection::read_some(char* data, std::size_t n) {
+long SyncConnection::read_some(char* data, std::size_t n, bool wait) {
   if (ssl_ == nullptr) return ::recv(fd_, data, n, 0);
+  nowait_ = !wait;
   ERR_clear_error();
   errno = 0;
   const int r = SSL_read(ssl_, data, static_cast<int>(std::min<std::size_t>(n, 1 << 30)));
@@ -170,7 +177,7 @@ Result<std::unique_ptr<SyncConnection>> SyncConnection::open(const detail::Redis
   std::string hs;
   const std::size_t n = append_handshake(hs, ep);
   std::vector<Reply> replies;
-  if (Status s = c->call(hs, n, replies); !s.ok()) {
+  if (Status s = c->call(hs, n, replies, deadline); !s.ok()) {
     // AUTH/SELECT/PING change nothing: a lost reply leaves nothing in doubt.
     return Status(Errc::unavailable, s.message());
   }
@@ -247,15 +254,16 @@ Status SyncConnection::receive(std::size_t n, std::vector<Reply>& out, Clock::ti
   // millisecond's slack.)
   // A command the server may hold (WAIT) polls: its allowance is longer.
   const auto budget = command_timeout_ + extra_;
-  const bool plain_recv = readable || pending() ||
-                          (extra_.count() == 0 && by >= sent_at_ + command_timeout_ - std::chrono::milliseconds(1) &&
-                           socket_timeout_ <= command_timeout_ + std::chrono::milliseconds(1) &&
-                           Clock::now() - sent_at_ < std::chrono::milliseconds(1));
-  return receive_until(n, out, std::min(sent_at_ + budget, by), plain_recv);
+  // Whether the socket's own timeout is this call's bound: then a read may
+  // block on it.
+  const bool bounded = extra_.count() == 0 && by >= sent_at_ + command_timeout_ - std::chrono::milliseconds(1) &&
+                       socket_timeout_ <= command_timeout_ + std::chrono::milliseconds(1) &&
+                       Clock::now() - sent_at_ < std::chrono::milliseconds(1);
+  return receive_until(n, out, std::min(sent_at_ + budget, by), readable || bounded, bounded);
 }
 
 Status SyncConnection::receive_until(std::size_t n, std::vector<Reply>& out, Clock::time_point deadline,
-                                     bool plain_recv) {
+                                     bool plain_recv, bool bounded) {
   while (out.size() < n) {
     Status error;
     if (auto reply = reader_.next(error)) {
@@ -282,17 +290,22 @@ Status SyncConnection::receive_until(std::size_t n, std::vector<Reply>& out, Clo
         return {Errc::outcome_unknown, "no reply from " + peer_ + " within the call's deadline"};
       }
     }
-    const long r = read_some(buf_.data(), buf_.size());
+    // Plain TCP: a recv after poll's yes returns at once. TLS: SSL_read
+    // wants a whole record, which a readable socket may hold only part of:
+    // it waits only on the first read of a call the socket's timeout bounds.
+    const long r = read_some(buf_.data(), buf_.size(), bounded);
+    bounded = false;
     if (r < 0 && errno == EINTR) continue;
     if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) && Clock::now() < deadline) continue;
     if (r <= 0) {
       const int e = errno;
+      const bool tls = ssl_ != nullptr;
       close_fd();
       return {Errc::outcome_unknown,
               r == 0 ? "connection to " + peer_ + " closed after the command was sent"
               : (e == EAGAIN || e == EWOULDBLOCK)
                   ? "no reply from " + peer_ + " within " + std::to_string((command_timeout_ + extra_).count()) + " ms"
-                  : "connection to " + peer_ + " failed: " + (ssl_ != nullptr ? tls_error_ : std::strerror(e))};
+                  : "connection to " + peer_ + " failed: " + (tls ? tls_error_ : std::strerror(e))};
     }
     reader_.feed(buf_.data(), static_cast<std::size_t>(r));
   }

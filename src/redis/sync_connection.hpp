@@ -84,12 +84,17 @@ class SyncConnection {
   // One send()/recv(), or SSL_write()/SSL_read(): bytes moved, 0 at the
   // peer's end, -1 with errno set (EAGAIN: the socket's timeout).
   long write_some(const char* data, std::size_t n);
-  long read_some(char* data, std::size_t n);
+  // `wait`: TLS only, whether SSL_read may wait on the blocking socket for
+  // the rest of a record (else EAGAIN: poll, then read again).
+  long read_some(char* data, std::size_t n, bool wait);
   // plain_recv: the first wait is a recv() (bounded by the socket's
-  // timeout, or readable already), not a poll.
-  Status receive_until(std::size_t n, std::vector<Reply>& out, Clock::time_point deadline, bool plain_recv);
+  // timeout, or readable already), not a poll. bounded: the socket's
+  // timeout is the call's bound, so a TLS read may wait on it.
+  Status receive_until(std::size_t n, std::vector<Reply>& out, Clock::time_point deadline, bool plain_recv,
+                       bool bounded);
   int fd_;
   ssl_st* ssl_ = nullptr;  // TLS only
+  bool nowait_ = false;    // its reads' MSG_DONTWAIT (redis/tls.hpp)
   std::string tls_error_;  // why the last TLS read or write failed
   std::string peer_;       // for messages: redis://host:port
   milliseconds command_timeout_;

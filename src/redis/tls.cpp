@@ -36,13 +36,26 @@ int write_nosignal(BIO* b, const char* data, int n) {
   return static_cast<int>(w);
 }
 
+// Its read: recv(), without waiting when the session's caller asks so.
+int read_maybe_nowait(BIO* b, char* out, int n) {
+  BIO_clear_retry_flags(b);
+  const auto* nowait = static_cast<const bool*>(BIO_get_data(b));
+  const ssize_t r = ::recv(static_cast<int>(BIO_get_fd(b, nullptr)), out, static_cast<std::size_t>(n),
+                           nowait != nullptr && *nowait ? MSG_DONTWAIT : 0);
+  if (r <= 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) BIO_set_retry_read(b);
+#ifdef BIO_FLAGS_IN_EOF
+  if (r == 0) BIO_set_flags(b, BIO_FLAGS_IN_EOF);
+#endif
+  return static_cast<int>(r);
+}
+
 BIO_METHOD* nosignal_socket_method() {
   static BIO_METHOD* const method = [] {
     const BIO_METHOD* socket = BIO_s_socket();
     BIO_METHOD* m = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK | BIO_TYPE_DESCRIPTOR, "dlock socket");
     if (m == nullptr) return m;
     BIO_meth_set_write(m, write_nosignal);
-    BIO_meth_set_read(m, BIO_meth_get_read(socket));
+    BIO_meth_set_read(m, read_maybe_nowait);
     BIO_meth_set_puts(m, BIO_meth_get_puts(socket));
     BIO_meth_set_ctrl(m, BIO_meth_get_ctrl(socket));
     BIO_meth_set_create(m, BIO_meth_get_create(socket));
@@ -96,7 +109,7 @@ Status expect_peer(ssl_st* ssl, const std::string& host) {
   return {};
 }
 
-ssl_st* new_client_session(ssl_ctx_st* ctx, int fd, const std::string& host, Status& why) {
+ssl_st* new_client_session(ssl_ctx_st* ctx, int fd, const std::string& host, const bool* nowait, Status& why) {
   BIO_METHOD* method = nosignal_socket_method();
   SSL* ssl = method != nullptr ? SSL_new(ctx) : nullptr;
   BIO* bio = ssl != nullptr ? BIO_new(method) : nullptr;
@@ -106,6 +119,7 @@ ssl_st* new_client_session(ssl_ctx_st* ctx, int fd, const std::string& host, Sta
     return nullptr;
   }
   BIO_set_fd(bio, fd, BIO_NOCLOSE);
+  BIO_set_data(bio, const_cast<bool*>(nowait));  // the socket BIO keeps nothing there
   SSL_set_bio(ssl, bio, bio);
   if (why = expect_peer(ssl, host); !why.ok()) {
     SSL_free(ssl);
@@ -128,6 +142,14 @@ std::string session_error(ssl_st* ssl, int rc) {
     default:
       return openssl_error();
   }
+}
+
+bool handshake_cut_short(ssl_st* ssl, int ssl_error, bool transport) {
+  bool cut = transport || ssl_error == SSL_ERROR_SYSCALL;
+#ifdef SSL_R_UNEXPECTED_EOF_WHILE_READING
+  cut = cut || (ssl_error == SSL_ERROR_SSL && ERR_GET_REASON(ERR_peek_error()) == SSL_R_UNEXPECTED_EOF_WHILE_READING);
+#endif
+  return cut && SSL_get_verify_result(ssl) == X509_V_OK;
 }
 
 std::string handshake_failure(ssl_st* ssl, const std::string& why) {

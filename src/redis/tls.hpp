@@ -31,8 +31,19 @@ Status expect_peer(ssl_st* ssl, const std::string& host);
 // A client session over the connected socket `fd` (not owned: the caller
 // closes it after SSL_free), its writes made with MSG_NOSIGNAL (a peer gone
 // is an error, not a SIGPIPE that kills the process), the peer's name
-// expected as above. nullptr with `why` set on failure.
-ssl_st* new_client_session(ssl_ctx_st* ctx, int fd, const std::string& host, Status& why);
+// expected as above. Its reads wait on a blocking socket unless `*nowait`
+// (the caller's, outliving the session) is true then: MSG_DONTWAIT, so a
+// record that arrives in pieces cannot hold a read past the caller's
+// deadline. nullptr with `why` set on failure.
+ssl_st* new_client_session(ssl_ctx_st* ctx, int fd, const std::string& host, const bool* nowait, Status& why);
+
+// After a failed handshake: whether the transport cut it short (the server
+// closed or reset the connection, the stream ended mid-record) with nothing
+// found wrong in the certificate: a server restarting, refusing clients
+// (maxclients) or a link reset, which is unavailable and retried, not a TLS
+// fault. `ssl_error`: SSL_get_error's answer; `transport`: the caller saw a
+// transport error itself (Asio: eof, reset, a truncated stream).
+bool handshake_cut_short(ssl_st* ssl, int ssl_error, bool transport = false);
 
 // Why an SSL_connect/SSL_read/SSL_write that returned `rc` failed, from
 // OpenSSL's error queue or errno: for messages.
