@@ -313,7 +313,7 @@ class RedisBackend final : public RedlockMaster {
   void acquire(const AcquireCall& call, std::function<void(Result<AcquireOutcome>)> done) override {
     ScriptCall sc = acquire_request(prefix_, fences_, call, call.queued);
     if (wait_.replicas > 0) {
-      return eval_waited(*sc.script, sc.keys, sc.args,
+      return eval_script(*sc.script, sc.keys, sc.args, true,
                          [this, call, done = std::move(done)](Result<Reply> r, Status replicated) mutable {
                            if (!r.ok()) return done(r.status());
                            auto out = parse_acquire(*r, call);
@@ -647,7 +647,7 @@ class RedisBackend final : public RedlockMaster {
       }
       batch->group_done({});
     };
-    if (wait_.replicas > 0) return eval_waited(renew_script(), keys, args, std::move(parse));
+    if (wait_.replicas > 0) return eval_script(renew_script(), keys, args, true, std::move(parse));
     eval(renew_script(), keys, args, [parse = std::move(parse)](Result<Reply> r) { parse(std::move(r), Status()); });
   }
 
@@ -668,8 +668,8 @@ class RedisBackend final : public RedlockMaster {
 
   void eval(const Script& original, const std::vector<std::string>& keys, const std::vector<std::string>& args,
             std::function<void(Result<Reply>)> done) {
-    eval_waited(
-        original, keys, args, [done = std::move(done)](Result<Reply> r, const Status&) { done(std::move(r)); }, false);
+    eval_script(original, keys, args, false,
+                [done = std::move(done)](Result<Reply> r, const Status&) { done(std::move(r)); });
   }
 
   // The slot of a lock's keys (they share its tag); one server: -1.
@@ -774,9 +774,8 @@ class RedisBackend final : public RedlockMaster {
     const Script& script = *sent->sc.script;
     const bool whole = !sent->conn->sent_script(script.sha1);
     if (whole) sent->conn->note_script(script.sha1);
-    if (Status s = sent->conn->send(with_wait(*sent, whole ? eval_payload("EVAL", script.body, sc.keys, sc.args)
-                                                           : eval_payload("EVALSHA", script.sha1, sc.keys, sc.args)),
-                                    sent->waited ? wait_.timeout : milliseconds(0));
+    if (Status s = send_script(*sent, whole ? eval_payload("EVAL", script.body, sc.keys, sc.args)
+                                            : eval_payload("EVALSHA", script.sha1, sc.keys, sc.args));
         !s.ok()) {
       sync_sent_.fetch_add(sent->conn->requests_sent() - sent->before, std::memory_order_relaxed);
       return Out(s);
@@ -791,8 +790,7 @@ class RedisBackend final : public RedlockMaster {
     Status s = conn.receive(n, replies, by, readable);
     if (s.ok() && replies.front().is_error() && replies.front().str.starts_with("NOSCRIPT")) {
       // Nothing ran (a WAIT after it acknowledged nothing of ours).
-      s = conn.send(with_wait(sent, eval_payload("EVAL", sent.sc.script->body, sent.sc.keys, sent.sc.args)),
-                    sent.waited ? wait_.timeout : milliseconds(0));
+      s = send_script(sent, eval_payload("EVAL", sent.sc.script->body, sent.sc.keys, sent.sc.args));
       if (s.ok()) s = conn.receive(n, replies, by);
     }
     if (s.ok() && sent.waited && replicated != nullptr) *replicated = replication_of(replies[1]);
@@ -823,8 +821,8 @@ class RedisBackend final : public RedlockMaster {
   // too) and covers its writes, at no extra round trip; `done` gets the
   // script's reply and whether wait_.replicas replicas acknowledged within
   // wait_.timeout (unwaited: ok).
-  void eval_waited(const Script& original, const std::vector<std::string>& keys, const std::vector<std::string>& args,
-                   std::function<void(Result<Reply>, Status)> done, bool waited = true) {
+  void eval_script(const Script& original, const std::vector<std::string>& keys, const std::vector<std::string>& args,
+                   bool waited, std::function<void(Result<Reply>, Status)> done) {
     const Script& script = published(original);
     std::vector<std::string> commands(waited ? 2 : 1);
     commands[0] = eval_payload("EVALSHA", script.sha1, keys, args);
@@ -884,10 +882,12 @@ class RedisBackend final : public RedlockMaster {
                                          " replica(s): " + std::to_string(w.integer) + " acknowledged within " +
                                          std::to_string(wait_.timeout.count()) + " ms");
   }
-  // A blocking request with its WAIT appended when it is a waited one.
-  std::string with_wait(const SentEval& sent, std::string payload) const {
-    if (sent.waited) append_wait(payload);
-    return payload;
+  // A blocking request on its connection, with its WAIT behind it (and the
+  // WAIT's time allowed for the answer) when it is a waited one.
+  Status send_script(SentEval& sent, std::string payload) const {
+    if (!sent.waited) return sent.conn->send(payload);
+    append_wait(payload);
+    return sent.conn->send(payload, wait_.timeout);
   }
   void append_wait(std::string& out) const {
     append_command(out, {"WAIT", std::to_string(wait_.replicas), std::to_string(wait_.timeout.count())});
