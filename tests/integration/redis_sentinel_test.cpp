@@ -211,5 +211,50 @@ TEST_F(RedisSentinelTest, AGrantLostInAFailoverStillLeavesTheNextFenceLarger) {
   EXPECT_EQ(set.master_index(), 1);
 }
 
+// redis-sentinel+tls://: the sentinels asked over TLS (certificates
+// verified), and the master they name reached over TLS on both paths:
+// blocking calls on the caller's thread, a waiter woken by the release, and
+// a failover followed to the promoted replica's TLS port.
+TEST(RedisSentinelTls, LocksWakesAndFollowsAFailoverOverTls) {
+  RedisSentinelSet set(true);
+  LogSink log;
+  Client client = Client::connect(set.url(), quiet(log));
+  Client waiter = Client::connect(set.url(), quiet(log));
+  auto pair_on = [&](int node) {
+    EXPECT_TRUE(returns_beside_a_blocked_io_thread(
+        client,
+        [&] {
+          auto lease = client.try_acquire("tls", lease_of(10s));
+          ASSERT_TRUE(lease.ok()) << lease.status().to_string();
+          EXPECT_EQ(SyncRedis(set.data(node).port()).integer({"EXISTS", lock_key("tls")}), 1);
+          EXPECT_TRUE(lease->release().ok());
+        }))
+        << "data node " << node;
+  };
+  pair_on(0);
+  // A waiter under a 30 s lease, woken by the release's message (over TLS
+  // from the master the sentinels named), not by the lease's end.
+  auto held = client.try_acquire("woken", lease_of(30s));
+  ASSERT_TRUE(held.ok()) << held.status().to_string();
+  auto got = std::async(std::launch::async, [&] { return waiter.acquire("woken", 10s, lease_of(10s)); });
+  std::this_thread::sleep_for(300ms);
+  const auto released = std::chrono::steady_clock::now();
+  ASSERT_TRUE(held->release().ok());
+  auto w = got.get();
+  ASSERT_TRUE(w.ok()) << w.status().to_string();
+  EXPECT_LT(std::chrono::steady_clock::now() - released, 5s);
+  EXPECT_GE(waiter.stats().wakeups, 1u);
+  EXPECT_TRUE(w->release().ok());
+
+  set.failover();
+  ASSERT_TRUE(eventually(
+      [&] {
+        auto l = client.try_acquire("tls", lease_of(10s));
+        return l.ok() && l->release().ok();
+      },
+      20s));
+  pair_on(set.master_index());
+}
+
 }  // namespace
 }  // namespace dlock::test

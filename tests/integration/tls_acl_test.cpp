@@ -277,6 +277,16 @@ TEST(Tls, MissingCaFileIsInvalidArgument) {
   EXPECT_EQ(r.code(), Errc::invalid_argument);
 }
 
+// Every master's connection shares the files: one that cannot be loaded is
+// the caller's error, named, not a quorum lost to "no connection".
+TEST(Tls, MissingCaFileIsInvalidArgumentForRedlockToo) {
+  LogSink log;
+  auto r =
+      Client::try_connect("redlock+tls://127.0.0.1:1,127.0.0.1:2,127.0.0.1:3?cacert=/nonexistent/ca.crt", quiet(log));
+  EXPECT_EQ(r.code(), Errc::invalid_argument);
+  EXPECT_NE(r.status().message().find("/nonexistent/ca.crt"), std::string::npos) << r.status().to_string();
+}
+
 class Acl : public ::testing::Test {
  protected:
   static RedisServerOptions options() {
