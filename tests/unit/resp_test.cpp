@@ -1,6 +1,7 @@
 #include "redis/resp.hpp"
 
 #include <gtest/gtest.h>
+#include <hiredis/hiredis.h>
 
 #include "redis/errors.hpp"
 
@@ -13,13 +14,30 @@ TEST(Resp, FormatsBinarySafeBulkStrings) {
   EXPECT_EQ(out, std::string("*3\r\n$3\r\nSET\r\n$3\r\nk\0y\r\n$1\r\nv\r\n", 29));
 }
 
-TEST(Resp, ManyArgumentsGoToTheHeapPath) {
-  std::vector<std::string> storage;
-  for (int i = 0; i < 40; ++i) storage.push_back(std::to_string(i));
+// The request form is written by hand: it must be byte for byte what
+// hiredis's own formatter writes, for empty, binary, long and many arguments,
+// and it appends (a pipeline's requests go into one buffer).
+TEST(Resp, WritesWhatHiredisWrites) {
+  std::vector<std::string> storage = {"", std::string("\0\r\n$*", 6), std::string(100000, 'x'), "EVALSHA"};
+  for (int i = 0; i < 40; ++i) storage.push_back(std::to_string(i * 7919));
   std::vector<std::string_view> args(storage.begin(), storage.end());
-  std::string out;
+  std::vector<const char*> argv;
+  std::vector<size_t> lens;
+  for (std::string_view a : args) {
+    argv.push_back(a.data());
+    lens.push_back(a.size());
+  }
+  char* cmd = nullptr;
+  const int n = redisFormatCommandArgv(&cmd, static_cast<int>(args.size()), argv.data(), lens.data());
+  ASSERT_GT(n, 0);
+  const std::string expected(cmd, static_cast<std::size_t>(n));
+  redisFreeCommand(cmd);
+  std::string out = "*1\r\n$4\r\nPING\r\n";
   append_command(out, args);
-  EXPECT_EQ(out.substr(0, 5), "*40\r\n");
+  EXPECT_EQ(out, "*1\r\n$4\r\nPING\r\n" + expected);
+  std::string none;
+  append_command(none, {});
+  EXPECT_EQ(none, "*0\r\n");
 }
 
 TEST(Resp, ReadsRepliesSplitAcrossFeeds) {
