@@ -364,7 +364,7 @@ def recipes_section(md, run, meta=None):
     md.append("## Recipes\n")
     md.append(f"`bench/recipes_bench.cpp` (public API only), its limits and the peers, measured side by side in one "
               f"run against the same private servers, **idle and with one busy loop per core** (`while :; do :; "
-              f"done` beside the run, competing with clients and servers alike); {reps} rep(s) of {fmt(secs, 1)} s per "
+              f"done` pinned to each core, competing with clients and servers alike); {reps} rep(s) of {fmt(secs, 1)} s per "
               f"row, medians across reps, min–max of throughput in brackets, percentiles per rep then the median. "
               f"{procs} processes, each with its own client, started together once all are connected.\n")
     if meta:
@@ -805,7 +805,7 @@ def tls_section(md, run):
               "last, so every round trip wakes the other core as a remote server's would (left to the "
               "scheduler, a client sometimes shared the server's core and its round trips halved, which "
               "swung these rows between 55 and 130 µs). All rows in one run, on this machine's "
-              f"{os.cpu_count()} cores; busy: one spinning loop per core.\n")
+              f"{os.cpu_count()} cores; busy: one spinning loop pinned to each core.\n")
     md.append("| path | load | dlock pairs/s | the limit pairs/s | dlock / limit | dlock p50 / p99 µs | "
               "limit p50 / p99 µs |")
     md.append("|---|---|---|---|---|---|---|")
@@ -957,7 +957,8 @@ def main():
     md.append("## Ceiling: redis-benchmark on the same server\n")
     md.append("`acquire` is dlock's acquire script by EVALSHA on fresh random keys (always a grant); "
               "`release` is dlock's release script by EVALSHA on random absent keys; `SET NX PX` is the "
-              "plain single-command acquire for reference.\n")
+              "plain single-command acquire for reference; `fenced` is the least a fenced grant can cost: "
+              "one script doing `SET NX PX` and, if granted, a counter's `INCR`.\n")
     md.append("| config | command | ops/s median (min–max) | p50 ms | p99 ms |")
     md.append("|---|---|---|---|---|")
     for (config, command), xs in sorted(ceiling.items()):
@@ -1007,7 +1008,8 @@ def main():
               "own work, and the scheduler's placement of each run, not the client, would decide its rate."
               if meta.get("busy_cpus") else "")
     md.append("Real application servers are busy. Every contestant ran again while one `while :; do :; done` "
-              "per core competed for the CPU (the server's too)." + pinned + "\n")
+              "pinned to each core competed for the CPU (the server's too; left to the scheduler, the loops "
+              "wander between cores and the rows follow them)." + pinned + "\n")
     table, _ = w1_table("busy")
     md.extend(table)
     # Where the time went, from the client's own schedstat: its CPU time per pair, and its time runnable
@@ -1302,10 +1304,20 @@ def main():
                   "grant than a SET NX PX (the fence, the holder's description: see W1).")
     if w2 and c50_pair and p16_pair:
         vs = f"{w2 / setnx_cad:.2f}× the pipelined SET NX PX + compare-and-delete pair rate" if setnx_cad else ""
+        floor = ""
+        fen = crate("c1P16", "fenced")
+        if fen and cad and setnx_cad:
+            fenced_cad = 1.0 / (1.0 / fen + 1.0 / cad)
+            floor = (f" The least a fenced grant can cost (`fenced` in the ceiling table, {fmt(fen)}/s) paired "
+                     f"with compare-and-delete runs at {fenced_cad / setnx_cad:.2f}× the SET NX PX pair: that is "
+                     "the most any lock that hands out a fence can reach against this limit. dlock's grant also "
+                     "keeps re-entry, the grant id and its tombstone check, the line check and the holder's "
+                     f"description; it runs at {w2 / p16_pair:.2f}× of its own two scripts' pipelined pair rate, "
+                     "so the client is not what bounds it.")
         md.append(f"- **W2.** dlock reaches {w2 / c50_pair:.2f}× the -c 50 pair rate and {vs}. Pipelined, the "
                   "server's time per pair is what bounds it: dlock's two scripts cost it more than SET NX PX and "
-                  "compare-and-delete (see W1), and redis-benchmark's own rates swing between reps (the min–max "
-                  "in the ceiling table), so this ratio is the noisiest of the file.")
+                  f"compare-and-delete (see W1).{floor} redis-benchmark's own rates swing between reps (the "
+                  "min–max in the ceiling table), so this ratio is the noisiest of the file.")
     if w3:
         md.append(f"- **W3 throughput and fairness.** dlock hands the lock to another process "
                   f"{1 - med_of(w3, 'same_holder_fraction'):.0%} of the time; libraries that poll re-take their "
