@@ -164,11 +164,13 @@ Result<std::unique_ptr<SyncConnection>> SyncConnection::open(const detail::Redis
                                                              milliseconds connect_timeout, milliseconds command_timeout,
                                                              ssl_ctx_st* tls) {
   if (ep.tls && tls == nullptr) return Status(Errc::tls_failed, "no TLS context for " + ep.describe());
-  // The TLS handshake, like the AUTH/PING after it, within the command
-  // timeout too (a call's patience: a silent server must not hold it up).
-  const auto deadline = Clock::now() + std::min(connect_timeout, command_timeout);
+  // The connect, the TLS handshake and the AUTH/PING after it, within the
+  // command timeout too (a call's patience: a host that drops the SYN, or a
+  // silent server, must not hold it up past its deadline).
+  const auto patience = std::min(connect_timeout, command_timeout);
+  const auto deadline = Clock::now() + patience;
   std::string why;
-  const int fd = connect_fd(ep, connect_timeout, why);
+  const int fd = connect_fd(ep, patience, why);
   if (fd < 0) return unavailable(ep.describe(), why);
   set_timeouts(fd, connect_timeout);
   std::unique_ptr<SyncConnection> c(new SyncConnection(fd, ep.describe(), command_timeout, connect_timeout));

@@ -538,7 +538,10 @@ std::vector<std::size_t> RedlockBackend::readable(
 }
 
 // Sends to every master: first on the connections already open, then
-// opening the others (a silent master's connect must not delay the rest).
+// opening the others (a silent master's connect must not delay the rest),
+// those the I/O thread is linked to first: a master gone from the network
+// (its connect hangs until the round's window ends) is opened last, so it
+// cannot use up the window of one that answers.
 // `send(i, pooled_only)` as RedlockMaster's; `sent(i, result)` once each.
 void RedlockBackend::each_master_sends(
     const std::function<redis::RedlockMaster::Sent(std::size_t, bool)>& send,
@@ -551,6 +554,8 @@ void RedlockBackend::each_master_sends(
     else
       later.push_back(i);
   }
+  const std::uint64_t up = up_bits_.load();
+  std::stable_partition(later.begin(), later.end(), [up](std::size_t i) { return ((up >> i) & 1) != 0; });
   for (std::size_t i : later) {
     auto s = send(i, false);
     sent(i, s ? std::move(*s)

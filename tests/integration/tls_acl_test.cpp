@@ -1,96 +1,9 @@
 // TLS with certificate verification, and ACL users.
-#include <netinet/in.h>
-#include <poll.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include "integration/common.hpp"
+#include "support/tcp_fault.hpp"
 
 namespace dlock::test {
 namespace {
-
-// A loopback TCP listener for the faults a TLS client meets mid-stream. With
-// `split`, a proxy to `upstream` that hands each chunk of the server's
-// answers on in two pieces, the second `delay` after the first (a TLS record
-// that arrives in pieces); without, a server that accepts and closes at once
-// (a handshake cut short: a restart, maxclients).
-class TcpFault {
- public:
-  explicit TcpFault(int upstream = 0) : upstream_(upstream) {
-    listener_ = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof a;
-    if (::bind(listener_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || ::listen(listener_, 16) != 0 ||
-        ::getsockname(listener_, reinterpret_cast<sockaddr*>(&a), &len) != 0)
-      throw std::runtime_error("TcpFault: cannot listen");
-    port_ = ntohs(a.sin_port);
-    threads_.emplace_back([this] { accept_loop(); });
-  }
-  ~TcpFault() {
-    stop_ = true;
-    ::shutdown(listener_, SHUT_RDWR);
-    {
-      std::lock_guard lk(mu_);
-      for (int fd : fds_) ::shutdown(fd, SHUT_RDWR);
-    }
-    for (auto& t : threads_) t.join();
-    for (int fd : fds_) ::close(fd);
-    ::close(listener_);
-  }
-  int port() const { return port_; }
-  std::atomic<int> delay_ms{0};
-
- private:
-  void accept_loop() {
-    while (!stop_) {
-      const int c = ::accept(listener_, nullptr, nullptr);
-      if (c < 0) return;
-      if (upstream_ == 0) {
-        ::close(c);
-        continue;
-      }
-      const int u = ::socket(AF_INET, SOCK_STREAM, 0);
-      sockaddr_in a{};
-      a.sin_family = AF_INET;
-      a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-      a.sin_port = htons(static_cast<std::uint16_t>(upstream_));
-      if (::connect(u, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
-        ::close(c);
-        ::close(u);
-        continue;
-      }
-      std::lock_guard lk(mu_);
-      fds_.push_back(c);
-      fds_.push_back(u);
-      threads_.emplace_back([this, c, u] { pump(c, u, false); });
-      threads_.emplace_back([this, c, u] { pump(u, c, true); });
-    }
-  }
-  void pump(int from, int to, bool split) {
-    char buf[16384];
-    for (;;) {
-      const ssize_t n = ::recv(from, buf, sizeof buf, 0);
-      if (n <= 0) break;
-      ssize_t first = split && n > 1 && delay_ms > 0 ? 1 : n;
-      if (::send(to, buf, static_cast<std::size_t>(first), MSG_NOSIGNAL) != first) break;
-      if (first < n) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms.load()));
-        if (::send(to, buf + first, static_cast<std::size_t>(n - first), MSG_NOSIGNAL) != n - first) break;
-      }
-    }
-    ::shutdown(to, SHUT_WR);
-  }
-
-  int upstream_;
-  int listener_ = -1;
-  int port_ = 0;
-  std::atomic<bool> stop_{false};
-  std::mutex mu_;
-  std::vector<int> fds_;
-  std::vector<std::thread> threads_;
-};
 
 TEST(Tls, LocksOverTlsWithAVerifiedServer) {
   RedisServerOptions o;
