@@ -218,6 +218,26 @@ TEST_F(TortureProxy, RefuseResetsNewConnections) {
   EXPECT_EQ(command(c2.get(), {"PING"}), "PONG");
 }
 
+// A host gone from the network: a new connection hangs in SYN (it is
+// neither accepted nor refused), an open one gets no answer; healed, a new
+// connection gets in.
+TEST_F(TortureProxy, UnreachableHangsNewAndOpenConnectionsUntilHealed) {
+  auto old = connect(port_, 400ms);
+  ASSERT_TRUE(old);
+  ASSERT_EQ(command(old.get(), {"PING"}), "PONG");
+
+  proxy_.unreachable("a", true);
+  const auto t0 = Clock::now();
+  EXPECT_EQ(connect(port_, 400ms), nullptr) << "a new connection got in";
+  EXPECT_GE(Clock::now() - t0, 350ms) << "refused at once, not left hanging";
+  EXPECT_EQ(command(old.get(), {"PING"}), std::nullopt) << "the open connection was answered";
+
+  proxy_.unreachable("a", false);
+  auto c = connect(port_, 5000ms);
+  ASSERT_TRUE(c);
+  EXPECT_EQ(command(c.get(), {"PING"}), "PONG");
+}
+
 TEST_F(TortureProxy, UpstreamRestartOnTheSamePort) {
   auto c = connect(port_);
   ASSERT_TRUE(c);

@@ -1,5 +1,9 @@
 #include "proxy.hpp"
 
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <boost/asio/connect.hpp>
 #include <boost/asio/executor_work_guard.hpp>
@@ -61,6 +65,10 @@ struct Link {
   std::map<std::uint64_t, std::shared_ptr<Session>> sessions;
   std::uint64_t next_id = 0;
   bool closed = false;
+  // Proxy::unreachable: not accepting; `fillers` hold the listener's queue
+  // full (client ends of connections never accepted).
+  bool unreachable = false;
+  std::vector<int> fillers;
 };
 
 // Abortive close: with SO_LINGER 0, close() sends RST instead of FIN.
@@ -360,7 +368,34 @@ struct Proxy::Impl {
       link->sessions.emplace(id, session);
       session->begin();
     }
-    accept(link);
+    if (!link->unreachable) accept(link);  // else set_unreachable(false) re-arms it
+  }
+
+  void set_unreachable(const std::shared_ptr<Link>& link, bool on) {
+    if (link->unreachable == on || link->closed) return;
+    link->unreachable = on;
+    link->faults.blackhole = on;
+    const int fd = link->acceptor.native_handle();
+    if (!on) {
+      ::listen(fd, asio::socket_base::max_listen_connections);
+      for (int f : link->fillers) ::close(f);
+      link->fillers.clear();
+      accept(link);
+      return;
+    }
+    error_code ignored;
+    link->acceptor.cancel(ignored);  // the pending accept ends (operation_aborted), not re-armed
+    ::listen(fd, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons(link->acceptor.local_endpoint().port());
+    for (int i = 0; i < 2; ++i) {
+      const int f = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+      if (f < 0) continue;
+      (void)::connect(f, reinterpret_cast<sockaddr*>(&a), sizeof a);  // EINPROGRESS: left queued
+      link->fillers.push_back(f);
+    }
   }
 
   void close_all() {
@@ -369,6 +404,8 @@ struct Proxy::Impl {
       error_code ignored;
       link->acceptor.close(ignored);
       link->retry.cancel();
+      for (int f : link->fillers) ::close(f);
+      link->fillers.clear();
       for (const auto& s : snapshot(*link)) s->close();
     }
   }
@@ -461,6 +498,15 @@ void Proxy::refuse(const std::string& link, bool on) {
   impl_->apply(link, [=](Link& l) { l.faults.refuse = on; });
 }
 
+void Proxy::unreachable(const std::string& link, bool on) {
+  impl_->call([&] {
+    for (Link* l : impl_->select(link)) {
+      impl_->set_unreachable(impl_->links.at(l->name), on);
+      for (const auto& s : Impl::snapshot(*l)) s->kick();
+    }
+  });
+}
+
 void Proxy::reset(const std::string& link) {
   impl_->call([&] {
     for (Link* l : impl_->select(link)) {
@@ -514,6 +560,10 @@ void ProxyGroup::drop_replies(const std::string& link, bool on) {
 void ProxyGroup::reset(const std::string& link) {
   for (Proxy* p : proxies_) p->reset(link);
 }
+void ProxyGroup::unreachable(const std::string& link, bool on) {
+  for (Proxy* p : proxies_) p->unreachable(link, on);
+}
+
 void ProxyGroup::refuse(const std::string& link, bool on) {
   for (Proxy* p : proxies_) p->refuse(link, on);
 }

@@ -70,6 +70,11 @@ class Proxy {
   void set_upstream_port(std::uint16_t port);
   // While on, new connections are accepted and immediately reset.
   void refuse(const std::string& link, bool on);
+  // A host gone from the network: open connections hang as in a blackhole,
+  // and new ones are not accepted (the listener's queue is cut to one and
+  // filled, so the kernel drops their SYNs and a client's connect waits for
+  // its own timeout). Off: the retransmitted SYNs get in.
+  void unreachable(const std::string& link, bool on);
 
   struct Stats {
     std::uint64_t connections = 0;     // accepted and forwarded (not refused)
@@ -106,6 +111,7 @@ class ProxyGroup {
   void drop_replies(const std::string& link, bool on);
   void reset(const std::string& link);
   void refuse(const std::string& link, bool on);
+  void unreachable(const std::string& link, bool on);
   Proxy::Stats stats(const std::string& link) const;
 
  private:

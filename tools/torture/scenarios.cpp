@@ -470,6 +470,29 @@ void minority_partition(RunCtx& c) {
   }
 }
 
+// The lock server gone from the network for two leases (Redlock: one node,
+// a minority): open connections hang and new ones hang in SYN, so a
+// client's reconnect waits for its own connect timeout. Calls must still
+// end by their deadlines, and Redlock's majority keeps granting.
+void net_unreachable(RunCtx& c) {
+  c.idle(ms(300));
+  while (c.running()) {
+    const bool one_of_many = c.node_count() > 1;
+    const int n = one_of_many ? static_cast<int>(c.uniform(0, c.node_count() - 1)) : 0;
+    ProxyGroup one;
+    one.add(c.node(n).proxy.get());
+    ProxyGroup& cut = one_of_many ? one : c.proxy();
+    const std::string target = node_label(c, n);
+    cut.unreachable("", true);
+    c.fault_start("unreachable", target,
+                  "proxy stops answering " + target + ": open connections hang, new ones hang in SYN");
+    c.idle(ms(2 * c.ttl_ms()));
+    cut.unreachable("", false);
+    c.fault_end("unreachable", target, "reachable again");
+    c.idle(ms(c.uniform(500, 1500)));
+  }
+}
+
 std::vector<Scenario> make_scenarios() {
   std::vector<Scenario> v;
   v.push_back({"baseline", "no faults: contention only", "", false, no_faults, {}, safe(0)});
@@ -564,6 +587,15 @@ std::vector<Scenario> make_scenarios() {
       {"net-drop", "replies lost and connections reset while requests are applied", "", false, net_drop, {}, safe(1)});
   v.push_back({"net-reset", "every connection reset every 0.4-0.9 s", "", false, net_reset, {}, safe(1)});
   for (auto it = v.end() - 4; it != v.end(); ++it) it->setups = kNetworked;
+  v.push_back({"net-unreachable",
+               "the lock server (Redlock: one node) unreachable for 2 leases: open connections hang, new ones "
+               "hang in SYN",
+               "",
+               false,
+               net_unreachable,
+               {},
+               safe(1)});
+  v.back().setups = kRedisFamily;
   v.push_back({"server-stall",
                "CLIENT PAUSE WRITE / DEBUG SLEEP for 1.5 leases (Redlock: on node 0)",
                "",
