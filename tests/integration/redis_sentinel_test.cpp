@@ -19,6 +19,34 @@ LockOptions lease_of(milliseconds lease) {
   return o;
 }
 
+// An acquire and release of `name` on the caller's thread (while the I/O
+// thread is held), the grant found on data node `node`.
+void fast_pair_on(Client& client, RedisSentinelSet& set, int node, const std::string& name) {
+  EXPECT_TRUE(returns_beside_a_blocked_io_thread(
+      client,
+      [&] {
+        auto lease = client.try_acquire(name, lease_of(10s));
+        ASSERT_TRUE(lease.ok()) << lease.status().to_string();
+        EXPECT_EQ(SyncRedis(set.data(node).port()).integer({"EXISTS", lock_key(name)}), 1);
+        EXPECT_TRUE(lease->release().ok());
+      }))
+      << "data node " << node;
+}
+
+// A failover, followed: the client finds the new master (a blocking call
+// may meet the demoted one first, READONLY, and then goes through the I/O
+// thread), and then takes the fast path to it.
+void failover_and_follow(Client& client, RedisSentinelSet& set, const std::string& name) {
+  set.failover();
+  ASSERT_TRUE(eventually(
+      [&] {
+        auto l = client.try_acquire(name, lease_of(10s));
+        return l.ok() && l->release().ok();
+      },
+      20s));
+  fast_pair_on(client, set, set.master_index(), name);
+}
+
 class RedisSentinelTest : public ::testing::Test {
  protected:
   Client connect() { return Client::connect(set.url(), quiet(log)); }
@@ -43,28 +71,8 @@ TEST_F(RedisSentinelTest, LocksOnTheMasterTheSentinelsName) {
 // the caller's thread; after a failover, to the new master.
 TEST_F(RedisSentinelTest, BlockingCallsRunOnTheCallersThreadBeforeAndAfterAFailover) {
   Client client = connect();
-  auto fast_pair = [&](int node) {
-    EXPECT_TRUE(returns_beside_a_blocked_io_thread(
-        client,
-        [&] {
-          auto lease = client.try_acquire("fast", lease_of(10s));
-          ASSERT_TRUE(lease.ok()) << lease.status().to_string();
-          EXPECT_EQ(SyncRedis(set.data(node).port()).integer({"EXISTS", lock_key("fast")}), 1);
-          EXPECT_TRUE(lease->release().ok());
-        }))
-        << "data node " << node;
-  };
-  fast_pair(0);
-  set.failover();
-  // The client follows the switch; a blocking call may meet the demoted
-  // master first (READONLY) and then goes through the I/O thread.
-  ASSERT_TRUE(eventually(
-      [&] {
-        auto l = client.try_acquire("fast", lease_of(10s));
-        return l.ok() && l->release().ok();
-      },
-      20s));
-  fast_pair(set.master_index());
+  fast_pair_on(client, set, 0, "fast");
+  failover_and_follow(client, set, "fast");
 }
 
 TEST_F(RedisSentinelTest, ADownSentinelIsSkipped) {
@@ -220,18 +228,7 @@ TEST(RedisSentinelTls, LocksWakesAndFollowsAFailoverOverTls) {
   LogSink log;
   Client client = Client::connect(set.url(), quiet(log));
   Client waiter = Client::connect(set.url(), quiet(log));
-  auto pair_on = [&](int node) {
-    EXPECT_TRUE(returns_beside_a_blocked_io_thread(
-        client,
-        [&] {
-          auto lease = client.try_acquire("tls", lease_of(10s));
-          ASSERT_TRUE(lease.ok()) << lease.status().to_string();
-          EXPECT_EQ(SyncRedis(set.data(node).port()).integer({"EXISTS", lock_key("tls")}), 1);
-          EXPECT_TRUE(lease->release().ok());
-        }))
-        << "data node " << node;
-  };
-  pair_on(0);
+  fast_pair_on(client, set, 0, "tls");
   // A waiter under a 30 s lease, woken by the release's message (over TLS
   // from the master the sentinels named), not by the lease's end.
   auto held = client.try_acquire("woken", lease_of(30s));
@@ -245,15 +242,7 @@ TEST(RedisSentinelTls, LocksWakesAndFollowsAFailoverOverTls) {
   EXPECT_LT(std::chrono::steady_clock::now() - released, 5s);
   EXPECT_GE(waiter.stats().wakeups, 1u);
   EXPECT_TRUE(w->release().ok());
-
-  set.failover();
-  ASSERT_TRUE(eventually(
-      [&] {
-        auto l = client.try_acquire("tls", lease_of(10s));
-        return l.ok() && l->release().ok();
-      },
-      20s));
-  pair_on(set.master_index());
+  failover_and_follow(client, set, "tls");
 }
 
 }  // namespace
