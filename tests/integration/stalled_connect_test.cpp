@@ -28,7 +28,7 @@ constexpr milliseconds kConnectTimeout{6000};
 ClientOptions patient_connects(LogSink& log) {
   ClientOptions o = quiet(log);
   o.connect_timeout = kConnectTimeout;
-  o.command_timeout = 1000ms;
+  o.command_timeout = 300ms;  // Redlock's window per master: a round decides within about this
   return o;
 }
 
