@@ -113,7 +113,14 @@ void HttpService::serve(int fd) {
         "HTTP/1.1 " + std::to_string(answer->status) +
         " X\r\nContent-Type: application/json\r\nContent-Length: " + std::to_string(answer->body.size()) +
         (keep_alive ? "" : "\r\nConnection: close") + "\r\n\r\n" + answer->body;
-    if (!write_all(fd, reply)) break;
+    const std::string after = (answer->twice ? reply : "") + answer->trailing_garbage;
+    if (answer->second_after > std::chrono::milliseconds::zero() && !after.empty()) {
+      if (!write_all(fd, answer->interim + reply)) break;
+      std::this_thread::sleep_for(answer->second_after);
+      if (!write_all(fd, after)) break;
+    } else if (!write_all(fd, answer->interim + reply + after)) {
+      break;
+    }
   }
   std::lock_guard lock(mu_);  // closed under the lock: the destructor never shuts a reused number
   open_fds_.erase(std::remove(open_fds_.begin(), open_fds_.end(), fd), open_fds_.end());
