@@ -1,5 +1,7 @@
 #include "tx/http_client.hpp"
 
+#include <poll.h>
+
 #include <boost/asio/connect.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/address.hpp>
@@ -9,8 +11,10 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
+#include <cstdio>
 #include <stdexcept>
 
+#include "core/token.hpp"
 #include "core/url_parts.hpp"
 
 namespace dlock::tx::detail {
@@ -26,6 +30,7 @@ namespace {
 
 constexpr std::size_t kMaxAnswer = 1 << 20;  // a participant's answer is a status word
 constexpr std::size_t kMaxIdle = 16;         // kept connections per origin
+constexpr int kMaxInterim = 8;               // 1xx responses read past before an answer
 
 // The host as a URL or a Host header writes it: an IPv6 address in brackets.
 std::string bracketed(const std::string& host) { return host.find(':') != std::string::npos ? "[" + host + "]" : host; }
@@ -49,6 +54,13 @@ struct ExchangeError : std::runtime_error {
   ExchangeError(const std::string& what, bool none_came) : std::runtime_error(what), before_answer(none_came) {}
   bool before_answer;  // not a byte of the answer came: a stale kept connection
 };
+
+// 16 hex digits from the CSPRNG: a request's id.
+std::string new_rid() {
+  char out[17];
+  std::snprintf(out, sizeof out, "%016llx", static_cast<unsigned long long>(dlock::detail::random_u64()));
+  return out;
+}
 
 std::string describe(const beast::error_code& ec, std::chrono::milliseconds timeout) {
   if (ec == beast::error::timeout || ec == asio::error::operation_aborted)
@@ -122,21 +134,45 @@ struct HttpOrigin::Conn {
 
   beast::tcp_stream& lowest() { return plain ? *plain : beast::get_lowest_layer(*secure); }
 
+  // Nothing is waiting to be read: no byte in the buffer, in TLS's, or on
+  // the socket, and the peer has not closed it. Only such a connection can
+  // carry a new request (a byte there would be read as part of its answer).
+  bool quiet() {
+    if (buffer.size() != 0) return false;
+    if (secure && SSL_pending(secure->native_handle()) > 0) return false;
+    pollfd p{lowest().socket().native_handle(), POLLIN | POLLRDHUP, 0};
+    return ::poll(&p, 1, 0) == 0;
+  }
+
+  // Sends `req` and reads its answer, past interim (1xx) responses. `reuse`:
+  // the connection is in step for another request (the answer was framed
+  // by its length, kept alive, and nothing came after it).
   template <class Stream>
   HttpResponse exchange(Stream& s, http::request<http::string_body>& req, Clock::time_point deadline,
-                        std::chrono::milliseconds timeout, bool& keep) {
+                        std::chrono::milliseconds timeout, bool& reuse) {
     beast::error_code ec;
     lowest().expires_at(deadline);
     run(io, [&] { http::async_write(s, req, [&](beast::error_code e, std::size_t) { ec = e; }); });
     if (ec) throw ExchangeError("sending: " + describe(ec, timeout), true);
-    http::response_parser<http::string_body> parser;
-    parser.body_limit(kMaxAnswer);
-    lowest().expires_at(deadline);
-    run(io, [&] { http::async_read(s, buffer, parser, [&](beast::error_code e, std::size_t) { ec = e; }); });
-    if (ec) throw ExchangeError("reading the answer: " + describe(ec, timeout), !parser.got_some());
-    auto res = parser.release();
-    keep = res.keep_alive();
-    return {static_cast<int>(res.result_int()), std::move(res.body())};
+    for (int interim = 0;; ++interim) {
+      http::response_parser<http::string_body> parser;
+      parser.body_limit(kMaxAnswer);
+      lowest().expires_at(deadline);
+      run(io, [&] { http::async_read(s, buffer, parser, [&](beast::error_code e, std::size_t) { ec = e; }); });
+      if (ec) throw ExchangeError("reading the answer: " + describe(ec, timeout), interim == 0 && !parser.got_some());
+      const unsigned status = parser.get().result_int();
+      if (status == 101)  // what follows is another protocol: no answer can be framed
+        throw ExchangeError("answered 101 Switching Protocols: no HTTP answer can follow", false);
+      if (status < 100) throw ExchangeError("answered status " + std::to_string(status) + ", not HTTP", false);
+      if (status < 200) {  // interim (100 Continue, 103 Early Hints...): the answer follows
+        if (interim == kMaxInterim)
+          throw ExchangeError("more than " + std::to_string(kMaxInterim) + " interim responses", false);
+        continue;
+      }
+      reuse = parser.keep_alive() && !parser.need_eof() && quiet();
+      auto res = parser.release();
+      return {static_cast<int>(res.result_int()), std::move(res.body())};
+    }
   }
 };
 
@@ -207,10 +243,29 @@ std::unique_ptr<HttpOrigin::Conn> HttpOrigin::connect(Clock::time_point deadline
   return c;
 }
 
+std::unique_ptr<HttpOrigin::Conn> HttpOrigin::take_idle() {
+  for (;;) {
+    std::unique_ptr<Conn> c;
+    {
+      std::lock_guard lock(mu_);
+      if (idle_.empty()) return nullptr;
+      c = std::move(idle_.back());
+      idle_.pop_back();
+    }
+    if (c->quiet()) return c;
+    // Bytes nobody asked for (a late copy of an answer, junk), or the
+    // peer's close: closed here, outside the lock.
+  }
+}
+
 HttpResponse HttpOrigin::post(const std::string& target, const std::string& body, std::string_view content_type,
-                              const Headers& headers, std::chrono::milliseconds timeout) {
-  const auto deadline = Clock::now() + timeout;
-  http::request<http::string_body> req{http::verb::post, target, 11};
+                              const Headers& headers, Clock::time_point deadline) {
+  const auto start = Clock::now();
+  const auto timeout = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - start);
+  if (deadline <= start) throw std::runtime_error("POST " + where() + ": not sent, the call's deadline had passed");
+  const std::string rid = new_rid();
+  http::request<http::string_body> req{http::verb::post,
+                                       target + (target.find('?') == std::string::npos ? "?" : "&") + "rid=" + rid, 11};
   const bool default_port = url_.port == (url_.tls ? "443" : "80");
   req.set(http::field::host, bracketed(url_.host) + (default_port ? "" : ":" + url_.port));
   req.set(http::field::user_agent, "dlock-tx");
@@ -220,22 +275,20 @@ HttpResponse HttpOrigin::post(const std::string& target, const std::string& body
   req.keep_alive(true);
   req.prepare_payload();
 
-  std::unique_ptr<Conn> c;
-  {
-    std::lock_guard lock(mu_);
-    if (!idle_.empty()) {
-      c = std::move(idle_.back());
-      idle_.pop_back();
-    }
-  }
+  std::unique_ptr<Conn> c = take_idle();
   try {
     for (bool reused = c != nullptr;; reused = false) {
       if (!c) c = connect(deadline);
-      bool keep = false;
+      bool reuse = false;
       try {
-        HttpResponse r = c->plain ? c->exchange(*c->plain, req, deadline, timeout, keep)
-                                  : c->exchange(*c->secure, req, deadline, timeout, keep);
-        if (keep) {
+        HttpResponse r = c->plain ? c->exchange(*c->plain, req, deadline, timeout, reuse)
+                                  : c->exchange(*c->secure, req, deadline, timeout, reuse);
+        if (const auto echoed = echoed_rid(r.body); echoed && *echoed != rid) {
+          c.reset();
+          throw std::runtime_error("answered for another request (rid " + std::string(echoed->substr(0, 32)) +
+                                   ", not " + rid + "): the connection was out of step and is closed");
+        }
+        if (reuse) {
           std::lock_guard lock(mu_);
           if (idle_.size() < kMaxIdle) idle_.push_back(std::move(c));
         }
@@ -248,6 +301,24 @@ HttpResponse HttpOrigin::post(const std::string& target, const std::string& body
   } catch (const std::exception& e) {
     throw std::runtime_error("POST " + where() + ": " + e.what());
   }
+}
+
+std::optional<std::string_view> echoed_rid(std::string_view body) {
+  for (std::size_t at = body.find("\"rid\""); at != std::string_view::npos; at = body.find("\"rid\"", at + 1)) {
+    std::size_t i = at + 5;
+    auto skip_space = [&] {
+      while (i < body.size() && (body[i] == ' ' || body[i] == '\t' || body[i] == '\r' || body[i] == '\n')) ++i;
+    };
+    skip_space();
+    if (i >= body.size() || body[i] != ':') continue;  // "rid" as a value, not a key
+    ++i;
+    skip_space();
+    if (i >= body.size() || body[i] != '"') return std::nullopt;  // not a string: not our id
+    const std::size_t end = body.find('"', i + 1);
+    if (end == std::string_view::npos) return std::nullopt;
+    return body.substr(i + 1, end - i - 1);
+  }
+  return std::nullopt;
 }
 
 }  // namespace dlock::tx::detail

@@ -1,6 +1,8 @@
 // TCC participants behind HTTP, both sides of DTM's contract: the
 // coordinator's calls (http_participant) and a participant handler's
 // parsing and answers (branch_from_http, http_reply, handle_http).
+#include <cctype>
+#include <chrono>
 #include <map>
 #include <stdexcept>
 
@@ -81,7 +83,7 @@ Result<Participant> http_participant(HttpParticipant options) {
                                  "&trans_type=tcc&branch_id=" + std::to_string(c.branch) +
                                  "&op=" + std::string(to_string(c.op));
       const auto r = e.origin->post(target, c.payload, shared->options.content_type, shared->options.headers,
-                                    shared->options.timeout);
+                                    std::chrono::steady_clock::now() + shared->options.timeout);
       std::string why;
       const Outcome o = outcome_of(r, why);
       if (o == Outcome::unknown) throw std::runtime_error(std::string(to_string(c.op)) + " answered " + why);
@@ -142,16 +144,45 @@ HttpReply http_reply(Outcome outcome) {
   return {500, R"({"dtm_result":"UNKNOWN"})"};
 }
 
+namespace {
+
+// The request id ("rid") in the target's query when it is a plain token
+// (1 to 64 letters, digits, '-' or '_': safe in JSON as it is); "" otherwise.
+std::string request_id(std::string_view target) {
+  const auto q = target.find('?');
+  if (q == std::string_view::npos) return {};
+  std::string_view query = target.substr(q + 1);
+  while (!query.empty()) {
+    const std::string_view kv = dlock::detail::next_param(query);
+    if (!kv.starts_with("rid=")) continue;
+    const std::string_view v = kv.substr(4);
+    if (v.empty() || v.size() > 64) return {};
+    for (char ch : v)
+      if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '-' && ch != '_') return {};
+    return std::string(v);
+  }
+  return {};
+}
+
+HttpReply answer(Outcome outcome, const std::string& rid) {
+  HttpReply r = http_reply(outcome);
+  if (!rid.empty()) r.body.insert(r.body.size() - 1, ",\"rid\":\"" + rid + "\"");  // before the closing '}'
+  return r;
+}
+
+}  // namespace
+
 HttpReply handle_http(std::string_view target, std::string body,
                       const std::function<Outcome(const BranchContext&)>& call) {
   auto c = branch_from_http(target, std::move(body));
   if (!c.ok()) return {400, c.status().message()};
+  const std::string rid = request_id(target);
   try {
-    return http_reply(call(*c));
+    return answer(call(*c), rid);
   } catch (const std::exception&) {
-    return http_reply(Outcome::unknown);
+    return answer(Outcome::unknown, rid);
   } catch (...) {
-    return http_reply(Outcome::unknown);
+    return answer(Outcome::unknown, rid);
   }
 }
 
