@@ -72,12 +72,20 @@ std::string_view to_string(Outcome outcome) noexcept;
 enum class Op { try_, confirm, cancel };
 std::string_view to_string(Op op) noexcept;
 
-// What a participant's call is given: enough to key a barrier.
+// What a participant's call is given: enough to key a barrier, and the
+// time by which the coordinator needs its answer.
 struct BranchContext {
   std::string gid;      // the transaction
   int branch = 0;       // its index in the transaction, from 0
   Op op = Op::try_;     // the phase being called
   std::string payload;  // the branch's payload, as given to run()
+  // The call's answer is wanted by then (steady clock): the Try phase's
+  // deadline for a Try, the end of finish_within (or of a recovery pass's
+  // share) for a Confirm or Cancel. http_participant and 2PC branches cut
+  // their call there (an unknown outcome); an in-process call should return
+  // by it: the coordinator cannot interrupt it and waits for it, and a Try
+  // that succeeds after the deadline still aborts the transaction.
+  std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
 };
 
 using Call = std::function<Outcome(const BranchContext&)>;

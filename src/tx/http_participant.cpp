@@ -1,6 +1,7 @@
 // TCC participants behind HTTP, both sides of DTM's contract: the
 // coordinator's calls (http_participant) and a participant handler's
 // parsing and answers (branch_from_http, http_reply, handle_http).
+#include <algorithm>
 #include <cctype>
 #include <chrono>
 #include <map>
@@ -79,11 +80,16 @@ Result<Participant> http_participant(HttpParticipant options) {
   auto call = [shared](int i) {
     return [shared, i](const BranchContext& c) {
       const Endpoint& e = shared->endpoints[i];
+      // Connecting, sending and the answer within the participant's
+      // timeout, and by the coordinator's deadline for this call.
+      const auto now = std::chrono::steady_clock::now();
+      if (c.deadline <= now)
+        throw std::runtime_error(std::string(to_string(c.op)) + " not sent: the call's deadline had passed");
+      const auto deadline = std::min(c.deadline, now + shared->options.timeout);
       const std::string target = e.target + "gid=" + dlock::detail::percent_encode(c.gid) +
                                  "&trans_type=tcc&branch_id=" + std::to_string(c.branch) +
                                  "&op=" + std::string(to_string(c.op));
-      const auto r = e.origin->post(target, c.payload, shared->options.content_type, shared->options.headers,
-                                    std::chrono::steady_clock::now() + shared->options.timeout);
+      const auto r = e.origin->post(target, c.payload, shared->options.content_type, shared->options.headers, deadline);
       std::string why;
       const Outcome o = outcome_of(r, why);
       if (o == Outcome::unknown) throw std::runtime_error(std::string(to_string(c.op)) + " answered " + why);

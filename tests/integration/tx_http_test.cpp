@@ -3,7 +3,7 @@
 // handle_http) called by http_participant, with answers lost, refused,
 // delayed and "not yet"; wrong bytes on the wire (interim responses, an
 // answer written twice, junk after it); a service down and back on its
-// port; HTTPS with a real TLS server.
+// port, a host gone past a call's deadline; HTTPS with a real TLS server.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -16,6 +16,7 @@
 #include "dlock/tx.hpp"
 #include "integration/tx_bank.hpp"
 #include "support/process.hpp"
+#include "support/tcp_fault.hpp"
 #include "support/temp_dir.hpp"
 
 namespace dlock::tx {
@@ -544,6 +545,43 @@ TEST_F(TxHttp, AnAnswerToAnotherRequestIsCaughtByItsRid) {
   EXPECT_EQ(handle_http("/t?gid=g&branch_id=0&op=try", "", success).body, R"({"dtm_result":"SUCCESS"})");
   EXPECT_EQ(handle_http("/t?gid=g&branch_id=0&op=try&rid=a%22%7D", "", success).body, R"({"dtm_result":"SUCCESS"})")
       << "a rid that is not a plain token is not echoed";
+}
+
+// A call's answer is wanted by its BranchContext's deadline: the call is cut
+// there (unknown) even when the participant's own timeout is longer, against
+// a host gone from the network (SYNs dropped) and a slow answer alike; a
+// deadline already passed sends nothing.
+TEST_F(TxHttp, ACallEndsByItsDeadlineNotItsTimeout) {
+  test::TcpFault gone;
+  gone.stall();
+  HttpParticipant to_gone;
+  to_gone.try_url = to_gone.confirm_url = to_gone.cancel_url =
+      "http://127.0.0.1:" + std::to_string(gone.port()) + "/tcc";
+  to_gone.timeout = 3000ms;
+  Participant p = http_participant(to_gone).value();
+  auto took = [](const Participant& calls, BranchContext ctx, milliseconds within) {
+    ctx.deadline = std::chrono::steady_clock::now() + within;
+    const auto start = std::chrono::steady_clock::now();
+    EXPECT_THROW((void)calls.try_(ctx), std::runtime_error);
+    return std::chrono::duration_cast<milliseconds>(std::chrono::steady_clock::now() - start);
+  };
+  auto t = took(p, {"t1", 0, Op::try_, "5"}, 300ms);
+  EXPECT_GE(t, 250ms);
+  EXPECT_LT(t, 1200ms) << "a connect that hangs held the call past its deadline";
+
+  Participant slow = http_participant(alice_http.endpoints(3000ms)).value();
+  alice_http.slow_ms = 1500;
+  alice_http.slow_tries = 1;
+  t = took(slow, {"t2", 0, Op::try_, "5"}, 300ms);
+  EXPECT_GE(t, 250ms);
+  EXPECT_LT(t, 1200ms) << "a slow answer held the call past its deadline";
+  EXPECT_EQ(slow.cancel({"t2", 0, Op::cancel, "5"}), Outcome::success);
+
+  const int before = alice_http.requests();
+  t = took(slow, {"t3", 0, Op::try_, "5"}, -1ms);
+  EXPECT_LT(t, 100ms);
+  EXPECT_EQ(alice_http.requests(), before) << "a call past its deadline was sent";
+  expect_settled();
 }
 
 // The verifier's checks over random faults on every call of both
