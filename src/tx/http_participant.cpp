@@ -26,6 +26,57 @@ bool valid_header(const std::string& name, const std::string& value) {
   return true;
 }
 
+// At most `max` bytes of `text` for a log line: cut on a UTF-8 character's
+// boundary ("..." added when cut), each byte that is not part of a valid
+// UTF-8 character as '?', control characters as spaces. A branch's last
+// error is printed as JSON, which must be UTF-8.
+std::string printable(std::string_view text, std::size_t max) {
+  std::string out;
+  std::size_t i = 0;
+  while (i < text.size()) {
+    const auto b = static_cast<unsigned char>(text[i]);
+    std::size_t n = 0;                   // the character's length; 0: not a valid one
+    unsigned char lo = 0x80, hi = 0xBF;  // the second byte's range
+    if (b < 0x80) {
+      n = 1;
+    } else if (b >= 0xC2 && b <= 0xDF) {
+      n = 2;
+    } else if (b >= 0xE0 && b <= 0xEF) {
+      n = 3;
+      if (b == 0xE0) lo = 0xA0;  // no overlong form
+      if (b == 0xED) hi = 0x9F;  // no surrogate
+    } else if (b >= 0xF0 && b <= 0xF4) {
+      n = 4;
+      if (b == 0xF0) lo = 0x90;  // no overlong form
+      if (b == 0xF4) hi = 0x8F;  // nothing past U+10FFFF
+    }
+    for (std::size_t k = 1; k < n; ++k) {
+      if (i + k >= text.size()) {  // the text ends inside it
+        n = 0;
+        break;
+      }
+      const auto c = static_cast<unsigned char>(text[i + k]);
+      if (c < (k == 1 ? lo : 0x80) || c > (k == 1 ? hi : 0xBF)) {
+        n = 0;
+        break;
+      }
+    }
+    const std::size_t len = std::max<std::size_t>(n, 1);
+    if (i + len > max) {
+      out += "...";
+      return out;
+    }
+    if (n == 0)
+      out += '?';
+    else if (n == 1 && (b < 0x20 || b == 0x7F))
+      out += ' ';
+    else
+      out.append(text.substr(i, n));
+    i += len;
+  }
+  return out;
+}
+
 // DTM's answer contract: 409 or FAILURE in a 200's body is a definite
 // failure, 425 or ONGOING is "not yet", any other 2xx is success; anything
 // else says nothing of what happened.
@@ -37,7 +88,7 @@ Outcome outcome_of(const detail::HttpResponse& r, std::string& why) {
     if (r.body.find("ONGOING") != std::string::npos) return Outcome::ongoing;
     return Outcome::success;
   }
-  why = "HTTP " + std::to_string(r.status) + ": " + r.body.substr(0, 200);
+  why = "HTTP " + std::to_string(r.status) + ": " + printable(r.body, 200);
   return Outcome::unknown;
 }
 

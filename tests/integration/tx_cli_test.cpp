@@ -1,5 +1,6 @@
 // `dlock tx list|show|retry` over a real log with a transaction left
-// committing (its Confirm unanswered).
+// committing (its Confirm unanswered), and --json when a branch's last
+// error holds bytes that are not UTF-8, or were cut inside a character.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
@@ -8,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "common/http_service.hpp"
 #include "dlock/tx.hpp"
 #include "integration/tx_bank.hpp"
 #include "support/temp_dir.hpp"
@@ -67,6 +69,76 @@ TEST(TxCli, ListsShowsAndRetriesWhatTheLogHolds) {
   EXPECT_EQ(dlock_tool("--url " + url + " tx show").code, 64) << "show needs a transaction id";
   EXPECT_EQ(dlock_tool("--url " + url + " tx drop order-7").code, 64);
   EXPECT_EQ(dlock_tool("--url redis://127.0.0.1:1 tx list").code, 64) << "a log is at sqlite:// or postgres://";
+}
+
+// A participant's answer that is not ASCII, cut at the 200 bytes a branch's
+// last error keeps, in the middle of a character: the error is cut on a
+// character boundary. An in-process participant's error with bytes that are
+// not UTF-8 is kept as it is, and `tx list --json` and `tx show --json`
+// print it with a replacement character. Before, both exited 70
+// ("incomplete UTF-8 string").
+TEST(TxCli, JsonOfAnErrorThatIsNotUtf8IsPrinted) {
+  test::TempDir dir;
+  Bank alice(dir.file("alice.db"), 100), bob(dir.file("bob.db"), 50);
+  const std::string answer = std::string(199, 'x') + "\xC3\xA9\xE2\x80\xA6";  // 199 x, then "é…"
+  tools::HttpService service(
+      [&](const std::string& target, const std::string& body) -> std::optional<tools::HttpAnswer> {
+        auto c = branch_from_http(target, body);
+        if (c.ok() && c->op == Op::confirm) return tools::HttpAnswer{500, answer};
+        auto reply = handle_http(target, body, bob.credit().try_);
+        return tools::HttpAnswer{reply.status, reply.body};
+      });
+  const std::string url = "sqlite://" + dir.file("tx.db");
+  CoordinatorOptions o;
+  o.finish_within = 300ms;  // Confirms asked again for 0.3 s, then left for recovery
+  o.retry_base = 20ms;
+  auto c = Coordinator::open(url, o);
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  HttpParticipant endpoints;
+  endpoints.try_url = service.url("/try");
+  endpoints.confirm_url = service.url("/confirm");
+  endpoints.cancel_url = service.url("/cancel");
+  Participant http = http_participant(endpoints).value();
+  c->add_participant("alice", alice.debit());
+  // Bob's Confirm without the coordinator's deadline: its last attempt is
+  // answered too, never cut, and leaves the answer as the last error.
+  c->add_participant("bob", {http.try_,
+                             [confirm = http.confirm](BranchContext ctx) {
+                               ctx.deadline = std::chrono::steady_clock::time_point::max();
+                               return confirm(ctx);
+                             },
+                             http.cancel});
+  c->add_participant(
+      "carol", {bob.credit().try_, [](const BranchContext&) -> Outcome { throw std::runtime_error("caf\xC3 \xFF!"); },
+                bob.credit().cancel});
+  auto r = c->run("order-8", {{"alice", "5"}, {"bob", "5"}});
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  ASSERT_EQ(*r, State::committing);
+  r = c->run("order-9", {{"alice", "5"}, {"carol", "5"}});
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  ASSERT_EQ(*r, State::committing);
+  auto info = c->show("order-8");
+  ASSERT_TRUE(info.ok());
+  EXPECT_EQ(info->branches[1].last_error, "threw: confirm answered HTTP 500: " + std::string(199, 'x') + "...")
+      << "cut on the character's first byte";
+
+  const Ran list = dlock_tool("--url " + url + " tx list --json");
+  ASSERT_EQ(list.code, 0);
+  const auto all = nlohmann::json::parse(list.out, nullptr, false);
+  ASSERT_FALSE(all.is_discarded()) << list.out;
+  ASSERT_EQ(all.size(), 2u) << list.out;
+
+  const Ran show8 = dlock_tool("--url " + url + " tx show order-8 --json");
+  ASSERT_EQ(show8.code, 0);
+  const auto j8 = nlohmann::json::parse(show8.out, nullptr, false);
+  ASSERT_FALSE(j8.is_discarded()) << show8.out;
+  EXPECT_EQ(j8["branches"][1]["last_error"], "threw: confirm answered HTTP 500: " + std::string(199, 'x') + "...");
+
+  const Ran show9 = dlock_tool("--url " + url + " tx show order-9 --json");
+  ASSERT_EQ(show9.code, 0);
+  const auto j9 = nlohmann::json::parse(show9.out, nullptr, false);
+  ASSERT_FALSE(j9.is_discarded()) << show9.out;
+  EXPECT_EQ(j9["branches"][1]["last_error"], "threw: caf\xEF\xBF\xBD \xEF\xBF\xBD!") << "each bad byte a U+FFFD";
 }
 
 }  // namespace

@@ -21,6 +21,10 @@ nlohmann::json to_json(const dlock::tx::TxInfo& t) {
           {"branches", branches}};
 }
 
+// A participant's answer in a branch's last error may hold bytes that are
+// not UTF-8: printed as U+FFFD, as `dlock list` does, not an error.
+std::string dump(const nlohmann::json& j) { return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace); }
+
 void print(const dlock::tx::TxInfo& t, std::ostream& out) {
   out << t.gid << ": " << dlock::tx::to_string(t.state);
   if (!t.reason.empty()) out << " (" << t.reason << ")";
@@ -50,7 +54,7 @@ int run_tx_command(const TxCommand& c, std::ostream& out, std::ostream& err) {
     if (c.json) {
       nlohmann::json all = nlohmann::json::array();
       for (const auto& t : *list) all.push_back(to_json(t));
-      out << all.dump() << '\n';
+      out << dump(all) << '\n';
     } else {
       for (const auto& t : *list) print(t, out);
     }
@@ -64,7 +68,7 @@ int run_tx_command(const TxCommand& c, std::ostream& out, std::ostream& err) {
     auto t = coordinator->show(c.gid);
     if (!t.ok()) return failed(t.status(), "cannot show '" + c.gid + "'", err);
     if (c.json)
-      out << to_json(*t).dump() << '\n';
+      out << dump(to_json(*t)) << '\n';
     else
       print(*t, out);
     return 0;
