@@ -281,12 +281,30 @@ class Run {
   }
 
   Child start_service(int i) {
-    Child s = dlock::tools::start_child(
-        {self_dir() + "/order-service", "--role", orders::kRoles[i], "--db", db_path(i), "--port",
-         std::to_string(ports_[i]), "--think-ms", "2", "--seed", std::to_string(opt_.seed + 17 * i + restarts_++),
-         "--late", std::to_string(opt_.chaos), "--twice", std::to_string(opt_.chaos), "--drop",
-         std::to_string(opt_.chaos)},
-        true, (dir_ / (orders::kRoles[i] + ".log")).string());
+    Child s = dlock::tools::start_child({self_dir() + "/order-service",
+                                         "--role",
+                                         orders::kRoles[i],
+                                         "--db",
+                                         db_path(i),
+                                         "--port",
+                                         std::to_string(ports_[i]),
+                                         "--think-ms",
+                                         "2",
+                                         "--seed",
+                                         std::to_string(opt_.seed + 17 * i + restarts_++),
+                                         "--late",
+                                         std::to_string(opt_.chaos),
+                                         "--twice",
+                                         std::to_string(opt_.chaos),
+                                         "--drop",
+                                         std::to_string(opt_.chaos),
+                                         "--interim",
+                                         std::to_string(opt_.chaos),
+                                         "--double",
+                                         std::to_string(opt_.chaos),
+                                         "--garble",
+                                         std::to_string(opt_.chaos)},
+                                        true, (dir_ / (orders::kRoles[i] + ".log")).string());
     dlock::tools::read_listening_port(s.out_fd);
     return s;
   }

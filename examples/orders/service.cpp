@@ -15,11 +15,14 @@
 // verifier, each a percent chance per call from a seeded generator: --late
 // (acted on only after 300 ms, past the caller's timeout: a Cancel may
 // overtake its Try), --twice (acted on twice), --drop (acted on, answer
-// lost). --think-ms holds the local transaction open that long (a kill
-// then lands inside it).
+// lost); and wrong bytes around a right answer on the wire: --interim (a
+// 103 Early Hints before it), --double (the answer written twice), --garble
+// (junk written after it). --think-ms holds the local transaction open that
+// long (a kill then lands inside it).
 //
 //   order-service --role stock|payment|order --db PATH --port P
 //                 [--think-ms N] [--seed S] [--late P] [--twice P] [--drop P]
+//                 [--interim P] [--double P] [--garble P]
 #include <signal.h>
 #include <sqlite3.h>
 
@@ -46,6 +49,7 @@ struct Config {
   int port = 0, think_ms = 0;
   unsigned seed = 1;
   int late = 0, twice = 0, drop = 0;
+  int interim = 0, doubled = 0, garble = 0;
 };
 
 // One statement with up to two parameters; the rows it changed, -1 on error.
@@ -98,6 +102,9 @@ class Service {
     auto reply = act(target, body);
     if (roll(cfg_.twice)) reply = act(target, body);
     if (roll(cfg_.drop)) return std::nullopt;
+    if (roll(cfg_.interim)) reply.interim = "HTTP/1.1 103 Early Hints\r\nLink: </orders.css>; rel=preload\r\n\r\n";
+    if (roll(cfg_.doubled)) reply.twice = true;
+    if (roll(cfg_.garble)) reply.trailing_garbage = std::string("\0\x17garbled\r\n\r\n", 13);
     return reply;
   }
 
@@ -149,12 +156,18 @@ int main(int argc, char** argv) {
       cfg.twice = std::stoi(value);
     else if (flag == "--drop")
       cfg.drop = std::stoi(value);
+    else if (flag == "--interim")
+      cfg.interim = std::stoi(value);
+    else if (flag == "--double")
+      cfg.doubled = std::stoi(value);
+    else if (flag == "--garble")
+      cfg.garble = std::stoi(value);
     else
       cfg.role.clear();
   }
   if ((cfg.role != "stock" && cfg.role != "payment" && cfg.role != "order") || cfg.db.empty()) {
     std::cerr << "usage: order-service --role stock|payment|order --db PATH --port P [--think-ms N] [--seed S] "
-                 "[--late P] [--twice P] [--drop P]\n";
+                 "[--late P] [--twice P] [--drop P] [--interim P] [--double P] [--garble P]\n";
     return 64;
   }
   try {
