@@ -100,13 +100,23 @@ struct Participant {
 
 // A participant behind HTTP, as DTM calls one: each call is a POST to the
 // phase's URL with "gid", "trans_type=tcc", "branch_id" (the branch's
-// index) and "op" (try, confirm, cancel) added to its query, and the
+// index), "op" (try, confirm, cancel) and "rid" (the request's id: 16 hex
+// digits from a CSPRNG, new for each call) added to its query, and the
 // branch's payload as the body. The answer: 2xx success (unless the body
 // says FAILURE or ONGOING), 409 failure, 425 ongoing; any other status, a
 // timeout or a dropped connection is unknown and asked again, so the
-// participant must be idempotent (handle_http with a barrier is). Kept
-// connections are reused; one found closed before any answer is replaced
-// once, which may repeat the request.
+// participant must be idempotent (handle_http with a barrier is).
+// Interim responses (1xx) before the answer are read past, except 101
+// Switching Protocols, which is unknown. An answer whose JSON body carries
+// a "rid" other than the call's (handle_http echoes it) answers another
+// request: unknown; one without a rid is taken as it is. Each call is
+// bounded by timeout and by its BranchContext's deadline (one already
+// passed: not sent, unknown). Kept connections are reused only when in
+// step: a connection in doubt (bytes after an answer, in the buffer or
+// waiting on the socket when it is taken again, its peer's close, an
+// answer that cannot be framed, 101, another request's rid) is closed and
+// never read again. One found closed before any answer is replaced once,
+// which may repeat the request.
 struct HttpParticipant {
   std::string try_url;  // http://host[:port]/path[?query], or https://...
   std::string confirm_url;
@@ -136,7 +146,12 @@ struct HttpReply {
 };
 HttpReply http_reply(Outcome outcome);
 // The whole handler: parse, run `call` (e.g. sqlite_barrier around the
-// work), answer; a malformed request answers 400, a throw 500.
+// work), answer; a malformed request answers 400, a throw 500. The query's
+// "rid" (the request id http_participant adds), when a plain token of up
+// to 64 letters, digits, '-' or '_', is echoed in the JSON body:
+// {"dtm_result":"SUCCESS","rid":"..."}, so that the caller can tell its
+// answer from another request's (a copy written twice, on a connection
+// out of step).
 HttpReply handle_http(std::string_view target, std::string body,
                       const std::function<Outcome(const BranchContext&)>& call);
 
