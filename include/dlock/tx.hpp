@@ -219,6 +219,11 @@ struct CoordinatorOptions {
   // left for recovery). For tracing, and for tests that crash a coordinator
   // at each boundary. Must not block.
   std::function<void(std::string_view gid, std::string_view step)> on_step;
+  // false: open() only opens a log that exists (its file and tables), and
+  // creates nothing: invalid_argument otherwise ("no transaction log at
+  // PATH (nothing was created)"). For tools that only read a log, where a
+  // mistyped URL must not make a new, empty one; `dlock tx` opens so.
+  bool create_if_missing = true;
 };
 
 // A branch as the log has it.
@@ -247,7 +252,8 @@ struct TxStats {
 
 class Coordinator {
  public:
-  // Opens (creating its tables) the log at `url`: sqlite:///path/tx.db, or
+  // Opens the log at `url`, creating its file and tables unless
+  // options.create_if_missing is false: sqlite:///path/tx.db, or
   // postgres://... (any number of coordinators may share that one).
   static Result<Coordinator> open(std::string_view url, CoordinatorOptions options = {});
 

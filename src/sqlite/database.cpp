@@ -100,12 +100,12 @@ std::string Statement::text(int column) const {
 bool Statement::is_null(int column) const { return sqlite3_column_type(stmt_, column) == SQLITE_NULL; }
 void Statement::reset() { sqlite3_reset(stmt_); }
 
-Result<std::unique_ptr<Database>> Database::open(const std::string& path, std::chrono::milliseconds busy) {
+Result<std::unique_ptr<Database>> Database::open(const std::string& path, std::chrono::milliseconds busy, bool create) {
   sqlite3* raw = nullptr;
   // NOMUTEX: one thread uses a connection. The VFS opens files O_CLOEXEC, so
   // a command that `dlock run` starts inherits none of them.
-  const int rc =
-      sqlite3_open_v2(path.c_str(), &raw, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
+  const int rc = sqlite3_open_v2(
+      path.c_str(), &raw, SQLITE_OPEN_READWRITE | (create ? SQLITE_OPEN_CREATE : 0) | SQLITE_OPEN_NOMUTEX, nullptr);
   std::unique_ptr<Database> db(new Database(raw, busy));
   if (rc != SQLITE_OK) return db->error(rc, "cannot open " + path);
   sqlite3_extended_result_codes(raw, 1);

@@ -49,9 +49,11 @@ class Statement {
 
 class Database {
  public:
-  // Opens (creating) the file read-write; `busy` bounds how long a statement
-  // waits for another connection's write lock.
-  static Result<std::unique_ptr<Database>> open(const std::string& path, std::chrono::milliseconds busy);
+  // Opens the file read-write, creating it unless `create` is false (then a
+  // missing file fails to open); `busy` bounds how long a statement waits
+  // for another connection's write lock.
+  static Result<std::unique_ptr<Database>> open(const std::string& path, std::chrono::milliseconds busy,
+                                                bool create = true);
   ~Database();
   Database(const Database&) = delete;
   Database& operator=(const Database&) = delete;

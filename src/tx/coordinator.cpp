@@ -309,16 +309,18 @@ Result<Coordinator> Coordinator::open(std::string_view url, CoordinatorOptions o
   if (url.starts_with("sqlite://")) {
     auto config = sqlite::parse_sqlite_url(url);
     if (!config.ok()) return config.status();
-    log = detail::open_sqlite_log(config->path, config->busy);
+    log = detail::open_sqlite_log(config->path, config->busy, options.create_if_missing);
 #if DLOCK_TX_WITH_POSTGRES
   } else if (url.starts_with("postgres://") || url.starts_with("postgresql://")) {
-    log = detail::open_pg_log(url);
+    log = detail::open_pg_log(url, options.create_if_missing);
 #endif
   } else {
     return Status(Errc::invalid_argument, std::string("a transaction log is at sqlite:///absolute/path") +
                                               (DLOCK_TX_WITH_POSTGRES ? " or postgres://host/db" : "") +
                                               " (in this build)");
   }
+  // The log first: with create_if_missing false, a missing one is reported
+  // before the claims' client could make a file or its lock table there.
   if (!log.ok()) return log.status();
   auto client = Client::try_connect(url);
   if (!client.ok()) return client.status();

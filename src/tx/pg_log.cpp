@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "dlock/client.hpp"
 #include "postgres/factory.hpp"
 #include "postgres/pg_blocking.hpp"
 #include "tx/pg_pool.hpp"
@@ -85,6 +86,11 @@ constexpr const char* kSave =
     "ORDINALITY AS e(v, ord) WHERE t.gid = m.gid AND t.branch = e.ord - 1) "
     "SELECT count(*) FROM m";
 
+// How many of the log's tables (kSchema's) are there.
+constexpr const char* kLogTables =
+    "SELECT (to_regclass('@S.dlock_tx') IS NOT NULL)::int + (to_regclass('@S.dlock_tx_branch') IS NOT NULL)::int + "
+    "(to_regclass('@S.dlock_tx_meta') IS NOT NULL)::int";
+
 constexpr const char* kHead = "SELECT state, reason, created_ms, updated_ms FROM @S.dlock_tx WHERE gid = $1";
 constexpr const char* kBranches =
     "SELECT participant, encode(payload, 'hex'), done, attempts, last_error FROM @S.dlock_tx_branch WHERE gid = $1 "
@@ -149,7 +155,26 @@ class PgLog final : public TxLog {
   PgLog(postgres::PgConfig config, std::string schema)
       : pool_(std::move(config), kMaxConnections), schema_(std::move(schema)) {}
 
-  Status init() {
+  // Creates the tables unless they are there and reads (or makes) the log's
+  // id; `create` false: only checks that the tables are there and reads the
+  // id, creating nothing. `where` names the log in messages.
+  Status init(bool create, const std::string& where) {
+    if (!create) {
+      auto r = exec(kLogTables, {});
+      if (!r.ok()) return r.status();
+      const std::string tables = count_of(*r);
+      const std::string nothing_made = " (nothing was created)";
+      if (tables == "0") return {Errc::invalid_argument, "no transaction log at " + where + nothing_made};
+      if (tables != "3")
+        return {Errc::invalid_argument, "the transaction log at " + where +
+                                            " lacks some of its tables: open it once creating what is missing" +
+                                            nothing_made};
+      auto id = exec("SELECT value FROM @S.dlock_tx_meta WHERE key = 'log_id'", {});
+      if (!id.ok()) return id.status();
+      if (id->empty() || id->front().empty() || !id->front()[0]) return {Errc::server_error, "the log has no id"};
+      id_ = *id->front()[0];
+      return {};
+    }
     auto r = exec(kSchema, {});
     if (!r.ok()) return r.status();
     // The log's id: made by whichever process gets there first. When
@@ -256,11 +281,12 @@ class PgLog final : public TxLog {
 
 }  // namespace
 
-Result<std::unique_ptr<TxLog>> open_pg_log(std::string_view url) {
+Result<std::unique_ptr<TxLog>> open_pg_log(std::string_view url, bool create_if_missing) {
   auto config = postgres::parse_postgres_url(url);
   if (!config.ok()) return config.status();
   auto log = std::make_unique<PgLog>(config->connection, config->table.schema);
-  if (Status s = log->init(); !s.ok()) return s;
+  const std::string where = describe_url(url) + ", schema " + config->table.schema;
+  if (Status s = log->init(create_if_missing, where); !s.ok()) return s;
   return std::unique_ptr<TxLog>(std::move(log));
 }
 

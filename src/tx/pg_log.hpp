@@ -14,8 +14,10 @@
 namespace dlock::tx::detail {
 
 // `url` as for the PostgreSQL backend (postgres://...); its schema holds
-// the tables.
-Result<std::unique_ptr<TxLog>> open_pg_log(std::string_view url);
+// the tables. With `create_if_missing` false, only a log whose tables exist
+// is opened and nothing is created: invalid_argument "no transaction log
+// at ..." otherwise.
+Result<std::unique_ptr<TxLog>> open_pg_log(std::string_view url, bool create_if_missing = true);
 
 }  // namespace dlock::tx::detail
 

@@ -1,5 +1,8 @@
 #include "tx/sqlite_log.hpp"
 
+#include <sys/stat.h>
+
+#include <cerrno>
 #include <mutex>
 #include <utility>
 
@@ -45,6 +48,20 @@ CREATE TABLE IF NOT EXISTS dlock_tx_meta (
 
 std::int64_t as_int(std::uint64_t v) { return static_cast<std::int64_t>(v); }
 
+// How many of the log's tables (kSchema's) the database holds.
+constexpr std::int64_t kLogTables = 3;
+Result<std::int64_t> log_tables(Database& db) {
+  auto q = db.prepare(
+      "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name IN ('dlock_tx', 'dlock_tx_branch', "
+      "'dlock_tx_meta')");
+  if (!q.ok()) return q.status();
+  auto row = q->step();
+  if (!row.ok()) return row.status();
+  const std::int64_t n = *row ? q->int64(0) : 0;
+  q->reset();
+  return n;
+}
+
 class SqliteLog final : public TxLog {
  public:
   explicit SqliteLog(std::unique_ptr<Database> db) : db_(std::move(db)) {}
@@ -61,11 +78,14 @@ class SqliteLog final : public TxLog {
     return {};
   }
 
-  // The log's id: made by whichever process creates the tables first.
-  Status init_id() {
-    auto put = db_->prepare("INSERT OR IGNORE INTO dlock_tx_meta (key, value) VALUES ('log_id', ?1)");
-    if (!put.ok()) return put.status();
-    if (Status s = put->bind(1, new_log_id()).run(); !s.ok()) return s;
+  // The log's id: made by whichever process creates the tables first
+  // (`create` false: only read).
+  Status init_id(bool create) {
+    if (create) {
+      auto put = db_->prepare("INSERT OR IGNORE INTO dlock_tx_meta (key, value) VALUES ('log_id', ?1)");
+      if (!put.ok()) return put.status();
+      if (Status s = put->bind(1, new_log_id()).run(); !s.ok()) return s;
+    }
     auto get = db_->prepare("SELECT value FROM dlock_tx_meta WHERE key = 'log_id'");
     if (!get.ok()) return get.status();
     auto row = get->step();
@@ -238,13 +258,34 @@ class SqliteLog final : public TxLog {
 
 }  // namespace
 
-Result<std::unique_ptr<TxLog>> open_sqlite_log(const std::string& path, milliseconds busy) {
-  auto db = Database::open(path, busy);
+Result<std::unique_ptr<TxLog>> open_sqlite_log(const std::string& path, milliseconds busy, bool create_if_missing) {
+  const std::string nothing_made = " (nothing was created)";
+  if (!create_if_missing) {
+    struct stat st {};
+    // A missing file or directory; anything else (no permission...) is
+    // left to SQLite to report.
+    if (::stat(path.c_str(), &st) != 0 && (errno == ENOENT || errno == ENOTDIR))
+      return Status(Errc::invalid_argument, "no transaction log at " + path + nothing_made);
+  }
+  auto db = Database::open(path, busy, create_if_missing);
   if (!db.ok()) return db.status();
+  if (!create_if_missing) {
+    // Before anything writes: a mistyped path may name another program's
+    // database, which must be left as it was (its journal mode included).
+    auto tables = log_tables(**db);
+    if (!tables.ok()) return tables.status();
+    if (*tables == 0) return Status(Errc::invalid_argument, "no transaction log at " + path + nothing_made);
+    if (*tables < kLogTables)
+      return Status(Errc::invalid_argument, "the transaction log at " + path +
+                                                " lacks some of its tables: open it once creating what is "
+                                                "missing" +
+                                                nothing_made);
+  }
   if (Status s = (*db)->exec_retrying("PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL"); !s.ok()) return s;
-  if (Status s = (*db)->exec_retrying(kSchema); !s.ok()) return s;
+  if (create_if_missing)
+    if (Status s = (*db)->exec_retrying(kSchema); !s.ok()) return s;
   auto log = std::make_unique<SqliteLog>(std::move(*db));
-  if (Status s = log->init_id(); !s.ok()) return s;
+  if (Status s = log->init_id(create_if_missing); !s.ok()) return s;
   return std::unique_ptr<TxLog>(std::move(log));
 }
 

@@ -11,7 +11,11 @@
 
 namespace dlock::tx::detail {
 
-Result<std::unique_ptr<TxLog>> open_sqlite_log(const std::string& path, milliseconds busy);
+// The log in the file at `path`. With `create_if_missing` false, only a log
+// that exists (the file and its tables) is opened and nothing is created or
+// changed: invalid_argument "no transaction log at PATH" otherwise.
+Result<std::unique_ptr<TxLog>> open_sqlite_log(const std::string& path, milliseconds busy,
+                                               bool create_if_missing = true);
 
 }  // namespace dlock::tx::detail
 

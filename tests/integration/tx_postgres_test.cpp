@@ -276,6 +276,40 @@ TEST_F(TxPostgres, ARoleThatMayNotCreateTheTablesGetsAClearError) {
   EXPECT_EQ(pg.psql("SELECT count(*) FROM pg_tables WHERE tablename LIKE 'dlock_tx%'"), "0\n");
 }
 
+// create_if_missing = false (the read-only tools): a database without the
+// log's tables is invalid_argument saying so, and nothing is created there
+// (no log table, no lock table, no function); a log that exists opens as
+// usual.
+TEST_F(TxPostgres, OpeningOnlyAnExistingLogCreatesNothing) {
+  CoordinatorOptions only_existing;
+  only_existing.create_if_missing = false;
+  const std::string created =
+      "SELECT (SELECT count(*) FROM pg_class WHERE relname LIKE 'dlock%') + (SELECT count(*) FROM pg_proc WHERE "
+      "proname LIKE 'dlock%')";
+  auto missing = Coordinator::open(pg.url(), only_existing);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.code(), Errc::invalid_argument) << missing.status().to_string();
+  EXPECT_NE(missing.status().message().find("no transaction log at "), std::string::npos)
+      << missing.status().to_string();
+  EXPECT_NE(missing.status().message().find("(nothing was created)"), std::string::npos)
+      << missing.status().to_string();
+  EXPECT_EQ(pg.psql(created), "0\n");
+
+  {
+    auto c = open();
+    ASSERT_TRUE(c.run("e1", transfer(10)).ok());
+  }
+  auto existing = Coordinator::open(pg.url(), only_existing);
+  ASSERT_TRUE(existing.ok()) << existing.status().to_string();
+  auto info = existing->show("e1");
+  ASSERT_TRUE(info.ok()) << info.status().to_string();
+  EXPECT_EQ(info->state, State::committed);
+  existing->add_participant("alice", alice.debit());
+  existing->add_participant("bob", bob.credit());
+  EXPECT_TRUE(existing->run("e2", transfer(10)).ok()) << "a log that exists is used as with create_if_missing";
+  expect_settled();
+}
+
 TEST_F(TxPostgres, AnUnreachableServerIsAClearError) {
   pg.stop();
   auto c = Coordinator::open(pg.url());

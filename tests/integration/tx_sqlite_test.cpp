@@ -4,9 +4,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <csignal>
+#include <filesystem>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "dlock/tx.hpp"
 #include "integration/tx_bank.hpp"
@@ -269,6 +273,82 @@ TEST_F(TxSqlite, ALogFileDeletedUnderTheCoordinatorIsAnErrorNotALostWrite) {
   EXPECT_EQ(alice.calls + bob.calls, calls) << "no Try ran";
   EXPECT_EQ(alice.column("balance"), 90);
   EXPECT_EQ(bob.column("balance"), 60);
+  expect_settled();
+}
+
+// The names in `dir` starting with `prefix`, sorted and joined by spaces.
+std::string files_named(const std::string& dir, const std::string& prefix) {
+  std::vector<std::string> names;
+  for (const auto& e : std::filesystem::directory_iterator(dir))
+    if (e.path().filename().string().starts_with(prefix)) names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  std::string out;
+  for (const auto& n : names) out += (out.empty() ? "" : " ") + n;
+  return out;
+}
+
+// One text answer of `sql` on the SQLite file at `path`, opened read-only.
+std::string sqlite_answer(const std::string& path, const std::string& sql) {
+  sqlite3* db = nullptr;
+  std::string out;
+  if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK) {
+    sqlite3_stmt* st = nullptr;
+    if (sqlite3_prepare_v2(db, sql.c_str(), -1, &st, nullptr) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW &&
+        sqlite3_column_text(st, 0) != nullptr)
+      out = reinterpret_cast<const char*>(sqlite3_column_text(st, 0));
+    sqlite3_finalize(st);
+  }
+  sqlite3_close(db);
+  return out;
+}
+
+// create_if_missing = false (the read-only tools): a log that is not there,
+// in a directory that is not there, or a SQLite file that holds something
+// else is invalid_argument saying so, and nothing is created: no file, no
+// table, no change of journal mode. A log that exists opens as usual.
+TEST_F(TxSqlite, OpeningOnlyAnExistingLogCreatesNothing) {
+  CoordinatorOptions only_existing;
+  only_existing.create_if_missing = false;
+
+  auto missing = Coordinator::open(url(), only_existing);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.code(), Errc::invalid_argument) << missing.status().to_string();
+  EXPECT_NE(missing.status().message().find("no transaction log at " + dir.file("tx.db") + " (nothing was created)"),
+            std::string::npos)
+      << missing.status().to_string();
+  EXPECT_EQ(files_named(dir.path(), "tx.db"), "") << "no log file, journal or wake-up file";
+
+  auto no_dir = Coordinator::open("sqlite://" + dir.file("nodir/tx.db"), only_existing);
+  ASSERT_FALSE(no_dir.ok());
+  EXPECT_EQ(no_dir.code(), Errc::invalid_argument) << no_dir.status().to_string();
+  EXPECT_NE(no_dir.status().message().find("no transaction log at " + dir.file("nodir/tx.db")), std::string::npos)
+      << no_dir.status().to_string();
+  EXPECT_FALSE(std::filesystem::exists(dir.file("nodir")));
+
+  // A mistyped path that names another database (here alice's): left as it was.
+  const std::string journal = sqlite_answer(dir.file("alice.db"), "PRAGMA journal_mode");
+  auto other = Coordinator::open("sqlite://" + dir.file("alice.db"), only_existing);
+  ASSERT_FALSE(other.ok());
+  EXPECT_EQ(other.code(), Errc::invalid_argument) << other.status().to_string();
+  EXPECT_NE(other.status().message().find("no transaction log at " + dir.file("alice.db")), std::string::npos)
+      << other.status().to_string();
+  EXPECT_EQ(sqlite_answer(dir.file("alice.db"), "SELECT count(*) FROM sqlite_master WHERE name LIKE 'dlock%'"), "0")
+      << "no log table, no lock table";
+  EXPECT_EQ(sqlite_answer(dir.file("alice.db"), "PRAGMA journal_mode"), journal);
+  EXPECT_EQ(files_named(dir.path(), "alice.db-"), "") << "no wake-up file beside it";
+
+  {
+    auto c = open();
+    ASSERT_TRUE(c.run("e1", transfer(10)).ok());
+  }
+  auto existing = Coordinator::open(url(), only_existing);
+  ASSERT_TRUE(existing.ok()) << existing.status().to_string();
+  auto info = existing->show("e1");
+  ASSERT_TRUE(info.ok()) << info.status().to_string();
+  EXPECT_EQ(info->state, State::committed);
+  existing->add_participant("alice", alice.debit());
+  existing->add_participant("bob", bob.credit());
+  EXPECT_TRUE(existing->run("e2", transfer(10)).ok()) << "a log that exists is used as with create_if_missing";
   expect_settled();
 }
 
