@@ -1,5 +1,7 @@
 #include "sqlite/factory.hpp"
 
+#include <algorithm>
+
 #include "core/url_parts.hpp"
 
 namespace dlock::sqlite {
@@ -20,6 +22,12 @@ Result<SqliteConfig> parse_sqlite_url(std::string_view url) {
     return bad("the path must be absolute, after an empty host: sqlite:///absolute/path/locks.db");
   SqliteConfig config;
   if (!detail::percent_decode(rest, config.path)) return bad("invalid percent-escape in the path");
+  // sqlite:////tmp/x.db (SQLAlchemy's absolute form, or "sqlite:///" put
+  // before an absolute path) names /tmp/x.db: a run of slashes is one, so
+  // that messages and the files made beside it show the path once-slashed.
+  config.path.erase(
+      std::unique(config.path.begin(), config.path.end(), [](char a, char b) { return a == '/' && b == '/'; }),
+      config.path.end());
   if (config.path.back() == '/') return bad("the path names a directory, not a file");
   if (config.path.find('\0') != std::string::npos) return bad("the path holds a NUL byte");
   while (!query.empty()) {

@@ -16,6 +16,18 @@ TEST(SqliteUrl, AnAbsolutePathAfterAnEmptyHost) {
   EXPECT_EQ(spaced->busy.count(), 250);
 }
 
+// Four slashes (SQLAlchemy's absolute form, or "sqlite:///" put before an
+// absolute path) and doubled slashes inside name the same file, shown
+// once-slashed (a missing directory was reported as //tmp/...).
+TEST(SqliteUrl, ARunOfSlashesIsOne) {
+  auto four = parse_sqlite_url("sqlite:////tmp/dlock/locks.db");
+  ASSERT_TRUE(four.ok()) << four.status().to_string();
+  EXPECT_EQ(four->path, "/tmp/dlock/locks.db");
+  auto inside = parse_sqlite_url("sqlite:///var//lib///app/locks.db");
+  ASSERT_TRUE(inside.ok()) << inside.status().to_string();
+  EXPECT_EQ(inside->path, "/var/lib/app/locks.db");
+}
+
 TEST(SqliteUrl, BadOnesNameWhatIsWrong) {
   struct Case {
     const char* url;
