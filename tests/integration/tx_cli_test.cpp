@@ -6,6 +6,7 @@
 
 #include <array>
 #include <cstdio>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -24,10 +25,11 @@ struct Ran {
   std::string out;
 };
 
-// Runs the dlock tool with `args` (no shell metacharacters), stdout captured.
-Ran dlock_tool(const std::string& args) {
+// Runs the dlock tool with `args` (no shell metacharacters), stdout (and
+// with `with_stderr`, stderr) captured.
+Ran dlock_tool(const std::string& args, bool with_stderr = false) {
   Ran r;
-  FILE* p = ::popen((std::string(DLOCK_CLI_PATH) + " " + args + " 2>/dev/null").c_str(), "r");
+  FILE* p = ::popen((std::string(DLOCK_CLI_PATH) + " " + args + (with_stderr ? " 2>&1" : " 2>/dev/null")).c_str(), "r");
   if (p == nullptr) return r;
   std::array<char, 4096> buf{};
   while (std::fgets(buf.data(), static_cast<int>(buf.size()), p) != nullptr) r.out += buf.data();
@@ -41,7 +43,9 @@ TEST(TxCli, ListsShowsAndRetriesWhatTheLogHolds) {
   Bank alice(dir.file("alice.db"), 100), bob(dir.file("bob.db"), 50);
   const std::string url = "sqlite://" + dir.file("tx.db");
   CoordinatorOptions o;
-  o.finish_within = 0ms;
+  o.finish_within = 200ms;  // one Confirm each: bob's fails, and its retry is due after run() returned
+  o.retry_base = 1000ms;
+  o.retry_cap = 1000ms;
   auto c = Coordinator::open(url, o);
   ASSERT_TRUE(c.ok()) << c.status().to_string();
   c->add_participant("alice", alice.debit());
@@ -69,6 +73,33 @@ TEST(TxCli, ListsShowsAndRetriesWhatTheLogHolds) {
   EXPECT_EQ(dlock_tool("--url " + url + " tx show").code, 64) << "show needs a transaction id";
   EXPECT_EQ(dlock_tool("--url " + url + " tx drop order-7").code, 64);
   EXPECT_EQ(dlock_tool("--url redis://127.0.0.1:1 tx list").code, 64) << "a log is at sqlite:// or postgres://";
+}
+
+// The read-only commands never create a log: a mistyped path is an error
+// (66, EX_NOINPUT) naming the path, and no file appears; a missing
+// directory is named once-slashed, also from "sqlite:///" put before an
+// absolute path (sqlite:////tmp/x.db is /tmp/x.db; it was shown as //tmp).
+TEST(TxCli, AMistypedLogPathIsAnErrorAndCreatesNothing) {
+  test::TempDir dir;
+  const std::string path = dir.file("mistyped.db");
+  for (const std::string command : {"tx list", "tx show order-7", "tx retry order-7", "tx list --json"}) {
+    const Ran r = dlock_tool("--url sqlite://" + path + " " + command, true);
+    EXPECT_EQ(r.code, 66) << command << ": " << r.out;
+    EXPECT_NE(r.out.find("no transaction log at " + path + " (nothing was created)"), std::string::npos)
+        << command << ": " << r.out;
+    EXPECT_FALSE(std::filesystem::exists(path)) << command;
+    EXPECT_TRUE(std::filesystem::is_empty(dir.path())) << command << ": no journal or wake-up file either";
+  }
+
+  const std::string in_missing_dir = dir.file("no-such-dir/tx.db");
+  for (const std::string scheme : {"sqlite://", "sqlite:///"}) {
+    const Ran r = dlock_tool("--url " + scheme + in_missing_dir + " tx list", true);
+    EXPECT_EQ(r.code, 66) << scheme << ": " << r.out;
+    EXPECT_NE(r.out.find("no transaction log at " + in_missing_dir + " (nothing was created)"), std::string::npos)
+        << scheme << ": " << r.out;
+    EXPECT_EQ(r.out.find("//" + in_missing_dir.substr(1)), std::string::npos) << scheme << ": one slash: " << r.out;
+    EXPECT_FALSE(std::filesystem::exists(dir.file("no-such-dir")));
+  }
 }
 
 // A participant's answer that is not ASCII, cut at the 200 bytes a branch's

@@ -8,6 +8,7 @@
 namespace dlock::cli {
 
 inline constexpr int kUsage = 64;        // EX_USAGE
+inline constexpr int kNoInput = 66;      // EX_NOINPUT: no transaction log at the URL (tx list, show, retry)
 inline constexpr int kUnavailable = 69;  // EX_UNAVAILABLE
 inline constexpr int kSoftware = 70;     // EX_SOFTWARE
 inline constexpr int kCantCreate = 73;   // EX_CANTCREAT: the default lock file's directory

@@ -55,6 +55,7 @@ const char* kExitCodesHelp =
     "Exit codes:\n"
     "  CMD's own status    dlock run, elect: CMD ran under the lock (128+N if a signal N ended it)\n"
     "  64  (EX_USAGE)      bad arguments, URL or option values\n"
+    "  66  (EX_NOINPUT)    dlock tx: no transaction log at the URL (none is created)\n"
     "  69  (EX_UNAVAILABLE) the lock server is unreachable (or an outcome was lost)\n"
     "  70  (EX_SOFTWARE)   the store refused (wrong key type, not a lock file or table, unexpected reply)\n"
     "  75  (EX_TEMPFAIL)   the lock (or leadership) was not acquired within --wait\n"

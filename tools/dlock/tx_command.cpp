@@ -46,8 +46,19 @@ int failed(const dlock::Status& s, const std::string& what, std::ostream& err) {
 }  // namespace
 
 int run_tx_command(const TxCommand& c, std::ostream& out, std::ostream& err) {
-  auto coordinator = dlock::tx::Coordinator::open(c.url);
-  if (!coordinator.ok()) return failed(coordinator.status(), "cannot open the transaction log", err);
+  // Every action reads or marks a log that must be there already: a
+  // mistyped URL must not leave a new, empty log behind.
+  dlock::tx::CoordinatorOptions options;
+  options.create_if_missing = false;
+  auto coordinator = dlock::tx::Coordinator::open(c.url, options);
+  if (!coordinator.ok()) {
+    const dlock::Status& s = coordinator.status();
+    if (s.code() == Errc::invalid_argument && s.message().starts_with("no transaction log at ")) {
+      err << "dlock: " << s.message() << '\n';
+      return kNoInput;
+    }
+    return failed(s, "cannot open the transaction log", err);
+  }
   if (c.action == "list") {
     auto list = coordinator->list_unfinished(1000);
     if (!list.ok()) return failed(list.status(), "cannot list transactions", err);
