@@ -66,6 +66,13 @@ enum class Errc : int {
                              // its coordinator went away before deciding):
                              // its Cancels undo, or have undone, every Try
                              // (<dlock/tx.hpp>)
+  in_doubt = 18,             // a distributed transaction's decision may or
+                             // may not have been logged (the log's answer
+                             // was lost and could not be read back in
+                             // time): it will commit or abort, the same
+                             // everywhere. Do not run it again under a new
+                             // id; ask show(gid) later, or let recover()
+                             // finish it (<dlock/tx.hpp>)
 };
 
 // What a caller should do next with a failure of this code:

@@ -198,9 +198,12 @@ struct CoordinatorOptions {
   // How long the Try phase may take before the transaction aborts. Default
   // 60 s. Measured on the coordinator's steady clock.
   milliseconds timeout{60000};
-  // How long run() keeps retrying Confirm/Cancel before it returns and
-  // leaves the rest to recovery (the decision is already durable). Default
-  // 10 s.
+  // How long run() keeps calling Confirm/Cancel after the decision before it
+  // returns and leaves the rest to recovery (the decision is durable by
+  // then): no call starts after it and HTTP and 2PC calls are cut at it. 0:
+  // run() returns at the decision and recovery makes every call. Also what
+  // one recover() pass gives each transaction, and what the decision's
+  // write may take to be confirmed if its answer is lost. Default 10 s.
   milliseconds finish_within{10000};
   // Backoff between attempts of one branch call: base * 2^(n-1), capped,
   // with full jitter in [1/2, 1]. Defaults 50 ms and 30 s.
@@ -277,8 +280,22 @@ class Coordinator {
   //       unknown participant;
   //   Errc::busy: the gid could not be claimed (another call runs it, or
   //       the store stayed busy): nothing was run;
-  //   other errors, before any decision: from the log. If the transaction
-  //       was logged, a later recover() aborts it.
+  //   Errc::in_doubt: the commit decision was written but the log's answer
+  //       was lost, and reading it back failed within finish_within: the
+  //       transaction will commit or abort, the same on every branch. Do
+  //       not run it again under a new gid (that would do it twice): ask
+  //       show(gid) later, or let recover() finish it;
+  //   other errors (the log's, or lease_lost): no commit was decided and
+  //       none will be: if the transaction was logged, recover() aborts it.
+  //       Running the same gid again is safe (the log refuses a gid it has).
+  // How long it takes: the claim (up to 2 s when contended), the Try phase
+  // (at most `timeout`: each Try's BranchContext::deadline is its end, and
+  // HTTP and 2PC calls are cut there), the decision (its write and, if its
+  // answer is lost, the read back: at most finish_within), then Confirms
+  // until finish_within (each cut there); plus the log's own writes, each
+  // bounded by the log's command timeout. In-process calls are the
+  // exception: they run on this thread and cannot be interrupted, so run()
+  // returns only after they do (a Try that succeeds late still aborts).
   Result<State> run(std::string_view gid, const std::vector<Branch>& branches);
 
   // 2PC over PostgreSQL participants. add_database connects to `url`
@@ -287,7 +304,12 @@ class Coordinator {
   // every database before run_2pc() or recover() may need it. The log may be
   // anywhere. run_2pc() works as run(): every branch's work is prepared as
   // "dlock:<gid>:<branch>" (gid: 1 to 120 of [A-Za-z0-9_.:-]), the decision
-  // is logged, then COMMIT PREPARED or ROLLBACK PREPARED on each. Presumed
+  // is logged, then COMMIT PREPARED or ROLLBACK PREPARED on each. A
+  // branch's work runs under lock_timeout and statement_timeout set to the
+  // Try phase's time left (a lock cycle through prepared transactions of
+  // two run_2pc calls, which PostgreSQL cannot see, ends at the deadline),
+  // and its connection is cut at the deadline if the server does not
+  // answer (a frozen server), so that run_2pc() returns in time. Presumed
   // abort: recover() also rolls back any prepared transaction of ours that
   // the log does not know or knows as aborted, so none is left holding
   // locks.
@@ -296,7 +318,8 @@ class Coordinator {
 
   // One recovery pass: drives every unfinished transaction whose claim is
   // free (its coordinator died or gave up) one step further; an undecided one
-  // is aborted. Returns how many it touched. Call it periodically from one or
+  // is aborted. Each transaction gets at most finish_within (its calls are
+  // cut there) plus its log writes. Returns how many it touched. Call it periodically from one or
   // more processes; they never drive the same transaction at once.
   Result<int> recover();
 

@@ -14,6 +14,7 @@ NextStep next_step(Errc code) noexcept {
     case Errc::busy:
       return NextStep::retry;
     case Errc::outcome_unknown:
+    case Errc::in_doubt:
       return NextStep::unknown;
     case Errc::lease_lost:
       return NextStep::restart;
@@ -72,6 +73,8 @@ std::string_view to_string(Errc code) noexcept {
       return "precondition_failed";
     case Errc::aborted:
       return "aborted";
+    case Errc::in_doubt:
+      return "in_doubt";
   }
   return "unknown_code";
 }

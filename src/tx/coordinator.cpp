@@ -4,6 +4,7 @@
 #include <atomic>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <thread>
 #include <utility>
@@ -168,11 +169,11 @@ struct Coordinator::Impl {
           error = "the branch's work is not in this process";
           return Outcome::unknown;
         }
-        return db->prepare(xid, work, error);
+        return db->prepare(xid, work, error, ctx.deadline);
       case Op::confirm:
-        return db->commit(xid, error);
+        return db->commit(xid, error, ctx.deadline);
       case Op::cancel:
-        return db->rollback(xid, error);
+        return db->rollback(xid, error, ctx.deadline);
     }
     return Outcome::unknown;
   }
@@ -224,14 +225,55 @@ struct Coordinator::Impl {
     return out;
   }
 
-  // Drives `info` under `claim` until it is finished, or decided and nothing
-  // is due within `phase_two_for` of the decision; then saves the progress
-  // for recovery. (The Try phase is bounded by the machine's deadline.)
-  // Returns the state reached.
-  Result<State> drive(TccMachine& m, const TxInfo& info, const Lease& claim, milliseconds phase_two_for,
-                      std::string& reason) {
+  // How long drive() may go on once the transaction is decided (counted
+  // from the decision, or from the start if it was decided already): no
+  // Confirm or Cancel starts after `calls_for`, each is cut there, and a
+  // backoff ending after `waits_for` is left to recovery.
+  struct Budget {
+    milliseconds calls_for;
+    milliseconds waits_for;
+  };
+
+  // Saves each branch's progress for recovery, due `due_in` from now.
+  Status leave(TccMachine& m, const TxInfo& info, std::uint64_t fence, milliseconds due_in) {
+    auto saved = log->save(info.gid, fence, m.state(), progress_of(m, info), std::max(due_in, milliseconds(0)));
+    if (!saved.ok()) return saved.status();
+    trace(info.gid, "saved");
+    return {};
+  }
+
+  // The decision's write got no answer, or a refusal that says someone
+  // else wrote the transaction. Writing the same fenced compare-and-set
+  // again is safe whichever way the first one went (a write still in
+  // flight can land only if this one does not, and then says the same);
+  // then the log's state is the decision. nullopt: the log could not tell
+  // by `by`.
+  std::optional<State> settle(const TxInfo& info, std::uint64_t fence, const Step& step, Clock::time_point by) {
+    for (milliseconds pause{10};; pause = std::min(pause * 2, milliseconds(200))) {
+      auto moved = log->move(info.gid, fence, State::trying, step.to, step.reason, by);
+      if (moved.ok() && *moved) return step.to;
+      if (moved.ok()) {
+        auto now = log->load(info.gid, by);
+        if (now.ok()) return now->state;
+      }
+      if (Clock::now() + pause >= by) return std::nullopt;
+      std::this_thread::sleep_for(pause);
+    }
+  }
+
+  // Drives `info` under `claim` until it is finished, or decided and out of
+  // `budget`; then saves the progress for recovery. The Try phase is
+  // bounded by the machine's deadline, each Try cut there. Returns the state
+  // reached.
+  Result<State> drive(TccMachine& m, const TxInfo& info, const Lease& claim, Budget budget, std::string& reason) {
     const std::uint64_t fence = claim.fence();
-    auto give_up_at = decided(m.state()) ? Clock::now() + phase_two_for : Clock::time_point::max();
+    Clock::time_point calls_by{}, waits_by{};
+    auto start_phase_two = [&] {
+      const auto now = Clock::now();
+      calls_by = now + budget.calls_for;
+      waits_by = now + budget.waits_for;
+    };
+    if (decided(m.state())) start_phase_two();
     for (;;) {
       if (claim.lost())
         return Status(Errc::lease_lost, "the claim on transaction '" + info.gid +
@@ -243,8 +285,12 @@ struct Coordinator::Impl {
         case Step::Kind::done:
           return m.state();
         case Step::Kind::call: {
+          if (decided(m.state()) && now >= calls_by) {
+            if (Status s = leave(m, info, fence, milliseconds(0)); !s.ok()) return s;
+            return m.state();
+          }
           const auto& b = info.branches[static_cast<std::size_t>(step.branch)];
-          BranchContext ctx{info.gid, step.branch, step.op, b.payload};
+          BranchContext ctx{info.gid, step.branch, step.op, b.payload, decided(m.state()) ? calls_by : m.deadline()};
           std::string error;
           const std::string which = std::string(to_string(step.op)) + " " + std::to_string(step.branch);
           trace(info.gid, "before " + which);
@@ -262,27 +308,60 @@ struct Coordinator::Impl {
           }
           break;
         }
-        case Step::Kind::decide:
+        case Step::Kind::decide: {
+          // Bounded like the Confirms that would follow it.
+          const auto by = Clock::now() + std::max(budget.calls_for, milliseconds(1));
+          auto moved = log->move(info.gid, fence, State::trying, step.to, step.reason, by);
+          std::optional<State> landed;
+          if (moved.ok() && *moved)
+            landed = step.to;
+          else if (moved.ok() || moved.status().next_step() != NextStep::give_up)
+            landed = settle(info, fence, step, by);
+          else
+            return moved.status();  // refused for good: nothing was written
+          if (!landed) {
+            // Abort was the only decision this coordinator could write, and
+            // whoever takes an undecided transaction over aborts it too.
+            if (step.to == State::aborting) {
+              reason = step.reason;
+              return State::aborting;
+            }
+            return Status(Errc::in_doubt, "transaction '" + info.gid +
+                                              "': the log did not confirm the commit decision in time (" +
+                                              (moved.ok() ? std::string("moved on") : moved.status().message()) +
+                                              "); it may or may not be decided: do not run it again, ask show() "
+                                              "later, recover() finishes it either way");
+          }
+          if (*landed == State::trying)
+            return Status(Errc::lease_lost,
+                          "transaction '" + info.gid + "' was taken over before its decision; it will be aborted");
+          if (*landed != step.to) {
+            // Another coordinator decided (it aborts what it takes over
+            // undecided) and drives it now: its answer is the outcome.
+            reason = "decided by another coordinator";
+            return *landed;
+          }
+          if (step.to == State::aborting) reason = step.reason;
+          m.on_logged(step.to);
+          trace(info.gid, std::string(to_string(step.to)));
+          start_phase_two();
+          break;
+        }
         case Step::Kind::finish: {
-          const State from = m.state();
-          auto moved = log->move(info.gid, fence, from, step.to, step.reason);
+          auto moved = log->move(info.gid, fence, m.state(), step.to, step.reason);
           if (!moved.ok()) return moved.status();
           if (!*moved)
             return Status(Errc::lease_lost, "transaction '" + info.gid + "' moved on without this coordinator");
-          if (step.kind == Step::Kind::decide && step.to == State::aborting) reason = step.reason;
           m.on_logged(step.to);
           trace(info.gid, std::string(to_string(step.to)));
-          if (step.kind == Step::Kind::decide) give_up_at = Clock::now() + phase_two_for;
           if (step.to == State::committed) ++committed;
           if (step.to == State::aborted) ++aborted;
           break;
         }
         case Step::Kind::wait: {
-          if (step.until > give_up_at) {
+          if (decided(m.state()) && step.until > waits_by) {
             const auto due_in = std::chrono::ceil<milliseconds>(step.until - Clock::now());
-            auto saved = log->save(info.gid, fence, m.state(), progress_of(m, info), std::max(due_in, milliseconds(0)));
-            if (!saved.ok()) return saved.status();
-            trace(info.gid, "saved");
+            if (Status s = leave(m, info, fence, due_in); !s.ok()) return s;
             return m.state();
           }
           std::this_thread::sleep_until(step.until);
@@ -419,7 +498,8 @@ Result<State> Coordinator::run_logged(std::string_view gid, const std::vector<Br
   TccMachine m(State::trying, std::vector<BranchProgress>(branches.size()), start + impl_->options.timeout, false);
   m.set_backoff(impl_->options.retry_base, impl_->options.retry_cap);
   std::string reason;
-  auto state = impl_->drive(m, info, *claim, impl_->options.finish_within, reason);
+  const milliseconds finish = impl_->options.finish_within;
+  auto state = impl_->drive(m, info, *claim, {finish, finish}, reason);
   (void)claim->release();  // recovery takes over whatever is left
   // Once decided, the outcome is the decision, whatever went wrong after it
   // (a lost claim, a busy log): recovery finishes it. Reporting an error
@@ -460,8 +540,9 @@ Result<int> Coordinator::recover() {
     TccMachine m(info->state, std::move(progress), Clock::now(), true);
     m.set_backoff(impl_->options.retry_base, impl_->options.retry_cap);
     std::string reason;
-    // One pass: every due call once, then the rest waits for its backoff.
-    auto state = impl_->drive(m, *info, *claim, milliseconds(0), reason);
+    // One pass: every due call once, within finish_within; then the rest
+    // waits for its backoff.
+    auto state = impl_->drive(m, *info, *claim, {impl_->options.finish_within, milliseconds(0)}, reason);
     (void)claim->release();
     if (!state.ok()) {
       failed(state.status());

@@ -210,9 +210,12 @@ class PgLog final : public TxLog {
     return {};
   }
 
-  Result<bool> move(std::string_view gid, std::uint64_t fence, State from, State to, std::string_view reason) override {
-    auto r = exec(kMove, {std::string(gid), std::string(state_column(from)), std::string(state_column(to)),
-                          std::string(reason), std::to_string(fence), finished(to) ? "true" : "false"});
+  Result<bool> move(std::string_view gid, std::uint64_t fence, State from, State to, std::string_view reason,
+                    Clock::time_point by) override {
+    auto r = exec(kMove,
+                  {std::string(gid), std::string(state_column(from)), std::string(state_column(to)),
+                   std::string(reason), std::to_string(fence), finished(to) ? "true" : "false"},
+                  by);
     if (!r.ok()) return r.status();
     return count_of(*r) == "1";
   }
@@ -230,8 +233,8 @@ class PgLog final : public TxLog {
     return count_of(*r) == "1";
   }
 
-  Result<TxInfo> load(std::string_view gid) override {
-    auto head = exec(kHead, {std::string(gid)});
+  Result<TxInfo> load(std::string_view gid, Clock::time_point by) override {
+    auto head = exec(kHead, {std::string(gid)}, by);
     if (!head.ok()) return head.status();
     if (head->empty()) return Status(Errc::not_held, "no transaction '" + std::string(gid) + "' in the log");
     const auto& h = (*head)[0];
@@ -242,7 +245,7 @@ class PgLog final : public TxLog {
     info.reason = h[1].value_or("");
     info.created_ms = std::stoll(h[2].value_or("0"));
     info.updated_ms = std::stoll(h[3].value_or("0"));
-    auto rows = exec(kBranches, {std::string(gid)});
+    auto rows = exec(kBranches, {std::string(gid)}, by);
     if (!rows.ok()) return rows.status();
     for (const auto& r : *rows)
       info.branches.push_back({r[0].value_or(""), unhex(r[1].value_or("")), r[2].value_or("f") == "t",
@@ -264,8 +267,9 @@ class PgLog final : public TxLog {
  private:
   // On a pooled connection: concurrent transactions' writes commit
   // together instead of queueing on one connection.
-  Result<Rows> exec(const std::string& sql, const std::vector<std::string>& params) {
-    return pool_.take()->exec(in_schema(sql, schema_), params);
+  Result<Rows> exec(const std::string& sql, const std::vector<std::string>& params,
+                    Clock::time_point by = Clock::time_point::max()) {
+    return pool_.take()->exec(in_schema(sql, schema_), params, by);
   }
   Result<std::vector<std::string>> gids(const char* sql, std::size_t limit) {
     auto r = exec(sql, {std::to_string(limit)});

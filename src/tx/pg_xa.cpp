@@ -2,7 +2,9 @@
 
 #include <libpq-fe.h>
 
+#include <algorithm>
 #include <charconv>
+#include <chrono>
 
 #include "postgres/factory.hpp"
 #include "postgres/pg_blocking.hpp"
@@ -64,7 +66,13 @@ Result<std::unique_ptr<XaDatabase>> XaDatabase::open(std::string_view url) {
   return db;
 }
 
-Outcome XaDatabase::prepare(const std::string& xid, const std::function<Outcome(pg_conn*)>& work, std::string& error) {
+Outcome XaDatabase::prepare(const std::string& xid, const std::function<Outcome(pg_conn*)>& work, std::string& error,
+                            Clock::time_point deadline) {
+  auto left = [&] { return std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now()); };
+  if (left().count() <= 0) {
+    error = "the Try phase's deadline passed before the branch's work began";
+    return Outcome::unknown;
+  }
   bool retry = false;
   {
     std::lock_guard lock(tried_mu_);
@@ -72,20 +80,37 @@ Outcome XaDatabase::prepare(const std::string& xid, const std::function<Outcome(
   }
   auto conn = pool_.take();  // its own: the work may wait for locks
   if (retry) {
-    auto seen = conn->exec("SELECT 1 FROM pg_prepared_xacts WHERE gid = $1 AND database = current_database()", {xid});
+    auto seen =
+        conn->exec("SELECT 1 FROM pg_prepared_xacts WHERE gid = $1 AND database = current_database()", {xid}, deadline);
     if (!seen.ok()) return outcome_of(seen.status(), error);
     if (!seen->empty()) return Outcome::success;
   }
-  if (auto begun = conn->exec("BEGIN", {}); !begun.ok()) return outcome_of(begun.status(), error);
+  if (auto begun = conn->exec("BEGIN", {}, deadline); !begun.ok()) return outcome_of(begun.status(), error);
+  // The server ends a wait for a lock (a cycle through another run_2pc's
+  // prepared transaction, which it cannot see) or a statement at the
+  // deadline; the cutter ends a wait on a server that does not answer.
+  const std::string ms = std::to_string(std::max<std::int64_t>(left().count(), 1)) + "ms";
+  if (auto set = conn->exec("SELECT set_config('lock_timeout', $1, true), set_config('statement_timeout', $1, true)",
+                            {ms}, deadline);
+      !set.ok())
+    return outcome_of(set.status(), error);
   auto native = conn->native();
   if (!native.ok()) return outcome_of(native.status(), error);
   Outcome o = Outcome::unknown;
+  const std::uint64_t ticket = cutter_.arm(PQsocket(*native), deadline);
   try {
     o = work(*native);
   } catch (const std::exception& e) {
     error = std::string("the branch's work threw: ") + e.what();
   } catch (...) {
     error = "the branch's work threw";
+  }
+  if (cutter_.disarm(ticket)) {
+    // Whatever the work made of the broken connection, nothing was
+    // prepared: the server rolls the transaction back once it notices.
+    (void)conn->exec("ROLLBACK", {}, Clock::now());  // fails at once; drops the connection
+    error = "the branch's work was still running at the Try phase's deadline: its connection was cut";
+    return Outcome::unknown;
   }
   if (o == Outcome::success && PQtransactionStatus(*native) != PQTRANS_INTRANS) {
     // PREPARE TRANSACTION would answer "ROLLBACK" (aborted) or warn and do
@@ -97,16 +122,22 @@ Outcome XaDatabase::prepare(const std::string& xid, const std::function<Outcome(
   }
   if (o != Outcome::success) {
     // Rolled back here, or (if that fails) by closing the connection.
-    if (PQtransactionStatus(*native) != PQTRANS_IDLE) (void)conn->exec("ROLLBACK", {});
+    if (PQtransactionStatus(*native) != PQTRANS_IDLE) (void)conn->exec("ROLLBACK", {}, deadline);
+    if (error.empty()) {
+      error = "the branch's work answered " + std::string(to_string(o));
+      std::string why = PQerrorMessage(*native);
+      while (!why.empty() && (why.back() == '\n' || why.back() == ' ')) why.pop_back();
+      if (!why.empty()) error += " (" + why + ")";
+    }
     return o;
   }
-  auto prepared = conn->exec("PREPARE TRANSACTION " + quoted(xid), {});
+  auto prepared = conn->exec("PREPARE TRANSACTION " + quoted(xid), {}, deadline);
   if (!prepared.ok()) return outcome_of(prepared.status(), error);
   return Outcome::success;
 }
 
-Outcome XaDatabase::finish(const char* verb, const std::string& xid, std::string& error) {
-  auto r = pool_.take()->exec(std::string(verb) + " PREPARED " + quoted(xid), {});
+Outcome XaDatabase::finish(const char* verb, const std::string& xid, std::string& error, Clock::time_point by) {
+  auto r = pool_.take()->exec(std::string(verb) + " PREPARED " + quoted(xid), {}, by);
   if (r.ok() || r.status().backend_code() == kUndefinedObject) {
     std::lock_guard lock(tried_mu_);
     tried_.erase(xid);

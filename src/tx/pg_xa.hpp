@@ -9,6 +9,7 @@
 #ifndef DLOCK_TX_PG_XA_HPP_
 #define DLOCK_TX_PG_XA_HPP_
 
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -20,6 +21,7 @@
 #include "dlock/tx.hpp"
 #include "postgres/pg_connection.hpp"
 #include "tx/pg_pool.hpp"
+#include "tx/socket_cutter.hpp"
 
 namespace dlock::tx::detail {
 
@@ -30,6 +32,8 @@ bool parse_xid(std::string_view xid, std::string_view log, std::string& gid, int
 
 class XaDatabase {
  public:
+  using Clock = std::chrono::steady_clock;
+
   // Connects and checks that the server takes prepared transactions
   // (max_prepared_transactions > 0): precondition_failed otherwise.
   static Result<std::unique_ptr<XaDatabase>> open(std::string_view url);
@@ -39,20 +43,32 @@ class XaDatabase {
   // (an earlier attempt whose answer was lost): success without `work`. A
   // work that says success but left no open transaction (it committed, or a
   // statement failed and aborted it) is a failure: nothing is prepared.
-  Outcome prepare(const std::string& xid, const std::function<Outcome(pg_conn*)>& work, std::string& error);
+  //
+  // By `deadline`: the work runs with lock_timeout and statement_timeout set
+  // to the time left, and its connection is cut at the deadline if it is
+  // still running then (unknown: nothing was prepared, the server rolls it
+  // back when it sees the connection gone).
+  Outcome prepare(const std::string& xid, const std::function<Outcome(pg_conn*)>& work, std::string& error,
+                  Clock::time_point deadline);
   // COMMIT PREPARED / ROLLBACK PREPARED. An xid the server does not know
   // is done: committed or rolled back by an earlier attempt (a commit is
   // only decided once every branch was prepared; a rollback of a branch
   // never prepared has nothing to do).
-  Outcome commit(const std::string& xid, std::string& error) { return finish("COMMIT", xid, error); }
-  Outcome rollback(const std::string& xid, std::string& error) { return finish("ROLLBACK", xid, error); }
+  // Each answers by `by` (and within the command timeout), or is unknown.
+  Outcome commit(const std::string& xid, std::string& error, Clock::time_point by = Clock::time_point::max()) {
+    return finish("COMMIT", xid, error, by);
+  }
+  Outcome rollback(const std::string& xid, std::string& error, Clock::time_point by = Clock::time_point::max()) {
+    return finish("ROLLBACK", xid, error, by);
+  }
   // The prepared transactions of this database with dlock's prefix.
   Result<std::vector<std::string>> prepared();
 
  private:
   explicit XaDatabase(postgres::PgConfig config) : pool_(std::move(config)) {}
-  Outcome finish(const char* verb, const std::string& xid, std::string& error);
+  Outcome finish(const char* verb, const std::string& xid, std::string& error, Clock::time_point by);
   PgPool pool_;
+  SocketCutter cutter_;
   // xids this process has tried to prepare and not finished: only a retry
   // can find its xid prepared already (a claim that passes to another
   // coordinator aborts what was undecided, never tries it), so only a retry

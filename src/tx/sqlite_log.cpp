@@ -121,7 +121,9 @@ class SqliteLog final : public TxLog {
     return commit(tx);
   }
 
-  Result<bool> move(std::string_view gid, std::uint64_t fence, State from, State to, std::string_view reason) override {
+  // `by` is not used: the file's busy timeout bounds a write.
+  Result<bool> move(std::string_view gid, std::uint64_t fence, State from, State to, std::string_view reason,
+                    Clock::time_point /*by*/) override {
     std::lock_guard lock(mu_);
     WriteTransaction tx(*db_);
     if (Status s = tx.begin(); !s.ok()) return s;
@@ -159,7 +161,7 @@ class SqliteLog final : public TxLog {
     return true;
   }
 
-  Result<TxInfo> load(std::string_view gid) override {
+  Result<TxInfo> load(std::string_view gid, Clock::time_point /*by*/) override {
     std::lock_guard lock(mu_);
     auto head = db_->prepare("SELECT state, reason, created_ms, updated_ms FROM dlock_tx WHERE gid = ?1");
     if (!head.ok()) return head.status();

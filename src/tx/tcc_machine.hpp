@@ -65,6 +65,8 @@ class TccMachine {
     cap_ = cap;
   }
   State state() const { return state_; }
+  // When the Try phase ends: no Try is called at or after it.
+  Clock::time_point deadline() const { return deadline_; }
   const std::vector<BranchProgress>& branches() const { return branches_; }
 
  private:

@@ -5,6 +5,7 @@
 #ifndef DLOCK_TX_TX_LOG_HPP_
 #define DLOCK_TX_TX_LOG_HPP_
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -16,6 +17,8 @@ namespace dlock::tx::detail {
 
 class TxLog {
  public:
+  using Clock = std::chrono::steady_clock;
+
   virtual ~TxLog() = default;
 
   // This log's random id, made with its tables: it marks the prepared
@@ -29,13 +32,15 @@ class TxLog {
                         milliseconds due_in) = 0;
   // `from` -> `to`, with `reason`. false: the transaction is no longer in
   // `from`, or a higher fence wrote it (this claim is stale).
-  virtual Result<bool> move(std::string_view gid, std::uint64_t fence, State from, State to,
-                            std::string_view reason) = 0;
+  // `by`: a store that can bound its wait (PostgreSQL) answers by then, or
+  // outcome_unknown (the write may still execute).
+  virtual Result<bool> move(std::string_view gid, std::uint64_t fence, State from, State to, std::string_view reason,
+                            Clock::time_point by = Clock::time_point::max()) = 0;
   // Records each branch's progress (done, attempts, last error), due again
   // `due_in` from now. false as for move().
   virtual Result<bool> save(std::string_view gid, std::uint64_t fence, State state,
                             const std::vector<BranchInfo>& branches, milliseconds due_in) = 0;
-  virtual Result<TxInfo> load(std::string_view gid) = 0;
+  virtual Result<TxInfo> load(std::string_view gid, Clock::time_point by = Clock::time_point::max()) = 0;
   // Unfinished transactions due now, oldest due first.
   virtual Result<std::vector<std::string>> due(std::size_t limit) = 0;
   // The unfinished transactions, oldest first: unfinished_gids() then a

@@ -65,7 +65,8 @@ TEST_F(TxPostgres, CommitsAbortsAndShowsWhatItDid) {
 
 TEST_F(TxPostgres, AnotherCoordinatorFinishesADecidedCommit) {
   CoordinatorOptions o;
-  o.finish_within = 0ms;
+  o.finish_within = 200ms;  // one round of Confirms; bob's retry falls after it
+  o.retry_base = 1000ms;
   auto first = open(o);
   first.add_participant(
       "bob", {bob.credit().try_, [](const BranchContext&) { return Outcome::unknown; }, bob.credit().cancel});
@@ -117,7 +118,8 @@ TEST_F(TxPostgres, ADecisionSurvivesAServerCrashEvenWithSynchronousCommitOff) {
   pg.psql("SELECT pg_reload_conf()");
   {
     CoordinatorOptions o;
-    o.finish_within = 0ms;
+    o.finish_within = 200ms;  // one round of Confirms; bob's retry falls after it
+    o.retry_base = 1000ms;
     o.claim_lease = 300ms;  // its release may be lost in the crash (the lock store's commit is not forced)
     auto c = open(o);
     c.add_participant("bob",

@@ -86,8 +86,8 @@ TEST_F(TxSqlite, BadInputIsRefusedAndLogsNothing) {
 
 TEST_F(TxSqlite, ADecidedCommitIsFinishedByRecoveryInAnotherCoordinator) {
   CoordinatorOptions o;
-  o.finish_within = 0ms;  // return right after the first round of Confirms
-  o.retry_base = 10ms;
+  o.finish_within = 200ms;  // return after the first round of Confirms: bob's retry falls after it
+  o.retry_base = 1000ms;
   auto first = open(o);
   // Bob's Confirm goes unanswered: the decision is durable, the work is not.
   bool first_confirm = true;

@@ -11,6 +11,7 @@ TEST(Error, NextStepFollowsTheRetryRule) {
   EXPECT_EQ(next_step(Errc::busy), NextStep::retry);
   EXPECT_EQ(next_step(Errc::timeout), NextStep::retry);
   EXPECT_EQ(next_step(Errc::outcome_unknown), NextStep::unknown);
+  EXPECT_EQ(next_step(Errc::in_doubt), NextStep::unknown) << "a transaction that may commit: never resubmit";
   for (Errc c : {Errc::invalid_argument, Errc::auth_failed, Errc::tls_failed, Errc::wrong_type, Errc::not_owner,
                  Errc::not_held, Errc::permission_denied, Errc::precondition_failed, Errc::aborted})
     EXPECT_EQ(next_step(c), NextStep::give_up) << to_string(c);
@@ -18,6 +19,7 @@ TEST(Error, NextStepFollowsTheRetryRule) {
   EXPECT_EQ(to_string(NextStep::restart), "restart");
   EXPECT_EQ(to_string(Errc::precondition_failed), "precondition_failed");
   EXPECT_EQ(to_string(Errc::aborted), "aborted");
+  EXPECT_EQ(to_string(Errc::in_doubt), "in_doubt");
 }
 
 TEST(Error, StdErrorCodeIntegration) {

@@ -1,0 +1,51 @@
+// Cuts a socket at a deadline: for calls that block in code the
+// coordinator does not own (a 2PC branch's work on its libpq connection),
+// so that a server that stops answering cannot hold them past it.
+// shutdown(2) makes the blocked read return at once; the connection is
+// then broken and is not reused.
+#ifndef DLOCK_TX_SOCKET_CUTTER_HPP_
+#define DLOCK_TX_SOCKET_CUTTER_HPP_
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <thread>
+
+namespace dlock::tx::detail {
+
+class SocketCutter {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  SocketCutter() = default;
+  ~SocketCutter();  // joins its thread; every arm must be disarmed by then
+  SocketCutter(const SocketCutter&) = delete;
+  SocketCutter& operator=(const SocketCutter&) = delete;
+
+  // Shuts `fd` down at `at` unless disarmed first. Returns the ticket for
+  // disarm(). The thread starts on first use.
+  std::uint64_t arm(int fd, Clock::time_point at);
+  // After it returns, `fd` is not touched again. True if it was cut.
+  bool disarm(std::uint64_t ticket);
+
+ private:
+  void loop();
+
+  std::mutex mu_;
+  std::condition_variable changed_;
+  struct Armed {
+    int fd;
+    Clock::time_point at;
+    bool cut = false;
+  };
+  std::map<std::uint64_t, Armed> armed_;  // under mu_
+  std::uint64_t next_ = 1;                // under mu_
+  bool stopping_ = false;                 // under mu_
+  std::thread thread_;
+};
+
+}  // namespace dlock::tx::detail
+
+#endif  // DLOCK_TX_SOCKET_CUTTER_HPP_
