@@ -323,8 +323,11 @@ TEST_F(TxFaultCalls, EachCallIsGivenItsDeadlineAndNoneStartsPastFinishWithin) {
     ASSERT_GE(seen.size(), 4u);
     for (const auto& [op, deadline] : seen) {
       EXPECT_NE(deadline, Clock::time_point::max()) << to_string(op) << " was given no deadline";
-      if (op == Op::try_) EXPECT_LE(deadline, t0 + 2s + 50ms) << "a Try's deadline is the Try phase's end";
-      if (op == Op::confirm) EXPECT_LE(deadline, t0 + 500ms + 300ms) << "a Confirm's is the end of finish_within";
+      if (op == Op::try_) {
+        EXPECT_LE(deadline, t0 + 2s + 50ms) << "a Try's deadline is the Try phase's end";
+      } else {
+        EXPECT_LE(deadline, t0 + 500ms + 300ms) << "a Confirm's is the end of finish_within";
+      }
     }
   }
   // One recovery pass over it spends at most finish_within on its calls.
