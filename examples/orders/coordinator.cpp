@@ -1,6 +1,8 @@
 #include "coordinator.hpp"
 
+#include <fcntl.h>
 #include <libpq-fe.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cstdlib>
@@ -154,6 +156,18 @@ int run_coordinator(const CoordinatorArgs& args) {
     }
   }
 
+  // What each run() said, appended whole with one write(2): a kill cannot
+  // leave half a line, nor lose one the call returned.
+  const int told_fd = args.told.empty() ? -1 : ::open(args.told.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+  auto told = [&](const std::string& gid, const dlock::Result<tx::State>& r, std::chrono::steady_clock::time_point t0) {
+    if (told_fd < 0) return;
+    const auto t1 = std::chrono::steady_clock::now();
+    const std::string word = r.ok() ? "committed" : std::string(dlock::to_string(r.code()));
+    const std::string line = gid + " " + word + " " + std::to_string(t0.time_since_epoch().count()) + " " +
+                             std::to_string(t1.time_since_epoch().count()) + "\n";
+    (void)!::write(told_fd, line.data(), line.size());
+  };
+  auto reverse = [&](int k) { return args.reverse_every > 0 && k % args.reverse_every == args.reverse_every - 1; };
   std::atomic<int> next{0};
   auto worker = [&] {
     for (int k; (k = next++) < args.orders;) {
@@ -162,12 +176,19 @@ int run_coordinator(const CoordinatorArgs& args) {
         auto known = c->show(gid);
         if (known.ok()) break;  // logged, by this process or a dead one: recovery's
         if (known.code() == dlock::Errc::not_held) {
+          const auto t0 = std::chrono::steady_clock::now();
           auto r =
               args.protocol == "tcc"
                   ? c->run(gid,
                            {{kRoles[0], payload(0, gid)}, {kRoles[1], payload(1, gid)}, {kRoles[2], payload(2, gid)}})
-                  : c->run_2pc(gid, {xa_branch(0, gid), xa_branch(1, gid), xa_branch(2, gid)});
-          if (r.ok() || r.code() == dlock::Errc::aborted) break;
+                  : c->run_2pc(
+                        gid, reverse(k)
+                                 ? std::vector<tx::XaBranch>{xa_branch(1, gid), xa_branch(0, gid), xa_branch(2, gid)}
+                                 : std::vector<tx::XaBranch>{xa_branch(0, gid), xa_branch(1, gid), xa_branch(2, gid)});
+          told(gid, r, t0);
+          // Decided, or in doubt (never run again under a new id; recovery
+          // finishes it): done here.
+          if (r.ok() || r.code() == dlock::Errc::aborted || r.code() == dlock::Errc::in_doubt) break;
         }
         std::this_thread::sleep_for(50ms);  // busy, or an error before the log had it: look again
       }

@@ -28,7 +28,20 @@ struct CoordinatorArgs {
   bool recover_only = false;  // a second coordinator: only recovers, until killed
   // tcc: role -> http://127.0.0.1:PORT; 2pc: role -> postgres://... of its database
   std::map<std::string, std::string> participants;
+  // Where each run()'s answer is appended, one line per call: "GID TOLD
+  // START_NS END_NS" (TOLD: committed, aborted, in_doubt, or the error's
+  // code; the times on the steady clock, which every process of the host
+  // shares), for the experiment to hold against the log. "" = nowhere.
+  std::string told;
+  // 2pc: every `reverse_every`-th order lists its stock and payment
+  // branches the other way round, so that concurrent orders lock the two
+  // rows in opposite orders (0 = never).
+  int reverse_every = 0;
 };
+
+// The bound a run() is held to: the claim, the Try phase, the decision and
+// the Confirms, and an allowance for the log's writes.
+inline constexpr milliseconds kRunBound{2000 + 2000 + 1000 + 1000 + 1000};
 
 // The process's exit status: 0 once every order is logged and finished.
 int run_coordinator(const CoordinatorArgs& args);

@@ -5,11 +5,17 @@
 // transactions (three PostgreSQL databases, the log on PostgreSQL), while
 // the experiment kills the coordinator, pauses it past its claim (a second
 // coordinator takes over), and kills participants, at random points, and
-// restarts them. Then it checks the outcome: every order committed or
-// cancelled (none in doubt), all three branches of an order confirmed or
-// none, stock and money conserved to the unit, no prepared transaction
-// left; and it prints a table per protocol with the time to recover from
-// each coordinator kill. Last, the naive coordinator the seed warns about
+// restarts them; and, as a hostile network or a sloppy participant would,
+// puts wrong bytes on the wire (interim 103s, answers written twice, junk
+// after an answer), drops SYNs to a participant, freezes a participant
+// database mid-statement, loses the log's answer after its write ran, and
+// has some 2PC orders take their rows in the opposite order. Then it checks
+// the outcome: every order committed or cancelled (none in doubt), all
+// three branches of an order confirmed or none, stock and money conserved
+// to the unit, no prepared transaction left, what each run() told its
+// caller agreeing with the log, and every run() within its bound; and it
+// prints a table per protocol with the time to recover from each
+// coordinator kill. Last, the naive coordinator the seed warns about
 // (TCC with its decision only in memory, each call made once) under the
 // same faults: its orders are left torn or frozen.
 //
@@ -18,6 +24,7 @@
 //
 //   order-experiment [--orders N] [--concurrency C] [--faults K] [--seed S]
 //                    [--chaos P] [--protocol tcc|2pc|naive|all]
+//                    [--reverse-every N]
 //   order-experiment coordinate ...   (the coordinator process it starts)
 #include <libpq-fe.h>
 #include <signal.h>
@@ -62,6 +69,7 @@ void on_signal(int) { g_interrupted = true; }
 
 struct Options {
   int orders = 200, concurrency = 4, faults = 8, chaos = 5;
+  int reverse_every = 10;  // 2PC: every 10th order takes its rows in the opposite order
   unsigned seed = 1;
   std::string protocol = "all";
 };
@@ -78,6 +86,10 @@ struct Outcome {
   int paid_orders = 0, torn = 0;  // torn: orders whose branches disagree
   int prepared_left = -1;         // 2PC only
   int coordinator_kills = 0, pauses = 0, participant_kills = 0, network_faults = 0, server_pauses = 0;
+  int statement_freezes = 0, log_answers_lost = 0, syn_drops = 0;  // the protocol faults
+  int told = 0, told_in_doubt = 0, told_wrong = 0;                 // run()'s answers, and those the log contradicts
+  int overruns = 0;                                                // run() calls past their bound
+  long long worst_ms = 0, worst_over_ms = 0;                       // the slowest call, and its time past the bound
   std::vector<long long> recovery_ms;
   double seconds = 0;
   std::vector<std::string> problems;
@@ -216,7 +228,7 @@ class Run {
       std::this_thread::sleep_for(std::chrono::milliseconds(std::uniform_int_distribution<int>(100, 400)(rng_)));
       if (!dlock::tools::child_running(coordinator_)) continue;  // its status is read above
       ++faults;
-      switch (std::uniform_int_distribution<int>(0, 3)(rng_)) {
+      switch (std::uniform_int_distribution<int>(0, 4)(rng_)) {
         case 0:
           kill_coordinator();
           break;
@@ -226,8 +238,11 @@ class Run {
         case 2:
           kill_participant(std::uniform_int_distribution<int>(0, 2)(rng_));
           break;
-        default:
+        case 3:
           network_fault();
+          break;
+        default:
+          protocol_fault();
           break;
       }
     }
@@ -317,6 +332,14 @@ class Run {
                                      "--orders",      std::to_string(opt_.orders),
                                      "--concurrency", std::to_string(opt_.concurrency)};
     if (recover_only) argv.push_back("--recover-only");
+    if (!recover_only) {
+      argv.push_back("--told");
+      argv.push_back((dir_ / "told.txt").string());
+      if (!http()) {
+        argv.push_back("--reverse-every");
+        argv.push_back(std::to_string(opt_.reverse_every));
+      }
+    }
     if (naive()) {
       argv.push_back("--first");
       argv.push_back(std::to_string(next_naive_order()));
@@ -367,9 +390,11 @@ class Run {
   // Stopped past its claim: the helper takes its transactions over; once
   // resumed, its stale writes must change nothing.
   void pause_coordinator() {
+    const auto t0 = Clock::now();
     kill(coordinator_.pid, SIGSTOP);
     std::this_thread::sleep_for(orders::kClaimLease * 5 / 2);
     kill(coordinator_.pid, SIGCONT);
+    stalls_.emplace_back(t0, Clock::now());
     ++out_.pauses;
   }
 
@@ -410,8 +435,51 @@ class Run {
       pid_t parent = 0;
       if (rest >> state >> parent && parent == postmaster) pids.push_back(std::stoi(entry.path().filename()));
     }
+    const auto t0 = Clock::now();
     for (pid_t pid : pids) kill(pid, SIGSTOP);
     std::this_thread::sleep_for(orders::kClaimLease * 3 / 2);
+    for (pid_t pid : pids) kill(pid, SIGCONT);
+    stalls_.emplace_back(t0, Clock::now());  // the log's writes wait for it
+  }
+
+  // The faults of a hostile protocol peer rather than a crash. TCC: a
+  // participant's listener drops SYNs (the host gone from the network).
+  // 2PC: one participant database frozen with the branches' statements in
+  // flight (its sessions SIGSTOPped, the log's server left running), or the
+  // log's answers lost after its statements ran (a decision written, its
+  // answer gone), briefly or past finish_within. The participants' own
+  // wrong bytes (an interim 103, an answer written twice, junk after it)
+  // come from the services (--interim, --double, --garble). Every run()
+  // must still return in time and tell what the log ends with.
+  void protocol_fault() {
+    if (http()) {
+      ++out_.syn_drops;
+      const std::size_t i = std::uniform_int_distribution<std::size_t>(0, 2)(rng_);
+      proxies_[i]->unreachable("", true);
+      std::this_thread::sleep_for(1200ms);
+      proxies_[i]->unreachable("", false);
+      return;
+    }
+    if (std::uniform_int_distribution<int>(0, 1)(rng_) == 0) {
+      freeze_database(std::uniform_int_distribution<int>(0, 1)(rng_));
+      return;
+    }
+    ++out_.log_answers_lost;
+    proxies_.back()->drop_replies("", true);  // the log's proxy
+    std::this_thread::sleep_for(std::uniform_int_distribution<int>(0, 1)(rng_) == 0 ? 300ms : 1500ms);
+    proxies_.back()->drop_replies("", false);
+  }
+
+  // Every session of participant database `i` stopped for longer than the
+  // Try phase, then resumed.
+  void freeze_database(int i) {
+    ++out_.statement_freezes;
+    std::vector<pid_t> pids;
+    for (const auto& r : pg_rows(pg_url_, "SELECT pid FROM pg_stat_activity WHERE datname = 'db_" + out_.protocol +
+                                              "_" + orders::kRoles[i] + "'"))
+      pids.push_back(std::stoi(r[0]));
+    for (pid_t pid : pids) kill(pid, SIGSTOP);
+    std::this_thread::sleep_for(2500ms);
     for (pid_t pid : pids) kill(pid, SIGCONT);
   }
 
@@ -497,6 +565,7 @@ class Run {
       for (int i = 0; i < 3; ++i) torn |= commit && cancelled[i].count(gid) > 0;
       out_.torn += torn;
     }
+    if (view_) check_told();
     if (out_.never_logged > 0) out_.problems.push_back(std::to_string(out_.never_logged) + " orders never ran");
     if (out_.in_doubt > 0) out_.problems.push_back(std::to_string(out_.in_doubt) + " orders in doubt");
     if (out_.torn > 0) out_.problems.push_back(std::to_string(out_.torn) + " orders with branches that disagree");
@@ -514,6 +583,49 @@ class Run {
     }
   }
 
+  // What each run() told its caller against the log's final word: told
+  // committed, the log must say committed; told aborted, aborted; told in
+  // doubt, either; told any other error (no commit decided, none will be),
+  // aborted or never logged (busy and invalid_argument ran nothing). And
+  // each call within its bound, plus any stall of the coordinator or the
+  // server it overlapped.
+  void check_told() {
+    std::ifstream in(dir_ / "told.txt");
+    std::string gid, word;
+    long long t0 = 0, t1 = 0;
+    while (in >> gid >> word >> t0 >> t1) {
+      ++out_.told;
+      auto info = view_->show(gid);
+      const std::string logged = info.ok() ? std::string(tx::to_string(info->state)) : "not logged";
+      bool agrees = true;
+      if (word == "committed")
+        agrees = logged == "committed";
+      else if (word == "aborted")
+        agrees = logged == "aborted";
+      else if (word == "in_doubt")
+        ++out_.told_in_doubt;
+      else if (word != "busy" && word != "invalid_argument")
+        agrees = logged == "aborted" || logged == "not logged";
+      if (!agrees) {
+        ++out_.told_wrong;
+        out_.problems.push_back(gid + ": run() told " + word + ", the log says " + logged);
+      }
+      const Clock::time_point start{Clock::duration(t0)}, end{Clock::duration(t1)};
+      auto allowed = std::chrono::duration_cast<Clock::duration>(orders::kRunBound);
+      for (const auto& [a, b] : stalls_)
+        if (a < end && b > start) allowed += std::min(b, end) - std::max(a, start);
+      const long long took = std::chrono::duration_cast<std::chrono::milliseconds>(end - start).count();
+      const long long over = std::chrono::duration_cast<std::chrono::milliseconds>(end - start - allowed).count();
+      out_.worst_ms = std::max(out_.worst_ms, took);
+      if (out_.told == 1 || over > out_.worst_over_ms) out_.worst_over_ms = over;
+      if (over > 0) {
+        ++out_.overruns;
+        out_.problems.push_back(gid + ": run() took " + std::to_string(took) + " ms, " + std::to_string(over) +
+                                " ms past its bound");
+      }
+    }
+  }
+
   const Options& opt_;
   fs::path dir_, pg_dir_;
   std::string self_, pg_url_, log_url_;
@@ -526,6 +638,9 @@ class Run {
   std::vector<Child> services_;
   Child coordinator_, helper_;
   std::optional<tx::Coordinator> view_;  // the log, as the experiment reads it (not naive)
+  // When the coordinator or the whole database server was stopped by a
+  // fault: a run() that overlaps one may take that much longer.
+  std::vector<std::pair<Clock::time_point, Clock::time_point>> stalls_;
   int restarts_ = 0;
 };
 
@@ -541,8 +656,26 @@ std::string faults(const Outcome& o) {
   std::string text = "coordinator killed " + std::to_string(o.coordinator_kills) + ", paused " +
                      std::to_string(o.pauses) + "; participant killed " + std::to_string(o.participant_kills) +
                      "; network " + std::to_string(o.network_faults);
-  if (o.protocol == "2pc") text += "; database paused " + std::to_string(o.server_pauses);
+  if (o.protocol == "2pc")
+    text += "; database paused " + std::to_string(o.server_pauses) + "; participant frozen mid-statement " +
+            std::to_string(o.statement_freezes) + "; log answers lost " + std::to_string(o.log_answers_lost);
+  if (o.protocol == "tcc") text += "; SYNs dropped " + std::to_string(o.syn_drops);
   return text;
+}
+
+// "412 told, 3 in doubt, 0 contradicted by the log"
+std::string told(const Outcome& o) {
+  if (o.protocol == "naive") return "-";
+  return std::to_string(o.told) + " told, " + std::to_string(o.told_in_doubt) + " in doubt, " +
+         std::to_string(o.told_wrong) + " contradicted by the log";
+}
+
+// "0 (slowest 6120 ms, 880 ms within its bound)"
+std::string bounds(const Outcome& o) {
+  if (o.protocol == "naive" || o.told == 0) return "-";
+  const std::string margin = o.worst_over_ms > 0 ? std::to_string(o.worst_over_ms) + " ms past"
+                                                 : std::to_string(-o.worst_over_ms) + " ms within";
+  return std::to_string(o.overruns) + " (slowest " + std::to_string(o.worst_ms) + " ms; closest " + margin + ")";
 }
 
 std::string verdict(const Outcome& o) {
@@ -554,18 +687,21 @@ void print(const std::vector<Outcome>& outs, const Options& opt) {
   std::printf(
       "| protocol | orders | committed | cancelled | in doubt | stock: start = left + sold | money: start = left + "
       "paid "
-      "| branches disagree | prepared left | faults | recovery after a coordinator kill, median / max ms | seconds "
-      "| verdict |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+      "| branches disagree | prepared left | faults | recovery after a coordinator kill, median / max ms | run()'s "
+      "answers | run() calls past their bound | seconds | verdict |\n|---|---|---|---|---|---|---|---|---|---|---|---|"
+      "---|---|---|\n");
   for (const auto& o : outs) {
     const char* name = o.protocol == "tcc"   ? "TCC (HTTP, SQLite)"
                        : o.protocol == "2pc" ? "2PC (PostgreSQL)"
                                              : "naive TCC, no log";
     const std::string prepared = o.prepared_left < 0 ? "-" : std::to_string(o.prepared_left);
     std::printf(
-        "| %s | %d | %d | %d | %d | %lld = %lld + %lld | %lld = %lld + %lld | %d | %s | %s | %s | %.1f | %s |\n", name,
-        opt.orders, o.committed, o.cancelled, o.in_doubt, o.stock_start, o.stock.available + o.stock.frozen,
+        "| %s | %d | %d | %d | %d | %lld = %lld + %lld | %lld = %lld + %lld | %d | %s | %s | %s | %s | %s | %.1f | %s "
+        "|\n",
+        name, opt.orders, o.committed, o.cancelled, o.in_doubt, o.stock_start, o.stock.available + o.stock.frozen,
         o.stock.done, o.money_start, o.money.available + o.money.frozen, o.money.done, o.torn, prepared.c_str(),
-        faults(o).c_str(), recovery(o.recovery_ms).c_str(), o.seconds, verdict(o).c_str());
+        faults(o).c_str(), recovery(o.recovery_ms).c_str(), told(o).c_str(), bounds(o).c_str(), o.seconds,
+        verdict(o).c_str());
   }
   for (const auto& o : outs)
     for (const auto& p : o.problems) std::printf("  %s: %s\n", o.protocol.c_str(), p.c_str());
@@ -591,6 +727,10 @@ int coordinate(int argc, char** argv) {
       a.concurrency = std::stoi(value);
     else if (flag == "--first")
       a.first = std::stoi(value);
+    else if (flag == "--told")
+      a.told = value;
+    else if (flag == "--reverse-every")
+      a.reverse_every = std::stoi(value);
     else if (flag == "--participant")
       a.participants[value.substr(0, value.find('='))] = value.substr(value.find('=') + 1);
     else
@@ -618,9 +758,11 @@ int main(int argc, char** argv) {
       opt.chaos = std::stoi(value);
     else if (flag == "--protocol")
       opt.protocol = value;
+    else if (flag == "--reverse-every")
+      opt.reverse_every = std::stoi(value);
     else {
       std::cerr << "usage: order-experiment [--orders N] [--concurrency C] [--faults K] [--seed S] [--chaos P] "
-                   "[--protocol tcc|2pc|naive|all]\n";
+                   "[--protocol tcc|2pc|naive|all] [--reverse-every N]\n";
       return 64;
     }
   }
