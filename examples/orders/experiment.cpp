@@ -119,7 +119,10 @@ std::vector<std::vector<std::string>> sqlite_rows(const std::string& path, const
   sqlite3* db = nullptr;
   sqlite3_stmt* st = nullptr;
   std::vector<std::vector<std::string>> rows;
+  // A service may be writing (WAL lets readers in, but a checkpoint or the
+  // first open can hold the file a moment): wait for it as the services do.
   if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK &&
+      sqlite3_busy_timeout(db, 5000) == SQLITE_OK &&
       sqlite3_prepare_v2(db, sql.c_str(), -1, &st, nullptr) == SQLITE_OK) {
     while (sqlite3_step(st) == SQLITE_ROW) {
       rows.emplace_back();
