@@ -131,6 +131,13 @@ Outcome XaDatabase::prepare(const std::string& xid, const std::function<Outcome(
     }
     return o;
   }
+  if (left().count() <= 0) {
+    // A PREPARE sent now could not be answered in time, yet might still run
+    // (and hold its locks until recovery finds it): vote nothing instead.
+    (void)conn->exec("ROLLBACK", {}, Clock::now() + std::chrono::milliseconds(100));
+    error = "the branch's work ended past the Try phase's deadline: not prepared";
+    return Outcome::unknown;
+  }
   auto prepared = conn->exec("PREPARE TRANSACTION " + quoted(xid), {}, deadline);
   if (!prepared.ok()) return outcome_of(prepared.status(), error);
   return Outcome::success;

@@ -23,6 +23,7 @@
 #include "integration/tx_bank.hpp"
 #include "proxy.hpp"
 #include "support/postgres_server.hpp"
+#include "support/tcp_fault.hpp"
 #include "support/temp_dir.hpp"
 
 namespace dlock::tx {
@@ -336,6 +337,47 @@ TEST_F(TxFaultCalls, EachCallIsGivenItsDeadlineAndNoneStartsPastFinishWithin) {
   auto n = c->recover();
   EXPECT_TRUE(n.ok()) << n.status().to_string();
   EXPECT_LT(seconds_since(t1), 0.5 + 0.3 + 0.4);
+}
+
+// Three HTTP participants whose hosts are gone (their listeners drop
+// SYNs), each call allowed 3 s: with a Try timeout of 3 s and finish_within
+// 2 s, run() must return in about 5 s (it took 60 s: every Cancel waited
+// its whole connect timeout, over and over), and one recover() pass over
+// the transaction in about finish_within (it took 9 s).
+TEST_F(TxFaultCalls, ParticipantsThatDropSynsHoldNeitherRunNorRecoveryPastTheirBounds) {
+  test::TcpFault gone[3];
+  CoordinatorOptions o;
+  o.timeout = 3s;
+  o.finish_within = 2s;
+  auto c = Coordinator::open("sqlite://" + dir.file("tx.db"), o);
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  std::vector<Branch> branches;
+  for (int i = 0; i < 3; ++i) {
+    gone[i].stall();
+    HttpParticipant p;
+    const std::string base = "http://127.0.0.1:" + std::to_string(gone[i].port());
+    p.try_url = base + "/try";
+    p.confirm_url = base + "/confirm";
+    p.cancel_url = base + "/cancel";
+    p.timeout = 3s;
+    auto calls = http_participant(p);
+    ASSERT_TRUE(calls.ok()) << calls.status().to_string();
+    c->add_participant("gone" + std::to_string(i), *calls);
+    branches.push_back({"gone" + std::to_string(i), "1"});
+  }
+  const auto t0 = Clock::now();
+  auto r = c->run("gone", branches);
+  const double took = seconds_since(t0);
+  EXPECT_EQ(r.code(), Errc::aborted) << r.status().to_string();
+  EXPECT_LT(took, 3 + 2 + 1.5) << "Try timeout 3 s, finish_within 2 s";
+  (void)c->retry_now("gone");
+  const auto t1 = Clock::now();
+  auto n = c->recover();
+  EXPECT_TRUE(n.ok()) << n.status().to_string();
+  EXPECT_LT(seconds_since(t1), 2 + 1.5) << "a recovery pass gives a transaction finish_within";
+  auto info = c->show("gone");
+  ASSERT_TRUE(info.ok());
+  EXPECT_EQ(info->state, State::aborting) << "its Cancels wait for the hosts to come back";
 }
 
 }  // namespace
