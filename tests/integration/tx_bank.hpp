@@ -149,6 +149,23 @@ inline Result<TxInfo> recover_until_finished(Coordinator& c, const std::string& 
   return info;
 }
 
+// Opens the log at `url` with create_if_missing false, where transaction
+// "e1" committed, and checks it is read and used as any log: "e2" (a
+// transfer of 10 from alice to bob) commits.
+inline void expect_existing_log_used(const std::string& url, Bank& alice, Bank& bob) {
+  CoordinatorOptions only_existing;
+  only_existing.create_if_missing = false;
+  auto existing = Coordinator::open(url, only_existing);
+  ASSERT_TRUE(existing.ok()) << existing.status().to_string();
+  auto info = existing->show("e1");
+  ASSERT_TRUE(info.ok()) << info.status().to_string();
+  EXPECT_EQ(info->state, State::committed);
+  existing->add_participant("alice", alice.debit());
+  existing->add_participant("bob", bob.credit());
+  EXPECT_TRUE(existing->run("e2", {{"alice", "10"}, {"bob", "10"}}).ok())
+      << "a log that exists is used as with create_if_missing";
+}
+
 }  // namespace dlock::tx
 
 #endif  // DLOCK_TESTS_INTEGRATION_TX_BANK_HPP_

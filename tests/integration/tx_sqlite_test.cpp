@@ -341,14 +341,7 @@ TEST_F(TxSqlite, OpeningOnlyAnExistingLogCreatesNothing) {
     auto c = open();
     ASSERT_TRUE(c.run("e1", transfer(10)).ok());
   }
-  auto existing = Coordinator::open(url(), only_existing);
-  ASSERT_TRUE(existing.ok()) << existing.status().to_string();
-  auto info = existing->show("e1");
-  ASSERT_TRUE(info.ok()) << info.status().to_string();
-  EXPECT_EQ(info->state, State::committed);
-  existing->add_participant("alice", alice.debit());
-  existing->add_participant("bob", bob.credit());
-  EXPECT_TRUE(existing->run("e2", transfer(10)).ok()) << "a log that exists is used as with create_if_missing";
+  expect_existing_log_used(url(), alice, bob);
   expect_settled();
 }
 
