@@ -281,7 +281,8 @@ class Coordinator {
   //   Errc::busy: the gid could not be claimed (another call runs it, or
   //       the store stayed busy): nothing was run;
   //   Errc::in_doubt: the commit decision was written but the log's answer
-  //       was lost, and reading it back failed within finish_within: the
+  //       was lost, and reading it back failed within finish_within (at
+  //       least 1 s): the
   //       transaction will commit or abort, the same on every branch. Do
   //       not run it again under a new gid (that would do it twice): ask
   //       show(gid) later, or let recover() finish it;

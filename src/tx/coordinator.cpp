@@ -310,8 +310,11 @@ struct Coordinator::Impl {
         }
         case Step::Kind::decide: {
           // Bounded like the Confirms that would follow it.
-          const auto by = Clock::now() + std::max(budget.calls_for, milliseconds(1));
-          auto moved = log->move(info.gid, fence, State::trying, step.to, step.reason, by);
+          // The write itself is bounded by the log's command timeout (a
+          // tighter bound would cut a synchronous commit short); reading it
+          // back after a lost answer by finish_within, at least 1 s.
+          auto moved = log->move(info.gid, fence, State::trying, step.to, step.reason);
+          const auto by = Clock::now() + std::max(budget.calls_for, milliseconds(1000));
           std::optional<State> landed;
           if (moved.ok() && *moved)
             landed = step.to;
