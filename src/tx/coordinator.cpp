@@ -309,7 +309,6 @@ struct Coordinator::Impl {
           break;
         }
         case Step::Kind::decide: {
-          // Bounded like the Confirms that would follow it.
           // The write itself is bounded by the log's command timeout (a
           // tighter bound would cut a synchronous commit short); reading it
           // back after a lost answer by finish_within, at least 1 s.
