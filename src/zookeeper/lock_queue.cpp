@@ -178,17 +178,24 @@ Place place_of(const std::vector<std::string>& ordered, std::string_view mine) {
   return p;
 }
 
-std::optional<std::string> find_by_guid(const std::vector<std::string>& children, std::string_view guid) {
+std::vector<std::string> nodes_of_guid(const std::vector<std::string>& children, std::string_view guid) {
   // "_c_<guid>-<kind>-<seq>": the kind holds no '-', so a longer guid that
   // starts with this one (base64url has '-') is not taken for it.
   const std::string prefix = "_c_" + std::string(guid) + "-";
+  std::vector<std::string> out;
   for (const auto& c : children) {
     if (!c.starts_with(prefix) || !sequence_of(c) || c.size() < prefix.size() + kSeqDigits + 1) continue;
     const std::string_view kind = std::string_view(c).substr(prefix.size(), c.size() - prefix.size() - kSeqDigits);
     if (kind.size() >= 2 && kind.back() == '-' && kind.substr(0, kind.size() - 1).find('-') == std::string_view::npos)
-      return c;
+      out.push_back(c);
   }
-  return std::nullopt;
+  return out;
+}
+
+std::optional<std::string> find_by_guid(const std::vector<std::string>& children, std::string_view guid) {
+  auto all = nodes_of_guid(children, guid);
+  if (all.empty()) return std::nullopt;
+  return all.front();
 }
 
 }  // namespace dlock::zookeeper

@@ -96,6 +96,9 @@ Place place_of(const std::vector<std::string>& ordered, std::string_view mine);
 
 // The child created under `guid`, if any (after a create's reply was lost).
 std::optional<std::string> find_by_guid(const std::vector<std::string>& children, std::string_view guid);
+// Every child made with `guid`: one acquire may have made two, when a
+// create's answer was lost and a listing on another server missed it.
+std::vector<std::string> nodes_of_guid(const std::vector<std::string>& children, std::string_view guid);
 
 }  // namespace dlock::zookeeper
 

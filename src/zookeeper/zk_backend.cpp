@@ -400,9 +400,16 @@ void ZkBackend::on_created(std::uint64_t id, const std::shared_ptr<Pipelined>& f
 }
 
 void ZkBackend::recover(std::uint64_t id, AcquireDone done) {
-  session_.children(attempts_.at(id).parent, [this, id, done = std::move(done)](Reply r) mutable {
+  // A sync first: the server this session reconnected to may not have
+  // applied the lost create yet, and a listing it answers alone would miss
+  // it (the node then made anew leaves that one behind).
+  const std::string parent = attempts_.at(id).parent;
+  auto synced = std::make_shared<int>(ZOK);
+  session_.sync(parent, [synced](Reply r) { *synced = r.rc; });
+  session_.children(parent, [this, id, synced, done = std::move(done)](Reply r) mutable {
     Attempt* a = live(id, done, r);
     if (!a) return;
+    if (*synced != ZOK && *synced != ZNONODE) return done(rc_status(*synced, "sync before looking for the queue node"));
     if (r.rc != ZOK && r.rc != ZNONODE) return done(rc_status(r.rc, "look for the queue node"));
     a->create_unknown = false;
     const auto found = r.rc == ZOK ? find_by_guid(r.children, a->guid) : std::nullopt;
@@ -437,6 +444,23 @@ void ZkBackend::on_listed(std::uint64_t id, AcquireDone done, Reply r) {
   Attempt* a = live(id, done, r);
   if (!a) return;
   if (r.rc != ZOK && r.rc != ZNONODE) return done(rc_status(r.rc, "list the lock queue"));
+  // Another node of this attempt's guid is its own create whose answer was
+  // lost and that a listing on another server missed (it was committed
+  // after): nobody else would ever delete it while the session lives.
+  // Deleted, then the line listed again (one session's requests run in
+  // order, so the listing sees the delete).
+  if (r.rc == ZOK && a->ghosts_removed < 3) {
+    bool ghost = false;
+    for (const auto& n : nodes_of_guid(r.children, a->guid))
+      if (n != basename_of(a->node)) {
+        remove_orphan({"", "", a->parent + "/" + n}, [](Status) {});
+        ghost = true;
+      }
+    if (ghost) {
+      ++a->ghosts_removed;
+      return check_queue(id, std::move(done));
+    }
+  }
   const Standing st = r.rc == ZOK ? standing_of(line_of(r.children), basename_of(a->node)) : Standing{};
   if (!st.present || a->session != session_id_) {
     // Gone (deleted by hand, its parent removed) or not this session's:
@@ -609,16 +633,26 @@ void ZkBackend::remove_orphan(Orphan o, StatusDone done) {
     });
     return;
   }
-  session_.children(o.parent, [this, o, done = std::move(done)](Reply r) mutable {
+  // Synced first, as in recover(): a listing must not miss the create.
+  auto synced = std::make_shared<int>(ZOK);
+  session_.sync(o.parent, [synced](Reply r) { *synced = r.rc; });
+  session_.children(o.parent, [this, o, synced, done = std::move(done)](Reply r) mutable {
     if (closed_) return done(cancelled());
+    if (*synced != ZOK && *synced != ZNONODE) {
+      orphans_.push_back(o);
+      return done(rc_status(*synced, "sync before looking for an abandoned queue node"));
+    }
     if (r.rc == ZNONODE) return done(Status());
     if (r.rc != ZOK) {
       orphans_.push_back(o);
       return done(rc_status(r.rc, "look for an abandoned queue node"));
     }
-    const auto found = find_by_guid(r.children, o.guid);
-    if (!found) return done(Status());
-    remove_orphan({"", "", o.parent + "/" + *found}, std::move(done));
+    // Every node of the guid (a lost create may have made two).
+    const auto found = nodes_of_guid(r.children, o.guid);
+    if (found.empty()) return done(Status());
+    for (std::size_t i = 0; i + 1 < found.size(); ++i)
+      remove_orphan({"", "", o.parent + "/" + found[i]}, [](Status) {});
+    remove_orphan({"", "", o.parent + "/" + found.back()}, std::move(done));
   });
 }
 

@@ -42,7 +42,13 @@ inline bool answered(int rc) {
          (rc <= ZAPIERROR && rc != ZSESSIONEXPIRED && rc != ZCLOSING && rc != ZSESSIONMOVED && rc != ZAUTHFAILED);
 }
 
-inline bool connection_lost(int rc) { return rc == ZCONNECTIONLOSS || rc == ZOPERATIONTIMEOUT; }
+// The request may have been applied though no answer came: the C client
+// fails every request in flight with the error that dropped its connection
+// (not only ZCONNECTIONLOSS: a run-time inconsistency, a marshalling error).
+// Bad arguments and "unimplemented" were refused before sending.
+inline bool connection_lost(int rc) {
+  return (rc <= ZSYSTEMERROR && rc >= ZOPERATIONTIMEOUT && rc != ZUNIMPLEMENTED) || rc == ZSSLCONNECTIONERROR;
+}
 
 inline std::string basename_of(const std::string& path) { return path.substr(path.rfind('/') + 1); }
 
@@ -109,6 +115,7 @@ class ZkBackend final : public detail::Backend {
     std::uint64_t grant = 0;
     bool create_unknown = false;  // a create's reply was lost: find the node by guid
     int recreated = 0;            // within this call: a vanished node or parent made again
+    int ghosts_removed = 0;       // within this call: listings that found an own lost create
     detail::LockMode mode = detail::LockMode::exclusive;
     unsigned permits = 0;
     std::string info{};

@@ -52,6 +52,13 @@ bool ZkProbe::remove_tree(const std::string& path) {
   return zoo_delete(zh_, path.c_str(), -1) == ZOK;
 }
 
+std::string ZkProbe::create_sequential(const std::string& prefix) {
+  char made[1024];
+  const int rc = zoo_create(zh_, prefix.c_str(), "", 0, &ZOO_OPEN_ACL_UNSAFE, ZOO_EPHEMERAL_SEQUENTIAL, made,
+                            static_cast<int>(sizeof made));
+  return rc == ZOK ? std::string(made) : std::string();
+}
+
 std::vector<std::string> ZkProbe::tree(const std::string& path) {
   std::vector<std::string> out;
   for (const auto& c : children(path)) {

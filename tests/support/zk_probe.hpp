@@ -30,6 +30,9 @@ class ZkProbe {
   std::int64_t czxid(const std::string& path);
   // Deletes the node and everything below it; true if it existed.
   bool remove_tree(const std::string& path);
+  // Creates an ephemeral sequential node `prefix`<seq> of this probe's
+  // session; its full path, or "" on failure.
+  std::string create_sequential(const std::string& prefix);
   // Every node under `path` (full paths, depth first), `path` excluded.
   std::vector<std::string> tree(const std::string& path);
 

@@ -139,6 +139,17 @@ TEST(ZooKeeperQueue, ANodeIsFoundAgainByItsGuidOnly) {
   EXPECT_EQ(child_prefix("g"), "_c_g-lock-");
 }
 
+// One acquire can have made two nodes (a create whose answer was lost,
+// listed on a server that had not applied it yet): both are found.
+TEST(ZooKeeperQueue, EveryNodeOfAGuidIsFound) {
+  const std::vector<std::string> children = {"_c_abc-lock-0000000001", "_c_abcd-lock-0000000002",
+                                             "_c_abc-lock-0000000004", "_c_abc-sem3-0000000005"};
+  EXPECT_EQ(nodes_of_guid(children, "abc"),
+            (std::vector<std::string>{"_c_abc-lock-0000000001", "_c_abc-lock-0000000004", "_c_abc-sem3-0000000005"}));
+  EXPECT_EQ(nodes_of_guid(children, "abcd"), std::vector<std::string>{"_c_abcd-lock-0000000002"});
+  EXPECT_TRUE(nodes_of_guid(children, "ab").empty());
+}
+
 std::vector<std::string> names(const std::vector<std::string>& kinds) {
   std::vector<std::string> out;
   for (std::size_t i = 0; i < kinds.size(); ++i) {
