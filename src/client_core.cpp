@@ -101,6 +101,11 @@ Status check_acquire(const std::string& name, milliseconds wait, const LockOptio
   Status bad = validate_name(name);
   if (bad.ok() && o.holder.size() > kMaxHolderInfo)
     bad = {Errc::invalid_argument, "holder: at most " + std::to_string(kMaxHolderInfo) + " bytes"};
+  // Some stores end a text at a NUL: refused everywhere, as in names.
+  if (bad.ok() && o.holder.find('\0') != std::string::npos)
+    bad = {Errc::invalid_argument, "holder contains a NUL byte"};
+  if (bad.ok() && o.holder_label.find('\0') != std::string::npos)
+    bad = {Errc::invalid_argument, "holder_label contains a NUL byte"};
   if (bad.ok()) bad = check_lock_options(o, wait);
   if (bad.ok() && !o.owner.empty()) bad = validate_owner(o.owner);
   if (bad.ok() && o.lease && !caps.needs_renewal)

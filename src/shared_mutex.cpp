@@ -1,25 +1,26 @@
 #include "dlock/shared_mutex.hpp"
 
-#include <algorithm>
-
+#include "hold_set.hpp"
 #include "recipe_calls.hpp"
 
 namespace dlock {
 
 SharedMutex::SharedMutex(Client client, std::string name, LockOptions options)
-    : client_(std::move(client)), name_(std::move(name)), options_(std::move(options)) {
+    : client_(std::move(client)),
+      name_(std::move(name)),
+      options_(std::move(options)),
+      holds_(std::make_unique<detail::HoldSet>()) {
   options_.fair = true;  // writers wait in the same line as readers
 }
 
 SharedMutex::~SharedMutex() {
-  Lease writer;
-  std::vector<Lease> readers;
+  std::vector<detail::HoldSet::Taken> held;
   {
     std::lock_guard lk(mu_);
-    writer = std::move(writer_);
-    readers.swap(readers_);
+    held = holds_->take_all();
   }
-  // Each releases itself as it goes (never throws).
+  // Each lease releases itself as it goes (never throws).
+  for (auto& h : held) detail::HoldSet::detach(std::move(h));
 }
 
 void SharedMutex::lock() {
@@ -35,11 +36,13 @@ bool SharedMutex::acquire(bool shared, milliseconds wait) {
     std::lock_guard lk(mu_);
     // This object's own hold in the other mode (or its write hold again)
     // would be waited for by itself.
-    if (writer_.held() || pending_write_ > 0 || (!shared && (!readers_.empty() || pending_read_ > 0)))
+    const bool writing = writing_ && !holds_->empty();
+    const bool reading = !writing_ && !holds_->empty();
+    if (writing || pending_write_ > 0 || (!shared && (reading || pending_read_ > 0)))
       throw Error(Errc::precondition_failed,
                   std::string("SharedMutex '") + name_ + "': " +
                       (shared ? "lock_shared() while this object holds or is taking the write lock"
-                       : writer_.held() || pending_write_ > 0
+                       : writing || pending_write_ > 0
                            ? "lock() while this object holds or is taking the write lock (not recursive)"
                            : "lock() while this object holds read locks (an upgrade would wait for "
                              "itself: unlock_shared() first)") +
@@ -51,30 +54,23 @@ bool SharedMutex::acquire(bool shared, milliseconds wait) {
   std::lock_guard lk(mu_);
   --(shared ? pending_read_ : pending_write_);
   if (!detail::granted_or_throw(r)) return false;
-  if (shared)
-    readers_.push_back(std::move(r.value()));
-  else
-    writer_ = std::move(r.value());
+  writing_ = !shared;
+  holds_->add(std::move(r.value()));
   return true;
 }
 
 void SharedMutex::drop(bool shared) noexcept {
-  Lease hold;
+  detail::HoldSet::Taken hold;
   {
     std::lock_guard lk(mu_);
-    if (shared ? readers_.empty() : !writer_.held()) {
+    if (holds_->empty() || shared == writing_) {
       last_release_ = Status(Errc::not_held, std::string(shared ? "unlock_shared()" : "unlock()") + " of '" + name_ +
                                                  "', which this SharedMutex does not hold so");
       return;
     }
-    if (shared) {
-      hold = std::move(readers_.back());
-      readers_.pop_back();
-    } else {
-      hold = std::move(writer_);
-    }
+    hold = holds_->take_back();  // the write hold, or the newest read hold
   }
-  Status s = hold.release();
+  Status s = detail::HoldSet::detach(std::move(hold)).release();
   std::lock_guard lk(mu_);
   last_release_ = std::move(s);
 }
@@ -84,35 +80,29 @@ void SharedMutex::unlock_shared() noexcept { drop(true); }
 
 std::uint64_t SharedMutex::fence() const {
   std::lock_guard lk(mu_);
-  if (writer_.held()) return writer_.fence();
-  if (!readers_.empty()) return readers_.back().fence();
+  if (!holds_->empty()) return holds_->newest().fence();
   throw Error(Errc::not_held, "SharedMutex::fence(): not held");
 }
 
 std::stop_token SharedMutex::lost_token() const {
   std::lock_guard lk(mu_);
-  if (writer_.held()) return writer_.lost_token();
-  if (!readers_.empty()) return readers_.back().lost_token();
-  return {};
+  return holds_->lost_token();
 }
 
 std::chrono::steady_clock::time_point SharedMutex::valid_until() const {
   std::lock_guard lk(mu_);
-  if (!writer_.held() && readers_.empty()) throw Error(Errc::not_held, "SharedMutex::valid_until(): not held");
-  auto until = std::chrono::steady_clock::time_point::max();
-  if (writer_.held()) until = writer_.valid_until();
-  for (const Lease& r : readers_) until = std::min(until, r.valid_until());
-  return until;
+  if (holds_->empty()) throw Error(Errc::not_held, "SharedMutex::valid_until(): not held");
+  return holds_->valid_until();
 }
 
 unsigned SharedMutex::readers() const {
   std::lock_guard lk(mu_);
-  return static_cast<unsigned>(readers_.size());
+  return writing_ ? 0 : static_cast<unsigned>(holds_->size());
 }
 
 bool SharedMutex::writing() const {
   std::lock_guard lk(mu_);
-  return writer_.held();
+  return writing_ && !holds_->empty();
 }
 
 Status SharedMutex::last_release_status() const {

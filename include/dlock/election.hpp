@@ -86,7 +86,8 @@ class Observation {
 class Election {
  public:
   // candidate_id: what others see as the leader's id (at most
-  // kMaxHolderInfo bytes; not a secret). options as for Client::acquire
+  // kMaxHolderInfo bytes, no NUL byte; not a secret: campaign() refuses
+  // others with Errc::invalid_argument). options as for Client::acquire
   // (fair is set: candidates wait in line).
   Election(Client client, std::string name, std::string candidate_id, LockOptions options = {});
 

@@ -192,14 +192,15 @@ struct LockOptions {
 
   // What inspect shows of the holder while this grant holds the lock
   // (LockInfo::holder; an Election's candidate id). Not a secret: anyone who
-  // can inspect the lock reads it. At most kMaxHolderInfo bytes. Default:
+  // can inspect the lock reads it. At most kMaxHolderInfo bytes, no NUL
+  // byte (else invalid_argument, before any I/O). Default:
   // empty, which stores the description ClientOptions::describe_holder
   // makes (or nothing when that is off).
   std::string holder;
 
   // The program part of that description, for a process that runs several
-  // jobs ("nightly-report" rather than the binary's name). Default: empty
-  // (the program's name, as ps shows it).
+  // jobs ("nightly-report" rather than the binary's name). No NUL byte (else
+  // invalid_argument). Default: empty (the program's name, as ps shows it).
   std::string holder_label;
 
   // Called once, on the client's I/O thread, when the lock is lost while held

@@ -44,9 +44,18 @@
 
 namespace dlock {
 
+namespace detail {
+class HoldSet;
+}
+
+// The most permits a Semaphore may have, on every backend alike (PostgreSQL
+// keeps the count in an int column).
+inline constexpr unsigned kMaxPermits = 2'147'483'647;
+
 class Semaphore {
  public:
-  // REQUIRES: permits >= 1 and name valid; checked on first use.
+  // REQUIRES: 1 <= permits <= kMaxPermits and name valid; checked on first
+  // use (Error(invalid_argument), before any I/O).
   Semaphore(Client client, std::string name, unsigned permits, LockOptions options = {});
   ~Semaphore();  // releases every permit it still holds; never throws
   Semaphore(const Semaphore&) = delete;
@@ -80,15 +89,13 @@ class Semaphore {
 
  private:
   bool take(milliseconds wait);
-  struct Permit;
   Client client_;
   const std::string name_;
   const unsigned permits_;
   LockOptions options_;
   mutable std::mutex mu_;
-  std::vector<std::unique_ptr<Permit>> held_;  // guarded by mu_, oldest first
-  std::stop_source lost_;                      // guarded by mu_; fresh when none held
-  Status last_release_;                        // guarded by mu_
+  const std::unique_ptr<detail::HoldSet> held_;  // guarded by mu_: the permits, oldest first
+  Status last_release_;                          // guarded by mu_
 };
 
 }  // namespace dlock

@@ -32,6 +32,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <stop_token>
 #include <string>
@@ -43,6 +44,10 @@
 #include "dlock/options.hpp"
 
 namespace dlock {
+
+namespace detail {
+class HoldSet;
+}
 
 class SharedMutex {
  public:
@@ -96,11 +101,12 @@ class SharedMutex {
   const std::string name_;
   LockOptions options_;
   mutable std::mutex mu_;
-  Lease writer_;                // guarded by mu_
-  std::vector<Lease> readers_;  // guarded by mu_
-  int pending_write_ = 0;       // guarded by mu_: lock() calls under way
-  int pending_read_ = 0;        // guarded by mu_
-  Status last_release_;         // guarded by mu_
+  // Guarded by mu_: the write hold, or the read holds (oldest first).
+  const std::unique_ptr<detail::HoldSet> holds_;
+  bool writing_ = false;   // guarded by mu_: holds_ is the write hold
+  int pending_write_ = 0;  // guarded by mu_: lock() calls under way
+  int pending_read_ = 0;   // guarded by mu_
+  Status last_release_;    // guarded by mu_
 };
 
 }  // namespace dlock

@@ -10,6 +10,7 @@
 #include <sqlite3.h>
 #endif
 
+#include <algorithm>
 #include <dlock/dlock.hpp>
 #include <filesystem>
 #include <fstream>
@@ -24,6 +25,7 @@
 #include "support/redis_cluster.hpp"
 #include "support/redis_server.hpp"
 #include "support/temp_dir.hpp"
+#include "support/zk_probe.hpp"
 #include "support/zookeeper_server.hpp"
 
 namespace dlock::test {
@@ -46,7 +48,32 @@ class BackendEnv {
   // The URL another program (the dlock tool) reaches the server by; empty
   // where there is none (the fake lives in this process).
   virtual std::string url() const { return {}; }
+  // Deletes one hold of `name`'s line (a read hold, a permit), the one
+  // granted with `fence`, behind its holder's back as an operator would.
+  // false: not found, or not possible here.
+  virtual bool drop_hold(const std::string& /*name*/, std::uint64_t /*fence*/) { return false; }
 };
+
+#if DLOCK_WITH_REDIS
+// The shared holder with fence ARGV[1] out of a line key's state (see
+// src/redis/line_scripts.cpp: s = shared holders, f = fence); its expiry
+// kept. Returns how many were removed.
+inline constexpr const char* kDropSharedHolder = R"lua(
+local raw = redis.call('get', KEYS[1])
+if not raw then return 0 end
+local st = cmsgpack.unpack(raw)
+local n = 0
+for i = #(st.s or {}), 1, -1 do
+  if tonumber(st.s[i].f) == tonumber(ARGV[1]) then table.remove(st.s, i); n = n + 1 end
+end
+if n == 0 then return 0 end
+local ttl = redis.call('pttl', KEYS[1])
+if ttl > 0 then redis.call('set', KEYS[1], cmsgpack.pack(st), 'px', ttl)
+else redis.call('set', KEYS[1], cmsgpack.pack(st)) end
+return n
+)lua";
+inline std::string line_key(const std::string& name) { return "dlock:{" + name + "}:q"; }
+#endif
 
 // SIGSTOP / SIGCONT to `pid` and every process below it.
 inline void signal_tree(pid_t root, int sig) {
@@ -91,6 +118,9 @@ class RedisEnv final : public BackendEnv {
     on ? server_.pause() : server_.resume();
     return true;
   }
+  bool drop_hold(const std::string& name, std::uint64_t fence) override {
+    return server_.cli({"EVAL", kDropSharedHolder, "1", line_key(name), std::to_string(fence)}) == "1";
+  }
 
  private:
   static RedisServerOptions options(bool tls) {
@@ -134,6 +164,12 @@ class ClusterEnv final : public BackendEnv {
     for (int i = 0; i < cluster_.size(); ++i) on ? cluster_.node(i).pause() : cluster_.node(i).resume();
     return true;
   }
+  // On whichever master has the key's slot (the others answer MOVED).
+  bool drop_hold(const std::string& name, std::uint64_t fence) override {
+    for (int i = 0; i < cluster_.size(); ++i)
+      if (cluster_.cli(i, {"EVAL", kDropSharedHolder, "1", line_key(name), std::to_string(fence)}) == "1") return true;
+    return false;
+  }
 
  private:
   RedisCluster cluster_;
@@ -156,6 +192,23 @@ class SqliteEnv final : public BackendEnv {
     sqlite3_close(db_);
     db_ = nullptr;
     return true;
+  }
+  bool drop_hold(const std::string& name, std::uint64_t fence) override {
+    sqlite3* db = nullptr;
+    bool dropped = false;
+    if (sqlite3_open(dir_.file("locks.db").c_str(), &db) == SQLITE_OK) {
+      sqlite3_busy_timeout(db, 5000);
+      const std::string sql = "DELETE FROM dlock_line WHERE kind = 0 AND name = ? AND fence = ?";
+      sqlite3_stmt* st = nullptr;
+      if (sqlite3_prepare_v2(db, sql.c_str(), -1, &st, nullptr) == SQLITE_OK) {
+        sqlite3_bind_text(st, 1, name.c_str(), -1, SQLITE_TRANSIENT);
+        sqlite3_bind_int64(st, 2, static_cast<sqlite3_int64>(fence));
+        dropped = sqlite3_step(st) == SQLITE_DONE && sqlite3_changes(db) > 0;
+      }
+      sqlite3_finalize(st);
+    }
+    sqlite3_close(db);
+    return dropped;
   }
   ~SqliteEnv() override {
     if (db_) sqlite3_close(db_);
@@ -181,6 +234,13 @@ class PostgresEnv final : public BackendEnv {
     signal_tree(pid, on ? SIGSTOP : SIGCONT);
     return true;
   }
+  bool drop_hold(const std::string& name, std::uint64_t fence) override {
+    // Names here are the tests' own (no quotes).
+    const std::string out =
+        server_.psql("WITH d AS (DELETE FROM dlock_locks_line WHERE holder AND name = '" + name +
+                     "' AND fence = " + std::to_string(fence) + " RETURNING 1) SELECT count(*) FROM d");
+    return out.rfind("1", 0) == 0;
+  }
 
  private:
   PostgresServer server_;
@@ -199,6 +259,17 @@ class ZooKeeperEnv final : public BackendEnv {
     on ? zk_.pause(0) : zk_.resume(0);
     return true;
   }
+  // The deepest node created with `fence` as its zxid (a parent made in
+  // the same multi-op shares it).
+  bool drop_hold(const std::string& /*name*/, std::uint64_t fence) override {
+    ZkProbe probe(zk_.hosts());
+    std::string deepest;
+    for (const std::string& path : probe.tree("/contract"))
+      if (static_cast<std::uint64_t>(probe.czxid(path)) == fence &&
+          std::count(path.begin(), path.end(), '/') > std::count(deepest.begin(), deepest.end(), '/'))
+        deepest = path;
+    return !deepest.empty() && probe.remove_tree(deepest);
+  }
 
  private:
   ZooKeeperEnsemble zk_;
@@ -209,6 +280,7 @@ class ZooKeeperEnv final : public BackendEnv {
 class FakeEnv final : public BackendEnv {
  public:
   FakeEnv() { server_.caps.lines = true; }
+  bool drop_hold(const std::string& name, std::uint64_t fence) override { return server_.drop_hold(name, fence); }
   Client client() override {
     auto core = detail::ClientCore::connect_with(server_.maker(), quiet());
     return detail::ClientFactory::make(std::move(core.value()));

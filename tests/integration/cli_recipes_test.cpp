@@ -207,6 +207,15 @@ TEST_F(CliRecipes, BadCombinationsAreUsageErrors) {
       {"run", "--permits", "0", "x", "--", "touch", ran},
       {"run", "--permits", "-1", "x", "--", "touch", ran},
       {"run", "--permits", "many", "x", "--", "touch", ran},
+      // Counts are parsed strictly, and have one range on every backend.
+      {"run", "--permits", "0x10", "x", "--", "touch", ran},
+      {"run", "--permits", " 2", "x", "--", "touch", ran},
+      {"run", "--permits", "2 ", "x", "--", "touch", ran},
+      {"run", "--permits", "+2", "x", "--", "touch", ran},
+      {"run", "--permits", "1e3", "x", "--", "touch", ran},
+      {"run", "--permits", "", "x", "--", "touch", ran},
+      {"run", "--permits", "2147483648", "x", "--", "touch", ran},
+      {"run", "--permits", "4294967296", "x", "--", "touch", ran},
       {"elect", "--shared", "x", "--", "touch", ran},
       {"elect", "--permits", "2", "x", "--", "touch", ran},
       {"elect", "--id", std::string(kMaxHolderInfo + 1, 'i'), "x", "--", "touch", ran},
@@ -218,8 +227,15 @@ TEST_F(CliRecipes, BadCombinationsAreUsageErrors) {
     EXPECT_FALSE(r.err.empty()) << join_args(args);
   }
   EXPECT_TRUE(has(dlock(cases[0]).err, "--shared and --permits")) << "names the combination";
-  EXPECT_TRUE(has(dlock(cases[1]).err, "--permits must be at least 1"));
+  EXPECT_TRUE(has(dlock(cases[1]).err, "--permits takes a whole number from 1 to 2147483647, not '0'"));
+  EXPECT_TRUE(has(dlock(cases[4]).err, "not '0x10'"));
   EXPECT_FALSE(exists(ran)) << "CMD ran after a usage error";
+}
+
+TEST_F(CliRecipes, TheLargestPermitCountIsTaken) {
+  auto r = dlock({"run", "--permits", "2147483647", "--wait", "0", "big", "--", "touch", file("ran")});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(exists(file("ran")));
 }
 
 }  // namespace

@@ -370,6 +370,69 @@ TEST_P(RecipeContract, RecipeHoldersAreToldOfALossWhenTheirServerIsSilentPastThe
   EXPECT_EQ(rival.leader()->value_or(LeaderInfo{}).id, "rival");
 }
 
+// One range of permits on every backend (1..kMaxPermits), and no NUL in a
+// candidate id or holder label: refused before any I/O, alike everywhere.
+TEST_P(RecipeContract, PermitsAndIdsHaveOneRangeOnEveryBackend) {
+  if (!env->lines()) GTEST_SKIP() << "refused (see above)";
+  Semaphore widest(client, "sem-wide", kMaxPermits);
+  ASSERT_TRUE(widest.try_acquire_for(5s));
+  EXPECT_EQ(client.inspect("sem-wide").value().holders, 1u);
+  widest.release();
+  EXPECT_THAT(widest.last_release_status(), IsOk());
+  for (unsigned permits : {0u, kMaxPermits + 1, 4294967295u}) {
+    Semaphore bad(client, "sem-bad", permits);
+    try {
+      bad.try_acquire();
+      ADD_FAILURE() << permits << " permits were taken";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), Errc::invalid_argument) << permits;
+    }
+  }
+  const std::string id("node-a\0evil", 11);
+  Election election(client, "lead-nul", id);
+  EXPECT_THAT(election.campaign(0ms).status(), StatusIs(Errc::invalid_argument));
+  LockOptions labelled;
+  labelled.holder_label = std::string("job\0x", 5);
+  EXPECT_THAT(client.acquire("nul-label", 0ms, labelled).status(), StatusIs(Errc::invalid_argument));
+  EXPECT_FALSE(client.inspect("lead-nul").value().held) << "nothing was written";
+  EXPECT_FALSE(client.inspect("nul-label").value().held);
+}
+
+// lost_token() of a SharedMutex or a Semaphore fires when any hold of the
+// object is lost, the older as well as the newest (an operator deletes one
+// read hold, one permit), and never when a hold is released.
+TEST_P(RecipeContract, LosingAnOlderHoldFiresTheObjectsLostToken) {
+  if (!env->lines()) GTEST_SKIP() << "refused (see above)";
+  LockOptions o;
+  o.watchdog_lease = 1s;
+  o.renew_interval = 200ms;
+  SharedMutex rw(client, "rw-older", o);
+  rw.lock_shared();
+  const std::uint64_t older = rw.fence();
+  rw.lock_shared();
+  ASSERT_NE(rw.fence(), older);
+  Semaphore sem(client, "sem-older", 3, o);
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(sem.try_acquire_for(5s));
+  sem.release();  // the oldest permit, given back: no loss
+  rw.lock_shared();
+  rw.unlock_shared();  // the newest read hold, given back: no loss
+  EXPECT_FALSE(rw.lost_token().stop_requested());
+  EXPECT_FALSE(sem.lost_token().stop_requested());
+  std::atomic<bool> told{false};
+  std::stop_callback on_lost(rw.lost_token(), [&] { told = true; });
+
+  ASSERT_TRUE(env->drop_hold("rw-older", older)) << "the older read hold, fence " << older;
+  ASSERT_TRUE(env->drop_hold("sem-older", sem.fences().front())) << "the older permit";
+  const auto until = Clock::now() + 15s;
+  while (!(rw.lost_token().stop_requested() && sem.lost_token().stop_requested()) && Clock::now() < until)
+    std::this_thread::sleep_for(20ms);
+  EXPECT_TRUE(rw.lost_token().stop_requested()) << "the older of two read holds was lost";
+  EXPECT_TRUE(told.load()) << "a callback on the token taken before the loss";
+  EXPECT_TRUE(sem.lost_token().stop_requested()) << "the older of two permits was lost";
+  EXPECT_EQ(rw.readers(), 2u);
+  EXPECT_EQ(sem.held(), 2u);
+}
+
 #ifdef DLOCK_CLI_PATH
 // The dlock tool's arguments: `how` (subcommand and flags) on this
 // backend's server with a short lease (or session), NAME, and `sh -c CMD`.

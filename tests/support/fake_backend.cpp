@@ -345,6 +345,12 @@ void FakeServer::drop(const std::string& name, bool publish_it) {
   locks_.erase(name);
   if (publish_it) publish(name);
 }
+bool FakeServer::drop_hold(const std::string& name, std::uint64_t fence) {
+  std::lock_guard lk(mu_);
+  auto it = lines_.find(name);
+  if (it == lines_.end()) return false;
+  return std::erase_if(it->second.holders, [&](const detail::LineHolder& h) { return h.fence == fence; }) > 0;
+}
 void FakeServer::link(bool up) {
   std::lock_guard lk(mu_);
   each_backend([up](FakeBackend* b) {

@@ -94,6 +94,9 @@ struct FakeServer {
   void queue_ghost(const std::string& name, std::chrono::milliseconds lease);
   // Deletes the lock as an expiry would; publish: as a release would.
   void drop(const std::string& name, bool publish);
+  // Deletes the holder of `name`'s line granted with `fence`, as an operator
+  // would (nobody is told); false when there is none.
+  bool drop_hold(const std::string& name, std::uint64_t fence);
   void link(bool up);
   void session_lost(LossReason reason);
   void alive_until(std::chrono::steady_clock::time_point until);

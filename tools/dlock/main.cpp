@@ -18,6 +18,7 @@
 #include <CLI/CLI.hpp>
 #include <atomic>
 #include <cerrno>
+#include <charconv>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -313,10 +314,10 @@ struct RunOptions {
   bool ttl_given = false;  // --ttl on the command line
   // dlock run: the kind of lock. Default: exclusive (the write side of a
   // name that others hold --shared).
-  bool fair = false;      // wait in line (LockOptions::fair)
-  bool shared = false;    // a read lock (SharedMutex::lock_shared)
-  long long permits = 0;  // one permit of a Semaphore of this many
-  bool counted = false;   // --permits given
+  bool fair = false;     // wait in line (LockOptions::fair)
+  bool shared = false;   // a read lock (SharedMutex::lock_shared)
+  std::string permits;   // --permits N: one permit of a Semaphore of N
+  bool counted = false;  // --permits given
   // dlock elect: the candidate id (empty: hostname:pid).
   bool elect = false;
   std::string id;
@@ -437,11 +438,20 @@ std::string current_holder(const dlock::Client& client, const std::string& name)
   return dlock::cli::holder_text(*info);
 }
 
+// --permits N: digits only (no sign, space, hex or exponent), 1..kMaxPermits.
+std::optional<unsigned> parse_permits(const std::string& text) {
+  unsigned n = 0;
+  const char* end = text.data() + text.size();
+  auto [at, ec] = std::from_chars(text.data(), end, n);
+  if (text.empty() || ec != std::errc() || at != end || n < 1 || n > dlock::kMaxPermits) return std::nullopt;
+  return n;
+}
+
 // What a run waits for, in its status line.
 std::string waited_for(const RunOptions& o) {
   const std::string name = "'" + shown_name(o.name) + "'";
   if (o.elect) return "the leadership of " + name;
-  if (o.counted) return "one of the " + std::to_string(o.permits) + " permits of " + name;
+  if (o.counted) return "one of the " + o.permits + " permits of " + name;
   if (o.shared) return "a read lock on " + name;
   return name;
 }
@@ -571,7 +581,7 @@ std::optional<Held> hold_interruptibly(const Common& common, const dlock::Client
       held.fence = rw->fence();
       held.lost = rw->lost_token();
     } else {
-      auto sem = std::make_shared<dlock::Semaphore>(client, o.name, static_cast<unsigned>(o.permits), lo);
+      auto sem = std::make_shared<dlock::Semaphore>(client, o.name, *parse_permits(o.permits), lo);
       take = [sem, wait] { return sem->try_acquire_for(wait); };
       held.release = [sem] {
         sem->release();
@@ -643,8 +653,9 @@ int cmd_run(const Common& common, const RunOptions& o) {
     return dlock::cli::kUsage;
   }
   const bool counted = o.counted;
-  if (counted && (o.permits < 1 || o.permits > std::numeric_limits<unsigned>::max())) {
-    std::cerr << "dlock: --permits must be at least 1 (and at most " << std::numeric_limits<unsigned>::max() << ")\n";
+  if (counted && !parse_permits(o.permits)) {
+    std::cerr << "dlock: --permits takes a whole number from 1 to " << dlock::kMaxPermits << ", not '" << o.permits
+              << "'\n";
     return dlock::cli::kUsage;
   }
   const std::string id = o.elect && o.id.empty() ? default_candidate_id() : o.id;
@@ -684,7 +695,7 @@ int cmd_run(const Common& common, const RunOptions& o) {
   else
     say(common, "acquired '" + shown_name(o.name) + "' (" +
                     (o.shared  ? std::string("shared, ")
-                     : counted ? "one of " + std::to_string(o.permits) + " permits, "
+                     : counted ? "one of " + o.permits + " permits, "
                                : std::string()) +
                     "fence " + std::to_string(held->fence) + ")");
   library_logs = true;
@@ -789,7 +800,8 @@ int main(int argc, char** argv) {
                     "Take a read lock: --shared runs of NAME overlap, a plain run of NAME excludes them (and waits "
                     "for them; --fair waits in their line)");
   run_cmd->add_option("--permits", run.permits,
-                      "Take one of N permits: at most N runs of NAME at once (every run of NAME must give the same N)");
+                      "Take one of N permits (1 to 2147483647): at most N runs of NAME at once (every run of NAME "
+                      "must give the same N)");
   run_cmd->add_option("--label", run.label,
                       "What dlock status and list show as the holder's program (default: CMD's name); shown as "
                       "LABEL[PID]@HOST, so not a secret");
