@@ -147,8 +147,9 @@ struct HttpReply {
 HttpReply http_reply(Outcome outcome);
 // The whole handler: parse, run `call` (e.g. sqlite_barrier around the
 // work), answer; a malformed request answers 400, a throw 500. The query's
-// "rid" (the request id http_participant adds), when a plain token of up
-// to 64 letters, digits, '-' or '_', is echoed in the JSON body:
+// last "rid" (the request id http_participant adds after the URL's own
+// query), when a plain token of up to 64 letters, digits, '-' or '_', is
+// echoed in the JSON body:
 // {"dtm_result":"SUCCESS","rid":"..."}, so that the caller can tell its
 // answer from another request's (a copy written twice, on a connection
 // out of step).

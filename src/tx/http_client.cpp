@@ -2,6 +2,7 @@
 
 #include <poll.h>
 
+#include <algorithm>
 #include <boost/asio/connect.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/address.hpp>
@@ -304,19 +305,47 @@ HttpResponse HttpOrigin::post(const std::string& target, const std::string& body
 }
 
 std::optional<std::string_view> echoed_rid(std::string_view body) {
-  for (std::size_t at = body.find("\"rid\""); at != std::string_view::npos; at = body.find("\"rid\"", at + 1)) {
-    std::size_t i = at + 5;
-    auto skip_space = [&] {
-      while (i < body.size() && (body[i] == ' ' || body[i] == '\t' || body[i] == '\r' || body[i] == '\n')) ++i;
-    };
-    skip_space();
-    if (i >= body.size() || body[i] != ':') continue;  // "rid" as a value, not a key
-    ++i;
-    skip_space();
-    if (i >= body.size() || body[i] != '"') return std::nullopt;  // not a string: not our id
-    const std::size_t end = body.find('"', i + 1);
-    if (end == std::string_view::npos) return std::nullopt;
-    return body.substr(i + 1, end - i - 1);
+  auto ours = [](std::string_view v) {
+    return v.size() == 16 && std::all_of(v.begin(), v.end(),
+                                         [](char ch) { return (ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'f'); });
+  };
+  auto skip_space = [&](std::size_t i) {
+    while (i < body.size() && (body[i] == ' ' || body[i] == '\t' || body[i] == '\r' || body[i] == '\n')) ++i;
+    return i;
+  };
+  // The end of the string that opens at `i` (its closing quote), npos if none.
+  auto string_end = [&](std::size_t i) {
+    for (++i; i < body.size(); ++i) {
+      if (body[i] == '\\')
+        ++i;
+      else if (body[i] == '"')
+        return i;
+    }
+    return std::string_view::npos;
+  };
+  int depth = 0;
+  for (std::size_t i = 0; i < body.size(); ++i) {
+    const char ch = body[i];
+    if (ch == '{' || ch == '[') {
+      ++depth;
+    } else if (ch == '}' || ch == ']') {
+      --depth;
+    } else if (ch == '"') {
+      const std::size_t end = string_end(i);
+      if (end == std::string_view::npos) return std::nullopt;
+      const std::string_view text = body.substr(i + 1, end - i - 1);
+      i = end;
+      if (depth != 1 || text != "rid") continue;
+      std::size_t j = skip_space(end + 1);
+      if (j >= body.size() || body[j] != ':') continue;  // "rid" as a value, not a key
+      j = skip_space(j + 1);
+      if (j >= body.size() || body[j] != '"') continue;
+      const std::size_t value_end = string_end(j);
+      if (value_end == std::string_view::npos) return std::nullopt;
+      const std::string_view value = body.substr(j + 1, value_end - j - 1);
+      if (ours(value)) return value;
+      i = value_end;
+    }
   }
   return std::nullopt;
 }

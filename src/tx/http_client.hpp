@@ -78,8 +78,11 @@ class HttpOrigin {
   std::vector<std::unique_ptr<Conn>> idle_;
 };
 
-// The "rid" an answer's body carries ({"dtm_result":"SUCCESS","rid":"..."}:
-// the first "rid" key with a string value), nullopt when it has none.
+// The rid an answer's body carries ({"dtm_result":"SUCCESS","rid":"..."}):
+// a top-level "rid" key whose value is 16 lowercase hex digits, as the
+// coordinator makes them. nullopt otherwise: a third party's "rid" of
+// another shape, or nested in an object of its own, is not ours.
+std::optional<std::string_view> echoed_rid(std::string_view body);
 std::optional<std::string_view> echoed_rid(std::string_view body);
 
 }  // namespace dlock::tx::detail

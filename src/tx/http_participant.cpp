@@ -205,20 +205,24 @@ namespace {
 
 // The request id ("rid") in the target's query when it is a plain token
 // (1 to 64 letters, digits, '-' or '_': safe in JSON as it is); "" otherwise.
+// The last one: the coordinator appends its own after any the participant's
+// URL already has.
 std::string request_id(std::string_view target) {
   const auto q = target.find('?');
   if (q == std::string_view::npos) return {};
   std::string_view query = target.substr(q + 1);
+  std::string_view last;
+  bool found = false;
   while (!query.empty()) {
     const std::string_view kv = dlock::detail::next_param(query);
     if (!kv.starts_with("rid=")) continue;
-    const std::string_view v = kv.substr(4);
-    if (v.empty() || v.size() > 64) return {};
-    for (char ch : v)
-      if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '-' && ch != '_') return {};
-    return std::string(v);
+    last = kv.substr(4);
+    found = true;
   }
-  return {};
+  if (!found || last.empty() || last.size() > 64) return {};
+  for (char ch : last)
+    if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '-' && ch != '_') return {};
+  return std::string(last);
 }
 
 HttpReply answer(Outcome outcome, const std::string& rid) {

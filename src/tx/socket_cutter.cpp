@@ -1,6 +1,8 @@
 #include "tx/socket_cutter.hpp"
 
+#include <fcntl.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 
@@ -17,10 +19,11 @@ SocketCutter::~SocketCutter() {
 
 std::uint64_t SocketCutter::arm(int fd, Clock::time_point at) {
   std::uint64_t ticket;
+  const int own = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
   {
     std::lock_guard lock(mu_);
     ticket = next_++;
-    armed_.emplace(ticket, Armed{fd, at});
+    armed_.emplace(ticket, Armed{own, at});
     if (!thread_.joinable()) thread_ = std::thread([this] { loop(); });
   }
   changed_.notify_all();
@@ -32,6 +35,7 @@ bool SocketCutter::disarm(std::uint64_t ticket) {
   auto it = armed_.find(ticket);
   if (it == armed_.end()) return false;
   const bool cut = it->second.cut;
+  if (it->second.fd >= 0) ::close(it->second.fd);
   armed_.erase(it);
   return cut;
 }
@@ -46,9 +50,7 @@ void SocketCutter::loop() {
     for (auto& [ticket, a] : armed_) {
       if (a.cut) continue;
       if (a.at <= now) {
-        // Under mu_: disarm() cannot return (and the fd be closed and
-        // reused) while this runs.
-        ::shutdown(a.fd, SHUT_RDWR);
+        if (a.fd >= 0) ::shutdown(a.fd, SHUT_RDWR);
         a.cut = true;
       } else {
         soonest = std::min(soonest, a.at);

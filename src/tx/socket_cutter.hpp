@@ -24,10 +24,12 @@ class SocketCutter {
   SocketCutter(const SocketCutter&) = delete;
   SocketCutter& operator=(const SocketCutter&) = delete;
 
-  // Shuts `fd` down at `at` unless disarmed first. Returns the ticket for
-  // disarm(). The thread starts on first use.
+  // Shuts `fd`'s socket down at `at` unless disarmed first. Returns the
+  // ticket for disarm(). It keeps a duplicate of `fd`, so the socket it
+  // cuts is this one even if its owner closes `fd` meanwhile (libpq does on
+  // some errors) and the number is reused. The thread starts on first use.
   std::uint64_t arm(int fd, Clock::time_point at);
-  // After it returns, `fd` is not touched again. True if it was cut.
+  // Closes the duplicate. True if the socket was cut.
   bool disarm(std::uint64_t ticket);
 
  private:
@@ -36,7 +38,7 @@ class SocketCutter {
   std::mutex mu_;
   std::condition_variable changed_;
   struct Armed {
-    int fd;
+    int fd;  // our duplicate (-1: dup failed, nothing to cut)
     Clock::time_point at;
     bool cut = false;
   };

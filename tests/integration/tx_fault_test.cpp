@@ -228,8 +228,7 @@ class TxFaultLog : public TwoBanksTest {
 TEST_F(TxFaultLog, ADecisionWhoseAnswerIsLostIsReadBackAndTold) {
   CoordinatorOptions o;
   o.timeout = 3s;
-  o.finish_within = 3s;
-  o.claim_lease = 1s;
+  o.finish_within = 3s;  // the claim keeps its default lease: the outage must not cost it
   std::thread heal;
   o.on_step = [&](std::string_view, std::string_view step) {
     if (step != "after try 1") return;
@@ -318,7 +317,8 @@ TEST_F(TxFaultCalls, EachCallIsGivenItsDeadlineAndNoneStartsPastFinishWithin) {
   EXPECT_EQ(*r, State::committing) << "decided; recovery confirms the rest";
   // Two Confirms fit in 500 ms (0-300, 300-600); the third would start past it.
   EXPECT_LE(confirms.load(), 2);
-  EXPECT_LT(took, 0.5 + 0.3 + 0.4) << "finish_within 500 ms, one call of 300 ms may overrun it";
+  // Slack for a loaded host (sanitizers, 2 cores); unbounded it ran for seconds.
+  EXPECT_LT(took, 0.5 + 0.3 + 1.0) << "finish_within 500 ms, one call of 300 ms may overrun it";
   {
     std::lock_guard lock(mu);
     ASSERT_GE(seen.size(), 4u);
@@ -336,7 +336,7 @@ TEST_F(TxFaultCalls, EachCallIsGivenItsDeadlineAndNoneStartsPastFinishWithin) {
   const auto t1 = Clock::now();
   auto n = c->recover();
   EXPECT_TRUE(n.ok()) << n.status().to_string();
-  EXPECT_LT(seconds_since(t1), 0.5 + 0.3 + 0.4);
+  EXPECT_LT(seconds_since(t1), 0.5 + 0.3 + 1.0);
 }
 
 // Three HTTP participants whose hosts are gone (their listeners drop

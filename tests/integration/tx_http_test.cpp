@@ -525,7 +525,7 @@ TEST_F(TxHttp, AnAnswerToAnotherRequestIsCaughtByItsRid) {
   alice_http.tamper([&](Op, HttpAnswer& a) {
     if (copies-- <= 0) return;
     a.twice = true;
-    a.second_after = 100ms;
+    a.second_after = 1000ms;  // d2 goes out well before it, even on a loaded host
   });
   Participant p = http_participant(alice_http.endpoints()).value();
   EXPECT_EQ(p.try_({"d1", 0, Op::try_, "30"}), Outcome::success);
