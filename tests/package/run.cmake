@@ -1,13 +1,15 @@
 # tests/package/run.cmake: can an outside project consume dlock?
 #
-#   cmake -DSOURCE_DIR=<repo> -DWORK_DIR=<scratch dir> -DMODE=<mode> [-DINSTALL_DIR=<dir>]
+#   cmake -DSOURCE_DIR=<repo> -DWORK_DIR=<scratch dir> -DMODE=<mode> [-DINSTALL_DIR=<dir>] [-DBUILD_DIR=<dir>]
 #         [-DGENERATOR=Ninja] [-DCXX_COMPILER=g++] [-DDLOCK_WITH_<BACKEND>=ON|OFF...] -P tests/package/run.cmake
 #
-# MODE=install: configures the repository into WORK_DIR/build (the library
-# and the dlock tool, no tests; the DLOCK_WITH_<BACKEND> given), builds it
-# (and the man page where help2man is installed), installs it, checks that no
-# installed CMake or pkg-config file points back into the source or build
-# tree, then moves the installed tree to WORK_DIR/prefix (the package must be
+# MODE=install: installs the build tree BUILD_DIR (the suite's own, already
+# built: the library, the dlock tool, the man page where help2man is
+# installed); without BUILD_DIR it first configures the repository into
+# WORK_DIR/build (the library and the dlock tool, no tests; the
+# DLOCK_WITH_<BACKEND> given) and builds it. It checks that no installed
+# CMake or pkg-config file points back into the source or build tree, then
+# moves the installed tree to WORK_DIR/prefix (the package must be
 # relocatable). The modes below use INSTALL_DIR/prefix, made by MODE=install
 # with WORK_DIR=INSTALL_DIR.
 # MODE=find_package: builds tests/package/consumer against it with
@@ -19,7 +21,9 @@
 # MODE=tool_files: the installed dlock tool answers --help; the bash
 # completion is installed, registers itself and completes; the man page is
 # installed where help2man is.
-# MODE=add_subdirectory: builds the consumer with add_subdirectory(<repo>).
+# MODE=add_subdirectory: builds the consumer with add_subdirectory(<repo>),
+# dlock with SQLite alone and no optimisation (what is checked is how dlock
+# behaves as a subproject, not its backends: a quick build).
 # A consumer (WORK_DIR/consumer/bin/app) must run, exit 0 and print the
 # version of include/dlock/version.hpp; with SQLite in the build it takes and
 # releases a lock in a temporary file. WORK_DIR is wiped first. Any failing
@@ -134,22 +138,28 @@ endif()
 
 if(MODE STREQUAL "install")
   set(_staging "${WORK_DIR}/install-staging")
-  step("configure dlock"
-    "${CMAKE_COMMAND}" -S "${SOURCE_DIR}" -B "${WORK_DIR}/build" ${_common} ${_backend_options}
-    -DDLOCK_BUILD_TESTS=OFF -DDLOCK_BUILD_TOOLS=ON -DDLOCK_BUILD_BENCHMARKS=OFF -DDLOCK_INSTALL=ON
-    "-DCMAKE_INSTALL_PREFIX=${_staging}")
-  # The installed parts only (not the tools' examples).
-  set(_targets dlock dlock-cli)
-  file(STRINGS "${WORK_DIR}/build/CMakeCache.txt" _with_tx REGEX "^DLOCK_WITH_TX:BOOL=ON$")
-  if(_with_tx)
-    list(APPEND _targets dlock_tx)
+  if(DEFINED BUILD_DIR AND NOT "${BUILD_DIR}" STREQUAL "")
+    get_filename_component(BUILD_DIR "${BUILD_DIR}" ABSOLUTE)
+    set(_built "${BUILD_DIR}")
+  else()
+    set(_built "${WORK_DIR}/build")
+    step("configure dlock"
+      "${CMAKE_COMMAND}" -S "${SOURCE_DIR}" -B "${_built}" ${_common} ${_backend_options}
+      -DDLOCK_BUILD_TESTS=OFF -DDLOCK_BUILD_TOOLS=ON -DDLOCK_BUILD_BENCHMARKS=OFF -DDLOCK_INSTALL=ON
+      "-DCMAKE_INSTALL_PREFIX=${_staging}")
+    # The installed parts only (not the tools' examples).
+    set(_targets dlock dlock-cli)
+    file(STRINGS "${_built}/CMakeCache.txt" _with_tx REGEX "^DLOCK_WITH_TX:BOOL=ON$")
+    if(_with_tx)
+      list(APPEND _targets dlock_tx)
+    endif()
+    file(STRINGS "${_built}/CMakeCache.txt" _help2man REGEX "^HELP2MAN_PROGRAM:")
+    if(_help2man AND NOT _help2man MATCHES "NOTFOUND$")
+      list(APPEND _targets dlock-man)
+    endif()
+    step("build dlock" "${CMAKE_COMMAND}" --build "${_built}" --config Release --target ${_targets})
   endif()
-  file(STRINGS "${WORK_DIR}/build/CMakeCache.txt" _help2man REGEX "^HELP2MAN_PROGRAM:")
-  if(_help2man AND NOT _help2man MATCHES "NOTFOUND$")
-    list(APPEND _targets dlock-man)
-  endif()
-  step("build dlock" "${CMAKE_COMMAND}" --build "${WORK_DIR}/build" --config Release --target ${_targets})
-  step("install dlock" "${CMAKE_COMMAND}" --install "${WORK_DIR}/build" --config Release --prefix "${_staging}")
+  step("install dlock" "${CMAKE_COMMAND}" --install "${_built}" --config Release --prefix "${_staging}")
 
   file(GLOB_RECURSE _configs "${_staging}/*/dlockConfig.cmake")
   if(NOT _configs)
@@ -169,7 +179,7 @@ if(MODE STREQUAL "install")
   file(GLOB_RECURSE _package_files "${_staging}/*.cmake" "${_staging}/*.pc")
   foreach(_file IN LISTS _package_files)
     file(READ "${_file}" _text)
-    foreach(_forbidden "${SOURCE_DIR}/include" "${SOURCE_DIR}/src" "${WORK_DIR}/build" "${_staging}")
+    foreach(_forbidden "${SOURCE_DIR}/include" "${SOURCE_DIR}/src" "${_built}" "${_staging}")
       string(FIND "${_text}" "${_forbidden}" _pos)
       if(NOT _pos EQUAL -1)
         fail("${_file} refers to ${_forbidden}")
@@ -342,13 +352,15 @@ t 'dlock --url re'
 
 else()  # add_subdirectory
   step("configure consumer"
-    "${CMAKE_COMMAND}" -S "${_consumer_src}" -B "${_consumer_bin}" ${_common} ${_backend_options}
+    "${CMAKE_COMMAND}" -S "${_consumer_src}" -B "${_consumer_bin}" ${_common}
+    -DCMAKE_BUILD_TYPE= "-DCMAKE_CXX_FLAGS=-O0" -DDLOCK_WITH_SQLITE=ON -DDLOCK_WITH_REDIS=OFF
+    -DDLOCK_WITH_POSTGRES=OFF -DDLOCK_WITH_ZOOKEEPER=OFF -DDLOCK_WITH_TX=OFF
     -DDLOCK_MODE=add_subdirectory "-DDLOCK_SOURCE_DIR=${SOURCE_DIR}")
   # A parent project must not get dlock's tests or tools by default.
   file(STRINGS "${_consumer_bin}/CMakeCache.txt" _flags REGEX "^DLOCK_BUILD_(TESTS|TOOLS):BOOL=(ON|TRUE|1)$")
   if(_flags)
     fail("as a subdirectory dlock defaults to ${_flags}")
   endif()
-  step("build consumer" "${CMAKE_COMMAND}" --build "${_consumer_bin}" --config Release)
+  step("build consumer" "${CMAKE_COMMAND}" --build "${_consumer_bin}")
   run_consumer("${_app}")
 endif()
