@@ -297,9 +297,11 @@ class Backend {
 
   // The blocking fast path, called on the caller's own thread (any thread,
   // concurrently: the only thread-safe calls here). One round trip, no hand-
-  // off to the I/O thread. nullopt: not offered (TLS, WAIT mode, Redlock);
-  // the caller then uses acquire()/release() through the I/O thread. The
-  // same idempotency and exactness contracts hold.
+  // off to the I/O thread. nullopt: not offered for this call (a backend
+  // without a fast path, or a case it leaves to the I/O thread, such as a
+  // ZooKeeper lock whose base path is missing); the caller then uses
+  // acquire()/release() through the I/O thread. The same idempotency and
+  // exactness contracts hold.
   virtual std::optional<Result<AcquireOutcome>> acquire_now(const AcquireCall&) { return std::nullopt; }
   virtual std::optional<Result<ReleaseOutcome>> release_now(const ReleaseCall&) { return std::nullopt; }
   // Opens the fast path's first connection now, on the caller's thread, so

@@ -10,21 +10,19 @@
 // over one connection and keeps a second one for wake-up messages. The last
 // copy to go shuts it down (held leases are released first).
 //
-// URL forms:
+// URL forms (every parameter: docs/api.md, "URLs"):
 //   redis://[[user]:password@]host[:port][/db]         (port 6379, db 0)
-//   rediss://[[user]:password@]host[:port][/db]?cacert=PATH[&cert=PATH&key=PATH]
-//                                                      (TLS; the server's certificate
-//                                                      is verified against cacert,
-//                                                      or the system store if absent,
-//                                                      and its name/IP is checked)
-//   redis[s]://...?wait_replicas=N[&wait_timeout_ms=MS]
-//                                                      (WAIT mode: see
-//                                                      ClientOptions::wait_replicas)
-//   redlock://[[user]:password@]host:port,host:port,...[/db]
-//   redlock+tls://host:port,host:port,...[/db]?cacert=PATH[&cert=PATH&key=PATH]
-//                                                      (Redlock over an odd number
-//                                                      >= 3 of independent masters;
-//                                                      see README: fences are weaker)
+//   rediss://...?cacert=PATH[&cert=PATH&key=PATH]      (TLS, certificate and name checked)
+//   redis[s]://...?wait_replicas=N[&wait_timeout_ms=MS] (WAIT mode)
+//   redis-cluster[+tls]://seed:port,seed:port,...       (Redis Cluster)
+//   redis-sentinel[+tls]://s1[:26379],s2,.../MASTER[/db] (the master the sentinels name)
+//   redlock[+tls]://host:port,host:port,...[/db]       (Redlock over an odd number >= 3
+//                                                      of independent masters; fences
+//                                                      are weaker: docs/redis.md)
+//   postgres[ql]://[user[:password]@]host[:port][/db]  (a lock table; ?table=, ?schema=)
+//   zk://[user:password@]h1[:p1],h2,...[/chroot]       (ZooKeeper; ?session_timeout=)
+//   sqlite:///absolute/path/locks.db                   (one machine, no server)
+// Which of them a build serves depends on its backends (DLOCK_WITH_<BACKEND>).
 // Percent-escapes are decoded in user and password. Unknown query parameters
 // and malformed URLs fail with Errc::invalid_argument.
 //

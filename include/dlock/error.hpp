@@ -11,6 +11,8 @@
 //                      was lost after the request was sent). Never treat it as
 //                      success or as a clean failure: a lock whose acquire is
 //                      in doubt is released best-effort and expires by its lease.
+//   NextStep::restart  the lock was lost under the work (Errc::lease_lost):
+//                      acquire it again and redo the work from the start.
 //
 // Contention ("someone else holds the lock") is not an error for try_lock();
 // it is a normal `false`. Asynchronous calls report it as Errc::busy (try once)

@@ -92,7 +92,9 @@ struct ClientOptions {
   // A lock named N lives at "<prefix>{N}" (a hash, gone when released or
   // expired) with its wake-up channel "<prefix>{N}:wake"; the hash tag {N}
   // keeps them in one Redis Cluster slot. Fences come from one counter,
-  // "<prefix>fence", shared by all names (so no key stays behind per name).
+  // "<prefix>fence", shared by all names (so no key stays behind per name);
+  // on a Redis Cluster each name has its own, "<prefix>{N}:f", in the
+  // name's slot, since one counter for all would live on one master.
   std::string key_prefix = "dlock:";
 
   // Credentials that override the URL's, so secrets need not appear in URLs.

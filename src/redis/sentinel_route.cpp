@@ -7,7 +7,7 @@
 //
 // Like one server otherwise: one pipelined connection. The failover itself
 // is asynchronous replication's: a grant the replica had not received is
-// lost with the old master (README; wait_replicas narrows the window).
+// lost with the old master (docs/redis.md; wait_replicas narrows the window).
 #include <algorithm>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
