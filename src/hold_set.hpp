@@ -43,7 +43,7 @@ class HoldSet {
 
   bool empty() const { return holds_.empty(); }
   std::size_t size() const { return holds_.size(); }
-  const Lease& newest() const;  // REQUIRES: !empty()
+  const Lease& newest() const;                // REQUIRES: !empty()
   std::vector<std::uint64_t> fences() const;  // oldest first
   // The earliest Lease::valid_until of the holds (max() when empty).
   std::chrono::steady_clock::time_point valid_until() const;

@@ -43,8 +43,7 @@ TEST(EchoedRid, NoneOrBrokenBodiesHaveNone) {
 // last, is the one echoed.
 TEST(HandleHttp, EchoesTheLastRidOfTheQuery) {
   auto ok = [](const BranchContext&) { return Outcome::success; };
-  const HttpReply r =
-      handle_http("/tcc?rid=theirs&gid=g1&branch_id=1&op=try&rid=0123456789abcdef", "{}", ok);
+  const HttpReply r = handle_http("/tcc?rid=theirs&gid=g1&branch_id=1&op=try&rid=0123456789abcdef", "{}", ok);
   EXPECT_EQ(r.status, 200);
   EXPECT_EQ(echoed_rid(r.body), kOurs) << r.body;
   const HttpReply none = handle_http("/tcc?gid=g1&branch_id=1&op=try", "{}", ok);
