@@ -56,11 +56,13 @@ class RedisSentinelTest : public ::testing::Test {
 
 TEST_F(RedisSentinelTest, LocksOnTheMasterTheSentinelsName) {
   Client client = connect();
+  // Fences per name, from the server's clock: a failover cannot repeat one.
+  // The clock is read before the grant (read after it, a second may have
+  // ticked in between).
+  const std::string time = set.data(0).cli({"TIME"});
   auto lease = client.try_acquire("job", lease_of(10s));
   ASSERT_TRUE(lease.ok()) << lease.status().to_string();
   EXPECT_EQ(SyncRedis(set.data(0).port()).integer({"EXISTS", lock_key("job")}), 1);
-  // Fences per name, from the server's clock: a failover cannot repeat one.
-  const std::string time = set.data(0).cli({"TIME"});
   EXPECT_GE(lease->fence(), std::stoull(time.substr(0, time.find('\n'))) * 1000000ULL);
   EXPECT_EQ(connect().try_acquire("job").code(), Errc::busy);
   EXPECT_TRUE(lease->release().ok());
