@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <stdexcept>
 
+#include "common/child_process.hpp"
 #include "support/process.hpp"
 #include "support/redis_server.hpp"
 
@@ -18,7 +19,6 @@ namespace {
 
 using namespace std::chrono_literals;
 const std::string kBin = "/usr/lib/postgresql/15/bin/";
-
 }  // namespace
 
 bool postgres_available() { return std::filesystem::exists(kBin + "initdb"); }
@@ -38,10 +38,7 @@ PostgresServer::PostgresServer() {
     if (pw == nullptr) throw std::runtime_error("no 'postgres' user to run the cluster as");
     if (chown(dir_.c_str(), pw->pw_uid, pw->pw_gid) != 0) throw std::runtime_error("chown " + dir_);
   }
-  auto init = run(as_owner({kBin + "initdb", "-D", dir_ + "/data", "-U", "postgres", "--auth=trust", "-E", "UTF8",
-                            "--locale=C.UTF-8", "--no-sync"}),
-                  60s);
-  if (init.exit_code != 0) throw std::runtime_error("initdb failed: " + init.err);
+  tools::pg_initdb(dir_ + "/data", dir_ + "/initdb.log");
   port_ = free_port();
   start();
 }

@@ -1,5 +1,5 @@
 // tests/support/postgres_server.hpp: a private PostgreSQL 15 cluster for one
-// test: initdb in a temp dir, started on a free loopback port, stopped (fast
+// test: a fresh data directory (tools::pg_initdb) in a temp dir, started on a free loopback port, stopped (fast
 // shutdown) and removed when the object goes. As root, the cluster runs as
 // the `postgres` user (initdb refuses root).
 //

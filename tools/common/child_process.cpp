@@ -3,7 +3,9 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <pwd.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -133,7 +135,48 @@ std::vector<std::string> as_postgres(std::vector<std::string> argv) {
   return argv;
 }
 
+void give_to_postgres(const std::string& path) {
+  if (geteuid() != 0) return;
+  const passwd* pw = getpwnam("postgres");
+  if (pw == nullptr || chown(path.c_str(), pw->pw_uid, pw->pw_gid) != 0)
+    throw std::runtime_error("cannot hand " + path + " to the 'postgres' user");
+}
+
+std::string pg_template(const std::string& log) {
+  const std::string dir = "/tmp/dlock-pg15-template-" + std::to_string(geteuid());
+  const std::string data = dir + "/data";
+  if (fs::exists(data + "/PG_VERSION")) return data;
+  const int fd = open((dir + ".lock").c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0600);
+  if (fd < 0 || flock(fd, LOCK_EX) != 0) {
+    if (fd >= 0) close(fd);
+    throw std::runtime_error("cannot lock " + dir + ".lock");
+  }
+  struct Unlock {
+    int fd;
+    ~Unlock() { close(fd); }
+  } unlock{fd};
+  if (fs::exists(data + "/PG_VERSION")) return data;  // made while we waited
+  std::string tmp = dir + ".new-XXXXXX";
+  if (mkdtemp(tmp.data()) == nullptr) throw std::runtime_error("mkdtemp: " + std::string(std::strerror(errno)));
+  give_to_postgres(tmp);
+  if (run_to_end(as_postgres({kPgBin + "initdb", "-D", tmp + "/data", "-U", "postgres", "--auth=trust", "-E", "UTF8",
+                              "--locale=C.UTF-8", "--no-sync"}),
+                 log) != 0) {
+    std::error_code ec;
+    fs::remove_all(tmp, ec);
+    throw std::runtime_error("initdb failed (see " + log + ")");
+  }
+  fs::rename(tmp, dir);
+  return data;
+}
+
 }  // namespace
+
+void pg_initdb(const std::string& data_dir, const std::string& log) {
+  // cp -a keeps the owner (postgres, when root) and the 0700 modes.
+  if (run_to_end({"cp", "-a", pg_template(log), data_dir}, log) != 0)
+    throw std::runtime_error("copying PostgreSQL's initdb template to " + data_dir + " failed (see " + log + ")");
+}
 
 std::string start_postgres(const fs::path& dir, std::vector<Child>& children) {
   if (!fs::exists(kPgBin + "initdb")) return "";
@@ -143,10 +186,7 @@ std::string start_postgres(const fs::path& dir, std::vector<Child>& children) {
   fs::create_directories(dir);
   if (geteuid() == 0 && run_to_end({"chown", "postgres:postgres", dir.string()}, log) != 0)
     throw std::runtime_error("cannot hand " + dir.string() + " to the postgres user");
-  if (run_to_end(as_postgres({kPgBin + "initdb", "-D", (dir / "data").string(), "-U", "postgres", "--auth=trust", "-E",
-                              "UTF8", "--locale=C.UTF-8", "--no-sync"}),
-                 log) != 0)
-    throw std::runtime_error("initdb failed (see " + log + ")");
+  pg_initdb((dir / "data").string(), log);
   const int port = free_port();
   children.push_back(
       start_child(as_postgres({kPgBin + "postgres", "-D", (dir / "data").string(), "-p", std::to_string(port), "-c",

@@ -41,6 +41,14 @@ bool port_open(int port);
 // if the line is something else.
 int read_listening_port(int fd);
 
+// Makes `data_dir` (absent; its parent the postgres user's when root) a fresh
+// PostgreSQL 15 data directory, as `initdb -U postgres --auth=trust -E UTF8
+// --locale=C.UTF-8` makes it. initdb costs about 2 s of CPU, so it runs once
+// per machine and user into a template kept in /tmp (made under a file lock,
+// moved into place whole) and each call copies that. Throws on failure,
+// naming `log`, where the programs' output goes.
+void pg_initdb(const std::string& data_dir, const std::string& log);
+
 // A private PostgreSQL 15 cluster in `dir` (created; as root, run as the
 // postgres user), on a free 127.0.0.1 port, taking prepared transactions;
 // its server is appended to `children`. Returns its URL

@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/child_process.hpp"
 #include "server_proc.hpp"
 
 namespace torture {
@@ -60,10 +61,7 @@ PgProc::PgProc(std::string log_copy, std::vector<std::string> settings)
     if (pw == nullptr || ::chown(dir_.c_str(), pw->pw_uid, pw->pw_gid) != 0)
       throw std::runtime_error("cannot hand " + dir_ + " to the 'postgres' user");
   }
-  if (run_to_end(as_owner({kBin + "initdb", "-D", dir_ + "/data", "-U", "postgres", "--auth=trust", "-E", "UTF8",
-                           "--locale=C.UTF-8", "--no-sync"}),
-                 dir_ + "/initdb.log", 120) != 0)
-    throw std::runtime_error("initdb failed; see " + dir_ + "/initdb.log");
+  dlock::tools::pg_initdb(dir_ + "/data", dir_ + "/initdb.log");
   port_ = free_port();
   start();
 }
