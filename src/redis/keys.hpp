@@ -20,7 +20,7 @@ namespace dlock::detail {
 //    for every name, across names too.
 //  - name (Redis Cluster, Sentinel): "<prefix>{name}:f", in the lock's slot, so a
 //    script touches one slot and a slot migration moves the counter with
-//    the lock. The scripts (line_scripts.hpp, fence_chunk) raise it to at
+//    the lock. The scripts (lua/fence.lua) raise it to at
 //    least the server's clock in microseconds, so it may expire after a
 //    day idle, and a failover that lost the last increments still issues a
 //    larger fence, as long as the servers' clocks are within the failover's

@@ -1,5 +1,8 @@
 // The Lua scripts of fair, shared and counted locks ("lines") on one Redis
-// master: core/lock_line.hpp's table of decisions, decision for decision.
+// master (src/redis/lua/line_*.lua): core/lock_line.hpp's table of
+// decisions, decision for decision. Every script that may grant settles
+// the line first (lua/line_settle.lua: purge, promote with hand-overs
+// published, save) and draws fences from lua/fence.lua.
 //
 // Storage, every key in the name's hash tag {N} (one cluster slot):
 //   <prefix>{N}       the exclusive holder, as a plain lock keeps it (o, n, f;
@@ -20,22 +23,6 @@
 #include "redis/scripts.hpp"
 
 namespace dlock::redis {
-
-// A Lua chunk defining
-// `local function line_settle(lock, fence, q, channel, me)`: purge, promote
-// (publishing hand-overs), save. Returns the number handed over; when
-// anything still holds or waits, the wait a caller outside the line is
-// told (ms; -1: until an event), nil when the name is free; and whether
-// `me` (optional)'s owner holds it shared (an exclusive call would wait
-// for itself).
-// The plain scripts run it only when the line key exists.
-std::string_view line_settle_chunk();
-// The helpers alone (the renew script's line branch uses them).
-std::string_view line_library();
-// `local function L_fence(key)`: the next fence from a counter (keys.hpp's
-// FenceScope). Every script that may grant starts with it: the helpers
-// above call it.
-std::string_view fence_chunk();
 
 // KEYS: lock, fence counter, tombstone, line. ARGV: owner, lease ms, held,
 // mode ('x' | 's'), permits, queued ('1' | '0'), info, channel.

@@ -1,0 +1,84 @@
+-- The owner the scripts see is the caller's owner plus the id of one grant
+-- ("<owner>/<grant hex>"), so a call can only touch the grant it belongs to:
+-- a release delayed in the network cannot delete the same owner's next grant.
+--
+-- A grant never re-creates a hold the caller believes it has (held > 0): that
+-- would hide a break in mutual exclusion. A replayed call (reply lost, sent
+-- again) finds depth == held + 1 and is answered without applying it twice;
+-- its lease then counts from the replay, as the caller's validity does. The
+-- hold records the attempt number that last granted it ('r'): an older
+-- attempt's replay does not take it back, and an undo names its attempt.
+-- KEYS[3] is the grant's tombstone: a release or undo of a grant whose
+-- request may still be in the network leaves it, so that stray copy cannot
+-- re-create the lock after it was released ({2, 0, 0}: given up).
+-- The lease is checked before anything is written: a key without a TTL
+-- would be held by nobody, forever.
+-- The fence counter is its own key so it survives the lock key's expiry
+-- (keys.hpp: one per prefix, or one per name in a cluster).
+--@include fence.lua
+local lease = tonumber(ARGV[2])
+if not lease or lease <= 0 or lease > 1000000000000 then
+  return redis.error_reply('ERR dlock: lease out of range: ' .. ARGV[2])
+end
+local owner = redis.call('hget', KEYS[1], 'o')
+local held = tonumber(ARGV[3])
+local round = tonumber(ARGV[4]) or 0
+if not owner then
+  -- The lock key, the tombstone and the line in one command: none of them,
+  -- the common case, is a fresh grant (each redis.call costs the server
+  -- more than the Lua around it). A line beside it (shared holders,
+  -- waiters) is settled first (an expired holder hands over), and a caller
+  -- outside the line waits behind it.
+  if redis.call('exists', KEYS[1], KEYS[3], KEYS[4]) > 0 then
+    if redis.call('exists', KEYS[1]) == 1 then
+      return redis.error_reply('WRONGTYPE lock key is a hash without an owner field')
+    end
+    if held > 0 then return {2, 0, 0} end
+    if redis.call('exists', KEYS[3]) == 1 then return {2, 0, 0} end
+--@include line_settle.lua
+    local _, busy, conflict = line_settle(KEYS[1], KEYS[2], KEYS[4], ARGV[5], ARGV[1])
+    if conflict then return {6, 0, 0} end
+    if busy then return {0, busy, 0} end
+  elseif held > 0 then
+    return {2, 0, 0}
+  end
+  -- Who holds it and since when (server time), for inspect: 'd', not the
+  -- line's 'i', which marks a line's holder. Its TIME serves the fence's
+  -- floor too (L_fence asks for one itself where it needs one).
+  local described = ARGV[6] and ARGV[6] ~= ''
+  local t = described and redis.call('time') or nil
+  local ok, fence = pcall(L_fence, KEYS[2], t)
+  if not ok then
+    local err = type(fence) == 'table' and fence.err or tostring(fence)
+    if string.find(err, 'WRONGTYPE', 1, true) or string.find(err, 'not an integer', 1, true) then
+      return redis.error_reply('WRONGTYPE fence counter ' .. KEYS[2] .. ' is not an integer')
+    end
+    return redis.error_reply(err)  -- e.g. OOM (maxmemory): what it is
+  end
+  local fields = {'o', ARGV[1], 'n', 1, 'f', fence}
+  if round > 0 then
+    fields[7] = 'r'
+    fields[8] = round
+  end
+  if described then
+    local n = #fields
+    fields[n + 1] = 'd'
+    fields[n + 2] = ARGV[6]
+    fields[n + 3] = 't'
+    fields[n + 4] = string.format('%d', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
+  end
+  redis.call('hset', KEYS[1], unpack(fields))
+  redis.call('pexpire', KEYS[1], lease)
+  return {1, fence, 1}
+end
+if owner == ARGV[1] then
+  local n = tonumber(redis.call('hget', KEYS[1], 'n'))
+  if n ~= held and n ~= held + 1 then return {3, n, 0} end
+  if n == held then n = redis.call('hincrby', KEYS[1], 'n', 1) end
+  if n == held + 1 and round >= (tonumber(redis.call('hget', KEYS[1], 'r')) or 0) then
+    redis.call('hset', KEYS[1], 'r', round)
+    if redis.call('pttl', KEYS[1]) < lease then redis.call('pexpire', KEYS[1], lease) end
+  end
+  return {1, tonumber(redis.call('hget', KEYS[1], 'f')), n}
+end
+return {0, redis.call('pttl', KEYS[1]), 0}

@@ -1,0 +1,21 @@
+-- The next fence from counter `key` (keys.hpp, FenceScope). A per-name
+-- counter ("...}:f") is raised to the server's clock in microseconds and
+-- kept for a day: it may then vanish, and a promoted replica that missed
+-- the last increments still issues a larger fence. Below 2^53 (until about
+-- the year 2255) a Lua number holds it exactly.
+local function L_fence(key, t)
+  local f = redis.call('incr', key)
+  if string.sub(key, -3) == '}:f' then
+    -- Per name: floored by the server's clock in µs (`t`, a TIME reply the
+    -- caller may have), kept for a day; the floor's SET carries the expiry.
+    t = t or redis.call('time')
+    local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+    if now > f then
+      f = now
+      redis.call('set', key, string.format('%d', now), 'px', 86400000)
+    else
+      redis.call('pexpire', key, 86400000)
+    end
+  end
+  return f
+end
