@@ -1,0 +1,56 @@
+// The lock calls as script invocations (which script, its keys and
+// arguments) and the scripts' replies parsed back into outcomes: the same
+// for the I/O thread's path and the blocking fast path. No I/O.
+#ifndef DLOCK_REDIS_SCRIPT_CALLS_HPP_
+#define DLOCK_REDIS_SCRIPT_CALLS_HPP_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "backend.hpp"
+#include "redis/keys.hpp"
+#include "redis/resp.hpp"
+#include "redis/scripts.hpp"
+
+namespace dlock::redis {
+
+// What the scripts store as the owner: one grant of one owner,
+// "<owner>/<grant>" with the grant id in base64url (at most 11 characters:
+// every held lock stores it, so its length is Redis memory).
+std::string wire_owner(const std::string& owner, std::uint64_t grant);
+// wire_owner's inverse: "<owner>/<grant>" back into owner and grant.
+bool split_wire_owner(std::string_view wire, std::string& owner, std::uint64_t& grant);
+
+// One script invocation: which script, its keys and arguments.
+struct ScriptCall {
+  const Script* script;
+  std::vector<std::string> keys;
+  std::vector<std::string> args;
+};
+
+// `queued`: the line keeps the caller's place when busy (false: try once).
+ScriptCall acquire_request(const std::string& prefix, detail::FenceScope fences, const detail::AcquireCall& call,
+                           bool queued);
+// An exclusive hold lives in the lock hash whether a line's or not: the
+// plain script releases both (and hands over to a line). Shared holds are
+// the line's.
+ScriptCall release_request(const std::string& prefix, detail::FenceScope fences, const detail::ReleaseCall& call);
+ScriptCall abandon_request(const std::string& prefix, detail::FenceScope fences, const detail::AbandonCall& call);
+
+Result<detail::AcquireOutcome> parse_acquire(const Reply& r, const detail::AcquireCall& call);
+Result<detail::ReleaseOutcome> parse_release(const Reply& r);
+// r[i] as an integer; false if r is no array or r[i] no integer.
+bool int_at(const Reply& r, std::size_t i, long long& out);
+
+// EVALSHA's command text (EVAL's with the body instead of the hash).
+std::string eval_payload(std::string_view verb, std::string_view body_or_sha, const std::vector<std::string>& keys,
+                         const std::vector<std::string>& args);
+// The EVAL request of an EVALSHA one: the same numkeys, keys and arguments
+// (its tail, after the hash) behind EVAL and the script's body.
+std::string as_eval(const std::string& evalsha, const Script& script);
+
+}  // namespace dlock::redis
+
+#endif  // DLOCK_REDIS_SCRIPT_CALLS_HPP_
