@@ -403,13 +403,10 @@ void ZkBackend::recover(std::uint64_t id, AcquireDone done) {
   // A sync first: the server this session reconnected to may not have
   // applied the lost create yet, and a listing it answers alone would miss
   // it (the node then made anew leaves that one behind).
-  const std::string parent = attempts_.at(id).parent;
-  auto synced = std::make_shared<int>(ZOK);
-  session_.sync(parent, [synced](Reply r) { *synced = r.rc; });
-  session_.children(parent, [this, id, synced, done = std::move(done)](Reply r) mutable {
+  synced_children(attempts_.at(id).parent, [this, id, done = std::move(done)](int synced, Reply r) mutable {
     Attempt* a = live(id, done, r);
     if (!a) return;
-    if (*synced != ZOK && *synced != ZNONODE) return done(rc_status(*synced, "sync before looking for the queue node"));
+    if (synced != ZOK && synced != ZNONODE) return done(rc_status(synced, "sync before looking for the queue node"));
     if (r.rc != ZOK && r.rc != ZNONODE) return done(rc_status(r.rc, "look for the queue node"));
     a->create_unknown = false;
     const auto found = r.rc == ZOK ? find_by_guid(r.children, a->guid) : std::nullopt;
@@ -634,13 +631,11 @@ void ZkBackend::remove_orphan(Orphan o, StatusDone done) {
     return;
   }
   // Synced first, as in recover(): a listing must not miss the create.
-  auto synced = std::make_shared<int>(ZOK);
-  session_.sync(o.parent, [synced](Reply r) { *synced = r.rc; });
-  session_.children(o.parent, [this, o, synced, done = std::move(done)](Reply r) mutable {
+  synced_children(o.parent, [this, o, done = std::move(done)](int synced, Reply r) mutable {
     if (closed_) return done(cancelled());
-    if (*synced != ZOK && *synced != ZNONODE) {
+    if (synced != ZOK && synced != ZNONODE) {
       orphans_.push_back(o);
-      return done(rc_status(*synced, "sync before looking for an abandoned queue node"));
+      return done(rc_status(synced, "sync before looking for an abandoned queue node"));
     }
     if (r.rc == ZNONODE) return done(Status());
     if (r.rc != ZOK) {
@@ -654,6 +649,12 @@ void ZkBackend::remove_orphan(Orphan o, StatusDone done) {
       remove_orphan({"", "", o.parent + "/" + found[i]}, [](Status) {});
     remove_orphan({"", "", o.parent + "/" + found.back()}, std::move(done));
   });
+}
+
+void ZkBackend::synced_children(const std::string& parent, std::function<void(int, Reply)> done) {
+  auto synced = std::make_shared<int>(ZOK);
+  session_.sync(parent, [synced](Reply r) { *synced = r.rc; });
+  session_.children(parent, [synced, done = std::move(done)](Reply r) { done(*synced, std::move(r)); });
 }
 
 void ZkBackend::retry_orphans() {

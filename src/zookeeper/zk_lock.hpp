@@ -220,6 +220,10 @@ class ZkBackend final : public detail::Backend {
   // After a lost create reply: the node is ours if it carries our guid and
   // belongs to this session; otherwise it is made anew.
   void recover(std::uint64_t id, AcquireDone done);
+  // children(parent) after a sync through the leader, so the listing holds
+  // every create the leader applied (the server this session reconnected
+  // to may lag); `done(sync rc, listing)`.
+  void synced_children(const std::string& parent, std::function<void(int, Reply)> done);
 
   void check_queue(std::uint64_t id, AcquireDone done);
 
