@@ -180,6 +180,13 @@ TEST_F(Cli, ExitCodes) {
   EXPECT_NE(bad_ttl.err.find("soon"), std::string::npos);
   EXPECT_EQ(dlock({"run", "--url", "http://x", "x", "--", "true"}).exit_code, 64);
   EXPECT_EQ(dlock({"frobnicate"}).exit_code, 64);
+  // A ZooKeeper lock lasts as long as the session: --ttl is refused for
+  // every ZooKeeper scheme, before any connection is tried.
+  for (const char* url : {"zk://127.0.0.1:1/x", "zk+tls://127.0.0.1:1/x?cacert=/nonexistent"}) {
+    auto zk_ttl = dlock({"run", "--url", url, "--ttl", "5s", "x", "--", "true"});
+    EXPECT_EQ(zk_ttl.exit_code, 64) << url << ": " << zk_ttl.err;
+    EXPECT_NE(zk_ttl.err.find("--ttl does not apply"), std::string::npos) << url << ": " << zk_ttl.err;
+  }
   // Unreachable: 69.
   auto down = dlock({"run", "--url", "redis://127.0.0.1:" + std::to_string(free_port()), "x", "--", "true"});
   EXPECT_EQ(down.exit_code, 69);

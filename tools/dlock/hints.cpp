@@ -85,7 +85,7 @@ Store store_of(std::string_view url) {
     return Store::redis;
   if (scheme == "postgres" || scheme == "postgresql") return Store::postgres;
   if (scheme == "sqlite") return Store::sqlite;
-  if (scheme == "zk") return Store::zookeeper;
+  if (scheme == "zk" || scheme == "zk+tls") return Store::zookeeper;  // zk+tls: refused at connect
   return Store::unknown;
 }
 
