@@ -1,10 +1,10 @@
 // FanOut: a call asked of every Redlock master, answered once by the first
 // decision; no I/O.
-#include "redlock/fan_out.hpp"
-
 #include <gtest/gtest.h>
 
 #include <vector>
+
+#include "redlock/fan_out.hpp"
 
 namespace dlock::redlock {
 namespace {
@@ -65,14 +65,15 @@ TEST(FanOut, FinishAnswersBeforeAnyDecisionAndOnlyOnce) {
 // added as a failure when its time is up).
 TEST(FanOut, ADecisionMayWaitForEveryAnswer) {
   std::vector<Result<int>> got;
-  FanOut<int, Result<int>> f(3, 2, [&](Result<int> r) { got.push_back(std::move(r)); },
-                             [](const detail::Quorum<int>& q) -> std::optional<Result<int>> {
-                               if (!q.complete()) return std::nullopt;
-                               int sum = 0;
-                               for (const auto& a : q.answers())
-                                 if (a) sum += *a;
-                               return sum;
-                             });
+  FanOut<int, Result<int>> f(
+      3, 2, [&](Result<int> r) { got.push_back(std::move(r)); },
+      [](const detail::Quorum<int>& q) -> std::optional<Result<int>> {
+        if (!q.complete()) return std::nullopt;
+        int sum = 0;
+        for (const auto& a : q.answers())
+          if (a) sum += *a;
+        return sum;
+      });
   f.add(2, 5);
   f.add(0, 7);
   EXPECT_TRUE(got.empty());
