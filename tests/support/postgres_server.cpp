@@ -1,6 +1,5 @@
 #include "support/postgres_server.hpp"
 
-#include <pwd.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -33,11 +32,7 @@ PostgresServer::PostgresServer() {
   std::string tmpl = "/tmp/dlock-pg-XXXXXX";
   if (::mkdtemp(tmpl.data()) == nullptr) throw std::runtime_error("mkdtemp: " + std::string(std::strerror(errno)));
   dir_ = tmpl;
-  if (geteuid() == 0) {
-    const passwd* pw = getpwnam("postgres");
-    if (pw == nullptr) throw std::runtime_error("no 'postgres' user to run the cluster as");
-    if (chown(dir_.c_str(), pw->pw_uid, pw->pw_gid) != 0) throw std::runtime_error("chown " + dir_);
-  }
+  tools::give_to_postgres(dir_);
   tools::pg_initdb(dir_ + "/data", dir_ + "/initdb.log");
   port_ = free_port();
   start();
@@ -55,12 +50,7 @@ void PostgresServer::enable_tls() {
   // The server refuses a key others may read; as root it must be postgres'.
   std::filesystem::permissions(tls + "/server.key",
                                std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
-  if (geteuid() == 0) {
-    const passwd* pw = getpwnam("postgres");
-    if (pw == nullptr) throw std::runtime_error("no 'postgres' user");
-    for (const char* f : {"", "/server.key", "/server.crt"})
-      if (chown((tls + f).c_str(), pw->pw_uid, pw->pw_gid) != 0) throw std::runtime_error("chown " + tls + f);
-  }
+  for (const char* f : {"", "/server.key", "/server.crt"}) tools::give_to_postgres(tls + f);
   stop();
   tls_ = true;
   start();

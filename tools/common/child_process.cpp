@@ -135,13 +135,6 @@ std::vector<std::string> as_postgres(std::vector<std::string> argv) {
   return argv;
 }
 
-void give_to_postgres(const std::string& path) {
-  if (geteuid() != 0) return;
-  const passwd* pw = getpwnam("postgres");
-  if (pw == nullptr || chown(path.c_str(), pw->pw_uid, pw->pw_gid) != 0)
-    throw std::runtime_error("cannot hand " + path + " to the 'postgres' user");
-}
-
 std::string pg_template(const std::string& log) {
   const std::string dir = "/tmp/dlock-pg15-template-" + std::to_string(geteuid());
   const std::string data = dir + "/data";
@@ -172,6 +165,13 @@ std::string pg_template(const std::string& log) {
 
 }  // namespace
 
+void give_to_postgres(const std::string& path) {
+  if (geteuid() != 0) return;
+  const passwd* pw = getpwnam("postgres");
+  if (pw == nullptr || chown(path.c_str(), pw->pw_uid, pw->pw_gid) != 0)
+    throw std::runtime_error("cannot hand " + path + " to the 'postgres' user");
+}
+
 void pg_initdb(const std::string& data_dir, const std::string& log) {
   // cp -a keeps the owner (postgres, when root) and the 0700 modes.
   if (run_to_end({"cp", "-a", pg_template(log), data_dir}, log) != 0)
@@ -184,8 +184,7 @@ std::string start_postgres(const fs::path& dir, std::vector<Child>& children) {
   // The postgres user must reach `dir` through its parent (mkdtemp's 0700).
   fs::permissions(dir.parent_path(), fs::perms::others_exec | fs::perms::group_exec, fs::perm_options::add);
   fs::create_directories(dir);
-  if (geteuid() == 0 && run_to_end({"chown", "postgres:postgres", dir.string()}, log) != 0)
-    throw std::runtime_error("cannot hand " + dir.string() + " to the postgres user");
+  give_to_postgres(dir.string());
   pg_initdb((dir / "data").string(), log);
   const int port = free_port();
   children.push_back(

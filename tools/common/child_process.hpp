@@ -41,6 +41,11 @@ bool port_open(int port);
 // if the line is something else.
 int read_listening_port(int fd);
 
+// As root, hands `path` to the `postgres` user (initdb and the server refuse
+// to run as root, and the data directory must be theirs); otherwise a no-op.
+// Throws if it cannot.
+void give_to_postgres(const std::string& path);
+
 // Makes `data_dir` (absent; its parent the postgres user's when root) a fresh
 // PostgreSQL 15 data directory, as `initdb -U postgres --auth=trust -E UTF8
 // --locale=C.UTF-8` makes it. initdb costs about 2 s of CPU, so it runs once

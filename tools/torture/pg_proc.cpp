@@ -2,7 +2,6 @@
 
 #include <fcntl.h>
 #include <libpq-fe.h>
-#include <pwd.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/wait.h>
@@ -56,11 +55,7 @@ PgProc::PgProc(std::string log_copy, std::vector<std::string> settings)
   std::string tmpl = "/tmp/dlock-torture-pg-XXXXXX";
   if (::mkdtemp(tmpl.data()) == nullptr) throw std::runtime_error("mkdtemp: " + std::string(std::strerror(errno)));
   dir_ = tmpl;
-  if (::geteuid() == 0) {
-    const passwd* pw = ::getpwnam("postgres");
-    if (pw == nullptr || ::chown(dir_.c_str(), pw->pw_uid, pw->pw_gid) != 0)
-      throw std::runtime_error("cannot hand " + dir_ + " to the 'postgres' user");
-  }
+  dlock::tools::give_to_postgres(dir_);
   dlock::tools::pg_initdb(dir_ + "/data", dir_ + "/initdb.log");
   port_ = free_port();
   start();
