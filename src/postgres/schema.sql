@@ -88,7 +88,8 @@ BEGIN
       PERFORM pg_advisory_xact_lock(hashtextextended('@T ' || p_name, 0));
       IF EXISTS (SELECT 1 FROM @T_tombstones t
                  WHERE t.name = p_name AND t.grant_id = p_grant AND t.expires_at > now_ts) THEN
-        RETURN QUERY SELECT 0, 0::bigint, 0, 0::bigint; RETURN;
+        -- A stray copy of an undone grant: lost, as core/lock_line.hpp says.
+        RETURN QUERY SELECT 2, 0::bigint, 0, 0::bigint; RETURN;
       END IF;
     END IF;
     LOOP

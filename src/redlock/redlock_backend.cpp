@@ -172,6 +172,7 @@ Result<LockInfo> RedlockBackend::merge_inspect(const detail::Quorum<LockInfo>& q
   if (node0) out.last_fence = node0->last_fence;
   if (remaining.size() >= q.quorum()) {
     out.held = true;
+    out.holders = 1;  // a plain lock: one grant
     std::sort(remaining.begin(), remaining.end(), std::greater<>());
     out.remaining = remaining[q.quorum() - 1];
     if (node0 && node0->held) out.fence = node0->fence;

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "client_core.hpp"
+#include "support/backend_driver.hpp"
 #include "support/fake_backend.hpp"
 #include "support/postgres_server.hpp"
 #include "support/redis_cluster.hpp"
@@ -52,11 +53,13 @@ class BackendEnv {
   // granted with `fence`, behind its holder's back as an operator would.
   // false: not found, or not possible here.
   virtual bool drop_hold(const std::string& /*name*/, std::uint64_t /*fence*/) { return false; }
+  // The raw backend, below any client (the decision table drives it).
+  virtual BackendMaker maker() { return maker_of(url()); }
 };
 
 #if DLOCK_WITH_REDIS
 // The shared holder with fence ARGV[1] out of a line key's state (see
-// src/redis/line_scripts.cpp: s = shared holders, f = fence); its expiry
+// src/redis/lua/line_lib.lua: s = shared holders, f = fence); its expiry
 // kept. Returns how many were removed.
 inline constexpr const char* kDropSharedHolder = R"lua(
 local raw = redis.call('get', KEYS[1])
@@ -138,18 +141,20 @@ class RedlockEnv final : public BackendEnv {
   RedlockEnv() {
     for (int i = 0; i < 3; ++i) servers_.push_back(std::make_unique<RedisServer>());
   }
-  Client client() override {
-    std::string url = "redlock://";
-    for (std::size_t i = 0; i < servers_.size(); ++i)
-      url += (i ? "," : "") + std::string("127.0.0.1:") + std::to_string(servers_[i]->port());
-    return Client::connect(url, quiet());
-  }
+  Client client() override { return Client::connect(redlock_url(), quiet()); }
+  BackendMaker maker() override { return maker_of(redlock_url()); }
   bool freeze(bool on) override {
     for (auto& s : servers_) on ? s->pause() : s->resume();
     return true;
   }
 
  private:
+  std::string redlock_url() const {
+    std::string url = "redlock://";
+    for (std::size_t i = 0; i < servers_.size(); ++i)
+      url += (i ? "," : "") + std::string("127.0.0.1:") + std::to_string(servers_[i]->port());
+    return url;
+  }
   std::vector<std::unique_ptr<RedisServer>> servers_;
 };
 
@@ -281,6 +286,7 @@ class FakeEnv final : public BackendEnv {
  public:
   FakeEnv() { server_.caps.lines = true; }
   bool drop_hold(const std::string& name, std::uint64_t fence) override { return server_.drop_hold(name, fence); }
+  BackendMaker maker() override { return server_.maker(); }
   Client client() override {
     auto core = detail::ClientCore::connect_with(server_.maker(), quiet());
     return detail::ClientFactory::make(std::move(core.value()));

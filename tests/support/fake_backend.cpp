@@ -102,7 +102,8 @@ class FakeBackend final : public detail::Backend {
   void abandon(const AbandonCall& call, std::function<void(Status)> done) override {
     std::lock_guard lk(server_.mu_);
     server_.abandons_.push_back(call);
-    if (server_.lines_.count(call.name) != 0) {
+    // A tombstone lives in the line's state (as in SQLite's line table).
+    if (server_.lines_.count(call.name) != 0 || call.line || call.tombstone.count() > 0) {
       auto& st = server_.line(call.name);
       server_.hand_over(call.name, detail::line_abandon(st, call, FakeServer::steady_ms(), next_fence()));
     } else if (auto undo = detail::undo_of(call)) {
@@ -140,6 +141,7 @@ class FakeBackend final : public detail::Backend {
       server_.hand_over(name, handed);  // may forget an empty line: st is not used after it
     } else if (const FakeServer::Lock* l = server_.live(name)) {
       info.held = true;
+      info.holders = 1;
       info.fence = l->fence;
       info.reentry_count = l->depth;
       info.holder = l->info;
@@ -231,7 +233,7 @@ class FakeBackend final : public detail::Backend {
   }
 
   ReleaseOutcome apply_release(const ReleaseCall& c) {
-    if (server_.lines_.count(c.name) != 0) {
+    if (server_.lines_.count(c.name) != 0 || c.tombstone.count() > 0) {
       auto r = detail::line_release(server_.line(c.name), c, FakeServer::steady_ms(), next_fence());
       server_.hand_over(c.name, r.handed);
       return r.outcome;

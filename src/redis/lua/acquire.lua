@@ -81,4 +81,8 @@ if owner == ARGV[1] then
   end
   return {1, tonumber(redis.call('hget', KEYS[1], 'f')), n}
 end
+-- Another grant holds it: a caller that believes it holds (held > 0) lost
+-- its hold and is told so at once, not left waiting for a level it can
+-- never be given.
+if held > 0 then return {2, 0, 0} end
 return {0, redis.call('pttl', KEYS[1]), 0}
