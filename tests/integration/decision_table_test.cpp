@@ -2,7 +2,8 @@
 // of the build, each on its real server, call by call below the client: a
 // backend whose code decides a case otherwise fails naming the case and the
 // step. Cases that need what a backend does not offer (expiry on ZooKeeper,
-// lines on Redlock) are skipped there, and counted.
+// lines on Redlock) are skipped there, and counted. (The unit tests run it
+// on the fake alone: unit/lock_table_test.cpp.)
 #include "support/decision_table.hpp"
 
 #include <gtest/gtest.h>
@@ -20,23 +21,6 @@ using namespace std::chrono_literals;
 const std::vector<table::Case>& cases() {
   static const std::vector<table::Case> all = table::load(DLOCK_DECISION_TABLE);
   return all;
-}
-
-TEST(DecisionTableFile, EveryCaseIsReadAndNeedsOnlyKnownWords) {
-  ASSERT_GE(cases().size(), 20u);
-  for (const auto& c : cases()) EXPECT_FALSE(c.steps.empty()) << c.title;
-}
-
-TEST(DecisionTableFile, AMalformedRowIsRefusedNamingItsLine) {
-  TempDir dir;
-  const std::string path = dir.file("bad.table");
-  std::ofstream(path) << "case one\na1 acquire x -> granted\n\na1 acquire q -> granted\n";
-  try {
-    table::load(path);
-    FAIL() << "a mode 'q' was read";
-  } catch (const std::runtime_error& e) {
-    EXPECT_NE(std::string(e.what()).find("line 4"), std::string::npos) << e.what();
-  }
 }
 
 class DecisionTable : public ::testing::TestWithParam<Backend> {};

@@ -1,7 +1,8 @@
 // Fair, shared and counted locks ("lines") on the SQLite backend, on real
-// files shared by several Clients and processes: arrival order, waiters that
-// give up or die, readers and writers, permits, plain locks beside lines, and
-// a file of the previous schema upgraded in place.
+// files shared by several Clients and processes, for what the decision table
+// (tests/decisions/locks.table) cannot say: waiters that time out as the
+// release arrives or die, readers in other processes, permits under
+// contention, and a file of the previous schema upgraded in place.
 #include <signal.h>
 #include <sqlite3.h>
 
@@ -93,49 +94,6 @@ std::string dump(const std::string& path) {
   }
   sqlite3_close(db);
   return out + "now " + std::to_string(sqlite::boot_ms());
-}
-
-// (a) Five waiters, each on its own Client, queue in a known order (each
-// joins once the one before it is in line) and are granted in that order.
-TEST(SqliteLines, FairWaitersAreGrantedInArrivalOrder) {
-  TempDir dir;
-  const std::string path = dir.file("locks.db");
-  LogSink log;
-  Conn holder = open(path, log);
-  auto held = fair(holder, "q", 1s);
-  ASSERT_TRUE(held.ok()) << held.status().to_string();
-  constexpr int kWaiters = 5;
-  std::vector<Conn> conns;
-  for (int i = 0; i < kWaiters; ++i) conns.push_back(open(path, log));
-  std::mutex mu;
-  std::vector<int> order;
-  std::vector<std::uint64_t> fences;
-  std::vector<std::future<bool>> done;
-  for (int i = 0; i < kWaiters; ++i) {
-    done.push_back(std::async(std::launch::async, [&, i] {
-      auto l = fair(conns[i], "q", 30s);
-      if (!l.ok()) return false;
-      {
-        std::lock_guard lk(mu);
-        order.push_back(i);
-        fences.push_back(l->fence());
-      }
-      std::this_thread::sleep_for(20ms);
-      return l->release().ok();
-    }));
-    ASSERT_TRUE(eventually([&] { return waiters(holder.client, "q") == static_cast<unsigned>(i + 1); }, 5s))
-        << "waiter " << i << " joined the line";
-  }
-  const auto released = Clock::now();
-  ASSERT_TRUE(held->release().ok());
-  for (auto& d : done) EXPECT_TRUE(d.get());
-  measure("sqlite_fair_five_handovers", ms_since(released));
-  EXPECT_EQ(order, (std::vector<int>{0, 1, 2, 3, 4}));
-  EXPECT_TRUE(std::is_sorted(fences.begin(), fences.end()));
-  auto info = holder.client.inspect("q");
-  ASSERT_TRUE(info.ok());
-  EXPECT_FALSE(info->held);
-  EXPECT_EQ(info->waiters.value_or(0), 0u);
 }
 
 // (b) A waiter whose wait ends as the holder lets go: whichever way the race
@@ -320,92 +278,6 @@ TEST(SqliteLines, ThreePermitsNeverGiveAFourthHolder) {
   EXPECT_EQ(failures.load(), 0);
   EXPECT_LE(most.load(), static_cast<int>(kPermits));
   EXPECT_GE(most.load(), 2) << "permits were shared at all";
-}
-
-// (f) An owner holding it shared cannot ask for it exclusively (nor the other
-// way round): it would wait for itself.
-TEST(SqliteLines, SharedThenExclusiveBySameOwnerIsRefused) {
-  TempDir dir;
-  const std::string path = dir.file("locks.db");
-  LogSink log;
-  Conn a = open(path, log), b = open(path, log);
-  LockOptions me;
-  me.owner = "owner-f";
-  auto r = read_lock(a, "f", 1s, me);
-  ASSERT_TRUE(r.ok()) << r.status().to_string();
-  EXPECT_EQ(fair(b, "f", 200ms, me).status().code(), Errc::precondition_failed);
-  ASSERT_TRUE(r->release().ok());
-  auto w = fair(a, "f", 1s, me);
-  ASSERT_TRUE(w.ok()) << w.status().to_string();
-  EXPECT_EQ(read_lock(b, "f", 200ms, me).status().code(), Errc::precondition_failed);
-  ASSERT_TRUE(w->release().ok());
-}
-
-// (g) Plain locks and lines exclude each other both ways, and a plain
-// release hands the lock to the line.
-TEST(SqliteLines, PlainAndLineHoldersExcludeEachOther) {
-  TempDir dir;
-  const std::string path = dir.file("locks.db");
-  LogSink log;
-  Conn a = open(path, log), b = open(path, log);
-  // A plain holder keeps out readers and fair writers.
-  auto plain = a.client.try_acquire("g");
-  ASSERT_TRUE(plain.ok()) << plain.status().to_string();
-  EXPECT_EQ(read_lock(b, "g", 0ms).status().code(), Errc::busy);
-  EXPECT_EQ(fair(b, "g", 0ms).status().code(), Errc::busy);
-  // A reader queued behind it is handed the lock by the plain release.
-  auto reader = std::async(std::launch::async, [&] { return read_lock(b, "g", 10s); });
-  ASSERT_TRUE(eventually([&] { return waiters(a.client, "g") == 1; }, 5s));
-  EXPECT_EQ(a.client.try_acquire("g").status().code(), Errc::busy) << "nor does another plain caller pass it";
-  ASSERT_TRUE(plain->release().ok());
-  auto r = reader.get();
-  ASSERT_TRUE(r.ok()) << r.status().to_string();
-  // Readers keep out plain callers (their row in dlock_locks is free).
-  EXPECT_EQ(a.client.try_acquire("g").status().code(), Errc::busy);
-  auto waiting_plain = std::async(std::launch::async, [&] { return a.client.acquire("g", 10s); });
-  std::this_thread::sleep_for(100ms);
-  EXPECT_EQ(waiting_plain.wait_for(0ms), std::future_status::timeout);
-  ASSERT_TRUE(r->release().ok());
-  auto p = waiting_plain.get();
-  ASSERT_TRUE(p.ok()) << p.status().to_string();
-  ASSERT_TRUE(p->release().ok());
-  // A fair writer holds in dlock_locks: plain callers are busy.
-  auto w = fair(b, "g", 1s);
-  ASSERT_TRUE(w.ok()) << w.status().to_string();
-  EXPECT_EQ(a.client.try_acquire("g").status().code(), Errc::busy);
-  ASSERT_TRUE(w->release().ok());
-  EXPECT_TRUE(a.client.try_acquire("g").ok());
-}
-
-// Renewals of one client mix plain and line holds in a batch: all three
-// outlive many leases, and inspect shows what a line's holder said.
-TEST(SqliteLines, RenewalsKeepPlainAndLineHoldsAlike) {
-  TempDir dir;
-  const std::string path = dir.file("locks.db");
-  LogSink log;
-  Conn a = open(path, log), b = open(path, log);
-  LockOptions o = fast_watchdog(400ms, 120ms);
-  LockOptions named = o;
-  named.holder = "candidate-7";
-  auto r = read_lock(a, "r", 1s, o);
-  auto x = fair(a, "x", 1s, named);
-  auto p = a.client.acquire("p", 1s, o);
-  ASSERT_TRUE(r.ok() && x.ok() && p.ok());
-  std::this_thread::sleep_for(1500ms);  // several leases
-  for (auto* l : {&*r, &*x, &*p}) EXPECT_FALSE(l->lost()) << l->name();
-  for (const char* name : {"r", "x", "p"}) {
-    auto info = b.client.inspect(name);
-    ASSERT_TRUE(info.ok());
-    EXPECT_TRUE(info->held) << name;
-    EXPECT_GT(info->remaining.count(), 0) << name;
-  }
-  EXPECT_EQ(b.client.inspect("x")->holder, "candidate-7");
-  EXPECT_TRUE(b.client.inspect("r")->shared);
-  EXPECT_EQ(fair(b, "x", 0ms).status().code(), Errc::busy);
-  EXPECT_EQ(b.client.try_acquire("r").status().code(), Errc::busy);
-  EXPECT_EQ(read_lock(b, "p", 0ms).status().code(), Errc::busy);
-  for (auto* l : {&*r, &*x, &*p}) EXPECT_TRUE(l->release().ok());
-  EXPECT_TRUE(b.client.try_acquire("x").ok());
 }
 
 // (h) A file of schema 1 (before lines) is upgraded in place: its held lock
