@@ -326,12 +326,6 @@ inline std::optional<ReleaseCall> undo_of(const AbandonCall& call) {
   return undo;
 }
 
-inline constexpr std::string_view kNoLines = "not built for this backend yet";
-// Why Redlock refuses them.
-inline constexpr std::string_view kRedlockNoLines =
-    "a line needs one place that orders waiters and hands the lock over inside a release; independent "
-    "masters each keep their own line, and a majority vote cannot make one order of them (use a single "
-    "master, or ZooKeeper)";
 // invalid_argument for a call in a mode a backend without lines
 // cannot serve; ok otherwise.
 inline Status check_mode(const AcquireCall& call, std::string_view backend, std::string_view why) {

@@ -4,6 +4,7 @@
 
 #if DLOCK_WITH_REDIS
 #include "redis/factory.hpp"
+#include "redlock/factory.hpp"
 #endif
 #if DLOCK_WITH_SQLITE
 #include "sqlite/factory.hpp"
@@ -22,8 +23,8 @@ constexpr BackendScheme kSchemes[] = {
 #if DLOCK_WITH_REDIS
     {"redis", redis::make_from_url},
     {"rediss", redis::make_from_url},
-    {"redlock", redis::make_redlock_from_url},
-    {"redlock+tls", redis::make_redlock_from_url},
+    {"redlock", redlock::make_from_url},
+    {"redlock+tls", redlock::make_from_url},
     {"redis-cluster", redis::make_cluster_from_url},
     {"redis-cluster+tls", redis::make_cluster_from_url},
     {"redis-sentinel", redis::make_sentinel_from_url},

@@ -35,19 +35,6 @@ Status check_options(const ClientOptions& o) {
   return {};
 }
 
-// ClientStats::backend: the family of the URL's scheme.
-std::string backend_family(std::string_view url) {
-  const std::string_view scheme = url.substr(0, url.find("://"));
-  if (scheme == "redis" || scheme == "rediss" || scheme.starts_with("redis-cluster") ||
-      scheme.starts_with("redis-sentinel"))
-    return "redis";
-  if (scheme == "redlock" || scheme == "redlock+tls") return "redlock";
-  if (scheme == "postgres" || scheme == "postgresql") return "postgres";
-  if (scheme == "sqlite") return "sqlite";
-  if (scheme == "zk" || scheme == "zk+tls") return "zookeeper";
-  return {};
-}
-
 Status check_lease(const char* field, milliseconds lease, milliseconds min) {
   if (lease < min || lease > kMaxLease)
     return {Errc::invalid_argument, std::string(field) + " must be between " + std::to_string(min.count()) +
@@ -171,7 +158,7 @@ Result<std::shared_ptr<ClientCore>> ClientCore::connect(std::string_view url, Cl
   auto backend = make_backend(url, context);
   if (!backend.ok()) return backend.status();
   core->backend_ = std::move(*backend);
-  core->backend_name_ = backend_family(url);
+  core->backend_name_ = std::string(backend_family(url));
   return start(std::move(core));
 }
 

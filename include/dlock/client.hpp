@@ -58,6 +58,13 @@ struct ClientFactory;
 // Works on malformed URLs too, and never throws.
 std::string describe_url(std::string_view url);
 
+// The backend family a URL's scheme names: "redis" (redis, rediss,
+// redis-cluster[+tls], redis-sentinel[+tls]), "redlock" (redlock,
+// redlock+tls), "postgres" (postgres, postgresql), "sqlite" or "zookeeper"
+// (zk, zk+tls); empty for any other. Whether this build serves it is
+// Client::connect's to say. ClientStats::backend is this of the client's URL.
+std::string_view backend_family(std::string_view url);
+
 // What the server says about a lock right now (Client::inspect).
 struct LockInfo {
   bool held = false;

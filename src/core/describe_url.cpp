@@ -1,4 +1,5 @@
-// describe_url(): any scheme's URL with its secrets left out, for logs.
+// describe_url(): any scheme's URL with its secrets left out, for logs; and
+// backend_family(): the one map of schemes to backend families.
 #include <string>
 #include <string_view>
 
@@ -59,6 +60,20 @@ std::string describe_url(std::string_view url) {
   out += mask_query(rest.substr(q + 1, hash == std::string_view::npos ? std::string_view::npos : hash - q - 1));
   if (hash != std::string_view::npos) out += rest.substr(hash);
   return out;
+}
+
+std::string_view backend_family(std::string_view url) {
+  const auto end = url.find("://");
+  if (end == std::string_view::npos) return {};
+  const std::string_view scheme = url.substr(0, end);
+  if (scheme == "redis" || scheme == "rediss" || scheme == "redis-cluster" || scheme == "redis-cluster+tls" ||
+      scheme == "redis-sentinel" || scheme == "redis-sentinel+tls")
+    return "redis";
+  if (scheme == "redlock" || scheme == "redlock+tls") return "redlock";
+  if (scheme == "postgres" || scheme == "postgresql") return "postgres";
+  if (scheme == "sqlite") return "sqlite";
+  if (scheme == "zk" || scheme == "zk+tls") return "zookeeper";
+  return {};
 }
 
 }  // namespace dlock

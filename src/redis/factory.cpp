@@ -2,20 +2,32 @@
 
 #include "redis/redis_backend.hpp"
 #include "redis/url.hpp"
-#include "redlock/redlock_backend.hpp"
 
 namespace dlock::redis {
 namespace {
 
 using detail::RedisEndpoint;
 
+// The URL's WAIT parameters fill in options left at their defaults.
+Status apply_wait_params(const RedisEndpoint& ep, ClientOptions& o) {
+  const ClientOptions defaults;
+  if (ep.wait_replicas && o.wait_replicas == defaults.wait_replicas) o.wait_replicas = *ep.wait_replicas;
+  if (ep.wait_timeout_ms && o.wait_timeout == defaults.wait_timeout) o.wait_timeout = milliseconds(*ep.wait_timeout_ms);
+  if (o.wait_replicas < 0) return Status(Errc::invalid_argument, "wait_replicas must be >= 0");
+  if (o.wait_replicas > 0 && o.wait_timeout.count() <= 0)
+    return Status(Errc::invalid_argument, "wait_timeout must be > 0 ms");
+  return {};
+}
+
+}  // namespace
+
 // ClientOptions' credentials win over the URL's, so secrets need not appear
 // in URLs.
-Result<std::vector<ConnectionConfig>> configs_for(std::vector<RedisEndpoint> endpoints,
+Result<std::vector<ConnectionConfig>> configs_for(std::vector<detail::RedisEndpoint> endpoints,
                                                   detail::BackendContext& context) {
   const ClientOptions& o = context.options;
   std::vector<ConnectionConfig> configs;
-  for (RedisEndpoint& ep : endpoints) {
+  for (detail::RedisEndpoint& ep : endpoints) {
     if (!o.username.empty()) ep.username = o.username;
     if (!o.password.empty()) ep.password = o.password;
     if (!ep.username.empty() && ep.password.empty())
@@ -32,19 +44,6 @@ Result<std::vector<ConnectionConfig>> configs_for(std::vector<RedisEndpoint> end
   return configs;
 }
 
-// The URL's WAIT parameters fill in options left at their defaults.
-Status apply_wait_params(const RedisEndpoint& ep, ClientOptions& o) {
-  const ClientOptions defaults;
-  if (ep.wait_replicas && o.wait_replicas == defaults.wait_replicas) o.wait_replicas = *ep.wait_replicas;
-  if (ep.wait_timeout_ms && o.wait_timeout == defaults.wait_timeout) o.wait_timeout = milliseconds(*ep.wait_timeout_ms);
-  if (o.wait_replicas < 0) return Status(Errc::invalid_argument, "wait_replicas must be >= 0");
-  if (o.wait_replicas > 0 && o.wait_timeout.count() <= 0)
-    return Status(Errc::invalid_argument, "wait_timeout must be > 0 ms");
-  return {};
-}
-
-}  // namespace
-
 Result<std::unique_ptr<detail::Backend>> make_from_url(std::string_view url, detail::BackendContext& context) {
   auto ep = detail::parse_redis_url(url);
   if (!ep.ok()) return ep.status();
@@ -55,17 +54,6 @@ Result<std::unique_ptr<detail::Backend>> make_from_url(std::string_view url, det
   auto configs = configs_for(std::move(one), context);
   if (!configs.ok()) return configs.status();
   return make_redis_backend(context.io, std::move(configs->front()), o.key_prefix, {o.wait_replicas, o.wait_timeout});
-}
-
-Result<std::unique_ptr<detail::Backend>> make_redlock_from_url(std::string_view url, detail::BackendContext& context) {
-  const ClientOptions& o = context.options;
-  if (o.wait_replicas != 0)
-    return Status(Errc::invalid_argument, "wait_replicas applies to redis:// masters with replicas, not Redlock");
-  auto eps = detail::parse_redlock_url(url);
-  if (!eps.ok()) return eps.status();
-  auto configs = configs_for(std::move(*eps), context);
-  if (!configs.ok()) return configs.status();
-  return redlock::make_redlock_backend(context.io, std::move(*configs), o.key_prefix, o.command_timeout);
 }
 
 Result<std::unique_ptr<detail::Backend>> make_cluster_from_url(std::string_view url, detail::BackendContext& context) {

@@ -20,7 +20,7 @@ struct RedlockBackend::Attempt {
 };
 
 void RedlockBackend::acquire(const AcquireCall& call, std::function<void(Result<AcquireOutcome>)> done) {
-  if (Status bad = detail::check_mode(call, "Redlock", detail::kRedlockNoLines); !bad.ok())
+  if (Status bad = detail::check_mode(call, "Redlock", kNoLines); !bad.ok())
     return asio::post(io_, [done = std::move(done), bad] { done(bad); });
   const auto start = Clock::now();  // before the first request: validity counts from here
   AcquireCall numbered = call;

@@ -40,6 +40,12 @@ using Clock = std::chrono::steady_clock;
 
 // One release is published on every node that held the lock; copies from
 // different nodes arriving within this window count as one wake-up.
+// Why Redlock refuses fair, shared and counted locks.
+inline constexpr std::string_view kNoLines =
+    "a line needs one place that orders waiters and hands the lock over inside a release; independent "
+    "masters each keep their own line, and a majority vote cannot make one order of them (use a single "
+    "master, or ZooKeeper)";
+
 inline constexpr milliseconds kWakeWindow{100};
 // How long connect() waits for each master's blocking connection.
 inline constexpr milliseconds kOpenAheadPatience{200};

@@ -19,8 +19,7 @@ namespace dlock::redlock {
 
 std::optional<Result<AcquireOutcome>> RedlockBackend::acquire_now(const AcquireCall& call) {
   if (!fast_) return std::nullopt;
-  if (Status bad = detail::check_mode(call, "Redlock", detail::kRedlockNoLines); !bad.ok())
-    return Result<AcquireOutcome>(bad);
+  if (Status bad = detail::check_mode(call, "Redlock", kNoLines); !bad.ok()) return Result<AcquireOutcome>(bad);
   settle_late(std::nullopt);
   const auto start = Clock::now();  // before the first request: validity counts from here
   AcquireCall numbered = call;

@@ -38,7 +38,7 @@ TEST_P(DecisionTable, EveryCaseIsDecidedAsWritten) {
     }
     ++ran;
     const std::string prefix = "dt" + std::to_string(i) + "-" + std::to_string(::getpid());
-    for (const std::string& failure : table::run(c, driver, prefix, 100ms))
+    for (const std::string& failure : table::run(c, driver, prefix, 150ms))
       ADD_FAILURE() << "case '" << c.title << "' (line " << c.line << "): " << failure;
   }
   std::cout << GetParam().name << ": " << ran << " cases decided, " << skipped << " skipped for what it lacks\n";

@@ -1,5 +1,7 @@
 #include "hints.hpp"
 
+#include <dlock/client.hpp>
+
 namespace dlock::cli {
 namespace {
 
@@ -79,13 +81,11 @@ std::string zookeeper_advice(Errc code) {
 }  // namespace
 
 Store store_of(std::string_view url) {
-  const std::string_view scheme = url.substr(0, url.find("://"));
-  if (scheme == "redis" || scheme == "rediss" || scheme == "redlock" || scheme == "redlock+tls" ||
-      scheme.starts_with("redis-cluster") || scheme.starts_with("redis-sentinel"))
-    return Store::redis;
-  if (scheme == "postgres" || scheme == "postgresql") return Store::postgres;
-  if (scheme == "sqlite") return Store::sqlite;
-  if (scheme == "zk" || scheme == "zk+tls") return Store::zookeeper;  // zk+tls: refused at connect
+  const std::string_view family = dlock::backend_family(url);
+  if (family == "redis" || family == "redlock") return Store::redis;  // one server's advice
+  if (family == "postgres") return Store::postgres;
+  if (family == "sqlite") return Store::sqlite;
+  if (family == "zookeeper") return Store::zookeeper;
   return Store::unknown;
 }
 
