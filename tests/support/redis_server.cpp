@@ -23,6 +23,7 @@
 #include <system_error>
 #include <thread>
 
+#include "common/child_process.hpp"
 #include "support/process.hpp"
 
 namespace dlock::test {
@@ -194,23 +195,7 @@ void remove_stale_server_dirs() {
   }
 }
 
-int free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) throw std::runtime_error(std::string("free_port: socket: ") + std::strerror(errno));
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = 0;
-  ::inet_pton(AF_INET, kHost, &addr.sin_addr);
-  socklen_t len = sizeof addr;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-    int err = errno;
-    ::close(fd);
-    throw std::runtime_error(std::string("free_port: ") + std::strerror(err));
-  }
-  ::close(fd);
-  return ntohs(addr.sin_port);
-}
+int free_port() { return tools::free_port(); }
 
 namespace {
 bool port_free(int port) {

@@ -95,14 +95,18 @@ int run_to_end(const std::vector<std::string>& argv, const std::string& log) {
 }
 
 int free_port() {
-  int s = socket(AF_INET, SOCK_STREAM, 0);
+  const int s = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a);
   socklen_t len = sizeof a;
-  getsockname(s, reinterpret_cast<sockaddr*>(&a), &len);
-  close(s);
+  if (s < 0 || ::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+      ::getsockname(s, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+    const int err = errno;
+    if (s >= 0) ::close(s);
+    throw std::runtime_error(std::string("no free loopback port: ") + std::strerror(err));
+  }
+  ::close(s);
   return ntohs(a.sin_port);
 }
 

@@ -35,6 +35,8 @@ bool child_running(const Child& child);
 // Runs a program to its end; its exit status (128 + signal if killed).
 int run_to_end(const std::vector<std::string>& argv, const std::string& log);
 
+// A free loopback port: the kernel's pick, released for a server to take
+// (every test, tool and experiment asks here). Throws if there is none.
 int free_port();
 bool port_open(int port);
 // Reads the "listening PORT" line a service prints once it accepts; throws

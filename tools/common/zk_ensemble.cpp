@@ -19,6 +19,8 @@
 #include <stdexcept>
 #include <thread>
 
+#include "common/child_process.hpp"
+
 namespace dlock::tools {
 namespace {
 
@@ -28,22 +30,6 @@ using Clock = std::chrono::steady_clock;
 
 const std::string kJar = "/usr/share/java/zookeeper.jar";
 const std::string kExited = "lost a server while starting";
-
-// A free loopback port (the kernel's pick, released for the server).
-int free_port() {
-  const int s = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  if (s < 0 || ::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
-      ::getsockname(s, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
-    if (s >= 0) ::close(s);
-    throw std::runtime_error("no free port: " + std::string(std::strerror(errno)));
-  }
-  ::close(s);
-  return ntohs(a.sin_port);
-}
 
 // fork+exec with stdout and stderr to `log`; the child dies with its parent
 // thread (PR_SET_PDEATHSIG), so a crashed caller leaves no server behind.

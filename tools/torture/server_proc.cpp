@@ -20,21 +20,6 @@ namespace torture {
 
 using dlock::tools::SyncRedis;
 
-std::uint16_t free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
-    if (fd >= 0) ::close(fd);
-    throw std::runtime_error("cannot find a free port");
-  }
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
-
 std::string redis_version(const std::string& binary) {
   const std::string cmd = binary + " --version 2>/dev/null";
   FILE* p = ::popen(cmd.c_str(), "r");

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "common/child_process.hpp"
+
 namespace torture {
 
 // The ACL user dlock's workers connect as on every Redis server of a run
@@ -48,7 +50,8 @@ class ServerProc {
   int pid_ = -1;
 };
 
-std::uint16_t free_port();
+// tools/common's (one for every test, tool and experiment).
+inline std::uint16_t free_port() { return static_cast<std::uint16_t>(dlock::tools::free_port()); }
 
 // Runs argv to its end (at most `timeout_s`), output appended to `log`;
 // its exit status, -1 if it had to be killed.
