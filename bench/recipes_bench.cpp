@@ -439,8 +439,7 @@ Result sem(const Args& a, const std::string& dir) {
       e.acq_ret = mono_ns();
       (void)ctr.get();  // a few µs of work, so that overlapping holds show
       e.rel_call = mono_ns();
-      s.release();
-      if (!s.last_release_status().ok()) throw dlock::Error(s.last_release_status());
+      if (dlock::Status released = s.release(); !released.ok()) throw dlock::Error(released);
       out.push_back(e);
     }
     errs.save(dir, k);
@@ -626,15 +625,14 @@ std::vector<std::vector<std::string>> capture_redis(const Args& a, bool shared_m
   redisContext* mon = redisConnect(h.c_str(), p);
   if (mon == nullptr || mon->err) throw std::runtime_error("cannot connect to MONITOR");
   freeReplyObject(redisCommand(mon, "MONITOR"));
-  const std::string name = "recipescapturename", owner = "recipescaptureowner";
+  const std::string name = "recipescapturename";
   try {
     auto client = dlock::Client::connect(a.url, quiet());
-    dlock::LockOptions o;
-    o.owner = owner;
+    const dlock::LockOptions o;  // the recipes make their own owner per hold
     if (a.workload == "SEM-limit") {
       dlock::Semaphore s(client, name, a.permits, o);
       s.acquire();
-      s.release();
+      (void)s.release();
     } else {
       dlock::SharedMutex m(client, name, o);
       if (shared_mode) {
@@ -671,8 +669,16 @@ std::vector<std::vector<std::string>> capture_redis(const Args& a, bool shared_m
   }
   redisFree(mon);
   if (cmds.size() < 2) throw std::runtime_error("captured fewer than two scripts");
-  // Keep the first acquire and the last release (the pair).
-  return {cmds.front(), cmds.back()};
+  // Keep the first acquire and the last release (the pair), the hold's
+  // owner (the acquire's ARGV[1], "<owner>/<grant>") marked for the limit
+  // to replace with its own.
+  std::vector<std::vector<std::string>> pair = {cmds.front(), cmds.back()};
+  const auto& acquire = pair.front();
+  const std::size_t argv1 = 3 + static_cast<std::size_t>(std::stoul(acquire.at(2)));
+  const std::string owner = acquire.at(argv1).substr(0, acquire.at(argv1).find('/'));
+  for (auto& cmd : pair)
+    for (auto& s : cmd) s = replace_all(s, owner, "recipescaptureowner");
+  return pair;
 }
 
 void limit_redis(const Args& a, int k, const std::vector<std::vector<std::string>>& pair, const Barrier& bar,

@@ -53,6 +53,12 @@ std::string scheme_list() {
 
 }  // namespace
 
+Status refuse_wait_replicas(const ClientOptions& options, std::string_view backend) {
+  if (options.wait_replicas == 0) return {};
+  return {Errc::invalid_argument,
+          "wait_replicas applies to redis:// masters with replicas, not " + std::string(backend)};
+}
+
 std::span<const BackendScheme> backend_schemes() { return {std::begin(kSchemes), std::size(kSchemes) - 1}; }
 
 Result<std::unique_ptr<Backend>> make_backend(std::string_view url, BackendContext& context) {

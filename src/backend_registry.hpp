@@ -32,6 +32,10 @@ struct BackendScheme {
   BackendFactory make;
 };
 
+// invalid_argument when ClientOptions::wait_replicas is set for a backend
+// with no replicas to wait for (`backend` names it), so it is not ignored.
+Status refuse_wait_replicas(const ClientOptions& options, std::string_view backend);
+
 // The schemes this build serves.
 std::span<const BackendScheme> backend_schemes();
 

@@ -22,10 +22,15 @@ void Observation::stop() noexcept {
 Election::Election(Client client, std::string name, std::string candidate_id, LockOptions options)
     : client_(std::move(client)), name_(std::move(name)), id_(std::move(candidate_id)), options_(std::move(options)) {
   options_.fair = true;
-  options_.holder = id_;
+  // The candidate id is what others see: a holder of its own would be
+  // overwritten unseen (refused by campaign()).
+  if (options_.holder.empty()) options_.holder = id_;
 }
 
 Result<Leadership> Election::campaign(milliseconds wait) {
+  if (options_.holder != id_)
+    return Status(Errc::invalid_argument, "LockOptions::holder: an Election shows its candidate id ('" + id_ +
+                                              "') as the holder; leave it empty");
   auto r = detail::take_hold(*client_.core_, name_, wait, options_, {});
   if (!r.ok()) return r.status();
   return Leadership(std::move(r.value()), id_);

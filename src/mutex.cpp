@@ -97,7 +97,7 @@ bool Mutex::owns() const {
   return !levels_.empty();
 }
 
-unsigned Mutex::depth() const {
+unsigned Mutex::held() const {
   std::lock_guard lk(mu_);
   return static_cast<unsigned>(levels_.size());
 }

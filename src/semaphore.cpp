@@ -37,19 +37,20 @@ bool Semaphore::take(milliseconds wait) {
   return true;
 }
 
-void Semaphore::release() noexcept {
+Status Semaphore::release() noexcept {
   detail::HoldSet::Taken permit;
   {
     std::lock_guard lk(mu_);
     if (held_->empty()) {
       last_release_ = Status(Errc::not_held, "release() of '" + name_ + "': this Semaphore holds no permit");
-      return;
+      return last_release_;
     }
     permit = held_->take_front();
   }
   Status s = detail::HoldSet::detach(std::move(permit)).release();
   std::lock_guard lk(mu_);
-  last_release_ = std::move(s);
+  last_release_ = s;
+  return s;
 }
 
 unsigned Semaphore::held() const {

@@ -100,6 +100,11 @@ unsigned SharedMutex::readers() const {
   return writing_ ? 0 : static_cast<unsigned>(holds_->size());
 }
 
+unsigned SharedMutex::held() const {
+  std::lock_guard lk(mu_);
+  return static_cast<unsigned>(holds_->size());
+}
+
 bool SharedMutex::writing() const {
   std::lock_guard lk(mu_);
   return writing_ && !holds_->empty();

@@ -88,7 +88,8 @@ class Election {
   // candidate_id: what others see as the leader's id (at most
   // kMaxHolderInfo bytes, no NUL byte; not a secret: campaign() refuses
   // others with Errc::invalid_argument). options as for Client::acquire
-  // (fair is set: candidates wait in line).
+  // (fair is set: candidates wait in line); owner and holder must be left
+  // empty (campaign() refuses them with invalid_argument).
   Election(Client client, std::string name, std::string candidate_id, LockOptions options = {});
 
   // Waits up to `wait` to lead. Errc::timeout (or busy for wait 0) when

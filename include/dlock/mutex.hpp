@@ -64,10 +64,12 @@ class Mutex {
   // unlock() that says how the release went.
   Status release();
 
-  // True while this Mutex holds at least one level.
+  // True while this Mutex holds at least one level (held() > 0).
   bool owns() const;
-  // Levels held through this Mutex.
-  unsigned depth() const;
+  // Levels held through this Mutex (0: none), as Semaphore::held() counts
+  // permits and SharedMutex::held() holds.
+  unsigned held() const;
+  [[deprecated("use held()")]] unsigned depth() const { return held(); }
   // Fence of the current hold. REQUIRES: owns(), else throws Error(not_held).
   std::uint64_t fence() const;
   // Steady-clock validity of the current hold. REQUIRES: owns().

@@ -4,7 +4,7 @@
 //   dlock::Semaphore sem(client, "render-slots", 4);
 //   sem.acquire();           // one of 4 permits, waiting in line for it
 //   render();
-//   sem.release();
+//   (void)sem.release();     // its Status says how the release went
 //
 // Like std::counting_semaphore, except that the count is set at run time
 // and kept on the server: every client of a name must give the same
@@ -71,8 +71,9 @@ class Semaphore {
   bool try_acquire_until(const std::chrono::time_point<Clock, Duration>& t) {
     return take(to_wait(t - Clock::now()));
   }
-  // Gives back one permit this object holds (the oldest); never throws.
-  void release() noexcept;
+  // Gives back one permit this object holds (the oldest) and says how that
+  // went (also kept in last_release_status()); never throws.
+  Status release() noexcept;
 
   unsigned held() const;  // permits this object holds now
   unsigned max() const { return permits_; }

@@ -91,6 +91,7 @@ class SharedMutex {
   std::chrono::steady_clock::time_point valid_until() const;
   unsigned readers() const;  // read holds of this object
   bool writing() const;
+  unsigned held() const;  // holds of this object (its read holds, or 1 writing)
   Status last_release_status() const;
   const std::string& name() const { return name_; }
 

@@ -131,7 +131,8 @@ struct HttpParticipant {
 };
 // The three calls; invalid_argument for a bad URL, header, timeout or CA
 // file. Register the result with Coordinator::add_participant. A call
-// whose outcome is unknown throws std::runtime_error saying why (the
+// whose outcome is unknown throws dlock::Error (outcome_unknown; timeout
+// when the deadline had passed before it was sent) saying why (the
 // coordinator logs it as the branch's last error); called directly, catch it.
 Result<Participant> http_participant(HttpParticipant options);
 

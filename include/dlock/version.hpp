@@ -3,9 +3,9 @@
 #define DLOCK_VERSION_HPP_
 
 #define DLOCK_VERSION_MAJOR 0
-#define DLOCK_VERSION_MINOR 1
+#define DLOCK_VERSION_MINOR 2
 #define DLOCK_VERSION_PATCH 0
-#define DLOCK_VERSION_STRING "0.1.0"
+#define DLOCK_VERSION_STRING "0.2.0"
 
 #include <string_view>
 

@@ -122,6 +122,7 @@ Result<PgBackendConfig> parse_postgres_url(std::string_view url) {
 }
 
 Result<std::unique_ptr<detail::Backend>> make_from_url(std::string_view url, detail::BackendContext& context) {
+  if (Status s = detail::refuse_wait_replicas(context.options, "PostgreSQL"); !s.ok()) return s;
   auto config = parse_postgres_url(url);
   if (!config.ok()) return config.status();
   const ClientOptions& o = context.options;

@@ -8,8 +8,7 @@ namespace dlock::redlock {
 
 Result<std::unique_ptr<detail::Backend>> make_from_url(std::string_view url, detail::BackendContext& context) {
   const ClientOptions& o = context.options;
-  if (o.wait_replicas != 0)
-    return Status(Errc::invalid_argument, "wait_replicas applies to redis:// masters with replicas, not Redlock");
+  if (Status s = detail::refuse_wait_replicas(o, "Redlock"); !s.ok()) return s;
   auto eps = detail::parse_redlock_url(url);
   if (!eps.ok()) return eps.status();
   auto configs = redis::configs_for(std::move(*eps), context);

@@ -50,6 +50,7 @@ Result<SqliteConfig> parse_sqlite_url(std::string_view url) {
 }
 
 Result<std::unique_ptr<detail::Backend>> make_from_url(std::string_view url, detail::BackendContext& context) {
+  if (Status s = detail::refuse_wait_replicas(context.options, "SQLite"); !s.ok()) return s;
   auto config = parse_sqlite_url(url);
   if (!config.ok()) return config.status();
   config->log = context.log;

@@ -137,6 +137,8 @@ struct Coordinator::Impl {
     }
     try {
       return fn(ctx);
+    } catch (const Error& e) {  // every outcome it throws is unknown here: its message says why
+      error = "threw: " + e.status().message();
     } catch (const std::exception& e) {
       error = std::string("threw: ") + e.what();
     } catch (...) {

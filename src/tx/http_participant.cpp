@@ -135,15 +135,20 @@ Result<Participant> http_participant(HttpParticipant options) {
       // timeout, and by the coordinator's deadline for this call.
       const auto now = std::chrono::steady_clock::now();
       if (c.deadline <= now)
-        throw std::runtime_error(std::string(to_string(c.op)) + " not sent: the call's deadline had passed");
+        throw Error(Errc::timeout, std::string(to_string(c.op)) + " not sent: the call's deadline had passed");
       const auto deadline = std::min(c.deadline, now + shared->options.timeout);
       const std::string target = e.target + "gid=" + dlock::detail::percent_encode(c.gid) +
                                  "&trans_type=tcc&branch_id=" + std::to_string(c.branch) +
                                  "&op=" + std::string(to_string(c.op));
-      const auto r = e.origin->post(target, c.payload, shared->options.content_type, shared->options.headers, deadline);
+      detail::HttpResponse r;
+      try {
+        r = e.origin->post(target, c.payload, shared->options.content_type, shared->options.headers, deadline);
+      } catch (const std::exception& failed) {  // the transport's: no answer to read
+        throw Error(Errc::outcome_unknown, failed.what());
+      }
       std::string why;
       const Outcome o = outcome_of(r, why);
-      if (o == Outcome::unknown) throw std::runtime_error(std::string(to_string(c.op)) + " answered " + why);
+      if (o == Outcome::unknown) throw Error(Errc::outcome_unknown, std::string(to_string(c.op)) + " answered " + why);
       return o;
     };
   };

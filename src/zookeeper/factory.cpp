@@ -133,6 +133,7 @@ Result<ZkConfig> parse_zk_url(std::string_view url) {
 }
 
 Result<std::unique_ptr<detail::Backend>> make_from_url(std::string_view url, detail::BackendContext& context) {
+  if (Status s = detail::refuse_wait_replicas(context.options, "ZooKeeper"); !s.ok()) return s;
   auto config = parse_zk_url(url);
   if (!config.ok()) return config.status();
   const ClientOptions& o = context.options;

@@ -285,7 +285,7 @@ TEST_P(LockContract, ThreadsSharingOneMutexCountEveryLevelOnce) {
     });
   for (auto& t : threads) t.join();
   EXPECT_EQ(failures.load(), 0);
-  EXPECT_EQ(m.depth(), 0u);
+  EXPECT_EQ(m.held(), 0u);
   EXPECT_FALSE(client.inspect("c")->held) << "a level was left on the server";
   EXPECT_EQ(client.stats().leases_lost, 0u);
   EXPECT_EQ(client.stats().release_failures, 0u);

@@ -43,7 +43,7 @@ TEST_F(MutexTest, ReentryIsCountedAndKeepsItsFence) {
   m.lock();
   auto fence = m.fence();
   m.lock();
-  EXPECT_EQ(m.depth(), 2u);
+  EXPECT_EQ(m.held(), 2u);
   EXPECT_EQ(m.fence(), fence);
   auto info = client.inspect("m3").value();
   EXPECT_EQ(info.reentry_count, 2u);

@@ -100,8 +100,8 @@ TEST(Postgres, AStrayAcquireArrivingAfterItsUndoIsRefused) {
   { auto client = Client::connect(pg.url(), quiet(log)); }  // makes the table
   // The undo: the last level of grant 42, with a 5 s tombstone; nothing held yet.
   EXPECT_EQ(pg.psql("SELECT kind FROM dlock_locks_release('job', 'me', 42, 1, false, 5000)"), "1\n");
-  // The stray copy of grant 42's acquire: refused (kind 0), nothing written.
-  EXPECT_EQ(pg.psql("SELECT kind FROM dlock_locks_acquire('job', 'me', 42, 0, 30000, NULL)"), "0\n");
+  // The stray copy of grant 42's acquire: refused as lost (kind 2), nothing written.
+  EXPECT_EQ(pg.psql("SELECT kind FROM dlock_locks_acquire('job', 'me', 42, 0, 30000, NULL)"), "2\n");
   EXPECT_EQ(pg.psql("SELECT count(*) FROM dlock_locks"), "0\n");
   // Another grant of the same owner is not a stray copy.
   EXPECT_EQ(pg.psql("SELECT kind FROM dlock_locks_acquire('job', 'me', 43, 0, 30000, NULL)"), "1\n");

@@ -436,7 +436,7 @@ TEST(CoreDecisions, AFastReleaseAndAReentryOfOneSharedMutexAreOrdered) {
   ASSERT_TRUE(b_locked) << "B holds the mutex, re-entered or granted afresh";
   ASSERT_TRUE(server.lock("a").has_value());
   EXPECT_EQ(server.lock("a")->depth, 1u) << "one level on the server, B's";
-  EXPECT_EQ(m.depth(), 1u);
+  EXPECT_EQ(m.held(), 1u);
   EXPECT_TRUE(m.release().ok());
   EXPECT_FALSE(server.lock("a").has_value()) << "nothing left for the watchdog to renew";
   EXPECT_EQ(client.stats().release_failures, 0u);
@@ -467,7 +467,7 @@ TEST(CoreDecisions, QueuedReentriesOfOneHoldEachAddALevel) {
   unblock_io.set_value();
   EXPECT_TRUE(b.get());
   EXPECT_TRUE(c.get());
-  EXPECT_EQ(m.depth(), 3u);
+  EXPECT_EQ(m.held(), 3u);
   ASSERT_TRUE(server.lock("a").has_value());
   EXPECT_EQ(server.lock("a")->depth, 3u);
   for (int i = 0; i < 3; ++i) EXPECT_TRUE(m.release().ok()) << i;
@@ -538,7 +538,7 @@ TEST(CoreDecisions, ThreadsSharingOneMutexNeverLoseOrLeakALevel) {
   std::string all;
   for (const auto& w : why) all += w + "\n";
   EXPECT_EQ(failures.load(), 0) << all;
-  EXPECT_EQ(m.depth(), 0u);
+  EXPECT_EQ(m.held(), 0u);
   EXPECT_TRUE(eventually([&] { return !server.lock("a").has_value(); })) << "a level was left on the server";
   EXPECT_EQ(client.stats().release_failures, 0u);
   EXPECT_EQ(client.stats().leases_lost, 0u);

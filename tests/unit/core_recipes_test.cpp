@@ -202,7 +202,7 @@ TEST_F(Lines, ManyThreadsWithTinyTimeoutsKeepEveryRecipesPromise) {
           note_max(permits_in.fetch_add(1) + 1);
           std::this_thread::yield();
           permits_in.fetch_sub(1);
-          sem.release();
+          (void)sem.release();
         }
         if (i % 3 == 0) {
           if (rw.try_lock_for(wait)) {
@@ -228,6 +228,61 @@ TEST_F(Lines, ManyThreadsWithTinyTimeoutsKeepEveryRecipesPromise) {
     ASSERT_TRUE(info.ok());
     EXPECT_FALSE(info->held) << name << " was left held";
   }
+}
+
+// The rulebook: what each object holds is held(), every release says how it
+// went, and an option a recipe would overwrite is refused, not ignored.
+TEST_F(Lines, EveryRecipeCountsItsHoldsAsHeldAndReportsItsRelease) {
+  Client client = client_of(server);
+  Mutex m(client, "m");
+  m.lock();
+  m.lock();
+  EXPECT_EQ(m.held(), 2u);
+  EXPECT_TRUE(m.release().ok());
+  EXPECT_TRUE(m.release().ok());
+  EXPECT_EQ(m.held(), 0u);
+
+  SharedMutex rw(client, "rw");
+  rw.lock_shared();
+  rw.lock_shared();
+  EXPECT_EQ(rw.held(), 2u);
+  rw.unlock_shared();
+  rw.unlock_shared();
+  rw.lock();
+  EXPECT_EQ(rw.held(), 1u);
+  rw.unlock();
+  EXPECT_EQ(rw.held(), 0u);
+
+  Semaphore sem(client, "s", 2);
+  sem.acquire();
+  EXPECT_EQ(sem.held(), 1u);
+  EXPECT_TRUE(sem.release().ok());
+  const Status none = sem.release();
+  EXPECT_EQ(none.code(), Errc::not_held) << none.to_string();
+  EXPECT_EQ(sem.last_release_status().code(), Errc::not_held);
+}
+
+TEST_F(Lines, AnOwnerOrHolderARecipeWouldOverwriteIsRefused) {
+  Client client = client_of(server);
+  LockOptions mine;
+  mine.owner = "someone";
+  Semaphore sem(client, "s", 2, mine);
+  try {
+    sem.try_acquire();
+    ADD_FAILURE() << "a Semaphore took an owner of the caller's";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Errc::invalid_argument) << e.what();
+  }
+  SharedMutex rw(client, "rw", mine);
+  EXPECT_THROW(rw.try_lock_shared(), Error);
+  EXPECT_EQ(Election(client, "e", "me", mine).campaign(0ms).code(), Errc::invalid_argument);
+  LockOptions shown;
+  shown.holder = "not-me";
+  auto other = Election(client, "e", "me", shown).campaign(0ms);
+  EXPECT_EQ(other.code(), Errc::invalid_argument) << other.status().to_string();
+  shown.holder = "me";  // its own id: what it shows anyway
+  EXPECT_TRUE(Election(client, "e", "me", shown).campaign(0ms).ok());
+  EXPECT_EQ(server.abandons().size(), 0u) << "refused before any call";
 }
 
 }  // namespace

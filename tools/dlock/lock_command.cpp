@@ -290,10 +290,7 @@ std::optional<Held> hold_interruptibly(const Common& common, const dlock::Client
     } else {
       auto sem = std::make_shared<dlock::Semaphore>(client, o.name, *parse_permits(o.permits), lo);
       take = [sem, wait] { return sem->try_acquire_for(wait); };
-      held.release = [sem] {
-        sem->release();
-        return sem->last_release_status();
-      };
+      held.release = [sem] { return sem->release(); };
       auto status = take_interruptibly(common, client, o, wait, sig_fd, take, exit_code);
       if (!status) return std::nullopt;
       if (!status->ok()) {

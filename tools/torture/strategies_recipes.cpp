@@ -174,8 +174,7 @@ class CountingSemaphore final : public RecipeBase {
   }
   ReleaseResult release() override {
     if (sem_->held() == 0) return {Outcome::fail, "not held"};
-    sem_->release();
-    return released(sem_->last_release_status());
+    return released(sem_->release());
   }
 
  private:
