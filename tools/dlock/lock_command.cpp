@@ -337,10 +337,10 @@ int release_and_exit(const Common& common, const dlock::cli::Command& command, H
 
 }  // namespace
 
-int cmd_run(const Common& common, const RunOptions& o) {
-  const milliseconds ttl = *parse_duration(o.ttl);
-  const milliseconds grace = *parse_duration(o.grace);
-  const milliseconds wait = o.wait.empty() ? dlock::kForever : dlock::to_wait(*parse_duration(o.wait));
+namespace {
+
+// A usage error in run's or elect's options, told on stderr (kUsage), or 0.
+int check_run_options(const Common& common, const RunOptions& o, milliseconds ttl, const std::string& id) {
   if (ttl < dlock::kMinWatchdogLease || ttl > dlock::kMaxLease) {
     std::cerr << "dlock: --ttl must be between " << dlock::kMinWatchdogLease.count()
               << "ms (renewed every ttl/3, a shorter lease runs out between renewals) and "
@@ -357,29 +357,19 @@ int cmd_run(const Common& common, const RunOptions& o) {
                  "a plain run excludes them), --permits N one of N permits\n";
     return dlock::cli::kUsage;
   }
-  const bool counted = o.counted;
-  if (counted && !parse_permits(o.permits)) {
+  if (o.counted && !parse_permits(o.permits)) {
     std::cerr << "dlock: --permits takes a whole number from 1 to " << dlock::kMaxPermits << ", not '" << o.permits
               << "'\n";
     return dlock::cli::kUsage;
   }
-  const std::string id = o.elect && o.id.empty() ? default_candidate_id() : o.id;
   if (o.elect && id.size() > dlock::kMaxHolderInfo) {
     std::cerr << "dlock: --id must be at most " << dlock::kMaxHolderInfo << " bytes\n";
     return dlock::cli::kUsage;
   }
-  const int sig_fd = [] {
-    sigset_t sigs = dlock::cli::handled_signals();
-    return signalfd(-1, &sigs, SFD_CLOEXEC | SFD_NONBLOCK);
-  }();
-  if (sig_fd < 0) {
-    std::cerr << "dlock: signalfd failed: " << std::strerror(errno) << '\n';
-    return dlock::cli::kSoftware;
-  }
+  return 0;
+}
 
-  int code = 0;
-  auto client = connect_interruptibly(common, o.name, sig_fd, code);
-  if (!client) return code;
+dlock::LockOptions run_lock_options(const RunOptions& o, milliseconds ttl, const std::string& id) {
   dlock::LockOptions lo;
   lo.watchdog_lease = ttl;
   lo.renew_interval = std::max(ttl / 3, milliseconds(1));
@@ -392,17 +382,45 @@ int cmd_run(const Common& common, const RunOptions& o) {
     // this process and host.
     lo.holder_label = o.label.empty() ? command_label(o.command) : o.label;
   }
-  auto held = hold_interruptibly(common, *client, o, wait, lo, sig_fd, code);
-  if (!held) return code;
+  return lo;
+}
+
+// "acquired ..." or "leading ...", unless --quiet.
+void announce(const Common& common, const RunOptions& o, std::uint64_t fence, const std::string& id) {
   if (o.elect)
     say(common, "leading '" + shown_name(o.name) + "' as '" + dlock::cli::shown_holder(id) + "' (term " +
-                    std::to_string(held->fence) + ")");
+                    std::to_string(fence) + ")");
   else
     say(common, "acquired '" + shown_name(o.name) + "' (" +
-                    (o.shared  ? std::string("shared, ")
-                     : counted ? "one of " + o.permits + " permits, "
-                               : std::string()) +
-                    "fence " + std::to_string(held->fence) + ")");
+                    (o.shared    ? std::string("shared, ")
+                     : o.counted ? "one of " + o.permits + " permits, "
+                                 : std::string()) +
+                    "fence " + std::to_string(fence) + ")");
+}
+
+}  // namespace
+
+int cmd_run(const Common& common, const RunOptions& o) {
+  const milliseconds ttl = *parse_duration(o.ttl);
+  const milliseconds grace = *parse_duration(o.grace);
+  const milliseconds wait = o.wait.empty() ? dlock::kForever : dlock::to_wait(*parse_duration(o.wait));
+  const std::string id = o.elect && o.id.empty() ? default_candidate_id() : o.id;
+  if (int usage = check_run_options(common, o, ttl, id); usage != 0) return usage;
+  const int sig_fd = [] {
+    sigset_t sigs = dlock::cli::handled_signals();
+    return signalfd(-1, &sigs, SFD_CLOEXEC | SFD_NONBLOCK);
+  }();
+  if (sig_fd < 0) {
+    std::cerr << "dlock: signalfd failed: " << std::strerror(errno) << '\n';
+    return dlock::cli::kSoftware;
+  }
+
+  int code = 0;
+  auto client = connect_interruptibly(common, o.name, sig_fd, code);
+  if (!client) return code;
+  auto held = hold_interruptibly(common, *client, o, wait, run_lock_options(o, ttl, id), sig_fd, code);
+  if (!held) return code;
+  announce(common, o, held->fence, id);
   library_logs = true;
 
   // Lost-lock notification into the poll loop.
