@@ -18,10 +18,7 @@ namespace {
 
 using namespace std::chrono_literals;
 
-const std::vector<table::Case>& cases() {
-  static const std::vector<table::Case> all = table::load(DLOCK_DECISION_TABLE);
-  return all;
-}
+const std::vector<table::Case>& cases() { return table::locks_table(); }
 
 class DecisionTable : public ::testing::TestWithParam<Backend> {};
 

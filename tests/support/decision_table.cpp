@@ -75,7 +75,7 @@ void read_arg(Step& st, const std::string& arg, bool first) {
   else if (key == "tomb")
     st.tomb = number(st.line, value);
   else if (key == "name")
-    st.name = value, st.name_given = true;
+    st.name = value;
   else
     bad(st.line, "unknown argument '" + key + "'");
 }
@@ -169,6 +169,11 @@ std::vector<Case> load(const std::string& path) {
     find_needs(c);
   }
   return cases;
+}
+
+const std::vector<Case>& locks_table() {
+  static const std::vector<Case> all = load(DLOCK_DECISION_TABLE);
+  return all;
 }
 
 std::set<std::string> offered(const detail::Capabilities& caps) {
@@ -275,6 +280,8 @@ class Runner {
       fail(st, std::string(key) + std::to_string(got));
   }
   milliseconds ticks(std::optional<int> t, int otherwise) const { return t.value_or(otherwise) * tick_; }
+  // The lock a step names, unique to this run.
+  std::string name_of(const Step& st) const { return prefix_ + "-" + st.name; }
 
   Who& who(const Step& st) {
     auto [it, fresh] = whos_.try_emplace(st.who);
@@ -309,7 +316,7 @@ class Runner {
 
   void acquire(const Step& st) {
     Who& w = who(st);
-    w.name = prefix_ + "-" + st.name;
+    w.name = name_of(st);
     w.mode = st.mode;
     w.line = st.queued;
     detail::AcquireCall call;
@@ -358,8 +365,8 @@ class Runner {
 
   void release(const Step& st) {
     Who& w = who(st);
-    detail::ReleaseCall call{w.name.empty() ? prefix_ + "-" + st.name : w.name, w.owner,
-                             st.held.value_or(std::max(w.depth, 1u)), false};
+    detail::ReleaseCall call{w.name.empty() ? name_of(st) : w.name, w.owner, st.held.value_or(std::max(w.depth, 1u)),
+                             false};
     call.grant = w.grant;
     call.tombstone = ticks(st.tomb, 0);
     call.mode = w.mode;
@@ -373,7 +380,7 @@ class Runner {
   void abandon(const Step& st) {
     Who& w = who(st);
     detail::AbandonCall call;
-    call.name = w.name.empty() ? prefix_ + "-" + st.name : w.name;
+    call.name = w.name.empty() ? name_of(st) : w.name;
     call.owner = w.owner;
     call.attempt = w.attempt;
     call.grant = w.grant;
@@ -397,7 +404,7 @@ class Runner {
   }
 
   void inspect(const Step& st) {
-    auto r = d_.inspect(prefix_ + "-" + st.name);
+    auto r = d_.inspect(name_of(st));
     if (!expect(st, r.ok() ? "ok" : error_word(r.status()))) return;
     check_count(st, "held=", r->held ? 1 : 0);
     check_count(st, "holders=", r->holders);

@@ -25,7 +25,6 @@ struct Step {
   std::string who;        // "a1"; "-" for inspect
   Op op = Op::acquire;
   std::string name = "k";
-  bool name_given = false;
   detail::LockMode mode = detail::LockMode::exclusive;
   unsigned permits = 0;
   bool queued = false;
@@ -48,6 +47,10 @@ struct Case {
 // The cases of a table file. Throws std::runtime_error naming the line of
 // anything it cannot read.
 std::vector<Case> load(const std::string& path);
+
+// tests/decisions/locks.table (DLOCK_DECISION_TABLE, set by the test
+// targets), read once.
+const std::vector<Case>& locks_table();
 
 // The `needs` words a backend with these capabilities offers.
 std::set<std::string> offered(const detail::Capabilities& caps);

@@ -16,10 +16,7 @@ namespace {
 
 using namespace std::chrono_literals;
 
-const std::vector<table::Case>& cases() {
-  static const std::vector<table::Case> all = table::load(DLOCK_DECISION_TABLE);
-  return all;
-}
+const std::vector<table::Case>& cases() { return table::locks_table(); }
 
 TEST(LockTable, EveryCaseIsRead) {
   ASSERT_GE(cases().size(), 20u);

@@ -109,16 +109,22 @@ struct Handoff {
   std::optional<T> value;
 };
 
+// A Handoff, or null (told on stderr, exit_code set) if it has no eventfd.
+template <class T>
+std::shared_ptr<Handoff<T>> make_handoff(int& exit_code) {
+  auto h = std::make_shared<Handoff<T>>();
+  if (h->fd >= 0) return h;
+  std::cerr << "dlock: eventfd failed: " << std::strerror(errno) << '\n';
+  exit_code = dlock::cli::kSoftware;
+  return nullptr;
+}
+
 // Connects in the background so that a signal ends the wait at once.
 std::optional<dlock::Client> connect_interruptibly(const Common& c, const std::string& name, int sig_fd,
                                                    int& exit_code) {
-  auto result = std::make_shared<Handoff<int>>();
+  auto result = make_handoff<int>(exit_code);
   auto client = std::make_shared<std::optional<dlock::Client>>();
-  if (result->fd < 0) {
-    std::cerr << "dlock: eventfd failed: " << std::strerror(errno) << '\n';
-    exit_code = dlock::cli::kSoftware;
-    return std::nullopt;
-  }
+  if (!result) return std::nullopt;
   std::thread connecting([c, name, result, client] {
     int code = 0;
     *client = connect(c, code, name);
@@ -185,23 +191,27 @@ int not_acquired(const Common& common, const dlock::Client& client, const RunOpt
               o.name);
 }
 
+// Waits for `fd` (a Handoff's) or a signal, with the wait's status line on
+// a terminal; the signal, or 0.
+int wait_showing_status(const Common& common, const dlock::Client& client, const RunOptions& o, milliseconds wait,
+                        int sig_fd, int fd) {
+  dlock::cli::WaitStatus status(client, o.name, waited_for(o), isatty(STDERR_FILENO) != 0,
+                                common.quiet || wait.count() == 0);
+  const int sig = wait_or_signal(sig_fd, fd, [&status] { status.tick(); });
+  status.finish();
+  return sig;
+}
+
 // Acquires NAME, waiting up to `wait`; a signal ends the wait (the Client's
 // shutdown then undoes whatever the acquire may have been granted, and a
 // place in a line is left at once).
 std::optional<dlock::Lease> acquire_interruptibly(const Common& common, const dlock::Client& client,
                                                   const RunOptions& o, milliseconds wait, const dlock::LockOptions& lo,
                                                   int sig_fd, int& exit_code) {
-  auto result = std::make_shared<Handoff<dlock::Result<dlock::Lease>>>();
-  if (result->fd < 0) {
-    std::cerr << "dlock: eventfd failed: " << std::strerror(errno) << '\n';
-    exit_code = dlock::cli::kSoftware;
-    return std::nullopt;
-  }
+  auto result = make_handoff<dlock::Result<dlock::Lease>>(exit_code);
+  if (!result) return std::nullopt;
   client.async_acquire(o.name, wait, lo, [result](dlock::Result<dlock::Lease> r) { result->set(std::move(r)); });
-  dlock::cli::WaitStatus status(client, o.name, waited_for(o), isatty(STDERR_FILENO) != 0,
-                                common.quiet || wait.count() == 0);
-  const int sig = wait_or_signal(sig_fd, result->fd, [&status] { status.tick(); });
-  status.finish();
+  const int sig = wait_showing_status(common, client, o, wait, sig_fd, result->fd);
   if (sig != 0) {
     exit_code = interrupted(common, sig, "waiting for '" + shown_name(o.name) + "'");
     return std::nullopt;  // a lease granted meanwhile is released with `result`
@@ -220,12 +230,8 @@ std::optional<dlock::Lease> acquire_interruptibly(const Common& common, const dl
 std::optional<dlock::Status> take_interruptibly(const Common& common, const dlock::Client& client, const RunOptions& o,
                                                 milliseconds wait, int sig_fd, std::function<bool()> take,
                                                 int& exit_code) {
-  auto result = std::make_shared<Handoff<dlock::Status>>();
-  if (result->fd < 0) {
-    std::cerr << "dlock: eventfd failed: " << std::strerror(errno) << '\n';
-    exit_code = dlock::cli::kSoftware;
-    return std::nullopt;
-  }
+  auto result = make_handoff<dlock::Status>(exit_code);
+  if (!result) return std::nullopt;
   std::thread taking([take = std::move(take), result] {
     try {
       result->set(take() ? dlock::Status() : dlock::Status(dlock::Errc::timeout, "not granted"));
@@ -235,10 +241,7 @@ std::optional<dlock::Status> take_interruptibly(const Common& common, const dloc
       result->set(dlock::Status(dlock::Errc::server_error, e.what()));
     }
   });
-  dlock::cli::WaitStatus status(client, o.name, waited_for(o), isatty(STDERR_FILENO) != 0,
-                                common.quiet || wait.count() == 0);
-  const int sig = wait_or_signal(sig_fd, result->fd, [&status] { status.tick(); });
-  status.finish();
+  const int sig = wait_showing_status(common, client, o, wait, sig_fd, result->fd);
   if (sig != 0) {
     // The call cannot be stopped; nothing runs yet, so end the process here
     // rather than race the waiting thread.
