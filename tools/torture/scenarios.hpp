@@ -73,21 +73,6 @@ struct Scenario {
   bool peer_proxies = false;
 };
 
-// No overlap and no stale write expected, after at least one fault; `why`
-// states the assumption.
-Expectation safe_because(std::string why);
-
-// The scenarios of faults in a backend's surroundings: server settings,
-// the lock file, namespaces, the CLI (scenarios_env.cpp).
-void add_environment_scenarios(std::vector<Scenario>& v);
-// The faults of a Redis Cluster and of Sentinel: failover, slot migration,
-// a master cut off (scenarios_topology.cpp).
-void add_topology_scenarios(std::vector<Scenario>& v);
-
-// The faults of a Redis server's rights and limits: ACL, maxclients
-// (scenarios_server_limits.cpp).
-void add_server_limit_scenarios(std::vector<Scenario>& v);
-
 // Whether `strategy` runs in `s` (a Redlock scenario needs several servers).
 bool applies(const Scenario& s, const std::string& strategy);
 

@@ -1,7 +1,7 @@
 // Faults in a backend's surroundings rather than on its wire: a server's
 // settings, the SQLite file under the holder's feet, holders in other pid
 // and time namespaces, a stopped `dlock run`. Each states its expectation
-// before it runs, like the scenarios of scenarios.cpp.
+// before it runs, like every scenario of the catalogue.
 #include <signal.h>
 #include <sys/stat.h>
 
@@ -12,7 +12,7 @@
 #include <type_traits>
 
 #include "run_ctx.hpp"
-#include "scenarios.hpp"
+#include "scenarios_common.hpp"
 
 namespace torture {
 namespace {
@@ -20,26 +20,9 @@ namespace {
 namespace fs = std::filesystem;
 using ms = std::chrono::milliseconds;
 
-Expectation safe(std::int64_t min_faults, std::string why) {
-  Expectation e;
-  e.min_faults = min_faults;
-  e.assumption = std::move(why);
-  return e;
-}
-
-void no_faults(RunCtx& c) {
-  while (c.running()) c.idle(ms(20));
-}
-
 // ---- PostgreSQL settings -----------------------------------------------------
 
-std::string dlock_rows(PgProc& pg) {
-  try {
-    return pg.query("SELECT count(*) FROM public.dlock_locks");
-  } catch (const std::exception& e) {
-    return std::string("? (") + e.what() + ")";
-  }
-}
+std::string dlock_rows(PgProc& pg) { return query_or_error(pg, "SELECT count(*) FROM public.dlock_locks"); }
 
 // With the server's synchronous_commit off, a commit is acknowledged before
 // its WAL is flushed: the server is stopped with no shutdown right after a
@@ -81,15 +64,11 @@ void pg_make_role_with_schema(RunCtx& c) {
 
 // Contention; at the end, which schemas hold a table named dlock_locks.
 void pg_two_roles(RunCtx& c) {
-  while (c.running()) c.idle(ms(20));
-  std::string where;
-  try {
-    where = c.postgres()->query(
-        "SELECT string_agg(n.nspname, ',' ORDER BY n.nspname) FROM pg_class t "
-        "JOIN pg_namespace n ON n.oid = t.relnamespace WHERE t.relname = 'dlock_locks'");
-  } catch (const std::exception& e) {
-    where = std::string("? (") + e.what() + ")";
-  }
+  idle_to_end(c);
+  const std::string where =
+      query_or_error(*c.postgres(),
+                     "SELECT string_agg(n.nspname, ',' ORDER BY n.nspname) FROM pg_class t "
+                     "JOIN pg_namespace n ON n.oid = t.relnamespace WHERE t.relname = 'dlock_locks'");
   c.fault_start("search-path", "all", "schemas with a table dlock_locks at the end: " + where);
   c.fault_end("search-path", "all", "read");
 }
@@ -282,119 +261,97 @@ void tstp_dlock_run(RunCtx& c) {
   }
 }
 
-}  // namespace
+// ---- the catalogue ------------------------------------------------------------
 
-void add_environment_scenarios(std::vector<Scenario>& v) {
+void add_postgres_setting_scenarios(std::vector<Scenario>& v) {
   {
-    Scenario s{"pg-async-commit-crash",
-               "PostgreSQL run with synchronous_commit=off, stopped with no shutdown right after a grant, restarted",
-               "",
-               false,
-               pg_crash_after_grant,
-               {},
-               safe(1,
-                    "no overlap: a grant is durable before it is reported, whatever the server's "
-                    "synchronous_commit")};
-    s.setups = kPostgres;
+    Scenario& s =
+        add(v, "pg-async-commit-crash",
+            "PostgreSQL run with synchronous_commit=off, stopped with no shutdown right after a grant, restarted",
+            pg_crash_after_grant,
+            safe(1,
+                 "no overlap: a grant is durable before it is reported, whatever the server's "
+                 "synchronous_commit"),
+            kPostgres);
     s.server_settings = {"synchronous_commit=off"};
     s.think_ms = 1000;  // holders that hold across the crash
-    v.push_back(std::move(s));
   }
   {
-    Scenario s{"pg-search-path",
-               "PostgreSQL: two roles, one with a schema of its own name first on its search_path",
-               "",
-               false,
-               pg_two_roles,
-               {},
-               safe(1, "no overlap: every role finds the same lock table, whatever its search_path")};
-    s.setups = kPostgres;
+    Scenario& s = add(v, "pg-search-path",
+                      "PostgreSQL: two roles, one with a schema of its own name first on its search_path", pg_two_roles,
+                      safe(1, "no overlap: every role finds the same lock table, whatever its search_path"), kPostgres);
     s.prepare = pg_make_role_with_schema;
     s.pg_role = [](int w) { return w % 2 == 0 ? std::string() : std::string("alice"); };
-    v.push_back(std::move(s));
   }
+}
+
+void add_sqlite_scenarios(std::vector<Scenario>& v) {
   for (bool replace : {false, true}) {
-    Scenario s{
-        replace ? "sqlite-file-replace" : "sqlite-file-delete",
+    Scenario& s = add(
+        v, replace ? "sqlite-file-replace" : "sqlite-file-delete",
         replace ? "SQLite: a fresh empty file moved over the lock file while a lock is held; the other workers restart"
                 : "SQLite: the lock file and its side files deleted (rm locks.db*) while a lock is held; the other "
                   "workers restart",
-        "",
-        false,
         [replace](RunCtx& c) { sqlite_file_fault(c, replace); },
-        {},
         safe(1,
              "no overlap: the holder notices its file is gone and reports the loss; fences restart "
-             "with the new file (documented)")};
+             "with the new file (documented)"),
+        kSqlite);
     s.dlock.fence_anomaly_allowed = true;
-    s.setups = kSqlite;
     s.think_ms = 500;
-    v.push_back(std::move(s));
   }
+  add(v, "sqlite-time-ns", "SQLite: odd workers in a time namespace (CLOCK_BOOTTIME +100000 s), contention",
+      idle_to_end, safe(0, "no overlap: a holder in another time namespace is as alive as one in this one"), kSqlite)
+      .wrap = in_time_namespace;
   {
-    Scenario s{"sqlite-time-ns",
-               "SQLite: odd workers in a time namespace (CLOCK_BOOTTIME +100000 s), contention",
-               "",
-               false,
-               no_faults,
-               {},
-               safe(0, "no overlap: a holder in another time namespace is as alive as one in this one")};
-    s.setups = kSqlite;
-    s.wrap = in_time_namespace;
-    v.push_back(std::move(s));
-  }
-  {
-    Scenario s{"sqlite-pid-ns",
-               "SQLite: odd workers in pid namespaces without their own /proc; an unrelated process with the "
-               "holder's namespace pid is killed while it holds",
-               "",
-               false,
-               kill_decoys,
-               {},
-               safe(1,
-                    "no overlap: a holder is identified by itself, not by /proc/<getpid()>; one that cannot "
-                    "be identified is freed only by its lease")};
-    s.setups = kSqlite;
+    Scenario& s = add(v, "sqlite-pid-ns",
+                      "SQLite: odd workers in pid namespaces without their own /proc; an unrelated process with the "
+                      "holder's namespace pid is killed while it holds",
+                      kill_decoys,
+                      safe(1,
+                           "no overlap: a holder is identified by itself, not by /proc/<getpid()>; one that cannot "
+                           "be identified is freed only by its lease"),
+                      kSqlite);
     s.wrap = in_pid_namespace;
     s.think_ms = 500;
-    v.push_back(std::move(s));
   }
-  if (kZkPeerRoutes) {
-    Scenario s{"zk-follower-partition",
-               "ZooKeeper: server 0 cut from its leader (quorum and election links frozen, client port up) while "
-               "a client of server 0 only holds the lock",
-               "",
-               false,
-               zk_follower_partition,
-               {},
-               safe(1,
-                    "no overlap: a holder on a partitioned follower stops believing before the leader "
-                    "grants the lock to another")};
-    s.setups = kZooKeeper;
-    s.peer_proxies = true;
-    // Holders that hold 1.5-3 leases after the grant: across the cut and
-    // the leader's expiry of their session.
-    s.think_min_leases = 1.5;
-    s.think_leases = 3.0;
-    s.dlock.min_grants = 3;
-    v.push_back(std::move(s));
-  }
-  {
-    Scenario s{"cli-tstp",
-               "dlock run: SIGTSTP to the holder's dlock (not to CMD) for 1.5-3 leases, then SIGCONT",
-               "",
-               false,
-               tstp_dlock_run,
-               {},
-               safe(1, "no overlap: a stopped dlock stops its CMD with it, or keeps renewing")};
-    s.setups = kCli;
-    // CMD works on for 1.5-2.5 leases after its grant: past the lease the
-    // stopped dlock no longer renews.
-    s.think_min_leases = 1.5;
-    s.think_leases = 2.5;
-    s.dlock.min_grants = 2;
-    v.push_back(std::move(s));
-  }
+}
+
+void add_zk_follower_scenario(std::vector<Scenario>& v) {
+  Scenario& s = add(v, "zk-follower-partition",
+                    "ZooKeeper: server 0 cut from its leader (quorum and election links frozen, client port up) while "
+                    "a client of server 0 only holds the lock",
+                    zk_follower_partition,
+                    safe(1,
+                         "no overlap: a holder on a partitioned follower stops believing before the leader "
+                         "grants the lock to another"),
+                    kZooKeeper);
+  s.peer_proxies = true;
+  // Holders that hold 1.5-3 leases after the grant: across the cut and
+  // the leader's expiry of their session.
+  s.think_min_leases = 1.5;
+  s.think_leases = 3.0;
+  s.dlock.min_grants = 3;
+}
+
+void add_cli_scenario(std::vector<Scenario>& v) {
+  Scenario& s =
+      add(v, "cli-tstp", "dlock run: SIGTSTP to the holder's dlock (not to CMD) for 1.5-3 leases, then SIGCONT",
+          tstp_dlock_run, safe(1, "no overlap: a stopped dlock stops its CMD with it, or keeps renewing"), kCli);
+  // CMD works on for 1.5-2.5 leases after its grant: past the lease the
+  // stopped dlock no longer renews.
+  s.think_min_leases = 1.5;
+  s.think_leases = 2.5;
+  s.dlock.min_grants = 2;
+}
+
+}  // namespace
+
+void add_environment_scenarios(std::vector<Scenario>& v) {
+  add_postgres_setting_scenarios(v);
+  add_sqlite_scenarios(v);
+  if (kZkPeerRoutes) add_zk_follower_scenario(v);
+  add_cli_scenario(v);
 }
 
 }  // namespace torture

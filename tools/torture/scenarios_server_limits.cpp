@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "run_ctx.hpp"
-#include "scenarios.hpp"
+#include "scenarios_common.hpp"
 #include "server_proc.hpp"
 #include "topology.hpp"
 
@@ -140,32 +140,25 @@ void maxclients(RunCtx& c) {
 }  // namespace
 
 void add_server_limit_scenarios(std::vector<Scenario>& v) {
-  Scenario acl{
-      "acl-revoke",
+  // Holders that hold while their rights go.
+  add(v, "acl-revoke",
       "the workers' ACL user loses every right (NOPERM), or is switched off and its connections killed, "
       "on the lock's master (Redlock: one node or a majority) for 2 leases",
-      "",
-      false,
       acl_revoke,
-      {},
-      safe_because("no overlap and no stale write: a refused renewal ends the holder's trust at its lease's end, "
-                   "when the server lets the key go; a refused acquire or release is an error, never a grant")};
-  acl.setups = kRedisFamily | kTopologies;
-  acl.think_ms = 1000;  // holders that hold while their rights go
-  v.push_back(std::move(acl));
-  Scenario limit{
-      "maxclients",
+      safe(1,
+           "no overlap and no stale write: a refused renewal ends the holder's trust at its lease's end, "
+           "when the server lets the key go; a refused acquire or release is an error, never a grant"),
+      kRedisFamily | kTopologies)
+      .think_ms = 1000;
+  add(v, "maxclients",
       "maxclients lowered to 1 under the lock's master's connections and every worker's connection "
       "reset (Redlock: one node or a majority) for 2 leases",
-      "",
-      false,
       maxclients,
-      {},
-      safe_because("no overlap: a holder that cannot reconnect cannot renew, and stops trusting its grant when "
-                   "its lease ends; a refused connection is unavailable, never a grant")};
-  limit.setups = kRedisFamily | kTopologies;
-  limit.think_ms = 1000;
-  v.push_back(std::move(limit));
+      safe(1,
+           "no overlap: a holder that cannot reconnect cannot renew, and stops trusting its grant when "
+           "its lease ends; a refused connection is unavailable, never a grant"),
+      kRedisFamily | kTopologies)
+      .think_ms = 1000;
 }
 
 }  // namespace torture

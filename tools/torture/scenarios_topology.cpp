@@ -6,7 +6,7 @@
 #include <stdexcept>
 
 #include "run_ctx.hpp"
-#include "scenarios.hpp"
+#include "scenarios_common.hpp"
 #include "topology.hpp"
 
 namespace torture {
@@ -26,7 +26,7 @@ void failover_after_cut(RunCtx& c) {
   const int r = m < 0 ? -1 : replica_of(c, m);
   if (m < 0 || r < 0) {
     c.fault_instant("no-failover", "lock master", "no master (" + std::to_string(m) + ") or replica of it found");
-    while (c.running()) c.idle(ms(20));
+    idle_to_end(c);
     return;
   }
   c.node(m).proxy->blackhole("announce", true);
@@ -70,7 +70,7 @@ void failover_after_cut(RunCtx& c) {
                 killed);
   c.fault_end("failover", label(m), "done");
   c.fault_end("replication-cut", label(m), "master gone");
-  while (c.running()) c.idle(ms(20));
+  idle_to_end(c);
 }
 
 // The lock's slot moves to another master while a holder holds and others
@@ -156,16 +156,6 @@ Expectation failover_expectation() {
   return e;
 }
 
-// One scenario of this file: `nemesis` on `setups`, holders thinking up to
-// `think_ms` (0: the run's own).
-void add(std::vector<Scenario>& v, std::string name, std::string summary, std::function<void(RunCtx&)> nemesis,
-         Expectation expect, unsigned setups, std::int64_t think_ms) {
-  Scenario s{std::move(name), std::move(summary), "", false, std::move(nemesis), {}, std::move(expect)};
-  s.setups = setups;
-  s.think_ms = think_ms;
-  v.push_back(std::move(s));
-}
-
 }  // namespace
 
 void add_topology_scenarios(std::vector<Scenario>& v) {
@@ -173,28 +163,31 @@ void add_topology_scenarios(std::vector<Scenario>& v) {
   add(v, "cluster-failover",
       "Redis Cluster: the lock's master cut from its replica, SIGKILLed after a grant, the replica promoted "
       "(CLUSTER FAILOVER TAKEOVER)",
-      failover_after_cut, failover_expectation(), kCluster, 1500);
+      failover_after_cut, failover_expectation(), kCluster)
+      .think_ms = 1500;
   add(v, "sentinel-failover",
       "Sentinel: the master cut from its replica and the sentinels, SIGKILLed after a grant, the replica promoted "
       "(SENTINEL FAILOVER)",
-      failover_after_cut, failover_expectation(), kSentinel, 1500);
+      failover_after_cut, failover_expectation(), kSentinel)
+      .think_ms = 1500;
   // Holders that hold while their slot moves.
   add(v, "cluster-migrate",
       "Redis Cluster: the lock's slot migrated between masters again and again while held and awaited "
       "(ASK, TRYAGAIN, MOVED)",
       migrate_lock_slot,
-      safe_because(
-          "no overlap and no missed wake-up: the lock's keys share one slot and move together; a command caught "
-          "mid-move is redirected or retried within its time"),
-      kCluster, 1000);
+      safe(1,
+           "no overlap and no missed wake-up: the lock's keys share one slot and move together; a command caught "
+           "mid-move is redirected or retried within its time"),
+      kCluster)
+      .think_ms = 1000;
   add(v, "partition-master",
       "Cluster, Sentinel: the lock's master cut off from every client for 2 leases, still seen by its replica (and "
       "the sentinels)",
       partition_master,
-      safe_because(
-          "no overlap: the holder cannot renew and stops trusting its grant when its lease runs out, before the "
-          "master lets it go"),
-      kTopologies, 0);
+      safe(1,
+           "no overlap: the holder cannot renew and stops trusting its grant when its lease runs out, before the "
+           "master lets it go"),
+      kTopologies);
 }
 
 }  // namespace torture
