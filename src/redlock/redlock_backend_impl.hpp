@@ -88,12 +88,7 @@ class RedlockBackend final : public detail::Backend {
   // Up once a majority of the masters is: the first connection attempts'
   // failures are reported only when a majority is out of reach.
   void start(std::function<void(Status)> done) override {
-    auto decide = [](const detail::Quorum<bool>& q) -> std::optional<Status> {
-      if (q.majority_ok()) return Status();
-      if (q.majority_lost()) return q.failure("connect");
-      return std::nullopt;
-    };
-    fan_out<bool, Status>(std::move(done), decide, [this](std::size_t i, auto answer) {
+    fan_out<bool, Status>(std::move(done), a_majority("connect"), [this](std::size_t i, auto answer) {
       nodes_[i]->start([this, i, answer = std::move(answer)](Status s) {
         answer(s.ok() ? Result<bool>(true) : Result<bool>(Status(s.code(), names_[i] + ": " + s.message())));
       });
@@ -132,23 +127,10 @@ class RedlockBackend final : public detail::Backend {
   // Confirmed on a majority is enough: the releaser's majority overlaps it.
   void watch(const detail::WatchKey& key, std::function<void(Status)> ready) override {
     ++watches_[key.name].refs;
-    struct Round {
-      Round(std::size_t n, std::size_t q) : answers(n, q) {}
-      detail::Quorum<bool> answers;
-      std::function<void(Status)> ready;
-    };
-    auto r = std::make_shared<Round>(nodes_.size(), quorum_);
-    r->ready = std::move(ready);
-    for (std::size_t i = 0; i < nodes_.size(); ++i) {
-      nodes_[i]->watch(key, [r, i](Status s) {
-        if (!r->ready) return;
-        r->answers.add(i, s.ok() ? Result<bool>(true) : Result<bool>(s));
-        if (r->answers.majority_ok())
-          std::exchange(r->ready, nullptr)({});
-        else if (r->answers.majority_lost())
-          std::exchange(r->ready, nullptr)(s);
-      });
-    }
+    fan_out<bool, Status>(std::move(ready), a_majority("watch"), [this, key](std::size_t i, auto answer) {
+      nodes_[i]->watch(
+          key, [answer = std::move(answer)](Status s) { answer(s.ok() ? Result<bool>(true) : Result<bool>(s)); });
+    });
   }
 
   void unwatch(const detail::WatchKey& key) override {
@@ -206,12 +188,22 @@ class RedlockBackend final : public detail::Backend {
   void settle_late(std::optional<std::uint64_t> grant);
   struct Late;
   void undo_when_answered(Late late);
+  void leave_silent(std::vector<std::unique_ptr<redis::RedlockMaster::Pending>>& sent, const AcquireCall& round,
+                    Clock::time_point window_end, bool granted);
   static std::vector<std::size_t> readable(const std::vector<std::unique_ptr<redis::RedlockMaster::Pending>>& sent,
                                            Clock::time_point until);
   void each_master_sends(
       const std::function<redis::RedlockMaster::Sent(std::size_t, bool)>& send,
       const std::function<void(std::size_t, Result<std::unique_ptr<redis::RedlockMaster::Pending>>)>& sent);
   void report(const std::shared_ptr<Attempt>& a, Result<AcquireOutcome> r);
+  // Done once a majority of the masters said ok, failed once it cannot be.
+  static FanOut<bool, Status>::Decide a_majority(std::string_view what) {
+    return [what](const detail::Quorum<bool>& q) -> std::optional<Status> {
+      if (q.majority_ok()) return Status();
+      if (q.majority_lost()) return q.failure(what);
+      return std::nullopt;
+    };
+  }
   static std::optional<Result<ReleaseOutcome>> release_decision(const detail::Quorum<ReleaseOutcome>& q);
   static Result<LockInfo> merge_inspect(const detail::Quorum<LockInfo>& q);
 

@@ -86,22 +86,26 @@ std::optional<Result<AcquireOutcome>> RedlockBackend::acquire_now(const AcquireC
   }
   if (!report) run(fsm.on_timer(Clock::now()));
   if (!report) report = Result<AcquireOutcome>(Status(Errc::outcome_unknown, "Redlock: the round did not decide"));
-  // Masters still silent when the round was decided: their answers are read
-  // later, before this grant's release goes to them (which keeps the two in
-  // order there); a failed round's is undone where it granted.
-  const bool granted = report->ok() && (*report)->kind == AcquireOutcome::Kind::granted;
+  leave_silent(sent, fsm.call(), start + per_node, report->ok() && (*report)->kind == AcquireOutcome::Kind::granted);
+  return std::move(*report);
+}
+
+// Masters still silent when the round was decided: their answers are read
+// later, before this grant's release goes to them (which keeps the two in
+// order there); a failed round's is undone where it granted.
+void RedlockBackend::leave_silent(std::vector<std::unique_ptr<redis::RedlockMaster::Pending>>& sent,
+                                  const AcquireCall& round, Clock::time_point window_end, bool granted) {
   for (std::size_t i = 0; i < sent.size(); ++i)
     if (sent[i]) {
-      Late late{i, call.grant, start + per_node, std::move(sent[i]), std::nullopt};
+      Late late{i, round.grant, window_end, std::move(sent[i]), std::nullopt};
       if (granted) {
         std::lock_guard lk(late_mu_);
         late_.push_back(std::move(late));
         continue;
       }
-      late.undo = undo_of_round(fsm.call());
+      late.undo = undo_of_round(round);
       undo_when_answered(std::move(late));
     }
-  return std::move(*report);
 }
 
 // A failed round's request still out on a master: the I/O thread waits for

@@ -110,6 +110,7 @@ struct LockStore::Line {
   std::map<LineKey, LineRow> stored;  // every dlock_line row of the name
   // The process of each holder and waiter: a promoted waiter keeps its own.
   std::map<std::pair<std::string, std::uint64_t>, ProcessId> processes;
+  const ProcessId& process_of(const std::string& owner, std::uint64_t grant) const;
   bool exclusive_live() const {
     return std::any_of(state.holders.begin(), state.holders.end(),
                        [](const auto& h) { return h.mode == LockMode::exclusive; });
@@ -174,42 +175,62 @@ Result<LockStore::Line> LockStore::load_line(const std::string& name, std::int64
   return l;
 }
 
+namespace {
+
+const detail::LineHolder* exclusive_of(const detail::LineState& s) {
+  for (const auto& h : s.holders)
+    if (h.mode == LockMode::exclusive) return &h;
+  return nullptr;
+}
+
+bool same_holder(const detail::LineHolder& a, const detail::LineHolder& b) {
+  return a.owner == b.owner && a.grant == b.grant && a.depth == b.depth && a.fence == b.fence &&
+         a.expires_ms == b.expires_ms && a.info == b.info && a.granted_ms == b.granted_ms;
+}
+
+template <class V>
+bool has_entry(const V& v, const std::string& owner, std::uint64_t grant) {
+  return std::any_of(v.begin(), v.end(), [&](const auto& e) { return e.owner == owner && e.grant == grant; });
+}
+
+}  // namespace
+
+const ProcessId& LockStore::Line::process_of(const std::string& owner, std::uint64_t grant) const {
+  auto it = processes.find({owner, grant});
+  return it != processes.end() ? it->second : self();
+}
+
 Status LockStore::store_line(const std::string& name, const Line& before, const detail::LineState& after,
                              const std::vector<detail::Handed>& handed) {
-  auto process_of = [&](const std::string& owner, std::uint64_t grant) -> const ProcessId& {
-    auto it = before.processes.find({owner, grant});
-    return it != before.processes.end() ? it->second : self();
-  };
-  auto find = [](const auto& v, const std::string& owner, std::uint64_t grant) {
-    return std::find_if(v.begin(), v.end(), [&](const auto& e) { return e.owner == owner && e.grant == grant; });
-  };
-  auto exclusive = [](const detail::LineState& s) -> const detail::LineHolder* {
-    for (const auto& h : s.holders)
-      if (h.mode == LockMode::exclusive) return &h;
-    return nullptr;
-  };
+  auto freed = store_exclusive(name, before, after);
+  if (!freed.ok()) return freed.status();
+  if (Status s = store_rows(name, before, after); !s.ok()) return s;
+  const bool left = !handed.empty() || someone_left(before.state, after);
+  if (left && !*freed)
+    if (Status s = table_->count_release(name); !s.ok()) return s;
+  if (left || *freed) pending_.released.push_back(name);
+  return {};
+}
 
-  // The exclusive holder, in dlock_locks.
-  bool counted = false;
-  const detail::LineHolder* now_ex = exclusive(after);
-  const detail::LineHolder* was_ex = exclusive(before.state);
-  if (now_ex != nullptr) {
-    const bool same = was_ex != nullptr && was_ex->owner == now_ex->owner && was_ex->grant == now_ex->grant &&
-                      was_ex->depth == now_ex->depth && was_ex->fence == now_ex->fence &&
-                      was_ex->expires_ms == now_ex->expires_ms && was_ex->info == now_ex->info &&
-                      was_ex->granted_ms == now_ex->granted_ms;
-    if (!same) {
-      const detail::LockRow row{now_ex->owner, now_ex->grant,      now_ex->depth,
-                                now_ex->fence, now_ex->expires_ms, now_ex->granted_ms};
-      if (Status s = table_->write(name, row, now_ex->info, &process_of(now_ex->owner, now_ex->grant)); !s.ok())
-        return s;
-    }
-  } else if (was_ex != nullptr) {
+// The exclusive holder lives in dlock_locks; freeing it counts a release.
+Result<bool> LockStore::store_exclusive(const std::string& name, const Line& before, const detail::LineState& after) {
+  const detail::LineHolder* now_ex = exclusive_of(after);
+  const detail::LineHolder* was_ex = exclusive_of(before.state);
+  if (now_ex == nullptr) {
+    if (was_ex == nullptr) return false;
     if (Status s = table_->free(name); !s.ok()) return s;
-    counted = true;
+    return true;
   }
+  if (was_ex != nullptr && same_holder(*was_ex, *now_ex)) return false;
+  const detail::LockRow row{now_ex->owner, now_ex->grant,      now_ex->depth,
+                            now_ex->fence, now_ex->expires_ms, now_ex->granted_ms};
+  if (Status s = table_->write(name, row, now_ex->info, &before.process_of(now_ex->owner, now_ex->grant)); !s.ok())
+    return s;
+  return false;
+}
 
-  // Everything else, in dlock_line.
+// Everything else lives in dlock_line: only the rows that changed are written.
+Status LockStore::store_rows(const std::string& name, const Line& before, const detail::LineState& after) {
   std::map<LineKey, LineRow> want;
   auto add = [&](int kind, const std::string& owner, std::uint64_t grant) -> LineRow& {
     LineRow& r = want[LineKey{owner, grant, kind}];
@@ -219,7 +240,7 @@ Status LockStore::store_line(const std::string& name, const Line& before, const 
     if (kind != LineRow::tomb) {
       r.permits = after.permits;
       r.boot = boot_id();
-      r.process = process_of(owner, grant);
+      r.process = before.process_of(owner, grant);
     }
     return r;
   };
@@ -246,32 +267,26 @@ Status LockStore::store_line(const std::string& name, const Line& before, const 
     r.boot = boot_id();
     r.expires_ms = std::max(r.expires_ms, t.until_ms);
   }
-  bool left = !handed.empty();
-  for (const auto& [key, r] : before.stored) {
-    if (want.count(key)) continue;
-    if (Status s = table_->drop_line(name, r.owner, r.grant, r.kind); !s.ok()) return s;
-  }
+  for (const auto& [key, r] : before.stored)
+    if (!want.count(key))
+      if (Status s = table_->drop_line(name, r.owner, r.grant, r.kind); !s.ok()) return s;
   for (const auto& [key, r] : want) {
     auto it = before.stored.find(key);
     if (it == before.stored.end() || !(it->second == r))
       if (Status s = table_->put_line(name, r); !s.ok()) return s;
   }
-
-  // Anyone gone (released, expired, given up, dead) or handed the lock:
-  // every waiter looks again.
-  for (const auto& h : before.state.holders)
-    if (find(after.holders, h.owner, h.grant) == after.holders.end()) left = true;
-  for (const auto& w : before.state.line)
-    if (find(after.line, w.owner, w.grant) == after.line.end() &&
-        find(after.holders, w.owner, w.grant) == after.holders.end())
-      left = true;
-  // A free lock granted: its holder changed without a release, which an
-  // observer (Election::observe) must hear of too.
-  if (before.state.holders.empty() && !after.holders.empty()) left = true;
-  if (left && !counted)
-    if (Status s = table_->count_release(name); !s.ok()) return s;
-  if (left || counted) pending_.released.push_back(name);
   return {};
+}
+
+// Anyone gone (released, expired, given up, dead) makes every waiter look
+// again; so does a free lock granted, whose holder changed without a
+// release, which an observer (Election::observe) must hear of too.
+bool LockStore::someone_left(const detail::LineState& before, const detail::LineState& after) {
+  for (const auto& h : before.holders)
+    if (!has_entry(after.holders, h.owner, h.grant)) return true;
+  for (const auto& w : before.line)
+    if (!has_entry(after.line, w.owner, w.grant) && !has_entry(after.holders, w.owner, w.grant)) return true;
+  return before.holders.empty() && !after.holders.empty();
 }
 
 Result<AcquireOutcome> LockStore::acquire(const detail::AcquireCall& call, std::optional<ProcessId>* holder) {

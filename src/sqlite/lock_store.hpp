@@ -84,6 +84,9 @@ class LockStore {
   // left or was handed the lock.
   Status store_line(const std::string& name, const Line& before, const detail::LineState& after,
                     const std::vector<detail::Handed>& handed);
+  Result<bool> store_exclusive(const std::string& name, const Line& before, const detail::LineState& after);
+  Status store_rows(const std::string& name, const Line& before, const detail::LineState& after);
+  static bool someone_left(const detail::LineState& before, const detail::LineState& after);
   std::function<std::uint64_t()> fence_source(Status* error);
   // A plain release inside the caller's transaction.
   Result<detail::ReleaseOutcome> release_plain(const detail::ReleaseCall& call, std::int64_t now);

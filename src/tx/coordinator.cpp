@@ -263,6 +263,84 @@ struct Coordinator::Impl {
     }
   }
 
+  // One Try, Confirm or Cancel, cut at `by`; alerts every alert_after
+  // failed attempts.
+  void call_branch(TccMachine& m, const TxInfo& info, const Step& step, Clock::time_point by) {
+    const auto& b = info.branches[static_cast<std::size_t>(step.branch)];
+    BranchContext ctx{info.gid, step.branch, step.op, b.payload, by};
+    std::string error;
+    const std::string which = std::string(to_string(step.op)) + " " + std::to_string(step.branch);
+    trace(info.gid, "before " + which);
+    const Outcome o = call(b.participant, ctx, error);
+    trace(info.gid, "after " + which);
+    if (o != Outcome::success) ++branch_failures;
+    const int attempts = m.on_call(step.branch, step.op, o, std::move(error), Clock::now(), jitter_unit());
+    if (attempts > 0 && options.alert_after > 0 && attempts % options.alert_after == 0 && options.on_alert) {
+      ++alerts;
+      Alert a{info.gid, step.branch, step.op, attempts, m.branches()[step.branch].last_error};
+      try {
+        options.on_alert(a);
+      } catch (...) {
+      }
+    }
+  }
+
+  // Writes the decision. nullopt: it is logged as this coordinator's and
+  // phase two begins; a state: drive() ends with it (`reason` set).
+  Result<std::optional<State>> write_decision(TccMachine& m, const TxInfo& info, std::uint64_t fence, const Step& step,
+                                              Budget budget, std::string& reason) {
+    // The write itself is bounded by the log's command timeout (a tighter
+    // bound would cut a synchronous commit short); reading it back after a
+    // lost answer by finish_within, at least 1 s.
+    auto moved = log->move(info.gid, fence, State::trying, step.to, step.reason);
+    const auto by = Clock::now() + std::max(budget.calls_for, milliseconds(1000));
+    std::optional<State> landed;
+    if (moved.ok() && *moved)
+      landed = step.to;
+    else if (moved.ok() || moved.status().next_step() != NextStep::give_up)
+      landed = settle(info, fence, step, by);
+    else
+      return moved.status();  // refused for good: nothing was written
+    if (!landed) {
+      // Abort was the only decision this coordinator could write, and
+      // whoever takes an undecided transaction over aborts it too.
+      if (step.to == State::aborting) {
+        reason = step.reason;
+        return std::optional<State>(State::aborting);
+      }
+      return Status(Errc::in_doubt, "transaction '" + info.gid +
+                                        "': the log did not confirm the commit decision in time (" +
+                                        (moved.ok() ? std::string("moved on") : moved.status().message()) +
+                                        "); it may or may not be decided: do not run it again, ask show() "
+                                        "later, recover() finishes it either way");
+    }
+    if (*landed == State::trying)
+      return Status(Errc::lease_lost,
+                    "transaction '" + info.gid + "' was taken over before its decision; it will be aborted");
+    if (*landed != step.to) {
+      // Another coordinator decided (it aborts what it takes over
+      // undecided) and drives it now: its answer is the outcome.
+      reason = "decided by another coordinator";
+      return landed;
+    }
+    if (step.to == State::aborting) reason = step.reason;
+    m.on_logged(step.to);
+    trace(info.gid, std::string(to_string(step.to)));
+    return std::optional<State>();
+  }
+
+  // Logs committed or aborted once every branch has answered.
+  Status write_finish(TccMachine& m, const TxInfo& info, std::uint64_t fence, const Step& step) {
+    auto moved = log->move(info.gid, fence, m.state(), step.to, step.reason);
+    if (!moved.ok()) return moved.status();
+    if (!*moved) return Status(Errc::lease_lost, "transaction '" + info.gid + "' moved on without this coordinator");
+    m.on_logged(step.to);
+    trace(info.gid, std::string(to_string(step.to)));
+    if (step.to == State::committed) ++committed;
+    if (step.to == State::aborted) ++aborted;
+    return {};
+  }
+
   // Drives `info` under `claim` until it is finished, or decided and out of
   // `budget`; then saves the progress for recovery. The Try phase is
   // bounded by the machine's deadline, each Try cut there. Returns the state
@@ -286,82 +364,23 @@ struct Coordinator::Impl {
       switch (step.kind) {
         case Step::Kind::done:
           return m.state();
-        case Step::Kind::call: {
+        case Step::Kind::call:
           if (decided(m.state()) && now >= calls_by) {
             if (Status s = leave(m, info, fence, milliseconds(0)); !s.ok()) return s;
             return m.state();
           }
-          const auto& b = info.branches[static_cast<std::size_t>(step.branch)];
-          BranchContext ctx{info.gid, step.branch, step.op, b.payload, decided(m.state()) ? calls_by : m.deadline()};
-          std::string error;
-          const std::string which = std::string(to_string(step.op)) + " " + std::to_string(step.branch);
-          trace(info.gid, "before " + which);
-          const Outcome o = call(b.participant, ctx, error);
-          trace(info.gid, "after " + which);
-          if (o != Outcome::success) ++branch_failures;
-          const int attempts = m.on_call(step.branch, step.op, o, std::move(error), Clock::now(), jitter_unit());
-          if (attempts > 0 && options.alert_after > 0 && attempts % options.alert_after == 0 && options.on_alert) {
-            ++alerts;
-            Alert a{info.gid, step.branch, step.op, attempts, m.branches()[step.branch].last_error};
-            try {
-              options.on_alert(a);
-            } catch (...) {
-            }
-          }
+          call_branch(m, info, step, decided(m.state()) ? calls_by : m.deadline());
           break;
-        }
         case Step::Kind::decide: {
-          // The write itself is bounded by the log's command timeout (a
-          // tighter bound would cut a synchronous commit short); reading it
-          // back after a lost answer by finish_within, at least 1 s.
-          auto moved = log->move(info.gid, fence, State::trying, step.to, step.reason);
-          const auto by = Clock::now() + std::max(budget.calls_for, milliseconds(1000));
-          std::optional<State> landed;
-          if (moved.ok() && *moved)
-            landed = step.to;
-          else if (moved.ok() || moved.status().next_step() != NextStep::give_up)
-            landed = settle(info, fence, step, by);
-          else
-            return moved.status();  // refused for good: nothing was written
-          if (!landed) {
-            // Abort was the only decision this coordinator could write, and
-            // whoever takes an undecided transaction over aborts it too.
-            if (step.to == State::aborting) {
-              reason = step.reason;
-              return State::aborting;
-            }
-            return Status(Errc::in_doubt, "transaction '" + info.gid +
-                                              "': the log did not confirm the commit decision in time (" +
-                                              (moved.ok() ? std::string("moved on") : moved.status().message()) +
-                                              "); it may or may not be decided: do not run it again, ask show() "
-                                              "later, recover() finishes it either way");
-          }
-          if (*landed == State::trying)
-            return Status(Errc::lease_lost,
-                          "transaction '" + info.gid + "' was taken over before its decision; it will be aborted");
-          if (*landed != step.to) {
-            // Another coordinator decided (it aborts what it takes over
-            // undecided) and drives it now: its answer is the outcome.
-            reason = "decided by another coordinator";
-            return *landed;
-          }
-          if (step.to == State::aborting) reason = step.reason;
-          m.on_logged(step.to);
-          trace(info.gid, std::string(to_string(step.to)));
+          auto ended = write_decision(m, info, fence, step, budget, reason);
+          if (!ended.ok()) return ended.status();
+          if (*ended) return **ended;
           start_phase_two();
           break;
         }
-        case Step::Kind::finish: {
-          auto moved = log->move(info.gid, fence, m.state(), step.to, step.reason);
-          if (!moved.ok()) return moved.status();
-          if (!*moved)
-            return Status(Errc::lease_lost, "transaction '" + info.gid + "' moved on without this coordinator");
-          m.on_logged(step.to);
-          trace(info.gid, std::string(to_string(step.to)));
-          if (step.to == State::committed) ++committed;
-          if (step.to == State::aborted) ++aborted;
+        case Step::Kind::finish:
+          if (Status s = write_finish(m, info, fence, step); !s.ok()) return s;
           break;
-        }
         case Step::Kind::wait: {
           if (decided(m.state()) && step.until > waits_by) {
             const auto due_in = std::chrono::ceil<milliseconds>(step.until - Clock::now());

@@ -19,19 +19,7 @@
 // A release deletes the node; an acquire that ends without a grant deletes
 // its node (a delete that fails is retried on every reconnect).
 //
-// Liveness is the session's, and only the leader expires sessions. A
-// follower answers reads by itself even when cut off from the leader, so a
-// reply proves nothing: the proof comes from syncs through the leader (see
-// leader_proof.hpp), sent every sixth of the timeout while a session is
-// connected, and from the leader's own touches when a session is created
-// (from the moment it was asked for) or revalidated on a reconnect (from
-// the newest request answered before). Each hold is valid until what the
-// leader vouches for (pushed as alive_until). If the proof runs out (no
-// answer: the client or its server was partitioned or paused) every hold
-// is reported lost and the session is closed and replaced: the leader
-// cannot have expired it before that moment, so the loss is reported
-// before anyone else can be granted. A session the server expired is
-// reported at once. A new session never re-acquires by itself.
+// How the session vouches for the holds: zk_liveness.cpp.
 #include "zookeeper/zk_backend.hpp"
 
 #include "core/token.hpp"
@@ -187,19 +175,17 @@ void ZkBackend::names(const std::string& prefix, std::function<void(Result<std::
   });
 }
 
-void ZkBackend::watch(const WatchKey& key, StatusDone ready) {
-  if (key.attempt != 0) return post(std::move(ready), Status());
-  if (observers_[key.name]++ > 0) return post(std::move(ready), Status());
-  observed_[config_.base + "/" + encode_name(key.name)] = key.name;
-  arm_observer(key.name, std::move(ready));
+void ZkBackend::observe(const std::string& name, StatusDone ready) {
+  if (observers_[name]++ > 0) return post(std::move(ready), Status());
+  observed_[config_.base + "/" + encode_name(name)] = name;
+  arm_observer(name, std::move(ready));
 }
 
-void ZkBackend::unwatch(const WatchKey& key) {
-  if (key.attempt != 0) return;
-  auto it = observers_.find(key.name);
+void ZkBackend::unobserve(const std::string& name) {
+  auto it = observers_.find(name);
   if (it == observers_.end() || --it->second > 0) return;
   observers_.erase(it);
-  observed_.erase(config_.base + "/" + encode_name(key.name));  // the server's watch fires once into nothing
+  observed_.erase(config_.base + "/" + encode_name(name));  // the server's watch fires once into nothing
 }
 
 void ZkBackend::arm_observer(const std::string& name, StatusDone ready) {
@@ -232,127 +218,6 @@ void ZkBackend::drop_later(Orphan o) {
 
 void ZkBackend::log(LogLevel level, const std::string& message) {
   if (config_.log) config_.log(level, message);
-}
-
-Status ZkBackend::open_session() {
-  session_id_ = 0;
-  opened_at_ = Clock::now();
-  Status s = session_.open();
-  if (s.ok() && !config_.user.empty()) s = session_.add_digest_auth(config_.user, config_.password);
-  return s;
-}
-
-void ZkBackend::finish_start(Status s) {
-  start_timer_.cancel();
-  post(std::exchange(start_done_, nullptr), std::move(s));
-}
-
-milliseconds ZkBackend::session_timeout() const {
-  const auto t = timeout_ms_.load();
-  return t > 0 ? milliseconds(t) : config_.session_timeout;
-}
-
-void ZkBackend::on_state(const SessionState& s) {
-  if (closed_) return;
-  ++link_epoch_;
-  proof_.reset();
-  if (s.state == ZOO_CONNECTED_STATE) {
-    const bool same = session_id_ != 0 && s.session_id == session_id_;
-    if (same) ++reconnects_;
-    if (!same) held_.set_session(s.session_id);  // before the fast path can see the session
-    session_id_ = s.session_id;
-    timeout_ms_ = (s.timeout.count() > 0 ? s.timeout : config_.session_timeout).count();
-    proof_.set_timeout(session_timeout());
-    // The leader touched the session when it made it (after open_session)
-    // or revalidated it for this connection (after every request answered
-    // on the previous one).
-    vouch(same ? heard_ : opened_at_);
-    if (start_done_) finish_start({});
-    if (!heartbeat_out_) {
-      heartbeat_armed_ = false;
-      heartbeat_.cancel();
-      send_heartbeat();
-    }
-    retry_orphans();
-    if (!same) {
-      // A new session has none of the old one's watches: the observers'
-      // are set again, and told (a change may have been missed).
-      for (const auto& [name, refs] : observers_) {
-        arm_observer(name, [](Status) {});
-        if (events_.released) events_.released({name, 0});
-      }
-    }
-    // Watch events are re-armed by the C client on reconnect; a wake-up
-    // lost meanwhile costs each waiter one more look at its queue.
-    if (events_.resync) events_.resync();
-  } else if (s.state == ZOO_EXPIRED_SESSION_STATE) {
-    session_ended(LossReason::expired, "the ZooKeeper session expired");
-  } else if (s.state == ZOO_AUTH_FAILED_STATE) {
-    if (start_done_) return finish_start({Errc::auth_failed, "zookeeper: authentication failed", "ZAUTHFAILED"});
-    session_ended(LossReason::unreachable, "ZooKeeper authentication failed");
-  }
-  // CONNECTING / ASSOCIATING: the C client reconnects by itself; the
-  // deadline decides whether holds survive it.
-}
-
-void ZkBackend::session_ended(LossReason reason, const std::string& why) {
-  const bool had = held_.clear();
-  log(had ? LogLevel::warning : LogLevel::info, why + (had ? ": every lock this client held is lost" : ""));
-  attempts_.clear();
-  watchers_.clear();
-  child_watchers_.clear();
-  orphans_.clear();  // their session's nodes go with it
-  heard_ = {};
-  until_ = {};
-  vouched_ns_ = 0;
-  deadline_.cancel();
-  if (had && events_.lost) events_.lost({}, reason);
-  ++reconnects_;
-  if (Status s = open_session(); !s.ok()) log(LogLevel::error, "zookeeper: a new session failed: " + s.to_string());
-}
-
-void ZkBackend::heard(Clock::time_point sent_at) { heard_ = std::max(heard_, sent_at); }
-
-void ZkBackend::vouch(Clock::time_point at) {
-  const auto until = detail::valid_until(at, session_timeout());
-  if (until <= until_) return;
-  until_ = until;
-  vouched_ns_ = until.time_since_epoch().count();
-  if (events_.alive_until) events_.alive_until(until_);
-  if (!held_.empty()) arm_deadline();
-}
-
-void ZkBackend::arm_deadline() {
-  deadline_.expires_at(until_);
-  deadline_.async_wait([this](const boost::system::error_code& ec) {
-    if (ec || closed_ || held_.empty() || Clock::now() < until_) return;
-    session_ended(LossReason::unreachable,
-                  "the ZooKeeper leader no longer vouches for the session (no answer "
-                  "through it within the session timeout)");
-  });
-}
-
-void ZkBackend::schedule_heartbeat() {
-  if (heartbeat_armed_ || heartbeat_out_ || closed_) return;
-  heartbeat_armed_ = true;
-  heartbeat_.expires_after(proof_.interval());
-  heartbeat_.async_wait([this](const boost::system::error_code& ec) {
-    if (ec) return;  // cancelled: whoever cancelled sends or re-arms
-    heartbeat_armed_ = false;
-    if (!closed_) send_heartbeat();
-  });
-}
-
-void ZkBackend::send_heartbeat() {
-  heartbeat_out_ = true;
-  session_.sync(config_.base.empty() ? "/" : config_.base, [this, epoch = link_epoch_](Reply r) {
-    heartbeat_out_ = false;
-    if (closed_) return;
-    if (answered(r.rc)) heard(r.sent_at);
-    if (r.rc == ZOK && epoch == link_epoch_)
-      if (auto at = proof_.answered(r.sent_at, Clock::now())) vouch(*at);
-    schedule_heartbeat();
-  });
 }
 
 void ZkBackend::create_node(std::uint64_t id, AcquireDone done) {

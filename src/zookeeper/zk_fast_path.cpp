@@ -53,22 +53,10 @@ std::optional<Result<AcquireOutcome>> ZkBackend::acquire_now(const AcquireCall& 
     return Result<AcquireOutcome>(disagreeing(call.name, permits, *st.disagrees));
   }
   if (!st.granted || c.stat.ephemeral_owner != session) {
-    if (!call.keep_place || c.stat.ephemeral_owner != session) {
+    if (!call.keep_place || c.stat.ephemeral_owner != session)
       drop_later({"", "", c.path});
-    } else {
-      // The wait goes on on the I/O thread under this attempt id, from
-      // this place in line (posted before the wait is).
-      Attempt a{call.name, call.owner, guid, parent, c.path, c.stat.czxid, c.stat.ephemeral_owner, call.grant};
-      a.mode = call.mode;
-      a.permits = permits;
-      a.info = call.info;
-      loop([this, id = call.attempt, a = std::move(a)]() mutable {
-        if (session_id_.load() == a.session)
-          attempts_.emplace(id, std::move(a));
-        else
-          remove_orphan({"", "", a.node}, [](Status) {});
-      });
-    }
+    else
+      keep_place(call, guid, parent, c, permits);
     return Result<AcquireOutcome>(busy(detail::WaitHint::watched()));
   }
   // Refused if the session ended meanwhile (its nodes went with it): held
@@ -112,6 +100,23 @@ std::optional<Result<ReleaseOutcome>> ZkBackend::release_now(const ReleaseCall& 
   }
   drop_later({"", "", *path});  // deleted again on every reconnect (see release())
   return Result<ReleaseOutcome>(rc_status(r.rc, "delete the lock node", Errc::outcome_unknown));
+}
+
+// The wait goes on on the I/O thread under the call's attempt id, from the
+// place in line `created` took (posted before the wait is).
+void ZkBackend::keep_place(const AcquireCall& call, const std::string& guid, const std::string& parent,
+                           const Reply& created, unsigned permits) {
+  Attempt a{call.name, call.owner, guid, parent, created.path, created.stat.czxid, created.stat.ephemeral_owner,
+            call.grant};
+  a.mode = call.mode;
+  a.permits = permits;
+  a.info = call.info;
+  loop([this, id = call.attempt, a = std::move(a)]() mutable {
+    if (session_id_.load() == a.session)
+      attempts_.emplace(id, std::move(a));
+    else
+      remove_orphan({"", "", a.node}, [](Status) {});
+  });
 }
 
 }  // namespace dlock::zookeeper

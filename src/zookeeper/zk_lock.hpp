@@ -1,6 +1,7 @@
-// The ZooKeeper backend's class, shared by its two source files: the
-// queue on the I/O thread (zk_backend.cpp) and the blocking fast path on
-// callers' threads (zk_fast_path.cpp). Internal.
+// The ZooKeeper backend's class, shared by its source files: the
+// queue on the I/O thread (zk_backend.cpp), the session's liveness
+// (zk_liveness.cpp) and the blocking fast path on callers' threads
+// (zk_fast_path.cpp). Internal.
 #ifndef DLOCK_ZOOKEEPER_ZK_LOCK_HPP_
 #define DLOCK_ZOOKEEPER_ZK_LOCK_HPP_
 
@@ -94,15 +95,19 @@ class ZkBackend final : public detail::Backend {
   // is the I/O thread's job (this node is then deleted, and the waiting
   // acquire queues anew).
   std::optional<Result<AcquireOutcome>> acquire_now(const AcquireCall& call) override;
+  void keep_place(const AcquireCall& call, const std::string& guid, const std::string& parent, const Reply& created,
+                  unsigned permits);
 
   std::optional<Result<ReleaseOutcome>> release_now(const ReleaseCall& call) override;
 
-  // An attempt's watch: set on the nodes ahead when it answered busy.
-  // Attempt 0: a watch on the lock's children, re-armed after every change,
-  // told as released({name, 0}) (an election's observers learn of a new
-  // leader).
-  void watch(const WatchKey& key, StatusDone ready) override;
-  void unwatch(const WatchKey& key) override;
+  // An attempt's watch is set on the nodes ahead when it answered busy:
+  // nothing more to do here.
+  void watch(const WatchKey&, StatusDone ready) override { post(std::move(ready), Status()); }
+  void unwatch(const WatchKey&) override {}
+  // A watch on the lock's children, re-armed after every change, told as
+  // released({name, 0}) (an election's observers learn of a new leader).
+  void observe(const std::string& name, StatusDone ready) override;
+  void unobserve(const std::string& name) override;
 
   std::uint64_t commands_sent() const override { return session_.calls(); }
   std::uint64_t reconnects() const override { return reconnects_; }
