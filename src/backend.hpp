@@ -207,8 +207,8 @@ struct RenewCall {
 // (WAIT mode): retried like a failed renewal, never reported as renewed.
 enum class RenewOutcome { renewed, expired, taken, wrong_type, unconfirmed };
 
-// Whose release a watch waits for: every waiter of a name on Redis and SQL,
-// one attempt's predecessor on ZooKeeper.
+// Whose release a watch waits for: every waiter of a name on Redis and SQL
+// (which do not read `attempt`), one attempt's predecessor on ZooKeeper.
 struct WatchKey {
   std::string name;
   std::uint64_t attempt = 0;
@@ -294,6 +294,14 @@ class Backend {
   // BackendEvents::released.
   virtual void watch(const WatchKey& key, std::function<void(Status)> ready) = 0;
   virtual void unwatch(const WatchKey& key) = 0;
+  // An observer of `name` (Election::observe), counted like a watch: told
+  // of every change of the name's holders, through BackendEvents::released
+  // or changed. Where watches are keyed by name, a watch serves it;
+  // ZooKeeper, whose waiters watch only their predecessor, overrides it.
+  virtual void observe(const std::string& name, std::function<void(Status)> ready) {
+    watch({name, 0}, std::move(ready));
+  }
+  virtual void unobserve(const std::string& name) { unwatch({name, 0}); }
 
   // The blocking fast path, called on the caller's own thread (any thread,
   // concurrently: the only thread-safe calls here). One round trip, no hand-

@@ -1,5 +1,5 @@
 // Observers of a lock's holder (Election::observe): a watch on the name
-// (attempt 0: every release and hand-over of it; on ZooKeeper, its queue),
+// (Backend::observe: every release and hand-over of it; on ZooKeeper, its queue),
 // an inspect at each wake-up, and a timer for what sends no message: a
 // holder's lease running out, and on some backends a free lock's first grant.
 #include "client_core_internal.hpp"
@@ -45,7 +45,7 @@ std::uint64_t ClientCore::observe(std::string name, std::function<void(const Loc
     obs->on_change = std::move(on_change);
     obs->first_look = std::move(answered);
     observers_[id] = obs;
-    backend_->watch({obs->name, 0}, [this, obs](Status) {
+    backend_->observe(obs->name, [this, obs](Status) {
       if (!closing_ && !obs->stopped) look(obs);
     });
   });
@@ -62,7 +62,7 @@ void ClientCore::unobserve(std::uint64_t id) {
     if (it == observers_.end()) return;
     it->second->stopped = true;
     it->second->timer.cancel();
-    if (!closing_) backend_->unwatch({it->second->name, 0});
+    if (!closing_) backend_->unobserve(it->second->name);
     observers_.erase(it);
   };
   if (on_io_thread()) return stop();

@@ -304,7 +304,7 @@ TEST(ZooKeeperLines, TheAttemptZeroWatchTellsEveryChangeOfHolder) {
   Observer obs(url(zk.hosts()));
   ASSERT_THAT(obs.on_loop([&](auto done) { obs.backend->start(std::move(done)); }), IsOk());
   // Watched before the lock's node exists: its creation is told too.
-  ASSERT_THAT(obs.on_loop([&](auto done) { obs.backend->watch({"leader", 0}, std::move(done)); }), IsOk());
+  ASSERT_THAT(obs.on_loop([&](auto done) { obs.backend->observe("leader", std::move(done)); }), IsOk());
   Client c1 = Client::connect(url(zk.hosts()), silent());
   Client c2 = Client::connect(url(zk.hosts()), silent());
   LockOptions one;
@@ -330,9 +330,9 @@ TEST(ZooKeeperLines, TheAttemptZeroWatchTellsEveryChangeOfHolder) {
   const std::size_t again = obs.count("leader");
   ASSERT_THAT(second->release(), IsOk());
   ASSERT_TRUE(eventually([&] { return obs.count("leader") > again; }, 5s));
-  // Once unwatched, nothing more is told.
+  // Once unobserved, nothing more is told.
   ASSERT_THAT(obs.on_loop([&](auto done) {
-    obs.backend->unwatch({"leader", 0});
+    obs.backend->unobserve("leader");
     done(Status());
   }),
               IsOk());
