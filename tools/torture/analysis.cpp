@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 #include <deque>
 #include <limits>
 #include <set>
@@ -14,13 +13,6 @@
 
 namespace torture {
 namespace {
-
-// Nanoseconds to milliseconds, rounded to nearest (durations are >= 0).
-std::int64_t to_ms(std::int64_t ns) { return (ns + kNsPerMs / 2) / kNsPerMs; }
-
-std::string plural(std::int64_t n, const std::string& one, const std::string& many) {
-  return std::to_string(n) + " " + (n == 1 ? one : many);
-}
 
 std::vector<Hold> build_holds(const Index& ix, std::int64_t run_end) {
   std::vector<Hold> holds;
@@ -133,8 +125,7 @@ std::string explain(const Hold& first, const Hold& second, const std::vector<Fau
     // A server fault (a Redlock node's too) can take the lock from anyone.
     if (w.target != first.proc && w.target != "server" && w.target != "all" && w.target.rfind("node", 0) != 0) continue;
     if (w.start_t > second.ok_t || w.end_t < first.ok_t) continue;
-    return w.kind + " of " + w.target + " (" + std::to_string(to_ms(w.end_t - w.start_t)) + " ms) during " +
-           first.grant + "'s hold";
+    return fault_label(w) + " during " + first.grant + "'s hold";
   }
   return {};
 }
@@ -355,6 +346,10 @@ void measure_liveness(const Index& ix, const std::vector<Hold>& holds, std::int6
 
 }  // namespace
 
+std::string fault_label(const FaultWindow& w) {
+  return w.kind + " of " + w.target + " (" + std::to_string(to_ms(w.end_t - w.start_t)) + " ms)";
+}
+
 bool explains_overlap(const std::string& kind) {
   return kind == "pause" || kind == "failpoint-pause" || kind == "late-reply" || kind == "server-clock" ||
          kind == "restart" || kind == "failover";
@@ -429,102 +424,6 @@ Findings analyze(const std::vector<Event>& events, const RunInfo& info) {
     f.model = check_mutex_model(events, f.holds);
   f.recipe = check_recipe(events, ix, f.holds, f.faults, info, run_end);
   return f;
-}
-
-Verdict judge(const Findings& f, const Expectation& e) {
-  Verdict v;
-  std::vector<std::string> forbidden;  // found and not allowed
-  auto found = [&](std::string what, bool allowed) {
-    if (allowed)
-      what += " (documented: allowed here)";
-    else
-      forbidden.push_back(what);
-    v.violations.push_back(std::move(what));
-    v.caught = true;
-  };
-
-  std::int64_t max_unexplained = 0, max_explained = 0;
-  for (const Overlap& o : f.overlaps) {
-    std::int64_t& m = o.explained ? max_explained : max_unexplained;
-    m = std::max(m, to_ms(o.end_t - o.start_t));
-  }
-  const auto explained = static_cast<std::int64_t>(f.overlaps.size()) - f.unexplained_overlaps;
-  if (f.unexplained_overlaps > 0)
-    found(plural(f.unexplained_overlaps, "unexplained overlap", "unexplained overlaps") + " (max " +
-              std::to_string(max_unexplained) + " ms)",
-          false);
-  if (explained > 0)
-    found(plural(explained, "explained overlap", "explained overlaps") + " (max " + std::to_string(max_explained) +
-              " ms)",
-          e.overlap_allowed);
-  if (f.stale_fenced > 0)
-    found(plural(f.stale_fenced, "stale write", "stale writes") + " accepted by the fenced register", false);
-  if (!f.foreign_releases.empty())
-    found(plural(static_cast<std::int64_t>(f.foreign_releases.size()), "foreign release", "foreign releases"), false);
-  if (f.lockouts > 0) found(plural(f.lockouts, "lock-out", "lock-outs") + " after a holder's death", false);
-  std::int64_t late = 0, late_max = 0;
-  for (const Recovery& r : f.recoveries)
-    if (r.next_grant_t && !r.within_bound) {
-      ++late;
-      late_max = std::max(late_max, r.recovery_ms);
-    }
-  if (late > 0)
-    found(plural(late, "recovery", "recoveries") + " past the bound (max " + std::to_string(late_max) + " ms)", false);
-  // The model sees the same double grants as the overlap check.
-  if (f.model.verdict == "invalid") found("mutex model invalid: " + f.model.detail, e.overlap_allowed);
-  const std::int64_t anomalies =
-      std::max<std::int64_t>(f.fence_anomaly_count, static_cast<std::int64_t>(f.fence_anomalies.size()));
-  if (anomalies > 0) found(plural(anomalies, "fence anomaly", "fence anomalies"), e.fence_anomaly_allowed);
-  if (f.lost_updates > 0) {
-    char pct[32];
-    std::snprintf(pct, sizeof pct, "%.1f", f.lost_pct);
-    found(plural(f.lost_updates, "lost update", "lost updates") + " (" + pct + "% of acked)", e.lost_updates_allowed);
-  }
-
-  // The recipes' own checks (recipe_check.hpp).
-  const RecipeFindings& rf = f.recipe;
-  if (rf.line_overtakes > 0)
-    found(plural(rf.line_overtakes, "waiter", "waiters") + " overtaken in the line by a later arrival", false);
-  if (rf.excess_unexplained > 0)
-    found(plural(rf.excess_unexplained, "interval", "intervals") + " with more than " + std::to_string(rf.permits) +
-              " permit holders (unexplained)",
-          false);
-  if (rf.excess_explained > 0)
-    found(plural(rf.excess_explained, "interval", "intervals") + " with more than " + std::to_string(rf.permits) +
-              " permit holders (explained)",
-          e.overlap_allowed);
-  if (rf.term_clashes > 0)
-    found(plural(rf.term_clashes, "term", "terms") + " with two leaders", e.fence_anomaly_allowed);
-
-  // Checker health: a run that judged too little proves nothing, unless it
-  // is a control that was caught (a lock-out leaves few grants to judge).
-  if (f.grants < e.min_grants && !(e.must_be_caught && v.caught))
-    v.problems.push_back("checker health: " + plural(f.grants, "grant", "grants") + " judged, need " +
-                         std::to_string(e.min_grants));
-  const auto faults = static_cast<std::int64_t>(f.faults.size());
-  if (faults < e.min_faults)
-    v.problems.push_back("checker health: " + plural(faults, "fault", "faults") + " applied, need " +
-                         std::to_string(e.min_faults));
-
-  if (rf.recipe == "fair" && rf.line_join_bound_ms > 0 && rf.line_pairs_judged == 0)
-    v.problems.push_back("checker health: no waiter was in the line while a later arrival was granted");
-  if (rf.recipe == "rw" && rf.reader_overlaps == 0)
-    v.problems.push_back("checker health: readers never held at once (" + std::to_string(rf.shared_grants) +
-                         " reads, " + std::to_string(rf.exclusive_grants) + " writes)");
-  if (rf.recipe == "semaphore" && rf.max_holders < static_cast<int>(rf.permits))
-    v.problems.push_back("checker health: at most " + std::to_string(rf.max_holders) + " of " +
-                         std::to_string(rf.permits) + " permits held at once");
-
-  if (e.must_be_caught) {
-    if (!v.caught) v.problems.push_back("not caught: this strategy must show a violation here");
-  } else {
-    for (const std::string& what : forbidden) v.problems.push_back("violation: " + what);
-    // "unknown" is never a pass where the model's answer matters.
-    if (f.model.verdict == "unknown" && !e.overlap_allowed)
-      v.problems.push_back("checker health: mutex model unknown (" + f.model.detail + ")");
-  }
-  v.pass = v.problems.empty();
-  return v;
 }
 
 }  // namespace torture

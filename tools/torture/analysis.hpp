@@ -70,6 +70,9 @@ struct FaultWindow {
   std::string proof;  // detail of the invoke event
 };
 
+// How the findings name a fault window: "pause of w2 (2177 ms)".
+std::string fault_label(const FaultWindow& w);
+
 // Fault kinds after which an overlap is explained by a documented timing
 // assumption: the earlier holder stopped (pause, or its replies were held
 // back past the lease), the server's clock jumped, or the server forgot the

@@ -17,6 +17,9 @@ namespace torture {
 inline constexpr std::int64_t kNsPerMs = 1'000'000;
 inline constexpr std::int64_t kNever = std::numeric_limits<std::int64_t>::max();
 
+// Nanoseconds to milliseconds, rounded to nearest (durations are >= 0).
+inline std::int64_t to_ms(std::int64_t ns) { return (ns + kNsPerMs / 2) / kNsPerMs; }
+
 inline bool is_instant_fault(const std::string& kind) { return kind == "kill" || kind == "crash"; }
 inline bool is_worker(const std::string& target) { return target != "server" && target != "all" && !target.empty(); }
 

@@ -10,8 +10,6 @@
 namespace torture {
 namespace {
 
-std::int64_t to_ms(std::int64_t ns) { return (ns + kNsPerMs / 2) / kNsPerMs; }
-
 // "w3": a worker's name; anything else ("server", "all", "node2",
 // "server0", "nodes 3-4") is a fault of the servers or of everyone.
 bool worker_name(const std::string& t) {
@@ -86,8 +84,7 @@ void check_line_order(const Index& ix, const std::vector<FaultWindow>& faults, s
         if (!drops_from_line(w.kind) || !hits(w.target, a.proc)) continue;
         if (w.start_t > b.done_t || w.end_t < a.invoke_t) continue;
         o.excused = true;
-        o.excuse = w.kind + " of " + w.target + " (" + std::to_string(to_ms(w.end_t - w.start_t)) + " ms) while " +
-                   a.proc + " waited";
+        o.excuse = fault_label(w) + " while " + a.proc + " waited";
       }
       if (o.excused) {
         ++r.line_overtakes_excused;
@@ -147,11 +144,24 @@ std::int64_t first_full_after(const std::vector<Hold>& holds, const std::vector<
   return -1;
 }
 
-}  // namespace
+// The first fault of a holder in `active` that explains their number at
+// `t`; "" if none.
+std::string explain_excess(const std::set<std::size_t>& active, const std::vector<Hold>& holds,
+                           const std::vector<FaultWindow>& faults, std::int64_t t) {
+  for (std::size_t i : active) {
+    const Hold& h = holds[i];
+    for (const FaultWindow& w : faults) {
+      if (!explains_overlap(w.kind) || !hits(w.target, h.proc)) continue;
+      if (w.start_t > t || w.end_t < h.ok_t) continue;
+      return fault_label(w) + " during " + h.grant + "'s hold";
+    }
+  }
+  return {};
+}
 
-void check_capacity(const std::vector<Hold>& holds, const std::vector<FaultWindow>& faults, unsigned permits,
-                    std::int64_t ttl_ns, std::int64_t run_end, RecipeFindings& r) {
-  r.permits = permits;
+// Intervals with more holders than permits; listed unexplained first.
+void find_excesses(const std::vector<Hold>& holds, const std::vector<FaultWindow>& faults, unsigned permits,
+                   RecipeFindings& r) {
   struct Step {
     std::int64_t t;
     int d;
@@ -170,18 +180,6 @@ void check_capacity(const std::vector<Hold>& holds, const std::vector<FaultWindo
   std::set<std::size_t> active;
   std::vector<CapacityExcess> explained;
   std::optional<CapacityExcess> open;
-  auto explain = [&](std::int64_t t) -> std::string {
-    for (std::size_t i : active) {
-      const Hold& h = holds[i];
-      for (const FaultWindow& w : faults) {
-        if (!explains_overlap(w.kind) || !hits(w.target, h.proc)) continue;
-        if (w.start_t > t || w.end_t < h.ok_t) continue;
-        return w.kind + " of " + w.target + " (" + std::to_string(to_ms(w.end_t - w.start_t)) + " ms) during " +
-               h.grant + "'s hold";
-      }
-    }
-    return {};
-  };
   for (const Step& s : steps) {
     if (s.d > 0)
       active.insert(s.i);
@@ -194,7 +192,7 @@ void check_capacity(const std::vector<Hold>& holds, const std::vector<FaultWindo
         open = CapacityExcess{};
         open->start_t = s.t;
         for (std::size_t i : active) open->grants.push_back(holds[i].grant);
-        open->explanation = explain(s.t);
+        open->explanation = explain_excess(active, holds, faults, s.t);
         open->explained = !open->explanation.empty();
       }
       open->holders = std::max(open->holders, n);
@@ -212,9 +210,13 @@ void check_capacity(const std::vector<Hold>& holds, const std::vector<FaultWindo
   }
   for (auto& e : explained)
     if (r.excesses.size() < kMaxListed) r.excesses.push_back(std::move(e));
+}
 
-  // Permits lost with their holders: killed while holding, or stopped for
-  // longer than the lease while holding.
+// Permits lost with their holders: killed while holding, or stopped for
+// longer than the lease while holding; each with the time until the
+// others held every permit again.
+void find_lost_permits(const std::vector<Hold>& holds, const std::vector<FaultWindow>& faults, unsigned permits,
+                       std::int64_t ttl_ns, std::int64_t run_end, RecipeFindings& r) {
   for (std::size_t i = 0; i < holds.size(); ++i) {
     const Hold& h = holds[i];
     auto record = [&](const std::string& cause, std::int64_t t) {
@@ -239,6 +241,15 @@ void check_capacity(const std::vector<Hold>& holds, const std::vector<FaultWindo
   }
   std::sort(r.permit_recoveries.begin(), r.permit_recoveries.end(),
             [](const PermitRecovery& a, const PermitRecovery& b) { return a.t < b.t; });
+}
+
+}  // namespace
+
+void check_capacity(const std::vector<Hold>& holds, const std::vector<FaultWindow>& faults, unsigned permits,
+                    std::int64_t ttl_ns, std::int64_t run_end, RecipeFindings& r) {
+  r.permits = permits;
+  find_excesses(holds, faults, permits, r);
+  find_lost_permits(holds, faults, permits, ttl_ns, run_end, r);
 }
 
 void check_election(const std::vector<Event>& events, const std::vector<Hold>& holds, RecipeFindings& r) {
