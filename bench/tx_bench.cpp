@@ -23,25 +23,24 @@
 #include <chrono>
 #include <cstdio>
 #include <dlock/tx.hpp>
-#include <fstream>
+#include <functional>
 #include <iostream>
-#include <memory>
 #include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "harness.hpp"
+
 namespace {
 
-using Clock = std::chrono::steady_clock;
+namespace bench = dlock::bench;
+using bench::Clock;
 
-struct Args {
+struct Args : bench::RunFlags {
   std::string postgres;
-  double seconds = 3;
-  int reps = 3;
   int clients = 4;
   std::string load = "idle";  // a label for the results (the script makes the load)
-  std::string json;
 };
 
 constexpr int kMaxParticipants = 3;
@@ -141,12 +140,6 @@ struct Row {
   long failed = 0;
 };
 
-double pct(std::vector<double>& v, double p) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[std::min(v.size() - 1, static_cast<std::size_t>(p * static_cast<double>(v.size())))];
-}
-
 // Runs `one(client, i)` on `clients` threads for `seconds`; true = done.
 Row measure(const std::string& url, const std::string& protocol, int participants, int clients, double seconds,
             const std::function<bool(int, long)>& one) {
@@ -184,8 +177,8 @@ Row measure(const std::string& url, const std::string& protocol, int participant
   for (auto& v : lat) all.insert(all.end(), v.begin(), v.end());
   Row r{protocol, participants, clients};
   r.tx_per_s = static_cast<double>(all.size()) / elapsed;
-  r.p50_us = pct(all, 0.50);
-  r.p99_us = pct(all, 0.99);
+  r.p50_us = bench::percentile(all, 0.50);
+  r.p99_us = bench::percentile(std::move(all), 0.99);
   r.failed = failed;
   return r;
 }
@@ -194,8 +187,7 @@ Row median_row(std::vector<Row> reps) {
   auto mid = [&](auto field) {
     std::vector<double> v;
     for (auto& r : reps) v.push_back(r.*field);
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
+    return bench::median(std::move(v));
   };
   Row r = reps.front();
   r.tx_per_s = mid(&Row::tx_per_s);
@@ -205,119 +197,120 @@ Row median_row(std::vector<Row> reps) {
   return r;
 }
 
+// The log and the participants: each one's Try, Confirm and Cancel behind
+// pg_barrier (TCC), and its database (2PC).
+dlock::tx::Coordinator open_coordinator(const std::string& url) {
+  dlock::tx::CoordinatorOptions o;
+  auto coordinator = dlock::tx::Coordinator::open(with_db(url, "dlock_txb_log"), o);
+  if (!coordinator.ok()) throw std::runtime_error("opening the log: " + coordinator.status().to_string());
+  for (int p = 0; p < kMaxParticipants; ++p) {
+    coordinator->add_participant("p" + std::to_string(p),
+                                 {[p](const dlock::tx::BranchContext& c) { return barrier(p, c, kTry); },
+                                  [p](const dlock::tx::BranchContext& c) { return barrier(p, c, kConfirm); },
+                                  [p](const dlock::tx::BranchContext& c) { return barrier(p, c, kCancel); }});
+    auto st = coordinator->add_database(participant_db(p), with_db(url, participant_db(p)));
+    if (!st.ok()) throw std::runtime_error("add_database: " + st.to_string());
+  }
+  return std::move(coordinator.value());
+}
+
+// One cell of the table: the limit, TCC and 2PC with `participants` and
+// `clients`, each row the median of the reps.
+std::vector<Row> measure_cell(const Args& a, dlock::tx::Coordinator& coordinator, int participants, int clients) {
+  static std::atomic<long> serial{0};  // the gids: new ones for every transaction of the run
+  auto row_of = [&](int client) { return std::to_string(client); };
+  std::vector<Row> limit, tcc, xa;
+  for (int rep = 0; rep < a.reps; ++rep) {
+    limit.push_back(measure(a.postgres, "limit", participants, clients, a.seconds, [&](int t, long) {
+      for (int p = 0; p < participants; ++p) {
+        PGconn* c = tl_conns->c[p];
+        exec(c, "BEGIN");
+        if (!update(c, kDebit, row_of(t))) {
+          exec(c, "ROLLBACK");
+          return false;
+        }
+        exec(c, "COMMIT");
+      }
+      return true;
+    }));
+    tcc.push_back(measure(a.postgres, "tcc", participants, clients, a.seconds, [&](int t, long) {
+      std::vector<dlock::tx::Branch> b;
+      for (int p = 0; p < participants; ++p) b.push_back({"p" + std::to_string(p), row_of(t)});
+      return said(coordinator.run("tcc-" + std::to_string(serial++), b));
+    }));
+    xa.push_back(measure(a.postgres, "2pc", participants, clients, a.seconds, [&](int t, long) {
+      std::vector<dlock::tx::XaBranch> b;
+      const std::string row = row_of(t);
+      for (int p = 0; p < participants; ++p)
+        b.push_back({participant_db(p), [row](pg_conn* c) {
+                       return update(c, kDebit, row) ? dlock::tx::Outcome::success : dlock::tx::Outcome::failure;
+                     }});
+      return said(coordinator.run_2pc("xa-" + std::to_string(serial++), b));
+    }));
+  }
+  return {median_row(limit), median_row(tcc), median_row(xa)};
+}
+
+// A cell's rows, each beside the first (the limit).
+void print_cell(const std::vector<Row>& cell) {
+  const Row& l = cell.front();
+  for (const Row& r : cell) {
+    std::printf("  %-5s %d participants, %d client%s  %8.0f tx/s  p50 %8.0f us  p99 %8.0f us  %5.2fx the limit%s\n",
+                r.protocol.c_str(), r.participants, r.clients, r.clients == 1 ? " " : "s", r.tx_per_s, r.p50_us,
+                r.p99_us, r.tx_per_s / l.tx_per_s,
+                r.failed ? ("  (" + std::to_string(r.failed) + " failed)").c_str() : "");
+    std::fflush(stdout);
+  }
+}
+
+void write_json(const Args& a, const std::vector<Row>& rows) {
+  std::string list = "[";
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    const Row& r = rows[i];
+    bench::JsonLine row;
+    row.str("protocol", r.protocol).num("participants", r.participants).num("clients", r.clients);
+    row.num("tx_per_s", r.tx_per_s).num("p50_us", r.p50_us).num("p99_us", r.p99_us).num("failed", r.failed);
+    list += (i ? ",\n " : "\n ") + row.text();
+  }
+  bench::JsonLine j;
+  j.str("load", a.load).num("seconds", a.seconds).num("reps", a.reps).raw("rows", list + "\n]");
+  j.write(a.json);
+}
+
+int run(const Args& a) {
+  make_databases(a.postgres);
+  auto coordinator = open_coordinator(a.postgres);
+  std::vector<Row> rows;
+  for (int participants : {2, 3}) {
+    for (int clients : {1, a.clients}) {
+      if (clients == 1 && a.clients == 1 && !rows.empty() && rows.back().clients == 1) continue;
+      const std::vector<Row> cell = measure_cell(a, coordinator, participants, clients);
+      print_cell(cell);
+      rows.insert(rows.end(), cell.begin(), cell.end());
+    }
+  }
+  if (!a.json.empty()) write_json(a, rows);
+  long failed = 0;
+  for (auto& r : rows) failed += r.failed;
+  if (failed > 0) {
+    std::cerr << "dlock-tx-bench: " << failed << " transactions did not commit\n";
+    return 1;
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   Args a;
-  for (int i = 1; i < argc; ++i) {
-    const std::string k = argv[i];
-    auto val = [&]() -> std::string {
-      if (i + 1 >= argc) throw std::runtime_error(k + " needs a value");
-      return argv[++i];
-    };
-    if (k == "--postgres")
-      a.postgres = val();
-    else if (k == "--seconds")
-      a.seconds = std::stod(val());
-    else if (k == "--reps")
-      a.reps = std::stoi(val());
-    else if (k == "--clients")
-      a.clients = std::stoi(val());
-    else if (k == "--load")
-      a.load = val();
-    else if (k == "--json")
-      a.json = val();
-    else {
-      std::cerr << "usage: dlock-tx-bench --postgres URL [--seconds 3] [--reps 3] [--clients 4] [--load idle] "
-                   "[--json FILE]\n";
-      return 2;
-    }
-  }
+  bench::Flags flags(a);
+  flags.add("--postgres", a.postgres).add("--clients", a.clients).add("--load", a.load);
+  if (!flags.parse(argc, argv))
+    return bench::usage(
+        "dlock-tx-bench --postgres URL [--seconds 3] [--reps 3] [--clients 4] [--load idle] [--json FILE]", 2);
   if (a.postgres.empty() || a.reps < 1 || a.clients < 1 || a.seconds <= 0) {
     std::cerr << "dlock-tx-bench: --postgres URL is required; reps, clients and seconds must be positive\n";
     return 2;
   }
-  try {
-    make_databases(a.postgres);
-    dlock::tx::CoordinatorOptions o;
-    auto coordinator = dlock::tx::Coordinator::open(with_db(a.postgres, "dlock_txb_log"), o);
-    if (!coordinator.ok()) throw std::runtime_error("opening the log: " + coordinator.status().to_string());
-    for (int p = 0; p < kMaxParticipants; ++p) {
-      coordinator->add_participant("p" + std::to_string(p),
-                                   {[p](const dlock::tx::BranchContext& c) { return barrier(p, c, kTry); },
-                                    [p](const dlock::tx::BranchContext& c) { return barrier(p, c, kConfirm); },
-                                    [p](const dlock::tx::BranchContext& c) { return barrier(p, c, kCancel); }});
-      auto st = coordinator->add_database(participant_db(p), with_db(a.postgres, participant_db(p)));
-      if (!st.ok()) throw std::runtime_error("add_database: " + st.to_string());
-    }
-    std::vector<Row> rows;
-    std::atomic<long> serial{0};
-    for (int participants : {2, 3}) {
-      for (int clients : {1, a.clients}) {
-        if (clients == 1 && a.clients == 1 && !rows.empty() && rows.back().clients == 1) continue;
-        auto row_of = [&](int client) { return std::to_string(client); };
-        std::vector<Row> limit, tcc, xa;
-        for (int rep = 0; rep < a.reps; ++rep) {
-          limit.push_back(measure(a.postgres, "limit", participants, clients, a.seconds, [&](int t, long) {
-            for (int p = 0; p < participants; ++p) {
-              PGconn* c = tl_conns->c[p];
-              exec(c, "BEGIN");
-              if (!update(c, kDebit, row_of(t))) {
-                exec(c, "ROLLBACK");
-                return false;
-              }
-              exec(c, "COMMIT");
-            }
-            return true;
-          }));
-          tcc.push_back(measure(a.postgres, "tcc", participants, clients, a.seconds, [&](int t, long) {
-            std::vector<dlock::tx::Branch> b;
-            for (int p = 0; p < participants; ++p) b.push_back({"p" + std::to_string(p), row_of(t)});
-            return said(coordinator->run("tcc-" + std::to_string(serial++), b));
-          }));
-          xa.push_back(measure(a.postgres, "2pc", participants, clients, a.seconds, [&](int t, long) {
-            std::vector<dlock::tx::XaBranch> b;
-            const std::string row = row_of(t);
-            for (int p = 0; p < participants; ++p)
-              b.push_back({participant_db(p), [row](pg_conn* c) {
-                             return update(c, kDebit, row) ? dlock::tx::Outcome::success : dlock::tx::Outcome::failure;
-                           }});
-            return said(coordinator->run_2pc("xa-" + std::to_string(serial++), b));
-          }));
-        }
-        for (auto* set : {&limit, &tcc, &xa}) rows.push_back(median_row(*set));
-        const Row& l = rows[rows.size() - 3];
-        for (std::size_t i = rows.size() - 3; i < rows.size(); ++i) {
-          const Row& r = rows[i];
-          std::printf(
-              "  %-5s %d participants, %d client%s  %8.0f tx/s  p50 %8.0f us  p99 %8.0f us  %5.2fx the limit%s\n",
-              r.protocol.c_str(), r.participants, r.clients, r.clients == 1 ? " " : "s", r.tx_per_s, r.p50_us, r.p99_us,
-              r.tx_per_s / l.tx_per_s, r.failed ? ("  (" + std::to_string(r.failed) + " failed)").c_str() : "");
-          std::fflush(stdout);
-        }
-      }
-    }
-    if (!a.json.empty()) {
-      std::ofstream out(a.json);
-      out << "{\"load\": \"" << a.load << "\", \"seconds\": " << a.seconds << ", \"reps\": " << a.reps
-          << ", \"rows\": [";
-      for (std::size_t i = 0; i < rows.size(); ++i) {
-        const Row& r = rows[i];
-        out << (i ? ",\n " : "\n ") << "{\"protocol\": \"" << r.protocol << "\", \"participants\": " << r.participants
-            << ", \"clients\": " << r.clients << ", \"tx_per_s\": " << r.tx_per_s << ", \"p50_us\": " << r.p50_us
-            << ", \"p99_us\": " << r.p99_us << ", \"failed\": " << r.failed << "}";
-      }
-      out << "\n]}\n";
-    }
-    long failed = 0;
-    for (auto& r : rows) failed += r.failed;
-    if (failed > 0) {
-      std::cerr << "dlock-tx-bench: " << failed << " transactions did not commit\n";
-      return 1;
-    }
-  } catch (const std::exception& e) {
-    std::cerr << "dlock-tx-bench: " << e.what() << "\n";
-    return 1;
-  }
-  return 0;
+  return bench::exit_status("dlock-tx-bench", [&] { return run(a); });
 }

@@ -1,0 +1,136 @@
+#include "handoff.hpp"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <stdexcept>
+
+namespace dlock::bench {
+namespace {
+
+long long read_counter(const std::string& path) {
+  std::ifstream in(path);
+  long long v = 0;
+  in >> v;
+  return v;
+}
+
+// One worker's loop; it leaves its grant and release times, and its
+// client's wake-ups, in files of its own.
+int worker(const std::string& url, const ClientOptions& options, const std::string& dir, double seconds, int k) {
+  const std::string counter = dir + "/w3.counter";
+  try {
+    auto client = Client::connect(url, options);
+    Mutex m(client, "w3");
+    std::ofstream ev(dir + "/w3.events." + std::to_string(k));
+    const auto end = Clock::now() + std::chrono::duration<double>(seconds);
+    while (Clock::now() < end) {
+      m.lock();
+      const long long got = mono_ns();
+      const long long v = read_counter(counter);  // read before the write truncates it
+      std::ofstream(counter, std::ios::trunc) << v + 1;
+      const long long rel = mono_ns();
+      m.unlock();
+      ev << got << ' ' << rel << '\n';
+    }
+    std::ofstream(dir + "/w3.wakeups." + std::to_string(k)) << client.stats().wakeups;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "w3 worker: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
+
+struct Event {
+  long long got, rel;
+  int proc;
+};
+
+// Every worker's critical sections, in grant order.
+std::vector<Event> read_events(const std::string& dir, int procs) {
+  std::vector<Event> evs;
+  for (int k = 0; k < procs; ++k) {
+    std::ifstream in(dir + "/w3.events." + std::to_string(k));
+    long long g = 0, r = 0;
+    while (in >> g >> r) evs.push_back({g, r, k});
+  }
+  std::sort(evs.begin(), evs.end(), [](const Event& a, const Event& b) { return a.got < b.got; });
+  return evs;
+}
+
+}  // namespace
+
+Handoff measure_handoff(const std::string& url, const ClientOptions& options, const std::string& dir, double seconds,
+                        int procs) {
+  std::filesystem::remove(dir + "/w3.counter");
+  std::vector<pid_t> kids;
+  for (int k = 0; k < procs; ++k) {
+    const pid_t pid = fork();
+    if (pid == 0) _exit(worker(url, options, dir, seconds, k));
+    kids.push_back(pid);
+  }
+  for (pid_t p : kids) {
+    int st = 0;
+    waitpid(p, &st, 0);
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) throw std::runtime_error("a W3 worker failed");
+  }
+  const std::vector<Event> evs = read_events(dir, procs);
+  long long wakeups = 0;
+  for (int k = 0; k < procs; ++k) wakeups += read_counter(dir + "/w3.wakeups." + std::to_string(k));
+  std::vector<double> gaps;
+  long long same = 0;
+  for (std::size_t i = 1; i < evs.size(); ++i) {
+    if (evs[i].proc == evs[i - 1].proc) {
+      ++same;
+      continue;
+    }
+    gaps.push_back(static_cast<double>(evs[i].got - evs[i - 1].rel) / 1000.0);
+  }
+  Handoff h;
+  h.cs_per_s = static_cast<double>(evs.size()) / seconds;
+  h.p50_us = percentile(gaps, 0.5);
+  h.p99_us = percentile(gaps, 0.99);
+  h.same_holder = evs.size() > 1 ? static_cast<double>(same) / static_cast<double>(evs.size() - 1) : 0;
+  // Releases that handed over to a waiter: each should wake exactly one.
+  h.wakeups_per_release = gaps.empty() ? 0 : static_cast<double>(wakeups) / static_cast<double>(gaps.size());
+  h.lost = static_cast<long long>(evs.size()) - read_counter(dir + "/w3.counter");
+  return h;
+}
+
+void HandoffReps::add(const Handoff& h) {
+  cs_.push_back(h.cs_per_s);
+  p50_.push_back(h.p50_us);
+  p99_.push_back(h.p99_us);
+  same_.push_back(h.same_holder);
+  wakeups_.push_back(h.wakeups_per_release);
+  lost_ += h.lost;
+}
+
+Handoff HandoffReps::median() const {
+  return {bench::median(cs_),   bench::median(p50_),     bench::median(p99_),
+          bench::median(same_), bench::median(wakeups_), lost_};
+}
+
+void HandoffReps::print(int procs, bool wakeups) const {
+  const Handoff m = median();
+  std::printf(
+      "W3, %d processes on one lock\n  %.0f critical sections/s, hand-off p50 %.0f us, p99 %.0f us, "
+      "same-holder fraction %.2f, ",
+      procs, m.cs_per_s, m.p50_us, m.p99_us, m.same_holder);
+  if (wakeups) std::printf("wake-ups per hand-off %.2f, ", m.wakeups_per_release);
+  std::printf("lost updates %lld\n", m.lost);
+}
+
+void HandoffReps::add_json(JsonLine& j, bool wakeups) const {
+  const Handoff m = median();
+  j.num("w3_cs_per_s", m.cs_per_s).num("w3_handoff_p50_us", m.p50_us).num("w3_handoff_p99_us", m.p99_us);
+  j.num("w3_same_holder", m.same_holder);
+  if (wakeups) j.num("w3_wakeups_per_handoff", m.wakeups_per_release);
+  j.num("w3_lost", m.lost);
+}
+
+}  // namespace dlock::bench
