@@ -48,12 +48,16 @@
 #include <vector>
 
 #include "common/sync_redis.hpp"
+#include "harness.hpp"
 #include "limit_routes.hpp"
 #include "tls_limit.hpp"
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using dlock::bench::Clock;
+using dlock::bench::json_object;
+using dlock::bench::mono_ns;
+using dlock::bench::num;
 using namespace std::chrono_literals;
 
 struct Args {
@@ -72,12 +76,6 @@ struct Args {
   int data_port = 0;     // W3's counter: this server's port (0: the URL's last node)
   int masters = 0;       // recorded as "masters" when > 0 (the cluster rows)
 };
-
-long long mono_ns() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);  // shared by every process on the host
-  return static_cast<long long>(ts.tv_sec) * 1'000'000'000LL + ts.tv_nsec;
-}
 
 // The port of the (last) node in the URL: where the application's data goes.
 int port_of(const std::string& url) {
@@ -144,21 +142,7 @@ double percentile(std::vector<double> v, double p) {
   return v[std::min(i, v.size() - 1)];
 }
 
-std::string json_kv(const std::map<std::string, std::string>& kv) {
-  std::string out = "{";
-  for (const auto& [k, v] : kv) {
-    if (out.size() > 1) out += ", ";
-    out += "\"" + k + "\": " + v;
-  }
-  return out + "}";
-}
 std::string q(const std::string& s) { return "\"" + s + "\""; }
-std::string num(double v) {
-  std::ostringstream o;
-  o.precision(10);
-  o << v;
-  return o.str();
-}
 
 // This process's CPU time and time spent runnable but waiting for a CPU,
 // in ns, summed over its threads (/proc/self/task/*/schedstat).
@@ -723,8 +707,8 @@ int main(int argc, char** argv) {
       return usage();
     if (a.url.rfind("redis-cluster", 0) == 0) r["topology"] = q("cluster");
     if (a.masters > 0) r["masters"] = std::to_string(a.masters);
-    std::ofstream(a.out) << json_kv(r) << '\n';
-    std::cout << json_kv(r) << '\n';
+    std::ofstream(a.out) << json_object(r) << '\n';
+    std::cout << json_object(r) << '\n';
     return 0;
   } catch (const std::exception& e) {
     std::cerr << "dlock-bench: " << e.what() << '\n';

@@ -50,17 +50,19 @@
 #include <map>
 #include <mutex>
 #include <random>
-#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "harness.hpp"
 #include "zk_batch.hpp"
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using dlock::bench::Clock;
+using dlock::bench::mono_ns;
+using dlock::bench::num;
 using namespace std::chrono_literals;
 namespace fs = std::filesystem;
 
@@ -76,25 +78,12 @@ struct Args {
   std::string out;
 };
 
-long long mono_ns() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<long long>(ts.tv_sec) * 1'000'000'000LL + ts.tv_nsec;
-}
-
 // Nearest-rank percentile, as bench/report.py computes it.
 double pct(std::vector<double> v, double p) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
   const auto rank = static_cast<std::size_t>(std::max(1.0, std::ceil(p / 100.0 * static_cast<double>(v.size()))));
   return v[std::min(rank, v.size()) - 1];
-}
-
-std::string num(double v) {
-  std::ostringstream o;
-  o.precision(10);
-  o << v;
-  return o.str();
 }
 
 bool is_redis(const std::string& url) { return url.rfind("redis://", 0) == 0; }
@@ -828,9 +817,7 @@ int main(int argc, char** argv) {
       r = limit(a, dir);
     else
       throw std::runtime_error("unknown workload " + a.workload);
-    std::string json = "{";
-    for (const auto& [k, v] : r) json += (json.size() > 1 ? ", \"" : "\"") + k + "\": " + v;
-    json += "}";
+    const std::string json = dlock::bench::json_object(r);
     std::ofstream(a.out) << json << '\n';
     std::cout << json << '\n';
     if (r.count("lost_updates") && r["lost_updates"] != "0") rc = 1;
