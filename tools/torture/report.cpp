@@ -1,19 +1,16 @@
+// The report a person reads: one run as text, and the suite as one table.
+// The JSON is report_json.cpp's, the HTML page report_html.cpp's.
 #include "report.hpp"
 
 #include <algorithm>
 #include <cstdio>
 #include <map>
-#include <nlohmann/json.hpp>
 #include <set>
-#include <sstream>
-#include <unordered_map>
 
 #include "report_format.hpp"
 
 namespace torture {
 namespace {
-
-using nlohmann::json;
 
 constexpr std::size_t kTextRows = 20;  // rows of one finding list shown in text
 
@@ -57,12 +54,6 @@ std::string more(std::size_t shown, std::int64_t total) {
   return "    ... " + std::to_string(total - static_cast<std::int64_t>(shown)) + " more\n";
 }
 
-std::int64_t recovery_max_ms(const Findings& f) {
-  std::int64_t m = -1;
-  for (const Recovery& r : f.recoveries) m = std::max(m, r.recovery_ms);
-  return m;
-}
-
 // ", 2 fenced (the second grant's fence larger)" when any overlap had fences.
 std::string fenced_overlaps(const Findings& f) {
   std::int64_t fenced = 0, with_fences = 0;
@@ -73,10 +64,6 @@ std::string fenced_overlaps(const Findings& f) {
   if (with_fences == 0) return {};
   return ", " + std::to_string(fenced) + " of " + std::to_string(with_fences) +
          " fenced (the second grant's fence larger: the register refuses the first holder once the second wrote)";
-}
-
-std::int64_t explained_overlaps(const Findings& f) {
-  return static_cast<std::int64_t>(f.overlaps.size()) - f.unexplained_overlaps;
 }
 
 // ---------------------------------------------------------------------------
@@ -282,64 +269,6 @@ std::string text_recipe(const RunReport& r) {
   return out + "\n";
 }
 
-json recipe_json(const RunReport& r) {
-  const RecipeFindings& x = r.findings.recipe;
-  json j = {{"recipe", x.recipe}};
-  if (x.line_join_bound_ms > 0) {
-    json list = json::array();
-    for (const LineOvertake& o : x.overtakes)
-      list.push_back({{"waiter", o.waiter},
-                      {"overtaker", o.overtaker},
-                      {"waiter_began_s", static_cast<double>(o.waiter_invoke_t - r.info.run_start_t) / 1e9},
-                      {"overtaker_granted_s", static_cast<double>(o.overtaker_ok_t - r.info.run_start_t) / 1e9},
-                      {"waiter_outcome", o.waiter_outcome},
-                      {"excused", o.excused},
-                      {"excuse", o.excuse}});
-    j["line_order"] = {{"join_bound_ms", x.line_join_bound_ms},
-                       {"pairs_judged", x.line_pairs_judged},
-                       {"overtaken", x.line_overtakes},
-                       {"excused", x.line_overtakes_excused},
-                       {"list", list}};
-  }
-  if (x.recipe == "rw")
-    j["readers"] = {{"reads", x.shared_grants},
-                    {"writes", x.exclusive_grants},
-                    {"overlaps", x.reader_overlaps},
-                    {"max_together", x.reader_overlap_max}};
-  if (x.recipe == "semaphore") {
-    json ex = json::array();
-    for (const CapacityExcess& e : x.excesses)
-      ex.push_back({{"start_s", static_cast<double>(e.start_t - r.info.run_start_t) / 1e9},
-                    {"ms", ms_of(e.end_t - e.start_t)},
-                    {"holders", e.holders},
-                    {"grants", e.grants},
-                    {"explained", e.explained},
-                    {"explanation", e.explanation}});
-    json rec = json::array();
-    for (const PermitRecovery& p : x.permit_recoveries)
-      rec.push_back({{"grant", p.grant},
-                     {"cause", p.cause},
-                     {"t_s", static_cast<double>(p.t - r.info.run_start_t) / 1e9},
-                     {"recovery_ms", p.recovery_ms >= 0 ? json(p.recovery_ms) : json(nullptr)}});
-    j["permits"] = {{"n", x.permits},
-                    {"max_holders", x.max_holders},
-                    {"excess_unexplained", x.excess_unexplained},
-                    {"excess_explained", x.excess_explained},
-                    {"excesses", ex},
-                    {"lost_permits", rec}};
-  }
-  if (x.recipe == "election")
-    j["election"] = {{"terms", x.terms},
-                     {"term_clashes", x.term_clashes},
-                     {"clashes", x.clashes},
-                     {"leader_writes", x.leader_writes},
-                     {"deposed_writes", x.deposed_writes},
-                     {"deposed_rejected", x.deposed_rejected},
-                     {"deposed_accepted", x.deposed_accepted},
-                     {"deposed_unknown", x.deposed_unknown}};
-  return j;
-}
-
 std::string text_verdict(const RunReport& r) {
   const Expectation& e = r.expect;
   std::vector<std::string> allowed;
@@ -360,116 +289,6 @@ std::string text_verdict(const RunReport& r) {
   for (const auto& p : r.verdict.problems) out += "  problem:   " + p + "\n";
   return out;
 }
-
-// ---------------------------------------------------------------------------
-// JSON.
-
-json run_json(const RunReport& r) {
-  const Findings& f = r.findings;
-  json j;
-  j["scenario"] = r.info.scenario;
-  j["strategy"] = r.info.strategy;
-  j["ttl_ms"] = r.info.ttl_ms;
-  j["recovery_slack_ms"] = r.info.recovery_slack_ms;
-  j["run_ms"] = ms_of(r.info.run_end_t - r.info.run_start_t);
-  json setup = json::object();
-  for (const auto& [k, v] : r.setup) setup[k] = v;
-  j["setup"] = setup;
-
-  json ops = json::object();
-  for (const auto& [op, c] : f.ops) ops[op] = {{"invoke", c.invoke}, {"ok", c.ok}, {"fail", c.fail}, {"info", c.info}};
-  j["operations"] = ops;
-  j["grants"] = f.grants;
-  j["grants_per_s"] = f.grants_per_s;
-  j["acquire_ms"] = {{"p50", f.acquire_p50_ms}, {"p99", f.acquire_p99_ms}, {"max", f.acquire_max_ms}};
-  j["max_unavailable_ms"] = f.max_unavailable_ms;
-  j["losses_notified"] = f.losses_notified;
-  j["losses_told"] = {{"before_next_grant", f.losses_told_first}, {"after_next_grant", f.losses_told_late}};
-  if (f.wakeups >= 0) j["wakeups"] = {{"total", f.wakeups}, {"per_release", f.wakeups_per_release}};
-  j["fenced_register"] = {{"accepted", f.fenced_accepted}, {"rejected", f.fenced_rejected}};
-
-  json faults = json::array();
-  for (const FaultWindow& w : f.faults)
-    faults.push_back({{"kind", w.kind},
-                      {"target", w.target},
-                      {"start_s", static_cast<double>(w.start_t - r.info.run_start_t) / 1e9},
-                      {"duration_ms", ms_of(w.end_t - w.start_t)},
-                      {"proof", w.proof}});
-  j["faults"] = faults;
-
-  json overlaps = json::array();
-  for (std::size_t i = 0; i < f.overlaps.size() && i < kMaxListed; ++i) {
-    const Overlap& o = f.overlaps[i];
-    overlaps.push_back({{"first", o.first_grant},
-                        {"second", o.second_grant},
-                        {"start_s", static_cast<double>(o.start_t - r.info.run_start_t) / 1e9},
-                        {"ms", ms_of(o.end_t - o.start_t)},
-                        {"explained", o.explained},
-                        {"explanation", o.explanation},
-                        {"first_fence", o.first_fence},
-                        {"second_fence", o.second_fence}});
-  }
-  j["overlaps"] = {{"total", f.overlaps.size()},         {"unexplained", f.unexplained_overlaps},
-                   {"explained", explained_overlaps(f)}, {"total_ms", f.overlap_total_ms},
-                   {"max_ms", f.overlap_max_ms},         {"list", overlaps}};
-  j["model"] = {{"verdict", f.model.verdict}, {"detail", f.model.detail}, {"ops_judged", f.model.ops_judged}};
-
-  json stale = json::array();
-  for (const StaleWrite& w : f.stale_writes)
-    stale.push_back({{"op", w.op},
-                     {"stale_grant", w.stale_grant},
-                     {"newer_grant", w.newer_grant},
-                     {"stale_seq", w.stale_seq},
-                     {"newer_seq", w.newer_seq}});
-  j["stale_writes"] = {{"fenced", f.stale_fenced}, {"unfenced", f.stale_unfenced}, {"list", stale}};
-
-  json anomalies = json::array();
-  for (const FenceAnomaly& a : f.fence_anomalies)
-    anomalies.push_back({{"earlier_grant", a.earlier_grant},
-                         {"earlier_fence", a.earlier_fence},
-                         {"later_grant", a.later_grant},
-                         {"later_fence", a.later_fence}});
-  j["fence_anomalies"] = {{"count", f.fence_anomaly_count}, {"list", anomalies}};
-
-  json foreign = json::array();
-  for (const ForeignRelease& x : f.foreign_releases)
-    foreign.push_back({{"releaser", x.releaser_grant}, {"victim", x.victim_grant}});
-  j["foreign_releases"] = {{"count", f.foreign_releases.size()}, {"list", foreign}};
-
-  j["lost_updates"] = {{"acked", f.counter_acked},
-                       {"final", f.counter_final ? json(*f.counter_final) : json(nullptr)},
-                       {"lost", f.lost_updates},
-                       {"pct", f.lost_pct}};
-
-  json rec = json::array();
-  for (const Recovery& x : f.recoveries)
-    rec.push_back({{"dead_grant", x.dead_grant},
-                   {"death_s", static_cast<double>(x.death_t - r.info.run_start_t) / 1e9},
-                   {"recovery_ms", x.next_grant_t ? json(x.recovery_ms) : json(nullptr)},
-                   {"within_bound", x.within_bound}});
-  j["recovery"] = {{"bound_ms", r.info.ttl_ms + r.info.recovery_slack_ms},
-                   {"max_ms", recovery_max_ms(f)},
-                   {"lockouts", f.lockouts},
-                   {"list", rec}};
-
-  if (!f.recipe.recipe.empty()) j["recipe"] = recipe_json(r);
-
-  const Expectation& e = r.expect;
-  j["expectation"] = {{"overlap_allowed", e.overlap_allowed},
-                      {"fence_anomaly_allowed", e.fence_anomaly_allowed},
-                      {"lost_updates_allowed", e.lost_updates_allowed},
-                      {"must_be_caught", e.must_be_caught},
-                      {"min_grants", e.min_grants},
-                      {"min_faults", e.min_faults},
-                      {"assumption", e.assumption}};
-  j["verdict"] = {{"pass", r.verdict.pass},
-                  {"caught", r.verdict.caught},
-                  {"violations", r.verdict.violations},
-                  {"problems", r.verdict.problems}};
-  return j;
-}
-
-std::string dump(const json& j) { return j.dump(2, ' ', false, json::error_handler_t::replace); }
 
 }  // namespace
 
@@ -516,13 +335,21 @@ std::string secs(std::int64_t t, const RunInfo& info) {
 
 std::int64_t ms_of(std::int64_t ns) { return (ns + 500'000) / 1'000'000; }
 
+std::int64_t recovery_max_ms(const Findings& f) {
+  std::int64_t m = -1;
+  for (const Recovery& r : f.recoveries) m = std::max(m, r.recovery_ms);
+  return m;
+}
+
+std::int64_t explained_overlaps(const Findings& f) {
+  return static_cast<std::int64_t>(f.overlaps.size()) - f.unexplained_overlaps;
+}
+
 std::string render_text(const RunReport& r) {
   return "dlock-torture: " + r.info.scenario + " / " + r.info.strategy + "\n\n" + text_setup(r) + "\n" +
          text_operations(r) + "\n" + text_faults(r) + "\n" + text_violations(r) + "\n" + text_lost_updates(r) + "\n" +
          text_recovery(r) + "\n" + text_recipe(r) + text_verdict(r);
 }
-
-std::string render_json(const RunReport& r) { return dump(run_json(r)); }
 
 std::string render_suite_text(const std::vector<RunReport>& runs) {
   Table t({2, 3, 4, 5, 6, 7, 8, 9});
@@ -544,16 +371,6 @@ std::string render_suite_text(const std::vector<RunReport>& runs) {
   }
   return t.render("") + "\n" + std::to_string(passed) + " of " + std::to_string(runs.size()) +
          " runs met their expectation; " + std::to_string(ops) + " lock operations judged\n";
-}
-
-std::string render_suite_json(const std::vector<RunReport>& runs) {
-  json list = json::array();
-  std::size_t passed = 0;
-  for (const RunReport& r : runs) {
-    list.push_back(run_json(r));
-    if (r.verdict.pass) ++passed;
-  }
-  return dump({{"runs", list}, {"total", runs.size()}, {"passed", passed}});
 }
 
 }  // namespace torture

@@ -1,4 +1,5 @@
-// Formatting shared by the text/JSON report and the HTML timeline.
+// Formatting and figures shared by the text and JSON reports and the HTML
+// timeline.
 #ifndef DLOCK_TORTURE_REPORT_FORMAT_HPP_
 #define DLOCK_TORTURE_REPORT_FORMAT_HPP_
 
@@ -24,6 +25,9 @@ std::string verdict_headline(const RunReport& r);
 std::string secs(std::int64_t t, const RunInfo& info);
 // Nanoseconds as whole milliseconds, rounded.
 std::int64_t ms_of(std::int64_t ns);
+// The longest recovery after a holder's death, -1 if none.
+std::int64_t recovery_max_ms(const Findings& f);
+std::int64_t explained_overlaps(const Findings& f);
 
 }  // namespace torture
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <unordered_map>
@@ -119,8 +120,11 @@ std::string marker(double x0, double y, const std::string& shape_colour, const s
          esc(title) + "</title></circle>\n";
 }
 
-std::string timeline_svg(const RunReport& r, const std::vector<Event>& events) {
-  const Findings& f = r.findings;
+constexpr double kBar = Svg::kLane - 6;  // a hold's bar in its lane
+
+// A lane for every worker that held, logged or was hit by a fault, in
+// natural order.
+std::map<std::string, std::size_t> worker_lanes(const Findings& f, const std::vector<Event>& events) {
   std::set<std::string, decltype(&lane_less)> procs(&lane_less);
   for (const Hold& h : f.holds) procs.insert(h.proc);
   for (const Event& e : events)
@@ -129,86 +133,137 @@ std::string timeline_svg(const RunReport& r, const std::vector<Event>& events) {
     if (!w.target.empty() && w.target[0] == 'w') procs.insert(w.target);
   std::map<std::string, std::size_t> lane;
   for (const auto& p : procs) lane.emplace(p, lane.size());
-  std::unordered_map<std::string, const Hold*> by_grant;
-  for (const Hold& h : f.holds) by_grant.emplace(h.grant, &h);
+  return lane;
+}
 
-  std::int64_t start = r.info.run_start_t, end = r.info.run_end_t;
-  if (start == 0 && !events.empty()) start = events.front().t;
-  if (end <= start && !events.empty()) end = events.back().t;
-  const Svg svg(start, end, std::max<std::size_t>(lane.size(), 1));
-  const double lane_h = Svg::kLane - 6;
-  auto rel = [&](std::int64_t t) { return secs(t, r.info) + " s"; };
-  auto lane_of_grant = [&](const std::string& g) -> std::optional<std::size_t> {
+// What every layer of the timeline draws with: the run, a lane per worker,
+// each grant's hold, the run's span and its scale.
+struct Canvas {
+  const RunReport& r;
+  std::map<std::string, std::size_t> lane;
+  std::unordered_map<std::string, const Hold*> by_grant;
+  std::int64_t start, end;
+  Svg svg;
+
+  std::string rel(std::int64_t t) const { return secs(t, r.info) + " s"; }
+  std::optional<std::size_t> lane_of_grant(const std::string& g) const {
     auto h = by_grant.find(g);
     if (h == by_grant.end()) return std::nullopt;
     return lane.at(h->second->proc);
-  };
+  }
+};
 
-  std::ostringstream o;
-  o << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << num(svg.width()) << "\" height=\"" << num(svg.height())
-    << "\" font-family=\"monospace\" font-size=\"11\">\n";
-  // Axis: a grid line every `step` seconds.
-  const double total_s = static_cast<double>(end - start) / 1e9;
+Canvas make_canvas(const RunReport& r, const std::vector<Event>& events) {
+  auto lane = worker_lanes(r.findings, events);
+  std::unordered_map<std::string, const Hold*> by_grant;
+  for (const Hold& h : r.findings.holds) by_grant.emplace(h.grant, &h);
+  // The run's span; from the events when the run did not record it.
+  std::int64_t start = r.info.run_start_t, end = r.info.run_end_t;
+  if (start == 0 && !events.empty()) start = events.front().t;
+  if (end <= start && !events.empty()) end = events.back().t;
+  const std::size_t lanes = std::max<std::size_t>(lane.size(), 1);
+  return Canvas{r, std::move(lane), std::move(by_grant), start, end, Svg(start, end, lanes)};
+}
+
+// A grid line every `step` seconds, and the lanes' names.
+void draw_axis(const Canvas& c, std::ostringstream& o) {
+  const Svg& svg = c.svg;
+  const double total_s = static_cast<double>(c.end - c.start) / 1e9;
   double step = 1;
   while (total_s / step > 40) step *= (step == 1 || step == 10 || step == 100) ? 5 : 2;
   for (double s = 0; s <= total_s + 1e-9; s += step) {
-    const double gx = svg.x(start + static_cast<std::int64_t>(s * 1e9));
+    const double gx = svg.x(c.start + static_cast<std::int64_t>(s * 1e9));
     o << "<line x1=\"" << num(gx) << "\" y1=\"" << num(Svg::kTop) << "\" x2=\"" << num(gx) << "\" y2=\""
       << num(svg.plot_bottom()) << "\" stroke=\"#e4e4e4\"/>\n<text x=\"" << num(gx) << "\" y=\""
       << num(svg.plot_bottom() + 14) << "\" text-anchor=\"middle\">" << fixed(s, 0) << "s</text>\n";
   }
-  for (const auto& [p, i] : lane)
-    o << "<text x=\"4\" y=\"" << num(Svg::lane_y(i) + lane_h / 2 + 4) << "\">" << esc(p) << "</text>\n";
+  for (const auto& [p, i] : c.lane)
+    o << "<text x=\"4\" y=\"" << num(Svg::lane_y(i) + kBar / 2 + 4) << "\">" << esc(p) << "</text>\n";
+}
 
-  // Fault windows under everything else.
-  for (const FaultWindow& w : f.faults) {
+// Fault windows: in their target's lane, or across every lane; an instant
+// (kill, crash) as a bold tick.
+void draw_faults(const Canvas& c, std::ostringstream& o) {
+  const Svg& svg = c.svg;
+  for (const FaultWindow& w : c.r.findings.faults) {
     const double x0 = svg.x(w.start_t), wd = svg.x(w.end_t) - x0;
-    const std::string title = w.kind + " of " + w.target + " at " + rel(w.start_t) + ", " +
+    const std::string title = w.kind + " of " + w.target + " at " + c.rel(w.start_t) + ", " +
                               std::to_string(ms_of(w.end_t - w.start_t)) + " ms; proof: " + w.proof;
-    auto it = lane.find(w.target);
-    if (w.end_t == w.start_t && it != lane.end())  // kill, crash: an instant, drawn as a bold tick
+    auto it = c.lane.find(w.target);
+    if (w.end_t == w.start_t && it != c.lane.end())
       o << tick(x0, Svg::lane_y(it->second) - 3, Svg::kLane - 2, fault_colour(w.kind), title);
     else if (w.end_t == w.start_t)
       o << tick(x0, Svg::kTop - 4, svg.plot_bottom() - Svg::kTop + 4, fault_colour(w.kind), title);
-    else if (it != lane.end())
+    else if (it != c.lane.end())
       o << rect(x0, Svg::lane_y(it->second) - 2, wd, Svg::kLane - 2, fault_colour(w.kind), 0.3, title);
     else
       o << rect(x0, Svg::kTop - 4, wd, svg.plot_bottom() - Svg::kTop + 4, fault_colour(w.kind), 0.18, title);
   }
+}
+
+// Overlaps across every lane, then each hold as a bar in its lane.
+void draw_holds(const Canvas& c, std::ostringstream& o) {
+  const Svg& svg = c.svg;
+  const Findings& f = c.r.findings;
   for (const Overlap& ov : f.overlaps) {
     const std::string title = std::string(ov.explained ? "explained" : "UNEXPLAINED") + " overlap " + ov.first_grant +
-                              " / " + ov.second_grant + " at " + rel(ov.start_t) + ", " +
+                              " / " + ov.second_grant + " at " + c.rel(ov.start_t) + ", " +
                               std::to_string(ms_of(ov.end_t - ov.start_t)) + " ms" +
                               (ov.explained ? ": " + ov.explanation : "");
     o << rect(svg.x(ov.start_t), Svg::kTop - 4, svg.x(ov.end_t) - svg.x(ov.start_t), svg.plot_bottom() - Svg::kTop + 4,
               ov.explained ? "#ff8080" : "#ff0000", ov.explained ? 0.25 : 0.45, title);
   }
   for (const Hold& h : f.holds) {
-    const std::string title = h.grant + " fence " + std::to_string(h.fence) + ": " + rel(h.ok_t) + " to " +
-                              rel(h.end_t) + " (" + h.end_reason +
+    const std::string title = h.grant + " fence " + std::to_string(h.fence) + ": " + c.rel(h.ok_t) + " to " +
+                              c.rel(h.end_t) + " (" + h.end_reason +
                               (h.release_phase.empty() ? "" : ", release " + h.release_phase) + ")";
-    o << rect(svg.x(h.ok_t), Svg::lane_y(lane.at(h.proc)), svg.x(h.end_t) - svg.x(h.ok_t), lane_h,
+    o << rect(svg.x(h.ok_t), Svg::lane_y(c.lane.at(h.proc)), svg.x(h.end_t) - svg.x(h.ok_t), kBar,
               grant_colour(h.grant), 0.85, title);
   }
+}
+
+// Lost notifications (dots) and failpoints (diamonds) on their worker's lane.
+void draw_worker_events(const Canvas& c, const std::vector<Event>& events, std::ostringstream& o) {
+  const Svg& svg = c.svg;
   for (const Event& e : events) {
-    auto it = lane.find(e.proc);
-    if (it == lane.end()) continue;
+    auto it = c.lane.find(e.proc);
+    if (it == c.lane.end()) continue;
     const double y = Svg::lane_y(it->second);
     if (e.op == "lost")
-      o << marker(svg.x(e.t), y + lane_h / 2, "#202020", "lost notification of " + e.grant + " at " + rel(e.t), false);
+      o << marker(svg.x(e.t), y + kBar / 2, "#202020", "lost notification of " + e.grant + " at " + c.rel(e.t), false);
     else if (e.op == "failpoint")
-      o << marker(svg.x(e.t), y + lane_h / 2, "#8000a0", "failpoint " + e.kind + " (" + e.detail + ") at " + rel(e.t),
+      o << marker(svg.x(e.t), y + kBar / 2, "#8000a0", "failpoint " + e.kind + " (" + e.detail + ") at " + c.rel(e.t),
                   true);
   }
+}
+
+// Stale writes and foreign releases as red ticks on the culprit's lane.
+void draw_late_holders(const Canvas& c, std::ostringstream& o) {
+  const Svg& svg = c.svg;
+  const Findings& f = c.r.findings;
   for (const StaleWrite& w : f.stale_writes)
-    if (auto l = lane_of_grant(w.stale_grant))
+    if (auto l = c.lane_of_grant(w.stale_grant))
       o << tick(svg.x(w.t), Svg::lane_y(*l) - 3, Svg::kLane - 2, "#ff0000",
                 "stale " + w.op + " by " + w.stale_grant + " (seq " + std::to_string(w.stale_seq) + ") after " +
-                    w.newer_grant + " (seq " + std::to_string(w.newer_seq) + ") at " + rel(w.t));
+                    w.newer_grant + " (seq " + std::to_string(w.newer_seq) + ") at " + c.rel(w.t));
   for (const ForeignRelease& x : f.foreign_releases)
-    if (auto l = lane_of_grant(x.releaser_grant))
+    if (auto l = c.lane_of_grant(x.releaser_grant))
       o << tick(svg.x(x.t), Svg::lane_y(*l) - 3, Svg::kLane - 2, "#c00000",
-                "foreign release by " + x.releaser_grant + " of " + x.victim_grant + "'s lock at " + rel(x.t));
+                "foreign release by " + x.releaser_grant + " of " + x.victim_grant + "'s lock at " + c.rel(x.t));
+}
+
+// Drawn in layers, each over the one before: axis, faults, holds, events,
+// violations.
+std::string timeline_svg(const RunReport& r, const std::vector<Event>& events) {
+  const Canvas c = make_canvas(r, events);
+  std::ostringstream o;
+  o << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << num(c.svg.width()) << "\" height=\""
+    << num(c.svg.height()) << "\" font-family=\"monospace\" font-size=\"11\">\n";
+  draw_axis(c, o);
+  draw_faults(c, o);
+  draw_holds(c, o);
+  draw_worker_events(c, events, o);
+  draw_late_holders(c, o);
   o << "</svg>\n";
   return o.str();
 }
