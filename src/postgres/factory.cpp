@@ -1,142 +1,28 @@
 #include "postgres/factory.hpp"
 
-#include <algorithm>
-
-#include "core/url_parts.hpp"
-#include "postgres/schema.hpp"
+#include "postgres/url.hpp"
 
 namespace dlock::postgres {
-namespace {
-
-Status bad(std::string what) { return {Errc::invalid_argument, "bad PostgreSQL URL: " + std::move(what)}; }
-
-constexpr std::string_view kSslModes[] = {"disable", "allow", "prefer", "require", "verify-ca", "verify-full"};
-constexpr std::string_view kPassed[] = {"sslmode", "sslrootcert", "sslcert", "sslkey", "application_name"};
-
-void set(PgConfig& c, const std::string& key, std::string value) {
-  for (auto& [k, v] : c.params)
-    if (k == key) {
-      v = std::move(value);
-      return;
-    }
-  c.params.emplace_back(key, std::move(value));
-}
-
-Status parse_host_port(std::string_view hostport, PgConfig& c) {
-  std::string host;
-  std::string_view port;
-  if (hostport.starts_with('[')) {
-    const auto close = hostport.find(']');
-    if (close == std::string_view::npos) return bad("unclosed '[' in the host");
-    host = hostport.substr(1, close - 1);
-    std::string_view rest = hostport.substr(close + 1);
-    if (!rest.empty() && rest.front() != ':') return bad("expected ':PORT' after ']'");
-    if (!rest.empty()) port = rest.substr(1);
-  } else {
-    const auto colon = hostport.rfind(':');
-    host = hostport.substr(0, colon);
-    if (colon != std::string_view::npos) port = hostport.substr(colon + 1);
-  }
-  if (host.empty()) return bad("missing host");
-  set(c, "host", host);
-  if (!port.empty()) {
-    int p = 0;
-    if (!detail::parse_int(port, p) || p < 1 || p > 65535) return bad("port must be 1-65535");
-    set(c, "port", std::string(port));
-  }
-  return {};
-}
-
-Status parse_params(std::string_view query, PgBackendConfig& config) {
-  while (!query.empty()) {
-    const std::string_view kv = detail::next_param(query);
-    if (kv.empty()) continue;
-    const auto eq = kv.find('=');
-    const std::string key(kv.substr(0, eq));
-    std::string value;
-    if (eq == std::string_view::npos || !detail::percent_decode(kv.substr(eq + 1), value) || value.empty())
-      return bad("parameter '" + key + "' needs a value");
-    if (key == "table") {
-      if (!valid_table_name(value)) return bad("table must be a lower-case SQL name of at most 40 characters");
-      config.table.table = value;
-    } else if (key == "schema") {
-      if (!valid_table_name(value)) return bad("schema must be a lower-case SQL name of at most 40 characters");
-      config.table.schema = value;
-    } else if (std::find(std::begin(kPassed), std::end(kPassed), key) != std::end(kPassed)) {
-      if (key == "sslmode" && std::find(std::begin(kSslModes), std::end(kSslModes), value) == std::end(kSslModes))
-        return bad("sslmode must be disable, allow, prefer, require, verify-ca or verify-full");
-      set(config.connection, key, value);
-    } else {
-      return bad("unknown parameter '" + key +
-                 "' (known: table, schema, sslmode, sslrootcert, sslcert, sslkey, "
-                 "application_name)");
-    }
-  }
-  return {};
-}
-
-}  // namespace
-
-Result<PgBackendConfig> parse_postgres_url(std::string_view url) {
-  std::string_view rest;
-  for (std::string_view scheme : {"postgres://", "postgresql://"})
-    if (url.starts_with(scheme)) rest = url.substr(scheme.size());
-  if (rest.data() == nullptr || rest.empty()) return bad("expected postgres://[user[:password]@]host[:port][/db]");
-  PgBackendConfig config;
-  config.connection.params = {{"dbname", "postgres"}, {"client_encoding", "UTF8"}};
-  const auto q = rest.find('?');
-  const std::string_view query = q == std::string_view::npos ? std::string_view() : rest.substr(q + 1);
-  rest = rest.substr(0, q);
-  const auto slash = rest.find('/');
-  std::string_view authority = rest.substr(0, slash);
-  if (slash != std::string_view::npos && slash + 1 < rest.size()) {
-    std::string db;
-    if (!detail::percent_decode(rest.substr(slash + 1), db)) return bad("invalid percent-escape in the database");
-    set(config.connection, "dbname", db);
-  }
-  std::string user = "postgres";
-  if (const auto at = authority.rfind('@'); at != std::string_view::npos) {
-    const std::string_view userinfo = authority.substr(0, at);
-    authority = authority.substr(at + 1);
-    const auto colon = userinfo.find(':');
-    std::string password;
-    if (!detail::percent_decode(userinfo.substr(0, colon), user)) return bad("invalid percent-escape in the user");
-    if (colon != std::string_view::npos) {
-      if (!detail::percent_decode(userinfo.substr(colon + 1), password))
-        return bad("invalid percent-escape in the password");
-      set(config.connection, "password", password);
-    }
-  }
-  set(config.connection, "user", user);
-  if (Status s = parse_host_port(authority, config.connection); !s.ok()) return s;
-  if (Status s = parse_params(query, config); !s.ok()) return s;
-  std::string describe = "postgres://" + user + "@";
-  for (const auto& [k, v] : config.connection.params)
-    if (k == "host") describe += v.find(':') != std::string::npos ? "[" + v + "]" : v;
-  for (const auto& [k, v] : config.connection.params)
-    if (k == "port") describe += ":" + v;
-  for (const auto& [k, v] : config.connection.params)
-    if (k == "dbname") describe += "/" + v;
-  config.connection.describe = describe;
-  return config;
-}
 
 Result<std::unique_ptr<detail::Backend>> make_from_url(std::string_view url, detail::BackendContext& context) {
   if (Status s = detail::refuse_wait_replicas(context.options, "PostgreSQL"); !s.ok()) return s;
-  auto config = parse_postgres_url(url);
-  if (!config.ok()) return config.status();
+  auto target = parse_postgres_url(url);
+  if (!target.ok()) return target.status();
+  PgBackendConfig config;
+  config.connection = std::move(target->connection);
+  config.table = std::move(target->table);
   const ClientOptions& o = context.options;
   // ClientOptions' credentials win over the URL's, so secrets need not
   // appear in URLs.
-  if (!o.username.empty()) set(config->connection, "user", o.username);
-  if (!o.password.empty()) set(config->connection, "password", o.password);
-  config->connection.connect_timeout = o.connect_timeout;
-  config->connection.command_timeout = o.command_timeout;
-  config->backoff_min = o.reconnect_backoff_min;
-  config->backoff_max = o.reconnect_backoff_max;
-  config->log = context.log;
-  config->connection.log = context.log;
-  return make_pg_backend(context.io, std::move(*config));
+  if (!o.username.empty()) set_param(config.connection, "user", o.username);
+  if (!o.password.empty()) set_param(config.connection, "password", o.password);
+  config.connection.connect_timeout = o.connect_timeout;
+  config.connection.command_timeout = o.command_timeout;
+  config.backoff_min = o.reconnect_backoff_min;
+  config.backoff_max = o.reconnect_backoff_max;
+  config.log = context.log;
+  config.connection.log = context.log;
+  return make_pg_backend(context.io, std::move(config));
 }
 
 }  // namespace dlock::postgres

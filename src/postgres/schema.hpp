@@ -41,18 +41,11 @@
 #include <cstdint>
 #include <string>
 
+#include "postgres/table_name.hpp"
+
 namespace dlock::postgres {
 
 inline constexpr int kSchemaVersion = 5;
-
-struct TableName {
-  std::string schema = "public";
-  std::string table = "dlock_locks";
-  std::string qualified() const;  // schema.table
-};
-
-// A lower-case SQL identifier of at most 40 characters (room for suffixes).
-bool valid_table_name(const std::string& table);
 
 // One statement (a DO block) that creates whatever is missing, serialized
 // across clients by an advisory lock; idempotent.

@@ -1,5 +1,4 @@
-// The SQLite backend's URL scheme for the backend registry:
-// sqlite:///absolute/path/locks.db[?busy_timeout_ms=N].
+// The SQLite backend's URL scheme for the backend registry (sqlite/url.hpp).
 #ifndef DLOCK_SQLITE_FACTORY_HPP_
 #define DLOCK_SQLITE_FACTORY_HPP_
 
@@ -7,10 +6,6 @@
 #include "sqlite/sqlite_backend.hpp"
 
 namespace dlock::sqlite {
-
-// The file and settings a sqlite:// URL names, or invalid_argument naming
-// the bad part.
-Result<SqliteConfig> parse_sqlite_url(std::string_view url);
 
 Result<std::unique_ptr<detail::Backend>> make_from_url(std::string_view url, detail::BackendContext& context);
 

@@ -12,7 +12,7 @@
 #include "dlock/client.hpp"
 #include "dlock/lease.hpp"
 #include "dlock/tx.hpp"
-#include "sqlite/factory.hpp"
+#include "sqlite/url.hpp"
 #include "tx/sqlite_log.hpp"
 #if DLOCK_TX_WITH_POSTGRES
 #include "tx/pg_log.hpp"

@@ -3,8 +3,8 @@
 #include <utility>
 
 #include "dlock/client.hpp"
-#include "postgres/factory.hpp"
 #include "postgres/pg_blocking.hpp"
+#include "postgres/url.hpp"
 #include "tx/pg_pool.hpp"
 
 namespace dlock::tx::detail {

@@ -6,8 +6,8 @@
 #include <charconv>
 #include <chrono>
 
-#include "postgres/factory.hpp"
 #include "postgres/pg_blocking.hpp"
+#include "postgres/url.hpp"
 
 namespace dlock::tx::detail {
 namespace {

@@ -2,13 +2,13 @@
 
 #include <map>
 
-#include "postgres/factory.hpp"
 #include "postgres/schema.hpp"
+#include "postgres/url.hpp"
 
 namespace dlock::postgres {
 namespace {
 
-std::map<std::string, std::string> params(const PgBackendConfig& c) {
+std::map<std::string, std::string> params(const PgUrl& c) {
   return {c.connection.params.begin(), c.connection.params.end()};
 }
 

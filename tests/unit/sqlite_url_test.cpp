@@ -1,6 +1,6 @@
 #include <gtest/gtest.h>
 
-#include "sqlite/factory.hpp"
+#include "sqlite/url.hpp"
 
 namespace dlock::sqlite {
 namespace {
