@@ -31,6 +31,7 @@
 #include <utility>
 
 #include "dlock/client.hpp"
+#include "dlock/export.hpp"
 
 namespace dlock {
 
@@ -38,7 +39,7 @@ namespace asio_detail {
 // A completion handler with a work guard on its executor, kept in a shared
 // slot so the library's copyable callback can carry it.
 template <class Handler>
-class Completion {
+class DLOCK_EXPORT Completion {
  public:
   explicit Completion(Handler h)
       : handler_(std::move(h)),

@@ -43,6 +43,7 @@
 #include <vector>
 
 #include "dlock/error.hpp"
+#include "dlock/export.hpp"
 #include "dlock/lease.hpp"
 #include "dlock/options.hpp"
 
@@ -56,17 +57,17 @@ struct ClientFactory;
 // password-only password@ form, or a query parameter whose name ends in
 // "password") is replaced by "***"; the rest is kept.
 // Works on malformed URLs too, and never throws.
-std::string describe_url(std::string_view url);
+DLOCK_EXPORT std::string describe_url(std::string_view url);
 
 // The backend family a URL's scheme names: "redis" (redis, rediss,
 // redis-cluster[+tls], redis-sentinel[+tls]), "redlock" (redlock,
 // redlock+tls), "postgres" (postgres, postgresql), "sqlite" or "zookeeper"
 // (zk, zk+tls); empty for any other. Whether this build serves it is
 // Client::connect's to say. ClientStats::backend is this of the client's URL.
-std::string_view backend_family(std::string_view url);
+DLOCK_EXPORT std::string_view backend_family(std::string_view url);
 
 // What the server says about a lock right now (Client::inspect).
-struct LockInfo {
+struct DLOCK_EXPORT LockInfo {
   bool held = false;
   std::uint64_t fence = 0;              // of the current grant; 0 when free
   std::uint64_t last_fence = 0;         // the fence counter now: the next grant
@@ -99,7 +100,7 @@ struct LockInfo {
 // Counters since the client was created; a snapshot (Client::stats(), and
 // ClientOptions::on_stats). <dlock/metrics.hpp> renders it for Prometheus.
 // Every field only grows, except leases_held.
-struct ClientStats {
+struct DLOCK_EXPORT ClientStats {
   // Upper bounds (inclusive, in milliseconds) of the wait-time histogram's
   // buckets; wait_buckets has one more, for the waits above the last bound.
   static constexpr std::array<std::uint64_t, 15> kWaitBucketsMs = {1,    5,    10,   25,    50,    100,   250,   500,
@@ -153,12 +154,12 @@ struct ClientStats {
 };
 
 // One entry of Client::list.
-struct ListedLock {
+struct DLOCK_EXPORT ListedLock {
   std::string name;
   LockInfo info;
 };
 
-class Client {
+class DLOCK_EXPORT Client {
  public:
   // Connects, authenticates and selects the database, waiting at most
   // options.connect_timeout. Throws Error: invalid_argument (bad URL or

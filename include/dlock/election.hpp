@@ -28,19 +28,20 @@
 
 #include "dlock/client.hpp"
 #include "dlock/error.hpp"
+#include "dlock/export.hpp"
 #include "dlock/lease.hpp"
 #include "dlock/options.hpp"
 
 namespace dlock {
 
-struct LeaderInfo {
+struct DLOCK_EXPORT LeaderInfo {
   std::string id;          // the leader's candidate id
   std::uint64_t term = 0;  // its grant's fence
   bool operator==(const LeaderInfo&) const = default;
 };
 
 // What a won campaign returns: move-only, resigns when destroyed.
-class Leadership {
+class DLOCK_EXPORT Leadership {
  public:
   Leadership() = default;
   std::uint64_t term() const { return term_; }  // 0 for an empty Leadership
@@ -69,7 +70,7 @@ class Leadership {
 
 // Stops its observation when destroyed (waiting for a callback that is
 // running, unless destroyed inside that callback).
-class Observation {
+class DLOCK_EXPORT Observation {
  public:
   Observation() = default;
   ~Observation();
@@ -83,7 +84,7 @@ class Observation {
   std::function<void()> stop_;
 };
 
-class Election {
+class DLOCK_EXPORT Election {
  public:
   // candidate_id: what others see as the leader's id (at most
   // kMaxHolderInfo bytes, no NUL byte; not a secret: campaign() refuses

@@ -32,6 +32,8 @@
 #include <utility>
 #include <variant>
 
+#include "dlock/export.hpp"
+
 namespace dlock {
 
 enum class Errc : int {
@@ -87,20 +89,20 @@ enum class Errc : int {
 enum class NextStep { none, retry, give_up, unknown, restart };
 
 // The next step for `code`. Errc::ok maps to NextStep::none.
-NextStep next_step(Errc code) noexcept;
+DLOCK_EXPORT NextStep next_step(Errc code) noexcept;
 
 // Short stable name of the code ("outcome_unknown"...).
-std::string_view to_string(Errc code) noexcept;
-std::string_view to_string(NextStep step) noexcept;
+DLOCK_EXPORT std::string_view to_string(Errc code) noexcept;
+DLOCK_EXPORT std::string_view to_string(NextStep step) noexcept;
 
 // std::error_code integration: the category is named "dlock".
-const std::error_category& error_category() noexcept;
-std::error_code make_error_code(Errc code) noexcept;
+DLOCK_EXPORT const std::error_category& error_category() noexcept;
+DLOCK_EXPORT std::error_code make_error_code(Errc code) noexcept;
 
 // A failure: code plus a one-line message meant for humans. Messages never
 // contain passwords or lock tokens. The default-constructed Status is ok and
 // allocates nothing.
-class [[nodiscard]] Status {
+class [[nodiscard]] DLOCK_EXPORT Status {
  public:
   Status() noexcept = default;
   Status(Errc code, std::string message) : code_(code), message_(std::move(message)) {}
@@ -127,7 +129,7 @@ class [[nodiscard]] Status {
 };
 
 // The exception thrown by the blocking API (Client::connect, Mutex::lock...).
-class Error : public std::runtime_error {
+class DLOCK_EXPORT Error : public std::runtime_error {
  public:
   explicit Error(Status status);
   Error(Errc code, const std::string& message) : Error(Status(code, message)) {}
@@ -141,7 +143,7 @@ class Error : public std::runtime_error {
 
 // Either a value or a failed Status. value() throws Error on failure.
 template <class T>
-class [[nodiscard]] Result {
+class [[nodiscard]] DLOCK_EXPORT Result {
  public:
   Result(T value) : v_(std::in_place_index<0>, std::move(value)) {}        // NOLINT
   Result(Status status) : v_(std::in_place_index<1>, std::move(status)) {  // NOLINT

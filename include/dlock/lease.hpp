@@ -29,6 +29,7 @@
 #include <string>
 
 #include "dlock/error.hpp"
+#include "dlock/export.hpp"
 
 namespace dlock {
 
@@ -37,7 +38,7 @@ struct Hold;
 class ClientCore;
 }  // namespace detail
 
-class Lease {
+class DLOCK_EXPORT Lease {
  public:
   // An empty lease: holds nothing; held() is false.
   Lease() noexcept;

@@ -41,13 +41,14 @@
 #include <vector>
 
 #include "dlock/client.hpp"
+#include "dlock/export.hpp"
 
 namespace dlock {
 
 // Label names and values, in order.
 using PrometheusLabels = std::vector<std::pair<std::string, std::string>>;
 
-struct PrometheusOptions {
+struct DLOCK_EXPORT PrometheusOptions {
   // Put before every metric name. Must match [a-zA-Z_:][a-zA-Z0-9_:]* or be
   // empty. Default: "dlock_".
   std::string prefix = "dlock_";
@@ -62,18 +63,18 @@ struct PrometheusOptions {
 // The exposition of one client's counters: a # HELP and a # TYPE line per
 // family, then its samples; ends with a newline. Throws dlock::Error
 // (invalid_argument) for a bad prefix or label name.
-std::string to_prometheus(const ClientStats& stats, const PrometheusOptions& options = {});
+DLOCK_EXPORT std::string to_prometheus(const ClientStats& stats, const PrometheusOptions& options = {});
 
 // Several clients in one exposition (the format wants each family once,
 // its samples together): each client's samples carry its own labels, after
 // backend and PrometheusOptions::labels. Throws dlock::Error
 // (invalid_argument) as above, or when two clients' label sets are the
 // same (their samples would collide).
-struct LabeledStats {
+struct DLOCK_EXPORT LabeledStats {
   ClientStats stats;
   PrometheusLabels labels;
 };
-std::string to_prometheus(std::span<const LabeledStats> clients, const PrometheusOptions& options = {});
+DLOCK_EXPORT std::string to_prometheus(std::span<const LabeledStats> clients, const PrometheusOptions& options = {});
 
 // Gauges of locks as Client::inspect() saw them (e.g. `dlock status` for a
 // textfile collector), each sample labelled lock="NAME" after
@@ -85,11 +86,12 @@ std::string to_prometheus(std::span<const LabeledStats> clients, const Prometheu
 //   dlock_lock_waiters                 waiters, where the store knows them (locks
 //                                      whose LockInfo::waiters is nullopt have no sample)
 // Throws dlock::Error (invalid_argument) as above, or for a name given twice.
-struct InspectedLock {
+struct DLOCK_EXPORT InspectedLock {
   std::string name;
   LockInfo info;
 };
-std::string locks_to_prometheus(std::span<const InspectedLock> locks, const PrometheusOptions& options = {});
+DLOCK_EXPORT std::string locks_to_prometheus(std::span<const InspectedLock> locks,
+                                             const PrometheusOptions& options = {});
 
 }  // namespace dlock
 

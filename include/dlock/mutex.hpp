@@ -37,12 +37,13 @@
 
 #include "dlock/client.hpp"
 #include "dlock/error.hpp"
+#include "dlock/export.hpp"
 #include "dlock/lease.hpp"
 #include "dlock/options.hpp"
 
 namespace dlock {
 
-class Mutex {
+class DLOCK_EXPORT Mutex {
  public:
   // REQUIRES: name valid (non-empty, at most 512 bytes, no NUL); checked on first use.
   Mutex(Client client, std::string name, LockOptions options = {});

@@ -12,6 +12,8 @@
 #include <string>
 #include <string_view>
 
+#include "dlock/export.hpp"
+
 namespace dlock {
 
 using std::chrono::milliseconds;
@@ -60,7 +62,7 @@ using Logger = std::function<void(LogLevel, std::string_view message)>;
 
 struct ClientStats;  // dlock/client.hpp
 
-struct ClientOptions {
+struct DLOCK_EXPORT ClientOptions {
   // Store a short description of the holder with every grant, so that an
   // operator can ask who holds a lock (LockInfo::holder, `dlock status`,
   // `dlock list`): "PROGRAM[PID]@HOST" (LockOptions::holder_label replaces
@@ -149,9 +151,9 @@ enum class LossReason {
   wrong_type,   // the lock's storage now holds something else (Redis: a key
                 // of another type)
 };
-std::string_view to_string(LossReason reason) noexcept;
+DLOCK_EXPORT std::string_view to_string(LossReason reason) noexcept;
 
-struct LockOptions {
+struct DLOCK_EXPORT LockOptions {
   // Fixed lease. Unset (default): the lock is held under the watchdog with
   // `watchdog_lease`, renewed every `renew_interval` until released. Set: the
   // lock expires this long after the grant and is never renewed; must be > 0.

@@ -39,6 +39,7 @@
 
 #include "dlock/client.hpp"
 #include "dlock/error.hpp"
+#include "dlock/export.hpp"
 #include "dlock/lease.hpp"
 #include "dlock/options.hpp"
 
@@ -52,7 +53,7 @@ class HoldSet;
 // keeps the count in an int column).
 inline constexpr unsigned kMaxPermits = 2'147'483'647;
 
-class Semaphore {
+class DLOCK_EXPORT Semaphore {
  public:
   // REQUIRES: 1 <= permits <= kMaxPermits and name valid; checked on first
   // use (Error(invalid_argument), before any I/O).

@@ -40,6 +40,7 @@
 
 #include "dlock/client.hpp"
 #include "dlock/error.hpp"
+#include "dlock/export.hpp"
 #include "dlock/lease.hpp"
 #include "dlock/options.hpp"
 
@@ -49,7 +50,7 @@ namespace detail {
 class HoldSet;
 }
 
-class SharedMutex {
+class DLOCK_EXPORT SharedMutex {
  public:
   // REQUIRES: name valid (see Client::acquire); checked on first use.
   SharedMutex(Client client, std::string name, LockOptions options = {});

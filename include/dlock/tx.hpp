@@ -48,6 +48,7 @@
 #include <vector>
 
 #include "dlock/error.hpp"
+#include "dlock/export.hpp"
 
 struct sqlite3;  // the participant's own connection (sqlite3.h), only by pointer
 struct pg_conn;  // libpq's PGconn (libpq-fe.h), only by pointer
@@ -67,14 +68,14 @@ enum class Outcome {
   unknown,  // no answer (timeout, dropped connection): may or may not be
             // done; asked again
 };
-std::string_view to_string(Outcome outcome) noexcept;
+DLOCK_EXPORT std::string_view to_string(Outcome outcome) noexcept;
 
 enum class Op { try_, confirm, cancel };
-std::string_view to_string(Op op) noexcept;
+DLOCK_EXPORT std::string_view to_string(Op op) noexcept;
 
 // What a participant's call is given: enough to key a barrier, and the
 // time by which the coordinator needs its answer.
-struct BranchContext {
+struct DLOCK_EXPORT BranchContext {
   std::string gid;      // the transaction
   int branch = 0;       // its index in the transaction, from 0
   Op op = Op::try_;     // the phase being called
@@ -92,7 +93,7 @@ using Call = std::function<Outcome(const BranchContext&)>;
 
 // One participant's three calls. They may throw: an exception is an unknown
 // outcome (logged as the branch's last error, and asked again).
-struct Participant {
+struct DLOCK_EXPORT Participant {
   Call try_;
   Call confirm;
   Call cancel;
@@ -117,7 +118,7 @@ struct Participant {
 // answer that cannot be framed, 101, another request's rid) is closed and
 // never read again. One found closed before any answer is replaced once,
 // which may repeat the request.
-struct HttpParticipant {
+struct DLOCK_EXPORT HttpParticipant {
   std::string try_url;  // http://host[:port]/path[?query], or https://...
   std::string confirm_url;
   std::string cancel_url;
@@ -134,18 +135,18 @@ struct HttpParticipant {
 // whose outcome is unknown throws dlock::Error (outcome_unknown; timeout
 // when the deadline had passed before it was sent) saying why (the
 // coordinator logs it as the branch's last error); called directly, catch it.
-Result<Participant> http_participant(HttpParticipant options);
+DLOCK_EXPORT Result<Participant> http_participant(HttpParticipant options);
 
 // The participant's side, for any HTTP server: the request's target (path
 // and query) and body as the BranchContext (invalid_argument when gid,
 // branch_id or op is missing or malformed), and the answer for an outcome
 // (200 SUCCESS, 409 FAILURE, 425 ONGOING, 500 for unknown).
-Result<BranchContext> branch_from_http(std::string_view target, std::string body);
-struct HttpReply {
+DLOCK_EXPORT Result<BranchContext> branch_from_http(std::string_view target, std::string body);
+struct DLOCK_EXPORT HttpReply {
   int status = 200;
   std::string body;  // JSON: {"dtm_result":"SUCCESS"} and so on
 };
-HttpReply http_reply(Outcome outcome);
+DLOCK_EXPORT HttpReply http_reply(Outcome outcome);
 // The whole handler: parse, run `call` (e.g. sqlite_barrier around the
 // work), answer; a malformed request answers 400, a throw 500. The query's
 // last "rid" (the request id http_participant adds after the URL's own
@@ -154,10 +155,10 @@ HttpReply http_reply(Outcome outcome);
 // {"dtm_result":"SUCCESS","rid":"..."}, so that the caller can tell its
 // answer from another request's (a copy written twice, on a connection
 // out of step).
-HttpReply handle_http(std::string_view target, std::string body,
-                      const std::function<Outcome(const BranchContext&)>& call);
+DLOCK_EXPORT HttpReply handle_http(std::string_view target, std::string body,
+                                   const std::function<Outcome(const BranchContext&)>& call);
 
-struct Branch {
+struct DLOCK_EXPORT Branch {
   std::string participant;  // a name given to Coordinator::add_participant
   std::string payload;      // passed to each call; logged (keep secrets out)
 };
@@ -170,7 +171,7 @@ struct Branch {
 // and use no temporary tables, LISTEN or NOTIFY (PostgreSQL cannot prepare
 // those). The connection is pooled: use SET LOCAL, not SET, so that no
 // setting outlives the transaction.
-struct XaBranch {
+struct DLOCK_EXPORT XaBranch {
   std::string database;
   std::function<Outcome(pg_conn*)> work;
 };
@@ -182,13 +183,13 @@ enum class State {
   committed,   // every branch confirmed
   aborted,     // every branch cancelled
 };
-std::string_view to_string(State state) noexcept;
+DLOCK_EXPORT std::string_view to_string(State state) noexcept;
 inline bool decided(State s) noexcept { return s != State::trying; }
 inline bool finished(State s) noexcept { return s == State::committed || s == State::aborted; }
 
 // Called when a branch call has failed `alert_after` times in a row, and at
 // every further multiple: a participant down, or breaking its contract.
-struct Alert {
+struct DLOCK_EXPORT Alert {
   std::string gid;
   int branch = 0;
   Op op = Op::try_;
@@ -196,7 +197,7 @@ struct Alert {
   std::string last_error;
 };
 
-struct CoordinatorOptions {
+struct DLOCK_EXPORT CoordinatorOptions {
   // How long the Try phase may take before the transaction aborts. Default
   // 60 s. Measured on the coordinator's steady clock.
   milliseconds timeout{60000};
@@ -232,7 +233,7 @@ struct CoordinatorOptions {
 };
 
 // A branch as the log has it.
-struct BranchInfo {
+struct DLOCK_EXPORT BranchInfo {
   std::string participant;
   std::string payload;
   bool done = false;  // its phase-2 call (Confirm or Cancel) succeeded
@@ -240,7 +241,7 @@ struct BranchInfo {
   std::string last_error;
 };
 
-struct TxInfo {
+struct DLOCK_EXPORT TxInfo {
   std::string gid;
   State state = State::trying;
   std::string reason;           // why it aborted ("" while committing/committed)
@@ -250,12 +251,12 @@ struct TxInfo {
 };
 
 // Counters since the coordinator was opened.
-struct TxStats {
+struct DLOCK_EXPORT TxStats {
   std::uint64_t started = 0, committed = 0, aborted = 0, recovered = 0;
   std::uint64_t branch_calls = 0, branch_failures = 0, alerts = 0;
 };
 
-class Coordinator {
+class DLOCK_EXPORT Coordinator {
  public:
   // Opens the log at `url`, creating its file and tables unless
   // options.create_if_missing is false: sqlite:///path/tx.db, or
@@ -352,7 +353,8 @@ class Coordinator {
 // anything but success (or throwing) rolls the transaction back, barrier
 // row included. `db` must not be inside a transaction; it is used by this
 // call only. The table is created on first use.
-Outcome sqlite_barrier(sqlite3* db, const BranchContext& context, const std::function<Outcome(sqlite3*)>& work);
+DLOCK_EXPORT Outcome sqlite_barrier(sqlite3* db, const BranchContext& context,
+                                    const std::function<Outcome(sqlite3*)>& work);
 
 // The same barrier on PostgreSQL (builds with PostgreSQL): `conn` must be
 // idle (no transaction open); `work` runs inside the transaction, on
@@ -361,7 +363,8 @@ Outcome sqlite_barrier(sqlite3* db, const BranchContext& context, const std::fun
 // The table, dlock_tx_barrier, is found through the connection's
 // search_path: every connection serving one participant must resolve it
 // to the same schema, or a repeated call is not recognised.
-Outcome pg_barrier(pg_conn* conn, const BranchContext& context, const std::function<Outcome(pg_conn*)>& work);
+DLOCK_EXPORT Outcome pg_barrier(pg_conn* conn, const BranchContext& context,
+                                const std::function<Outcome(pg_conn*)>& work);
 
 }  // namespace dlock::tx
 

@@ -9,11 +9,13 @@
 
 #include <string_view>
 
+#include "dlock/export.hpp"
+
 namespace dlock {
 
 // The version of the library linked in (DLOCK_VERSION_STRING when it was
 // built), which a program can compare with the headers it was built with.
-std::string_view version() noexcept;
+DLOCK_EXPORT std::string_view version() noexcept;
 
 }  // namespace dlock
 

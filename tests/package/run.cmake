@@ -22,8 +22,9 @@
 # completion is installed, registers itself and completes; the man page is
 # installed where help2man is.
 # MODE=add_subdirectory: builds the consumer with add_subdirectory(<repo>),
-# dlock with SQLite alone and no optimisation (what is checked is how dlock
-# behaves as a subproject, not its backends: a quick build).
+# dlock with SQLite alone, no optimisation, as a shared library (what is
+# checked is how dlock behaves as a subproject and that its exports serve a
+# program, not its backends: a quick build).
 # A consumer (WORK_DIR/consumer/bin/app) must run, exit 0 and print the
 # version of include/dlock/version.hpp; with SQLite in the build it takes and
 # releases a lock in a temporary file. WORK_DIR is wiped first. Any failing
@@ -359,7 +360,7 @@ else()  # add_subdirectory
   step("configure consumer"
     "${CMAKE_COMMAND}" -S "${_consumer_src}" -B "${_consumer_bin}" ${_common}
     -DCMAKE_BUILD_TYPE= "-DCMAKE_CXX_FLAGS=-O0" -DDLOCK_WITH_SQLITE=ON -DDLOCK_WITH_REDIS=OFF
-    -DDLOCK_WITH_POSTGRES=OFF -DDLOCK_WITH_ZOOKEEPER=OFF -DDLOCK_WITH_TX=OFF
+    -DDLOCK_WITH_POSTGRES=OFF -DDLOCK_WITH_ZOOKEEPER=OFF -DDLOCK_WITH_TX=OFF -DBUILD_SHARED_LIBS=ON
     -DDLOCK_MODE=add_subdirectory "-DDLOCK_SOURCE_DIR=${SOURCE_DIR}")
   # A parent project must not get dlock's tests or tools by default.
   file(STRINGS "${_consumer_bin}/CMakeCache.txt" _flags REGEX "^DLOCK_BUILD_(TESTS|TOOLS):BOOL=(ON|TRUE|1)$")
@@ -367,5 +368,11 @@ else()  # add_subdirectory
     fail("as a subdirectory dlock defaults to ${_flags}")
   endif()
   step("build consumer" "${CMAKE_COMMAND}" --build "${_consumer_bin}")
+  # Built shared, with hidden visibility: the app links only what
+  # include/dlock/ exports (DLOCK_EXPORT).
+  file(GLOB_RECURSE _shared "${_consumer_bin}/libdlock.so")
+  if(NOT _shared)
+    fail("BUILD_SHARED_LIBS=ON made no libdlock.so")
+  endif()
   run_consumer("${_app}")
 endif()
