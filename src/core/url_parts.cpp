@@ -51,4 +51,12 @@ std::string_view next_param(std::string_view& query) {
   return kv;
 }
 
+Param split_param(std::string_view kv) {
+  Param p;
+  const auto eq = kv.find('=');
+  p.key = std::string(kv.substr(0, eq));
+  p.valued = eq != std::string_view::npos && percent_decode(kv.substr(eq + 1), p.value) && !p.value.empty();
+  return p;
+}
+
 }  // namespace dlock::detail

@@ -18,6 +18,15 @@ std::string percent_encode(std::string_view in);
 // Cuts the next "key[=value]" off a query string ("a=1&b=2").
 std::string_view next_param(std::string_view& query);
 
+// A parameter next_param cut, split at '=', its value percent-decoded.
+// valued: the value is there, not empty, and its escapes are good.
+struct Param {
+  std::string key;
+  std::string value;
+  bool valued = false;
+};
+Param split_param(std::string_view kv);
+
 template <class Int>
 bool parse_int(std::string_view s, Int& out) {
   if (s.empty()) return false;

@@ -94,18 +94,7 @@ Result<Rows> PgBlocking::exec(const std::string& sql, const std::vector<std::str
                        " ms) or the call's deadline, or the connection dropped");
     PGresult* res = PQgetResult(conn_);
     if (res == nullptr) break;
-    const ExecStatusType st = PQresultStatus(res);
-    if (st == PGRES_TUPLES_OK) {
-      for (int r = 0; r < PQntuples(res); ++r) {
-        Row row;
-        for (int c = 0; c < PQnfields(res); ++c)
-          row.push_back(PQgetisnull(res, r, c) ? std::nullopt : std::optional<std::string>(PQgetvalue(res, r, c)));
-        rows.push_back(std::move(row));
-      }
-    } else if (st != PGRES_COMMAND_OK && error.ok()) {
-      const char* state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
-      error = status_of_sqlstate(state ? state : "", trimmed(PQresultErrorMessage(res)));
-    }
+    take_result(res, rows, error);
     PQclear(res);
   }
   if (!error.ok()) return error;

@@ -58,6 +58,21 @@ void route_notice(void* arg, const pg_result* result) {
 
 }  // namespace
 
+void take_result(const pg_result* res, Rows& rows, Status& error) {
+  const ExecStatusType st = PQresultStatus(res);
+  if (st == PGRES_TUPLES_OK) {
+    for (int r = 0; r < PQntuples(res); ++r) {
+      Row row;
+      for (int c = 0; c < PQnfields(res); ++c)
+        row.push_back(PQgetisnull(res, r, c) ? std::nullopt : std::optional<std::string>(PQgetvalue(res, r, c)));
+      rows.push_back(std::move(row));
+    }
+  } else if (st != PGRES_COMMAND_OK && error.ok()) {
+    const char* state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+    error = status_of_sqlstate(state ? state : "", trimmed(PQresultErrorMessage(res)));
+  }
+}
+
 pg_conn* start_libpq(const PgConfig& config) {
   std::vector<const char*> keys, values;
   for (const auto& [k, v] : config.params) {
@@ -201,18 +216,7 @@ void PgConnection::read_reply() {
       finish_query(std::move(out));
       break;
     }
-    const ExecStatusType st = PQresultStatus(res);
-    if (st == PGRES_TUPLES_OK) {
-      for (int r = 0; r < PQntuples(res); ++r) {
-        Row row;
-        for (int c = 0; c < PQnfields(res); ++c)
-          row.push_back(PQgetisnull(res, r, c) ? std::nullopt : std::optional<std::string>(PQgetvalue(res, r, c)));
-        rows_.push_back(std::move(row));
-      }
-    } else if (st != PGRES_COMMAND_OK && result_error_.ok()) {
-      const char* state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
-      result_error_ = status_of_sqlstate(state ? state : "", trimmed(PQresultErrorMessage(res)));
-    }
+    take_result(res, rows_, result_error_);
     PQclear(res);
   }
   if (state_ == State::up)

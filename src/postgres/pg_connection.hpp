@@ -48,6 +48,10 @@ using Rows = std::vector<Row>;
 // Errc for what the caller should do next.
 Status status_of_sqlstate(const std::string& sqlstate, std::string message);
 
+// Adds one result of a statement to what it returned: its rows to `rows`,
+// or, for the first failed one, its error to `error`. Does not free it.
+void take_result(const pg_result* res, Rows& rows, Status& error);
+
 class PgConnection {
  public:
   PgConnection(boost::asio::io_context& io, PgConfig config);

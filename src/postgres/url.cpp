@@ -41,11 +41,8 @@ Status parse_params(std::string_view query, PgUrl& config) {
   while (!query.empty()) {
     const std::string_view kv = detail::next_param(query);
     if (kv.empty()) continue;
-    const auto eq = kv.find('=');
-    const std::string key(kv.substr(0, eq));
-    std::string value;
-    if (eq == std::string_view::npos || !detail::percent_decode(kv.substr(eq + 1), value) || value.empty())
-      return bad("parameter '" + key + "' needs a value");
+    auto [key, value, valued] = detail::split_param(kv);
+    if (!valued) return bad("parameter '" + key + "' needs a value");
     if (key == "table") {
       if (!valid_table_name(value)) return bad("table must be a lower-case SQL name of at most 40 characters");
       config.table.table = value;

@@ -152,11 +152,8 @@ Status parse_query(std::string_view query, RedisEndpoint& ep) {
   while (!query.empty()) {
     const std::string_view kv = next_param(query);
     if (kv.empty()) continue;
-    auto eq = kv.find('=');
-    std::string_view key = kv.substr(0, eq);
-    std::string value;
-    if (eq == std::string_view::npos || !percent_decode(kv.substr(eq + 1), value) || value.empty())
-      return bad("parameter '" + std::string(key) + "' needs a value");
+    auto [key, value, valued] = split_param(kv);
+    if (!valued) return bad("parameter '" + key + "' needs a value");
     if (Status s = parse_param(key, std::move(value), ep); !s.ok()) return s;
   }
   if (ep.cert_file.empty() != ep.key_file.empty()) return bad("'cert' and 'key' go together");

@@ -103,19 +103,7 @@ class SqliteBackend final : public detail::Backend {
   }
 
   void release(const ReleaseCall& call, std::function<void(Result<ReleaseOutcome>)> done) override {
-    queue_write([this, call, done = std::move(done)](bool last) {
-      if (!store_) {
-        post(done, Result<ReleaseOutcome>(closed()));
-        return true;
-      }
-      auto out = store_->release(call);
-      report_gone(*store_);
-      if (!last && waits_for_write_lock(out.status())) return false;
-      ++commands_;
-      deliver(*store_);
-      post(done, std::move(out));
-      return true;
-    });
+    queue_call(std::move(done), [call](LockStore& store) { return store.release(call); });
   }
 
   // A plain attempt leaves nothing behind but a grant whose commit's outcome
@@ -127,36 +115,12 @@ class SqliteBackend final : public detail::Backend {
     auto needed = store_->abandon_needed(call);
     report_gone(*store_);
     if (needed.ok() && !*needed) return post(std::move(done), Status());
-    queue_write([this, call, done = std::move(done)](bool last) {
-      if (!store_) {
-        post(done, closed());
-        return true;
-      }
-      Status s = store_->abandon(call);
-      report_gone(*store_);
-      if (!last && waits_for_write_lock(s)) return false;
-      ++commands_;
-      deliver(*store_);
-      post(done, s);
-      return true;
-    });
+    queue_call(std::move(done), [call](LockStore& store) { return store.abandon(call); });
   }
 
   void renew(const std::vector<RenewCall>& calls,
              std::function<void(Result<std::vector<RenewOutcome>>)> done) override {
-    queue_write([this, calls, done = std::move(done)](bool last) {
-      if (!store_) {
-        post(done, Result<std::vector<RenewOutcome>>(closed()));
-        return true;
-      }
-      auto out = store_->renew(calls);
-      report_gone(*store_);
-      if (!last && waits_for_write_lock(out.status())) return false;
-      ++commands_;
-      deliver(*store_);
-      post(done, std::move(out));
-      return true;
-    });
+    queue_call(std::move(done), [calls](LockStore& store) { return store.renew(calls); });
   }
 
   void inspect(const std::string& name, std::function<void(Result<LockInfo>)> done) override {
@@ -246,6 +210,31 @@ class SqliteBackend final : public detail::Backend {
     std::chrono::steady_clock::time_point until;
     int tries = 0;
   };
+
+  // A write call queued behind the others: `call` runs on the store once
+  // no other process holds the write lock (or, the last try, anyway), and
+  // `done` gets its answer (Status or Result<T>).
+  template <class Out, class Call>
+  void queue_call(std::function<void(Out)> done, Call call) {
+    queue_write([this, call = std::move(call), done = std::move(done)](bool last) {
+      if (!store_) {
+        post(done, Out(closed()));
+        return true;
+      }
+      Out out = call(*store_);
+      report_gone(*store_);
+      if (!last && waits_for_write_lock(status_of(out))) return false;
+      ++commands_;
+      deliver(*store_);
+      post(done, std::move(out));
+      return true;
+    });
+  }
+  static const Status& status_of(const Status& s) { return s; }
+  template <class T>
+  static Status status_of(const Result<T>& r) {
+    return r.status();
+  }
 
   void queue_write(std::function<bool(bool last)> run) {
     writes_.push_back({std::move(run), std::chrono::steady_clock::now() + config_.busy});

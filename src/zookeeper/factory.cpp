@@ -74,11 +74,8 @@ Status parse_params(std::string_view query, ZkConfig& c, std::string& prefix) {
   while (!query.empty()) {
     const std::string_view kv = detail::next_param(query);
     if (kv.empty()) continue;
-    const auto eq = kv.find('=');
-    const std::string key(kv.substr(0, eq));
-    std::string value;
-    if (eq == std::string_view::npos || !detail::percent_decode(kv.substr(eq + 1), value) || value.empty())
-      return bad("parameter '" + key + "' needs a value");
+    auto [key, value, valued] = detail::split_param(kv);
+    if (!valued) return bad("parameter '" + key + "' needs a value");
     if (key == "session_timeout") {
       if (!parse_duration(value, c.session_timeout) || c.session_timeout.count() <= 0)
         return bad(
