@@ -117,9 +117,6 @@ struct AcquireCall {
   // Who the holder is, for inspect: its description, or LockOptions::holder
   // (an election's candidate id). Empty: none.
   std::string info{};
-  // Redlock's numbering of its rounds on each master (0: none), so a late
-  // undo of a failed round leaves a later round's grant alone.
-  std::uint64_t round = 0;
   // The blocking fast path: a busy answer may leave this attempt's queue
   // node in place, because the acquire goes on waiting under the same
   // attempt id on the I/O thread (false: try once, leave nothing).
@@ -151,11 +148,8 @@ struct AcquireOutcome {
 struct ReleaseCall {
   std::string name;
   std::string owner;
-  unsigned held = 0;  // depth before this release (>= 1)
-  bool all = false;   // free every level (client shutdown)
-  // An undo of Redlock round `round` (AcquireCall::round) only while the hold
-  // is still that round's. 0: any.
-  std::uint64_t round = 0;
+  unsigned held = 0;        // depth before this release (>= 1)
+  bool all = false;         // free every level (client shutdown)
   std::uint64_t grant = 0;  // the grant released (AcquireCall::grant)
   // > 0: this grant's acquire may still be in the network (its reply was
   // lost). Refuse that stray copy for this long, so it cannot re-create the

@@ -68,8 +68,9 @@ detail::Capabilities RedisBackend::capabilities() const {
   return caps;
 }
 
-void RedisBackend::acquire(const AcquireCall& call, std::function<void(Result<AcquireOutcome>)> done) {
-  ScriptCall sc = acquire_request(prefix_, fences_, call, call.queued);
+void RedisBackend::acquire_round(const AcquireCall& call, std::uint64_t round,
+                                 std::function<void(Result<AcquireOutcome>)> done) {
+  ScriptCall sc = acquire_request(prefix_, fences_, call, call.queued, round);
   if (wait_.replicas > 0) {
     return eval_script(*sc.script, sc.keys, sc.args, true,
                        [this, call, done = std::move(done)](Result<Reply> r, Status replicated) mutable {
@@ -86,8 +87,9 @@ void RedisBackend::acquire(const AcquireCall& call, std::function<void(Result<Ac
   });
 }
 
-void RedisBackend::release(const ReleaseCall& call, std::function<void(Result<ReleaseOutcome>)> done) {
-  ScriptCall sc = release_request(prefix_, fences_, call);
+void RedisBackend::release_round(const ReleaseCall& call, std::uint64_t round,
+                                 std::function<void(Result<ReleaseOutcome>)> done) {
+  ScriptCall sc = release_request(prefix_, fences_, call, round);
   eval(*sc.script, sc.keys, sc.args, [done = std::move(done)](Result<Reply> r) {
     if (!r.ok()) return done(r.status());
     done(parse_release(*r));

@@ -39,15 +39,22 @@ class RedlockMaster : public detail::Backend {
     virtual int fd() const = 0;
   };
   using Sent = std::optional<Result<std::unique_ptr<Pending>>>;
+  // acquire() and release() as calls of Redlock round `round` (0: none):
+  // the scripts keep the round with the grant, so a late undo of a failed
+  // round leaves a later round's grant alone.
+  virtual void acquire_round(const detail::AcquireCall& call, std::uint64_t round,
+                             std::function<void(Result<detail::AcquireOutcome>)> done) = 0;
+  virtual void release_round(const detail::ReleaseCall& call, std::uint64_t round,
+                             std::function<void(Result<detail::ReleaseOutcome>)> done) = 0;
   // From any thread. nullopt: no fast path here (TLS), or `pooled_only` and
   // no connection is open (so a slow connect to one master does not delay
   // the others' requests: they go first); an error: nothing was written
   // (unavailable), or only part (outcome_unknown). A connection opened for
   // it waits for its handshake until `by` at most.
-  virtual Sent send_acquire_now(const detail::AcquireCall& call, std::chrono::steady_clock::time_point by,
-                                bool pooled_only) = 0;
-  virtual Sent send_release_now(const detail::ReleaseCall& call, std::chrono::steady_clock::time_point by,
-                                bool pooled_only) = 0;
+  virtual Sent send_acquire_now(const detail::AcquireCall& call, std::uint64_t round,
+                                std::chrono::steady_clock::time_point by, bool pooled_only) = 0;
+  virtual Sent send_release_now(const detail::ReleaseCall& call, std::uint64_t round,
+                                std::chrono::steady_clock::time_point by, bool pooled_only) = 0;
   // The answer of a send_*_now of the same kind, by `by` (outcome_unknown
   // after it). Each Pending is answered once. `readable`: the caller's poll
   // saw its socket readable.

@@ -58,9 +58,17 @@ class RedisBackend final : public RedlockMaster {
   detail::Capabilities capabilities() const override;
   void set_events(detail::BackendEvents events) override { events_ = std::move(events); }
 
-  void acquire(const AcquireCall& call, std::function<void(Result<AcquireOutcome>)> done) override;
+  void acquire(const AcquireCall& call, std::function<void(Result<AcquireOutcome>)> done) override {
+    acquire_round(call, 0, std::move(done));
+  }
+  void acquire_round(const AcquireCall& call, std::uint64_t round,
+                     std::function<void(Result<AcquireOutcome>)> done) override;
 
-  void release(const ReleaseCall& call, std::function<void(Result<ReleaseOutcome>)> done) override;
+  void release(const ReleaseCall& call, std::function<void(Result<ReleaseOutcome>)> done) override {
+    release_round(call, 0, std::move(done));
+  }
+  void release_round(const ReleaseCall& call, std::uint64_t round,
+                     std::function<void(Result<ReleaseOutcome>)> done) override;
 
   void abandon(const detail::AbandonCall& call, std::function<void(Status)> done) override;
 
@@ -79,8 +87,10 @@ class RedisBackend final : public RedlockMaster {
     int fd() const override { return eval->conn ? eval->conn->fd() : -1; }
   };
   Sent pending(std::optional<Result<std::unique_ptr<SentEval>>> sent, AcquireCall call = {});
-  Sent send_acquire_now(const AcquireCall& call, std::chrono::steady_clock::time_point by, bool pooled_only) override;
-  Sent send_release_now(const ReleaseCall& call, std::chrono::steady_clock::time_point by, bool pooled_only) override;
+  Sent send_acquire_now(const AcquireCall& call, std::uint64_t round, std::chrono::steady_clock::time_point by,
+                        bool pooled_only) override;
+  Sent send_release_now(const ReleaseCall& call, std::uint64_t round, std::chrono::steady_clock::time_point by,
+                        bool pooled_only) override;
   Result<AcquireOutcome> acquire_answer(Pending& sent, std::chrono::steady_clock::time_point by,
                                         bool readable) override;
   Result<ReleaseOutcome> release_answer(Pending& sent, std::chrono::steady_clock::time_point by,

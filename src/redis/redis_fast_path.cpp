@@ -51,17 +51,17 @@ RedisBackend::Sent RedisBackend::pending(std::optional<Result<std::unique_ptr<Se
   return Result<std::unique_ptr<Pending>>(std::unique_ptr<Pending>(std::move(p)));
 }
 
-RedisBackend::Sent RedisBackend::send_acquire_now(const AcquireCall& call, std::chrono::steady_clock::time_point by,
-                                                  bool pooled_only) {
+RedisBackend::Sent RedisBackend::send_acquire_now(const AcquireCall& call, std::uint64_t round,
+                                                  std::chrono::steady_clock::time_point by, bool pooled_only) {
   if (!sync_ok()) return std::nullopt;
-  return pending(send_now(acquire_request(prefix_, fences_, call, call.queued && call.keep_place), by, pooled_only),
-                 call);
+  return pending(
+      send_now(acquire_request(prefix_, fences_, call, call.queued && call.keep_place, round), by, pooled_only), call);
 }
 
-RedisBackend::Sent RedisBackend::send_release_now(const ReleaseCall& call, std::chrono::steady_clock::time_point by,
-                                                  bool pooled_only) {
+RedisBackend::Sent RedisBackend::send_release_now(const ReleaseCall& call, std::uint64_t round,
+                                                  std::chrono::steady_clock::time_point by, bool pooled_only) {
   if (!sync_ok()) return std::nullopt;
-  return pending(send_now(release_request(prefix_, fences_, call), by, pooled_only));
+  return pending(send_now(release_request(prefix_, fences_, call, round), by, pooled_only));
 }
 
 Result<AcquireOutcome> RedisBackend::acquire_answer(Pending& sent, std::chrono::steady_clock::time_point by,

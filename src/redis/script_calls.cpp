@@ -65,7 +65,7 @@ bool int_at(const Reply& r, std::size_t i, long long& out) {
 }
 
 ScriptCall acquire_request(const std::string& prefix, detail::FenceScope fences, const detail::AcquireCall& call,
-                           bool queued) {
+                           bool queued, std::uint64_t round) {
   auto keys = detail::lock_keys(prefix, call.name, fences);
   std::string owner = wire_owner(call.owner, call.grant);
   std::string tomb = keys.lock + ":t:" + owner;
@@ -78,14 +78,15 @@ ScriptCall acquire_request(const std::string& prefix, detail::FenceScope fences,
   }
   return {&acquire_script(),
           {std::move(keys.lock), std::move(keys.fence), std::move(tomb), std::move(keys.line)},
-          {std::move(owner), std::to_string(call.lease.count()), std::to_string(call.held), std::to_string(call.round),
+          {std::move(owner), std::to_string(call.lease.count()), std::to_string(call.held), std::to_string(round),
            std::move(keys.channel), call.info}};
 }
 
 // An exclusive hold lives in the lock hash whether a line's or not: the
 // plain script releases both (and hands over to a line). Shared holds are
 // the line's.
-ScriptCall release_request(const std::string& prefix, detail::FenceScope fences, const detail::ReleaseCall& call) {
+ScriptCall release_request(const std::string& prefix, detail::FenceScope fences, const detail::ReleaseCall& call,
+                           std::uint64_t round) {
   auto keys = detail::lock_keys(prefix, call.name, fences);
   std::string owner = wire_owner(call.owner, call.grant);
   std::string tomb = keys.lock + ":t:" + owner;
@@ -98,7 +99,7 @@ ScriptCall release_request(const std::string& prefix, detail::FenceScope fences,
   return {&release_script(),
           {std::move(keys.lock), std::move(tomb), std::move(keys.line), std::move(keys.fence)},
           {std::move(owner), std::to_string(call.held), std::move(keys.channel), call.all ? "1" : "0",
-           std::to_string(call.round), std::to_string(call.tombstone.count())}};
+           std::to_string(round), std::to_string(call.tombstone.count())}};
 }
 
 ScriptCall abandon_request(const std::string& prefix, detail::FenceScope fences, const detail::AbandonCall& call) {

@@ -31,12 +31,17 @@ struct ScriptCall {
 };
 
 // `queued`: the line keeps the caller's place when busy (false: try once).
+// `round`: Redlock's number of this round on the master (0: none), kept
+// with the grant so that a late undo of a failed round (a release naming
+// it) leaves a later round's grant alone.
 ScriptCall acquire_request(const std::string& prefix, detail::FenceScope fences, const detail::AcquireCall& call,
-                           bool queued);
+                           bool queued, std::uint64_t round = 0);
 // An exclusive hold lives in the lock hash whether a line's or not: the
 // plain script releases both (and hands over to a line). Shared holds are
 // the line's.
-ScriptCall release_request(const std::string& prefix, detail::FenceScope fences, const detail::ReleaseCall& call);
+// `round`: only while the hold is still that Redlock round's (0: any).
+ScriptCall release_request(const std::string& prefix, detail::FenceScope fences, const detail::ReleaseCall& call,
+                           std::uint64_t round = 0);
 ScriptCall abandon_request(const std::string& prefix, detail::FenceScope fences, const detail::AbandonCall& call);
 
 Result<detail::AcquireOutcome> parse_acquire(const Reply& r, const detail::AcquireCall& call);

@@ -15,6 +15,7 @@ struct RedlockBackend::Attempt {
   Attempt(const AcquireCall& call, Clock::time_point start, milliseconds per_node, RedlockAcquire::Nodes nodes)
       : fsm(call, start, per_node, nodes, [] { return detail::random_u64(); }) {}
   RedlockAcquire fsm;
+  std::uint64_t round = 0;  // this round's number on every master
   std::shared_ptr<asio::steady_timer> timer;
   std::function<void(Result<AcquireOutcome>)> done;
 };
@@ -23,14 +24,13 @@ void RedlockBackend::acquire(const AcquireCall& call, std::function<void(Result<
   if (Status bad = detail::check_mode(call, "Redlock", kNoLines); !bad.ok())
     return asio::post(io_, [done = std::move(done), bad] { done(bad); });
   const auto start = Clock::now();  // before the first request: validity counts from here
-  AcquireCall numbered = call;
-  numbered.round = ++rounds_;
-  auto a = std::make_shared<Attempt>(numbered, start, per_node_timeout(command_timeout_, call.lease),
+  auto a = std::make_shared<Attempt>(call, start, per_node_timeout(command_timeout_, call.lease),
                                      RedlockAcquire::Nodes{&names_, &up_});
+  a->round = ++rounds_;
   a->done = std::move(done);
   a->timer = make_timer(a->fsm.timer_at());
   for (std::size_t i = 0; i < nodes_.size(); ++i) {
-    nodes_[i]->acquire(a->fsm.call(), [this, a, i](Result<AcquireOutcome> res) {
+    nodes_[i]->acquire_round(a->fsm.call(), a->round, [this, a, i](Result<AcquireOutcome> res) {
       if (closed_) return report(a, cancelled());
       apply(a, a->fsm.on_answer(i, res, Clock::now()));
     });
@@ -44,10 +44,11 @@ void RedlockBackend::acquire(const AcquireCall& call, std::function<void(Result<
 void RedlockBackend::apply(const std::shared_ptr<Attempt>& a, RedlockAcquire::Effects effects) {
   for (const auto& undo : effects.undo) {
     // Behind the acquire on the same connection, so it cannot overtake it.
-    nodes_[undo.node]->release(undo_of_round(a->fsm.call()), [this, a, counted = undo.counted](Result<ReleaseOutcome>) {
-      if (closed_) return report(a, cancelled());
-      apply(a, a->fsm.on_undo_answer(counted));
-    });
+    nodes_[undo.node]->release_round(undo_of_round(a->fsm.call()), a->round,
+                                     [this, a, counted = undo.counted](Result<ReleaseOutcome>) {
+                                       if (closed_) return report(a, cancelled());
+                                       apply(a, a->fsm.on_undo_answer(counted));
+                                     });
   }
   if (effects.report) report(a, std::move(*effects.report));
 }

@@ -184,12 +184,12 @@ class RedlockBackend final : public detail::Backend {
   }
 
   void apply(const std::shared_ptr<Attempt>& a, RedlockAcquire::Effects effects);
-  void undo_now(std::size_t node, const ReleaseCall& call, Clock::time_point by, bool answered);
+  void undo_now(std::size_t node, const ReleaseCall& call, std::uint64_t round, Clock::time_point by, bool answered);
   void settle_late(std::optional<std::uint64_t> grant);
   struct Late;
   void undo_when_answered(Late late);
-  void leave_silent(std::vector<std::unique_ptr<redis::RedlockMaster::Pending>>& sent, const AcquireCall& round,
-                    Clock::time_point window_end, bool granted);
+  void leave_silent(std::vector<std::unique_ptr<redis::RedlockMaster::Pending>>& sent, const AcquireCall& call,
+                    std::uint64_t round, Clock::time_point window_end, bool granted);
   static std::vector<std::size_t> readable(const std::vector<std::unique_ptr<redis::RedlockMaster::Pending>>& sent,
                                            Clock::time_point until);
   void each_master_sends(
@@ -256,11 +256,13 @@ class RedlockBackend final : public detail::Backend {
     Clock::time_point by;
     std::unique_ptr<redis::RedlockMaster::Pending> sent;
     std::optional<ReleaseCall> undo;  // a failed round's (undo_when_answered): where it granted after all
+    std::uint64_t round = 0;          // the undo's
   };
   std::mutex late_mu_;
   std::vector<Late> late_;
-  // Attempt numbers (AcquireCall::round): an undo that arrives late names
-  // its attempt, so it cannot remove a later attempt's grant (same owner).
+  // Round numbers (redis::RedlockMaster::acquire_round): an undo that
+  // arrives late names its round, so it cannot remove a later round's grant
+  // (same owner, same grant id).
   std::atomic<std::uint64_t> rounds_{0};
   std::map<std::string, Watch> watches_;
   std::vector<std::weak_ptr<asio::steady_timer>> timers_;
@@ -269,13 +271,13 @@ class RedlockBackend final : public detail::Backend {
   bool closed_ = false;
 };
 
-// The undo of round `c` on a master. Idempotent and owner-checked: held + 1
-// removes only the level this round added; where it was not applied,
-// nothing is touched. No tombstone: the next round of the same acquire
-// reuses the grant id (rounds tell them apart); the client leaves one when
-// the acquire ends.
+// The undo of a round's acquire `c` on a master, sent with the round's
+// number. Idempotent and owner-checked: held + 1 removes only the level this
+// round added; where it was not applied, nothing is touched. No tombstone:
+// the next round of the same acquire reuses the grant id (rounds tell them
+// apart); the client leaves one when the acquire ends.
 inline ReleaseCall undo_of_round(const AcquireCall& c) {
-  ReleaseCall call{c.name, c.owner, c.held + 1, false, c.round};
+  ReleaseCall call{c.name, c.owner, c.held + 1, false};
   call.grant = c.grant;
   return call;
 }

@@ -22,13 +22,12 @@ std::optional<Result<AcquireOutcome>> RedlockBackend::acquire_now(const AcquireC
   if (Status bad = detail::check_mode(call, "Redlock", kNoLines); !bad.ok()) return Result<AcquireOutcome>(bad);
   settle_late(std::nullopt);
   const auto start = Clock::now();  // before the first request: validity counts from here
-  AcquireCall numbered = call;
-  numbered.round = rounds_.fetch_add(1) + 1;
+  const std::uint64_t round = rounds_.fetch_add(1) + 1;
   const std::uint64_t bits = up_bits_.load();
   std::vector<bool> connected(nodes_.size());
   for (std::size_t i = 0; i < nodes_.size(); ++i) connected[i] = (bits >> i) & 1;
   const milliseconds per_node = per_node_timeout(command_timeout_, call.lease);
-  RedlockAcquire fsm(numbered, start, per_node, RedlockAcquire::Nodes{&names_, &connected},
+  RedlockAcquire fsm(call, start, per_node, RedlockAcquire::Nodes{&names_, &connected},
                      [] { return detail::random_u64(); });
   std::optional<Result<AcquireOutcome>> report;
   std::vector<bool> answered(nodes_.size(), false);  // the master replied (it is not silent)
@@ -40,7 +39,7 @@ std::optional<Result<AcquireOutcome>> RedlockBackend::acquire_now(const AcquireC
       RedlockAcquire::Effects e = std::move(todo.front());
       todo.pop_front();
       for (const auto& undo : e.undo) {
-        undo_now(undo.node, undo_of_round(fsm.call()), Clock::now() + per_node, answered[undo.node]);
+        undo_now(undo.node, undo_of_round(fsm.call()), round, Clock::now() + per_node, answered[undo.node]);
         todo.push_back(fsm.on_undo_answer(undo.counted));
       }
       if (e.report && !report) report = std::move(e.report);
@@ -50,7 +49,7 @@ std::optional<Result<AcquireOutcome>> RedlockBackend::acquire_now(const AcquireC
   std::vector<std::unique_ptr<redis::RedlockMaster::Pending>> sent(nodes_.size());
   each_master_sends(
       [&](std::size_t i, bool pooled_only) {
-        return nodes_[i]->send_acquire_now(fsm.call(), std::min(start + per_node, call.deadline), pooled_only);
+        return nodes_[i]->send_acquire_now(fsm.call(), round, std::min(start + per_node, call.deadline), pooled_only);
       },
       [&](std::size_t i, Result<std::unique_ptr<redis::RedlockMaster::Pending>> s) {
         if (s.ok())
@@ -86,7 +85,8 @@ std::optional<Result<AcquireOutcome>> RedlockBackend::acquire_now(const AcquireC
   }
   if (!report) run(fsm.on_timer(Clock::now()));
   if (!report) report = Result<AcquireOutcome>(Status(Errc::outcome_unknown, "Redlock: the round did not decide"));
-  leave_silent(sent, fsm.call(), start + per_node, report->ok() && (*report)->kind == AcquireOutcome::Kind::granted);
+  leave_silent(sent, fsm.call(), round, start + per_node,
+               report->ok() && (*report)->kind == AcquireOutcome::Kind::granted);
   return std::move(*report);
 }
 
@@ -94,16 +94,17 @@ std::optional<Result<AcquireOutcome>> RedlockBackend::acquire_now(const AcquireC
 // later, before this grant's release goes to them (which keeps the two in
 // order there); a failed round's is undone where it granted.
 void RedlockBackend::leave_silent(std::vector<std::unique_ptr<redis::RedlockMaster::Pending>>& sent,
-                                  const AcquireCall& round, Clock::time_point window_end, bool granted) {
+                                  const AcquireCall& call, std::uint64_t round, Clock::time_point window_end,
+                                  bool granted) {
   for (std::size_t i = 0; i < sent.size(); ++i)
     if (sent[i]) {
-      Late late{i, round.grant, window_end, std::move(sent[i]), std::nullopt};
+      Late late{i, call.grant, window_end, std::move(sent[i]), std::nullopt, round};
       if (granted) {
         std::lock_guard lk(late_mu_);
         late_.push_back(std::move(late));
         continue;
       }
-      late.undo = undo_of_round(round);
+      late.undo = undo_of_round(call);
       undo_when_answered(std::move(late));
     }
 }
@@ -122,10 +123,8 @@ void RedlockBackend::undo_when_answered(Late late) {
   };
   const int fd = ::dup(late.sent->fd());
   if (fd < 0) {
-    const std::size_t node = late.node;
-    const ReleaseCall undo = *late.undo;
-    return asio::post(io_, [this, node, undo] {
-      if (!closed_) nodes_[node]->release(undo, [](Result<ReleaseOutcome>) {});
+    return asio::post(io_, [this, node = late.node, undo = *late.undo, round = late.round] {
+      if (!closed_) nodes_[node]->release_round(undo, round, [](Result<ReleaseOutcome>) {});
     });
   }
   // Closed here if the handler never runs (the client shut down first).
@@ -147,7 +146,8 @@ void RedlockBackend::undo_when_answered(Late late) {
                                                          readable ? Clock::now() + milliseconds(50) : Clock::now());
       const bool may_hold =
           answer.ok() ? answer->kind == AcquireOutcome::Kind::granted : answer.code() == Errc::outcome_unknown;
-      if (may_hold && !closed_) nodes_[d->late.node]->release(*d->late.undo, [](Result<ReleaseOutcome>) {});
+      if (may_hold && !closed_)
+        nodes_[d->late.node]->release_round(*d->late.undo, d->late.round, [](Result<ReleaseOutcome>) {});
     };
     if (closed_) return;
     d->timer.expires_at(d->late.by);
@@ -230,14 +230,15 @@ void RedlockBackend::each_master_sends(
 // An undo. To a master that just answered, from the caller's thread; to
 // one that did not (silent, unreachable), or where no blocking call is
 // offered, from the I/O thread, so a dead master cannot hold up the caller.
-void RedlockBackend::undo_now(std::size_t node, const ReleaseCall& call, Clock::time_point by, bool answered) {
+void RedlockBackend::undo_now(std::size_t node, const ReleaseCall& call, std::uint64_t round, Clock::time_point by,
+                              bool answered) {
   if (answered)
-    if (auto s = nodes_[node]->send_release_now(call, by, false); s && s->ok()) {
+    if (auto s = nodes_[node]->send_release_now(call, round, by, false); s && s->ok()) {
       (void)nodes_[node]->release_answer(*s->value(), by);
       return;
     }
-  asio::post(io_, [this, node, call] {
-    if (!closed_) nodes_[node]->release(call, [](Result<ReleaseOutcome>) {});
+  asio::post(io_, [this, node, call, round] {
+    if (!closed_) nodes_[node]->release_round(call, round, [](Result<ReleaseOutcome>) {});
   });
 }
 
@@ -249,13 +250,14 @@ std::optional<Result<ReleaseOutcome>> RedlockBackend::release_now(const ReleaseC
   // Every answer is read (the connections go back clean); each by the
   // command timeout from the first send, as on the I/O thread.
   const auto by = Clock::now() + command_timeout_;
-  each_master_sends([&](std::size_t i, bool pooled_only) { return nodes_[i]->send_release_now(call, by, pooled_only); },
-                    [&](std::size_t i, Result<std::unique_ptr<redis::RedlockMaster::Pending>> s) {
-                      if (s.ok())
-                        sent[i] = std::move(s.value());
-                      else
-                        answers.add(i, Result<ReleaseOutcome>(unsent(s.status())));
-                    });
+  each_master_sends(
+      [&](std::size_t i, bool pooled_only) { return nodes_[i]->send_release_now(call, 0, by, pooled_only); },
+      [&](std::size_t i, Result<std::unique_ptr<redis::RedlockMaster::Pending>> s) {
+        if (s.ok())
+          sent[i] = std::move(s.value());
+        else
+          answers.add(i, Result<ReleaseOutcome>(unsent(s.status())));
+      });
   while (std::any_of(sent.begin(), sent.end(), [](const auto& p) { return p != nullptr; })) {
     auto ready = readable(sent, by);
     const bool late = ready.empty();  // past `by`: the rest give up at once

@@ -22,7 +22,6 @@ struct Masters {
     call.owner = "me";
     call.lease = 10000ms;
     call.grant = 7;
-    call.round = 1;
   }
   RedlockAcquire make() {
     return RedlockAcquire(call, t0, 100ms, {&names, &connected}, [] { return 41ull; });
