@@ -18,6 +18,7 @@
 // All functions are safe to call from any thread; fork() in a multi-threaded
 // process is fine here because the child only calls async-signal-safe
 // functions before exec (spawn, run) or runs the caller's body (fork_child).
+// spawn, wait_exit and join_args are tools/common's (common/spawn.hpp).
 #ifndef DLOCK_TESTS_SUPPORT_PROCESS_HPP_
 #define DLOCK_TESTS_SUPPORT_PROCESS_HPP_
 
@@ -25,18 +26,18 @@
 
 #include <chrono>
 #include <functional>
-#include <map>
 #include <string>
 #include <vector>
 
+#include "common/child_process.hpp"
+#include "common/spawn.hpp"
+
 namespace dlock::test {
 
-struct Child {
-  pid_t pid = -1;
-};
-
-// Variables added to (or replacing those of) the parent's environment.
-using Env = std::map<std::string, std::string>;
+using tools::Child;
+using tools::Env;
+using tools::join_args;
+using tools::wait_exit;
 
 // Starts argv[0] (looked up in PATH unless it contains a '/') with the
 // parent's environment plus `env`, stdin from /dev/null, in its own process
@@ -44,11 +45,6 @@ using Env = std::map<std::string, std::string>;
 // empty, to the parent's. Throws std::runtime_error if the program is not
 // found or cannot be executed (the message names it).
 Child spawn(const std::vector<std::string>& argv, const Env& env = {}, const std::string& output_file = {});
-
-// Waits up to `timeout` for the child `pid` to end and reaps it. Returns its
-// exit status, 128 + the signal number if a signal ended it, -1 on timeout
-// (the child is left alone), -2 if `pid` is not a child of this process.
-int wait_exit(pid_t pid, std::chrono::milliseconds timeout);
 
 // Forks; the child runs body() and then _exit()s with its result (an
 // exception escaping body() is printed to stderr and exits with 125). Child
@@ -81,9 +77,6 @@ struct RunResult {
 // `timeout` the child's process group gets SIGKILL and timed_out is set.
 // Throws std::runtime_error only if the program cannot be started.
 RunResult run(const std::vector<std::string>& argv, std::chrono::milliseconds timeout, const Env& env = {});
-
-// Joins argv for messages: "redis-cli -p 1234 ping".
-std::string join_args(const std::vector<std::string>& argv);
 
 }  // namespace dlock::test
 

@@ -30,28 +30,20 @@ int exit_code_of(int status) { return WIFEXITED(status) ? WEXITSTATUS(status) : 
 
 Child start_child(const std::vector<std::string>& argv, bool capture_stdout, const std::string& log) {
   int fds[2] = {-1, -1};
-  if (capture_stdout && pipe(fds) != 0) throw std::runtime_error("pipe failed");
-  pid_t pid = fork();
-  if (pid < 0) throw std::runtime_error("fork failed");
-  if (pid == 0) {
-    int logfd = open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-    if (logfd >= 0) {
-      dup2(logfd, 2);
-      if (!capture_stdout) dup2(logfd, 1);
-    }
-    if (capture_stdout) dup2(fds[1], 1);
-    // Nothing else of the parent's (its listening sockets, other children's
-    // pipes) outlives it in the child: a dead driver's ports must refuse.
-    close_range(3, ~0U, 0);
-    std::vector<char*> args;
-    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    execvp(args[0], args.data());
-    std::fprintf(stderr, "cannot run %s: %s\n", args[0], std::strerror(errno));
-    _exit(127);
+  if (capture_stdout && pipe2(fds, O_CLOEXEC) != 0) throw std::runtime_error("pipe failed");
+  try {
+    SpawnOptions options;
+    options.output_file = log;
+    options.out_fd = fds[1];
+    options.isolate = false;
+    const pid_t pid = spawn(argv, options);
+    if (capture_stdout) close(fds[1]);
+    return {pid, fds[0]};
+  } catch (...) {
+    for (int fd : fds)
+      if (fd >= 0) close(fd);
+    throw;
   }
-  if (capture_stdout) close(fds[1]);
-  return {pid, capture_stdout ? fds[0] : -1};
 }
 
 bool child_exited(Child& child, int* exit_code) {
@@ -87,11 +79,16 @@ void kill_child(Child& child) {
   child.out_fd = -1;
 }
 
-int run_to_end(const std::vector<std::string>& argv, const std::string& log) {
-  Child c = start_child(argv, false, log);
-  int status = 0;
-  waitpid(c.pid, &status, 0);
-  return exit_code_of(status);
+int run_to_end(const std::vector<std::string>& argv, const std::string& log, std::chrono::seconds limit) {
+  SpawnOptions options;
+  options.output_file = log;
+  options.isolate = false;
+  const pid_t pid = spawn(argv, options);
+  const int code = wait_exit(pid, limit);
+  if (code != -1) return code;
+  kill(pid, SIGKILL);
+  wait_exit(pid, 5s);
+  return -1;
 }
 
 int free_port() {

@@ -6,10 +6,13 @@
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <csignal>
 #include <filesystem>
 #include <string>
 #include <vector>
+
+#include "common/spawn.hpp"
 
 namespace dlock::tools {
 
@@ -19,7 +22,8 @@ struct Child {
 };
 
 // Starts argv[0] (searched in PATH) with stderr (and stdout, unless
-// captured) appended to `log`. Throws if it cannot fork.
+// captured) appended to `log`, in this process's group (a terminal's
+// Ctrl-C reaches it). Throws if it cannot be started (spawn).
 Child start_child(const std::vector<std::string>& argv, bool capture_stdout, const std::string& log);
 // `signal`, then SIGKILL after 5 s; reaps it. No-op for a child already
 // gone.
@@ -32,8 +36,10 @@ void kill_child(Child& child);
 bool child_exited(Child& child, int* exit_code = nullptr);
 // True while the child has not exited (an exited one is left to reap).
 bool child_running(const Child& child);
-// Runs a program to its end; its exit status (128 + signal if killed).
-int run_to_end(const std::vector<std::string>& argv, const std::string& log);
+// Runs a program to its end, its output appended to `log`; its exit status
+// (128 + signal if killed), -1 if it was killed after `limit`.
+int run_to_end(const std::vector<std::string>& argv, const std::string& log,
+               std::chrono::seconds limit = std::chrono::hours(24));
 
 // A free loopback port: the kernel's pick, released for a server to take
 // (every test, tool and experiment asks here). Throws if there is none.

@@ -6,7 +6,6 @@
 #include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -30,27 +29,6 @@ using Clock = std::chrono::steady_clock;
 
 const std::string kJar = "/usr/share/java/zookeeper.jar";
 const std::string kExited = "lost a server while starting";
-
-// fork+exec with stdout and stderr to `log`; the child dies with its parent
-// thread (PR_SET_PDEATHSIG), so a crashed caller leaves no server behind.
-pid_t spawn(const std::vector<std::string>& argv, const std::string& log) {
-  std::vector<char*> args;
-  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  const pid_t pid = ::fork();
-  if (pid < 0) throw std::runtime_error("fork: " + std::string(std::strerror(errno)));
-  if (pid == 0) {
-    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-    const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-    if (fd >= 0) {
-      ::dup2(fd, 1);
-      ::dup2(fd, 2);
-    }
-    ::execvp(args[0], args.data());
-    ::_exit(127);
-  }
-  return pid;
-}
 
 // Reaps `pid`, waiting up to `limit`; false if it is still running.
 bool reap(pid_t pid, std::chrono::milliseconds limit) {
@@ -218,12 +196,16 @@ void ZooKeeperEnsemble::start(int i) {
   // listening (started first, or through a proxy) could then stay out of
   // the quorum for most of a minute after the others formed it. 2 s keeps
   // it rejoining within a few seconds.
-  n.pid = spawn(
+  // Its own group, SIGKILL with its parent thread: a crashed caller leaves
+  // no server behind.
+  SpawnOptions options;
+  options.output_file = d + "/zk.log";
+  n.pid = tools::spawn(
       {"java", "-Xms32m", "-Xmx128m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
        "-Dzookeeper.fastleader.maxNotificationInterval=2000", "-cp",
        "/etc/zookeeper/conf:" + kJar + ":/usr/share/java/slf4j-simple.jar", "-Dzookeeper.log.dir=" + d,
        "-Dzookeeper.root.logger=INFO,CONSOLE", "org.apache.zookeeper.server.quorum.QuorumPeerMain", d + "/zoo.cfg"},
-      d + "/zk.log");
+      options);
 }
 
 void ZooKeeperEnsemble::stop(int i) {

@@ -74,19 +74,11 @@ void ServerProc::start() {
           std::string("~*"), std::string("&*"), std::string("+@all")})
       args.push_back(a);
   if (!spec_.config_file.empty()) args.insert(args.begin() + 1, spec_.config_file);
-  const pid_t pid = ::fork();
-  if (pid < 0) throw std::runtime_error("fork failed");
-  if (pid == 0) {
-    if (!spec_.clock_shim.empty()) {
-      ::setenv("LD_PRELOAD", spec_.clock_shim.c_str(), 1);
-      ::setenv("DLOCK_CLOCK_SHIM_FILE", spec_.clock_file.c_str(), 1);
-    }
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    ::execvp(argv[0], argv.data());
-    ::_exit(127);
-  }
+  dlock::tools::SpawnOptions options;
+  if (!spec_.clock_shim.empty())
+    options.env = {{"LD_PRELOAD", spec_.clock_shim}, {"DLOCK_CLOCK_SHIM_FILE", spec_.clock_file}};
+  options.isolate = false;
+  const pid_t pid = dlock::tools::spawn(args, options);
   pid_ = pid;
   SyncRedis probe("127.0.0.1", spec_.port, std::chrono::milliseconds(200));
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
@@ -126,33 +118,6 @@ void ServerProc::stop() {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   kill9();
-}
-
-int run_to_end(std::vector<std::string> args, const std::string& log, int timeout_s) {
-  const pid_t pid = ::fork();
-  if (pid < 0) throw std::runtime_error("fork failed");
-  if (pid == 0) {
-    const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-    const int null = ::open("/dev/null", O_RDONLY);
-    if (null >= 0) ::dup2(null, 0);
-    if (fd >= 0) {
-      ::dup2(fd, 1);
-      ::dup2(fd, 2);
-    }
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    ::execvp(argv[0], argv.data());
-    ::_exit(127);
-  }
-  int status = 0;
-  for (int i = 0; i < timeout_s * 100; ++i) {
-    if (::waitpid(pid, &status, WNOHANG) == pid) return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  ::kill(pid, SIGKILL);
-  ::waitpid(pid, &status, 0);
-  return -1;
 }
 
 }  // namespace torture

@@ -4,6 +4,7 @@
 #ifndef DLOCK_TORTURE_SERVER_PROC_HPP_
 #define DLOCK_TORTURE_SERVER_PROC_HPP_
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -54,8 +55,10 @@ class ServerProc {
 inline std::uint16_t free_port() { return static_cast<std::uint16_t>(dlock::tools::free_port()); }
 
 // Runs argv to its end (at most `timeout_s`), output appended to `log`;
-// its exit status, -1 if it had to be killed.
-int run_to_end(std::vector<std::string> args, const std::string& log, int timeout_s);
+// its exit status, -1 if it had to be killed (tools/common's).
+inline int run_to_end(const std::vector<std::string>& args, const std::string& log, int timeout_s) {
+  return dlock::tools::run_to_end(args, log, std::chrono::seconds(timeout_s));
+}
 // "7.0.15", or "unknown".
 std::string redis_version(const std::string& binary);
 
