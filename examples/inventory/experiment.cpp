@@ -36,6 +36,7 @@
 #include <vector>
 
 #include "common/child_process.hpp"
+#include "common/pg_cluster.hpp"
 #include "common/zk_ensemble.hpp"
 
 namespace asio = boost::asio;

@@ -51,6 +51,7 @@
 #include <vector>
 
 #include "common/child_process.hpp"
+#include "common/pg_cluster.hpp"
 #include "coordinator.hpp"
 #include "proxy.hpp"
 

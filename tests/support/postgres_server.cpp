@@ -1,42 +1,17 @@
 #include "support/postgres_server.hpp"
 
-#include <stdlib.h>
-#include <unistd.h>
-
-#include <cerrno>
 #include <chrono>
-#include <cstring>
 #include <filesystem>
 #include <stdexcept>
 
-#include "common/child_process.hpp"
 #include "support/process.hpp"
 #include "support/redis_server.hpp"
 
 namespace dlock::test {
-namespace {
 
 using namespace std::chrono_literals;
-const std::string kBin = "/usr/lib/postgresql/15/bin/";
-}  // namespace
 
-bool postgres_available() { return std::filesystem::exists(kBin + "initdb"); }
-
-std::vector<std::string> PostgresServer::as_owner(std::vector<std::string> argv) const {
-  if (geteuid() != 0) return argv;
-  argv.insert(argv.begin(), {"runuser", "-u", "postgres", "--"});
-  return argv;
-}
-
-PostgresServer::PostgresServer() {
-  std::string tmpl = "/tmp/dlock-pg-XXXXXX";
-  if (::mkdtemp(tmpl.data()) == nullptr) throw std::runtime_error("mkdtemp: " + std::string(std::strerror(errno)));
-  dir_ = tmpl;
-  tools::give_to_postgres(dir_);
-  tools::pg_initdb(dir_ + "/data", dir_ + "/initdb.log");
-  port_ = free_port();
-  start();
-}
+PostgresServer::PostgresServer() : dir_(tools::pg_new_cluster("/tmp/dlock-pg-")), port_(free_port()) { start(); }
 
 void PostgresServer::enable_tls() {
   const std::string tls = dir_ + "/tls";
@@ -57,28 +32,24 @@ void PostgresServer::enable_tls() {
 }
 
 void PostgresServer::start() {
-  std::string opts = "-p " + std::to_string(port_) +
-                     " -c listen_addresses=127.0.0.1 -c unix_socket_directories=" + dir_ +
-                     " -c fsync=off -c synchronous_commit=off -c full_page_writes=off";
-  opts += settings_;
+  std::vector<std::string> settings{"fsync=off", "synchronous_commit=off", "full_page_writes=off"};
+  settings.insert(settings.end(), settings_.begin(), settings_.end());
   if (tls_)
-    opts += " -c ssl=on -c ssl_cert_file=" + dir_ + "/tls/server.crt -c ssl_key_file=" + dir_ + "/tls/server.key";
-  auto r = run(as_owner({kBin + "pg_ctl", "-D", dir_ + "/data", "-l", dir_ + "/server.log", "-w", "-t", "30", "-o",
-                         opts, "start"}),
-               60s);
-  if (r.exit_code != 0) throw std::runtime_error("pg_ctl start failed: " + r.err + r.out);
+    settings.insert(settings.end(), {"ssl=on", "ssl_cert_file=" + dir_ + "/tls/server.crt",
+                                     "ssl_key_file=" + dir_ + "/tls/server.key"});
+  tools::pg_start(dir_, port_, settings);
   running_ = true;
 }
 
 void PostgresServer::stop() {
   if (!running_) return;
-  run(as_owner({kBin + "pg_ctl", "-D", dir_ + "/data", "-m", "fast", "-w", "-t", "30", "stop"}), 60s);
+  tools::pg_stop(dir_, "fast");
   running_ = false;
 }
 
 void PostgresServer::crash() {
   if (!running_) return;
-  run(as_owner({kBin + "pg_ctl", "-D", dir_ + "/data", "-m", "immediate", "-w", "-t", "30", "stop"}), 60s);
+  tools::pg_stop(dir_, "immediate");
   running_ = false;
 }
 

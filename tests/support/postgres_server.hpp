@@ -1,7 +1,8 @@
 // tests/support/postgres_server.hpp: a private PostgreSQL 15 cluster for one
-// test: a fresh data directory (tools::pg_initdb) in a temp dir, started on a free loopback port, stopped (fast
-// shutdown) and removed when the object goes. As root, the cluster runs as
-// the `postgres` user (initdb refuses root).
+// test (common/pg_cluster.hpp): a fresh data directory in a temp dir,
+// started on a free loopback port without durable commits (tests want
+// speed), stopped (fast shutdown) and removed when the object goes. As root,
+// the cluster runs as the `postgres` user (initdb refuses root).
 //
 //   PostgresServer pg;
 //   auto client = dlock::Client::connect(pg.url());
@@ -10,6 +11,8 @@
 
 #include <string>
 #include <vector>
+
+#include "common/pg_cluster.hpp"
 
 namespace dlock::test {
 
@@ -38,20 +41,19 @@ class PostgresServer {
   // WAL buffers not yet written are lost).
   void crash();
   // A server setting for every later start(): `-c name=value`.
-  void set(const std::string& name, const std::string& value) { settings_ += " -c " + name + "=" + value; }
+  void set(const std::string& name, const std::string& value) { settings_.push_back(name + "=" + value); }
   bool running() const { return running_; }
 
  private:
-  std::vector<std::string> as_owner(std::vector<std::string> argv) const;
   std::string dir_;
   int port_ = 0;
   bool running_ = false;
   bool tls_ = false;
-  std::string settings_;
+  std::vector<std::string> settings_;
 };
 
 // True if PostgreSQL's server programs are installed.
-bool postgres_available();
+inline bool postgres_available() { return tools::postgres_installed(); }
 
 }  // namespace dlock::test
 

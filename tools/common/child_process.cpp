@@ -3,9 +3,7 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
-#include <pwd.h>
 #include <signal.h>
-#include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -17,7 +15,6 @@
 #include <stdexcept>
 #include <thread>
 
-namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 
 namespace dlock::tools {
@@ -124,84 +121,6 @@ int read_listening_port(int fd) {
   while (read(fd, &c, 1) == 1 && c != '\n') line += c;
   if (line.rfind("listening ", 0) != 0) throw std::runtime_error("service did not start: '" + line + "'");
   return std::stoi(line.substr(10));
-}
-
-namespace {
-
-const std::string kPgBin = "/usr/lib/postgresql/15/bin/";
-
-// As root, PostgreSQL's programs run as the postgres user (initdb refuses root).
-std::vector<std::string> as_postgres(std::vector<std::string> argv) {
-  if (geteuid() == 0) argv.insert(argv.begin(), {"runuser", "-u", "postgres", "--"});
-  return argv;
-}
-
-std::string pg_template(const std::string& log) {
-  const std::string dir = "/tmp/dlock-pg15-template-" + std::to_string(geteuid());
-  const std::string data = dir + "/data";
-  if (fs::exists(data + "/PG_VERSION")) return data;
-  const int fd = open((dir + ".lock").c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0600);
-  if (fd < 0 || flock(fd, LOCK_EX) != 0) {
-    if (fd >= 0) close(fd);
-    throw std::runtime_error("cannot lock " + dir + ".lock");
-  }
-  struct Unlock {
-    int fd;
-    ~Unlock() { close(fd); }
-  } unlock{fd};
-  if (fs::exists(data + "/PG_VERSION")) return data;  // made while we waited
-  std::string tmp = dir + ".new-XXXXXX";
-  if (mkdtemp(tmp.data()) == nullptr) throw std::runtime_error("mkdtemp: " + std::string(std::strerror(errno)));
-  give_to_postgres(tmp);
-  if (run_to_end(as_postgres({kPgBin + "initdb", "-D", tmp + "/data", "-U", "postgres", "--auth=trust", "-E", "UTF8",
-                              "--locale=C.UTF-8", "--no-sync"}),
-                 log) != 0) {
-    std::error_code ec;
-    fs::remove_all(tmp, ec);
-    throw std::runtime_error("initdb failed (see " + log + ")");
-  }
-  fs::rename(tmp, dir);
-  return data;
-}
-
-}  // namespace
-
-void give_to_postgres(const std::string& path) {
-  if (geteuid() != 0) return;
-  const passwd* pw = getpwnam("postgres");
-  if (pw == nullptr || chown(path.c_str(), pw->pw_uid, pw->pw_gid) != 0)
-    throw std::runtime_error("cannot hand " + path + " to the 'postgres' user");
-}
-
-void pg_initdb(const std::string& data_dir, const std::string& log) {
-  // cp -a keeps the owner (postgres, when root) and the 0700 modes.
-  if (run_to_end({"cp", "-a", pg_template(log), data_dir}, log) != 0)
-    throw std::runtime_error("copying PostgreSQL's initdb template to " + data_dir + " failed (see " + log + ")");
-}
-
-std::string start_postgres(const fs::path& dir, std::vector<Child>& children) {
-  if (!fs::exists(kPgBin + "initdb")) return "";
-  const std::string log = (dir.parent_path() / "pg.log").string();
-  // The postgres user must reach `dir` through its parent (mkdtemp's 0700).
-  fs::permissions(dir.parent_path(), fs::perms::others_exec | fs::perms::group_exec, fs::perm_options::add);
-  fs::create_directories(dir);
-  give_to_postgres(dir.string());
-  pg_initdb((dir / "data").string(), log);
-  const int port = free_port();
-  children.push_back(
-      start_child(as_postgres({kPgBin + "postgres", "-D", (dir / "data").string(), "-p", std::to_string(port), "-c",
-                               "listen_addresses=127.0.0.1", "-c", "unix_socket_directories=" + dir.string(), "-c",
-                               "max_prepared_transactions=64"}),
-                  false, log));
-  for (int i = 0; i < 500 && !port_open(port); ++i) std::this_thread::sleep_for(20ms);
-  if (!port_open(port)) throw std::runtime_error("postgres did not start (see " + log + ")");
-  return "postgres://postgres@127.0.0.1:" + std::to_string(port) + "/postgres";
-}
-
-void stop_postgres(const fs::path& dir) {
-  if (fs::exists(dir / "data" / "postmaster.pid"))
-    run_to_end(as_postgres({kPgBin + "pg_ctl", "-D", (dir / "data").string(), "-m", "fast", "-w", "-t", "30", "stop"}),
-               (dir.parent_path() / "pg.log").string());
 }
 
 }  // namespace dlock::tools

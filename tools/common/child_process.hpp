@@ -1,6 +1,6 @@
 // tools/common/child_process.hpp: child processes for the experiments (the
-// inventory and order demos): start a program with its output in a log,
-// stop it, kill it, and a private PostgreSQL cluster in a directory.
+// inventory and order demos) and the verifier: start a program with its
+// output in a log, stop it, kill it, run one to its end; free ports.
 #ifndef DLOCK_TOOLS_COMMON_CHILD_PROCESS_HPP_
 #define DLOCK_TOOLS_COMMON_CHILD_PROCESS_HPP_
 
@@ -8,7 +8,6 @@
 
 #include <chrono>
 #include <csignal>
-#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -48,30 +47,6 @@ bool port_open(int port);
 // Reads the "listening PORT" line a service prints once it accepts; throws
 // if the line is something else.
 int read_listening_port(int fd);
-
-// As root, hands `path` to the `postgres` user (initdb and the server refuse
-// to run as root, and the data directory must be theirs); otherwise a no-op.
-// Throws if it cannot.
-void give_to_postgres(const std::string& path);
-
-// Makes `data_dir` (absent; its parent the postgres user's when root) a fresh
-// PostgreSQL 15 data directory, as `initdb -U postgres --auth=trust -E UTF8
-// --locale=C.UTF-8` makes it. initdb costs about 2 s of CPU, so it runs once
-// per machine and user into a template kept in /tmp (made under a file lock,
-// moved into place whole) and each call copies that. Throws on failure,
-// naming `log`, where the programs' output goes.
-void pg_initdb(const std::string& data_dir, const std::string& log);
-
-// A private PostgreSQL 15 cluster in `dir` (created; as root, run as the
-// postgres user), on a free 127.0.0.1 port, taking prepared transactions;
-// its server is appended to `children`. Returns its URL
-// (postgres://postgres@127.0.0.1:PORT/postgres), or "" if PostgreSQL is
-// not installed. Throws if it does not start.
-std::string start_postgres(const std::filesystem::path& dir, std::vector<Child>& children);
-// Stops the cluster in `dir` (fast: clients are disconnected), before its
-// child is reaped: as root that child is runuser, and a signal to it does
-// not reach the server.
-void stop_postgres(const std::filesystem::path& dir);
 
 }  // namespace dlock::tools
 

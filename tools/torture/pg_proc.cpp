@@ -1,22 +1,15 @@
 #include "pg_proc.hpp"
 
-#include <fcntl.h>
 #include <libpq-fe.h>
-#include <signal.h>
-#include <stdlib.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
-#include <chrono>
-#include <cstring>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <memory>
 #include <stdexcept>
-#include <thread>
 #include <vector>
 
-#include "common/child_process.hpp"
+#include "common/pg_cluster.hpp"
 #include "server_proc.hpp"
 
 namespace torture {
@@ -25,16 +18,7 @@ namespace {
 namespace fs = std::filesystem;
 const std::string kBin = "/usr/lib/postgresql/15/bin/";
 
-// initdb and the server refuse root: as root, they run as `postgres`.
-std::vector<std::string> as_owner(std::vector<std::string> argv) {
-  if (::geteuid() != 0) return argv;
-  argv.insert(argv.begin(), {"runuser", "-u", "postgres", "--"});
-  return argv;
-}
-
 }  // namespace
-
-bool postgres_installed() { return fs::exists(kBin + "initdb"); }
 
 std::string postgres_version() {
   FILE* p = ::popen((kBin + "postgres --version 2>/dev/null").c_str(), "r");
@@ -51,13 +35,10 @@ std::string postgres_version() {
 }
 
 PgProc::PgProc(std::string log_copy, std::vector<std::string> settings)
-    : log_copy_(std::move(log_copy)), settings_(std::move(settings)) {
-  std::string tmpl = "/tmp/dlock-torture-pg-XXXXXX";
-  if (::mkdtemp(tmpl.data()) == nullptr) throw std::runtime_error("mkdtemp: " + std::string(std::strerror(errno)));
-  dir_ = tmpl;
-  dlock::tools::give_to_postgres(dir_);
-  dlock::tools::pg_initdb(dir_ + "/data", dir_ + "/initdb.log");
-  port_ = free_port();
+    : dir_(dlock::tools::pg_new_cluster("/tmp/dlock-torture-pg-")),
+      log_copy_(std::move(log_copy)),
+      settings_(std::move(settings)),
+      port_(free_port()) {
   start();
 }
 
@@ -74,19 +55,12 @@ PgProc::~PgProc() {
 std::string PgProc::url() const { return "postgres://postgres@127.0.0.1:" + std::to_string(port_) + "/postgres"; }
 
 void PgProc::start() {
-  std::string opts = "-p " + std::to_string(port_) +
-                     " -c listen_addresses=127.0.0.1 -c unix_socket_directories=" + dir_ + " -c max_connections=200";
-  for (const auto& s : settings_) opts += " -c " + s;
-  if (run_to_end(as_owner({kBin + "pg_ctl", "-D", dir_ + "/data", "-l", dir_ + "/server.log", "-w", "-t", "60", "-o",
-                           opts, "start"}),
-                 dir_ + "/pg_ctl.log", 90) != 0)
-    throw std::runtime_error("pg_ctl start failed; see " + dir_ + "/server.log");
+  std::vector<std::string> settings{"max_connections=200"};
+  settings.insert(settings.end(), settings_.begin(), settings_.end());
+  dlock::tools::pg_start(dir_, port_, settings);
 }
 
-void PgProc::stop(const std::string& mode) {
-  run_to_end(as_owner({kBin + "pg_ctl", "-D", dir_ + "/data", "-m", mode, "-w", "-t", "60", "stop"}),
-             dir_ + "/pg_ctl.log", 90);
-}
+void PgProc::stop(const std::string& mode) { dlock::tools::pg_stop(dir_, mode); }
 
 void PgProc::restart(const std::string& mode) {
   stop(mode);

@@ -1,5 +1,5 @@
-// A private PostgreSQL cluster for one verifier run: initdb in a temp dir
-// (as the `postgres` user when run as root: initdb refuses root), started on
+// A private PostgreSQL cluster for one verifier run (common/pg_cluster.hpp):
+// initdb in a temp dir (as the `postgres` user when run as root), started on
 // a free loopback port with durable commits (fsync and synchronous_commit on,
 // as a user's server would be), restarted fast or immediately on the
 // nemesis' orders, always stopped and removed at the end.
@@ -9,6 +9,8 @@
 #include <cstdint>
 #include <string>
 #include <vector>
+
+#include "common/pg_cluster.hpp"
 
 namespace torture {
 
@@ -44,7 +46,7 @@ class PgProc {
   std::uint16_t port_ = 0;
 };
 
-bool postgres_installed();
+using dlock::tools::postgres_installed;
 std::string postgres_version();  // "15.x", or "unknown"
 
 }  // namespace torture
