@@ -11,24 +11,14 @@
 namespace dlock::test {
 namespace {
 
+using tools::connect_nowait;
+
 sockaddr_in loopback(int port) {
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   a.sin_port = htons(static_cast<std::uint16_t>(port));
   return a;
-}
-
-// A non-blocking connect to 127.0.0.1:port, left in flight; -1 on error.
-int connect_nowait(int port) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  if (fd < 0) return -1;
-  sockaddr_in a = loopback(port);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 && errno != EINPROGRESS) {
-    ::close(fd);
-    return -1;
-  }
-  return fd;
 }
 
 }  // namespace
@@ -53,7 +43,6 @@ TcpFault::~TcpFault() {
   }
   for (auto& t : threads_) t.join();
   for (int fd : fds_) ::close(fd);
-  for (int fd : fillers_) ::close(fd);
   ::close(listener_);
 }
 
@@ -66,11 +55,8 @@ void TcpFault::stall() {
     std::lock_guard lk(mu_);
     for (int fd : fds_) ::shutdown(fd, SHUT_RDWR);
   }
-  // A queue of one (listen's backlog lowered to 0), filled: from here on the
-  // kernel drops every SYN to the port.
-  ::listen(listener_, 0);
-  for (int i = 0; i < 2; ++i)
-    if (const int fd = connect_nowait(port_); fd >= 0) fillers_.push_back(fd);
+  // From here on the kernel drops every SYN to the port.
+  syn_drop_.begin(listener_);
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
 }
 

@@ -15,6 +15,8 @@
 #include <thread>
 #include <vector>
 
+#include "common/syn_drop.hpp"
+
 namespace dlock::test {
 
 class TcpFault {
@@ -51,8 +53,8 @@ class TcpFault {
   std::atomic<bool> stop_{false};
   std::atomic<bool> stalled_{false};
   std::mutex mu_;
-  std::vector<int> fds_;      // forwarded pairs' sockets
-  std::vector<int> fillers_;  // connections queued by stall(), never accepted
+  std::vector<int> fds_;     // forwarded pairs' sockets
+  tools::SynDrop syn_drop_;  // stall()'s
   std::vector<std::thread> threads_;
 };
 

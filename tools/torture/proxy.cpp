@@ -25,6 +25,8 @@
 #include <utility>
 #include <vector>
 
+#include "common/syn_drop.hpp"
+
 namespace torture {
 
 namespace {
@@ -65,10 +67,9 @@ struct Link {
   std::map<std::uint64_t, std::shared_ptr<Session>> sessions;
   std::uint64_t next_id = 0;
   bool closed = false;
-  // Proxy::unreachable: not accepting; `fillers` hold the listener's queue
-  // full (client ends of connections never accepted).
+  // Proxy::unreachable: not accepting, the listener's queue held full.
   bool unreachable = false;
-  std::vector<int> fillers;
+  dlock::tools::SynDrop syn_drop;
 };
 
 // Abortive close: with SO_LINGER 0, close() sends RST instead of FIN.
@@ -377,25 +378,13 @@ struct Proxy::Impl {
     link->faults.blackhole = on;
     const int fd = link->acceptor.native_handle();
     if (!on) {
-      ::listen(fd, asio::socket_base::max_listen_connections);
-      for (int f : link->fillers) ::close(f);
-      link->fillers.clear();
+      link->syn_drop.end(fd, asio::socket_base::max_listen_connections);
       accept(link);
       return;
     }
     error_code ignored;
     link->acceptor.cancel(ignored);  // the pending accept ends (operation_aborted), not re-armed
-    ::listen(fd, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    a.sin_port = htons(link->acceptor.local_endpoint().port());
-    for (int i = 0; i < 2; ++i) {
-      const int f = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-      if (f < 0) continue;
-      (void)::connect(f, reinterpret_cast<sockaddr*>(&a), sizeof a);  // EINPROGRESS: left queued
-      link->fillers.push_back(f);
-    }
+    link->syn_drop.begin(fd);
   }
 
   void close_all() {
@@ -404,8 +393,7 @@ struct Proxy::Impl {
       error_code ignored;
       link->acceptor.close(ignored);
       link->retry.cancel();
-      for (int f : link->fillers) ::close(f);
-      link->fillers.clear();
+      link->syn_drop.close();
       for (const auto& s : snapshot(*link)) s->close();
     }
   }
