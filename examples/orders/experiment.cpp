@@ -52,8 +52,8 @@
 
 #include "common/child_process.hpp"
 #include "common/pg_cluster.hpp"
+#include "common/tcp_proxy.hpp"
 #include "coordinator.hpp"
-#include "proxy.hpp"
 
 namespace fs = std::filesystem;
 namespace tx = dlock::tx;
@@ -289,7 +289,7 @@ class Run {
     // through the verifier's proxy, one link each, for the network faults.
     const int upstream = http() ? 0 : std::stoi(pg_url_.substr(pg_url_.rfind(':') + 1));
     auto proxy_to = [&](int port, const std::string& name) {
-      auto& proxy = proxies_.emplace_back(std::make_unique<torture::Proxy>("127.0.0.1", port));
+      auto& proxy = proxies_.emplace_back(std::make_unique<dlock::tools::Proxy>("127.0.0.1", port));
       const int link = proxy->add_link(name);
       proxy->start();
       return link;
@@ -636,7 +636,7 @@ class Run {
   std::mt19937 rng_;
   Outcome out_;
   std::vector<int> ports_;                                // the services'
-  std::vector<std::unique_ptr<torture::Proxy>> proxies_;  // one per participant, and the log's
+  std::vector<std::unique_ptr<dlock::tools::Proxy>> proxies_;  // one per participant, and the log's
   std::vector<int> links_;                                // the coordinators' ports, per participant
   int log_link_ = 0;
   std::vector<Child> services_;

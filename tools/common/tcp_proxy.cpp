@@ -1,4 +1,4 @@
-#include "proxy.hpp"
+#include "common/tcp_proxy.hpp"
 
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -27,7 +27,7 @@
 
 #include "common/syn_drop.hpp"
 
-namespace torture {
+namespace dlock::tools {
 
 namespace {
 
@@ -69,7 +69,7 @@ struct Link {
   bool closed = false;
   // Proxy::unreachable: not accepting, the listener's queue held full.
   bool unreachable = false;
-  dlock::tools::SynDrop syn_drop;
+  SynDrop syn_drop;
 };
 
 // Abortive close: with SO_LINGER 0, close() sends RST instead of FIN.
@@ -561,4 +561,4 @@ Proxy::Stats ProxyGroup::stats(const std::string& link) const {
   return sum;
 }
 
-}  // namespace torture
+}  // namespace dlock::tools
