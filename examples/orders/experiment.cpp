@@ -635,9 +635,9 @@ class Run {
   std::string self_, pg_url_, log_url_;
   std::mt19937 rng_;
   Outcome out_;
-  std::vector<int> ports_;                                // the services'
+  std::vector<int> ports_;                                     // the services'
   std::vector<std::unique_ptr<dlock::tools::Proxy>> proxies_;  // one per participant, and the log's
-  std::vector<int> links_;                                // the coordinators' ports, per participant
+  std::vector<int> links_;                                     // the coordinators' ports, per participant
   int log_link_ = 0;
   std::vector<Child> services_;
   Child coordinator_, helper_;
