@@ -156,69 +156,70 @@ int execute(const RunConfig& cfg, const std::vector<PlannedRun>& plan, const std
   return all_pass ? 0 : 1;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  CLI::App app{"dlock-torture: fault injection and history checks for distributed locks"};
-  app.require_subcommand(1);
-
-  auto* list = app.add_subcommand("list", "List scenarios and strategies");
-
+// Everything the command line sets.
+struct Options {
   RunConfig cfg;
   double duration_s = 10;
   std::string out = "torture-results";
-  auto add_common = [&](CLI::App* sub) {
-    sub->add_option("--duration", duration_s, "Seconds of workload per run")->capture_default_str();
-    sub->add_option("--workers", cfg.workers, "Worker processes")->capture_default_str()->check(CLI::Range(2, 8));
-    sub->add_option("--ttl", cfg.ttl_ms, "Lease in ms")->capture_default_str()->check(CLI::Range(200, 60000));
-    sub->add_option("--think", cfg.think_ms, "Max think time under the lock, ms")->capture_default_str();
-    sub->add_option("--out", out, "Directory for run directories and reports")->capture_default_str();
-    sub->add_option("--clock-shim", cfg.clock_shim, "Path of libdlock_clock_shim.so");
-    sub->add_option("--redis-server", cfg.redis_server, "redis-server binary")->capture_default_str();
-    sub->add_option("--permits", cfg.permits, "Permits of the semaphore strategies")
-        ->capture_default_str()
-        ->check(CLI::Range(1, 7));
-  };
-
-  auto* run = app.add_subcommand("run", "Run one scenario against one strategy");
-  run->add_option("--scenario", cfg.scenario, "Scenario (see list)")->required();
-  run->add_option("--strategy", cfg.strategy, "Strategy (see list)")->default_val("dlock");
-  run->add_option("--seed", cfg.seed, "Seed")->capture_default_str();
-  add_common(run);
-
-  auto* suite = app.add_subcommand("suite", "Run a plan of scenarios x strategies");
   SuiteFilter filter;
   int seeds = 1;
   std::uint64_t first_seed = 1;
-  suite->add_flag("--full", filter.full, "Every scenario on every strategy (default: the short suite)");
-  suite->add_flag(
-      "--short", [&](std::int64_t) { filter.full = false; }, "Every scenario on dlock, each naive strategy once");
-  suite->add_option("--seeds", seeds, "Repetitions with seeds first..first+K-1")->capture_default_str();
-  suite->add_option("--first-seed", first_seed, "First seed")->capture_default_str();
-  suite->add_option("--scenario", filter.scenarios, "Only these scenarios (repeatable)");
-  suite->add_option("--strategy", filter.strategies, "Only these strategies (repeatable)");
-  add_common(suite);
+  WorkerArgs worker;
+  std::uint16_t cmd_port = 0, cmd_resource_port = 0;  // cli-cmd
+};
 
-  WorkerArgs wa;
-  auto* worker = add_worker_command(app, wa);
-  // The CMD of strategy dlock-run, started by `dlock run`.
-  std::uint16_t cmd_port = 0, cmd_resource_port = 0;
+// The options `run` and `suite` share.
+void add_common_options(CLI::App* sub, Options& o) {
+  RunConfig& cfg = o.cfg;
+  sub->add_option("--duration", o.duration_s, "Seconds of workload per run")->capture_default_str();
+  sub->add_option("--workers", cfg.workers, "Worker processes")->capture_default_str()->check(CLI::Range(2, 8));
+  sub->add_option("--ttl", cfg.ttl_ms, "Lease in ms")->capture_default_str()->check(CLI::Range(200, 60000));
+  sub->add_option("--think", cfg.think_ms, "Max think time under the lock, ms")->capture_default_str();
+  sub->add_option("--out", o.out, "Directory for run directories and reports")->capture_default_str();
+  sub->add_option("--clock-shim", cfg.clock_shim, "Path of libdlock_clock_shim.so");
+  sub->add_option("--redis-server", cfg.redis_server, "redis-server binary")->capture_default_str();
+  sub->add_option("--permits", cfg.permits, "Permits of the semaphore strategies")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 7));
+}
+
+CLI::App* add_run_command(CLI::App& app, Options& o) {
+  auto* run = app.add_subcommand("run", "Run one scenario against one strategy");
+  run->add_option("--scenario", o.cfg.scenario, "Scenario (see list)")->required();
+  run->add_option("--strategy", o.cfg.strategy, "Strategy (see list)")->default_val("dlock");
+  run->add_option("--seed", o.cfg.seed, "Seed")->capture_default_str();
+  add_common_options(run, o);
+  return run;
+}
+
+CLI::App* add_suite_command(CLI::App& app, Options& o) {
+  auto* suite = app.add_subcommand("suite", "Run a plan of scenarios x strategies");
+  suite->add_flag("--full", o.filter.full, "Every scenario on every strategy (default: the short suite)");
+  suite->add_flag(
+      "--short", [&o](std::int64_t) { o.filter.full = false; }, "Every scenario on dlock, each naive strategy once");
+  suite->add_option("--seeds", o.seeds, "Repetitions with seeds first..first+K-1")->capture_default_str();
+  suite->add_option("--first-seed", o.first_seed, "First seed")->capture_default_str();
+  suite->add_option("--scenario", o.filter.scenarios, "Only these scenarios (repeatable)");
+  suite->add_option("--strategy", o.filter.strategies, "Only these strategies (repeatable)");
+  add_common_options(suite, o);
+  return suite;
+}
+
+// The CMD of strategy dlock-run, started by `dlock run`.
+CLI::App* add_cli_cmd_command(CLI::App& app, Options& o) {
   auto* cli_cmd = app.add_subcommand("cli-cmd", "(internal) CMD of strategy dlock-run");
   cli_cmd->group("");
-  cli_cmd->add_option("--port", cmd_port)->required();
-  cli_cmd->add_option("--resource-port", cmd_resource_port)->required();
+  cli_cmd->add_option("--port", o.cmd_port)->required();
+  cli_cmd->add_option("--resource-port", o.cmd_resource_port)->required();
+  return cli_cmd;
+}
 
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    const int rc = app.exit(e);
-    return rc == 0 ? 0 : 64;
-  }
-  if (*worker) return worker_main(wa);
-  if (*cli_cmd) return cli_cmd_main(cmd_port, cmd_resource_port);
-  if (*list) return print_list();
-
-  cfg.duration_ms = static_cast<std::int64_t>(duration_s * 1000);
+// What `run` and `suite` need beyond the options: this program, the clock
+// shim (found, absolute) and the output directory. Returns an exit status,
+// 0 when all is there.
+int complete_config(Options& o) {
+  RunConfig& cfg = o.cfg;
+  cfg.duration_ms = static_cast<std::int64_t>(o.duration_s * 1000);
   cfg.self_exe = self_exe();
   if (cfg.clock_shim.empty()) cfg.clock_shim = default_shim();
   if (cfg.clock_shim.empty() || !fs::exists(cfg.clock_shim)) {
@@ -226,16 +227,46 @@ int main(int argc, char** argv) {
     return 2;
   }
   cfg.clock_shim = fs::absolute(cfg.clock_shim).string();
-  fs::create_directories(out);
+  fs::create_directories(o.out);
+  return 0;
+}
 
-  if (*run) {
-    if (std::string why = check_single(cfg); !why.empty()) {
-      std::cerr << "dlock-torture: " << why << "\n";
-      return 64;
-    }
-    return execute(cfg, {{cfg.scenario, cfg.strategy}}, {cfg.seed}, out, true);
+int run_single(const Options& o) {
+  const RunConfig& cfg = o.cfg;
+  if (std::string why = check_single(cfg); !why.empty()) {
+    std::cerr << "dlock-torture: " << why << "\n";
+    return 64;
   }
+  return execute(cfg, {{cfg.scenario, cfg.strategy}}, {cfg.seed}, o.out, true);
+}
+
+int run_suite(const Options& o) {
   std::vector<std::uint64_t> seed_list;
-  for (int i = 0; i < seeds; ++i) seed_list.push_back(first_seed + static_cast<std::uint64_t>(i));
-  return execute(cfg, plan_suite(filter), seed_list, out, false);
+  for (int i = 0; i < o.seeds; ++i) seed_list.push_back(o.first_seed + static_cast<std::uint64_t>(i));
+  return execute(o.cfg, plan_suite(o.filter), seed_list, o.out, false);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"dlock-torture: fault injection and history checks for distributed locks"};
+  app.require_subcommand(1);
+  Options o;
+  auto* list = app.add_subcommand("list", "List scenarios and strategies");
+  auto* run = add_run_command(app, o);
+  add_suite_command(app, o);
+  auto* worker = add_worker_command(app, o.worker);
+  auto* cli_cmd = add_cli_cmd_command(app, o);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int rc = app.exit(e);
+    return rc == 0 ? 0 : 64;
+  }
+  if (*worker) return worker_main(o.worker);
+  if (*cli_cmd) return cli_cmd_main(o.cmd_port, o.cmd_resource_port);
+  if (*list) return print_list();
+  if (const int rc = complete_config(o); rc != 0) return rc;
+  return *run ? run_single(o) : run_suite(o);
 }

@@ -270,56 +270,50 @@ std::string server_version(const RunConfig& cfg) {
                                    : "");
 }
 
-}  // namespace
-
-RunReport run_one(const RunConfig& cfg) {
+// The scenario `cfg` names, if it applies to its strategy; throws otherwise.
+const Scenario& checked_scenario(const RunConfig& cfg) {
   const Scenario* scenario = find_scenario(cfg.scenario);
   if (!scenario) throw std::runtime_error("unknown scenario '" + cfg.scenario + "'");
   if (!applies(*scenario, cfg.strategy))
     throw std::runtime_error("scenario '" + cfg.scenario + "' does not apply to strategy '" + cfg.strategy + "'");
-  const fs::path dir(cfg.out_dir);
+  return *scenario;
+}
+
+// An empty run directory, and the context the nemesis will drive.
+void prepare_run(RunCtx& c, const RunConfig& cfg, const fs::path& dir) {
   fs::remove_all(dir);
   fs::create_directories(dir / "history");
   fs::create_directories(dir / "resource-server");
-
-  RunCtx c;
   c.ttl = cfg.ttl_ms;
   c.rng.seed(cfg.seed);
   c.self_exe = cfg.self_exe;
   c.clock_shim = cfg.clock_shim;
   c.log = std::make_unique<HistoryWriter>((dir / "history" / "verifier.jsonl").string());
+}
 
-  start_lock_servers(c, cfg, *scenario, dir);
-  // The resources sit on a fault-free server reached directly.
-  ServerSpec res_spec;
-  res_spec.binary = cfg.redis_server;
-  res_spec.dir = fs::absolute(dir / "resource-server").string();
-  ServerProc resource(res_spec);
-  resource.start();
-  SyncRedis res_conn("127.0.0.1", resource.port(), std::chrono::milliseconds(2000));
-  plan_workers(c, cfg, *scenario, dir, resource.port());
-  if (redis_topology_of(cfg.strategy).empty())  // a topology's are running already
-    for (auto& n : c.nodes) n.proxy->start();
-  if (scenario->replica) start_replica(c, cfg, dir);
-  if (scenario->prepare) scenario->prepare(c);
-  c.wrap_worker = scenario->wrap;
+// The server of the resources the workers write: fault-free, reached
+// directly.
+ServerSpec resource_spec(const RunConfig& cfg, const fs::path& dir) {
+  ServerSpec spec;
+  spec.binary = cfg.redis_server;
+  spec.dir = fs::absolute(dir / "resource-server").string();
+  return spec;
+}
 
-  const auto run_start = mono_ns();
-  c.end_t = run_start + cfg.duration_ms * 1'000'000;
-  for (int w = 0; w < cfg.workers; ++w) c.spawn(w);
-  scenario->nemesis(c);
-  heal_everything(c);
-  c.stop_workers();
-
+// The resource counter's final value, which the lost-update check compares
+// with the increments acknowledged.
+void log_final_counter(RunCtx& c, SyncRedis& resources) {
   Event fin;
   fin.t = mono_ns();
   fin.proc = "verifier";
   fin.op = "final";
   fin.kind = "counter";
-  auto counter = res_conn.cmd({"GET", "counter"});
+  auto counter = resources.cmd({"GET", "counter"});
   fin.value = counter.good() && !counter.is_nil ? std::stoll(counter.str) : 0;
   c.log->write(fin);
-  const auto run_end = mono_ns();
+}
+
+void stop_servers(RunCtx& c, ServerProc& resource) {
   c.sentinels.clear();  // first: no failover while the data nodes stop
   for (auto& n : c.nodes) {
     n.proxy.reset();
@@ -329,50 +323,103 @@ RunReport run_one(const RunConfig& cfg) {
   c.zk.reset();
   if (c.replica) c.replica->stop();
   resource.stop();
+}
 
-  RunReport r;
-  r.info.scenario = cfg.scenario;
-  r.info.strategy = cfg.strategy;
-  r.info.ttl_ms = cfg.ttl_ms;
-  r.info.recovery_slack_ms = std::max<std::int64_t>(250, cfg.ttl_ms / 4);
+RunInfo run_info(const RunConfig& cfg, std::int64_t run_start, std::int64_t run_end) {
+  RunInfo info;
+  info.scenario = cfg.scenario;
+  info.strategy = cfg.strategy;
+  info.ttl_ms = cfg.ttl_ms;
+  info.recovery_slack_ms = std::max<std::int64_t>(250, cfg.ttl_ms / 4);
   // ZooKeeper expires a silent session in the first tick after its timeout
   // (sessions expire in buckets of one tick), then wakes the next waiter:
   // the bound is one tick longer.
   if (lock_server_of(cfg.strategy) == LockServer::zookeeper)
-    r.info.recovery_slack_ms += dlock::tools::ZooKeeperEnsemble::kTickMs;
-  r.info.run_start_t = run_start;
-  r.info.run_end_t = run_end;
-  r.info.recipe = recipe_of(cfg.strategy);
-  r.info.permits = cfg.permits;
+    info.recovery_slack_ms += dlock::tools::ZooKeeperEnsemble::kTickMs;
+  info.run_start_t = run_start;
+  info.run_end_t = run_end;
+  info.recipe = recipe_of(cfg.strategy);
+  info.permits = cfg.permits;
   // A waiter is in the line once its first request was answered or timed
   // out and retried: the workers' command timeout (strategies_recipes.cpp).
-  if (r.info.recipe == "fair" || r.info.recipe == "election")
-    r.info.line_join_bound_ms = std::max<std::int64_t>(50, cfg.ttl_ms / 4);
-  const auto events = read_history_dir((dir / "history").string());
+  if (info.recipe == "fair" || info.recipe == "election")
+    info.line_join_bound_ms = std::max<std::int64_t>(50, cfg.ttl_ms / 4);
+  return info;
+}
+
+// The set-up lines of the report; `think_min_ms` is the workers' shortest
+// think.
+std::vector<std::pair<std::string, std::string>> setup_lines(const RunConfig& cfg, const Scenario& scenario,
+                                                             const RunReport& r, std::int64_t think_min_ms,
+                                                             bool judged) {
+  return {{"scenario", cfg.scenario + ": " + scenario.summary},
+          {"strategy", cfg.strategy},
+          {"dlock", DLOCK_VERSION_STRING},
+          {"lock server", server_version(cfg)},
+          {"workers", std::to_string(cfg.workers)},
+          {"lease", std::to_string(cfg.ttl_ms) + " ms (renewed every " + std::to_string(cfg.ttl_ms / 3) + " ms)"},
+          {"think", "U(" + std::to_string(think_min_ms) + ", " + std::to_string(think_ms_of(cfg, scenario)) + ") ms"},
+          {"duration", std::to_string(cfg.duration_ms) + " ms"},
+          {"seed", std::to_string(cfg.seed)},
+          {"failpoints", scenario.failpoints.empty() ? "none" : scenario.failpoints},
+          {"recipe", r.info.recipe.empty() ? std::string("none (a plain mutex)")
+                                           : r.info.recipe + (r.info.recipe == "semaphore"
+                                                                  ? " of " + std::to_string(cfg.permits) + " permits"
+                                                                  : std::string())},
+          {"expectation", r.expect.assumption + (judged ? "" : " (not judged)")}};
+}
+
+// The findings in the history, held against the scenario's expectation. A
+// naive strategy outside the scenarios that must catch it is shown, not
+// judged: it passes.
+RunReport report_of(const RunConfig& cfg, const Scenario& scenario, const RunInfo& info,
+                    const std::vector<Event>& events, std::int64_t think_min_ms) {
+  RunReport r;
+  r.info = info;
   r.findings = analyze(events, r.info);
   bool judged = true;
-  r.expect = expectation_for(*scenario, cfg.strategy, &judged);
+  r.expect = expectation_for(scenario, cfg.strategy, &judged);
   r.verdict = judge(r.findings, r.expect);
   if (!judged) {
     r.verdict.pass = true;
     r.verdict.problems.clear();
   }
-  r.setup = {{"scenario", cfg.scenario + ": " + scenario->summary},
-             {"strategy", cfg.strategy},
-             {"dlock", DLOCK_VERSION_STRING},
-             {"lock server", server_version(cfg)},
-             {"workers", std::to_string(cfg.workers)},
-             {"lease", std::to_string(cfg.ttl_ms) + " ms (renewed every " + std::to_string(cfg.ttl_ms / 3) + " ms)"},
-             {"think", "U(" + std::to_string(c.procs.empty() ? 0 : c.procs[0].args.think_min_ms) + ", " +
-                           std::to_string(think_ms_of(cfg, *scenario)) + ") ms"},
-             {"duration", std::to_string(cfg.duration_ms) + " ms"},
-             {"seed", std::to_string(cfg.seed)},
-             {"failpoints", scenario->failpoints.empty() ? "none" : scenario->failpoints},
-             {"recipe", r.info.recipe.empty() ? std::string("none (a plain mutex)")
-                                              : r.info.recipe + (r.info.recipe == "semaphore"
-                                                                     ? " of " + std::to_string(cfg.permits) + " permits"
-                                                                     : std::string())},
-             {"expectation", r.expect.assumption + (judged ? "" : " (not judged)")}};
+  r.setup = setup_lines(cfg, scenario, r, think_min_ms, judged);
+  return r;
+}
+
+}  // namespace
+
+RunReport run_one(const RunConfig& cfg) {
+  const Scenario& scenario = checked_scenario(cfg);
+  const fs::path dir(cfg.out_dir);
+  RunCtx c;
+  prepare_run(c, cfg, dir);
+
+  start_lock_servers(c, cfg, scenario, dir);
+  ServerProc resource(resource_spec(cfg, dir));
+  resource.start();
+  SyncRedis res_conn("127.0.0.1", resource.port(), std::chrono::milliseconds(2000));
+  plan_workers(c, cfg, scenario, dir, resource.port());
+  if (redis_topology_of(cfg.strategy).empty())  // a topology's are running already
+    for (auto& n : c.nodes) n.proxy->start();
+  if (scenario.replica) start_replica(c, cfg, dir);
+  if (scenario.prepare) scenario.prepare(c);
+  c.wrap_worker = scenario.wrap;
+
+  const auto run_start = mono_ns();
+  c.end_t = run_start + cfg.duration_ms * 1'000'000;
+  for (int w = 0; w < cfg.workers; ++w) c.spawn(w);
+  scenario.nemesis(c);
+  heal_everything(c);
+  c.stop_workers();
+  log_final_counter(c, res_conn);
+  const auto run_end = mono_ns();
+  stop_servers(c, resource);
+
+  const auto events = read_history_dir((dir / "history").string());
+  RunReport r = report_of(cfg, scenario, run_info(cfg, run_start, run_end), events,
+                          c.procs.empty() ? 0 : c.procs[0].args.think_min_ms);
   write_file(dir / "report.txt", render_text(r));
   write_file(dir / "report.json", render_json(r));
   write_file(dir / "timeline.html", render_html(r, events));
