@@ -91,8 +91,11 @@ struct DLOCK_EXPORT LockInfo {
                                          // LockOptions::holder when given (Election: the
                                          // candidate id); empty if the grant stored none
   std::optional<milliseconds> held_for;  // since that grant, on the server's
-                                         // clock; nullopt when free, and where
-                                         // the store cannot tell (ZooKeeper)
+                                         // clock (a plain Redis grant: from
+                                         // the granting client's clock, so
+                                         // their skew shows); nullopt when
+                                         // free, and where the store cannot
+                                         // tell (ZooKeeper)
   unsigned holders = 0;                  // grants held now (readers, permits)
   bool shared = false;                   // held in shared mode (readers, permits)
 };

@@ -1,5 +1,7 @@
 #include "redis/script_calls.hpp"
 
+#include <chrono>
+
 #include "redis/errors.hpp"
 #include "redis/keys.hpp"
 #include "redis/line_scripts.hpp"
@@ -9,6 +11,13 @@ namespace {
 
 // A line's call (core/lock_line.hpp): fair or shared.
 bool is_line(const detail::AcquireCall& call) { return call.queued || call.mode == detail::LockMode::shared; }
+
+// When a plain grant was made, for inspect's "held for": display only, never
+// a lease (those run on steady_clock).
+std::string wall_ms_now() {
+  using namespace std::chrono;
+  return std::to_string(duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count());
+}
 
 std::string permits_text(long long p) { return p == 0 ? std::string("no limit (a read lock)") : std::to_string(p); }
 
@@ -79,7 +88,7 @@ ScriptCall acquire_request(const std::string& prefix, detail::FenceScope fences,
   return {&acquire_script(),
           {std::move(keys.lock), std::move(keys.fence), std::move(tomb), std::move(keys.line)},
           {std::move(owner), std::to_string(call.lease.count()), std::to_string(call.held), std::to_string(round),
-           std::move(keys.channel), call.info}};
+           std::move(keys.channel), call.info, wall_ms_now()}};
 }
 
 // An exclusive hold lives in the lock hash whether a line's or not: the

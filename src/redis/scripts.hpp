@@ -21,8 +21,9 @@ std::string script_sha1(std::string_view body);
 const Script& with_sharded_publish(const Script& s);
 
 // KEYS: lock, fence counter, tombstone, line (line_scripts.hpp). ARGV:
-// owner, lease ms, depth the caller holds, attempt number (0: none; see
-// RedlockMaster::acquire_round), wake channel. A free lock beside a live line is busy
+// owner, lease ms (digits), depth the caller holds, attempt number (0: none;
+// see RedlockMaster::acquire_round), wake channel, the holder's description,
+// the caller's wall clock in ms (inspect's "held for"). A free lock beside a live line is busy
 // (after the line is settled: an expired holder hands over).
 // Returns {6, 0, 0} when the caller's owner holds it shared (as the line
 // acquire), {1, fence, depth} granted, {0, holder pttl, 0} busy,

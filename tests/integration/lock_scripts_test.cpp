@@ -2,6 +2,9 @@
 // a replay counts its lease from the replay, and an undo that names an
 // earlier attempt leaves a later attempt's grant alone (Redlock retries with
 // the same owner, and a failed attempt's undo may arrive after the next one).
+#include <fstream>
+#include <sstream>
+
 #include "integration/common.hpp"
 #include "redis/scripts.hpp"
 
@@ -83,6 +86,16 @@ TEST_F(LockScripts, ATombstoneRefusesAStrayCopyOfAReleasedGrant) {
 
 TEST_F(LockScripts, ALeaseOutOfRangeWritesNothing) {
   EXPECT_NE(acquire("T/1", 0, 0, 0).find("lease out of range"), std::string::npos);
+  // PEXPIRE is sent the caller's digits as they are: anything else is refused
+  // before the hold is written (a hold without a TTL would never end).
+  for (const char* lease : {"3e4", "30000.5", " 30000", "-1", ""}) {
+    EXPECT_NE(redis
+                  .cmd({"EVAL", std::string(dlock::redis::acquire_script().body), "4", kLock, kFence, kLock + ":t:T/1",
+                        kLock + ":q", "T/1", lease, "0", "0", "dlock:{s}:wake"})
+                  .find("lease out of range"),
+              std::string::npos)
+        << lease;
+  }
   EXPECT_NE(acquire("T/1", 9223372036854775807LL, 0, 0).find("lease out of range"), std::string::npos);
   EXPECT_EQ(redis.integer({"EXISTS", kLock}), 0);
   EXPECT_EQ(redis.integer({"EXISTS", kFence}), 0);
@@ -124,6 +137,48 @@ TEST_F(LockScripts, CallsAfterTheServerLostItsScriptsAreSentWhole) {
   const auto at = errors.find("errorstat_NOSCRIPT:count=");
   ASSERT_NE(at, std::string::npos) << errors;
   EXPECT_GE(std::atoi(errors.c_str() + at + 25), 3) << errors;
+}
+
+// An upgrade runs clients of two versions on one server: a client with
+// today's scripts and one with 0.2.0's (tests/integration/data) exclude
+// each other both ways, and their fences keep increasing across them.
+TEST_F(LockScripts, ClientsBeforeAndAfterAScriptChangeExcludeEachOther) {
+  std::ifstream in(DLOCK_OLD_ACQUIRE_SCRIPT);
+  std::stringstream text;
+  text << in.rdbuf();
+  const std::string old_acquire = text.str();
+  ASSERT_FALSE(old_acquire.empty());
+  const std::string lock = "dlock:{up}", fence = "dlock:fence";
+  auto old_call = [&](const std::string& owner) {
+    return redis.cmd({"EVAL", old_acquire, "4", lock, fence, lock + ":t:" + owner, lock + ":q", owner, "10000", "0",
+                      "0", "dlock:{up}:wake", "an old client"});
+  };
+  auto old_release = [&](const std::string& owner) {
+    return redis.cmd({"EVAL", std::string(dlock::redis::release_script().body), "4", lock, lock + ":t:" + owner,
+                      lock + ":q", fence, owner, "1", "dlock:{up}:wake", "0", "0", "0"});
+  };
+  Client client = Client::connect(server.url());
+  // The old client holds: the new one is refused, and sees who holds it.
+  EXPECT_EQ(old_call("OLD/1"), "1\n1\n1");
+  EXPECT_EQ(client.try_acquire("up").code(), Errc::busy);
+  auto seen = client.inspect("up");
+  ASSERT_TRUE(seen.ok()) << seen.status().to_string();
+  EXPECT_TRUE(seen.value().held);
+  EXPECT_EQ(seen.value().holder, "an old client");
+  EXPECT_EQ(old_release("OLD/1"), "0\n0");
+  // The new client holds: the old one is refused (busy, the holder's TTL).
+  auto held = client.try_acquire("up");
+  ASSERT_TRUE(held.ok()) << held.status().to_string();
+  EXPECT_EQ(held.value().fence(), 2u);
+  auto refused = old_call("OLD/2");
+  EXPECT_EQ(refused.substr(0, 2), "0\n") << refused;
+  seen = client.inspect("up");
+  ASSERT_TRUE(seen.ok());
+  ASSERT_TRUE(seen.value().held_for.has_value()) << "the new grant's time, from the holder's clock";
+  EXPECT_LT(*seen.value().held_for, std::chrono::milliseconds(60000));
+  ASSERT_TRUE(held.value().release().ok());
+  // And the old one again, with a larger fence.
+  EXPECT_EQ(old_call("OLD/3"), "1\n3\n1");
 }
 
 }  // namespace

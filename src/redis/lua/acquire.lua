@@ -16,38 +16,20 @@
 -- The fence counter is its own key so it survives the lock key's expiry
 -- (keys.hpp: one per prefix, or one per name in a cluster).
 --@include fence.lua
+-- Digits only: PEXPIRE is sent ARGV[2] itself, after the hold is written.
 local lease = tonumber(ARGV[2])
-if not lease or lease <= 0 or lease > 1000000000000 then
+if not string.find(ARGV[2], '^[1-9]%d*$') or lease > 1000000000000 then
   return redis.error_reply('ERR dlock: lease out of range: ' .. ARGV[2])
 end
-local owner = redis.call('hget', KEYS[1], 'o')
 local held = tonumber(ARGV[3])
 local round = tonumber(ARGV[4]) or 0
-if not owner then
-  -- The lock key, the tombstone and the line in one command: none of them,
-  -- the common case, is a fresh grant (each redis.call costs the server
-  -- more than the Lua around it). A line beside it (shared holders,
-  -- waiters) is settled first (an expired holder hands over), and a caller
-  -- outside the line waits behind it.
-  if redis.call('exists', KEYS[1], KEYS[3], KEYS[4]) > 0 then
-    if redis.call('exists', KEYS[1]) == 1 then
-      return redis.error_reply('WRONGTYPE lock key is a hash without an owner field')
-    end
-    if held > 0 then return {2, 0, 0} end
-    if redis.call('exists', KEYS[3]) == 1 then return {2, 0, 0} end
---@include line_settle.lua
-    local _, busy, conflict = line_settle(KEYS[1], KEYS[2], KEYS[4], ARGV[5], ARGV[1])
-    if conflict then return {6, 0, 0} end
-    if busy then return {0, busy, 0} end
-  elseif held > 0 then
-    return {2, 0, 0}
-  end
-  -- Who holds it and since when (server time), for inspect: 'd', not the
-  -- line's 'i', which marks a line's holder. Its TIME serves the fence's
-  -- floor too (L_fence asks for one itself where it needs one).
-  local described = ARGV[6] and ARGV[6] ~= ''
-  local t = described and redis.call('time') or nil
-  local ok, fence = pcall(L_fence, KEYS[2], t)
+-- A fresh grant: the fence, then the hold in two commands. Numbers go to
+-- the server as the strings they arrived as (ARGV): each number Lua hands
+-- to redis.call is formatted anew, and that showed in the server's profile.
+-- 't' (when it was granted, for inspect) is the caller's wall clock in ms:
+-- a TIME per grant cost the server more than the rest of the hold's fields.
+local function grant()
+  local ok, fence = pcall(L_fence, KEYS[2], nil)
   if not ok then
     local err = type(fence) == 'table' and fence.err or tostring(fence)
     if string.find(err, 'WRONGTYPE', 1, true) or string.find(err, 'not an integer', 1, true) then
@@ -55,21 +37,37 @@ if not owner then
     end
     return redis.error_reply(err)  -- e.g. OOM (maxmemory): what it is
   end
-  local fields = {'o', ARGV[1], 'n', 1, 'f', fence}
-  if round > 0 then
-    fields[7] = 'r'
-    fields[8] = round
+  -- Who holds it: 'd', not the line's 'i', which marks a line's holder.
+  local described = ARGV[6] and ARGV[6] ~= ''
+  if round > 0 and described then
+    redis.call('hset', KEYS[1], 'o', ARGV[1], 'n', '1', 'f', fence, 'r', ARGV[4], 'd', ARGV[6], 't', ARGV[7] or '')
+  elseif described then
+    redis.call('hset', KEYS[1], 'o', ARGV[1], 'n', '1', 'f', fence, 'd', ARGV[6], 't', ARGV[7] or '')
+  elseif round > 0 then
+    redis.call('hset', KEYS[1], 'o', ARGV[1], 'n', '1', 'f', fence, 'r', ARGV[4])
+  else
+    redis.call('hset', KEYS[1], 'o', ARGV[1], 'n', '1', 'f', fence)
   end
-  if described then
-    local n = #fields
-    fields[n + 1] = 'd'
-    fields[n + 2] = ARGV[6]
-    fields[n + 3] = 't'
-    fields[n + 4] = string.format('%d', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
-  end
-  redis.call('hset', KEYS[1], unpack(fields))
-  redis.call('pexpire', KEYS[1], lease)
+  redis.call('pexpire', KEYS[1], ARGV[2])
   return {1, fence, 1}
+end
+-- The common case first: no lock key, tombstone or line, one command.
+if held == 0 and redis.call('exists', KEYS[1], KEYS[3], KEYS[4]) == 0 then return grant() end
+local owner = redis.call('hget', KEYS[1], 'o')
+if not owner then
+  -- A line beside it (shared holders, waiters) is settled first (an expired
+  -- holder hands over), and a caller outside the line waits behind it.
+  if redis.call('exists', KEYS[1]) == 1 then
+    return redis.error_reply('WRONGTYPE lock key is a hash without an owner field')
+  end
+  if held > 0 then return {2, 0, 0} end
+  if redis.call('exists', KEYS[3]) == 1 then return {2, 0, 0} end
+  -- Not the lock key, not the tombstone (held == 0): the line.
+--@include line_settle.lua
+  local _, busy, conflict = line_settle(KEYS[1], KEYS[2], KEYS[4], ARGV[5], ARGV[1])
+  if conflict then return {6, 0, 0} end
+  if busy then return {0, busy, 0} end
+  return grant()
 end
 if owner == ARGV[1] then
   local n = tonumber(redis.call('hget', KEYS[1], 'n'))
