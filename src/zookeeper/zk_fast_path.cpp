@@ -66,7 +66,7 @@ std::optional<Result<AcquireOutcome>> ZkBackend::acquire_now(const AcquireCall& 
   held.shared = call.mode == detail::LockMode::shared;
   if (!held_.add(call.grant, std::move(held))) return Result<AcquireOutcome>(session_gone());
   loop([this, path = c.path] {
-    watch_own(path);
+    watch_soon(path);
     arm_deadline();
   });
   AcquireOutcome out;

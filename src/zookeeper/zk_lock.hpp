@@ -66,6 +66,7 @@ class ZkBackend final : public detail::Backend {
         start_timer_(io),
         heartbeat_(io),
         deadline_(io),
+        watch_timer_(io),
         proof_(config_.session_timeout) {}
 
   detail::Capabilities capabilities() const override;
@@ -265,6 +266,9 @@ class ZkBackend final : public detail::Backend {
 
   // Watches a hold's own node, so that its deletion is told at once.
   void watch_own(const std::string& path);
+  // watch_own() for the holds still held kOwnWatchDelay from now (batched).
+  void watch_soon(const std::string& path);
+  static constexpr std::chrono::milliseconds kOwnWatchDelay{50};
 
   // The hold on `path` is gone while its session lives: told as lost.
   void node_lost(const std::string& path);
@@ -283,7 +287,9 @@ class ZkBackend final : public detail::Backend {
   ZkSession session_;
   detail::BackendEvents events_;
   StatusDone start_done_;
-  asio::steady_timer start_timer_, heartbeat_, deadline_;
+  asio::steady_timer start_timer_, heartbeat_, deadline_, watch_timer_;
+  std::vector<std::string> watch_due_;  // watch_soon()'s paths
+  bool watch_armed_ = false;
   bool heartbeat_armed_ = false, heartbeat_out_ = false;
   std::uint64_t link_epoch_ = 0;  // bumped on every session event: a connection's syncs prove only on it
   LeaderProof proof_;

@@ -318,6 +318,24 @@ TEST(ZooKeeper, AHolderOnAFollowerCutFromItsLeaderIsToldOfItsLossFirst) {
   ASSERT_THAT(got->release(), IsOk());
 }
 
+// A hold's own node is watched only once the hold has lasted a moment (most
+// holds end sooner): a node deleted before that is found by the watch's own
+// request, and the holder is told all the same.
+TEST(ZooKeeper, AHolderWhoseNodeIsDeletedAtOnceIsToldOfItsLoss) {
+  REQUIRE_ZOOKEEPER();
+  ZooKeeperEnsemble zk(1);
+  Client holder = Client::connect(url(zk.hosts()), silent());
+  ZkProbe probe(zk.hosts());
+  auto held = holder.try_acquire("gone");
+  ASSERT_THAT(held, IsOk());
+  const auto nodes = probe.children("/dlock/gone");
+  ASSERT_EQ(nodes.size(), 1u);
+  ASSERT_TRUE(probe.remove_tree("/dlock/gone/" + nodes[0]));
+  EXPECT_TRUE(eventually([&] { return held->lost(); }, 2s)) << "the holder was not told";
+  auto again = holder.try_acquire("gone");
+  EXPECT_THAT(again, IsOk()) << "the name is free again";
+}
+
 // An operator (or a cleanup tool) deletes the holder's node: the next
 // waiter is granted at once, and the holder must be told at once too, not
 // at its release.
