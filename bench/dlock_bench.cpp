@@ -135,6 +135,63 @@ class Plain {
   dlock::tools::SyncRedis conn_;
 };
 
+// What the pairs cost the Redis server of a redis:// URL (one server on
+// this machine), read through INFO before and after: its CPU time (user +
+// sys, every thread of it) and the time its top-level commands took
+// (commandstats: the scripts with what they call, SET). Elsewhere (TLS,
+// Cluster, Redlock, a password) nothing is recorded.
+class ServerCost {
+ public:
+  explicit ServerCost(const std::string& url) {
+    int port = plain_port_of(url);
+    if (port <= 0) return;
+    try {
+      plain_.emplace(port);
+      cpu0_ = cpu_s();
+      cmd0_ = command_us();
+    } catch (const std::exception&) {
+      plain_.reset();
+    }
+  }
+  void add_to(std::map<std::string, std::string>& r, long long pairs) {
+    if (!plain_ || pairs <= 0) return;
+    try {
+      const auto n = static_cast<double>(pairs);
+      r["server_cpu_us_per_pair"] = num((cpu_s() - cpu0_) * 1e6 / n);
+      r["server_cmd_us_per_pair"] = num((command_us() - cmd0_) / n);
+    } catch (const std::exception&) {
+    }
+  }
+
+ private:
+  // The port of "redis://[user[:password]@]127.0.0.1|localhost:PORT[/...]"
+  // without a password, else 0.
+  static int plain_port_of(const std::string& url) {
+    const std::string scheme = "redis://";
+    if (url.rfind(scheme, 0) != 0) return 0;
+    std::string rest = url.substr(scheme.size());
+    rest = rest.substr(0, rest.find_first_of("/?"));
+    if (rest.find('@') != std::string::npos) return 0;
+    const auto colon = rest.rfind(':');
+    const std::string host = rest.substr(0, colon);
+    if (colon == std::string::npos || (host != "127.0.0.1" && host != "localhost")) return 0;
+    return std::atoi(rest.c_str() + colon + 1);
+  }
+  double cpu_s() {
+    return std::stod(plain_->info("cpu", "used_cpu_user")) + std::stod(plain_->info("cpu", "used_cpu_sys"));
+  }
+  double command_us() {
+    double us = 0;
+    for (const char* c : {"evalsha", "eval", "set"}) {
+      std::string v = plain_->info("commandstats", std::string("cmdstat_") + c);
+      if (auto p = v.find("usec="); p != std::string::npos) us += std::stod(v.substr(p + 5));
+    }
+    return us;
+  }
+  std::optional<Plain> plain_;
+  double cpu0_ = 0, cmd0_ = 0;
+};
+
 double percentile(std::vector<double> v, double p) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
@@ -207,6 +264,7 @@ std::map<std::string, std::string> w1(const Args& a) {
   long long i = 0;
   std::optional<dlock::Mutex> same;
   if (a.api == "mutex" && a.keys == "same") same.emplace(client, "bench:w1:same");
+  ServerCost server(a.url);
   const SchedTimes sched = sched_times();
   while (Clock::now() < end) {
     std::string name = a.keys == "same" ? std::string("bench:w1:same") : "bench:w1:" + std::to_string(i);
@@ -231,6 +289,7 @@ std::map<std::string, std::string> w1(const Args& a) {
   if (a.workload == "W5") r["nodes"] = std::to_string(nodes_of(a.url));
   if (a.workload == "WAIT") r["wait_replicas"] = std::to_string(wait_replicas_of(a.url));
   pair_stats(r, i, secs, lat_us, sched);
+  server.add_to(r, i);
   return r;
 }
 
@@ -541,6 +600,7 @@ std::map<std::string, std::string> w1_limit(const Args& a) {
   lat_us.reserve(200000);
   const auto end = Clock::now() + std::chrono::duration<double>(a.seconds);
   const auto start = Clock::now();
+  ServerCost server(a.url);
   const SchedTimes sched = sched_times();
   long long i = 0;
   while (Clock::now() < end) {
@@ -556,6 +616,7 @@ std::map<std::string, std::string> w1_limit(const Args& a) {
   r["workload"] = q("W1");
   r["keys"] = q(a.keys);
   pair_stats(r, i, secs, lat_us, sched);
+  server.add_to(r, i);
   return r;
 }
 

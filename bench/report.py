@@ -1016,20 +1016,28 @@ def main():
     # but waiting for a CPU. When the limit's own CPU time per pair swings between reps, the machine
     # moved, not the client.
     sched = []
+
+    def spread(rs, field):
+        v = [r[field] for r in rs if r.get(field) is not None]
+        return f"{fmt(med(v), 1)} ({fmt(min(v), 1)}–{fmt(max(v), 1)})" if v else "–"
+
     for lib, name in (("hiredis-limit", "the limit"), ("dlock", "dlock")):
         for load in (None, "busy"):
             rs = [r for r in g(lib, "default", "W1", "distinct", load) if r.get("cpu_us_per_pair") is not None]
             if rs:
-                cpu = [r["cpu_us_per_pair"] for r in rs]
-                wait = [r["cpu_wait_us_per_pair"] for r in rs]
-                sched.append(f"| {name} | {load or 'idle'} | {fmt(med(cpu), 1)} ({fmt(min(cpu), 1)}–{fmt(max(cpu), 1)}) "
-                             f"| {fmt(med(wait), 1)} ({fmt(min(wait), 1)}–{fmt(max(wait), 1)}) |")
+                sched.append(f"| {name} | {load or 'idle'} | {spread(rs, 'cpu_us_per_pair')} "
+                             f"| {spread(rs, 'cpu_wait_us_per_pair')} | {spread(rs, 'server_cpu_us_per_pair')} "
+                             f"| {spread(rs, 'server_cmd_us_per_pair')} |")
     if sched:
         md.append("")
-        md.append("The client's own time per W1 pair on distinct keys (its threads' `/proc` schedstat), median "
-                  "(min–max) over the reps: CPU time, and time runnable while waiting for a CPU.\n")
-        md.append("| client | load | CPU µs per pair | waiting for a CPU, µs per pair |")
-        md.append("|---|---|---|---|")
+        md.append("Where a W1 pair on distinct keys spends its time, median (min–max) over the reps: the client's "
+                  "CPU time and its time runnable while waiting for a CPU (its threads' `/proc` schedstat); the "
+                  "server's CPU time (`INFO cpu`, user + sys) and the part its commands took (`INFO commandstats`: "
+                  "the scripts with the commands they call, and the limit's `SET`); the rest is the server's "
+                  "network and event loop.\n")
+        md.append("| client | load | client CPU µs per pair | client waiting for a CPU, µs | server CPU µs per pair "
+                  "| server commands µs per pair |")
+        md.append("|---|---|---|---|---|---|")
         md.extend(sched)
     idle = g("dlock", "default", "IDLE")
     if idle:
@@ -1230,6 +1238,15 @@ def main():
         if ratio:
             lines.append((f"W1 under load, {name} ≥ 0.8× the limit under the same load, rep by rep",
                           f"{ratio:.2f}×{reps}", ratio >= 0.8))
+    # What a lock costs the server and the client, against the limit's pair (idle, distinct keys).
+    costs = {lib: [r for r in g(lib, "default", "W1", "distinct", None) if r.get("server_cpu_us_per_pair")]
+             for lib in ("dlock", "hiredis-limit")}
+    if costs["dlock"] and costs["hiredis-limit"]:
+        for field, what, bound in (("server_cpu_us_per_pair", "Redis server CPU", 1.5),
+                                   ("cpu_us_per_pair", "client CPU", 1.1)):
+            d, lim = med_of(costs["dlock"], field), med_of(costs["hiredis-limit"], field)
+            lines.append((f"W1: {what} per pair ≤ {bound}× the limit's", f"{d / lim:.2f}× ({fmt(d, 1)} / "
+                          f"{fmt(lim, 1)} µs)", d <= bound * lim))
     w5d = g("dlock", "default", "W5", "distinct", "n5")
     w5n = g("node-redlock", "tuned", "W5", "distinct", "n5") or g("node-redlock", "default", "W5", "distinct", "n5")
     if w5d and w5n:
