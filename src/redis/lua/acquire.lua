@@ -39,15 +39,18 @@ local function grant()
   end
   -- Who holds it: 'd', not the line's 'i', which marks a line's holder.
   local described = ARGV[6] and ARGV[6] ~= ''
-  if round > 0 and described then
-    redis.call('hset', KEYS[1], 'o', ARGV[1], 'n', '1', 'f', fence, 'r', ARGV[4], 'd', ARGV[6], 't', ARGV[7] or '')
-  elseif described then
-    redis.call('hset', KEYS[1], 'o', ARGV[1], 'n', '1', 'f', fence, 'd', ARGV[6], 't', ARGV[7] or '')
-  elseif round > 0 then
-    redis.call('hset', KEYS[1], 'o', ARGV[1], 'n', '1', 'f', fence, 'r', ARGV[4])
-  else
-    redis.call('hset', KEYS[1], 'o', ARGV[1], 'n', '1', 'f', fence)
+  local fields = {'o', ARGV[1], 'n', '1', 'f', fence}
+  if round > 0 then
+    fields[#fields + 1] = 'r'
+    fields[#fields + 1] = ARGV[4]
   end
+  if described then
+    fields[#fields + 1] = 'd'
+    fields[#fields + 1] = ARGV[6]
+    fields[#fields + 1] = 't'
+    fields[#fields + 1] = ARGV[7] or ''
+  end
+  redis.call('hset', KEYS[1], unpack(fields))
   redis.call('pexpire', KEYS[1], ARGV[2])
   return {1, fence, 1}
 end
