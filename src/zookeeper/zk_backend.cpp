@@ -449,15 +449,25 @@ void ZkBackend::make_path(const std::string& path, StatusDone done, std::size_t 
 // watch's request also finds a node deleted before it (ZNONODE), so a hold
 // deleted by hand is told late by that delay at most.
 void ZkBackend::watch_soon(const std::string& path) {
-  watch_due_.push_back(path);
-  if (watch_armed_) return;
-  watch_armed_ = true;
+  {
+    std::lock_guard lk(watch_mu_);
+    watch_due_.push_back(path);
+    if (watch_armed_) return;
+    watch_armed_ = true;
+  }
+  loop([this] { arm_watch_timer(); });
+}
+
+void ZkBackend::arm_watch_timer() {
   watch_timer_.expires_after(kOwnWatchDelay);
   watch_timer_.async_wait([this](const boost::system::error_code& ec) {
-    watch_armed_ = false;
+    std::vector<std::string> due;
+    {
+      std::lock_guard lk(watch_mu_);
+      watch_armed_ = false;
+      due.swap(watch_due_);
+    }
     if (ec || closed_) return;
-    const std::vector<std::string> due = std::move(watch_due_);
-    watch_due_.clear();
     for (const auto& p : due)
       if (held_.holds_path(p)) watch_own(p);
   });

@@ -34,7 +34,7 @@ std::optional<Result<AcquireOutcome>> ZkBackend::acquire_now(const AcquireCall& 
   }
   const Reply& c = w->created;
   const Reply& l = w->listed;
-  if (answered(c.rc)) loop([this, at = c.sent_at] { heard(at); });
+  if (answered(c.rc)) heard(c.sent_at);
   if (c.rc == ZNONODE) return std::nullopt;  // the base is missing: the I/O thread makes the path
   if (c.rc != ZOK) {
     if (connection_lost(c.rc)) drop_later({parent, guid, ""});  // it may exist: found by its guid
@@ -65,10 +65,9 @@ std::optional<Result<AcquireOutcome>> ZkBackend::acquire_now(const AcquireCall& 
   HeldNode held{c.path, call.name, call.owner, session};
   held.shared = call.mode == detail::LockMode::shared;
   if (!held_.add(call.grant, std::move(held))) return Result<AcquireOutcome>(session_gone());
-  loop([this, path = c.path] {
-    watch_soon(path);
-    arm_deadline();
-  });
+  // Neither wakes the I/O thread unless a timer must be armed.
+  watch_soon(c.path);
+  deadline_for_grant();
   AcquireOutcome out;
   out.kind = AcquireOutcome::Kind::granted;
   out.fence = static_cast<std::uint64_t>(c.stat.czxid);
@@ -92,7 +91,7 @@ std::optional<Result<ReleaseOutcome>> ZkBackend::release_now(const ReleaseCall& 
                                           std::to_string(config_.command_timeout.count()) + " ms"));
   }
   const Reply& r = w->created;
-  if (answered(r.rc)) loop([this, at = r.sent_at] { heard(at); });
+  if (answered(r.rc)) heard(r.sent_at);
   if (r.rc == ZOK || r.rc == ZNONODE) {
     held_.erase(call.grant);
     return Result<ReleaseOutcome>(

@@ -50,7 +50,7 @@ void ZkBackend::on_state(const SessionState& s) {
     // The leader touched the session when it made it (after open_session)
     // or revalidated it for this connection (after every request answered
     // on the previous one).
-    vouch(same ? heard_ : opened_at_);
+    vouch(same ? Clock::time_point(Clock::duration(heard_ns_.load())) : opened_at_);
     if (start_done_) finish_start({});
     if (!heartbeat_out_) {
       heartbeat_armed_ = false;
@@ -86,7 +86,7 @@ void ZkBackend::session_ended(LossReason reason, const std::string& why) {
   watchers_.clear();
   child_watchers_.clear();
   orphans_.clear();  // their session's nodes go with it
-  heard_ = {};
+  heard_ns_ = 0;
   until_ = {};
   vouched_ns_ = 0;
   deadline_.cancel();
@@ -95,7 +95,12 @@ void ZkBackend::session_ended(LossReason reason, const std::string& why) {
   if (Status s = open_session(); !s.ok()) log(LogLevel::error, "zookeeper: a new session failed: " + s.to_string());
 }
 
-void ZkBackend::heard(Clock::time_point sent_at) { heard_ = std::max(heard_, sent_at); }
+void ZkBackend::heard(Clock::time_point sent_at) {
+  const Clock::rep at = sent_at.time_since_epoch().count();
+  Clock::rep seen = heard_ns_.load();
+  while (seen < at && !heard_ns_.compare_exchange_weak(seen, at)) {
+  }
+}
 
 void ZkBackend::vouch(Clock::time_point at) {
   const auto until = detail::valid_until(at, session_timeout());
@@ -107,13 +112,23 @@ void ZkBackend::vouch(Clock::time_point at) {
 }
 
 void ZkBackend::arm_deadline() {
+  deadline_armed_ = true;
   deadline_.expires_at(until_);
   deadline_.async_wait([this](const boost::system::error_code& ec) {
-    if (ec || closed_ || held_.empty() || Clock::now() < until_) return;
+    if (ec) return;  // cancelled, or armed again (the new wait keeps the flag)
+    // Cleared before held_ is read: a grant added after that read finds
+    // the flag down and arms the timer again (deadline_for_grant).
+    deadline_armed_ = false;
+    if (closed_ || held_.empty()) return;
+    if (Clock::now() < until_) return arm_deadline();
     session_ended(LossReason::unreachable,
                   "the ZooKeeper leader no longer vouches for the session (no answer "
                   "through it within the session timeout)");
   });
+}
+
+void ZkBackend::deadline_for_grant() {
+  if (!deadline_armed_.load()) loop([this] { arm_deadline(); });
 }
 
 void ZkBackend::schedule_heartbeat() {

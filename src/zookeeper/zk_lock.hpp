@@ -191,7 +191,7 @@ class ZkBackend final : public detail::Backend {
   void session_ended(LossReason reason, const std::string& why);
 
   // A request sent at `sent_at` was answered: the newest such time is what
-  // a reconnect's revalidation at the leader vouches from.
+  // a reconnect's revalidation at the leader vouches from. Any thread.
   void heard(Clock::time_point sent_at);
 
   // The leader keeps the session at least until `at` + the timeout (less
@@ -202,6 +202,9 @@ class ZkBackend final : public detail::Backend {
   Clock::time_point vouched() const { return Clock::time_point(Clock::duration(vouched_ns_.load())); }
 
   void arm_deadline();
+  // The fast path's grant: the deadline timer is armed unless it already
+  // is (a post per grant would wake the I/O thread on every lock).
+  void deadline_for_grant();
 
   // Syncs through the leader, one at a time, every proof_.interval() while
   // a session is connected (see leader_proof.hpp).
@@ -267,7 +270,9 @@ class ZkBackend final : public detail::Backend {
   // Watches a hold's own node, so that its deletion is told at once.
   void watch_own(const std::string& path);
   // watch_own() for the holds still held kOwnWatchDelay from now (batched).
+  // Any thread: only the first path of a batch wakes the I/O thread.
   void watch_soon(const std::string& path);
+  void arm_watch_timer();
   static constexpr std::chrono::milliseconds kOwnWatchDelay{50};
 
   // The hold on `path` is gone while its session lives: told as lost.
@@ -288,8 +293,10 @@ class ZkBackend final : public detail::Backend {
   detail::BackendEvents events_;
   StatusDone start_done_;
   asio::steady_timer start_timer_, heartbeat_, deadline_, watch_timer_;
-  std::vector<std::string> watch_due_;  // watch_soon()'s paths
-  bool watch_armed_ = false;
+  std::mutex watch_mu_;
+  std::vector<std::string> watch_due_;  // watch_soon()'s paths, under watch_mu_
+  bool watch_armed_ = false;            // under watch_mu_
+  std::atomic<bool> deadline_armed_{false};
   bool heartbeat_armed_ = false, heartbeat_out_ = false;
   std::uint64_t link_epoch_ = 0;  // bumped on every session event: a connection's syncs prove only on it
   LeaderProof proof_;
@@ -298,7 +305,8 @@ class ZkBackend final : public detail::Backend {
   // Written on the I/O thread, read by the fast path too.
   std::atomic<std::int64_t> session_id_{0};
   std::atomic<std::int64_t> timeout_ms_{0};  // negotiated; 0: not yet
-  Clock::time_point heard_{}, until_{};
+  std::atomic<Clock::rep> heard_ns_{0};  // heard()'s newest send time
+  Clock::time_point until_{};
   std::atomic<Clock::rep> vouched_ns_{0};      // until_, for the fast path
   std::map<std::uint64_t, Attempt> attempts_;  // by AcquireCall::attempt
   HeldNodes held_;
