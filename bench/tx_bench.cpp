@@ -22,9 +22,12 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <dlock/tx.hpp>
 #include <functional>
 #include <iostream>
+#include <map>
+#include <mutex>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -197,10 +200,37 @@ Row median_row(std::vector<Row> reps) {
   return r;
 }
 
+// With DLOCK_BENCH_DEBUG set: where a transaction's time goes, as the mean
+// time from one of the coordinator's steps to the next (the first from
+// run()'s call), printed at the end.
+struct StepTimes {
+  std::mutex mu;
+  std::map<std::string, std::pair<double, long>> by_step;  // total us, count
+  static thread_local Clock::time_point last;
+  void mark(std::string_view step) {
+    const auto now = Clock::now();
+    const double us = std::chrono::duration<double, std::micro>(now - last).count();
+    last = now;
+    std::lock_guard lk(mu);
+    auto& [total, n] = by_step[std::string(step)];
+    total += us;
+    ++n;
+  }
+  void print() {
+    std::lock_guard lk(mu);
+    for (const auto& [step, t] : by_step)
+      std::fprintf(stderr, "  until %-16s %8.0f us mean (%ld)\n", step.c_str(), t.first / t.second, t.second);
+  }
+};
+thread_local Clock::time_point StepTimes::last;
+StepTimes step_times;
+const bool kStepDebug = std::getenv("DLOCK_BENCH_DEBUG") != nullptr;
+
 // The log and the participants: each one's Try, Confirm and Cancel behind
 // pg_barrier (TCC), and its database (2PC).
 dlock::tx::Coordinator open_coordinator(const std::string& url) {
   dlock::tx::CoordinatorOptions o;
+  if (kStepDebug) o.on_step = [](std::string_view, std::string_view step) { step_times.mark(step); };
   auto coordinator = dlock::tx::Coordinator::open(with_db(url, "dlock_txb_log"), o);
   if (!coordinator.ok()) throw std::runtime_error("opening the log: " + coordinator.status().to_string());
   for (int p = 0; p < kMaxParticipants; ++p) {
@@ -236,7 +266,10 @@ std::vector<Row> measure_cell(const Args& a, dlock::tx::Coordinator& coordinator
     tcc.push_back(measure(a.postgres, "tcc", participants, clients, a.seconds, [&](int t, long) {
       std::vector<dlock::tx::Branch> b;
       for (int p = 0; p < participants; ++p) b.push_back({"p" + std::to_string(p), row_of(t)});
-      return said(coordinator.run("tcc-" + std::to_string(serial++), b));
+      StepTimes::last = Clock::now();
+      auto r = coordinator.run("tcc-" + std::to_string(serial++), b);
+      if (kStepDebug) step_times.mark("(returned)");
+      return said(r);
     }));
     xa.push_back(measure(a.postgres, "2pc", participants, clients, a.seconds, [&](int t, long) {
       std::vector<dlock::tx::XaBranch> b;
@@ -245,7 +278,10 @@ std::vector<Row> measure_cell(const Args& a, dlock::tx::Coordinator& coordinator
         b.push_back({participant_db(p), [row](pg_conn* c) {
                        return update(c, kDebit, row) ? dlock::tx::Outcome::success : dlock::tx::Outcome::failure;
                      }});
-      return said(coordinator.run_2pc("xa-" + std::to_string(serial++), b));
+      StepTimes::last = Clock::now();
+      auto r = coordinator.run_2pc("xa-" + std::to_string(serial++), b);
+      if (kStepDebug) step_times.mark("(returned)");
+      return said(r);
     }));
   }
   return {median_row(limit), median_row(tcc), median_row(xa)};
@@ -290,6 +326,7 @@ int run(const Args& a) {
     }
   }
   if (!a.json.empty()) write_json(a, rows);
+  if (kStepDebug) step_times.print();
   long failed = 0;
   for (auto& r : rows) failed += r.failed;
   if (failed > 0) {
