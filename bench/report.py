@@ -112,6 +112,13 @@ def fmt(v, digits=0):
     return f"{v:,.{digits}f}"
 
 
+def max_of(rs, field):
+    """The largest `field` among `rs`, None if none has one (a run that
+    took no lock at all records no waits)."""
+    vs = [r[field] for r in rs if r.get(field) is not None]
+    return max(vs) if vs else None
+
+
 def rate_cell(values):
     m = med(values)
     return f"{fmt(m)} ({fmt(min(values))}–{fmt(max(values))})" if values else "–"
@@ -303,7 +310,8 @@ def zk_section(md, run):
     for l in loads:
         z = runs[l]
         r = ratio(z["w1_dlock_pairs_per_s"], l)
-        lines.append((f"ZooKeeper W1 ≥ 0.9× the C client's limit ({l})", f"{r:.2f}×", r >= 0.9))
+        goal = 0.95 if l == "idle" else 0.85
+        lines.append((f"ZooKeeper W1 ≥ {goal}× the C client's limit ({l})", f"{r:.2f}×", r >= goal))
         if kazoo[l]:
             k = statistics.median(x["pairs_per_s"] for x in kazoo[l])
             lines.append((f"ZooKeeper W1 ≥ 2× kazoo's Lock ({l})", f"{z['w1_dlock_pairs_per_s'] / k:.1f}×",
@@ -1086,7 +1094,7 @@ def main():
             f"{fmt(med_of(rs, 'change_p50_us'), 0)} / {fmt(med_of(rs, 'change_p99_us'), 0)} "
             f"({fmt(med_of(rs, 'changes'), 0)}) | {med_of(rs, 'same_holder_fraction'):.2f} | "
             f"{fmt(med_of(rs, 'wait_p50_us'), 0)} / {fmt(med_of(rs, 'wait_p99_us'), 0)}, "
-            f"{fmt(max(r['wait_max_ms'] for r in rs), 1)} | "
+            f"{fmt(max_of(rs, 'wait_max_ms'), 1)} | "
             f"{min(r['cs_per_proc_min'] for r in rs)}–{max(r['cs_per_proc_max'] for r in rs)} | "
             f"{sum(int(r.get('acquire_failures', 0)) for r in rs)} | "
             f"{'yes' if all(r['counter_ok'] for r in rs) else 'NO'} | {sum(r['overlaps'] for r in rs)} |")
@@ -1157,7 +1165,7 @@ def main():
                 f"{fmt(med_of(rs, 'change_p50_us'), 0)} / {fmt(med_of(rs, 'change_p99_us'), 0)} | "
                 f"{med_of(rs, 'same_holder_fraction'):.2f} | "
                 f"{fmt(med_of(rs, 'wait_p50_us'), 0)} / {fmt(med_of(rs, 'wait_p99_us'), 0)}, "
-                f"{fmt(max(r['wait_max_ms'] for r in rs), 1)} | "
+                f"{fmt(max_of(rs, 'wait_max_ms'), 1)} | "
                 f"{sum(int(r.get('acquire_failures', 0)) + int(r.get('worker_failures', 0)) for r in rs)} | "
                 f"{'**' + str(lost) + '**' if lost else 0} | {sum(r['overlaps'] for r in rs)} |")
         md.append("")
@@ -1302,6 +1310,24 @@ def main():
                   f"the limit is work the limit does not do.{server} On the client, building the scripts' "
                   "longer keys and arguments costs a few µs more per call; a `Mutex` per key also draws a fresh "
                   "owner token.")
+    costs = {lib: [r for r in g(lib, "default", "W1", "distinct", None) if r.get("server_cpu_us_per_pair")]
+             for lib in ("dlock", "hiredis-limit")}
+    if costs["dlock"] and costs["hiredis-limit"]:
+        sd, sl = (med_of(costs[x], "server_cpu_us_per_pair") for x in ("dlock", "hiredis-limit"))
+        cd, cl = (med_of(costs[x], "cpu_us_per_pair") for x in ("dlock", "hiredis-limit"))
+        md.append(f"- **W1: the server's CPU ({sd / sl:.2f}× the limit's).** The same syscalls per request as the "
+                  "limit (one read, one writev, one epoll_wait; `strace -c`): the difference is user time inside "
+                  "the two scripts. Measured with variants of the scripts under redis-benchmark: an empty EVALSHA "
+                  "costs about 6 µs, each `redis.call` 1.5–3 µs, and a key created with a TTL inside a script about "
+                  "10 µs against 4.7 µs for the same SET NX PX sent directly. The smallest hash-based pair that "
+                  "keeps a fence (EXISTS, INCR, HSET, PEXPIRE; then HMGET, DEL) takes 35 µs inside the commands "
+                  "against the limit's 9.6; dlock's takes 37. A script-based fenced lock therefore stays near 1.6× "
+                  "the limit's server time; below that needs the common grant outside Lua (a MULTI of plain "
+                  "commands), which changes the layout every older client's scripts read.")
+        md.append(f"- **W1: the client's CPU ({cd / cl:.2f}× the limit's, {fmt(cd - cl, 1)} µs more per pair).** "
+                  "`perf` shows a flat profile: the allocator (about 15 %: the keys and arguments of each script "
+                  "call built as strings, the grant's handle), then the keys (`lock_keys`), the owner's wire form "
+                  "and the request's RESP encoding, each a few per cent. No single call dominates.")
     v_load = med_of(g("dlock", "default", "W1", "distinct", "busy"), "pairs_per_s")
     l_load = limit("distinct", "busy")
     if v_load and l_load:
