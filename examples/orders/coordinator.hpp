@@ -39,9 +39,10 @@ struct CoordinatorArgs {
   int reverse_every = 0;
 };
 
-// The bound a run() is held to: the claim, the Try phase, the decision and
-// the Confirms, and an allowance for the log's writes.
-inline constexpr milliseconds kRunBound{2000 + 2000 + 1000 + 1000 + 1000};
+// The bound a run() is held to: the Try phase, the decision and the
+// Confirms, and an allowance for the log's writes (the claim rides in the
+// record's first write).
+inline constexpr milliseconds kRunBound{2000 + 1000 + 1000 + 1000};
 
 // The process's exit status: 0 once every order is logged and finished.
 int run_coordinator(const CoordinatorArgs& args);

@@ -212,9 +212,10 @@ struct DLOCK_EXPORT CoordinatorOptions {
   // with full jitter in [1/2, 1]. Defaults 50 ms and 30 s.
   milliseconds retry_base{50};
   milliseconds retry_cap{30000};
-  // The claim's lease (renewed by the dlock watchdog while this coordinator
-  // drives). A dead coordinator's transactions are recovered this long
-  // after it died. Default 10 s.
+  // The claim's lease. The claim is kept in the transaction's log record
+  // (written with it: no lock of its own) and renewed only once a
+  // transaction has lasted a third of it. A dead coordinator's transactions
+  // are recovered this long after it died. Default 10 s.
   milliseconds claim_lease{10000};
   int alert_after = 3;                         // consecutive failures before on_alert
   std::function<void(const Alert&)> on_alert;  // any thread; must not block
@@ -279,10 +280,8 @@ class DLOCK_EXPORT Coordinator {
   //       whatever fails after it: recover() finishes the Confirms;
   //   Errc::aborted: decided to abort (why in the message); its Cancels
   //       are done or will be;
-  //   Errc::invalid_argument: an empty or reused gid, no branches, an
-  //       unknown participant;
-  //   Errc::busy: the gid could not be claimed (another call runs it, or
-  //       the store stayed busy): nothing was run;
+  //   Errc::invalid_argument: an empty or reused gid (logged already: run
+  //       or running), no branches, an unknown participant;
   //   Errc::in_doubt: the commit decision was written but the log's answer
   //       was lost, and reading it back failed within finish_within (at
   //       least 1 s): the
@@ -292,7 +291,7 @@ class DLOCK_EXPORT Coordinator {
   //   other errors (the log's, or lease_lost): no commit was decided and
   //       none will be: if the transaction was logged, recover() aborts it.
   //       Running the same gid again is safe (the log refuses a gid it has).
-  // How long it takes: the claim (up to 2 s when contended), the Try phase
+  // How long it takes: the record's write, the Try phase
   // (at most `timeout`: each Try's BranchContext::deadline is its end, and
   // HTTP and 2PC calls are cut there), the decision (its write and, if its
   // answer is lost, the read back: at most finish_within), then Confirms

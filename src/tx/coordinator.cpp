@@ -1,4 +1,4 @@
-// The TCC coordinator: claims a transaction with a dlock lease, runs the
+// The TCC coordinator: claims a transaction in its log record, runs the
 // I/O-free TccMachine, calls the participants and writes the log.
 #include <algorithm>
 #include <atomic>
@@ -18,6 +18,7 @@
 #include "tx/pg_log.hpp"
 #include "tx/pg_xa.hpp"
 #endif
+#include "tx/claim_keeper.hpp"
 #include "tx/tcc_machine.hpp"
 #include "tx/tx_log.hpp"
 
@@ -32,7 +33,6 @@ namespace {
 
 constexpr std::size_t kMaxGid = 120;  // so that "gid:branch" stays within PostgreSQL's 200-byte gids
 
-constexpr milliseconds kClaimWait{2000};
 constexpr std::string_view kDatabasePrefix = "pg:";  // a 2PC branch's participant in the log
 constexpr milliseconds kRecoveryClaimWait{100};
 
@@ -48,6 +48,10 @@ double jitter_unit() {
 struct Coordinator::Impl {
   CoordinatorOptions options;
   std::unique_ptr<detail::TxLog> log;
+  detail::ClaimKeeper keeper;  // after `log`, so that it stops first
+  // Recovery also takes the dlock lease "dlock-tx/<gid>" that coordinators
+  // before claims in the record drove under, so that it never takes over a
+  // transaction one of them still drives during an upgrade.
   Client claims;
   mutable std::mutex mu;
   std::map<std::string, Participant, std::less<>> participants;
@@ -61,12 +65,12 @@ struct Coordinator::Impl {
   std::atomic<std::uint64_t> branch_calls{0}, branch_failures{0}, alerts{0};
 
   Impl(CoordinatorOptions o, std::unique_ptr<detail::TxLog> l, Client c)
-      : options(std::move(o)), log(std::move(l)), claims(std::move(c)) {}
+      : options(std::move(o)), log(std::move(l)), keeper(*log, options.claim_lease), claims(std::move(c)) {}
 
-  // The claim on `gid`, waiting up to `wait`: on SQLite a try answers busy
-  // while another connection holds the file's write lock, so even a free
-  // claim needs a moment under load.
-  Result<Lease> claim(std::string_view gid, milliseconds wait) const {
+  // The dlock lease on `gid` (earlier versions' claim), waiting up to
+  // `wait`: on SQLite a try answers busy while another connection holds the
+  // file's write lock, so even a free one needs a moment under load.
+  Result<Lease> legacy_claim(std::string_view gid, milliseconds wait) const {
     LockOptions lo;
     lo.watchdog_lease = options.claim_lease;
     lo.renew_interval = options.claim_lease / 3;
@@ -299,11 +303,12 @@ struct Coordinator::Impl {
     return {};
   }
 
-  // Drives `info` under `claim` until it is finished, or decided and out of
-  // `budget`; then saves the progress for recovery. The Try phase is
-  // bounded by the machine's deadline, each Try cut there. Returns the state
-  // reached.
-  Result<State> drive(TccMachine& m, const TxInfo& info, const Lease& claim, Budget budget, std::string& reason) {
+  // Drives `info` under `claim` (and `lease`, if not null) until it is
+  // finished, or decided and out of `budget`; then saves the progress for
+  // recovery, which ends the claim (`saved`). The Try phase is bounded by
+  // the machine's deadline, each Try cut there. Returns the state reached.
+  Result<State> drive(TccMachine& m, const TxInfo& info, const detail::ClaimKeeper::Claim& claim, const Lease* lease,
+                      Budget budget, std::string& reason, bool& saved) {
     const std::uint64_t fence = claim.fence();
     Clock::time_point calls_by{}, waits_by{};
     auto start_phase_two = [&] {
@@ -313,18 +318,20 @@ struct Coordinator::Impl {
     };
     if (decided(m.state())) start_phase_two();
     for (;;) {
-      if (claim.lost())
+      const auto now = Clock::now();
+      const Step step = m.next(now);
+      // Finished is finished, even if the claim lapsed during the last write.
+      if (step.kind != Step::Kind::done && (claim.lost() || (lease != nullptr && lease->lost())))
         return Status(Errc::lease_lost, "the claim on transaction '" + info.gid +
                                             "' was lost; another coordinator "
                                             "may drive it now");
-      const auto now = Clock::now();
-      const Step step = m.next(now);
       switch (step.kind) {
         case Step::Kind::done:
           return m.state();
         case Step::Kind::call:
           if (decided(m.state()) && now >= calls_by) {
             if (Status s = leave(m, info, fence, milliseconds(0)); !s.ok()) return s;
+            saved = true;
             return m.state();
           }
           call_branch(m, info, step, decided(m.state()) ? calls_by : m.deadline());
@@ -343,6 +350,7 @@ struct Coordinator::Impl {
           if (decided(m.state()) && step.until > waits_by) {
             const auto due_in = std::chrono::ceil<milliseconds>(step.until - Clock::now());
             if (Status s = leave(m, info, fence, due_in); !s.ok()) return s;
+            saved = true;
             return m.state();
           }
           std::this_thread::sleep_until(step.until);
@@ -350,6 +358,34 @@ struct Coordinator::Impl {
         }
       }
     }
+  }
+
+  // One recovery pass over `gid`, claimed: true if it was driven (false:
+  // gone or finished meanwhile).
+  Result<bool> recover_one(const std::string& gid, const detail::ClaimKeeper::Claim& claim, const Lease& lease) {
+    auto info = log->load(gid);  // read under the claim: nobody else writes it now
+    if (!info.ok() || finished(info->state)) {
+      (void)log->release(gid, claim.fence());
+      if (!info.ok() && info.code() != Errc::not_held) return info.status();
+      return false;
+    }
+    std::vector<BranchProgress> progress(info->branches.size());
+    for (std::size_t i = 0; i < progress.size(); ++i) {
+      progress[i].done = info->branches[i].done;
+      progress[i].attempts = info->branches[i].attempts;
+      progress[i].last_error = info->branches[i].last_error;
+    }
+    TccMachine m(info->state, std::move(progress), Clock::now(), true);
+    m.set_backoff(options.retry_base, options.retry_cap);
+    std::string reason;
+    bool saved = false;
+    // One pass: every due call once, within finish_within; then the rest
+    // waits for its backoff.
+    auto state = drive(m, *info, claim, &lease, {options.finish_within, milliseconds(0)}, reason, saved);
+    if (!saved && !finished(m.state())) (void)log->release(gid, claim.fence());
+    if (!state.ok()) return state.status();
+    ++recovered;
+    return true;
   }
 };
 
@@ -461,16 +497,10 @@ Result<State> Coordinator::run_2pc(std::string_view gid, const std::vector<XaBra
 
 Result<State> Coordinator::run_logged(std::string_view gid, const std::vector<Branch>& branches) {
   const auto start = Clock::now();
-  auto claim = impl_->claim(gid, kClaimWait);
-  if (!claim.ok()) {
-    if (claim.code() == Errc::timeout)
-      return Status(Errc::busy, "transaction '" + std::string(gid) +
-                                    "' could not be claimed: it is driven already, "
-                                    "or the store is busy (" +
-                                    claim.status().message() + ")");
-    return claim.status();
-  }
-  if (Status s = impl_->log->create(gid, claim->fence(), branches, impl_->options.claim_lease); !s.ok()) return s;
+  // The record carries the claim: no lock is taken, and none released.
+  auto fence = impl_->log->create(gid, branches, impl_->options.claim_lease);
+  if (!fence.ok()) return fence.status();
+  auto claim = impl_->keeper.keep(std::string(gid), *fence, start);
   ++impl_->started;
   impl_->trace(gid, "created");
   TxInfo info;
@@ -480,8 +510,11 @@ Result<State> Coordinator::run_logged(std::string_view gid, const std::vector<Br
   m.set_backoff(impl_->options.retry_base, impl_->options.retry_cap);
   std::string reason;
   const milliseconds finish = impl_->options.finish_within;
-  auto state = impl_->drive(m, info, *claim, {finish, finish}, reason);
-  (void)claim->release();  // recovery takes over whatever is left
+  bool saved = false;
+  auto state = impl_->drive(m, info, *claim, nullptr, {finish, finish}, reason, saved);
+  // Recovery takes over whatever is left: at once if the claim ends here,
+  // when it lapses if this write is lost.
+  if (!saved && !finished(m.state())) (void)impl_->log->release(gid, *fence);
   // Once decided, the outcome is the decision, whatever went wrong after it
   // (a lost claim, a busy log): recovery finishes it. Reporting an error
   // here would invite the caller to run it again.
@@ -501,36 +534,23 @@ Result<int> Coordinator::recover() {
     if (first_error.ok()) first_error = std::move(s);
   };
   for (const auto& gid : *due) {
-    auto claim = impl_->claim(gid, kRecoveryClaimWait);
-    if (!claim.ok()) {
-      if (claim.code() != Errc::timeout) failed(claim.status());  // timeout: its coordinator is alive
+    auto lease = impl_->legacy_claim(gid, kRecoveryClaimWait);
+    if (!lease.ok()) {
+      if (lease.code() != Errc::timeout) failed(lease.status());  // timeout: its coordinator is alive
       continue;
     }
-    auto info = impl_->log->load(gid);  // read under the claim: nobody else writes it now
-    if (!info.ok()) {
-      if (info.code() != Errc::not_held) failed(info.status());
-      continue;
+    const auto sent = Clock::now();
+    auto fence = impl_->log->claim(gid, impl_->options.claim_lease);
+    if (!fence.ok() || !*fence) {
+      if (!fence.ok()) failed(fence.status());
+      (void)lease->release();
+      continue;  // finished meanwhile, or its driver's claim lives
     }
-    if (finished(info->state)) continue;
-    std::vector<BranchProgress> progress(info->branches.size());
-    for (std::size_t i = 0; i < progress.size(); ++i) {
-      progress[i].done = info->branches[i].done;
-      progress[i].attempts = info->branches[i].attempts;
-      progress[i].last_error = info->branches[i].last_error;
-    }
-    TccMachine m(info->state, std::move(progress), Clock::now(), true);
-    m.set_backoff(impl_->options.retry_base, impl_->options.retry_cap);
-    std::string reason;
-    // One pass: every due call once, within finish_within; then the rest
-    // waits for its backoff.
-    auto state = impl_->drive(m, *info, *claim, {impl_->options.finish_within, milliseconds(0)}, reason);
-    (void)claim->release();
-    if (!state.ok()) {
-      failed(state.status());
-      continue;
-    }
-    ++touched;
-    ++impl_->recovered;
+    auto claim = impl_->keeper.keep(gid, **fence, sent);
+    auto driven = impl_->recover_one(gid, *claim, *lease);
+    (void)lease->release();
+    if (!driven.ok()) failed(driven.status());
+    if (driven.ok() && *driven) ++touched;
   }
 #if DLOCK_TX_WITH_POSTGRES
   auto orphans = impl_->resolve_orphans();

@@ -30,7 +30,8 @@ BEGIN
     fence bigint NOT NULL,
     created_ms bigint NOT NULL,
     updated_ms bigint NOT NULL,
-    due_ms bigint NOT NULL
+    due_ms bigint NOT NULL,
+    claim_ms bigint NOT NULL DEFAULT 0
   );
   CREATE INDEX IF NOT EXISTS dlock_tx_due ON @S.dlock_tx (due_ms)
     WHERE state IN ('trying', 'committing', 'aborting');
@@ -48,6 +49,20 @@ BEGIN
 END
 $do$)sql";
 
+// A log made before claims rode in its records gains their column. Looked
+// for first, without a lock: ALTER TABLE would lock the table even with IF
+// NOT EXISTS.
+constexpr const char* kClaimColumn = R"sql(
+DO $do$
+BEGIN
+  IF NOT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = '@S.dlock_tx'::regclass AND attname = 'claim_ms'
+                 AND NOT attisdropped) THEN
+    PERFORM pg_advisory_xact_lock(hashtext('dlock tx schema @S'));
+    ALTER TABLE @S.dlock_tx ADD COLUMN IF NOT EXISTS claim_ms bigint NOT NULL DEFAULT 0;
+  END IF;
+END
+$do$)sql";
+
 // The server's clock in Unix ms: it dates records and schedules recovery
 // alike for every coordinator; no decision depends on it.
 #define DLOCK_TX_PG_NOW "(extract(epoch FROM clock_timestamp()) * 1000)::bigint"
@@ -56,19 +71,47 @@ $do$)sql";
 // synchronous_commit says (a decision lost in a crash would be undone).
 #define DLOCK_TX_PG_SYNC "sc AS (SELECT set_config('synchronous_commit', 'on', true) AS v)"
 
+#define DLOCK_TX_PG_UNFINISHED "state IN ('trying', 'committing', 'aborting')"
+
+// The record and its claim (fence 1, until $2 ms from now) in one write.
 constexpr const char* kCreate =
     "WITH " DLOCK_TX_PG_SYNC
-    ", g AS (INSERT INTO @S.dlock_tx (gid, state, fence, created_ms, updated_ms, due_ms) "
-    "SELECT $1, 'trying', $2::bigint, t.n, t.n, t.n + $3::bigint FROM sc, (SELECT " DLOCK_TX_PG_NOW
+    ", g AS (INSERT INTO @S.dlock_tx (gid, state, fence, created_ms, updated_ms, due_ms, claim_ms) "
+    "SELECT $1, 'trying', 1, t.n, t.n, t.n + $2::bigint, t.n + $2::bigint FROM sc, (SELECT " DLOCK_TX_PG_NOW
     " AS n) t ON CONFLICT (gid) DO NOTHING RETURNING gid), "
     "b AS (INSERT INTO @S.dlock_tx_branch (gid, branch, participant, payload) "
     "SELECT g.gid, (e.ord - 1)::int, e.v->>'p', decode(e.v->>'d', 'hex') "
-    "FROM g, jsonb_array_elements($4::jsonb) WITH ORDINALITY AS e(v, ord)) "
+    "FROM g, jsonb_array_elements($3::jsonb) WITH ORDINALITY AS e(v, ord)) "
     "SELECT count(*) FROM g";
 
-constexpr const char* kMove =
+// A takeover: durable, so that a crash of the server cannot hand the same
+// fence out twice.
+constexpr const char* kClaim =
     "WITH " DLOCK_TX_PG_SYNC
-    ", m AS (UPDATE @S.dlock_tx SET state = $3, reason = CASE WHEN $4 = '' THEN reason ELSE $4 "
+    ", c AS (UPDATE @S.dlock_tx SET fence = fence + 1, claim_ms = " DLOCK_TX_PG_NOW
+    " + $2::bigint WHERE gid = $1 AND " DLOCK_TX_PG_UNFINISHED " AND claim_ms <= " DLOCK_TX_PG_NOW
+    " AND (SELECT v IS NOT NULL FROM sc) RETURNING fence) SELECT fence FROM c";
+
+// Durable too: a renewal lost in a crash would let recovery take over a
+// transaction whose driver still counts on the renewal.
+constexpr const char* kRenew =
+    "WITH " DLOCK_TX_PG_SYNC ", r AS (UPDATE @S.dlock_tx SET claim_ms = " DLOCK_TX_PG_NOW
+    " + $3::bigint, due_ms = " DLOCK_TX_PG_NOW " + $3::bigint WHERE gid = $1 AND fence = $2::bigint AND "
+    DLOCK_TX_PG_UNFINISHED " AND claim_ms > " DLOCK_TX_PG_NOW " AND (SELECT v IS NOT NULL FROM sc) RETURNING gid) "
+    "SELECT count(*) FROM r";
+
+// Not forced to disk: a release lost in a crash only delays recovery until
+// the claim lapses.
+constexpr const char* kRelease = "UPDATE @S.dlock_tx SET claim_ms = 0, due_ms = least(due_ms, " DLOCK_TX_PG_NOW
+                                 ") WHERE gid = $1 AND fence = $2::bigint";
+
+// $7: 'on' for a decision (forced to disk whatever the role's
+// synchronous_commit says), 'off' for the end record: lost in a crash, it
+// leaves the transaction decided, and recovery sends its Confirms (or
+// Cancels, or COMMIT PREPARED) again, which the barrier and PostgreSQL's
+// prepared transactions make idempotent.
+constexpr const char* kMove =
+    "WITH sc AS (SELECT set_config('synchronous_commit', $7, true) AS v), m AS (UPDATE @S.dlock_tx SET state = $3, reason = CASE WHEN $4 = '' THEN reason ELSE $4 "
     "END, fence = $5::bigint, updated_ms = " DLOCK_TX_PG_NOW
     " WHERE gid = $1 AND state = $2 AND fence <= $5::bigint AND (SELECT v IS NOT NULL FROM sc) "
     "RETURNING gid), "
@@ -79,7 +122,7 @@ constexpr const char* kMove =
 constexpr const char* kSave =
     "WITH " DLOCK_TX_PG_SYNC ", m AS (UPDATE @S.dlock_tx SET fence = $3::bigint, updated_ms = " DLOCK_TX_PG_NOW
     ", due_ms = " DLOCK_TX_PG_NOW
-    " + $4::bigint WHERE gid = $1 AND state = $2 AND fence <= $3::bigint AND (SELECT v IS NOT "
+    " + $4::bigint, claim_ms = 0 WHERE gid = $1 AND state = $2 AND fence <= $3::bigint AND (SELECT v IS NOT "
     "NULL FROM sc) RETURNING gid), "
     "b AS (UPDATE @S.dlock_tx_branch AS t SET done = (e.v->>'done')::boolean, attempts = "
     "(e.v->>'a')::int, last_error = e.v->>'e' FROM m, jsonb_array_elements($5::jsonb) WITH "
@@ -96,13 +139,15 @@ constexpr const char* kBranches =
     "SELECT participant, encode(payload, 'hex'), done, attempts, last_error FROM @S.dlock_tx_branch WHERE gid = $1 "
     "ORDER BY branch";
 constexpr const char* kDue =
-    "SELECT gid FROM @S.dlock_tx WHERE state IN ('trying', 'committing', 'aborting') AND "
-    "due_ms <= " DLOCK_TX_PG_NOW " ORDER BY due_ms LIMIT $1::bigint";
+    "SELECT gid FROM @S.dlock_tx WHERE " DLOCK_TX_PG_UNFINISHED " AND due_ms <= " DLOCK_TX_PG_NOW " ORDER BY due_ms LIMIT $1::bigint";
 constexpr const char* kUnfinished =
     "SELECT gid FROM @S.dlock_tx WHERE state IN ('trying', 'committing', 'aborting') "
     "ORDER BY created_ms, gid LIMIT $1::bigint";
-constexpr const char* kMakeDue = "UPDATE @S.dlock_tx SET due_ms = " DLOCK_TX_PG_NOW
-                                 " WHERE gid = $1 AND state IN ('trying', 'committing', 'aborting') RETURNING gid";
+// A live claim keeps its due time: a recovery of an earlier version reads
+// only that, and would drive the transaction beside its driver.
+constexpr const char* kMakeDue = "UPDATE @S.dlock_tx SET due_ms = CASE WHEN claim_ms > " DLOCK_TX_PG_NOW
+                                 " THEN due_ms ELSE " DLOCK_TX_PG_NOW " END WHERE gid = $1 AND " DLOCK_TX_PG_UNFINISHED
+                                 " RETURNING gid";
 
 std::string hex(std::string_view bytes) {
   static constexpr char kDigits[] = "0123456789abcdef";
@@ -173,10 +218,14 @@ class PgLog final : public TxLog {
       if (!id.ok()) return id.status();
       if (id->empty() || id->front().empty() || !id->front()[0]) return {Errc::server_error, "the log has no id"};
       id_ = *id->front()[0];
+      // Upgrading a log is not making one. A role that may only read it
+      // still reads it: writes are refused by the server then.
+      (void)exec(kClaimColumn, {});
       return {};
     }
     auto r = exec(kSchema, {});
     if (!r.ok()) return r.status();
+    if (auto c = exec(kClaimColumn, {}); !c.ok()) return c.status();
     // The log's id: made by whichever process gets there first. When
     // another's insert was in flight, ours waited for it and did nothing,
     // while the statement's snapshot predates its row: asked again, it is
@@ -196,25 +245,44 @@ class PgLog final : public TxLog {
     return {Errc::server_error, "the log has no id"};
   }
 
-  Status create(std::string_view gid, std::uint64_t fence, const std::vector<Branch>& branches,
-                milliseconds due_in) override {
+  Result<std::uint64_t> create(std::string_view gid, const std::vector<Branch>& branches,
+                               milliseconds lease) override {
     std::string json = "[";
     for (const auto& b : branches)
       json += (json.size() > 1 ? "," : "") + std::string("{\"p\":") + json_string(b.participant) + ",\"d\":\"" +
               hex(b.payload) + "\"}";
     json += "]";
-    auto r = exec(kCreate, {std::string(gid), std::to_string(fence), std::to_string(due_in.count()), json});
+    auto r = exec(kCreate, {std::string(gid), std::to_string(lease.count()), json});
     if (!r.ok()) return r.status();
     if (count_of(*r) != "1")
-      return {Errc::invalid_argument, "transaction '" + std::string(gid) + "' is already in the log"};
-    return {};
+      return Status(Errc::invalid_argument, "transaction '" + std::string(gid) + "' is already in the log");
+    return std::uint64_t{1};
+  }
+
+  Result<std::optional<std::uint64_t>> claim(std::string_view gid, milliseconds lease) override {
+    auto r = exec(kClaim, {std::string(gid), std::to_string(lease.count())});
+    if (!r.ok()) return r.status();
+    const std::string fence = count_of(*r);
+    if (fence.empty()) return std::optional<std::uint64_t>();
+    return std::optional<std::uint64_t>(std::stoull(fence));
+  }
+
+  Result<bool> renew(std::string_view gid, std::uint64_t fence, milliseconds lease, Clock::time_point by) override {
+    auto r = exec(kRenew, {std::string(gid), std::to_string(fence), std::to_string(lease.count())}, by);
+    if (!r.ok()) return r.status();
+    return count_of(*r) == "1";
+  }
+
+  Status release(std::string_view gid, std::uint64_t fence) override {
+    return exec(kRelease, {std::string(gid), std::to_string(fence)}).status();
   }
 
   Result<bool> move(std::string_view gid, std::uint64_t fence, State from, State to, std::string_view reason,
                     Clock::time_point by) override {
     auto r = exec(kMove,
                   {std::string(gid), std::string(state_column(from)), std::string(state_column(to)),
-                   std::string(reason), std::to_string(fence), finished(to) ? "true" : "false"},
+                   std::string(reason), std::to_string(fence), finished(to) ? "true" : "false",
+                   finished(to) ? "off" : "on"},
                   by);
     if (!r.ok()) return r.status();
     return count_of(*r) == "1";

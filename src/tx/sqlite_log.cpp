@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "sqlite/database.hpp"
+#include "sqlite/host.hpp"
 
 namespace dlock::tx::detail {
 namespace {
@@ -15,7 +16,9 @@ using sqlite::Database;
 using sqlite::WriteTransaction;
 
 // The log's clock, Unix ms: on one host, the host's. It only dates records
-// and schedules recovery; no decision depends on it.
+// and schedules recovery; no decision depends on it. Claims run on the
+// host's boot clock instead (sqlite::boot_ms(), with the boot's id), as the
+// SQLite lock table's leases do: a step of the wall clock lapses none.
 #define DLOCK_TX_NOW "CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)"
 
 constexpr const char* kSchema = R"sql(
@@ -26,7 +29,9 @@ CREATE TABLE IF NOT EXISTS dlock_tx (
   fence INTEGER NOT NULL,
   created_ms INTEGER NOT NULL,
   updated_ms INTEGER NOT NULL,
-  due_ms INTEGER NOT NULL
+  due_ms INTEGER NOT NULL,
+  claim_ms INTEGER NOT NULL DEFAULT 0,
+  claim_boot TEXT NOT NULL DEFAULT ''
 );
 CREATE INDEX IF NOT EXISTS dlock_tx_due ON dlock_tx (due_ms)
   WHERE state IN ('trying', 'committing', 'aborting');
@@ -48,6 +53,8 @@ CREATE TABLE IF NOT EXISTS dlock_tx_meta (
 
 std::int64_t as_int(std::uint64_t v) { return static_cast<std::int64_t>(v); }
 
+#define DLOCK_TX_UNFINISHED "state IN ('trying', 'committing', 'aborting')"
+
 // How many of the log's tables (kSchema's) the database holds.
 constexpr std::int64_t kLogTables = 3;
 Result<std::int64_t> log_tables(Database& db) {
@@ -60,6 +67,37 @@ Result<std::int64_t> log_tables(Database& db) {
   const std::int64_t n = *row ? q->int64(0) : 0;
   q->reset();
   return n;
+}
+
+// A claim that holds: taken on this boot, lapsing after ?N (now, boot ms).
+#define DLOCK_TX_LIVE_CLAIM(now, boot) "(claim_boot = " boot " AND claim_ms > " now ")"
+
+// A log made before claims rode in its records gains their columns (one
+// process adds them; another that lost the race finds them there).
+Status add_claim_columns(Database& db) {
+  for (const char* column : {"claim_ms", "claim_boot"}) {
+    auto has = [&]() -> Result<bool> {
+      auto q = db.prepare("SELECT count(*) FROM pragma_table_info('dlock_tx') WHERE name = ?1");
+      if (!q.ok()) return q.status();
+      q->bind(1, std::string_view(column));
+      auto row = q->step();
+      if (!row.ok()) return row.status();
+      const bool there = *row && q->int64(0) == 1;
+      q->reset();
+      return there;
+    };
+    auto there = has();
+    if (!there.ok()) return there.status();
+    if (*there) continue;
+    const std::string add = std::string("ALTER TABLE dlock_tx ADD COLUMN ") + column +
+                            (std::string_view(column) == "claim_ms" ? " INTEGER NOT NULL DEFAULT 0"
+                                                                    : " TEXT NOT NULL DEFAULT ''");
+    Status added = db.exec_retrying(add.c_str());
+    if (added.ok()) continue;
+    there = has();
+    if (!there.ok() || !*there) return added;
+  }
+  return {};
 }
 
 class SqliteLog final : public TxLog {
@@ -96,18 +134,21 @@ class SqliteLog final : public TxLog {
     return {};
   }
 
-  Status create(std::string_view gid, std::uint64_t fence, const std::vector<Branch>& branches,
-                milliseconds due_in) override {
+  Result<std::uint64_t> create(std::string_view gid, const std::vector<Branch>& branches,
+                               milliseconds lease) override {
     std::lock_guard lock(mu_);
+    if (Status s = full(); !s.ok()) return s;
     WriteTransaction tx(*db_);
     if (Status s = tx.begin(); !s.ok()) return s;
     auto head = db_->prepare(
-        "INSERT INTO dlock_tx (gid, state, fence, created_ms, updated_ms, due_ms) VALUES (?1, "
-        "'trying', ?2, " DLOCK_TX_NOW ", " DLOCK_TX_NOW ", " DLOCK_TX_NOW " + ?3) ON CONFLICT (gid) DO NOTHING");
+        "INSERT INTO dlock_tx (gid, state, fence, created_ms, updated_ms, due_ms, claim_ms, claim_boot) VALUES "
+        "(?1, 'trying', 1, " DLOCK_TX_NOW ", " DLOCK_TX_NOW ", " DLOCK_TX_NOW " + ?2, ?3 + ?2, ?4) ON CONFLICT (gid) "
+        "DO NOTHING");
     if (!head.ok()) return head.status();
-    if (Status s = head->bind(1, gid).bind(2, as_int(fence)).bind(3, due_in.count()).run(); !s.ok()) return s;
+    Status put = head->bind(1, gid).bind(2, lease.count()).bind(3, sqlite::boot_ms()).bind(4, sqlite::boot_id()).run();
+    if (!put.ok()) return put;
     if (db_->changes() != 1)
-      return {Errc::invalid_argument, "transaction '" + std::string(gid) + "' is already in the log"};
+      return Status(Errc::invalid_argument, "transaction '" + std::string(gid) + "' is already in the log");
     auto row = db_->prepare("INSERT INTO dlock_tx_branch (gid, branch, participant, payload) VALUES (?1, ?2, ?3, ?4)");
     if (!row.ok()) return row.status();
     for (std::size_t i = 0; i < branches.size(); ++i) {
@@ -118,13 +159,84 @@ class SqliteLog final : public TxLog {
                      .run();
       if (!s.ok()) return s;
     }
-    return commit(tx);
+    if (Status s = commit(tx); !s.ok()) return s;
+    return std::uint64_t{1};
+  }
+
+  Result<std::optional<std::uint64_t>> claim(std::string_view gid, milliseconds lease) override {
+    std::lock_guard lock(mu_);
+    if (Status s = full(); !s.ok()) return s;
+    WriteTransaction tx(*db_);
+    if (Status s = tx.begin(); !s.ok()) return s;
+    auto q = db_->prepare("UPDATE dlock_tx SET fence = fence + 1, claim_ms = ?3 + ?2, claim_boot = ?4 WHERE gid = ?1 "
+                          "AND " DLOCK_TX_UNFINISHED " AND NOT " DLOCK_TX_LIVE_CLAIM("?3", "?4") " RETURNING fence");
+    if (!q.ok()) return q.status();
+    q->bind(1, gid).bind(2, lease.count()).bind(3, sqlite::boot_ms()).bind(4, sqlite::boot_id());
+    auto row = q->step();
+    if (!row.ok()) return row.status();
+    std::optional<std::uint64_t> fence;
+    if (*row) fence = static_cast<std::uint64_t>(q->int64(0));
+    q->reset();
+    if (Status s = commit(tx); !s.ok()) return s;
+    return fence;
+  }
+
+  // `by` is not used: the file's busy timeout bounds a write.
+  Result<bool> renew(std::string_view gid, std::uint64_t fence, milliseconds lease,
+                     Clock::time_point /*by*/) override {
+    std::lock_guard lock(mu_);
+    if (Status s = full(); !s.ok()) return s;
+    auto q = db_->prepare("UPDATE dlock_tx SET claim_ms = ?4 + ?3, due_ms = " DLOCK_TX_NOW
+                          " + ?3 WHERE gid = ?1 AND fence = ?2 AND " DLOCK_TX_UNFINISHED
+                          " AND " DLOCK_TX_LIVE_CLAIM("?4", "?5"));
+    if (!q.ok()) return q.status();
+    Status s = q->bind(1, gid)
+                   .bind(2, as_int(fence))
+                   .bind(3, lease.count())
+                   .bind(4, sqlite::boot_ms())
+                   .bind(5, sqlite::boot_id())
+                   .run();
+    if (!s.ok()) return s;
+    return db_->changes() == 1;
+  }
+
+  Status release(std::string_view gid, std::uint64_t fence) override {
+    std::lock_guard lock(mu_);
+    auto q = db_->prepare("UPDATE dlock_tx SET claim_ms = 0, due_ms = min(due_ms, " DLOCK_TX_NOW
+                          ") WHERE gid = ?1 AND fence = ?2");
+    if (!q.ok()) return q.status();
+    return q->bind(1, gid).bind(2, as_int(fence)).run();
   }
 
   // `by` is not used: the file's busy timeout bounds a write.
   Result<bool> move(std::string_view gid, std::uint64_t fence, State from, State to, std::string_view reason,
                     Clock::time_point /*by*/) override {
     std::lock_guard lock(mu_);
+    // The end record is not forced to disk (WAL with synchronous NORMAL):
+    // lost in a power cut, it leaves the transaction decided, and recovery
+    // sends its Confirms or Cancels again, which the barrier makes
+    // idempotent. Decisions stay FULL.
+    if (!finished(to)) {
+      if (Status s = full(); !s.ok()) return s;
+      return move_row(gid, fence, from, to, reason);
+    }
+    full_ = false;
+    if (Status s = db_->exec_retrying("PRAGMA synchronous = NORMAL"); !s.ok()) return s;
+    auto r = move_row(gid, fence, from, to, reason);
+    (void)full();  // if it fails, the next write that must be durable tries again first
+    return r;
+  }
+
+  // Every write but the end record's is forced to disk.
+  Status full() {
+    if (full_) return {};
+    if (Status s = db_->exec_retrying("PRAGMA synchronous = FULL"); !s.ok()) return s;
+    full_ = true;
+    return {};
+  }
+
+  // move()'s write transaction.
+  Result<bool> move_row(std::string_view gid, std::uint64_t fence, State from, State to, std::string_view reason) {
     WriteTransaction tx(*db_);
     if (Status s = tx.begin(); !s.ok()) return s;
     auto r = claim_row(gid, fence, from, to, reason, milliseconds(-1));  // due as it was
@@ -141,6 +253,7 @@ class SqliteLog final : public TxLog {
   Result<bool> save(std::string_view gid, std::uint64_t fence, State state, const std::vector<BranchInfo>& branches,
                     milliseconds due_in) override {
     std::lock_guard lock(mu_);
+    if (Status s = full(); !s.ok()) return s;
     WriteTransaction tx(*db_);
     if (Status s = tx.begin(); !s.ok()) return s;
     auto r = claim_row(gid, fence, state, state, {}, due_in);
@@ -194,7 +307,7 @@ class SqliteLog final : public TxLog {
 
   Result<std::vector<std::string>> due(std::size_t limit) override {
     return gids(
-        "SELECT gid FROM dlock_tx WHERE state IN ('trying', 'committing', 'aborting') AND due_ms <= " DLOCK_TX_NOW
+        "SELECT gid FROM dlock_tx WHERE " DLOCK_TX_UNFINISHED " AND due_ms <= " DLOCK_TX_NOW
         " ORDER BY due_ms LIMIT ?1",
         limit);
   }
@@ -208,10 +321,12 @@ class SqliteLog final : public TxLog {
 
   Status make_due(std::string_view gid) override {
     std::lock_guard lock(mu_);
-    auto q = db_->prepare("UPDATE dlock_tx SET due_ms = " DLOCK_TX_NOW
-                          " WHERE gid = ?1 AND state IN ('trying', 'committing', 'aborting')");
+    // A live claim keeps its due time: a recovery of an earlier version
+    // reads only that, and would drive the transaction beside its driver.
+    auto q = db_->prepare("UPDATE dlock_tx SET due_ms = CASE WHEN " DLOCK_TX_LIVE_CLAIM("?2", "?3") " THEN due_ms ELSE "
+                          DLOCK_TX_NOW " END WHERE gid = ?1 AND " DLOCK_TX_UNFINISHED);
     if (!q.ok()) return q.status();
-    if (Status s = q->bind(1, gid).run(); !s.ok()) return s;
+    if (Status s = q->bind(1, gid).bind(2, sqlite::boot_ms()).bind(3, sqlite::boot_id()).run(); !s.ok()) return s;
     if (db_->changes() != 1) return {Errc::not_held, "no unfinished transaction '" + std::string(gid) + "'"};
     return {};
   }
@@ -235,13 +350,15 @@ class SqliteLog final : public TxLog {
   }
 
   // The fenced compare-and-set of the transaction's row, inside the caller's
-  // write transaction; due `due_in` from now (negative: unchanged).
+  // write transaction; due `due_in` from now and the claim ended (negative:
+  // both unchanged).
   Result<bool> claim_row(std::string_view gid, std::uint64_t fence, State from, State to, std::string_view reason,
                          milliseconds due_in) {
     auto q = db_->prepare(
         "UPDATE dlock_tx SET state = ?3, reason = CASE WHEN ?4 = '' THEN reason ELSE ?4 END, "
         "fence = ?5, updated_ms = " DLOCK_TX_NOW ", due_ms = CASE WHEN ?6 < 0 THEN due_ms ELSE " DLOCK_TX_NOW
-        " + ?6 END WHERE gid = ?1 AND state = ?2 AND fence <= ?5");
+        " + ?6 END, claim_ms = CASE WHEN ?6 < 0 THEN claim_ms ELSE 0 END WHERE gid = ?1 AND state = ?2 AND "
+        "fence <= ?5");
     if (!q.ok()) return q.status();
     Status s = q->bind(1, gid)
                    .bind(2, state_column(from))
@@ -256,6 +373,7 @@ class SqliteLog final : public TxLog {
 
   std::mutex mu_;
   std::unique_ptr<Database> db_;
+  bool full_ = true;  // PRAGMA synchronous is FULL; under mu_
 };
 
 }  // namespace
@@ -286,6 +404,10 @@ Result<std::unique_ptr<TxLog>> open_sqlite_log(const std::string& path, millisec
   if (Status s = (*db)->exec_retrying("PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL"); !s.ok()) return s;
   if (create_if_missing)
     if (Status s = (*db)->exec_retrying(kSchema); !s.ok()) return s;
+  // Upgrading a log is not making one: done whether or not `create_if_missing`
+  // (a log opened only to be read, from a file that cannot be written, is
+  // still read).
+  if (Status s = add_claim_columns(**db); !s.ok() && create_if_missing) return s;
   auto log = std::make_unique<SqliteLog>(std::move(*db));
   if (Status s = log->init_id(create_if_missing); !s.ok()) return s;
   return std::unique_ptr<TxLog>(std::move(log));

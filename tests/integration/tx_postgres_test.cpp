@@ -120,7 +120,7 @@ TEST_F(TxPostgres, ADecisionSurvivesAServerCrashEvenWithSynchronousCommitOff) {
     CoordinatorOptions o;
     o.finish_within = 200ms;  // one round of Confirms; bob's retry falls after it
     o.retry_base = 1000ms;
-    o.claim_lease = 300ms;  // its release may be lost in the crash (the lock store's commit is not forced)
+    o.claim_lease = 300ms;  // should the claim outlive the crash, recovery waits this long
     auto c = open(o);
     c.add_participant("bob",
                       {bob.credit().try_, [](const BranchContext&) { return Outcome::unknown; }, bob.credit().cancel});
@@ -144,19 +144,32 @@ TEST_F(TxPostgres, ADecisionSurvivesAServerCrashEvenWithSynchronousCommitOff) {
 TEST_F(TxPostgres, ALogWriteWithAStaleFenceOrStateChangesNothing) {
   auto log = detail::open_pg_log(pg.url());
   ASSERT_TRUE(log.ok()) << log.status().to_string();
-  ASSERT_TRUE((*log)->create("f", 5, transfer(1), 0ms).ok());
-  EXPECT_EQ((*log)->create("f", 6, transfer(1), 0ms).code(), Errc::invalid_argument) << "a gid is logged once";
-  auto stale = (*log)->move("f", 4, State::trying, State::committing, {});
+  auto first = (*log)->create("f", transfer(1), 0ms);  // a claim that lapses at once
+  ASSERT_TRUE(first.ok()) << first.status().to_string();
+  EXPECT_EQ(*first, 1u);
+  EXPECT_EQ((*log)->create("f", transfer(1), 60s).code(), Errc::invalid_argument) << "a gid is logged once";
+  std::this_thread::sleep_for(2ms);  // the log's clock counts ms: the lapse is past
+  auto taken = (*log)->claim("f", 60s);
+  ASSERT_TRUE(taken.ok()) << taken.status().to_string();
+  ASSERT_TRUE(taken->has_value());
+  EXPECT_EQ(**taken, 2u) << "a takeover raises the fence";
+  auto again = (*log)->claim("f", 60s);
+  ASSERT_TRUE(again.ok());
+  EXPECT_FALSE(again->has_value()) << "a live claim is not taken over";
+  auto stale = (*log)->move("f", 1, State::trying, State::committing, {});
   ASSERT_TRUE(stale.ok()) << stale.status().to_string();
   EXPECT_FALSE(*stale) << "a coordinator paused past its claim cannot decide";
-  auto newer = (*log)->move("f", 7, State::trying, State::aborting, "taken over");
+  auto stale_renewal = (*log)->renew("f", 1, 60s);
+  ASSERT_TRUE(stale_renewal.ok()) << stale_renewal.status().to_string();
+  EXPECT_FALSE(*stale_renewal) << "nor keep its claim";
+  auto newer = (*log)->move("f", 2, State::trying, State::aborting, "taken over");
   ASSERT_TRUE(newer.ok());
   EXPECT_TRUE(*newer);
   std::vector<BranchInfo> progress(2);
   progress[0].done = true;
-  auto late_save = (*log)->save("f", 5, State::aborting, progress, 0ms);
+  auto late_save = (*log)->save("f", 1, State::aborting, progress, 0ms);
   ASSERT_TRUE(late_save.ok());
-  EXPECT_FALSE(*late_save) << "fence 5 is below the 7 that wrote last";
+  EXPECT_FALSE(*late_save) << "fence 1 is below the 2 that wrote last";
   auto wrong_state = (*log)->move("f", 9, State::trying, State::committing, {});
   ASSERT_TRUE(wrong_state.ok());
   EXPECT_FALSE(*wrong_state) << "every move is a compare-and-set on the state";
@@ -165,9 +178,13 @@ TEST_F(TxPostgres, ALogWriteWithAStaleFenceOrStateChangesNothing) {
   EXPECT_EQ(info->state, State::aborting);
   EXPECT_EQ(info->reason, "taken over");
   EXPECT_FALSE(info->branches[0].done) << "the stale save wrote no branch either";
-  auto saved = (*log)->save("f", 7, State::aborting, progress, 0ms);
+  auto saved = (*log)->save("f", 2, State::aborting, progress, 0ms);
   ASSERT_TRUE(saved.ok() && *saved);
   EXPECT_TRUE((*log)->load("f")->branches[0].done);
+  auto after_save = (*log)->claim("f", 60s);
+  ASSERT_TRUE(after_save.ok());
+  ASSERT_TRUE(after_save->has_value()) << "a save hands the transaction to recovery: its claim ends";
+  EXPECT_EQ(**after_save, 3u);
 }
 
 // The participant-side barrier on PostgreSQL, on the participant's own

@@ -1,6 +1,7 @@
 // TCC transactions with the log in a real SQLite file and participants that
 // keep their money in their own SQLite databases behind the barrier.
 #include <gtest/gtest.h>
+#include <sqlite3.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -12,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "dlock/client.hpp"
 #include "dlock/tx.hpp"
 #include "integration/tx_bank.hpp"
 #include "support/temp_dir.hpp"
@@ -243,20 +245,125 @@ TEST_F(TxSqlite, AFailedTryLeavesNoBarrierRowSoItsCancelIsEmpty) {
 TEST_F(TxSqlite, ALogWriteWithAStaleFenceChangesNothing) {
   auto log = detail::open_sqlite_log(dir.file("fence.db"), 1000ms);
   ASSERT_TRUE(log.ok()) << log.status().to_string();
-  ASSERT_TRUE((*log)->create("f", 5, transfer(1), 0ms).ok());
-  auto stale = (*log)->move("f", 4, State::trying, State::committing, {});
+  auto first = (*log)->create("f", transfer(1), 0ms);  // a claim that lapses at once
+  ASSERT_TRUE(first.ok()) << first.status().to_string();
+  EXPECT_EQ(*first, 1u);
+  EXPECT_EQ((*log)->create("f", transfer(1), 60s).code(), Errc::invalid_argument) << "a gid is logged once";
+  auto taken = (*log)->claim("f", 60s);
+  ASSERT_TRUE(taken.ok()) << taken.status().to_string();
+  ASSERT_TRUE(taken->has_value());
+  EXPECT_EQ(**taken, 2u) << "a takeover raises the fence";
+  auto again = (*log)->claim("f", 60s);
+  ASSERT_TRUE(again.ok());
+  EXPECT_FALSE(again->has_value()) << "a live claim is not taken over";
+  auto stale = (*log)->move("f", 1, State::trying, State::committing, {});
   ASSERT_TRUE(stale.ok());
   EXPECT_FALSE(*stale) << "a coordinator paused past its claim cannot decide";
-  auto newer = (*log)->move("f", 7, State::trying, State::aborting, "taken over");
+  auto stale_renewal = (*log)->renew("f", 1, 60s);
+  ASSERT_TRUE(stale_renewal.ok());
+  EXPECT_FALSE(*stale_renewal) << "nor keep its claim";
+  auto renewed = (*log)->renew("f", 2, 60s);
+  ASSERT_TRUE(renewed.ok());
+  EXPECT_TRUE(*renewed);
+  auto newer = (*log)->move("f", 2, State::trying, State::aborting, "taken over");
   ASSERT_TRUE(newer.ok());
   EXPECT_TRUE(*newer);
-  auto late = (*log)->move("f", 5, State::aborting, State::aborted, {});
+  auto late = (*log)->move("f", 1, State::aborting, State::aborted, {});
   ASSERT_TRUE(late.ok());
-  EXPECT_FALSE(*late) << "fence 5 is below the 7 that wrote last";
+  EXPECT_FALSE(*late) << "fence 1 is below the 2 that wrote last";
   auto wrong_state = (*log)->move("f", 9, State::trying, State::committing, {});
   ASSERT_TRUE(wrong_state.ok());
   EXPECT_FALSE(*wrong_state) << "every move is a compare-and-set on the state";
   EXPECT_EQ((*log)->load("f")->state, State::aborting);
+  ASSERT_TRUE((*log)->release("f", 2).ok());
+  auto after_release = (*log)->claim("f", 60s);
+  ASSERT_TRUE(after_release.ok());
+  ASSERT_TRUE(after_release->has_value()) << "a released claim is taken at once";
+  EXPECT_EQ(**after_release, 3u);
+}
+
+// During an upgrade, a coordinator of an earlier version drives under the
+// dlock lease "dlock-tx/<gid>", with no claim in the record: recovery
+// leaves the transaction alone while that lease is held.
+TEST_F(TxSqlite, RecoveryLeavesATransactionAnEarlierVersionDrivesUnderItsLease) {
+  {
+    auto log = detail::open_sqlite_log(dir.file("tx.db"), 1000ms);
+    ASSERT_TRUE(log.ok()) << log.status().to_string();
+    ASSERT_TRUE((*log)->create("old", transfer(1), 0ms).ok());  // due, its claim lapsed
+  }
+  auto client = Client::try_connect(url());
+  ASSERT_TRUE(client.ok()) << client.status().to_string();
+  auto lease = client->acquire("dlock-tx/old", 0ms);
+  ASSERT_TRUE(lease.ok()) << lease.status().to_string();
+  auto c = open();
+  auto n = c.recover();
+  ASSERT_TRUE(n.ok()) << n.status().to_string();
+  EXPECT_EQ(*n, 0) << "the older coordinator's lease keeps it";
+  EXPECT_EQ(c.show("old")->state, State::trying);
+  ASSERT_TRUE(lease->release().ok());
+  auto info = recover_until_finished(c, "old");
+  ASSERT_TRUE(info.ok()) << info.status().to_string();
+  EXPECT_EQ(info->state, State::aborted) << "once it is let go, presumed abort";
+  expect_settled();
+}
+
+// A log written by 0.2.0 has no claim columns: opening it adds them, even
+// when opening only what exists, and it works on.
+TEST_F(TxSqlite, ALogOfAnEarlierVersionGainsItsClaimColumnsWhenOpened) {
+  ASSERT_TRUE(open().run("before", transfer(1)).ok());
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(dir.file("tx.db").c_str(), &db), SQLITE_OK);
+  char* error = nullptr;
+  const int rc = sqlite3_exec(db, "ALTER TABLE dlock_tx DROP COLUMN claim_ms; ALTER TABLE dlock_tx DROP COLUMN claim_boot",
+                              nullptr, nullptr, &error);
+  EXPECT_EQ(rc, SQLITE_OK) << (error ? error : "");
+  sqlite3_free(error);
+  sqlite3_close(db);
+  CoordinatorOptions o;
+  o.create_if_missing = false;
+  auto c = open(o);
+  auto r = c.run("after", transfer(1));
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(*r, State::committed);
+  EXPECT_EQ(c.show("before")->state, State::committed) << "what the old log held is still there";
+  EXPECT_EQ(alice.column("balance"), 98);
+}
+
+// A transaction that lasts longer than its claim's lease keeps the claim:
+// recovery running beside it all along never takes it over.
+TEST_F(TxSqlite, ATransactionLongerThanItsClaimLeaseIsNotTakenOver) {
+  CoordinatorOptions o;
+  o.claim_lease = 600ms;
+  auto driver = open(o);
+  std::atomic<bool> trying{false};
+  driver.add_participant("bob", {[&](const BranchContext& ctx) {
+                                   trying = true;
+                                   std::this_thread::sleep_for(2000ms);  // over three leases
+                                   return bob.credit().try_(ctx);
+                                 },
+                                 bob.credit().confirm, bob.credit().cancel});
+  auto recovery = open(o);
+  std::atomic<bool> done{false};
+  int passes = 0;
+  std::thread recovering([&] {
+    while (!trying && !done) std::this_thread::sleep_for(1ms);
+    for (; !done; ++passes) {
+      (void)recovery.retry_now("long");
+      auto n = recovery.recover();
+      EXPECT_TRUE(n.ok()) << n.status().to_string();
+      std::this_thread::sleep_for(50ms);
+    }
+  });
+  auto r = driver.run("long", transfer(10));
+  done = true;
+  recovering.join();
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(*r, State::committed);
+  EXPECT_GT(passes, 5) << "recovery looked at it all along";
+  EXPECT_EQ(recovery.stats().recovered, 0u) << "and never took it over";
+  EXPECT_EQ(alice.column("balance"), 90);
+  EXPECT_EQ(bob.column("balance"), 60);
+  expect_settled();
 }
 
 // The log file deleted under a running coordinator: its next transaction
