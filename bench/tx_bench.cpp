@@ -219,7 +219,8 @@ struct StepTimes {
   void print() {
     std::lock_guard lk(mu);
     for (const auto& [step, t] : by_step)
-      std::fprintf(stderr, "  until %-16s %8.0f us mean (%ld)\n", step.c_str(), t.first / static_cast<double>(t.second), t.second);
+      std::fprintf(stderr, "  until %-16s %8.0f us mean (%ld)\n", step.c_str(), t.first / static_cast<double>(t.second),
+                   t.second);
   }
 };
 thread_local Clock::time_point StepTimes::last;

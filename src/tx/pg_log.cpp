@@ -87,8 +87,7 @@ constexpr const char* kCreate =
 // A takeover: durable, so that a crash of the server cannot hand the same
 // fence out twice.
 constexpr const char* kClaim =
-    "WITH " DLOCK_TX_PG_SYNC
-    ", c AS (UPDATE @S.dlock_tx SET fence = fence + 1, claim_ms = " DLOCK_TX_PG_NOW
+    "WITH " DLOCK_TX_PG_SYNC ", c AS (UPDATE @S.dlock_tx SET fence = fence + 1, claim_ms = " DLOCK_TX_PG_NOW
     " + $2::bigint WHERE gid = $1 AND " DLOCK_TX_PG_UNFINISHED " AND claim_ms <= " DLOCK_TX_PG_NOW
     " AND (SELECT v IS NOT NULL FROM sc) RETURNING fence) SELECT fence FROM c";
 
@@ -96,8 +95,9 @@ constexpr const char* kClaim =
 // transaction whose driver still counts on the renewal.
 constexpr const char* kRenew =
     "WITH " DLOCK_TX_PG_SYNC ", r AS (UPDATE @S.dlock_tx SET claim_ms = " DLOCK_TX_PG_NOW
-    " + $3::bigint, due_ms = " DLOCK_TX_PG_NOW " + $3::bigint WHERE gid = $1 AND fence = $2::bigint AND "
-    DLOCK_TX_PG_UNFINISHED " AND claim_ms > " DLOCK_TX_PG_NOW " AND (SELECT v IS NOT NULL FROM sc) RETURNING gid) "
+    " + $3::bigint, due_ms = " DLOCK_TX_PG_NOW
+    " + $3::bigint WHERE gid = $1 AND fence = $2::bigint AND " DLOCK_TX_PG_UNFINISHED " AND claim_ms > " DLOCK_TX_PG_NOW
+    " AND (SELECT v IS NOT NULL FROM sc) RETURNING gid) "
     "SELECT count(*) FROM r";
 
 // Not forced to disk: a release lost in a crash only delays recovery until
@@ -111,7 +111,8 @@ constexpr const char* kRelease = "UPDATE @S.dlock_tx SET claim_ms = 0, due_ms = 
 // Cancels, or COMMIT PREPARED) again, which the barrier and PostgreSQL's
 // prepared transactions make idempotent.
 constexpr const char* kMove =
-    "WITH sc AS (SELECT set_config('synchronous_commit', $7, true) AS v), m AS (UPDATE @S.dlock_tx SET state = $3, reason = CASE WHEN $4 = '' THEN reason ELSE $4 "
+    "WITH sc AS (SELECT set_config('synchronous_commit', $7, true) AS v), m AS (UPDATE @S.dlock_tx SET state = $3, "
+    "reason = CASE WHEN $4 = '' THEN reason ELSE $4 "
     "END, fence = $5::bigint, updated_ms = " DLOCK_TX_PG_NOW
     " WHERE gid = $1 AND state = $2 AND fence <= $5::bigint AND (SELECT v IS NOT NULL FROM sc) "
     "RETURNING gid), "
@@ -138,16 +139,16 @@ constexpr const char* kHead = "SELECT state, reason, created_ms, updated_ms FROM
 constexpr const char* kBranches =
     "SELECT participant, encode(payload, 'hex'), done, attempts, last_error FROM @S.dlock_tx_branch WHERE gid = $1 "
     "ORDER BY branch";
-constexpr const char* kDue =
-    "SELECT gid FROM @S.dlock_tx WHERE " DLOCK_TX_PG_UNFINISHED " AND due_ms <= " DLOCK_TX_PG_NOW " ORDER BY due_ms LIMIT $1::bigint";
+constexpr const char* kDue = "SELECT gid FROM @S.dlock_tx WHERE " DLOCK_TX_PG_UNFINISHED
+                             " AND due_ms <= " DLOCK_TX_PG_NOW " ORDER BY due_ms LIMIT $1::bigint";
 constexpr const char* kUnfinished =
     "SELECT gid FROM @S.dlock_tx WHERE state IN ('trying', 'committing', 'aborting') "
     "ORDER BY created_ms, gid LIMIT $1::bigint";
 // A live claim keeps its due time: a recovery of an earlier version reads
 // only that, and would drive the transaction beside its driver.
-constexpr const char* kMakeDue = "UPDATE @S.dlock_tx SET due_ms = CASE WHEN claim_ms > " DLOCK_TX_PG_NOW
-                                 " THEN due_ms ELSE " DLOCK_TX_PG_NOW " END WHERE gid = $1 AND " DLOCK_TX_PG_UNFINISHED
-                                 " RETURNING gid";
+constexpr const char* kMakeDue =
+    "UPDATE @S.dlock_tx SET due_ms = CASE WHEN claim_ms > " DLOCK_TX_PG_NOW " THEN due_ms ELSE " DLOCK_TX_PG_NOW
+    " END WHERE gid = $1 AND " DLOCK_TX_PG_UNFINISHED " RETURNING gid";
 
 std::string hex(std::string_view bytes) {
   static constexpr char kDigits[] = "0123456789abcdef";
@@ -245,8 +246,7 @@ class PgLog final : public TxLog {
     return {Errc::server_error, "the log has no id"};
   }
 
-  Result<std::uint64_t> create(std::string_view gid, const std::vector<Branch>& branches,
-                               milliseconds lease) override {
+  Result<std::uint64_t> create(std::string_view gid, const std::vector<Branch>& branches, milliseconds lease) override {
     std::string json = "[";
     for (const auto& b : branches)
       json += (json.size() > 1 ? "," : "") + std::string("{\"p\":") + json_string(b.participant) + ",\"d\":\"" +
@@ -279,11 +279,11 @@ class PgLog final : public TxLog {
 
   Result<bool> move(std::string_view gid, std::uint64_t fence, State from, State to, std::string_view reason,
                     Clock::time_point by) override {
-    auto r = exec(kMove,
-                  {std::string(gid), std::string(state_column(from)), std::string(state_column(to)),
-                   std::string(reason), std::to_string(fence), finished(to) ? "true" : "false",
-                   finished(to) ? "off" : "on"},
-                  by);
+    auto r =
+        exec(kMove,
+             {std::string(gid), std::string(state_column(from)), std::string(state_column(to)), std::string(reason),
+              std::to_string(fence), finished(to) ? "true" : "false", finished(to) ? "off" : "on"},
+             by);
     if (!r.ok()) return r.status();
     return count_of(*r) == "1";
   }

@@ -89,9 +89,9 @@ Status add_claim_columns(Database& db) {
     auto there = has();
     if (!there.ok()) return there.status();
     if (*there) continue;
-    const std::string add = std::string("ALTER TABLE dlock_tx ADD COLUMN ") + column +
-                            (std::string_view(column) == "claim_ms" ? " INTEGER NOT NULL DEFAULT 0"
-                                                                    : " TEXT NOT NULL DEFAULT ''");
+    const std::string add =
+        std::string("ALTER TABLE dlock_tx ADD COLUMN ") + column +
+        (std::string_view(column) == "claim_ms" ? " INTEGER NOT NULL DEFAULT 0" : " TEXT NOT NULL DEFAULT ''");
     Status added = db.exec_retrying(add.c_str());
     if (added.ok()) continue;
     there = has();
@@ -134,15 +134,15 @@ class SqliteLog final : public TxLog {
     return {};
   }
 
-  Result<std::uint64_t> create(std::string_view gid, const std::vector<Branch>& branches,
-                               milliseconds lease) override {
+  Result<std::uint64_t> create(std::string_view gid, const std::vector<Branch>& branches, milliseconds lease) override {
     std::lock_guard lock(mu_);
     if (Status s = full(); !s.ok()) return s;
     WriteTransaction tx(*db_);
     if (Status s = tx.begin(); !s.ok()) return s;
     auto head = db_->prepare(
         "INSERT INTO dlock_tx (gid, state, fence, created_ms, updated_ms, due_ms, claim_ms, claim_boot) VALUES "
-        "(?1, 'trying', 1, " DLOCK_TX_NOW ", " DLOCK_TX_NOW ", " DLOCK_TX_NOW " + ?2, ?3 + ?2, ?4) ON CONFLICT (gid) "
+        "(?1, 'trying', 1, " DLOCK_TX_NOW ", " DLOCK_TX_NOW ", " DLOCK_TX_NOW
+        " + ?2, ?3 + ?2, ?4) ON CONFLICT (gid) "
         "DO NOTHING");
     if (!head.ok()) return head.status();
     Status put = head->bind(1, gid).bind(2, lease.count()).bind(3, sqlite::boot_ms()).bind(4, sqlite::boot_id()).run();
@@ -168,8 +168,9 @@ class SqliteLog final : public TxLog {
     if (Status s = full(); !s.ok()) return s;
     WriteTransaction tx(*db_);
     if (Status s = tx.begin(); !s.ok()) return s;
-    auto q = db_->prepare("UPDATE dlock_tx SET fence = fence + 1, claim_ms = ?3 + ?2, claim_boot = ?4 WHERE gid = ?1 "
-                          "AND " DLOCK_TX_UNFINISHED " AND NOT " DLOCK_TX_LIVE_CLAIM("?3", "?4") " RETURNING fence");
+    auto q = db_->prepare(
+        "UPDATE dlock_tx SET fence = fence + 1, claim_ms = ?3 + ?2, claim_boot = ?4 WHERE gid = ?1 "
+        "AND " DLOCK_TX_UNFINISHED " AND NOT " DLOCK_TX_LIVE_CLAIM("?3", "?4") " RETURNING fence");
     if (!q.ok()) return q.status();
     q->bind(1, gid).bind(2, lease.count()).bind(3, sqlite::boot_ms()).bind(4, sqlite::boot_id());
     auto row = q->step();
@@ -182,8 +183,7 @@ class SqliteLog final : public TxLog {
   }
 
   // `by` is not used: the file's busy timeout bounds a write.
-  Result<bool> renew(std::string_view gid, std::uint64_t fence, milliseconds lease,
-                     Clock::time_point /*by*/) override {
+  Result<bool> renew(std::string_view gid, std::uint64_t fence, milliseconds lease, Clock::time_point /*by*/) override {
     std::lock_guard lock(mu_);
     if (Status s = full(); !s.ok()) return s;
     auto q = db_->prepare("UPDATE dlock_tx SET claim_ms = ?4 + ?3, due_ms = " DLOCK_TX_NOW
@@ -306,10 +306,9 @@ class SqliteLog final : public TxLog {
   }
 
   Result<std::vector<std::string>> due(std::size_t limit) override {
-    return gids(
-        "SELECT gid FROM dlock_tx WHERE " DLOCK_TX_UNFINISHED " AND due_ms <= " DLOCK_TX_NOW
-        " ORDER BY due_ms LIMIT ?1",
-        limit);
+    return gids("SELECT gid FROM dlock_tx WHERE " DLOCK_TX_UNFINISHED " AND due_ms <= " DLOCK_TX_NOW
+                " ORDER BY due_ms LIMIT ?1",
+                limit);
   }
 
   Result<std::vector<std::string>> unfinished_gids(std::size_t limit) override {
@@ -323,8 +322,8 @@ class SqliteLog final : public TxLog {
     std::lock_guard lock(mu_);
     // A live claim keeps its due time: a recovery of an earlier version
     // reads only that, and would drive the transaction beside its driver.
-    auto q = db_->prepare("UPDATE dlock_tx SET due_ms = CASE WHEN " DLOCK_TX_LIVE_CLAIM("?2", "?3") " THEN due_ms ELSE "
-                          DLOCK_TX_NOW " END WHERE gid = ?1 AND " DLOCK_TX_UNFINISHED);
+    auto q = db_->prepare("UPDATE dlock_tx SET due_ms = CASE WHEN " DLOCK_TX_LIVE_CLAIM(
+        "?2", "?3") " THEN due_ms ELSE " DLOCK_TX_NOW " END WHERE gid = ?1 AND " DLOCK_TX_UNFINISHED);
     if (!q.ok()) return q.status();
     if (Status s = q->bind(1, gid).bind(2, sqlite::boot_ms()).bind(3, sqlite::boot_id()).run(); !s.ok()) return s;
     if (db_->changes() != 1) return {Errc::not_held, "no unfinished transaction '" + std::string(gid) + "'"};

@@ -305,7 +305,7 @@ class ZkBackend final : public detail::Backend {
   // Written on the I/O thread, read by the fast path too.
   std::atomic<std::int64_t> session_id_{0};
   std::atomic<std::int64_t> timeout_ms_{0};  // negotiated; 0: not yet
-  std::atomic<Clock::rep> heard_ns_{0};  // heard()'s newest send time
+  std::atomic<Clock::rep> heard_ns_{0};      // heard()'s newest send time
   Clock::time_point until_{};
   std::atomic<Clock::rep> vouched_ns_{0};      // until_, for the fast path
   std::map<std::uint64_t, Attempt> attempts_;  // by AcquireCall::attempt

@@ -314,8 +314,9 @@ TEST_F(TxSqlite, ALogOfAnEarlierVersionGainsItsClaimColumnsWhenOpened) {
   sqlite3* db = nullptr;
   ASSERT_EQ(sqlite3_open(dir.file("tx.db").c_str(), &db), SQLITE_OK);
   char* error = nullptr;
-  const int rc = sqlite3_exec(db, "ALTER TABLE dlock_tx DROP COLUMN claim_ms; ALTER TABLE dlock_tx DROP COLUMN claim_boot",
-                              nullptr, nullptr, &error);
+  const int rc =
+      sqlite3_exec(db, "ALTER TABLE dlock_tx DROP COLUMN claim_ms; ALTER TABLE dlock_tx DROP COLUMN claim_boot",
+                   nullptr, nullptr, &error);
   EXPECT_EQ(rc, SQLITE_OK) << (error ? error : "");
   sqlite3_free(error);
   sqlite3_close(db);
