@@ -4,6 +4,8 @@
 #include <poll.h>
 
 #include <chrono>
+#include <cstdint>
+#include <cstdio>
 
 namespace dlock::postgres {
 namespace {
@@ -37,6 +39,7 @@ bool PgBlocking::idle() const {
 void PgBlocking::drop() {
   if (conn_ != nullptr) PQfinish(conn_);
   conn_ = nullptr;
+  prepared_.clear();
 }
 
 // Nonblocking connect driven to completion with the connect timeout.
@@ -78,6 +81,55 @@ Result<Rows> PgBlocking::exec(const std::string& sql, const std::vector<std::str
     drop();
     return s;
   }
+  return await(by);
+}
+
+Result<Rows> PgBlocking::exec_prepared(const std::string& sql, const std::vector<std::string>& params,
+                                       Clock::time_point by) {
+  // FNV-1a: the same name for the same text in every process and version,
+  // so that sessions a pooler shares agree on what a name means.
+  std::uint64_t h = 14695981039346656037ull;
+  for (unsigned char c : sql) h = (h ^ c) * 1099511628211ull;
+  char name[24];
+  std::snprintf(name, sizeof name, "dlock_%016llx", static_cast<unsigned long long>(h));
+  std::vector<const char*> values;
+  for (const auto& p : params) values.push_back(p.c_str());
+  for (int attempt = 0;; ++attempt) {
+    if (conn_ == nullptr)
+      if (Status s = open(by); !s.ok()) return s;
+    if (Status s = prepare(name, sql, static_cast<int>(values.size()), by); !s.ok()) return s;
+    if (PQsendQueryPrepared(conn_, name, static_cast<int>(values.size()), values.data(), nullptr, nullptr, 0) != 1) {
+      Status s(Errc::unavailable, "postgres: " + trimmed(PQerrorMessage(conn_)));
+      drop();
+      return s;
+    }
+    auto r = await(by);
+    // Refused at its Bind, before anything ran: prepared again, once.
+    if (!r.ok() && r.status().backend_code() == "26000" && attempt == 0) {
+      prepared_.erase(name);
+      continue;
+    }
+    return r;
+  }
+}
+
+Status PgBlocking::prepare(const std::string& name, const std::string& sql, int params, Clock::time_point by) {
+  if (prepared_.contains(name)) return {};
+  if (PQsendPrepare(conn_, name.c_str(), sql.c_str(), params, nullptr) != 1) {
+    Status s(Errc::unavailable, "postgres: " + trimmed(PQerrorMessage(conn_)));
+    drop();
+    return s;
+  }
+  auto r = await(by);
+  // A Parse executes nothing: an unanswered one is an error, not an unknown.
+  if (!r.ok() && r.code() == Errc::outcome_unknown)
+    return {Errc::unavailable, r.status().message() + " (preparing a statement: nothing was run)"};
+  if (!r.ok() && r.status().backend_code() != "42P05") return r.status();  // 42P05: already prepared
+  prepared_.insert(name);
+  return {};
+}
+
+Result<Rows> PgBlocking::await(Clock::time_point by) {
   const auto deadline = std::min(Clock::now() + config_.command_timeout, by);
   auto unknown = [&](const std::string& why) {
     drop();

@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "postgres/pg_connection.hpp"
@@ -28,6 +29,13 @@ class PgBlocking {
   // timeout if a new connection was not even up by then (nothing sent).
   Result<Rows> exec(const std::string& sql, const std::vector<std::string>& params,
                     Clock::time_point by = Clock::time_point::max());
+  // As exec(), with `sql` (one statement) prepared once per connection under
+  // a name made from its text: the server parses and plans it once, not at
+  // every call (for the transaction log's statements, about 0.4 ms of 1).
+  // A name the server lost (DISCARD ALL, a pooler that moved this session) is
+  // prepared again; one another session of a pooler made is used.
+  Result<Rows> exec_prepared(const std::string& sql, const std::vector<std::string>& params,
+                             Clock::time_point by = Clock::time_point::max());
   // The libpq connection, made now if there is none: for a caller that runs
   // its own statements on it between exec() calls (a 2PC branch's work).
   Result<pg_conn*> native(Clock::time_point by = Clock::time_point::max()) {
@@ -45,8 +53,13 @@ class PgBlocking {
  private:
   Status open(Clock::time_point by);
   void drop();
+  // The reply to what was just sent, by `by` (and the command timeout).
+  Result<Rows> await(Clock::time_point by);
+  // Prepares `sql` as `name` unless it is on this connection already.
+  Status prepare(const std::string& name, const std::string& sql, int params, Clock::time_point by);
   PgConfig config_;
   pg_conn* conn_ = nullptr;
+  std::unordered_set<std::string> prepared_;  // names prepared on conn_
 };
 
 }  // namespace dlock::postgres

@@ -252,7 +252,7 @@ class PgLog final : public TxLog {
       json += (json.size() > 1 ? "," : "") + std::string("{\"p\":") + json_string(b.participant) + ",\"d\":\"" +
               hex(b.payload) + "\"}";
     json += "]";
-    auto r = exec(kCreate, {std::string(gid), std::to_string(lease.count()), json});
+    auto r = run(kCreate, {std::string(gid), std::to_string(lease.count()), json});
     if (!r.ok()) return r.status();
     if (count_of(*r) != "1")
       return Status(Errc::invalid_argument, "transaction '" + std::string(gid) + "' is already in the log");
@@ -260,7 +260,7 @@ class PgLog final : public TxLog {
   }
 
   Result<std::optional<std::uint64_t>> claim(std::string_view gid, milliseconds lease) override {
-    auto r = exec(kClaim, {std::string(gid), std::to_string(lease.count())});
+    auto r = run(kClaim, {std::string(gid), std::to_string(lease.count())});
     if (!r.ok()) return r.status();
     const std::string fence = count_of(*r);
     if (fence.empty()) return std::optional<std::uint64_t>();
@@ -268,22 +268,21 @@ class PgLog final : public TxLog {
   }
 
   Result<bool> renew(std::string_view gid, std::uint64_t fence, milliseconds lease, Clock::time_point by) override {
-    auto r = exec(kRenew, {std::string(gid), std::to_string(fence), std::to_string(lease.count())}, by);
+    auto r = run(kRenew, {std::string(gid), std::to_string(fence), std::to_string(lease.count())}, by);
     if (!r.ok()) return r.status();
     return count_of(*r) == "1";
   }
 
   Status release(std::string_view gid, std::uint64_t fence) override {
-    return exec(kRelease, {std::string(gid), std::to_string(fence)}).status();
+    return run(kRelease, {std::string(gid), std::to_string(fence)}).status();
   }
 
   Result<bool> move(std::string_view gid, std::uint64_t fence, State from, State to, std::string_view reason,
                     Clock::time_point by) override {
-    auto r =
-        exec(kMove,
-             {std::string(gid), std::string(state_column(from)), std::string(state_column(to)), std::string(reason),
-              std::to_string(fence), finished(to) ? "true" : "false", finished(to) ? "off" : "on"},
-             by);
+    auto r = run(kMove,
+                 {std::string(gid), std::string(state_column(from)), std::string(state_column(to)), std::string(reason),
+                  std::to_string(fence), finished(to) ? "true" : "false", finished(to) ? "off" : "on"},
+                 by);
     if (!r.ok()) return r.status();
     return count_of(*r) == "1";
   }
@@ -295,14 +294,14 @@ class PgLog final : public TxLog {
       json += (json.size() > 1 ? "," : "") + std::string("{\"done\":") + (b.done ? "true" : "false") +
               ",\"a\":" + std::to_string(b.attempts) + ",\"e\":" + json_string(b.last_error) + "}";
     json += "]";
-    auto r = exec(kSave, {std::string(gid), std::string(state_column(state)), std::to_string(fence),
-                          std::to_string(due_in.count()), json});
+    auto r = run(kSave, {std::string(gid), std::string(state_column(state)), std::to_string(fence),
+                         std::to_string(due_in.count()), json});
     if (!r.ok()) return r.status();
     return count_of(*r) == "1";
   }
 
   Result<TxInfo> load(std::string_view gid, Clock::time_point by) override {
-    auto head = exec(kHead, {std::string(gid)}, by);
+    auto head = run(kHead, {std::string(gid)}, by);
     if (!head.ok()) return head.status();
     if (head->empty()) return Status(Errc::not_held, "no transaction '" + std::string(gid) + "' in the log");
     const auto& h = (*head)[0];
@@ -313,7 +312,7 @@ class PgLog final : public TxLog {
     info.reason = h[1].value_or("");
     info.created_ms = std::stoll(h[2].value_or("0"));
     info.updated_ms = std::stoll(h[3].value_or("0"));
-    auto rows = exec(kBranches, {std::string(gid)}, by);
+    auto rows = run(kBranches, {std::string(gid)}, by);
     if (!rows.ok()) return rows.status();
     for (const auto& r : *rows)
       info.branches.push_back({r[0].value_or(""), unhex(r[1].value_or("")), r[2].value_or("f") == "t",
@@ -326,7 +325,7 @@ class PgLog final : public TxLog {
   Result<std::vector<std::string>> unfinished_gids(std::size_t limit) override { return gids(kUnfinished, limit); }
 
   Status make_due(std::string_view gid) override {
-    auto r = exec(kMakeDue, {std::string(gid)});
+    auto r = run(kMakeDue, {std::string(gid)});
     if (!r.ok()) return r.status();
     if (r->empty()) return {Errc::not_held, "no unfinished transaction '" + std::string(gid) + "'"};
     return {};
@@ -339,8 +338,14 @@ class PgLog final : public TxLog {
                     Clock::time_point by = Clock::time_point::max()) {
     return pool_.take()->exec(in_schema(sql, schema_), params, by);
   }
+  // exec() for the statements every transaction sends: prepared once per
+  // connection (their CTEs cost more to plan than to run).
+  Result<Rows> run(const std::string& sql, const std::vector<std::string>& params,
+                   Clock::time_point by = Clock::time_point::max()) {
+    return pool_.take()->exec_prepared(in_schema(sql, schema_), params, by);
+  }
   Result<std::vector<std::string>> gids(const char* sql, std::size_t limit) {
-    auto r = exec(sql, {std::to_string(limit)});
+    auto r = run(sql, {std::to_string(limit)});
     if (!r.ok()) return r.status();
     std::vector<std::string> out;
     for (const auto& row : *r) out.push_back(row[0].value_or(""));

@@ -257,10 +257,17 @@ TEST_F(TxFaultLog, ADecisionTheLogCannotConfirmIsInDoubtAndRecoveryFinishesIt) {
   o.timeout = 3s;
   o.finish_within = 1s;
   o.claim_lease = 1s;
-  o.on_step = [&](std::string_view, std::string_view step) {
-    if (step == "after try 1") proxy.drop_replies("log", true);
+  bool cut = false;
+  o.on_step = [&](std::string_view gid, std::string_view step) {
+    if (cut && gid == "t2" && step == "after try 1") proxy.drop_replies("log", true);
   };
   auto c = open(o, log_url());
+  // A coordinator that has run before, as in a service: the log's
+  // statements are prepared on its connection, so the decision's write is
+  // the statement itself (a first one is prepared in a round trip of its
+  // own, and a Parse whose answer is lost ran nothing).
+  ASSERT_TRUE(c.run("warm", transfer(1)).ok());
+  cut = true;
   const auto t0 = Clock::now();
   auto r = c.run("t2", transfer(30));
   const double took = seconds_since(t0);
@@ -272,8 +279,8 @@ TEST_F(TxFaultLog, ADecisionTheLogCannotConfirmIsInDoubtAndRecoveryFinishesIt) {
   auto info = recover_until_finished(other, "t2");
   ASSERT_TRUE(info.ok()) << info.status().to_string();
   EXPECT_EQ(info->state, State::committed) << "the decision had been written";
-  EXPECT_EQ(alice.column("balance"), 70);
-  EXPECT_EQ(bob.column("balance"), 80);
+  EXPECT_EQ(alice.column("balance"), 69);
+  EXPECT_EQ(bob.column("balance"), 81);
   expect_settled();
 }
 

@@ -10,6 +10,8 @@
 
 #include "dlock/tx.hpp"
 #include "integration/tx_bank.hpp"
+#include "postgres/pg_blocking.hpp"
+#include "postgres/url.hpp"
 #include "support/postgres_server.hpp"
 #include "support/temp_dir.hpp"
 #include "tx/pg_log.hpp"
@@ -185,6 +187,29 @@ TEST_F(TxPostgres, ALogWriteWithAStaleFenceOrStateChangesNothing) {
   ASSERT_TRUE(after_save.ok());
   ASSERT_TRUE(after_save->has_value()) << "a save hands the transaction to recovery: its claim ends";
   EXPECT_EQ(**after_save, 3u);
+}
+
+// The log's statements are prepared once per connection; a session that
+// lost them (DISCARD ALL, or a pooler that moved it) prepares them again.
+TEST_F(TxPostgres, AStatementTheServerForgotIsPreparedAgain) {
+  auto url = postgres::parse_postgres_url(pg.url());
+  ASSERT_TRUE(url.ok()) << url.status().to_string();
+  postgres::PgBlocking c(url->connection);
+  auto first = c.exec_prepared("SELECT $1::int + 1", {"41"});
+  ASSERT_TRUE(first.ok()) << first.status().to_string();
+  EXPECT_EQ((*first)[0][0].value_or(""), "42");
+  auto count = c.exec("SELECT count(*) FROM pg_prepared_statements", {});
+  ASSERT_TRUE(count.ok());
+  EXPECT_EQ((*count)[0][0].value_or(""), "1");
+  ASSERT_TRUE(c.exec("DISCARD ALL", {}).ok());
+  auto again = c.exec_prepared("SELECT $1::int + 1", {"1"});
+  ASSERT_TRUE(again.ok()) << again.status().to_string();
+  EXPECT_EQ((*again)[0][0].value_or(""), "2");
+  auto bad = c.exec_prepared("SELECT $1::int + 1", {"x"});
+  EXPECT_FALSE(bad.ok()) << "a refused statement is still an error";
+  auto after = c.exec_prepared("SELECT $1::int + 1", {"2"});
+  ASSERT_TRUE(after.ok()) << after.status().to_string();
+  EXPECT_EQ((*after)[0][0].value_or(""), "3");
 }
 
 // The participant-side barrier on PostgreSQL, on the participant's own
