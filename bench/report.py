@@ -112,6 +112,15 @@ def fmt(v, digits=0):
     return f"{v:,.{digits}f}"
 
 
+def targets_table(md, lines):
+    """Appends the (target, measured, met) rows as a Markdown table."""
+    md.append("| target | measured | met |")
+    md.append("|---|---|---|")
+    for name, measured, met in lines:
+        md.append(f"| {name} | {measured} | {'yes' if met else '**no**'} |")
+    md.append("")
+
+
 def max_of(rs, field):
     """The largest `field` among `rs`, None if none has one (a run that
     took no lock at all records no waits)."""
@@ -453,11 +462,7 @@ def recipes_section(md, run, meta=None):
                               f"p50 {d50:+,.0f} µs (p99 {d99:+,.0f} µs)", d50 <= one))
     if lines:
         md.append("Targets for the fair rows (from the issue), as measured:\n")
-        md.append("| target | measured | met |")
-        md.append("|---|---|---|")
-        for n, v, ok in lines:
-            md.append(f"| {n} | {v} | {'yes' if ok else '**no**'} |")
-        md.append("")
+        targets_table(md, lines)
 
     # -- semaphore and read-write throughput
     def thr_table(title, intro, wl, field, cols):
@@ -685,11 +690,7 @@ def tx_section(md, run):
                                     p99 <= 3))
     if targets:
         md.append("Targets (from the issue), as measured:\n")
-        md.append("| target | measured | met |")
-        md.append("|---|---|---|")
-        for what, measured, met in targets:
-            md.append(f"| {what} | {measured} | {'yes' if met else '**no**'} |")
-        md.append("")
+        targets_table(md, targets)
     md.append("DTM's published figures (its docs, MySQL 5.7 on a 4-core cloud VM with ESSD, 10 concurrent "
               "requests, a Saga of 2 branches with 2 SQL each, HTTP between services): 1,232 global tx/s without "
               "DTM, 575 with it (0.47×), 531 with its barrier (0.43×). The set-ups differ (a Saga is one phase, "
@@ -1319,11 +1320,7 @@ def main():
         lines.append(("W6 ≤ 200 B Redis memory per lock", f"{w6[0]['redis_bytes_per_lock']:.0f} B",
                       w6[0]["redis_bytes_per_lock"] <= 200))
     lines += store_lines + tls_lines  # SQL, ZooKeeper, TLS and WAIT mode (their sections above)
-    md.append("| target | measured | met |")
-    md.append("|---|---|---|")
-    for name, val, ok in lines:
-        md.append(f"| {name} | {val} | {'yes' if ok else '**no**'} |")
-    md.append("")
+    targets_table(md, lines)
     md.append("What bounds the misses, from this run's own figures:\n")
     lim = limit("distinct")
     acq, rel = crate("c1P16", "acquire"), crate("c1P16", "release")
