@@ -305,10 +305,20 @@ struct Coordinator::Impl {
 
   // Drives `info` under `claim` (and `lease`, if not null) until it is
   // finished, or decided and out of `budget`; then saves the progress for
-  // recovery, which ends the claim (`saved`). The Try phase is bounded by
-  // the machine's deadline, each Try cut there. Returns the state reached.
+  // recovery, which ends the claim. Left unfinished otherwise (an error),
+  // the claim ends here, so that recovery takes over at once (when this
+  // write is lost, once the claim lapses). The Try phase is bounded by the
+  // machine's deadline, each Try cut there. Returns the state reached.
   Result<State> drive(TccMachine& m, const TxInfo& info, const detail::ClaimKeeper::Claim& claim, const Lease* lease,
-                      Budget budget, std::string& reason, bool& saved) {
+                      Budget budget, std::string& reason) {
+    bool saved = false;
+    auto state = drive_steps(m, info, claim, lease, budget, reason, saved);
+    if (!saved && !finished(m.state())) (void)log->release(info.gid, claim.fence());
+    return state;
+  }
+
+  Result<State> drive_steps(TccMachine& m, const TxInfo& info, const detail::ClaimKeeper::Claim& claim,
+                            const Lease* lease, Budget budget, std::string& reason, bool& saved) {
     const std::uint64_t fence = claim.fence();
     Clock::time_point calls_by{}, waits_by{};
     auto start_phase_two = [&] {
@@ -378,11 +388,9 @@ struct Coordinator::Impl {
     TccMachine m(info->state, std::move(progress), Clock::now(), true);
     m.set_backoff(options.retry_base, options.retry_cap);
     std::string reason;
-    bool saved = false;
     // One pass: every due call once, within finish_within; then the rest
     // waits for its backoff.
-    auto state = drive(m, *info, claim, &lease, {options.finish_within, milliseconds(0)}, reason, saved);
-    if (!saved && !finished(m.state())) (void)log->release(gid, claim.fence());
+    auto state = drive(m, *info, claim, &lease, {options.finish_within, milliseconds(0)}, reason);
     if (!state.ok()) return state.status();
     ++recovered;
     return true;
@@ -510,11 +518,7 @@ Result<State> Coordinator::run_logged(std::string_view gid, const std::vector<Br
   m.set_backoff(impl_->options.retry_base, impl_->options.retry_cap);
   std::string reason;
   const milliseconds finish = impl_->options.finish_within;
-  bool saved = false;
-  auto state = impl_->drive(m, info, *claim, nullptr, {finish, finish}, reason, saved);
-  // Recovery takes over whatever is left: at once if the claim ends here,
-  // when it lapses if this write is lost.
-  if (!saved && !finished(m.state())) (void)impl_->log->release(gid, *fence);
+  auto state = impl_->drive(m, info, *claim, nullptr, {finish, finish}, reason);
   // Once decided, the outcome is the decision, whatever went wrong after it
   // (a lost claim, a busy log): recovery finishes it. Reporting an error
   // here would invite the caller to run it again.
