@@ -217,10 +217,22 @@ struct DLOCK_EXPORT CoordinatorOptions {
   // transaction has lasted a third of it. A dead coordinator's transactions
   // are recovered this long after it died. Default 10 s.
   milliseconds claim_lease{10000};
+  // false (the default): a transaction's calls are made one after the
+  // other on the driving thread (run()'s, recover()'s), the Tries in the
+  // branches' order. true: each phase's calls are made at once, the first
+  // on the driving thread and the others on the coordinator's own threads
+  // (kept for the next transaction), and the phase waits for all of them:
+  // a transaction then takes about one Try and one Confirm in time instead
+  // of one per branch. For participants that do not depend on the order of
+  // the Tries or on the calling thread (2PC branches never do: their work
+  // runs on a connection of its own either way). A Try that fails
+  // definitely aborts once the Tries called with it have answered.
+  bool parallel_branches = false;
   int alert_after = 3;                         // consecutive failures before on_alert
   std::function<void(const Alert&)> on_alert;  // any thread; must not block
   // Called at every step boundary of a transaction this coordinator
-  // drives, on the driving thread: "created" (logged with its branches),
+  // drives, on the driving thread (a branch call's, on the thread making
+  // it): "created" (logged with its branches),
   // "before try 1", "after try 1" (and confirm, cancel), "committing",
   // "aborting", "committed", "aborted" (each once durable), "saved" (progress
   // left for recovery). For tracing, and for tests that crash a coordinator
@@ -297,8 +309,9 @@ class DLOCK_EXPORT Coordinator {
   // answer is lost, the read back: at most finish_within), then Confirms
   // until finish_within (each cut there); plus the log's own writes, each
   // bounded by the log's command timeout. In-process calls are the
-  // exception: they run on this thread and cannot be interrupted, so run()
-  // returns only after they do (a Try that succeeds late still aborts).
+  // exception: they run on this thread (or, with parallel_branches, beside
+  // it) and cannot be interrupted, so run() returns only after they do (a
+  // Try that succeeds late still aborts).
   Result<State> run(std::string_view gid, const std::vector<Branch>& branches);
 
   // 2PC over PostgreSQL participants. add_database connects to `url`

@@ -18,6 +18,7 @@
 #include "tx/pg_log.hpp"
 #include "tx/pg_xa.hpp"
 #endif
+#include "tx/call_pool.hpp"
 #include "tx/claim_keeper.hpp"
 #include "tx/tcc_machine.hpp"
 #include "tx/tx_log.hpp"
@@ -49,6 +50,7 @@ struct Coordinator::Impl {
   CoordinatorOptions options;
   std::unique_ptr<detail::TxLog> log;
   detail::ClaimKeeper keeper;  // after `log`, so that it stops first
+  detail::CallPool pool;       // branch calls made at once (parallel_branches)
   // Recovery also takes the dlock lease "dlock-tx/<gid>" that coordinators
   // before claims in the record drove under, so that it never takes over a
   // transaction one of them still drives during an upgrade.
@@ -225,16 +227,21 @@ struct Coordinator::Impl {
     }
   }
 
-  // One Try, Confirm or Cancel, cut at `by`; alerts every alert_after
-  // failed attempts.
-  void call_branch(TccMachine& m, const TxInfo& info, const Step& step, Clock::time_point by) {
+  // One Try, Confirm or Cancel, cut at `by`, on any thread: its outcome,
+  // and in `error` why it was not a success.
+  Outcome invoke(const TxInfo& info, const Step& step, Clock::time_point by, std::string& error) {
     const auto& b = info.branches[static_cast<std::size_t>(step.branch)];
     BranchContext ctx{info.gid, step.branch, step.op, b.payload, by};
-    std::string error;
     const std::string which = std::string(to_string(step.op)) + " " + std::to_string(step.branch);
     trace(info.gid, "before " + which);
     const Outcome o = call(b.participant, ctx, error);
     trace(info.gid, "after " + which);
+    return o;
+  }
+
+  // Feeds a call's outcome to the machine, on the driving thread; alerts
+  // every alert_after failed attempts.
+  void record(TccMachine& m, const TxInfo& info, const Step& step, Outcome o, std::string error) {
     if (o != Outcome::success) ++branch_failures;
     const int attempts = m.on_call(step.branch, step.op, o, std::move(error), Clock::now(), jitter_unit());
     if (attempts > 0 && options.alert_after > 0 && attempts % options.alert_after == 0 && options.on_alert) {
@@ -245,6 +252,25 @@ struct Coordinator::Impl {
       } catch (...) {
       }
     }
+  }
+
+  // The calls due now, cut at `by`: the one next() named, or with
+  // parallel_branches every one due, made at once.
+  void call_branches(TccMachine& m, const TxInfo& info, const Step& step, Clock::time_point now, Clock::time_point by) {
+    std::vector<Step> steps = options.parallel_branches ? m.calls(now) : std::vector<Step>{};
+    if (steps.size() <= 1) {
+      std::string error;
+      const Outcome o = invoke(info, step, by, error);
+      record(m, info, step, o, std::move(error));
+      return;
+    }
+    std::vector<Outcome> outcomes(steps.size(), Outcome::unknown);
+    std::vector<std::string> errors(steps.size());
+    std::vector<std::function<void()>> jobs;
+    for (std::size_t i = 0; i < steps.size(); ++i)
+      jobs.emplace_back([&, i] { outcomes[i] = invoke(info, steps[i], by, errors[i]); });
+    pool.run_all(jobs);
+    for (std::size_t i = 0; i < steps.size(); ++i) record(m, info, steps[i], outcomes[i], std::move(errors[i]));
   }
 
   // Writes the decision. nullopt: it is logged as this coordinator's and
@@ -344,7 +370,7 @@ struct Coordinator::Impl {
             saved = true;
             return m.state();
           }
-          call_branch(m, info, step, decided(m.state()) ? calls_by : m.deadline());
+          call_branches(m, info, step, now, decided(m.state()) ? calls_by : m.deadline());
           break;
         case Step::Kind::decide: {
           auto ended = write_decision(m, info, fence, step, budget, reason);
@@ -516,6 +542,7 @@ Result<State> Coordinator::run_logged(std::string_view gid, const std::vector<Br
   for (const auto& b : branches) info.branches.push_back({b.participant, b.payload, false, 0, {}});
   TccMachine m(State::trying, std::vector<BranchProgress>(branches.size()), start + impl_->options.timeout, false);
   m.set_backoff(impl_->options.retry_base, impl_->options.retry_cap);
+  m.set_parallel_tries(impl_->options.parallel_branches);
   std::string reason;
   const milliseconds finish = impl_->options.finish_within;
   auto state = impl_->drive(m, info, *claim, nullptr, {finish, finish}, reason);

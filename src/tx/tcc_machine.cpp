@@ -46,21 +46,57 @@ Step TccMachine::next(Clock::time_point now) const {
     s.reason = "the Try phase passed its deadline";
     return s;
   }
-  // Tries run in order: the first not yet tried is the one to (re)call.
-  const auto untried = std::find_if(branches_.begin(), branches_.end(), [](const auto& b) { return !b.tried; });
-  if (untried == branches_.end()) {
-    s.to = State::committing;
-    return s;
+  return trying(now);
+}
+
+// The Try to (re)call now, the wait for the next one due, or commit once
+// every Try succeeded. In order, only the first not yet tried may be called.
+Step TccMachine::trying(Clock::time_point now) const {
+  Step s;
+  std::optional<std::size_t> due;
+  std::optional<Clock::time_point> soonest;
+  for (std::size_t i = 0; i < branches_.size() && !due; ++i) {
+    const auto& b = branches_[i];
+    if (b.tried) continue;
+    if (b.not_before <= now)
+      due = i;
+    else if (!soonest || b.not_before < *soonest)
+      soonest = b.not_before;
+    if (!parallel_tries_) break;
   }
-  if (untried->not_before > now) {
+  if (due) {
+    s.kind = Step::Kind::call;
+    s.branch = static_cast<int>(*due);
+    s.op = Op::try_;
+  } else if (soonest) {
     s.kind = Step::Kind::wait;
-    s.until = std::min(untried->not_before, deadline_);
-    return s;
+    s.until = std::min(*soonest, deadline_);
+  } else {
+    s.kind = Step::Kind::decide;
+    s.to = State::committing;
   }
-  s.kind = Step::Kind::call;
-  s.branch = static_cast<int>(untried - branches_.begin());
-  s.op = Op::try_;
   return s;
+}
+
+std::vector<Step> TccMachine::calls(Clock::time_point now) const {
+  std::vector<Step> out;
+  Step first = next(now);
+  if (first.kind != Step::Kind::call) return out;
+  const bool phase_two = decided(state_);
+  const int from = first.branch;
+  const Op op = first.op;
+  out.push_back(std::move(first));
+  if (!phase_two && !parallel_tries_) return out;
+  for (std::size_t i = static_cast<std::size_t>(from) + 1; i < branches_.size(); ++i) {
+    const auto& b = branches_[i];
+    if ((phase_two ? b.done : b.tried) || b.not_before > now) continue;
+    Step s;
+    s.kind = Step::Kind::call;
+    s.branch = static_cast<int>(i);
+    s.op = op;
+    out.push_back(std::move(s));
+  }
+  return out;
 }
 
 // Confirm (or Cancel) every branch not done, each on its own backoff: a

@@ -1,7 +1,8 @@
 // The TCC protocol as an I/O-free state machine: given what the log and the
 // participants said so far, next() names the one thing to do now (call a
-// branch, log the decision, log the end, or wait). The coordinator does the
-// I/O and feeds the results back. Time is injected (steady clock).
+// branch, log the decision, log the end, or wait), and calls() every call
+// that may be made at once with it. The coordinator does the I/O and feeds
+// the results back. Time is injected (steady clock).
 #ifndef DLOCK_TX_TCC_MACHINE_HPP_
 #define DLOCK_TX_TCC_MACHINE_HPP_
 
@@ -53,6 +54,10 @@ class TccMachine {
   TccMachine(State state, std::vector<BranchProgress> branches, Clock::time_point deadline, bool resumed);
 
   Step next(Clock::time_point now) const;
+  // When next() is a call: every call due now, that one first. Phase two's
+  // calls are independent (the decision is fixed), so all that are due;
+  // Tries one at a time, in the branches' order, unless parallel_tries.
+  std::vector<Step> calls(Clock::time_point now) const;
 
   // The answer of a `call` step; `unit` in [0, 1] jitters the backoff.
   // Returns the branch's failed attempts so far (0 after a success).
@@ -64,6 +69,9 @@ class TccMachine {
     base_ = base;
     cap_ = cap;
   }
+  // Every Try may be called at once (no order among them); then the first
+  // definite failure aborts without waiting for the Tries still to retry.
+  void set_parallel_tries(bool on) { parallel_tries_ = on; }
   State state() const { return state_; }
   // When the Try phase ends: no Try is called at or after it.
   Clock::time_point deadline() const { return deadline_; }
@@ -71,11 +79,13 @@ class TccMachine {
 
  private:
   Step phase_two(Clock::time_point now) const;
+  Step trying(Clock::time_point now) const;
 
   State state_;
   std::vector<BranchProgress> branches_;
   Clock::time_point deadline_;
   bool resumed_;
+  bool parallel_tries_ = false;
   milliseconds base_{50};
   milliseconds cap_{30000};
 };

@@ -11,6 +11,8 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <condition_variable>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -131,6 +133,42 @@ TEST_F(Tx2pc, BothDatabasesCommitOrNeither) {
   EXPECT_EQ(c.run_2pc("o2", {{"nowhere", order(2)[0].work}}).code(), Errc::invalid_argument);
 }
 
+TEST_F(Tx2pc, ParallelBranchesPrepareTogetherAndCommitOrNeither) {
+  CoordinatorOptions o;
+  o.parallel_branches = true;
+  auto c = open(o);
+  // Each branch's work waits (up to 10 s) for the other's to start: met
+  // only if both are in flight at once, on connections of their own.
+  std::mutex mu;
+  std::condition_variable cv;
+  int started = 0;
+  auto together = [&](Outcome (*work)(pg_conn*, int), int id) {
+    return [&, work, id](pg_conn* conn) {
+      {
+        std::unique_lock lk(mu);
+        ++started;
+        cv.notify_all();
+        if (!cv.wait_for(lk, 10s, [&] { return started % 2 == 0; })) return Outcome::failure;
+      }
+      return work(conn, id);
+    };
+  };
+  auto take = [](pg_conn* conn, int) { return run_sql(conn, "UPDATE items SET n = n - 1 WHERE id = 1"); };
+  auto pay = [](pg_conn* conn, int id) {
+    return run_sql(conn, "INSERT INTO paid VALUES (" + std::to_string(id) + ", 1999)");
+  };
+  auto r = c.run_2pc("p1", {{"stock", together(take, 1)}, {"payment", together(pay, 1)}});
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(*r, State::committed);
+  EXPECT_EQ(stock(), "2\n");
+  EXPECT_EQ(payments(), "1\n");
+  auto again = c.run_2pc("p1-again", {{"stock", together(take, 1)}, {"payment", together(pay, 1)}});
+  EXPECT_EQ(again.code(), Errc::aborted) << again.status().to_string();
+  EXPECT_EQ(stock(), "2\n") << "the stock prepared beside the refused payment is rolled back";
+  EXPECT_EQ(payments(), "1\n");
+  EXPECT_EQ(prepared(), "0\n");
+}
+
 TEST_F(Tx2pc, KilledAfterTheVotesBeforeTheDecisionIsRolledBack) {
   EXPECT_EQ(crash_after("after try 1", 5, "2\n"), State::aborted) << "presumed abort";
   EXPECT_EQ(stock(), "3\n");
@@ -172,22 +210,29 @@ TEST_F(Tx2pc, APreparedTransactionOfThisLogThatItDoesNotKnowIsRolledBack) {
 TEST_F(Tx2pc, ConcurrentOrdersOnOneRowWaitForEachOtherAndNeverOversell) {
   // Each order's stock branch waits for the row another order has
   // prepared; that order's COMMIT PREPARED must not wait for it in turn.
-  auto c = open();
-  Tally tally;
-  std::vector<std::thread> threads;
-  for (int t = 0; t < 2; ++t)
-    threads.emplace_back([&, t] {
-      for (int i = 0; i < 3; ++i) {
-        const int id = 100 + 10 * t + i;
-        tally.add(c.run_2pc("c" + std::to_string(id), order(id)));
-      }
-    });
-  for (auto& th : threads) th.join();
-  EXPECT_EQ(tally.committed, 3) << "3 in stock";
-  EXPECT_EQ(tally.aborted, 3);
-  EXPECT_EQ(stock(), "0\n");
-  EXPECT_EQ(payments(), "3\n");
-  EXPECT_EQ(prepared(), "0\n");
+  for (bool parallel : {false, true}) {
+    SCOPED_TRACE(parallel ? "parallel branches" : "in order");
+    sql("stock", "UPDATE items SET n = 3 WHERE id = 1");
+    sql("payment", "DELETE FROM paid");
+    CoordinatorOptions o;
+    o.parallel_branches = parallel;
+    auto c = open(o);
+    Tally tally;
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 2; ++t)
+      threads.emplace_back([&, t] {
+        for (int i = 0; i < 3; ++i) {
+          const int id = 100 + 10 * t + i;
+          tally.add(c.run_2pc("c" + std::to_string(id) + (parallel ? "p" : ""), order(id)));
+        }
+      });
+    for (auto& th : threads) th.join();
+    EXPECT_EQ(tally.committed, 3) << "3 in stock";
+    EXPECT_EQ(tally.aborted, 3);
+    EXPECT_EQ(stock(), "0\n");
+    EXPECT_EQ(payments(), "3\n");
+    EXPECT_EQ(prepared(), "0\n");
+  }
 }
 
 TEST_F(Tx2pc, AWorkThatSaysSuccessAfterAFailedStatementIsNoVote) {

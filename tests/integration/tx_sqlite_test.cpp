@@ -7,8 +7,12 @@
 
 #include <algorithm>
 #include <atomic>
+#include <condition_variable>
 #include <csignal>
 #include <filesystem>
+#include <mutex>
+#include <set>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -453,22 +457,136 @@ TEST_F(TxSqlite, OpeningOnlyAnExistingLogCreatesNothing) {
   expect_settled();
 }
 
-TEST_F(TxSqlite, ManyConcurrentTransfersConserveMoney) {
+// Participants that record the threads calling them; each Try waits (up
+// to 10 s) until `together` Tries are in flight at once.
+struct Rendezvous {
+  int together = 1;
+  std::mutex mu;
+  std::condition_variable cv;
+  int arrived = 0;
+  std::set<std::thread::id> threads;
+  std::atomic<int> confirms{0}, cancels{0};
+  Participant participant(bool fail_try = false) {
+    return {[this, fail_try](const BranchContext&) {
+              std::unique_lock lk(mu);
+              threads.insert(std::this_thread::get_id());
+              ++arrived;
+              cv.notify_all();
+              const bool met = cv.wait_for(lk, 10s, [&] { return arrived >= together; });
+              return met && !fail_try ? Outcome::success : Outcome::failure;
+            },
+            [this](const BranchContext&) {
+              std::lock_guard lk(mu);
+              threads.insert(std::this_thread::get_id());
+              ++confirms;
+              return Outcome::success;
+            },
+            [this](const BranchContext&) {
+              ++cancels;
+              return Outcome::success;
+            }};
+  }
+};
+
+TEST_F(TxSqlite, ByDefaultEveryCallIsMadeOnTheCallersThreadInOrder) {
+  auto c = open();
+  Rendezvous r;
+  for (const char* p : {"a", "b", "c"}) c.add_participant(p, r.participant());
+  auto state = c.run("seq", {{"a", ""}, {"b", ""}, {"c", ""}});
+  ASSERT_TRUE(state.ok()) << state.status().to_string();
+  EXPECT_EQ(r.confirms, 3);
+  EXPECT_EQ(r.threads, std::set<std::thread::id>{std::this_thread::get_id()});
+}
+
+TEST_F(TxSqlite, ParallelBranchesCallEveryTryAtOnceThenEveryConfirm) {
   CoordinatorOptions o;
-  o.retry_base = 1ms;
+  o.parallel_branches = true;
   auto c = open(o);
-  Tally tally;
-  std::vector<std::thread> threads;
-  for (int t = 0; t < 4; ++t)
-    threads.emplace_back([&, t] {
-      for (int i = 0; i < 10; ++i) tally.add(c.run("m" + std::to_string(t) + "-" + std::to_string(i), transfer(7)));
-    });
-  for (auto& th : threads) th.join();
-  EXPECT_EQ(tally.committed + tally.aborted, 40);
-  EXPECT_EQ(tally.committed, 14) << "alice's 100 covers 14 transfers of 7";
-  EXPECT_EQ(alice.column("balance"), 2);
-  EXPECT_EQ(bob.column("balance"), 50 + 98);
-  expect_settled();
+  Rendezvous r;
+  r.together = 3;  // met only if the three Tries are in flight together
+  for (const char* p : {"a", "b", "c"}) c.add_participant(p, r.participant());
+  for (int i = 0; i < 3; ++i) {  // the pool's threads serve the next transaction too
+    r.arrived = 0;
+    auto state = c.run("par" + std::to_string(i), {{"a", ""}, {"b", ""}, {"c", ""}});
+    ASSERT_TRUE(state.ok()) << state.status().to_string();
+    EXPECT_EQ(*state, State::committed);
+  }
+  EXPECT_EQ(r.confirms, 9);
+  EXPECT_EQ(r.cancels, 0);
+  EXPECT_GE(r.threads.size(), 3u);
+  EXPECT_TRUE(r.threads.contains(std::this_thread::get_id())) << "the first call of a batch is made here";
+}
+
+TEST_F(TxSqlite, AParallelTryThatFailsAbortsAndCancelsEveryBranch) {
+  CoordinatorOptions o;
+  o.parallel_branches = true;
+  auto c = open(o);
+  Rendezvous r;
+  r.together = 2;
+  c.add_participant("ok", r.participant());
+  c.add_participant("no", r.participant(true));
+  auto state = c.run("par-fail", {{"ok", ""}, {"no", ""}});
+  ASSERT_EQ(state.code(), Errc::aborted) << state.status().to_string();
+  EXPECT_NE(state.status().message().find("branch 1 Try failed"), std::string::npos) << state.status().to_string();
+  EXPECT_EQ(r.cancels, 2) << "the Try that succeeded beside it is cancelled too";
+  EXPECT_EQ(r.confirms, 0);
+  auto info = c.show("par-fail");
+  ASSERT_TRUE(info.ok());
+  EXPECT_EQ(info->state, State::aborted);
+}
+
+TEST_F(TxSqlite, ParallelCallsThatThrowAreUnknownAndAskedAgain) {
+  CoordinatorOptions o;
+  o.parallel_branches = true;
+  o.retry_base = 1ms;
+  o.retry_cap = 5ms;
+  auto c = open(o);
+  std::atomic<int> throws{2}, confirms{0};
+  Participant flaky{[&](const BranchContext&) -> Outcome {
+                      if (throws.fetch_sub(1) > 0) throw std::runtime_error("flaky");
+                      return Outcome::success;
+                    },
+                    [&](const BranchContext&) -> Outcome {
+                      if (throws.fetch_sub(1) > 0) throw std::runtime_error("flaky");
+                      ++confirms;
+                      return Outcome::success;
+                    },
+                    [](const BranchContext&) { return Outcome::success; }};
+  c.add_participant("x", flaky);
+  c.add_participant("y", flaky);
+  throws = 3;
+  auto state = c.run("throws", {{"x", ""}, {"y", ""}});
+  ASSERT_TRUE(state.ok()) << state.status().to_string();
+  EXPECT_EQ(confirms, 2);
+  EXPECT_GE(c.stats().branch_failures, 3u);
+}
+
+TEST_F(TxSqlite, ManyConcurrentTransfersConserveMoney) {
+  for (bool parallel : {false, true}) {
+    SCOPED_TRACE(parallel ? "parallel branches" : "in order");
+    test::TempDir fresh;  // new banks and log each round
+    Bank a{fresh.file("alice.db"), 100}, b{fresh.file("bob.db"), 50};
+    CoordinatorOptions o;
+    o.retry_base = 1ms;
+    o.parallel_branches = parallel;
+    auto c = Coordinator::open("sqlite://" + fresh.file("tx.db"), o);
+    ASSERT_TRUE(c.ok()) << c.status().to_string();
+    c->add_participant("alice", a.debit());
+    c->add_participant("bob", b.credit());
+    Tally tally;
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 4; ++t)
+      threads.emplace_back([&, t] {
+        for (int i = 0; i < 10; ++i) tally.add(c->run("m" + std::to_string(t) + "-" + std::to_string(i), transfer(7)));
+      });
+    for (auto& th : threads) th.join();
+    EXPECT_EQ(tally.committed + tally.aborted, 40);
+    EXPECT_EQ(tally.committed, 14) << "alice's 100 covers 14 transfers of 7";
+    EXPECT_EQ(a.column("balance"), 2);
+    EXPECT_EQ(b.column("balance"), 50 + 98);
+    EXPECT_EQ(a.column("frozen"), 0);
+    EXPECT_EQ(b.column("incoming"), 0);
+  }
 }
 
 }  // namespace

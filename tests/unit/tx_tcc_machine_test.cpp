@@ -132,6 +132,63 @@ TEST(TccMachine, AFailingConfirmIsRetriedWithoutHoldingUpTheOthers) {
   EXPECT_EQ(m.state(), State::committing) << "a definite failure after the decision never changes it";
 }
 
+TEST(TccMachine, InOrderOnlyTheFirstUntriedTryIsCalledAndPhaseTwoCallsEveryDueBranch) {
+  auto m = fresh(3);
+  auto tries = m.calls(t0);
+  ASSERT_EQ(tries.size(), 1u) << "Tries in order: one at a time";
+  EXPECT_EQ(tries[0].branch, 0);
+  for (int b : {0, 1, 2}) m.on_call(b, Op::try_, Outcome::success, {}, t0, 0.5);
+  EXPECT_TRUE(m.calls(t0).empty()) << "the decision comes before any Confirm";
+  m.on_logged(State::committing);
+  m.on_call(1, Op::confirm, Outcome::unknown, "timeout", t0, 1.0);  // branch 1 backs off 100 ms
+  auto confirms = m.calls(t0 + 1ms);
+  ASSERT_EQ(confirms.size(), 2u);
+  EXPECT_EQ(confirms[0].branch, 0);
+  EXPECT_EQ(confirms[1].branch, 2) << "a branch in its backoff is not called with the others";
+  for (const auto& c : confirms) EXPECT_EQ(c.op, Op::confirm);
+  EXPECT_EQ(m.calls(t0 + 200ms).size(), 3u);
+}
+
+TEST(TccMachine, ParallelTriesAreCalledTogetherAndAFailureAbortsWithoutWaitingForRetries) {
+  auto m = fresh(3);
+  m.set_parallel_tries(true);
+  auto tries = m.calls(t0);
+  ASSERT_EQ(tries.size(), 3u);
+  for (int b : {0, 1, 2}) {
+    EXPECT_EQ(tries[static_cast<std::size_t>(b)].branch, b);
+    EXPECT_EQ(tries[static_cast<std::size_t>(b)].op, Op::try_);
+  }
+  m.on_call(0, Op::try_, Outcome::unknown, "timeout", t0, 1.0);  // asked again after 100 ms
+  m.on_call(1, Op::try_, Outcome::success, {}, t0, 0.5);
+  m.on_call(2, Op::try_, Outcome::success, {}, t0, 0.5);
+  Step s = m.next(t0 + 1ms);
+  ASSERT_EQ(s.kind, Kind::wait) << "only branch 0 is left, in its backoff";
+  EXPECT_EQ(s.until, t0 + 100ms);
+  tries = m.calls(t0 + 100ms);
+  ASSERT_EQ(tries.size(), 1u);
+  EXPECT_EQ(tries[0].branch, 0);
+  m.on_call(0, Op::try_, Outcome::failure, "no stock", t0 + 100ms, 0.5);
+  s = m.next(t0 + 100ms);
+  ASSERT_EQ(s.kind, Kind::decide);
+  EXPECT_EQ(s.to, State::aborting);
+  m.on_logged(State::aborting);
+  EXPECT_EQ(m.calls(t0 + 100ms).size(), 3u) << "every branch is cancelled, at once";
+}
+
+TEST(TccMachine, ParallelTriesWaitForTheSoonestBackoffNotTheFirstBranchs) {
+  auto m = fresh(2);
+  m.set_parallel_tries(true);
+  m.on_call(0, Op::try_, Outcome::unknown, "timeout", t0, 1.0);  // 100 ms
+  m.on_call(0, Op::try_, Outcome::unknown, "timeout", t0, 1.0);  // 200 ms
+  m.on_call(1, Op::try_, Outcome::unknown, "timeout", t0, 1.0);  // 100 ms
+  const Step s = m.next(t0);
+  ASSERT_EQ(s.kind, Kind::wait);
+  EXPECT_EQ(s.until, t0 + 100ms);
+  const auto due = m.calls(t0 + 100ms);
+  ASSERT_EQ(due.size(), 1u);
+  EXPECT_EQ(due[0].branch, 1);
+}
+
 TEST(TccBackoff, DoublesCapsAndJittersIntoTheUpperHalf) {
   EXPECT_EQ(backoff(0, 50ms, 30s, 1.0), 0ms);
   EXPECT_EQ(backoff(1, 50ms, 30s, 1.0), 50ms);
