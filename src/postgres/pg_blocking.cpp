@@ -84,6 +84,17 @@ Result<Rows> PgBlocking::exec(const std::string& sql, const std::vector<std::str
   return await(by);
 }
 
+Result<Rows> PgBlocking::exec_script(const std::string& sql, Clock::time_point by) {
+  if (conn_ == nullptr)
+    if (Status s = open(by); !s.ok()) return s;
+  if (PQsendQuery(conn_, sql.c_str()) != 1) {
+    Status s(Errc::unavailable, "postgres: " + trimmed(PQerrorMessage(conn_)));
+    drop();
+    return s;
+  }
+  return await(by);
+}
+
 Result<Rows> PgBlocking::exec_prepared(const std::string& sql, const std::vector<std::string>& params,
                                        Clock::time_point by) {
   // FNV-1a: the same name for the same text in every process and version,

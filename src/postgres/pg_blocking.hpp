@@ -29,6 +29,9 @@ class PgBlocking {
   // timeout if a new connection was not even up by then (nothing sent).
   Result<Rows> exec(const std::string& sql, const std::vector<std::string>& params,
                     Clock::time_point by = Clock::time_point::max());
+  // As exec() for statements of our own without parameters, several of them
+  // separated by ';' in one round trip (the simple query protocol).
+  Result<Rows> exec_script(const std::string& sql, Clock::time_point by = Clock::time_point::max());
   // As exec(), with `sql` (one statement) prepared once per connection under
   // a name made from its text: the server parses and plans it once, not at
   // every call (for the transaction log's statements, about 0.4 ms of 1).

@@ -85,15 +85,15 @@ Outcome XaDatabase::prepare(const std::string& xid, const std::function<Outcome(
     if (!seen.ok()) return outcome_of(seen.status(), error);
     if (!seen->empty()) return Outcome::success;
   }
-  if (auto begun = conn->exec("BEGIN", {}, deadline); !begun.ok()) return outcome_of(begun.status(), error);
   // The server ends a wait for a lock (a cycle through another run_2pc's
   // prepared transaction, which it cannot see) or a statement at the
-  // deadline; the cutter ends a wait on a server that does not answer.
-  const std::string ms = std::to_string(std::max<std::int64_t>(left().count(), 1)) + "ms";
-  if (auto set = conn->exec("SELECT set_config('lock_timeout', $1, true), set_config('statement_timeout', $1, true)",
-                            {ms}, deadline);
-      !set.ok())
-    return outcome_of(set.status(), error);
+  // deadline; the cutter ends a wait on a server that does not answer. One
+  // round trip with the BEGIN.
+  const std::string ms = "'" + std::to_string(std::max<std::int64_t>(left().count(), 1)) + "ms'";
+  if (auto begun = conn->exec_script("BEGIN; SET LOCAL lock_timeout = " + ms + "; SET LOCAL statement_timeout = " + ms,
+                                     deadline);
+      !begun.ok())
+    return outcome_of(begun.status(), error);
   auto native = conn->native();
   if (!native.ok()) return outcome_of(native.status(), error);
   Outcome o = Outcome::unknown;
