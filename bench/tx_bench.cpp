@@ -8,12 +8,15 @@
 //           and Confirm in its own local transaction behind pg_barrier
 //   2pc     dlock::tx 2PC: the UPDATE prepared on each participant
 //           (PREPARE TRANSACTION), the decision logged, COMMIT PREPARED
-// with 2 and 3 participants (a database each, on one server) and 1 and
+//   tcc-par, 2pc-par  the same with parallel_branches: each phase's calls
+//           made at once
+// with 2 and 3 participants (a database each, on one server) and each of
 // --clients concurrent clients (threads, each on rows of its own: no
 // contention). Transactions per second and p50/p99 latency per
 // transaction; medians over the reps.
 //
-//   dlock-tx-bench --postgres URL [--seconds 3] [--reps 3] [--clients 4] [--load idle] [--json FILE]
+//   dlock-tx-bench --postgres URL [--seconds 3] [--reps 3] [--clients 1,4,16]
+//                  [--protocols limit,tcc,tcc-par,2pc,2pc-par] [--load idle] [--json FILE]
 // URL: a server where the user may create databases (dlock_txb_*, dropped
 // and made again) and that takes prepared transactions.
 #include <libpq-fe.h>
@@ -27,7 +30,10 @@
 #include <functional>
 #include <iostream>
 #include <map>
+#include <memory>
 #include <mutex>
+#include <optional>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -42,8 +48,9 @@ using bench::Clock;
 
 struct Args : bench::RunFlags {
   std::string postgres;
-  int clients = 4;
-  std::string load = "idle";  // a label for the results (the script makes the load)
+  std::string clients = "1,4,16";
+  std::string protocols = "limit,tcc,tcc-par,2pc,2pc-par";  // the limit first: the others' ratios are to it
+  std::string load = "idle";                                // a label for the results (the script makes the load)
 };
 
 constexpr int kMaxParticipants = 3;
@@ -106,8 +113,7 @@ void make_databases(const std::string& url) {
   if (prepared <= 0) throw std::runtime_error("the server takes no prepared transactions (max_prepared_transactions)");
 }
 
-// One client's connections to the participants (TCC and the limit call
-// them on the client's own thread).
+// One client's connections to the participants, for the limit's loop.
 struct Conns {
   explicit Conns(const std::string& url) {
     for (int i = 0; i < kMaxParticipants; ++i) c[i] = connect(with_db(url, participant_db(i)));
@@ -119,15 +125,54 @@ struct Conns {
 };
 thread_local Conns* tl_conns = nullptr;
 
+// A participant's connections, shared by every thread that calls it: the
+// clients' and, with parallel_branches, the coordinator's.
+class ConnPool {
+ public:
+  explicit ConnPool(std::string url) : url_(std::move(url)) {}
+  ~ConnPool() {
+    for (auto* c : idle_) PQfinish(c);
+  }
+  PGconn* take() {
+    {
+      std::lock_guard lk(mu_);
+      if (!idle_.empty()) {
+        PGconn* c = idle_.back();
+        idle_.pop_back();
+        return c;
+      }
+    }
+    return connect(url_);
+  }
+  void give(PGconn* c) {
+    if (PQstatus(c) != CONNECTION_OK || PQtransactionStatus(c) != PQTRANS_IDLE) {
+      PQfinish(c);
+      return;
+    }
+    std::lock_guard lk(mu_);
+    idle_.push_back(c);
+  }
+
+ private:
+  std::string url_;
+  std::mutex mu_;
+  std::vector<PGconn*> idle_;
+};
+std::vector<std::unique_ptr<ConnPool>> participant_pools;
+
 constexpr const char* kDebit = "UPDATE acct SET balance = balance - 1 WHERE id = $1";
 constexpr const char* kTry = "UPDATE acct SET balance = balance - 1, frozen = frozen + 1 WHERE id = $1";
 constexpr const char* kConfirm = "UPDATE acct SET frozen = frozen - 1 WHERE id = $1";
 constexpr const char* kCancel = "UPDATE acct SET balance = balance + 1, frozen = frozen - 1 WHERE id = $1";
 
 dlock::tx::Outcome barrier(int participant, const dlock::tx::BranchContext& ctx, const char* sql) {
-  return dlock::tx::pg_barrier(tl_conns->c[participant], ctx, [&](pg_conn* c) {
+  ConnPool& pool = *participant_pools[static_cast<std::size_t>(participant)];
+  PGconn* conn = pool.take();
+  const auto o = dlock::tx::pg_barrier(conn, ctx, [&](pg_conn* c) {
     return update(c, sql, ctx.payload) ? dlock::tx::Outcome::success : dlock::tx::Outcome::failure;
   });
+  pool.give(conn);
+  return o;
 }
 
 // True for a commit; anything else is told on stderr.
@@ -152,8 +197,9 @@ Row measure(const std::string& url, const std::string& protocol, int participant
   std::vector<std::thread> threads;
   for (int t = 0; t < clients; ++t)
     threads.emplace_back([&, t] {
-      Conns conns(url);
-      tl_conns = &conns;
+      std::optional<Conns> conns;
+      if (protocol == "limit") conns.emplace(url);
+      tl_conns = conns ? &*conns : nullptr;
       while (!go) std::this_thread::yield();
       for (long i = 0; !stop; ++i) {
         const auto t0 = Clock::now();
@@ -228,10 +274,12 @@ StepTimes step_times;
 const bool kStepDebug = std::getenv("DLOCK_BENCH_DEBUG") != nullptr;
 
 // The log and the participants: each one's Try, Confirm and Cancel behind
-// pg_barrier (TCC), and its database (2PC).
-dlock::tx::Coordinator open_coordinator(const std::string& url) {
+// pg_barrier (TCC), and its database (2PC). The step times are the
+// sequential coordinator's (a parallel one's calls are on other threads).
+dlock::tx::Coordinator open_coordinator(const std::string& url, bool parallel) {
   dlock::tx::CoordinatorOptions o;
-  if (kStepDebug) o.on_step = [](std::string_view, std::string_view step) { step_times.mark(step); };
+  o.parallel_branches = parallel;
+  if (kStepDebug && !parallel) o.on_step = [](std::string_view, std::string_view step) { step_times.mark(step); };
   auto coordinator = dlock::tx::Coordinator::open(with_db(url, "dlock_txb_log"), o);
   if (!coordinator.ok()) throw std::runtime_error("opening the log: " + coordinator.status().to_string());
   for (int p = 0; p < kMaxParticipants; ++p) {
@@ -245,14 +293,22 @@ dlock::tx::Coordinator open_coordinator(const std::string& url) {
   return std::move(coordinator.value());
 }
 
-// One cell of the table: the limit, TCC and 2PC with `participants` and
-// `clients`, each row the median of the reps.
-std::vector<Row> measure_cell(const Args& a, dlock::tx::Coordinator& coordinator, int participants, int clients) {
+std::vector<std::string> split(const std::string& list) {
+  std::vector<std::string> out;
+  std::stringstream in(list);
+  for (std::string item; std::getline(in, item, ',');)
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+// One transaction of `protocol` for client `t`; true: committed.
+using OneTx = std::function<bool(int t, long i)>;
+
+OneTx one_of(const std::string& protocol, int participants, dlock::tx::Coordinator& seq, dlock::tx::Coordinator& par) {
   static std::atomic<long> serial{0};  // the gids: new ones for every transaction of the run
-  auto row_of = [&](int client) { return std::to_string(client); };
-  std::vector<Row> limit, tcc, xa;
-  for (int rep = 0; rep < a.reps; ++rep) {
-    limit.push_back(measure(a.postgres, "limit", participants, clients, a.seconds, [&](int t, long) {
+  auto row_of = [](int client) { return std::to_string(client); };
+  if (protocol == "limit")
+    return [=](int t, long) {
       for (int p = 0; p < participants; ++p) {
         PGconn* c = tl_conns->c[p];
         exec(c, "BEGIN");
@@ -263,29 +319,45 @@ std::vector<Row> measure_cell(const Args& a, dlock::tx::Coordinator& coordinator
         exec(c, "COMMIT");
       }
       return true;
-    }));
-    tcc.push_back(measure(a.postgres, "tcc", participants, clients, a.seconds, [&](int t, long) {
+    };
+  dlock::tx::Coordinator* co = protocol.ends_with("-par") ? &par : &seq;
+  if (protocol.starts_with("tcc"))
+    return [=](int t, long) {
       std::vector<dlock::tx::Branch> b;
       for (int p = 0; p < participants; ++p) b.push_back({"p" + std::to_string(p), row_of(t)});
       StepTimes::last = Clock::now();
-      auto r = coordinator.run("tcc-" + std::to_string(serial++), b);
+      auto r = co->run("tcc-" + std::to_string(serial++), b);
       if (kStepDebug) step_times.mark("(returned)");
       return said(r);
-    }));
-    xa.push_back(measure(a.postgres, "2pc", participants, clients, a.seconds, [&](int t, long) {
-      std::vector<dlock::tx::XaBranch> b;
-      const std::string row = row_of(t);
-      for (int p = 0; p < participants; ++p)
-        b.push_back({participant_db(p), [row](pg_conn* c) {
-                       return update(c, kDebit, row) ? dlock::tx::Outcome::success : dlock::tx::Outcome::failure;
-                     }});
-      StepTimes::last = Clock::now();
-      auto r = coordinator.run_2pc("xa-" + std::to_string(serial++), b);
-      if (kStepDebug) step_times.mark("(returned)");
-      return said(r);
-    }));
-  }
-  return {median_row(limit), median_row(tcc), median_row(xa)};
+    };
+  if (!protocol.starts_with("2pc")) throw std::runtime_error("no protocol '" + protocol + "'");
+  return [=](int t, long) {
+    std::vector<dlock::tx::XaBranch> b;
+    const std::string row = row_of(t);
+    for (int p = 0; p < participants; ++p)
+      b.push_back({participant_db(p), [row](pg_conn* c) {
+                     return update(c, kDebit, row) ? dlock::tx::Outcome::success : dlock::tx::Outcome::failure;
+                   }});
+    StepTimes::last = Clock::now();
+    auto r = co->run_2pc("xa-" + std::to_string(serial++), b);
+    if (kStepDebug) step_times.mark("(returned)");
+    return said(r);
+  };
+}
+
+// One cell of the table: each protocol with `participants` and `clients`,
+// each row the median of the reps (taken in turn, so that a drift of the
+// machine's speed touches every protocol alike).
+std::vector<Row> measure_cell(const Args& a, const std::vector<std::string>& protocols, dlock::tx::Coordinator& seq,
+                              dlock::tx::Coordinator& par, int participants, int clients) {
+  std::vector<std::vector<Row>> reps(protocols.size());
+  for (int rep = 0; rep < a.reps; ++rep)
+    for (std::size_t i = 0; i < protocols.size(); ++i)
+      reps[i].push_back(measure(a.postgres, protocols[i], participants, clients, a.seconds,
+                                one_of(protocols[i], participants, seq, par)));
+  std::vector<Row> out;
+  for (auto& r : reps) out.push_back(median_row(std::move(r)));
+  return out;
 }
 
 // A cell's rows, each beside the first (the limit).
@@ -314,18 +386,19 @@ void write_json(const Args& a, const std::vector<Row>& rows) {
   j.write(a.json);
 }
 
-int run(const Args& a) {
+int run(const Args& a, const std::vector<int>& client_counts, const std::vector<std::string>& protocols) {
   make_databases(a.postgres);
-  auto coordinator = open_coordinator(a.postgres);
+  for (int p = 0; p < kMaxParticipants; ++p)
+    participant_pools.push_back(std::make_unique<ConnPool>(with_db(a.postgres, participant_db(p))));
+  auto seq = open_coordinator(a.postgres, false);
+  auto par = open_coordinator(a.postgres, true);
   std::vector<Row> rows;
-  for (int participants : {2, 3}) {
-    for (int clients : {1, a.clients}) {
-      if (clients == 1 && a.clients == 1 && !rows.empty() && rows.back().clients == 1) continue;
-      const std::vector<Row> cell = measure_cell(a, coordinator, participants, clients);
+  for (int participants : {2, 3})
+    for (int clients : client_counts) {
+      const std::vector<Row> cell = measure_cell(a, protocols, seq, par, participants, clients);
       print_cell(cell);
       rows.insert(rows.end(), cell.begin(), cell.end());
     }
-  }
   if (!a.json.empty()) write_json(a, rows);
   if (kStepDebug) step_times.print();
   long failed = 0;
@@ -342,13 +415,20 @@ int run(const Args& a) {
 int main(int argc, char** argv) {
   Args a;
   bench::Flags flags(a);
-  flags.add("--postgres", a.postgres).add("--clients", a.clients).add("--load", a.load);
+  flags.add("--postgres", a.postgres).add("--clients", a.clients).add("--protocols", a.protocols).add("--load", a.load);
   if (!flags.parse(argc, argv))
     return bench::usage(
-        "dlock-tx-bench --postgres URL [--seconds 3] [--reps 3] [--clients 4] [--load idle] [--json FILE]", 2);
-  if (a.postgres.empty() || a.reps < 1 || a.clients < 1 || a.seconds <= 0) {
+        "dlock-tx-bench --postgres URL [--seconds 3] [--reps 3] [--clients 1,4,16] "
+        "[--protocols limit,tcc,tcc-par,2pc,2pc-par] [--load idle] [--json FILE]",
+        2);
+  std::vector<int> client_counts;
+  for (const auto& c : split(a.clients)) client_counts.push_back(std::atoi(c.c_str()));
+  const std::vector<std::string> protocols = split(a.protocols);
+  const bool counts_ok =
+      !client_counts.empty() && std::all_of(client_counts.begin(), client_counts.end(), [](int c) { return c > 0; });
+  if (a.postgres.empty() || a.reps < 1 || !counts_ok || protocols.empty() || a.seconds <= 0) {
     std::cerr << "dlock-tx-bench: --postgres URL is required; reps, clients and seconds must be positive\n";
     return 2;
   }
-  return bench::exit_status("dlock-tx-bench", [&] { return run(a); });
+  return bench::exit_status("dlock-tx-bench", [&] { return run(a, client_counts, protocols); });
 }
