@@ -95,21 +95,27 @@ Result<Rows> PgBlocking::exec_script(const std::string& sql, Clock::time_point b
   return await(by);
 }
 
-Result<Rows> PgBlocking::exec_prepared(const std::string& sql, const std::vector<std::string>& params,
-                                       Clock::time_point by) {
+std::string PgBlocking::name_of(const std::string& sql) {
   // FNV-1a: the same name for the same text in every process and version,
   // so that sessions a pooler shares agree on what a name means.
   std::uint64_t h = 14695981039346656037ull;
   for (unsigned char c : sql) h = (h ^ c) * 1099511628211ull;
   char name[24];
   std::snprintf(name, sizeof name, "dlock_%016llx", static_cast<unsigned long long>(h));
+  return name;
+}
+
+Result<Rows> PgBlocking::exec_prepared(const std::string& sql, const std::vector<std::string>& params,
+                                       Clock::time_point by) {
+  const std::string name = name_of(sql);
   std::vector<const char*> values;
   for (const auto& p : params) values.push_back(p.c_str());
   for (int attempt = 0;; ++attempt) {
     if (conn_ == nullptr)
       if (Status s = open(by); !s.ok()) return s;
     if (Status s = prepare(name, sql, static_cast<int>(values.size()), by); !s.ok()) return s;
-    if (PQsendQueryPrepared(conn_, name, static_cast<int>(values.size()), values.data(), nullptr, nullptr, 0) != 1) {
+    if (PQsendQueryPrepared(conn_, name.c_str(), static_cast<int>(values.size()), values.data(), nullptr, nullptr, 0) !=
+        1) {
       Status s(Errc::unavailable, "postgres: " + trimmed(PQerrorMessage(conn_)));
       drop();
       return s;
@@ -122,6 +128,76 @@ Result<Rows> PgBlocking::exec_prepared(const std::string& sql, const std::vector
     }
     return r;
   }
+}
+
+Result<std::vector<Rows>> PgBlocking::exec_batch(const std::vector<Statement>& statements, Clock::time_point by) {
+  std::vector<std::string> names;
+  for (const auto& st : statements) names.push_back(name_of(*st.sql));
+  for (int attempt = 0;; ++attempt) {
+    if (conn_ == nullptr)
+      if (Status s = open(by); !s.ok()) return s;
+    for (std::size_t i = 0; i < statements.size(); ++i)
+      if (Status s = prepare(names[i], *statements[i].sql, static_cast<int>(statements[i].params->size()), by); !s.ok())
+        return s;
+    auto r = pipeline(statements, names, by);
+    // A name the server lost: refused at its Bind, nothing committed.
+    if (!r.ok() && r.status().backend_code() == "26000" && attempt == 0) {
+      prepared_.clear();
+      continue;
+    }
+    return r;
+  }
+}
+
+Result<std::vector<Rows>> PgBlocking::pipeline(const std::vector<Statement>& statements,
+                                               const std::vector<std::string>& names, Clock::time_point by) {
+  auto not_sent = [&] {
+    Status s(Errc::unavailable, "postgres: " + trimmed(PQerrorMessage(conn_)));
+    drop();
+    return s;
+  };
+  if (PQenterPipelineMode(conn_) != 1) return not_sent();
+  for (std::size_t i = 0; i < statements.size(); ++i) {
+    std::vector<const char*> values;
+    for (const auto& p : *statements[i].params) values.push_back(p.c_str());
+    if (PQsendQueryPrepared(conn_, names[i].c_str(), static_cast<int>(values.size()), values.data(), nullptr, nullptr,
+                            0) != 1)
+      return not_sent();
+  }
+  if (PQpipelineSync(conn_) != 1) return not_sent();
+  const auto deadline = std::min(Clock::now() + config_.command_timeout, by);
+  auto unknown = [&](const std::string& why) {
+    drop();
+    return Status(Errc::outcome_unknown, "postgres: " + why);
+  };
+  for (int f = PQflush(conn_); f != 0; f = PQflush(conn_))
+    if (f < 0 || !wait_socket(conn_, POLLOUT, deadline)) return unknown("the statements could not be sent in time");
+  // Each statement's results end with a null; then the sync's, which says
+  // that the implicit transaction has ended (committed unless a statement
+  // was refused).
+  std::vector<Rows> out(statements.size());
+  Status refused;
+  for (std::size_t i = 0;;) {
+    while (PQisBusy(conn_) != 0)
+      if (!wait_socket(conn_, POLLIN, deadline) || PQconsumeInput(conn_) != 1)
+        return unknown("no reply within the command timeout (" + std::to_string(config_.command_timeout.count()) +
+                       " ms) or the call's deadline, or the connection dropped");
+    PGresult* res = PQgetResult(conn_);
+    if (res == nullptr) {
+      ++i;
+      continue;
+    }
+    const ExecStatusType st = PQresultStatus(res);
+    if (st == PGRES_PIPELINE_SYNC) {
+      PQclear(res);
+      break;
+    }
+    if (st != PGRES_PIPELINE_ABORTED && i < out.size()) take_result(res, out[i], refused);
+    PQclear(res);
+  }
+  if (PQexitPipelineMode(conn_) != 1) return unknown("the pipeline did not end: " + trimmed(PQerrorMessage(conn_)));
+  if (!refused.ok()) return Status(Errc::aborted, refused.message(), std::string(refused.backend_code()));
+  return out;
 }
 
 Status PgBlocking::prepare(const std::string& name, const std::string& sql, int params, Clock::time_point by) {

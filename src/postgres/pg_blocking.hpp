@@ -39,6 +39,18 @@ class PgBlocking {
   // prepared again; one another session of a pooler made is used.
   Result<Rows> exec_prepared(const std::string& sql, const std::vector<std::string>& params,
                              Clock::time_point by = Clock::time_point::max());
+  // Statements prepared as exec_prepared's are, run in one transaction and
+  // one round trip (libpq's pipeline mode: the statements up to its sync
+  // form one implicit transaction). ok: committed, each statement's rows in
+  // order. Errc::aborted: a statement was refused and nothing was committed
+  // (the first refusal's message). As exec(): unavailable if not sent,
+  // outcome_unknown if sent and not answered in time.
+  struct Statement {
+    const std::string* sql;
+    const std::vector<std::string>* params;
+  };
+  Result<std::vector<Rows>> exec_batch(const std::vector<Statement>& statements,
+                                       Clock::time_point by = Clock::time_point::max());
   // The libpq connection, made now if there is none: for a caller that runs
   // its own statements on it between exec() calls (a 2PC branch's work).
   Result<pg_conn*> native(Clock::time_point by = Clock::time_point::max()) {
@@ -58,6 +70,12 @@ class PgBlocking {
   void drop();
   // The reply to what was just sent, by `by` (and the command timeout).
   Result<Rows> await(Clock::time_point by);
+  // The name a statement is prepared under: the same for the same text in
+  // every process and version.
+  static std::string name_of(const std::string& sql);
+  // Sends the batch in pipeline mode and reads its answers.
+  Result<std::vector<Rows>> pipeline(const std::vector<Statement>& statements, const std::vector<std::string>& names,
+                                     Clock::time_point by);
   // Prepares `sql` as `name` unless it is on this connection already.
   Status prepare(const std::string& name, const std::string& sql, int params, Clock::time_point by);
   PgConfig config_;

@@ -5,6 +5,7 @@
 #include "dlock/client.hpp"
 #include "postgres/pg_blocking.hpp"
 #include "postgres/url.hpp"
+#include "tx/group_commit.hpp"
 #include "tx/pg_pool.hpp"
 
 namespace dlock::tx::detail {
@@ -196,10 +197,28 @@ constexpr std::size_t kMaxConnections = 4;
 
 std::string count_of(const Rows& rows) { return rows.empty() || rows[0].empty() ? "" : rows[0][0].value_or(""); }
 
+// Batches of the log's writes in flight at once, and writes in one.
+constexpr std::size_t kBatchesInFlight = 1;
+constexpr std::size_t kMaxBatch = 64;
+
+// Last in a batch with a write forced to disk: each write sets
+// synchronous_commit for its own transaction, and in a batch the last
+// setting is the commit's.
+constexpr const char* kSyncOn = "SELECT set_config('synchronous_commit', 'on', true)";
+
 class PgLog final : public TxLog {
  public:
   PgLog(postgres::PgConfig config, std::string schema)
-      : pool_(std::move(config), kMaxConnections), schema_(std::move(schema)) {}
+      : pool_(std::move(config), kMaxConnections),
+        schema_(std::move(schema)),
+        create_sql_(in_schema(kCreate, schema_)),
+        move_sql_(in_schema(kMove, schema_)),
+        group_(
+            kBatchesInFlight, kMaxBatch,
+            [this](const std::vector<const GroupCommit::Write*>& writes, Clock::time_point by) {
+              return write_batch(writes, by);
+            },
+            [this](const GroupCommit::Write& w) { return pool_.take()->exec_prepared(*w.sql, w.params, w.by); }) {}
 
   // Creates the tables unless they are there and reads (or makes) the log's
   // id; `create` false: only checks that the tables are there and reads the
@@ -252,7 +271,7 @@ class PgLog final : public TxLog {
       json += (json.size() > 1 ? "," : "") + std::string("{\"p\":") + json_string(b.participant) + ",\"d\":\"" +
               hex(b.payload) + "\"}";
     json += "]";
-    auto r = run(kCreate, {std::string(gid), std::to_string(lease.count()), json});
+    auto r = group_.write({&create_sql_, {std::string(gid), std::to_string(lease.count()), json}});
     if (!r.ok()) return r.status();
     if (count_of(*r) != "1")
       return Status(Errc::invalid_argument, "transaction '" + std::string(gid) + "' is already in the log");
@@ -279,10 +298,12 @@ class PgLog final : public TxLog {
 
   Result<bool> move(std::string_view gid, std::uint64_t fence, State from, State to, std::string_view reason,
                     Clock::time_point by) override {
-    auto r = run(kMove,
-                 {std::string(gid), std::string(state_column(from)), std::string(state_column(to)), std::string(reason),
-                  std::to_string(fence), finished(to) ? "true" : "false", finished(to) ? "off" : "on"},
-                 by);
+    auto r = group_.write(
+        {&move_sql_,
+         {std::string(gid), std::string(state_column(from)), std::string(state_column(to)), std::string(reason),
+          std::to_string(fence), finished(to) ? "true" : "false", finished(to) ? "off" : "on"},
+         by,
+         !finished(to)});
     if (!r.ok()) return r.status();
     return count_of(*r) == "1";
   }
@@ -352,8 +373,24 @@ class PgLog final : public TxLog {
     return out;
   }
 
+  // Several transactions' creates and moves in one commit (GroupCommit).
+  Result<std::vector<Rows>> write_batch(const std::vector<const GroupCommit::Write*>& writes, Clock::time_point by) {
+    static const std::string sync_on = kSyncOn;
+    static const std::vector<std::string> none;
+    std::vector<postgres::PgBlocking::Statement> statements;
+    bool durable = false;
+    for (const auto* w : writes) {
+      statements.push_back({w->sql, &w->params});
+      durable = durable || w->durable;
+    }
+    if (durable) statements.push_back({&sync_on, &none});
+    return pool_.take()->exec_batch(statements, by);
+  }
+
   PgPool pool_;
   std::string schema_;
+  const std::string create_sql_, move_sql_;
+  GroupCommit group_;  // after pool_: its writes take connections from it
 };
 
 }  // namespace

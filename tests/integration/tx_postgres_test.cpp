@@ -115,6 +115,39 @@ TEST_F(TxPostgres, CoordinatorsSharingTheLogWithRecoveryRunningConserveMoney) {
   expect_settled();
 }
 
+// Many transactions at once on one coordinator: their log writes are
+// committed in shared batches. One the server refuses (bytes that are not
+// UTF-8 in its id) fails alone, and nothing of it is done.
+TEST_F(TxPostgres, ManyTransactionsAtOnceShareCommitsAndOneTheServerRefusesFailsAlone) {
+  CoordinatorOptions o;
+  o.retry_base = 1ms;
+  o.parallel_branches = true;
+  auto c = open(o);
+  Tally tally;
+  std::atomic<int> refused{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t)
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 6; ++i) {
+        if (i == 3) {
+          auto r = c.run("bad-\xff-" + std::to_string(t), transfer(1));
+          if (!r.ok() && r.code() != Errc::aborted) ++refused;
+          continue;
+        }
+        tally.add(c.run("g" + std::to_string(t) + "-" + std::to_string(i), transfer(1)));
+      }
+    });
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(refused, 8);
+  EXPECT_EQ(tally.committed, 40);
+  EXPECT_EQ(alice.column("balance"), 60);
+  EXPECT_EQ(bob.column("balance"), 90);
+  expect_settled();
+  auto left = c.list_unfinished();
+  ASSERT_TRUE(left.ok()) << left.status().to_string();
+  EXPECT_TRUE(left->empty());
+}
+
 TEST_F(TxPostgres, ADecisionSurvivesAServerCrashEvenWithSynchronousCommitOff) {
   pg.psql("ALTER SYSTEM SET synchronous_commit = off");
   pg.psql("SELECT pg_reload_conf()");
