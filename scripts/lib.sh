@@ -198,6 +198,7 @@ PG_PORT=""
 PG_DIR=""
 PG_BIN=/usr/lib/postgresql/15/bin
 pg_owner() { if [[ $EUID -eq 0 ]]; then runuser -u postgres -- "$@"; else "$@"; fi; }
+# $PG_EXTRA_OPTS: more server options ("-c name=value ...").
 start_private_postgres() {
   PG_DIR="$(mktemp -d "${TMPDIR:-/tmp}/dlock-pg-XXXXXX")"
   [[ $EUID -ne 0 ]] || chown postgres:postgres "$PG_DIR"
@@ -205,7 +206,7 @@ start_private_postgres() {
     >"$PG_DIR/initdb.log" 2>&1 || { tail -n 20 "$PG_DIR/initdb.log" >&2; return 1; }
   PG_PORT="$(free_port)"
   pg_owner "$PG_BIN/pg_ctl" -D "$PG_DIR/data" -l "$PG_DIR/server.log" -w -t 30 \
-    -o "-p $PG_PORT -c listen_addresses=127.0.0.1 -c unix_socket_directories=$PG_DIR -c max_prepared_transactions=64" \
+    -o "-p $PG_PORT -c listen_addresses=127.0.0.1 -c unix_socket_directories=$PG_DIR -c max_prepared_transactions=64 ${PG_EXTRA_OPTS:-}" \
     start >/dev/null ||
     { tail -n 20 "$PG_DIR/server.log" >&2; return 1; }
   log "postgres on 127.0.0.1:$PG_PORT"
