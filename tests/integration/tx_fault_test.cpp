@@ -252,6 +252,50 @@ TEST_F(TxFaultLog, ADecisionWhoseAnswerIsLostIsReadBackAndTold) {
 // The same, but the log stays unreachable past finish_within: run() cannot
 // know whether the commit decision was written, and must say so (in_doubt),
 // not "will abort". The decision had been written: recovery commits it.
+// Four transactions reach their decision together, so that the decisions
+// queued behind the first go out as one batch; every answer is lost for
+// 300 ms. Each transaction reads its own decision back and is told it.
+TEST_F(TxFaultLog, ABatchOfDecisionsWhoseAnswerIsLostIsReadBackForEach) {
+  CoordinatorOptions o;
+  o.timeout = 5s;
+  o.finish_within = 5s;
+  o.retry_base = 1ms;
+  Meeting tried(4);
+  std::atomic<bool> dropped{false};
+  std::thread heal;
+  std::mutex heal_mu;
+  o.on_step = [&](std::string_view, std::string_view step) {
+    if (step != "after try 1") return;
+    EXPECT_TRUE(tried.arrive_and_wait(10s));
+    std::lock_guard lk(heal_mu);
+    if (dropped.exchange(true)) return;
+    proxy.drop_replies("log", true);
+    heal = std::thread([&] {
+      std::this_thread::sleep_for(300ms);
+      proxy.drop_replies("log", false);
+    });
+  };
+  auto c = open(o, log_url());
+  std::vector<Result<State>> answers(4, Status(Errc::unavailable, "not run"));
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back(
+        [&, t] { answers[static_cast<std::size_t>(t)] = c.run("b" + std::to_string(t), transfer(5)); });
+  for (auto& th : threads) th.join();
+  if (heal.joinable()) heal.join();
+  for (int t = 0; t < 4; ++t) {
+    const auto& r = answers[static_cast<std::size_t>(t)];
+    ASSERT_TRUE(r.ok()) << "b" << t << ": " << r.status().to_string();
+    EXPECT_TRUE(*r == State::committed || *r == State::committing);
+  }
+  auto driven = c.recover();  // finishes any left committing (its end record lost too)
+  ASSERT_TRUE(driven.ok()) << driven.status().to_string();
+  for (int t = 0; t < 4; ++t) EXPECT_EQ(logged_state("b" + std::to_string(t)), "committed\n");
+  EXPECT_EQ(alice.column("balance"), 80);
+  EXPECT_EQ(bob.column("balance"), 70);
+  expect_settled();
+}
+
 TEST_F(TxFaultLog, ADecisionTheLogCannotConfirmIsInDoubtAndRecoveryFinishesIt) {
   CoordinatorOptions o;
   o.timeout = 3s;
