@@ -107,6 +107,7 @@ std::string PgBlocking::name_of(const std::string& sql) {
 
 Result<Rows> PgBlocking::exec_prepared(const std::string& sql, const std::vector<std::string>& params,
                                        Clock::time_point by) {
+  if (unnamed_) return exec(sql, params, by);
   const std::string name = name_of(sql);
   std::vector<const char*> values;
   for (const auto& p : params) values.push_back(p.c_str());
@@ -121,10 +122,15 @@ Result<Rows> PgBlocking::exec_prepared(const std::string& sql, const std::vector
       return s;
     }
     auto r = await(by);
-    // Refused at its Bind, before anything ran: prepared again, once.
-    if (!r.ok() && r.status().backend_code() == "26000" && attempt == 0) {
+    // Refused at its Bind, before anything ran: prepared again, once; lost
+    // again, the session is moved between statements (a pooler in
+    // transaction mode that keeps no prepared statements): unprepared from
+    // now on.
+    if (!r.ok() && r.status().backend_code() == "26000") {
       prepared_.erase(name);
-      continue;
+      if (attempt == 0) continue;
+      unnamed_ = true;
+      return exec(sql, params, by);
     }
     return r;
   }
@@ -132,17 +138,21 @@ Result<Rows> PgBlocking::exec_prepared(const std::string& sql, const std::vector
 
 Result<std::vector<Rows>> PgBlocking::exec_batch(const std::vector<Statement>& statements, Clock::time_point by) {
   std::vector<std::string> names;
-  for (const auto& st : statements) names.push_back(name_of(*st.sql));
   for (int attempt = 0;; ++attempt) {
     if (conn_ == nullptr)
       if (Status s = open(by); !s.ok()) return s;
-    for (std::size_t i = 0; i < statements.size(); ++i)
+    names.clear();
+    for (std::size_t i = 0; i < statements.size() && !unnamed_; ++i) {
+      names.push_back(name_of(*statements[i].sql));
       if (Status s = prepare(names[i], *statements[i].sql, static_cast<int>(statements[i].params->size()), by); !s.ok())
         return s;
+    }
     auto r = pipeline(statements, names, by);
-    // A name the server lost: refused at its Bind, nothing committed.
-    if (!r.ok() && r.status().backend_code() == "26000" && attempt == 0) {
+    // A name the server lost: refused at its Bind, nothing committed. As
+    // in exec_prepared, unprepared after the second time.
+    if (!r.ok() && r.status().backend_code() == "26000" && !unnamed_) {
       prepared_.clear();
+      if (attempt > 0) unnamed_ = true;
       continue;
     }
     return r;
@@ -160,9 +170,12 @@ Result<std::vector<Rows>> PgBlocking::pipeline(const std::vector<Statement>& sta
   for (std::size_t i = 0; i < statements.size(); ++i) {
     std::vector<const char*> values;
     for (const auto& p : *statements[i].params) values.push_back(p.c_str());
-    if (PQsendQueryPrepared(conn_, names[i].c_str(), static_cast<int>(values.size()), values.data(), nullptr, nullptr,
-                            0) != 1)
-      return not_sent();
+    const int n = static_cast<int>(values.size());
+    const int sent =
+        names.empty()
+            ? PQsendQueryParams(conn_, statements[i].sql->c_str(), n, nullptr, values.data(), nullptr, nullptr, 0)
+            : PQsendQueryPrepared(conn_, names[i].c_str(), n, values.data(), nullptr, nullptr, 0);
+    if (sent != 1) return not_sent();
   }
   if (PQpipelineSync(conn_) != 1) return not_sent();
   const auto deadline = std::min(Clock::now() + config_.command_timeout, by);

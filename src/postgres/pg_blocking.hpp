@@ -36,7 +36,8 @@ class PgBlocking {
   // a name made from its text: the server parses and plans it once, not at
   // every call (for the transaction log's statements, about 0.4 ms of 1).
   // A name the server lost (DISCARD ALL, a pooler that moved this session) is
-  // prepared again; one another session of a pooler made is used.
+  // prepared again; one another session of a pooler made is used. Lost
+  // twice in a row, this connection runs its statements unprepared.
   Result<Rows> exec_prepared(const std::string& sql, const std::vector<std::string>& params,
                              Clock::time_point by = Clock::time_point::max());
   // Statements prepared as exec_prepared's are, run in one transaction and
@@ -81,6 +82,10 @@ class PgBlocking {
   PgConfig config_;
   pg_conn* conn_ = nullptr;
   std::unordered_set<std::string> prepared_;  // names prepared on conn_
+  // Statements run unprepared: a name prepared went missing twice in a row
+  // (a pooler moving the session between statements, as PgBouncer before
+  // 1.21 does in transaction mode). Kept across reconnections.
+  bool unnamed_ = false;
 };
 
 }  // namespace dlock::postgres

@@ -35,8 +35,8 @@ class GroupCommit {
   // Writes a batch of two or more in one transaction: every write's rows,
   // or Errc::aborted when one was refused and none committed, or another
   // error for all of them (outcome_unknown: they may have committed).
-  using Batch = std::function<Result<std::vector<postgres::Rows>>(const std::vector<const Write*>&,
-                                                                  Clock::time_point by)>;
+  using Batch =
+      std::function<Result<std::vector<postgres::Rows>>(const std::vector<const Write*>&, Clock::time_point by)>;
   // Writes one alone.
   using One = std::function<Result<postgres::Rows>(const Write&)>;
 
