@@ -660,10 +660,17 @@ def tx_section(md, run):
             md.append(f"| {x['protocol']} | {x['participants']} | {x['clients']} | {x['tx_per_s']:,.0f}{failed} | "
                       f"{x['p50_us'] / 1000:.2f} ms | {x['p99_us'] / 1000:.2f} ms | {ratio} |")
         md.append("")
-    md.append("What bounds them, on this machine: the server's CPU, not the disk. An fsync here takes a fraction "
-              "of a statement's round trip (the limit commits 2 participants in about 0.35 ms with one client), "
-              "and with 4 clients both cores are busy, three quarters of the time in the PostgreSQL backends "
-              "(`perf`: parsing, planning, executor start-up and context switches, spread thin). Counted in round "
+    idle_rows = runs.get("idle", {}).get("rows", [])
+    lim1 = next((x for x in idle_rows if x["protocol"] == "limit" and x["participants"] == 2 and x["clients"] == 1),
+                None)
+    lim1_txt = f" (the limit commits 2 participants in {lim1['p50_us'] / 1000:.2f} ms with one client)" if lim1 else ""
+    md.append("What bounds them, on this machine: the server's CPU, not the disk. An fsync here costs little"
+              f"{lim1_txt}, and with 4 clients both cores are busy, three quarters of the time in the PostgreSQL "
+              "backends (`perf -a` during a TCC run: 75 % postgres, 15 % the benchmark's process, 8 % idle; the "
+              "backends' time spread thin over parsing, executor start-up, WAL and context switches). In one run "
+              "with pg_stat_statements, the server's time inside each statement was 74 µs for a log write (record, "
+              "decision or end), 33 µs for the barrier's insert and 16 to 20 µs for the participant's UPDATE; "
+              "commits and round trips cost more than that on top. Counted in round "
               "trips, with n participants: the limit makes 3n (BEGIN, UPDATE, COMMIT each); TCC 6n + 3 (each "
               "Try and each Confirm is BEGIN with the barrier's insert, the participant's UPDATE, COMMIT; then "
               "the log's record, decision and end, fewer when group commit shares them); 2PC 4n + 3 (BEGIN with "
