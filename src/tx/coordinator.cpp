@@ -2,6 +2,7 @@
 // I/O-free TccMachine, calls the participants and writes the log.
 #include <algorithm>
 #include <atomic>
+#include <exception>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -266,11 +267,24 @@ struct Coordinator::Impl {
     }
     std::vector<Outcome> outcomes(steps.size(), Outcome::unknown);
     std::vector<std::string> errors(steps.size());
+    // What the caller's on_step threw, thrown on the driving thread once
+    // every call of the batch has returned (as it would be from a call
+    // made there).
+    std::vector<std::exception_ptr> thrown(steps.size());
     std::vector<std::function<void()>> jobs;
     for (std::size_t i = 0; i < steps.size(); ++i)
-      jobs.emplace_back([&, i] { outcomes[i] = invoke(info, steps[i], by, errors[i]); });
+      jobs.emplace_back([&, i] {
+        try {
+          outcomes[i] = invoke(info, steps[i], by, errors[i]);
+        } catch (...) {
+          thrown[i] = std::current_exception();
+        }
+      });
     pool.run_all(jobs);
-    for (std::size_t i = 0; i < steps.size(); ++i) record(m, info, steps[i], outcomes[i], std::move(errors[i]));
+    for (std::size_t i = 0; i < steps.size(); ++i)
+      if (!thrown[i]) record(m, info, steps[i], outcomes[i], std::move(errors[i]));
+    for (const auto& e : thrown)
+      if (e) std::rethrow_exception(e);
   }
 
   // Writes the decision. nullopt: it is logged as this coordinator's and

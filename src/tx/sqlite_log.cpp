@@ -107,13 +107,22 @@ class SqliteLog final : public TxLog {
   // A write into a log file that was deleted or replaced since it was
   // opened reached no other coordinator (nor this one after a restart):
   // never reported as done.
+  static Status moved() {
+    return {Errc::unavailable,
+            "sqlite: the transaction log file was deleted or replaced while open: this write went to a file no "
+            "coordinator will read; reopen the log (and look for what the old file held)"};
+  }
   Status commit(WriteTransaction& tx) {
     if (Status s = tx.commit(); !s.ok()) return s;
-    if (db_->has_moved())
-      return {Errc::unavailable,
-              "sqlite: the transaction log file was deleted or replaced while open: this write went to a file no "
-              "coordinator will read; reopen the log (and look for what the old file held)"};
+    if (db_->has_moved()) return moved();
     return {};
+  }
+  // A write that failed because its file is gone (a statement on the
+  // emptied file: "no such table") says so.
+  template <class R>
+  R said(R r) {
+    if (!r.ok() && db_->has_moved()) return moved();
+    return r;
   }
 
   // The log's id: made by whichever process creates the tables first
@@ -136,6 +145,9 @@ class SqliteLog final : public TxLog {
 
   Result<std::uint64_t> create(std::string_view gid, const std::vector<Branch>& branches, milliseconds lease) override {
     std::lock_guard lock(mu_);
+    return said(create_locked(gid, branches, lease));
+  }
+  Result<std::uint64_t> create_locked(std::string_view gid, const std::vector<Branch>& branches, milliseconds lease) {
     if (Status s = full(); !s.ok()) return s;
     WriteTransaction tx(*db_);
     if (Status s = tx.begin(); !s.ok()) return s;
@@ -212,6 +224,9 @@ class SqliteLog final : public TxLog {
   Result<bool> move(std::string_view gid, std::uint64_t fence, State from, State to, std::string_view reason,
                     Clock::time_point /*by*/) override {
     std::lock_guard lock(mu_);
+    return said(move_locked(gid, fence, from, to, reason));
+  }
+  Result<bool> move_locked(std::string_view gid, std::uint64_t fence, State from, State to, std::string_view reason) {
     // The end record is not forced to disk (WAL with synchronous NORMAL):
     // lost in a power cut, it leaves the transaction decided, and recovery
     // sends its Confirms or Cancels again, which the barrier makes

@@ -535,6 +535,29 @@ TEST_F(TxSqlite, AParallelTryThatFailsAbortsAndCancelsEveryBranch) {
   EXPECT_EQ(info->state, State::aborted);
 }
 
+// on_step's exceptions reach run()'s caller in order as in parallel, once
+// the calls made beside the one that threw have returned; the transaction
+// is left to recovery, which aborts it.
+TEST_F(TxSqlite, AnOnStepThatThrowsOnAPoolThreadReachesTheCaller) {
+  CoordinatorOptions o;
+  o.parallel_branches = true;
+  o.claim_lease = 200ms;
+  o.on_step = [](std::string_view, std::string_view step) {
+    if (step == "before try 2") throw std::runtime_error("tracing failed");
+  };
+  auto c = open(o);
+  Rendezvous r;
+  for (const char* p : {"a", "b", "c"}) c.add_participant(p, r.participant());
+  EXPECT_THROW((void)c.run("ex", {{"a", ""}, {"b", ""}, {"c", ""}}), std::runtime_error);
+  std::this_thread::sleep_for(300ms);  // its claim lapses
+  auto n = c.recover();
+  ASSERT_TRUE(n.ok()) << n.status().to_string();
+  auto info = c.show("ex");
+  ASSERT_TRUE(info.ok());
+  EXPECT_EQ(info->state, State::aborted);
+  EXPECT_EQ(r.cancels, 3);
+}
+
 TEST_F(TxSqlite, ParallelCallsThatThrowAreUnknownAndAskedAgain) {
   CoordinatorOptions o;
   o.parallel_branches = true;
