@@ -14,10 +14,10 @@ Result<postgres::Rows> GroupCommit::write(const Write& w) {
     if (flying_ < in_flight_ && queue_.front() == &e) {
       lead(lock);
     } else if (e.taken || w.by == Clock::time_point::max()) {
-      changed_.wait(lock);
-    } else if (changed_.wait_until(lock, w.by) == std::cv_status::timeout && !e.taken && !e.done) {
+      e.wake.wait(lock);
+    } else if (e.wake.wait_until(lock, w.by) == std::cv_status::timeout && !e.taken && !e.done) {
       queue_.erase(std::find(queue_.begin(), queue_.end(), &e));
-      changed_.notify_all();  // another may be the oldest now
+      wake_oldest();  // another may be the oldest now
       return Status(Errc::timeout, "the log's write was not sent by its deadline (the batch before it was in flight)");
     }
   }
@@ -35,7 +35,7 @@ void GroupCommit::lead(std::unique_lock<std::mutex>& lock) {
   }
   ++flying_;
   // The next oldest may lead a batch of its own beside this one.
-  if (!queue_.empty() && flying_ < in_flight_) changed_.notify_all();
+  if (flying_ < in_flight_) wake_oldest();
   lock.unlock();
   std::vector<const Write*> writes;
   Clock::time_point by = Clock::time_point::max();
@@ -60,8 +60,11 @@ void GroupCommit::lead(std::unique_lock<std::mutex>& lock) {
   --flying_;
   ++batches_;
   batched_writes_ += entries.size();
-  for (auto* e : entries) e->done = true;
-  changed_.notify_all();
+  for (auto* e : entries) {
+    e->done = true;
+    e->wake.notify_one();
+  }
+  wake_oldest();
 }
 
 std::size_t GroupCommit::batches() const {

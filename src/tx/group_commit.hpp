@@ -61,18 +61,22 @@ class GroupCommit {
  private:
   struct Entry {
     const Write* write;
-    bool taken = false;  // in a batch
+    std::condition_variable wake;  // its writer waits here: done, or oldest with a slot free
+    bool taken = false;            // in a batch
     bool done = false;
     bool alone = false;  // its batch was refused: written again alone
     Result<postgres::Rows> result = Status(Errc::outcome_unknown, "not written");
   };
   void lead(std::unique_lock<std::mutex>& lock);
+  // Wakes the oldest write waiting, which may lead the next batch.
+  void wake_oldest() {
+    if (!queue_.empty()) queue_.front()->wake.notify_one();
+  }
 
   const std::size_t in_flight_, max_batch_;
   const Batch batch_;
   const One one_;
   mutable std::mutex mu_;
-  std::condition_variable changed_;
   std::deque<Entry*> queue_;  // under mu_
   std::size_t flying_ = 0;    // batches being written, under mu_
   std::size_t batches_ = 0, batched_writes_ = 0;
