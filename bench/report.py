@@ -681,7 +681,9 @@ def tx_section(md, run):
               "coordinator's own statements cost more than the limit's (the log's writes carry CTEs; PREPARE "
               "writes a state file), so the measured ratios sit below those bounds. parallel_branches shortens "
               "the wait (one Try and one Confirm in time instead of n) and so helps one client most; with every "
-              "core busy it only moves the same work around.\n")
+              "core busy it only moves the same work around, and with many clients on a busy host its hand-offs "
+              "to other threads cost more than they save (16 clients, busy: about half the rate of the calls "
+              "made in order).\n")
     targets = []
     for load, goal4 in (("idle", 0.5), ("busy", 0.4)):
         r = runs.get(load)
