@@ -17,6 +17,7 @@ DLOCK_DEPS=(
   cmake ninja-build g++ ccache pkg-config help2man clang-format
   redis-server redis-tools libhiredis-dev libboost1.81-dev libssl-dev openssl libsqlite3-dev
   libpq-dev postgresql pgbouncer zookeeper libzookeeper-mt-dev
+  etcd-server etcd-client libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
   libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev nlohmann-json3-dev python3
   python3-prometheus-client
 )

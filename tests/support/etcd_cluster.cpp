@@ -1,0 +1,104 @@
+#include "support/etcd_cluster.hpp"
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <stdexcept>
+#include <thread>
+
+#include "support/redis_server.hpp"
+
+namespace dlock::test {
+namespace {
+
+using namespace std::chrono_literals;
+
+std::string url(int port) { return "http://127.0.0.1:" + std::to_string(port); }
+
+bool on_path(const char* program) {
+  const char* path = std::getenv("PATH");
+  std::string dirs = path ? path : "/usr/bin:/bin";
+  for (std::size_t at = 0; at <= dirs.size();) {
+    const auto colon = std::min(dirs.find(':', at), dirs.size());
+    if (std::filesystem::exists(dirs.substr(at, colon - at) + "/" + program)) return true;
+    at = colon + 1;
+  }
+  return false;
+}
+
+}  // namespace
+
+bool etcd_available() { return on_path("etcd") && on_path("etcdctl"); }
+
+EtcdCluster::EtcdCluster(int members) {
+  char tmpl[] = "/tmp/dlock-etcd-XXXXXX";
+  if (mkdtemp(tmpl) == nullptr) throw std::runtime_error("etcd: mkdtemp failed");
+  dir_ = tmpl;
+  std::string initial;
+  for (int i = 0; i < members; ++i) {
+    client_ports_.push_back(free_port());
+    peer_ports_.push_back(free_port());
+    initial += (i ? "," : "") + std::string("n") + std::to_string(i + 1) + "=" + url(peer_ports_.back());
+  }
+  try {
+    start(members, initial);
+  } catch (...) {
+    stop();
+    throw;
+  }
+  // Healthy: every member answers and the cluster has a leader.
+  const auto until = std::chrono::steady_clock::now() + 20s;
+  for (;;) {
+    const auto r = etcdctl({"endpoint", "health"}, 5s);
+    if (r.exit_code == 0) break;
+    if (std::chrono::steady_clock::now() > until) {
+      const std::string why = r.err + r.out;
+      stop();
+      throw std::runtime_error("etcd: the cluster did not become healthy in 20 s: " + why);
+    }
+    std::this_thread::sleep_for(100ms);
+  }
+}
+
+void EtcdCluster::start(int members, const std::string& initial) {
+  for (int i = 0; i < members; ++i) {
+    const std::string name = "n" + std::to_string(i + 1);
+    members_.push_back(spawn({"etcd", "--name", name, "--data-dir", dir_ + "/" + name, "--listen-client-urls",
+                              url(client_ports_[i]), "--advertise-client-urls", url(client_ports_[i]),
+                              "--listen-peer-urls", url(peer_ports_[i]), "--initial-advertise-peer-urls",
+                              url(peer_ports_[i]), "--initial-cluster", initial, "--initial-cluster-state", "new",
+                              "--initial-cluster-token", "dlock-test", "--unsafe-no-fsync", "--logger", "zap",
+                              "--log-outputs", dir_ + "/" + name + ".log"},
+                             {}, dir_ + "/" + name + ".out"));
+  }
+}
+
+EtcdCluster::~EtcdCluster() { stop(); }
+
+void EtcdCluster::stop() {
+  for (auto& m : members_) tools::stop_child(m);
+  members_.clear();
+  std::error_code ec;
+  if (!dir_.empty()) std::filesystem::remove_all(dir_, ec);
+  dir_.clear();
+}
+
+std::vector<std::string> EtcdCluster::endpoints() const {
+  std::vector<std::string> out;
+  for (int p : client_ports_) out.push_back("127.0.0.1:" + std::to_string(p));
+  return out;
+}
+
+std::string EtcdCluster::endpoint_list() const {
+  std::string out;
+  for (const auto& e : endpoints()) out += (out.empty() ? "" : ",") + e;
+  return out;
+}
+
+RunResult EtcdCluster::etcdctl(const std::vector<std::string>& args, std::chrono::milliseconds timeout) const {
+  std::vector<std::string> argv{"etcdctl", "--endpoints=" + endpoint_list()};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return run(argv, timeout, {{"ETCDCTL_API", "3"}});
+}
+
+}  // namespace dlock::test

@@ -1,0 +1,50 @@
+// tests/support/etcd_cluster.hpp: a private etcd cluster (Debian's
+// etcd-server 3.4) of `members` members on free loopback ports in a temp
+// dir, for one test: started together, healthy before the constructor
+// returns, each member stopped (and only those) when the object goes.
+// Without fsync (tests want speed).
+//
+//   EtcdCluster etcd(3);
+//   etcd.endpoints();  // {"127.0.0.1:P1", "127.0.0.1:P2", "127.0.0.1:P3"}
+#ifndef DLOCK_TESTS_SUPPORT_ETCD_CLUSTER_HPP_
+#define DLOCK_TESTS_SUPPORT_ETCD_CLUSTER_HPP_
+
+#include <string>
+#include <vector>
+
+#include "support/process.hpp"
+
+namespace dlock::test {
+
+class EtcdCluster {
+ public:
+  explicit EtcdCluster(int members = 3);  // throws std::runtime_error, naming the step that failed
+  ~EtcdCluster();
+  EtcdCluster(const EtcdCluster&) = delete;
+  EtcdCluster& operator=(const EtcdCluster&) = delete;
+
+  // "127.0.0.1:PORT" of each member's client port.
+  std::vector<std::string> endpoints() const;
+  // The same, comma-separated, as etcdctl's --endpoints takes them.
+  std::string endpoint_list() const;
+  // Runs etcdctl (API v3) against the cluster with `args`, to its end or
+  // `timeout`.
+  RunResult etcdctl(const std::vector<std::string>& args,
+                    std::chrono::milliseconds timeout = std::chrono::seconds(10)) const;
+  const std::string& dir() const { return dir_; }
+
+ private:
+  void start(int members, const std::string& initial);
+  void stop();  // every member, and the dir
+
+  std::string dir_;
+  std::vector<int> client_ports_, peer_ports_;
+  std::vector<Child> members_;
+};
+
+// True if etcd and etcdctl are installed.
+bool etcd_available();
+
+}  // namespace dlock::test
+
+#endif  // DLOCK_TESTS_SUPPORT_ETCD_CLUSTER_HPP_
