@@ -233,8 +233,7 @@ Result<EtcdRpc::Created> EtcdRpc::create(std::string_view key, std::string_view 
   out.created = resp.succeeded();
   out.revision = resp.header().revision();
   for (const auto& op : resp.responses())
-    if (op.has_response_range() && op.response_range().kvs_size() > 0)
-      out.kv = from_pb(op.response_range().kvs(0));
+    if (op.has_response_range() && op.response_range().kvs_size() > 0) out.kv = from_pb(op.response_range().kvs(0));
   if (out.kv.key.empty())
     return Status(Errc::protocol_error, "etcd: a transaction that created or found a key did not read it back");
   return out;
@@ -263,8 +262,8 @@ Result<std::int64_t> EtcdRpc::lease_time_to_live(std::int64_t id, Clock::time_po
   pb::LeaseTimeToLiveRequest req;
   req.set_id(id);
   pb::LeaseTimeToLiveResponse resp;
-  if (Status s = impl_->invoke(
-          [&](grpc::ClientContext& c) { return impl_->lease->LeaseTimeToLive(&c, req, &resp); }, by, false);
+  if (Status s = impl_->invoke([&](grpc::ClientContext& c) { return impl_->lease->LeaseTimeToLive(&c, req, &resp); },
+                               by, false);
       !s.ok())
     return s;
   return resp.ttl();
@@ -273,8 +272,8 @@ Result<std::int64_t> EtcdRpc::lease_time_to_live(std::int64_t id, Clock::time_po
 Result<EtcdRpc::MemberStatus> EtcdRpc::status(Clock::time_point by) {
   pb::StatusRequest req;
   pb::StatusResponse resp;
-  if (Status s = impl_->invoke([&](grpc::ClientContext& c) { return impl_->maintenance->Status(&c, req, &resp); },
-                               by, false);
+  if (Status s =
+          impl_->invoke([&](grpc::ClientContext& c) { return impl_->maintenance->Status(&c, req, &resp); }, by, false);
       !s.ok())
     return s;
   return MemberStatus{resp.header().member_id(), resp.leader(), resp.raftterm(), resp.version()};

@@ -59,8 +59,7 @@ class EtcdRpc {
   Result<Range> range(std::string_view key, std::string_view range_end, Clock::time_point by);
   // The key created last before `max_create_revision` among those starting
   // with `prefix` (etcd's Mutex: the waiter just before one); none: empty.
-  Result<Range> last_created_before(std::string_view prefix, std::int64_t max_create_revision,
-                                    Clock::time_point by);
+  Result<Range> last_created_before(std::string_view prefix, std::int64_t max_create_revision, Clock::time_point by);
   // The revision of the write.
   Result<std::int64_t> put(std::string_view key, std::string_view value, std::int64_t lease, Clock::time_point by);
   // How many keys were deleted.

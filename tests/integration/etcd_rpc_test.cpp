@@ -1,6 +1,8 @@
 // The etcd client layer (src/etcd/etcd_rpc) against a real 3-member etcd
 // cluster the test starts, and beside etcd's own lock (`etcdctl lock`):
 // the keys, revisions and leases the etcd backend is built on.
+#include "etcd/etcd_rpc.hpp"
+
 #include <gtest/gtest.h>
 #include <signal.h>
 
@@ -8,7 +10,6 @@
 #include <cstdio>
 #include <thread>
 
-#include "etcd/etcd_rpc.hpp"
 #include "support/etcd_cluster.hpp"
 #include "support/process.hpp"
 #include "support/redis_server.hpp"

@@ -63,13 +63,23 @@ EtcdCluster::EtcdCluster(int members) {
 void EtcdCluster::start(int members, const std::string& initial) {
   for (int i = 0; i < members; ++i) {
     const std::string name = "n" + std::to_string(i + 1);
-    members_.push_back(spawn({"etcd", "--name", name, "--data-dir", dir_ + "/" + name, "--listen-client-urls",
-                              url(client_ports_[i]), "--advertise-client-urls", url(client_ports_[i]),
-                              "--listen-peer-urls", url(peer_ports_[i]), "--initial-advertise-peer-urls",
-                              url(peer_ports_[i]), "--initial-cluster", initial, "--initial-cluster-state", "new",
-                              "--initial-cluster-token", "dlock-test", "--unsafe-no-fsync", "--logger", "zap",
-                              "--log-outputs", dir_ + "/" + name + ".log"},
-                             {}, dir_ + "/" + name + ".out"));
+    std::vector<std::string> argv{"etcd", "--unsafe-no-fsync"};
+    auto flag = [&](const char* f, const std::string& v) {
+      argv.push_back(std::string("--") + f);
+      argv.push_back(v);
+    };
+    flag("name", name);
+    flag("data-dir", dir_ + "/" + name);
+    flag("listen-client-urls", url(client_ports_[i]));
+    flag("advertise-client-urls", url(client_ports_[i]));
+    flag("listen-peer-urls", url(peer_ports_[i]));
+    flag("initial-advertise-peer-urls", url(peer_ports_[i]));
+    flag("initial-cluster", initial);
+    flag("initial-cluster-state", "new");
+    flag("initial-cluster-token", "dlock-test");
+    flag("logger", "zap");
+    flag("log-outputs", dir_ + "/" + name + ".log");
+    members_.push_back(spawn(argv, {}, dir_ + "/" + name + ".out"));
   }
 }
 
