@@ -76,22 +76,15 @@ Result<Rows> PgBlocking::exec(const std::string& sql, const std::vector<std::str
   std::vector<const char*> values;
   for (const auto& p : params) values.push_back(p.c_str());
   if (PQsendQueryParams(conn_, sql.c_str(), static_cast<int>(values.size()), nullptr, values.data(), nullptr, nullptr,
-                        0) != 1) {
-    Status s(Errc::unavailable, "postgres: " + trimmed(PQerrorMessage(conn_)));
-    drop();
-    return s;
-  }
+                        0) != 1)
+    return not_sent();
   return await(by);
 }
 
 Result<Rows> PgBlocking::exec_script(const std::string& sql, Clock::time_point by) {
   if (conn_ == nullptr)
     if (Status s = open(by); !s.ok()) return s;
-  if (PQsendQuery(conn_, sql.c_str()) != 1) {
-    Status s(Errc::unavailable, "postgres: " + trimmed(PQerrorMessage(conn_)));
-    drop();
-    return s;
-  }
+  if (PQsendQuery(conn_, sql.c_str()) != 1) return not_sent();
   return await(by);
 }
 
@@ -116,11 +109,8 @@ Result<Rows> PgBlocking::exec_prepared(const std::string& sql, const std::vector
       if (Status s = open(by); !s.ok()) return s;
     if (Status s = prepare(name, sql, static_cast<int>(values.size()), by); !s.ok()) return s;
     if (PQsendQueryPrepared(conn_, name.c_str(), static_cast<int>(values.size()), values.data(), nullptr, nullptr, 0) !=
-        1) {
-      Status s(Errc::unavailable, "postgres: " + trimmed(PQerrorMessage(conn_)));
-      drop();
-      return s;
-    }
+        1)
+      return not_sent();
     auto r = await(by);
     // Refused at its Bind, before anything ran: prepared again, once; lost
     // again, the session is moved between statements (a pooler in
@@ -161,11 +151,6 @@ Result<std::vector<Rows>> PgBlocking::exec_batch(const std::vector<Statement>& s
 
 Result<std::vector<Rows>> PgBlocking::pipeline(const std::vector<Statement>& statements,
                                                const std::vector<std::string>& names, Clock::time_point by) {
-  auto not_sent = [&] {
-    Status s(Errc::unavailable, "postgres: " + trimmed(PQerrorMessage(conn_)));
-    drop();
-    return s;
-  };
   if (PQenterPipelineMode(conn_) != 1) return not_sent();
   for (std::size_t i = 0; i < statements.size(); ++i) {
     std::vector<const char*> values;
@@ -179,23 +164,16 @@ Result<std::vector<Rows>> PgBlocking::pipeline(const std::vector<Statement>& sta
   }
   if (PQpipelineSync(conn_) != 1) return not_sent();
   const auto deadline = std::min(Clock::now() + config_.command_timeout, by);
-  auto unknown = [&](const std::string& why) {
-    drop();
-    return Status(Errc::outcome_unknown, "postgres: " + why);
-  };
-  for (int f = PQflush(conn_); f != 0; f = PQflush(conn_))
-    if (f < 0 || !wait_socket(conn_, POLLOUT, deadline)) return unknown("the statements could not be sent in time");
+  if (Status s = flush(deadline); !s.ok()) return s;
   // Each statement's results end with a null; then the sync's, which says
   // that the implicit transaction has ended (committed unless a statement
   // was refused).
   std::vector<Rows> out(statements.size());
   Status refused;
   for (std::size_t i = 0;;) {
-    while (PQisBusy(conn_) != 0)
-      if (!wait_socket(conn_, POLLIN, deadline) || PQconsumeInput(conn_) != 1)
-        return unknown("no reply within the command timeout (" + std::to_string(config_.command_timeout.count()) +
-                       " ms) or the call's deadline, or the connection dropped");
-    PGresult* res = PQgetResult(conn_);
+    auto next = next_result(deadline);
+    if (!next.ok()) return next.status();
+    PGresult* res = *next;
     if (res == nullptr) {
       ++i;
       continue;
@@ -208,18 +186,18 @@ Result<std::vector<Rows>> PgBlocking::pipeline(const std::vector<Statement>& sta
     if (st != PGRES_PIPELINE_ABORTED && i < out.size()) take_result(res, out[i], refused);
     PQclear(res);
   }
-  if (PQexitPipelineMode(conn_) != 1) return unknown("the pipeline did not end: " + trimmed(PQerrorMessage(conn_)));
+  if (PQexitPipelineMode(conn_) != 1) {
+    Status s(Errc::outcome_unknown, "postgres: the pipeline did not end: " + trimmed(PQerrorMessage(conn_)));
+    drop();
+    return s;
+  }
   if (!refused.ok()) return Status(Errc::aborted, refused.message(), std::string(refused.backend_code()));
   return out;
 }
 
 Status PgBlocking::prepare(const std::string& name, const std::string& sql, int params, Clock::time_point by) {
   if (prepared_.contains(name)) return {};
-  if (PQsendPrepare(conn_, name.c_str(), sql.c_str(), params, nullptr) != 1) {
-    Status s(Errc::unavailable, "postgres: " + trimmed(PQerrorMessage(conn_)));
-    drop();
-    return s;
-  }
+  if (PQsendPrepare(conn_, name.c_str(), sql.c_str(), params, nullptr) != 1) return not_sent();
   auto r = await(by);
   // A Parse executes nothing: an unanswered one is an error, not an unknown.
   if (!r.ok() && r.code() == Errc::outcome_unknown)
@@ -229,25 +207,43 @@ Status PgBlocking::prepare(const std::string& name, const std::string& sql, int 
   return {};
 }
 
+Status PgBlocking::not_sent() {
+  Status s(Errc::unavailable, "postgres: " + trimmed(PQerrorMessage(conn_)));
+  drop();
+  return s;
+}
+
+Status PgBlocking::flush(Clock::time_point deadline) {
+  for (int f = PQflush(conn_); f != 0; f = PQflush(conn_))
+    if (f < 0 || !wait_socket(conn_, POLLOUT, deadline)) {
+      drop();
+      return {Errc::outcome_unknown, "postgres: the statement could not be sent in time"};
+    }
+  return {};
+}
+
+Result<PGresult*> PgBlocking::next_result(Clock::time_point deadline) {
+  while (PQisBusy(conn_) != 0)
+    if (!wait_socket(conn_, POLLIN, deadline) || PQconsumeInput(conn_) != 1) {
+      drop();
+      return Status(Errc::outcome_unknown, "postgres: no reply within the command timeout (" +
+                                               std::to_string(config_.command_timeout.count()) +
+                                               " ms) or the call's deadline, or the connection dropped");
+    }
+  return PQgetResult(conn_);
+}
+
 Result<Rows> PgBlocking::await(Clock::time_point by) {
   const auto deadline = std::min(Clock::now() + config_.command_timeout, by);
-  auto unknown = [&](const std::string& why) {
-    drop();
-    return Status(Errc::outcome_unknown, "postgres: " + why);
-  };
-  for (int f = PQflush(conn_); f != 0; f = PQflush(conn_))
-    if (f < 0 || !wait_socket(conn_, POLLOUT, deadline)) return unknown("the statement could not be sent in time");
+  if (Status s = flush(deadline); !s.ok()) return s;
   Rows rows;
   Status error;
   for (;;) {
-    while (PQisBusy(conn_) != 0)
-      if (!wait_socket(conn_, POLLIN, deadline) || PQconsumeInput(conn_) != 1)
-        return unknown("no reply within the command timeout (" + std::to_string(config_.command_timeout.count()) +
-                       " ms) or the call's deadline, or the connection dropped");
-    PGresult* res = PQgetResult(conn_);
-    if (res == nullptr) break;
-    take_result(res, rows, error);
-    PQclear(res);
+    auto next = next_result(deadline);
+    if (!next.ok()) return next.status();
+    if (*next == nullptr) break;
+    take_result(*next, rows, error);
+    PQclear(*next);
   }
   if (!error.ok()) return error;
   return rows;

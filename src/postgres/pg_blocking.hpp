@@ -71,6 +71,14 @@ class PgBlocking {
   void drop();
   // The reply to what was just sent, by `by` (and the command timeout).
   Result<Rows> await(Clock::time_point by);
+  // A statement libpq would not queue: nothing was sent (unavailable); the
+  // connection is dropped.
+  Status not_sent();
+  // Sends what libpq holds by `deadline`; outcome_unknown (dropped) if not.
+  Status flush(Clock::time_point deadline);
+  // The next result of the reply (null: the end of one statement's), read
+  // by `deadline`; outcome_unknown (dropped) if none comes.
+  Result<pg_result*> next_result(Clock::time_point deadline);
   // The name a statement is prepared under: the same for the same text in
   // every process and version.
   static std::string name_of(const std::string& sql);
