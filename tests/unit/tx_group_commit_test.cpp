@@ -81,30 +81,17 @@ TEST(GroupCommit, WritesArrivingWhileABatchIsInFlightGoOutTogetherInOrder) {
   EXPECT_EQ(g.batched_writes(), 6u);
 }
 
-// Runs `n` writes at once behind a first one that waits for them all to
-// queue; returns their answers.
-std::vector<Result<Rows>> behind_one(GroupCommit& g, std::atomic<bool>& first_waits, int n) {
-  std::vector<Result<Rows>> out(static_cast<std::size_t>(n), Status(Errc::unavailable, "not run"));
-  std::thread first([&] { (void)g.write({&kSql, {"first"}}); });
-  EXPECT_TRUE(eventually([&] { return first_waits.load(); }));
-  std::vector<std::thread> threads;
-  for (int i = 0; i < n; ++i)
-    threads.emplace_back([&, i] {
-      out[static_cast<std::size_t>(i)] = g.write({&kSql, {i == 1 ? "bad" : "w" + std::to_string(i)}});
-    });
-  for (auto& t : threads) t.join();
-  first.join();
-  return out;
-}
-
-TEST(GroupCommit, ARefusedBatchIsWrittenAgainOneByOneSoOnlyTheBadWriteFails) {
+// Three writes ("w0", "bad", "w2") queued behind a first one that holds
+// its slot until they all wait, so that they go out as one batch, which
+// answers `batch_answer`. Their answers; `alone` counts the writes made
+// again one by one, where "bad" is refused.
+std::vector<Result<Rows>> three_behind_one(const Status& batch_answer, std::atomic<int>& alone) {
   std::atomic<bool> first_waits{false};
-  std::atomic<int> alone{0};
   GroupCommit* self = nullptr;
   GroupCommit g(
       1, 64,
       [&](const std::vector<const Write*>&, GroupCommit::Clock::time_point) -> Result<std::vector<Rows>> {
-        return Status(Errc::aborted, "one of them was refused");
+        return batch_answer;
       },
       [&](const Write& w) -> Result<Rows> {
         if (w.params[0] == "first") {
@@ -117,7 +104,22 @@ TEST(GroupCommit, ARefusedBatchIsWrittenAgainOneByOneSoOnlyTheBadWriteFails) {
         return rows_of(w);
       });
   self = &g;
-  auto out = behind_one(g, first_waits, 3);
+  std::vector<Result<Rows>> out(3, Status(Errc::unavailable, "not run"));
+  std::thread first([&] { (void)g.write({&kSql, {"first"}}); });
+  EXPECT_TRUE(eventually([&] { return first_waits.load(); }));
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 3; ++i)
+    threads.emplace_back([&, i] {
+      out[static_cast<std::size_t>(i)] = g.write({&kSql, {i == 1 ? "bad" : "w" + std::to_string(i)}});
+    });
+  for (auto& t : threads) t.join();
+  first.join();
+  return out;
+}
+
+TEST(GroupCommit, ARefusedBatchIsWrittenAgainOneByOneSoOnlyTheBadWriteFails) {
+  std::atomic<int> alone{0};
+  auto out = three_behind_one(Status(Errc::aborted, "one of them was refused"), alone);
   EXPECT_EQ(alone, 3);
   ASSERT_TRUE(out[0].ok()) << out[0].status().to_string();
   EXPECT_EQ(out[1].code(), Errc::invalid_argument);
@@ -126,22 +128,8 @@ TEST(GroupCommit, ARefusedBatchIsWrittenAgainOneByOneSoOnlyTheBadWriteFails) {
 }
 
 TEST(GroupCommit, ABatchWithoutAnAnswerIsUnknownForEveryWriteInIt) {
-  std::atomic<bool> first_waits{false};
   std::atomic<int> alone{0};
-  GroupCommit* self = nullptr;
-  GroupCommit g(
-      1, 64,
-      [&](const std::vector<const Write*>&, GroupCommit::Clock::time_point) -> Result<std::vector<Rows>> {
-        return Status(Errc::outcome_unknown, "no reply");
-      },
-      [&](const Write& w) -> Result<Rows> {
-        if (w.params[0] != "first") ++alone;
-        first_waits = true;
-        EXPECT_TRUE(eventually([&] { return self->waiting() == 3; }));
-        return rows_of(w);
-      });
-  self = &g;
-  auto out = behind_one(g, first_waits, 3);
+  auto out = three_behind_one(Status(Errc::outcome_unknown, "no reply"), alone);
   EXPECT_EQ(alone, 0) << "an unknown outcome is never written again as if nothing happened";
   for (const auto& r : out) EXPECT_EQ(r.code(), Errc::outcome_unknown);
 }
