@@ -9,6 +9,8 @@
 #   DLOCK_WITH_SQLITE     SQLite::SQLite3 (CMake's FindSQLite3)
 #   DLOCK_WITH_POSTGRES   dlock::libpq
 #   DLOCK_WITH_ZOOKEEPER  dlock::zookeeper_mt (the C client's threaded build)
+#   DLOCK_WITH_ETCD       gRPC::grpc++, protobuf::libprotobuf (gRPC's and
+#                         protobuf's own CMake packages)
 #
 # Set before including it: DLOCK_WITH_<BACKEND> (ON/OFF) and
 # _dlock_dependency_mode: "build" (a missing dependency stops the configure)
@@ -78,6 +80,11 @@ if(DLOCK_WITH_POSTGRES)
 endif()
 if(DLOCK_WITH_ZOOKEEPER)
   _dlock_import_library(dlock::zookeeper_mt ZOOKEEPER zookeeper/zookeeper.h zookeeper_mt)
+endif()
+
+if(DLOCK_WITH_ETCD)
+  _dlock_find_package(gRPC CONFIG)
+  _dlock_find_package(Protobuf)
 endif()
 
 if(_dlock_missing_libraries)

@@ -15,6 +15,9 @@
 #if DLOCK_WITH_ZOOKEEPER
 #include "zookeeper/factory.hpp"
 #endif
+#if DLOCK_WITH_ETCD
+#include "etcd/factory.hpp"
+#endif
 
 namespace dlock::detail {
 namespace {
@@ -41,6 +44,10 @@ constexpr BackendScheme kSchemes[] = {
     {"zk", zookeeper::make_from_url},
     // Refused with a clear reason (the C client has no TLS).
     {"zk+tls", zookeeper::make_from_url},
+#endif
+#if DLOCK_WITH_ETCD
+    {"etcd", etcd::make_from_url},
+    {"etcd+tls", etcd::make_from_url},
 #endif
     {"", nullptr},  // keeps the array non-empty in a build without backends
 };

@@ -39,4 +39,19 @@ std::string describe_holder(std::string_view label) {
   return out;
 }
 
+std::string node_data(std::string_view owner, std::string_view info) {
+  std::string out(owner);
+  if (!info.empty()) {
+    out += '\0';
+    out += info;
+  }
+  return out;
+}
+
+NodeData parse_node_data(std::string_view data) {
+  const auto nul = data.find('\0');
+  if (nul == std::string_view::npos) return {std::string(data), ""};
+  return {std::string(data.substr(0, nul)), std::string(data.substr(nul + 1))};
+}
+
 }  // namespace dlock::detail

@@ -61,8 +61,8 @@ DLOCK_EXPORT std::string describe_url(std::string_view url);
 
 // The backend family a URL's scheme names: "redis" (redis, rediss,
 // redis-cluster[+tls], redis-sentinel[+tls]), "redlock" (redlock,
-// redlock+tls), "postgres" (postgres, postgresql), "sqlite" or "zookeeper"
-// (zk, zk+tls); empty for any other. Whether this build serves it is
+// redlock+tls), "postgres" (postgres, postgresql), "sqlite", "zookeeper"
+// (zk, zk+tls) or "etcd" (etcd, etcd+tls); empty for any other. Whether this build serves it is
 // Client::connect's to say. ClientStats::backend is this of the client's URL.
 DLOCK_EXPORT std::string_view backend_family(std::string_view url);
 

@@ -73,6 +73,7 @@ std::string_view backend_family(std::string_view url) {
   if (scheme == "postgres" || scheme == "postgresql") return "postgres";
   if (scheme == "sqlite") return "sqlite";
   if (scheme == "zk" || scheme == "zk+tls") return "zookeeper";
+  if (scheme == "etcd" || scheme == "etcd+tls") return "etcd";
   return {};
 }
 

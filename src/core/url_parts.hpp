@@ -4,8 +4,10 @@
 #define DLOCK_CORE_URL_PARTS_HPP_
 
 #include <charconv>
+#include <chrono>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace dlock::detail {
 
@@ -33,6 +35,14 @@ bool parse_int(std::string_view s, Int& out) {
   auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
   return ec == std::errc() && p == s.data() + s.size();
 }
+
+// "10s", "1500ms", "2m", "1h": a unit is required (clients disagree on the
+// default); at most an hour.
+bool parse_duration(std::string_view s, std::chrono::milliseconds& out);
+
+// "host[:port],[v6]:port,...": each as "host:port" (`default_port` where
+// none is given). Empty on success, else what is wrong.
+std::string parse_host_list(std::string_view list, int default_port, std::vector<std::string>& out);
 
 }  // namespace dlock::detail
 

@@ -1,21 +1,11 @@
 #include "etcd/etcd_rpc.hpp"
 
-#include <grpcpp/grpcpp.h>
-
 #include <algorithm>
-#include <mutex>
 #include <utility>
 
-#include "etcdserverpb/rpc.grpc.pb.h"
+#include "etcd/rpc_impl.hpp"
 
 namespace dlock::etcd {
-namespace {
-
-namespace pb = etcdserverpb;
-
-// A call with no deadline of its own still ends: a member that accepts
-// connections and never answers must not hold a caller forever.
-constexpr std::chrono::seconds kLongestCall{30};
 
 Status status_of(const grpc::Status& s, bool write) {
   const std::string what = "etcd: " + s.error_message();
@@ -50,6 +40,13 @@ KeyValue from_pb(const mvccpb::KeyValue& kv) {
   return {kv.key(), kv.value(), kv.create_revision(), kv.mod_revision(), kv.version(), kv.lease()};
 }
 
+bool token_expired(const grpc::Status& s) {
+  return s.error_code() == grpc::StatusCode::INVALID_ARGUMENT &&
+         s.error_message().find("invalid auth token") != std::string::npos;
+}
+
+namespace {
+
 // gRPC's target for the endpoints: every member by address when they are
 // all IPv4 literals (gRPC then moves to the next when one fails), else the
 // first by name.
@@ -78,78 +75,77 @@ std::string prefix_end(std::string_view prefix) {
   return std::string(1, '\0');  // every key
 }
 
-struct EtcdRpc::Impl {
-  EtcdConfig config;
-  std::shared_ptr<grpc::Channel> channel;
-  std::unique_ptr<pb::KV::Stub> kv;
-  std::unique_ptr<pb::Lease::Stub> lease;
-  std::unique_ptr<pb::Maintenance::Stub> maintenance;
-  std::unique_ptr<pb::Auth::Stub> auth;
-  std::mutex mu;
-  std::string token;  // under mu
+EtcdRpc::Impl::Impl(EtcdConfig c) : config(std::move(c)) {
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  channel = grpc::CreateCustomChannel(target_of(config.endpoints), grpc::InsecureChannelCredentials(), args);
+  kv = pb::KV::NewStub(channel);
+  lease = pb::Lease::NewStub(channel);
+  watch = pb::Watch::NewStub(channel);
+  maintenance = pb::Maintenance::NewStub(channel);
+  auth = pb::Auth::NewStub(channel);
+}
 
-  explicit Impl(EtcdConfig c) : config(std::move(c)) {
-    grpc::ChannelArguments args;
-    args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
-    args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
-    channel = grpc::CreateCustomChannel(target_of(config.endpoints), grpc::InsecureChannelCredentials(), args);
-    kv = pb::KV::NewStub(channel);
-    lease = pb::Lease::NewStub(channel);
-    maintenance = pb::Maintenance::NewStub(channel);
-    auth = pb::Auth::NewStub(channel);
-  }
+EtcdRpc::Impl::~Impl() {
+  std::unique_lock lock(calls_mu_);
+  closing_ = true;
+  for (auto* ctx : calls_) ctx->TryCancel();
+  calls_cv_.wait(lock, [&] { return calls_.empty(); });
+}
 
-  void prepare(grpc::ClientContext& ctx, Clock::time_point by) {
-    const auto now = Clock::now();
-    const auto left = std::min<Clock::duration>(by - now, kLongestCall);
-    ctx.set_deadline(std::chrono::system_clock::now() + std::max<Clock::duration>(left, Clock::duration::zero()));
+bool EtcdRpc::Impl::track(grpc::ClientContext* ctx) {
+  std::lock_guard lock(calls_mu_);
+  if (closing_) return false;
+  calls_.insert(ctx);
+  return true;
+}
+
+void EtcdRpc::Impl::untrack(grpc::ClientContext* ctx) {
+  std::lock_guard lock(calls_mu_);
+  calls_.erase(ctx);
+  if (calls_.empty()) calls_cv_.notify_all();
+}
+
+void EtcdRpc::Impl::prepare(grpc::ClientContext& ctx, Clock::time_point by) {
+  const auto now = Clock::now();
+  const auto left = std::min<Clock::duration>(by - now, kLongestCall);
+  ctx.set_deadline(std::chrono::system_clock::now() + std::max<Clock::duration>(left, Clock::duration::zero()));
+  std::lock_guard lock(mu);
+  if (!token.empty()) ctx.AddMetadata("token", token);
+}
+
+void EtcdRpc::Impl::prepare_stream(grpc::ClientContext& ctx) {
+  std::lock_guard lock(mu);
+  if (!token.empty()) ctx.AddMetadata("token", token);
+}
+
+Result<EtcdRpc::Range> EtcdRpc::Impl::range(const pb::RangeRequest& req, Clock::time_point by) {
+  pb::RangeResponse resp;
+  if (Status s = invoke([&](grpc::ClientContext& c) { return kv->Range(&c, req, &resp); }, by, false); !s.ok())
+    return s;
+  Range out;
+  out.revision = resp.header().revision();
+  for (const auto& x : resp.kvs()) out.kvs.push_back(from_pb(x));
+  return out;
+}
+
+Status EtcdRpc::Impl::authenticate(Clock::time_point by) {
+  pb::AuthenticateRequest req;
+  req.set_name(config.user);
+  req.set_password(config.password);
+  pb::AuthenticateResponse resp;
+  grpc::ClientContext ctx;
+  {
     std::lock_guard lock(mu);
-    if (!token.empty()) ctx.AddMetadata("token", token);
+    token.clear();
   }
-
-  Result<Range> range(const pb::RangeRequest& req, Clock::time_point by) {
-    pb::RangeResponse resp;
-    if (Status s = invoke([&](grpc::ClientContext& c) { return kv->Range(&c, req, &resp); }, by, false); !s.ok())
-      return s;
-    Range out;
-    out.revision = resp.header().revision();
-    for (const auto& x : resp.kvs()) out.kvs.push_back(from_pb(x));
-    return out;
-  }
-
-  Status authenticate(Clock::time_point by) {
-    pb::AuthenticateRequest req;
-    req.set_name(config.user);
-    req.set_password(config.password);
-    pb::AuthenticateResponse resp;
-    grpc::ClientContext ctx;
-    {
-      std::lock_guard lock(mu);
-      token.clear();
-    }
-    prepare(ctx, by);
-    if (Status s = status_of(auth->Authenticate(&ctx, req, &resp), false); !s.ok()) return s;
-    std::lock_guard lock(mu);
-    token = resp.token();
-    return {};
-  }
-
-  // Runs `call` with a context bounded by `by`; an expired token is
-  // renewed once (the server refused the call: nothing was applied).
-  template <class Call>
-  Status invoke(Call&& call, Clock::time_point by, bool write) {
-    for (int attempt = 0;; ++attempt) {
-      grpc::ClientContext ctx;
-      prepare(ctx, by);
-      const grpc::Status s = call(ctx);
-      if (s.ok()) return {};
-      if (attempt == 0 && !config.user.empty() && s.error_message().find("invalid auth token") != std::string::npos &&
-          authenticate(by).ok())
-        continue;
-      return status_of(s, write);
-    }
-  }
-};
+  prepare(ctx, by);
+  if (Status s = status_of(auth->Authenticate(&ctx, req, &resp), false); !s.ok()) return s;
+  std::lock_guard lock(mu);
+  token = resp.token();
+  return {};
+}
 
 EtcdRpc::EtcdRpc(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 EtcdRpc::~EtcdRpc() = default;
@@ -277,6 +273,138 @@ Result<EtcdRpc::MemberStatus> EtcdRpc::status(Clock::time_point by) {
       !s.ok())
     return s;
   return MemberStatus{resp.header().member_id(), resp.leader(), resp.raftterm(), resp.version()};
+}
+
+}  // namespace dlock::etcd
+
+// ---- asynchronous calls ----
+
+namespace dlock::etcd {
+namespace {
+
+void line_request(pb::RangeRequest& r, const std::string& prefix, bool keys_only) {
+  r.set_key(prefix);
+  r.set_range_end(prefix_end(prefix));
+  r.set_sort_target(pb::RangeRequest::CREATE);
+  r.set_sort_order(pb::RangeRequest::ASCEND);
+  r.set_keys_only(keys_only);
+}
+
+std::vector<KeyValue> kvs_of(const pb::RangeResponse& r) {
+  std::vector<KeyValue> out;
+  out.reserve(static_cast<std::size_t>(r.kvs_size()));
+  for (const auto& x : r.kvs()) out.push_back(from_pb(x));
+  return out;
+}
+
+}  // namespace
+
+void EtcdRpc::join_line(std::string key, std::string value, std::int64_t lease, std::string line, Clock::time_point by,
+                        Done<Line> done) {
+  auto req = std::make_shared<pb::TxnRequest>();
+  auto* cmp = req->add_compare();
+  cmp->set_key(key);
+  cmp->set_target(pb::Compare::CREATE);
+  cmp->set_result(pb::Compare::EQUAL);
+  cmp->set_create_revision(0);
+  auto* put = req->add_success()->mutable_request_put();
+  put->set_key(key);
+  put->set_value(std::move(value));
+  put->set_lease(lease);
+  for (auto* ops : {req->mutable_success(), req->mutable_failure()}) {
+    ops->Add()->mutable_request_range()->set_key(key);
+    line_request(*ops->Add()->mutable_request_range(), line, false);
+  }
+  impl_->invoke_async<pb::TxnRequest, pb::TxnResponse>(
+      std::move(req),
+      [this](grpc::ClientContext* c, const pb::TxnRequest* q, pb::TxnResponse* r, std::function<void(grpc::Status)> f) {
+        impl_->kv->async()->Txn(c, q, r, std::move(f));
+      },
+      by, true,
+      [done = std::move(done)](Status s, pb::TxnResponse& resp) {
+        if (!s.ok()) return done(s);
+        Line out;
+        out.created = resp.succeeded();
+        out.revision = resp.header().revision();
+        const int first = out.created ? 1 : 0;  // the put's answer comes first
+        if (resp.responses_size() != first + 2 || !resp.responses(first).has_response_range() ||
+            !resp.responses(first + 1).has_response_range())
+          return done(Status(Errc::protocol_error, "etcd: the lock's transaction came back in another shape"));
+        const auto& mine = resp.responses(first).response_range();
+        if (mine.kvs_size() != 1)
+          return done(Status(Errc::protocol_error, "etcd: the lock's transaction did not read its key back"));
+        out.mine = from_pb(mine.kvs(0));
+        out.keys = kvs_of(resp.responses(first + 1).response_range());
+        done(std::move(out));
+      });
+}
+
+void EtcdRpc::read_line(std::string prefix, bool keys_only, Clock::time_point by, Done<Range> done) {
+  auto req = std::make_shared<pb::RangeRequest>();
+  line_request(*req, prefix, keys_only);
+  impl_->invoke_async<pb::RangeRequest, pb::RangeResponse>(
+      std::move(req),
+      [this](grpc::ClientContext* c, const pb::RangeRequest* q, pb::RangeResponse* r,
+             std::function<void(grpc::Status)> f) { impl_->kv->async()->Range(c, q, r, std::move(f)); },
+      by, false,
+      [done = std::move(done)](Status s, pb::RangeResponse& resp) {
+        if (!s.ok()) return done(s);
+        done(Range{resp.header().revision(), kvs_of(resp)});
+      });
+}
+
+void EtcdRpc::erase_created(std::string key, std::int64_t create_revision, Clock::time_point by, Done<Erased> done) {
+  auto req = std::make_shared<pb::TxnRequest>();
+  if (create_revision > 0) {
+    auto* cmp = req->add_compare();
+    cmp->set_key(key);
+    cmp->set_target(pb::Compare::CREATE);
+    cmp->set_result(pb::Compare::EQUAL);
+    cmp->set_create_revision(create_revision);
+  }
+  req->add_success()->mutable_request_delete_range()->set_key(std::move(key));
+  impl_->invoke_async<pb::TxnRequest, pb::TxnResponse>(
+      std::move(req),
+      [this](grpc::ClientContext* c, const pb::TxnRequest* q, pb::TxnResponse* r, std::function<void(grpc::Status)> f) {
+        impl_->kv->async()->Txn(c, q, r, std::move(f));
+      },
+      by, true,
+      [done = std::move(done)](Status s, pb::TxnResponse& resp) {
+        if (!s.ok()) return done(s);
+        const bool deleted =
+            resp.succeeded() && resp.responses_size() == 1 && resp.responses(0).response_delete_range().deleted() > 0;
+        done(Erased{deleted, resp.header().revision()});
+      });
+}
+
+void EtcdRpc::grant_lease(std::int64_t ttl_seconds, Clock::time_point by, Done<LeaseGrant> done) {
+  auto req = std::make_shared<pb::LeaseGrantRequest>();
+  req->set_ttl(ttl_seconds);
+  impl_->invoke_async<pb::LeaseGrantRequest, pb::LeaseGrantResponse>(
+      std::move(req),
+      [this](grpc::ClientContext* c, const pb::LeaseGrantRequest* q, pb::LeaseGrantResponse* r,
+             std::function<void(grpc::Status)> f) { impl_->lease->async()->LeaseGrant(c, q, r, std::move(f)); },
+      by, true,
+      [done = std::move(done)](Status s, pb::LeaseGrantResponse& resp) {
+        if (!s.ok()) return done(s);
+        if (!resp.error().empty()) return done(Status(Errc::server_error, "etcd: " + resp.error()));
+        done(LeaseGrant{resp.id(), resp.ttl()});
+      });
+}
+
+void EtcdRpc::revoke_lease(std::int64_t id, Clock::time_point by, Done<bool> done) {
+  auto req = std::make_shared<pb::LeaseRevokeRequest>();
+  req->set_id(id);
+  impl_->invoke_async<pb::LeaseRevokeRequest, pb::LeaseRevokeResponse>(
+      std::move(req),
+      [this](grpc::ClientContext* c, const pb::LeaseRevokeRequest* q, pb::LeaseRevokeResponse* r,
+             std::function<void(grpc::Status)> f) { impl_->lease->async()->LeaseRevoke(c, q, r, std::move(f)); },
+      by, true,
+      [done = std::move(done)](Status s, pb::LeaseRevokeResponse&) {
+        if (s.code() == Errc::not_held) return done(false);  // gone already
+        if (!s.ok()) return done(s);
+        done(true);
+      });
 }
 
 }  // namespace dlock::etcd

@@ -13,6 +13,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -88,10 +89,100 @@ class EtcdRpc {
   };
   Result<MemberStatus> status(Clock::time_point by);
 
- private:
+  // ---- Asynchronous calls: `done` runs exactly once, on a gRPC thread ----
+  // (never inline). Destroying the EtcdRpc cancels the calls still out and
+  // waits for their `done`.
+  template <class T>
+  using Done = std::function<void(Result<T>)>;
+
+  // The lock's one round trip (etcd's Mutex.tryAcquire): puts `key` =
+  // `value` under `lease` unless the key exists, then reads the key and
+  // every key starting with `line`, oldest (lowest create revision) first.
+  struct Line {
+    bool created = false;        // this call made the key
+    KeyValue mine;               // the key as it is now
+    std::vector<KeyValue> keys;  // the line, oldest first
+    std::int64_t revision = 0;   // the store's revision after the call
+  };
+  void join_line(std::string key, std::string value, std::int64_t lease, std::string line, Clock::time_point by,
+                 Done<Line> done);
+  // Every key starting with `prefix`, oldest first (keys_only: no values).
+  void read_line(std::string prefix, bool keys_only, Clock::time_point by, Done<Range> done);
+  // Deletes `key` if it is still the one created at `create_revision` (a
+  // delayed release never removes a later key of the same name; 0: whichever
+  // it is).
+  struct Erased {
+    bool deleted = false;       // false: it was not there
+    std::int64_t revision = 0;  // the store's revision after the call
+  };
+  void erase_created(std::string key, std::int64_t create_revision, Clock::time_point by, Done<Erased> done);
+  struct LeaseGrant {
+    std::int64_t id = 0;
+    std::int64_t ttl_seconds = 0;  // as granted (the server raises one below its minimum)
+  };
+  void grant_lease(std::int64_t ttl_seconds, Clock::time_point by, Done<LeaseGrant> done);
+  void revoke_lease(std::int64_t id, Clock::time_point by, Done<bool> done);
+
+  // ---- Streams ----
+  class KeepAlive;
+  class Watches;
+  // A lease keep-alive stream (blocking, for one thread; cancel from any).
+  std::unique_ptr<KeepAlive> keep_alive();
+  // A watch stream for many watches (non-blocking; see Watches).
+  struct WatchNews {
+    std::int64_t watch_id = 0;
+    bool created = false;               // the watch is in place
+    bool changed = false;               // a watched key changed (with deletes only: it went)
+    bool canceled = false;              // the server ended the watch
+    std::int64_t compact_revision = 0;  // > 0: its start revision was compacted away
+    std::string reason;
+  };
+  // `news` runs on a gRPC thread for every answer; `ended` once, when the
+  // stream ends (the server went, or cancel()).
+  std::unique_ptr<Watches> watches(std::function<void(const WatchNews&)> news, std::function<void(Status)> ended);
+
   struct Impl;
+
+ private:
   explicit EtcdRpc(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
+};
+
+class EtcdRpc::KeepAlive {
+ public:
+  ~KeepAlive();
+  // Asks the leader to keep `lease` alive, and waits for its answer: the
+  // seconds left on it (0 or less: the lease is gone), or an error once
+  // the stream broke (make a new one).
+  Result<std::int64_t> refresh(std::int64_t lease);
+  // Ends a refresh() waiting on another thread (it then fails).
+  void cancel();
+
+  struct State;
+  explicit KeepAlive(std::unique_ptr<State> s);
+
+ private:
+  std::unique_ptr<State> s_;
+};
+
+class EtcdRpc::Watches {
+ public:
+  // Cancels the stream and waits for `ended`.
+  ~Watches();
+  // Watches the keys in [key, range_end) (range_end empty: `key` alone)
+  // from `from_revision` on (0: from now), for their deletion only (etcd's
+  // NOPUT filter) or every change, under an id the caller picks. False:
+  // the stream has ended.
+  bool add(std::int64_t watch_id, const std::string& key, const std::string& range_end, std::int64_t from_revision,
+           bool deletes_only);
+  bool remove(std::int64_t watch_id);
+  void cancel();
+
+  struct State;
+  explicit Watches(std::shared_ptr<State> s);
+
+ private:
+  std::shared_ptr<State> s_;
 };
 
 }  // namespace dlock::etcd

@@ -15,44 +15,10 @@ bool plain_segment(std::string_view s) {
   return true;
 }
 
-// "10s", "1500ms", "2m": a unit is required (clients disagree on the default).
-bool parse_duration(std::string_view s, std::chrono::milliseconds& out) {
-  long long n = 0;
-  std::size_t digits = 0;
-  while (digits < s.size() && std::isdigit(static_cast<unsigned char>(s[digits]))) ++digits;
-  if (digits == 0 || !detail::parse_int(s.substr(0, digits), n)) return false;
-  const std::string_view unit = s.substr(digits);
-  long long scale = unit == "ms" ? 1 : unit == "s" ? 1000 : unit == "m" ? 60000 : unit == "h" ? 3600000 : 0;
-  if (scale == 0 || n > 3'600'000 / scale) return false;
-  out = std::chrono::milliseconds(n * scale);
-  return true;
-}
-
 Status parse_hosts(std::string_view list, ZkConfig& c) {
-  if (list.empty()) return bad("missing host");
-  while (!list.empty()) {
-    const auto comma = list.find(',');
-    std::string_view hostport = list.substr(0, comma);
-    list = comma == std::string_view::npos ? std::string_view() : list.substr(comma + 1);
-    std::string_view host = hostport, port;
-    if (hostport.starts_with('[')) {
-      const auto close = hostport.find(']');
-      if (close == std::string_view::npos) return bad("unclosed '[' in a host");
-      host = hostport.substr(0, close + 1);
-      const std::string_view rest = hostport.substr(close + 1);
-      if (!rest.empty() && rest.front() != ':') return bad("expected ':PORT' after ']'");
-      if (!rest.empty()) port = rest.substr(1);
-    } else if (const auto colon = hostport.rfind(':'); colon != std::string_view::npos) {
-      host = hostport.substr(0, colon);
-      port = hostport.substr(colon + 1);
-    }
-    if (host.empty() || host == "[]") return bad("empty host in '" + std::string(hostport) + "'");
-    int p = 2181;
-    if (!port.empty() && (!detail::parse_int(port, p) || p < 1 || p > 65535))
-      return bad("port must be 1-65535 in '" + std::string(hostport) + "'");
-    if (!c.hosts.empty()) c.hosts += ',';
-    c.hosts += std::string(host) + ":" + std::to_string(p);
-  }
+  std::vector<std::string> hosts;
+  if (std::string why = detail::parse_host_list(list, 2181, hosts); !why.empty()) return bad(why);
+  for (const auto& h : hosts) c.hosts += (c.hosts.empty() ? "" : ",") + h;
   return {};
 }
 
@@ -77,7 +43,7 @@ Status parse_params(std::string_view query, ZkConfig& c, std::string& prefix) {
     auto [key, value, valued] = detail::split_param(kv);
     if (!valued) return bad("parameter '" + key + "' needs a value");
     if (key == "session_timeout") {
-      if (!parse_duration(value, c.session_timeout) || c.session_timeout.count() <= 0)
+      if (!detail::parse_duration(value, c.session_timeout) || c.session_timeout.count() <= 0)
         return bad(
             "session_timeout must be a positive duration with a unit (ms, s, m, h), at most 1h (e.g. 10s, 1500ms)");
     } else if (key == "prefix") {

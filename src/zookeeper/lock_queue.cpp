@@ -42,24 +42,7 @@ std::string decode_name(std::string_view segment) {
 std::string child_prefix(std::string_view guid) { return "_c_" + std::string(guid) + "-lock-"; }
 
 std::string child_prefix(std::string_view guid, detail::LockMode mode, unsigned permits) {
-  if (mode == detail::LockMode::exclusive) return child_prefix(guid);
-  const std::string kind = permits == 0 ? "read" : "sem" + std::to_string(permits);
-  return "_c_" + std::string(guid) + "-" + kind + "-";
-}
-
-std::string node_data(std::string_view owner, std::string_view info) {
-  std::string out(owner);
-  if (!info.empty()) {
-    out += '\0';
-    out += info;
-  }
-  return out;
-}
-
-NodeData parse_node_data(std::string_view data) {
-  const auto nul = data.find('\0');
-  if (nul == std::string_view::npos) return {std::string(data), ""};
-  return {std::string(data.substr(0, nul)), std::string(data.substr(nul + 1))};
+  return "_c_" + std::string(guid) + "-" + detail::kind_word(mode, permits) + "-";
 }
 
 std::optional<QueueNode> parse_child(std::string_view child) {
@@ -72,16 +55,7 @@ std::optional<QueueNode> parse_child(std::string_view child) {
   if (head.empty() || head.back() != '-') return n;
   const std::string_view rest = head.substr(0, head.size() - 1);
   const auto dash = rest.rfind('-');
-  const std::string_view kind = dash == std::string_view::npos ? rest : rest.substr(dash + 1);
-  if (kind == "read") {
-    n.mode = detail::LockMode::shared;
-  } else if (kind.starts_with("sem")) {
-    std::int64_t permits = 0;
-    if (detail::parse_int(kind.substr(3), permits) && permits > 0 && permits <= 0xFFFFFFFFLL) {
-      n.mode = detail::LockMode::shared;
-      n.permits = static_cast<unsigned>(permits);
-    }
-  }
+  detail::read_kind_word(dash == std::string_view::npos ? rest : rest.substr(dash + 1), n);
   return n;
 }
 
@@ -92,60 +66,6 @@ std::vector<QueueNode> line_of(const std::vector<std::string>& children) {
     if (auto n = parse_child(c)) out.push_back(std::move(*n));
   std::sort(out.begin(), out.end(), [](const QueueNode& a, const QueueNode& b) { return a.seq < b.seq; });
   return out;
-}
-
-namespace {
-
-// Whether line[i] may hold, given that every node ahead of it does.
-bool compatible_at(const std::vector<QueueNode>& line, std::size_t i, bool writer_ahead) {
-  const QueueNode& n = line[i];
-  if (n.mode == detail::LockMode::exclusive) return i == 0;
-  return !writer_ahead && (n.permits == 0 || i < n.permits);
-}
-
-}  // namespace
-
-std::size_t granted_count(const std::vector<QueueNode>& line) {
-  bool writer_ahead = false;
-  for (std::size_t i = 0; i < line.size(); ++i) {
-    if (!compatible_at(line, i, writer_ahead)) return i;
-    writer_ahead = writer_ahead || line[i].mode == detail::LockMode::exclusive;
-  }
-  return line.size();
-}
-
-Standing standing_of(const std::vector<QueueNode>& line, std::string_view mine) {
-  Standing st;
-  const auto it = std::find_if(line.begin(), line.end(), [&](const QueueNode& n) { return n.name == mine; });
-  if (it == line.end()) return st;
-  st.present = true;
-  const std::size_t i = static_cast<std::size_t>(it - line.begin());
-  st.ahead = i;
-  const QueueNode& me = *it;
-  std::optional<std::size_t> last_writer;
-  for (std::size_t j = 0; j < i; ++j) {
-    if (line[j].mode == detail::LockMode::exclusive)
-      last_writer = j;
-    else if (me.mode == detail::LockMode::shared && line[j].permits != me.permits && !st.disagrees)
-      st.disagrees = line[j].permits;
-  }
-  st.granted = granted_count(line) > i;
-  if (st.granted) return st;
-  // i >= 1 here: the head of a line always holds.
-  if (me.mode == detail::LockMode::exclusive) {
-    st.watch.push_back(line[i - 1].name);
-  } else if (last_writer) {
-    st.watch.push_back(line[*last_writer].name);
-  } else if (me.permits == 0 || i < me.permits) {
-    st.watch.push_back(line[i - 1].name);  // kept out by a disagreeing node ahead: it fails anyway
-  } else if (me.permits > kMaxPermitWatches) {
-    st.watch_children = true;
-  } else {
-    // It is let in once i - permits + 1 of the i nodes ahead have gone,
-    // and any `permits` of those i include at least one of the gone.
-    for (std::size_t j = i - me.permits; j < i; ++j) st.watch.push_back(line[j].name);
-  }
-  return st;
 }
 
 std::optional<std::int64_t> sequence_of(std::string_view child) {

@@ -21,6 +21,8 @@
 #include <vector>
 
 #include "backend.hpp"
+#include "core/queue_line.hpp"
+#include "holder_description.hpp"
 
 namespace dlock::zookeeper {
 
@@ -35,48 +37,23 @@ std::string decode_name(std::string_view segment);
 std::string child_prefix(std::string_view guid);
 std::string child_prefix(std::string_view guid, detail::LockMode mode, unsigned permits);
 
-// A queue node's data: who made it and what its holder says of itself.
-std::string node_data(std::string_view owner, std::string_view info);
-struct NodeData {
-  std::string owner, info;
-};
-NodeData parse_node_data(std::string_view data);
+// A node's data: the owner and the holder's info (holder_description.hpp).
+using detail::node_data;
+using detail::NodeData;
+using detail::parse_node_data;
 
-// A queue child as its name tells it.
-struct QueueNode {
-  std::string name;
-  std::int64_t seq = 0;
-  detail::LockMode mode = detail::LockMode::exclusive;
-  unsigned permits = 0;  // shared only
-};
+// The line's rules (core/queue_line.hpp), shared with etcd's line.
+using detail::granted_count;
+using detail::kMaxPermitWatches;
+using detail::QueueNode;
+using detail::Standing;
+using detail::standing_of;
+
 // nullopt: not a queue node. An unknown kind counts as exclusive (the safe
 // reading of a node some later version made).
 std::optional<QueueNode> parse_child(std::string_view child);
 // Queue children in line order (by sequence); other children are left out.
 std::vector<QueueNode> line_of(const std::vector<std::string>& children);
-
-// How many nodes at the head of the line hold the lock now.
-std::size_t granted_count(const std::vector<QueueNode>& line);
-
-// Watching more nodes than this, a permit waiter watches the children.
-inline constexpr unsigned kMaxPermitWatches = 16;
-
-// Where `mine` stands in the line, and what to watch while it waits.
-struct Standing {
-  bool present = false;  // false: the node is gone
-  bool granted = false;
-  // A shared node ahead counts other permits: this caller disagrees with
-  // the ones before it (their count).
-  std::optional<unsigned> disagrees;
-  // Nodes ahead whose deletion may let it in: a writer its predecessor, a
-  // reader the nearest writer ahead, a permit waiter with no writer ahead
-  // the N nodes just ahead (at least one of them goes before it can be let
-  // in, whichever holders release first).
-  std::vector<std::string> watch;
-  bool watch_children = false;  // more permits than kMaxPermitWatches: any change
-  std::size_t ahead = 0;
-};
-Standing standing_of(const std::vector<QueueNode>& line, std::string_view mine);
 
 // The server's sequence suffix of a queue child; nullopt when the name does
 // not end in ten digits (not a queue node).

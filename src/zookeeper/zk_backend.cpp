@@ -62,16 +62,7 @@ void ZkBackend::close() {
 Status ZkBackend::refuse(const AcquireCall& call) const {
   const bool shared = call.mode == detail::LockMode::shared;
   if (!held_.holds_other_mode(call.name, call.owner, shared)) return {};
-  return {Errc::precondition_failed, "lock '" + call.name + "': owner '" + call.owner + "' holds it " +
-                                         (shared ? "exclusively" : "shared") + " and asks for it " +
-                                         (shared ? "shared" : "exclusively") +
-                                         "; that would wait for its own hold (release it first)"};
-}
-
-Status ZkBackend::disagreeing(const std::string& name, unsigned mine, unsigned theirs) {
-  const auto says = [](unsigned p) { return p == 0 ? std::string("0 (a read lock)") : std::to_string(p); };
-  return {Errc::invalid_argument, "permits: this call asks for " + says(mine) + " on lock '" + name +
-                                      "', whose holders and waiters use " + says(theirs)};
+  return detail::upgrade_refused(call);
 }
 
 void ZkBackend::acquire(const AcquireCall& call, AcquireDone done) {
@@ -335,7 +326,7 @@ void ZkBackend::on_listed(std::uint64_t id, AcquireDone done, Reply r) {
     return create_node(id, std::move(done));
   }
   // The node stays until the acquire ends: its abandon removes it.
-  if (st.disagrees) return done(disagreeing(a->name, a->permits, *st.disagrees));
+  if (st.disagrees) return done(detail::disagreeing(a->name, a->permits, *st.disagrees));
   if (st.granted) return grant(id, std::move(done));
   watch_ahead(id, st, r.stat.pzxid, std::move(done));
 }

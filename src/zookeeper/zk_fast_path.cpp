@@ -50,7 +50,7 @@ std::optional<Result<AcquireOutcome>> ZkBackend::acquire_now(const AcquireCall& 
   const Standing st = standing_of(line_of(l.children), basename_of(c.path));
   if (st.disagrees && c.stat.ephemeral_owner == session) {
     drop_later({"", "", c.path});
-    return Result<AcquireOutcome>(disagreeing(call.name, permits, *st.disagrees));
+    return Result<AcquireOutcome>(detail::disagreeing(call.name, permits, *st.disagrees));
   }
   if (!st.granted || c.stat.ephemeral_owner != session) {
     if (!call.keep_place || c.stat.ephemeral_owner != session)

@@ -245,7 +245,6 @@ class ZkBackend final : public detail::Backend {
   // Refusals before any node is made (ok: none): the owner holds the lock
   // in the other mode.
   Status refuse(const AcquireCall& call) const;
-  static Status disagreeing(const std::string& name, unsigned mine, unsigned theirs);
 
   // Sets the watches a waiting attempt needs, then answers busy.
   void watch_ahead(std::uint64_t id, const Standing& st, std::int64_t pzxid, AcquireDone done);

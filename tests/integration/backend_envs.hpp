@@ -21,6 +21,7 @@
 
 #include "client_core.hpp"
 #include "support/backend_driver.hpp"
+#include "support/etcd_cluster.hpp"
 #include "support/fake_backend.hpp"
 #include "support/postgres_server.hpp"
 #include "support/redis_cluster.hpp"
@@ -282,6 +283,32 @@ class ZooKeeperEnv final : public BackendEnv {
 
 #endif  // DLOCK_WITH_ZOOKEEPER
 
+#if DLOCK_WITH_ETCD
+// One member (the 3-member cluster's faults have their own tests,
+// etcd_test): a lock's keys under the prefix "contract/".
+class EtcdEnv final : public BackendEnv {
+ public:
+  EtcdEnv() : etcd_(1) {}
+  bool session_held() const override { return true; }
+  Client client() override { return Client::connect(url(), quiet()); }
+  std::string url() const override { return etcd_.url("contract"); }
+  bool freeze(bool on) override {
+    on ? etcd_.pause(0) : etcd_.resume(0);
+    return true;
+  }
+  // The key of `name`'s line created at `fence`, deleted with etcdctl.
+  bool drop_hold(const std::string& name, std::uint64_t fence) override {
+    for (const auto& [key, created] : etcd_.keys("contract/" + name + "/"))
+      if (created == fence) return etcd_.etcdctl({"del", key}).out.rfind("1", 0) == 0;
+    return false;
+  }
+
+ private:
+  EtcdCluster etcd_;
+};
+
+#endif  // DLOCK_WITH_ETCD
+
 class FakeEnv final : public BackendEnv {
  public:
   FakeEnv() { server_.caps.lines = true; }
@@ -316,6 +343,9 @@ inline const Backend kBackends[] = {
 #endif
 #if DLOCK_WITH_ZOOKEEPER
     {"zookeeper", [] { return std::unique_ptr<BackendEnv>(new ZooKeeperEnv); }},
+#endif
+#if DLOCK_WITH_ETCD
+    {"etcd", [] { return std::unique_ptr<BackendEnv>(new EtcdEnv); }},
 #endif
     {"fake", [] { return std::unique_ptr<BackendEnv>(new FakeEnv); }},
 };

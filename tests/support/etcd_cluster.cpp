@@ -1,8 +1,11 @@
 #include "support/etcd_cluster.hpp"
 
+#include <signal.h>
+
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <sstream>
 #include <stdexcept>
 #include <thread>
 
@@ -13,7 +16,7 @@ namespace {
 
 using namespace std::chrono_literals;
 
-std::string url(int port) { return "http://127.0.0.1:" + std::to_string(port); }
+std::string http_url(int port) { return "http://127.0.0.1:" + std::to_string(port); }
 
 bool on_path(const char* program) {
   const char* path = std::getenv("PATH");
@@ -38,7 +41,7 @@ EtcdCluster::EtcdCluster(int members) {
   for (int i = 0; i < members; ++i) {
     client_ports_.push_back(free_port());
     peer_ports_.push_back(free_port());
-    initial += (i ? "," : "") + std::string("n") + std::to_string(i + 1) + "=" + url(peer_ports_.back());
+    initial += (i ? "," : "") + std::string("n") + std::to_string(i + 1) + "=" + http_url(peer_ports_.back());
   }
   try {
     start(members, initial);
@@ -70,10 +73,10 @@ void EtcdCluster::start(int members, const std::string& initial) {
     };
     flag("name", name);
     flag("data-dir", dir_ + "/" + name);
-    flag("listen-client-urls", url(client_ports_[i]));
-    flag("advertise-client-urls", url(client_ports_[i]));
-    flag("listen-peer-urls", url(peer_ports_[i]));
-    flag("initial-advertise-peer-urls", url(peer_ports_[i]));
+    flag("listen-client-urls", http_url(client_ports_[i]));
+    flag("advertise-client-urls", http_url(client_ports_[i]));
+    flag("listen-peer-urls", http_url(peer_ports_[i]));
+    flag("initial-advertise-peer-urls", http_url(peer_ports_[i]));
     flag("initial-cluster", initial);
     flag("initial-cluster-state", "new");
     flag("initial-cluster-token", "dlock-test");
@@ -104,6 +107,31 @@ std::string EtcdCluster::endpoint_list() const {
   for (const auto& e : endpoints()) out += (out.empty() ? "" : ",") + e;
   return out;
 }
+
+std::string EtcdCluster::url(const std::string& path) const {
+  return "etcd://" + endpoint_list() + (path.empty() ? "" : "/" + path);
+}
+
+std::vector<std::pair<std::string, std::uint64_t>> EtcdCluster::keys(const std::string& prefix) const {
+  const auto r = etcdctl({"get", prefix, "--prefix", "--sort-by=CREATE", "--order=ASCEND", "-w", "fields"});
+  std::vector<std::pair<std::string, std::uint64_t>> out;
+  std::istringstream in(r.out);
+  std::string line, key;
+  while (std::getline(in, line)) {
+    if (line.rfind("\"Key\" : ", 0) == 0) key = line.substr(9, line.size() - 10);
+    if (line.rfind("\"CreateRevision\" : ", 0) == 0) out.emplace_back(key, std::stoull(line.substr(19)));
+  }
+  return out;
+}
+
+Child EtcdCluster::etcdctl_spawn(const std::vector<std::string>& args, const std::string& output_file) const {
+  std::vector<std::string> argv{"etcdctl", "--endpoints=" + endpoint_list()};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return spawn(argv, {{"ETCDCTL_API", "3"}}, dir_ + "/" + output_file);
+}
+
+void EtcdCluster::pause(int i) { ::kill(members_.at(static_cast<std::size_t>(i)).pid, SIGSTOP); }
+void EtcdCluster::resume(int i) { ::kill(members_.at(static_cast<std::size_t>(i)).pid, SIGCONT); }
 
 RunResult EtcdCluster::etcdctl(const std::vector<std::string>& args, std::chrono::milliseconds timeout) const {
   std::vector<std::string> argv{"etcdctl", "--endpoints=" + endpoint_list()};

@@ -9,7 +9,9 @@
 #ifndef DLOCK_TESTS_SUPPORT_ETCD_CLUSTER_HPP_
 #define DLOCK_TESTS_SUPPORT_ETCD_CLUSTER_HPP_
 
+#include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "support/process.hpp"
@@ -27,10 +29,21 @@ class EtcdCluster {
   std::vector<std::string> endpoints() const;
   // The same, comma-separated, as etcdctl's --endpoints takes them.
   std::string endpoint_list() const;
+  // etcd://ENDPOINTS[/prefix][?query]: dlock's URL of the cluster.
+  std::string url(const std::string& path = "") const;
   // Runs etcdctl (API v3) against the cluster with `args`, to its end or
   // `timeout`.
   RunResult etcdctl(const std::vector<std::string>& args,
                     std::chrono::milliseconds timeout = std::chrono::seconds(10)) const;
+  // The keys starting with `prefix` and their create revisions, oldest
+  // first (read with etcdctl).
+  std::vector<std::pair<std::string, std::uint64_t>> keys(const std::string& prefix) const;
+  // Starts etcdctl with `args` in the background (its own process group),
+  // its output to `output_file` in dir().
+  Child etcdctl_spawn(const std::vector<std::string>& args, const std::string& output_file) const;
+  // Member i stopped (SIGSTOP: alive, silent) or going on (SIGCONT).
+  void pause(int i);
+  void resume(int i);
   const std::string& dir() const { return dir_; }
 
  private:

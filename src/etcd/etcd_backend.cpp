@@ -1,0 +1,525 @@
+// The lock, per acquire() (etcd's Mutex, in dlock's terms):
+//   1. one transaction puts <prefix><name>/<lease in hex> under the
+//      client's lease unless it is there (a put whose answer was lost is
+//      found again by its name: a repeat never makes a second key), and
+//      reads the key and the whole line, oldest first;
+//   2. the oldest key of the line holds: granted, with the key's create
+//      revision as the fence;
+//   3. otherwise it watches the deletion of the key just before its own
+//      (no herd: one release wakes one waiter) and of its own key (an
+//      operator's delete, the lease's end), from the revision it read, so
+//      nothing between the read and the watch is missed, and answers busy.
+// Readers and permits are dlock's own (etcd has no such recipe in its
+// client): their keys end in "-read" or "-sem<N>" and the line follows
+// core/queue_line.hpp, as ZooKeeper's does. A key with no such ending
+// (etcd's Mutex, etcdctl lock) is exclusive, so a reader and etcdctl
+// exclude each other as a reader and a writer do.
+// A release deletes the key if it is still the one granted (its create
+// revision compared), so a delayed release never removes a later key. An
+// acquire that ends without a grant deletes its key. A delete that fails
+// is retried until it is done or the lease ends (the key goes with it).
+//
+// How the lease vouches for the holds: etcd_liveness.cpp.
+#include "etcd/etcd_backend.hpp"
+
+#include <cstdio>
+#include <set>
+
+#include "core/queue_line.hpp"
+#include "etcd/etcd_lock.hpp"
+#include "holder_description.hpp"
+
+namespace dlock::etcd {
+namespace {
+
+// A line key's last segment: a lease in hex, with dlock's "_<attempt>"
+// when one client waits twice on a name, and "-<kind>" for a shared one.
+bool waiter_segment(std::string_view s) {
+  const std::string_view id = s.substr(0, s.find('-'));
+  return !id.empty() && id.find_first_not_of("0123456789abcdef_") == std::string_view::npos;
+}
+
+// The line's entries: the keys right under it (a lock "a/b" lives under
+// "a/" too, and is another lock), oldest first.
+std::vector<detail::QueueNode> entries_of(const std::vector<KeyValue>& keys, const std::string& prefix) {
+  std::vector<detail::QueueNode> line;
+  for (const KeyValue& kv : keys) {
+    if (kv.key.find('/', prefix.size()) != std::string::npos) continue;
+    detail::QueueNode n;
+    n.name = kv.key;
+    n.seq = kv.create_revision;
+    if (const auto dash = kv.key.find('-', prefix.size()); dash != std::string::npos)
+      detail::read_kind_word(std::string_view(kv.key).substr(dash + 1), n);
+    line.push_back(std::move(n));
+  }
+  return line;
+}
+
+AcquireOutcome busy(detail::WaitHint hint) {
+  AcquireOutcome out;
+  out.kind = AcquireOutcome::Kind::busy;
+  out.hint = hint;
+  return out;
+}
+
+// A write with no answer may have been made: the next attempt finds its key
+// by name, so for the acquire it is a retry.
+Status attempt_failed(Status s) {
+  if (s.code() != Errc::outcome_unknown) return s;
+  return {Errc::unavailable, s.message() + "; the next attempt finds the key by its name"};
+}
+
+constexpr milliseconds kPollWithoutWatch{200};  // a waiter's look, while the watch stream is down
+constexpr milliseconds kRetryDelay{500};        // leases, watch streams, deletes that failed
+
+}  // namespace
+
+std::string lease_hex(std::int64_t lease) {
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "%llx", static_cast<unsigned long long>(lease));
+  return buf;
+}
+
+EtcdBackend::EtcdBackend(asio::io_context& io, EtcdBackendConfig config)
+    : io_(io), config_(std::move(config)), deadline_(io), lease_retry_(io), watch_retry_(io), orphan_retry_(io) {}
+
+EtcdBackend::~EtcdBackend() {
+  if (!closed_) close();
+}
+
+detail::Capabilities EtcdBackend::capabilities() const {
+  detail::Capabilities c;
+  c.needs_renewal = false;  // the lease's keep-alives keep the keys
+  c.server_reentry = false;
+  c.lines = true;        // readers and permits in the same line
+  c.always_fair = true;  // the line is granted in create order
+  return c;
+}
+
+void EtcdBackend::log(LogLevel level, const std::string& message) const {
+  if (config_.log) config_.log(level, message);
+}
+
+void EtcdBackend::start(StatusDone done) {
+  start_done_ = std::move(done);
+  auto rpc = EtcdRpc::connect(config_.cluster, Clock::now() + config_.connect_timeout);
+  if (!rpc.ok())
+    return finish_start(Status(rpc.status().code(), rpc.status().message() + " (" + config_.describe + ")"));
+  rpc_ = std::move(*rpc);
+  keeper_ = std::make_unique<LeaseKeeper>(
+      *rpc_,
+      LeaseKeeper::Handlers{[this](std::int64_t lease, Clock::time_point at, std::int64_t ttl) {
+                              loop([this, lease, at, ttl] { on_kept(lease, at, ttl); });
+                            },
+                            [this](std::int64_t, const Status& why) {
+                              loop([this, why] { log(LogLevel::debug, "etcd: keep-alive: " + why.to_string()); });
+                            }});
+  open_watches();
+  ask_lease();
+}
+
+void EtcdBackend::close() {
+  closed_ = true;
+  deadline_.cancel();
+  lease_retry_.cancel();
+  watch_retry_.cancel();
+  orphan_retry_.cancel();
+  if (start_done_) finish_start(cancelled());
+  if (keeper_) keeper_->stop();
+  watches_.reset();  // waits for the stream's end
+  // The lease goes now, and every key of this client with it.
+  if (rpc_ && lease_ != 0)
+    (void)rpc_->lease_revoke(lease_,
+                             Clock::now() + std::min<milliseconds>(config_.command_timeout, milliseconds(1000)));
+  rpc_.reset();  // cancels the calls still out; their answers come as cancelled
+}
+
+// <lease> as etcd's Mutex names its key; "_<attempt>" when this client
+// already has that key; "-read" or "-sem<N>" for a shared one.
+std::string EtcdBackend::key_for(const AcquireCall& call) const {
+  std::string key = line_of(call.name) + lease_hex(lease_);
+  const auto taken = [&](const std::string& k) {
+    for (const auto& [id, a] : attempts_)
+      if (a.key.starts_with(k)) return true;
+    for (const auto& [grant, h] : held_)
+      if (h.key.starts_with(k)) return true;
+    for (const auto& [guarded, watch] : guarded_)
+      if (guarded.starts_with(k)) return true;
+    return false;
+  };
+  if (taken(key)) {
+    char buf[24];
+    std::snprintf(buf, sizeof buf, "_%llx", static_cast<unsigned long long>(call.attempt));
+    key += buf;
+  }
+  if (call.mode == detail::LockMode::shared) key += "-" + detail::kind_word(call.mode, call.permits);
+  return key;
+}
+
+void EtcdBackend::drop_watches(Attempt& a) {
+  for (auto& w : a.watches) drop_watch(w);
+  a.watches.clear();
+}
+
+void EtcdBackend::acquire(const AcquireCall& call, AcquireDone done) {
+  const bool shared = call.mode == detail::LockMode::shared;
+  for (const auto& [grant, h] : held_)
+    if (h.name == call.name && h.owner == call.owner && h.shared != shared && !h.releasing)
+      return post(std::move(done), detail::upgrade_refused(call));
+  if (lease_ == 0)
+    return post(std::move(done), Status(Errc::unavailable, "etcd: no lease yet (one is being asked for)"));
+  auto [it, fresh] = attempts_.try_emplace(call.attempt);
+  Attempt& a = it->second;
+  if (fresh) {
+    a.name = call.name;
+    a.owner = call.owner;
+    a.info = call.info;
+    a.lease = lease_;
+    a.mode = call.mode;
+    a.permits = shared ? call.permits : 0;
+    a.key = key_for(call);
+  }
+  a.grant = call.grant;
+  a.sent = true;
+  ++calls_;
+  const auto deadline = std::min(by(), call.deadline);
+  rpc_->join_line(a.key, detail::node_data(a.owner, a.info), a.lease, line_of(a.name), deadline,
+                  [this, id = call.attempt, done = std::move(done)](Result<EtcdRpc::Line> line) mutable {
+                    asio::post(io_, [this, id, done = std::move(done), line = std::move(line)]() mutable {
+                      on_line(id, std::move(done), std::move(line));
+                    });
+                  });
+}
+
+void EtcdBackend::on_line(std::uint64_t id, AcquireDone done, Result<EtcdRpc::Line> line) {
+  if (closed_) return done(cancelled());
+  auto it = attempts_.find(id);
+  if (it == attempts_.end())
+    return done(Status(Errc::unavailable, "etcd: the lease ended during the attempt; a new one is asked for"));
+  if (!line.ok()) return done(attempt_failed(line.status()));
+  Attempt& a = it->second;
+  if (line->mine.lease != a.lease)
+    return done(Status(Errc::server_error, "etcd: the key " + a.key + " exists under another lease"));
+  a.revision = line->mine.create_revision;
+  const std::string prefix = line_of(a.name);
+  const detail::Standing st = detail::standing_of(entries_of(line->keys, prefix), a.key);
+  if (!st.present) return done(busy(detail::WaitHint::retry(milliseconds(0))));  // gone meanwhile: look again
+  drop_watches(a);
+  // The key stays until the acquire ends: its abandon removes it.
+  if (st.disagrees) return done(detail::disagreeing(a.name, a.permits, *st.disagrees));
+  if (st.granted) return grant(id, line->revision, std::move(done));
+  // From the revision read: a deletion after it is never missed.
+  const std::int64_t from = line->revision + 1;
+  const WatchFor me{WatchFor::Kind::attempt, id, {}};
+  if (st.watch_children) {
+    a.watches.push_back(watch_key(prefix, from, me, prefix_end(prefix), false));
+  } else {
+    for (const std::string& ahead : st.watch) a.watches.push_back(watch_key(ahead, from, me));
+    a.watches.push_back(watch_key(a.key, from, me));
+  }
+  for (std::int64_t w : a.watches)
+    if (w == 0) return done(busy(detail::WaitHint::retry(kPollWithoutWatch)));
+  done(busy(detail::WaitHint::watched()));
+}
+
+void EtcdBackend::grant(std::uint64_t id, std::int64_t revision, AcquireDone done) {
+  auto it = attempts_.find(id);
+  Attempt a = std::move(it->second);
+  attempts_.erase(it);
+  drop_watches(a);
+  Held h{a.key, a.name, a.owner, a.lease, a.revision};
+  h.shared = a.mode == detail::LockMode::shared;
+  // Its key's deletion (an operator, the lease's end) is its loss.
+  h.watch = watch_key(a.key, revision + 1, {WatchFor::Kind::hold, a.grant, {}});
+  held_[a.grant] = std::move(h);
+  arm_deadline();
+  AcquireOutcome out;
+  out.kind = AcquireOutcome::Kind::granted;
+  out.fence = static_cast<std::uint64_t>(a.revision);
+  out.depth = 1;
+  out.valid_until = until_;  // what the leader's last keep-alive answer vouches for
+  done(out);
+}
+
+void EtcdBackend::release(const ReleaseCall& call, std::function<void(Result<ReleaseOutcome>)> done) {
+  auto it = held_.find(call.grant);
+  if (it == held_.end()) return post(std::move(done), ReleaseOutcome{ReleaseOutcome::Kind::not_held, 0});
+  Held& h = it->second;
+  h.releasing = true;
+  drop_watch(h.watch);
+  ++calls_;
+  rpc_->erase_created(
+      h.key, h.revision, by(), [this, grant = call.grant, done = std::move(done)](Result<EtcdRpc::Erased> r) {
+        asio::post(io_, [this, grant, done = std::move(done), r = std::move(r)]() mutable {
+          if (closed_) return done(cancelled());
+          auto found = held_.find(grant);
+          if (found == held_.end()) return done(ReleaseOutcome{ReleaseOutcome::Kind::not_held, 0});  // its lease ended
+          Held gone = std::move(found->second);
+          held_.erase(found);
+          if (r.ok())
+            return done(
+                ReleaseOutcome{r->deleted ? ReleaseOutcome::Kind::released : ReleaseOutcome::Kind::not_held, 0});
+          // The key would block every waiter for as long as the lease lives:
+          // deleted again until it is gone.
+          orphans_.push_back({gone.key, gone.revision, false});
+          retry_orphans();
+          done(r.status());
+        });
+      });
+}
+
+void EtcdBackend::abandon(const AbandonCall& call, StatusDone done) {
+  if (auto it = attempts_.find(call.attempt); it != attempts_.end()) {
+    Attempt a = std::move(it->second);
+    attempts_.erase(it);
+    drop_watches(a);
+    if (!a.sent) return post(std::move(done), Status());
+    return remove_key({a.key, a.revision, true}, std::move(done));
+  }
+  if (auto it = held_.find(call.grant); it != held_.end()) {  // a grant undone (it came too late)
+    Held h = std::move(it->second);
+    held_.erase(it);
+    drop_watch(h.watch);
+    return remove_key({h.key, h.revision, false}, std::move(done));
+  }
+  post(std::move(done), Status());
+}
+
+void EtcdBackend::remove_key(Orphan o, StatusDone done) {
+  // A guarded key's name is kept from now on: no new acquire of this client
+  // may put a key of that name, which this delete or the guard would remove.
+  if (o.guard) guarded_.try_emplace(o.key, 0);
+  ++calls_;
+  // Whichever key is there when a put may still land (its create revision
+  // is not known for sure).
+  const std::int64_t revision = o.guard ? 0 : o.revision;
+  rpc_->erase_created(o.key, revision, by(), [this, o, done = std::move(done)](Result<EtcdRpc::Erased> r) {
+    asio::post(io_, [this, o, done = std::move(done), r = std::move(r)]() mutable {
+      if (closed_) return done(cancelled());
+      if (r.ok()) {
+        if (o.guard && lease_ != 0) guard_key(o.key, r->revision + 1);
+        return done(Status());
+      }
+      orphans_.push_back(o);
+      if (orphans_.size() == 1) {
+        orphan_retry_.expires_after(kRetryDelay);
+        orphan_retry_.async_wait([this](const boost::system::error_code& ec) {
+          if (!ec && !closed_) retry_orphans();
+        });
+      }
+      done(r.status());
+    });
+  });
+}
+
+void EtcdBackend::guard_key(const std::string& key, std::int64_t from) {
+  if (auto it = guarded_.find(key); it != guarded_.end()) drop_watch(it->second);
+  if (guarded_.size() >= kMaxGuards) {
+    drop_watch(guarded_.begin()->second);
+    guarded_.erase(guarded_.begin());
+  }
+  guarded_[key] = watch_key(key, from, {WatchFor::Kind::stray, 0, key}, {}, false);
+}
+
+void EtcdBackend::retry_orphans() {
+  auto orphans = std::move(orphans_);
+  orphans_.clear();
+  for (auto& o : orphans) remove_key(std::move(o), [](Status) {});
+}
+
+void EtcdBackend::renew(const std::vector<RenewCall>&, std::function<void(Result<std::vector<RenewOutcome>>)> done) {
+  post(std::move(done), Status(Errc::invalid_argument, "etcd locks are kept by the client's lease, not renewed"));
+}
+
+void EtcdBackend::inspect(const std::string& name, std::function<void(Result<LockInfo>)> done) {
+  ++calls_;
+  rpc_->read_line(line_of(name), false, by(), [this, prefix = line_of(name), done = std::move(done)](auto r) mutable {
+    asio::post(io_, [this, prefix, done = std::move(done), r = std::move(r)]() mutable {
+      if (closed_) return done(cancelled());
+      if (!r.ok()) return done(r.status());
+      LockInfo info;
+      info.last_fence = static_cast<std::uint64_t>(r->revision);  // the next key is created above it
+      const auto line = entries_of(r->kvs, prefix);
+      if (line.empty()) return done(info);
+      const std::size_t granted = detail::granted_count(line);
+      info.held = true;
+      info.fence = static_cast<std::uint64_t>(line.front().seq);
+      info.reentry_count = 1;  // levels are counted by the holding client
+      info.holders = static_cast<unsigned>(granted);
+      info.shared = line.front().mode == detail::LockMode::shared;
+      info.waiters = static_cast<unsigned>(line.size() - granted);
+      for (const KeyValue& kv : r->kvs)
+        if (kv.key == line.front().name) info.holder = detail::parse_node_data(kv.value).info;
+      done(info);
+    });
+  });
+}
+
+// Every key under the prefix whose last segment is a waiter's: the name is
+// what comes before it.
+void EtcdBackend::names(const std::string& prefix, std::function<void(Result<std::vector<std::string>>)> done) {
+  ++calls_;
+  rpc_->read_line(config_.prefix, true, by(), [this, prefix, done = std::move(done)](auto r) mutable {
+    asio::post(io_, [this, prefix, done = std::move(done), r = std::move(r)]() mutable {
+      if (closed_) return done(cancelled());
+      if (!r.ok()) return done(r.status());
+      std::set<std::string> found;
+      for (const KeyValue& kv : r->kvs) {
+        const std::string_view rest = std::string_view(kv.key).substr(config_.prefix.size());
+        const auto slash = rest.rfind('/');
+        if (slash == std::string_view::npos || !waiter_segment(rest.substr(slash + 1))) continue;
+        if (const std::string_view name = rest.substr(0, slash); !name.empty() && name.starts_with(prefix))
+          found.emplace(name);
+      }
+      done(std::vector<std::string>(found.begin(), found.end()));
+    });
+  });
+}
+
+// ---- watches ----
+
+void EtcdBackend::open_watches() {
+  watches_ = rpc_->watches([this](const EtcdRpc::WatchNews& news) { loop([this, news] { on_news(news); }); },
+                           [this](Status why) { loop([this, why] { on_watches_ended(why); }); });
+  // Holds and observers watch again (a deletion meanwhile is found by
+  // starting from the revision each last saw); waiters look again.
+  for (auto& [grant, h] : held_) h.watch = watch_key(h.key, h.revision + 1, {WatchFor::Kind::hold, grant, {}});
+  for (auto& [name, obs] : observers_) arm_observer(name);
+  // A stray put may have landed while no watch was looking.
+  for (auto& [key, watch] : guarded_) {
+    watch = 0;
+    remove_key({key, 0, true}, [](Status) {});
+  }
+}
+
+void EtcdBackend::on_watches_ended(const Status& why) {
+  if (!watches_) return;
+  log(LogLevel::warning, "etcd: the watch stream ended (" + why.to_string() + "); opening another");
+  watches_.reset();
+  watching_.clear();
+  for (auto& [id, a] : attempts_) a.watches.clear();
+  for (auto& [grant, h] : held_) h.watch = 0;
+  ++reconnects_;
+  if (events_.resync) events_.resync();  // every waiter looks again
+  watch_retry_.expires_after(kRetryDelay);
+  watch_retry_.async_wait([this](const boost::system::error_code& ec) {
+    if (!ec && !closed_) open_watches();
+  });
+}
+
+std::int64_t EtcdBackend::watch_key(const std::string& key, std::int64_t from, WatchFor what,
+                                    const std::string& range_end, bool deletes_only) {
+  if (!watches_) return 0;
+  const std::int64_t id = next_watch_++;
+  if (!watches_->add(id, key, range_end, from, deletes_only)) return 0;
+  watching_.emplace(id, std::move(what));
+  return id;
+}
+
+void EtcdBackend::drop_watch(std::int64_t& id) {
+  if (id == 0) return;
+  watching_.erase(id);
+  if (watches_) watches_->remove(id);
+  id = 0;
+}
+
+void EtcdBackend::observe(const std::string& name, StatusDone ready) {
+  if (observers_[name].first++ == 0) arm_observer(name);
+  post(std::move(ready), Status());
+}
+
+void EtcdBackend::unobserve(const std::string& name) {
+  auto it = observers_.find(name);
+  if (it == observers_.end() || --it->second.first > 0) return;
+  drop_watch(it->second.second);
+  observers_.erase(it);
+}
+
+// Every change under the line from now on: a holder or a waiter came or
+// went. Told as a release of attempt 0 (Election::observe looks again).
+void EtcdBackend::arm_observer(const std::string& name) {
+  auto& id = observers_[name].second;
+  drop_watch(id);
+  if (!watches_) return;
+  const std::int64_t w = next_watch_++;
+  const std::string line = line_of(name);
+  if (!watches_->add(w, line, prefix_end(line), 0, false)) return;
+  watching_.emplace(w, WatchFor{WatchFor::Kind::observer, 0, name});
+  id = w;
+}
+
+void EtcdBackend::on_news(const EtcdRpc::WatchNews& news) {
+  auto it = watching_.find(news.watch_id);
+  if (it == watching_.end()) return;  // dropped meanwhile
+  if (news.created && !news.canceled) return;
+  const WatchFor what = it->second;
+  if (news.canceled) {
+    watching_.erase(it);
+    if (news.compact_revision > 0)
+      log(LogLevel::info, "etcd: a watch's start revision was compacted (now " + std::to_string(news.compact_revision) +
+                              "); reading again");
+  }
+  switch (what.kind) {
+    case WatchFor::Kind::attempt: {
+      auto a = attempts_.find(what.id);
+      if (a == attempts_.end()) return;
+      drop_watches(a->second);
+      if (events_.released) events_.released({a->second.name, what.id});
+      return;
+    }
+    case WatchFor::Kind::hold: {
+      auto h = held_.find(what.id);
+      if (h == held_.end() || h->second.releasing) return;
+      if (news.canceled && !news.changed) {
+        // Compacted past the grant: is the key still there? Read, then watch
+        // from the read on.
+        h->second.watch = 0;
+        ++calls_;
+        rpc_->read_line(h->second.key, true, by(), [this, grant = what.id](Result<EtcdRpc::Range> r) {
+          loop([this, grant, r = std::move(r)] {
+            auto still = held_.find(grant);
+            if (still == held_.end() || still->second.releasing || !r.ok()) return;
+            for (const KeyValue& kv : r->kvs)
+              if (kv.key == still->second.key && kv.create_revision == still->second.revision) {
+                still->second.watch = watch_key(kv.key, r->revision + 1, {WatchFor::Kind::hold, grant, {}});
+                return;
+              }
+            hold_lost(grant);
+          });
+        });
+        return;
+      }
+      return hold_lost(what.id);
+    }
+    case WatchFor::Kind::observer:
+      if (news.canceled) arm_observer(what.name);
+      if (events_.released) events_.released({what.name, 0});
+      return;
+    case WatchFor::Kind::stray:
+      // A put that was still in flight landed after the delete (or the
+      // watch ended): deleted again, and watched from then on.
+      if (auto g = guarded_.find(what.name); g != guarded_.end() && g->second == news.watch_id) {
+        drop_watch(g->second);  // kept in guarded_ (no key of a new acquire takes its name) until guarded again
+        log(LogLevel::info, "etcd: deleting " + what.name + " again: an abandoned acquire's put landed late");
+        remove_key({what.name, 0, true}, [](Status) {});
+      }
+      return;
+  }
+}
+
+void EtcdBackend::hold_lost(std::uint64_t grant) {
+  auto h = held_.find(grant);
+  if (h == held_.end()) return;
+  Held gone = std::move(h->second);
+  held_.erase(h);
+  drop_watch(gone.watch);
+  log(LogLevel::warning,
+      "etcd: the lock key " + gone.key + " was deleted while held (by an operator, a tool, or its lease's end)");
+  if (events_.lost) events_.lost({{gone.name, gone.owner, grant}}, LossReason::expired);
+}
+
+std::unique_ptr<detail::Backend> make_etcd_backend(asio::io_context& io, EtcdBackendConfig config) {
+  return std::make_unique<EtcdBackend>(io, std::move(config));
+}
+
+}  // namespace dlock::etcd

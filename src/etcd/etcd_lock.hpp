@@ -1,0 +1,182 @@
+// The etcd backend's class, shared by its source files: the line of keys
+// (etcd_backend.cpp) and the lease that keeps them (etcd_liveness.cpp).
+// Everything here runs on the client's I/O thread, except the gRPC and
+// keep-alive threads' handlers, which only post to it.
+//
+// The layout is etcd's own lock's, so etcdctl lock and Go's Mutex share
+// lines with dlock: lock NAME is the keys under <prefix>NAME/, each a
+// waiter's, put under its client's lease; the oldest (lowest create
+// revision) holds, and its create revision is the fence (it grows across
+// every write of the cluster, its leaders and restarts).
+#ifndef DLOCK_ETCD_ETCD_LOCK_HPP_
+#define DLOCK_ETCD_ETCD_LOCK_HPP_
+
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <map>
+#include <memory>
+#include <optional>
+
+#include "backend.hpp"
+#include "etcd/config.hpp"
+#include "etcd/etcd_rpc.hpp"
+#include "etcd/lease_keeper.hpp"
+
+namespace dlock::etcd {
+
+namespace asio = boost::asio;
+using detail::AbandonCall;
+using detail::AcquireCall;
+using detail::AcquireOutcome;
+using detail::ReleaseCall;
+using detail::ReleaseOutcome;
+using detail::RenewCall;
+using detail::RenewOutcome;
+using detail::WatchKey;
+using AcquireDone = std::function<void(Result<AcquireOutcome>)>;
+using StatusDone = std::function<void(Status)>;
+
+inline Status cancelled() { return {Errc::cancelled, "client closed"}; }
+
+// "%x" of a lease id, as etcd's Mutex names its key.
+std::string lease_hex(std::int64_t lease);
+
+class EtcdBackend final : public detail::Backend {
+ public:
+  EtcdBackend(asio::io_context& io, EtcdBackendConfig config);
+  ~EtcdBackend() override;
+
+  detail::Capabilities capabilities() const override;
+  void set_events(detail::BackendEvents events) override { events_ = std::move(events); }
+  void start(StatusDone done) override;
+  void close() override;
+
+  void acquire(const AcquireCall& call, AcquireDone done) override;
+  void release(const ReleaseCall& call, std::function<void(Result<ReleaseOutcome>)> done) override;
+  void abandon(const AbandonCall& call, StatusDone done) override;
+  void renew(const std::vector<RenewCall>&, std::function<void(Result<std::vector<RenewOutcome>>)> done) override;
+  void inspect(const std::string& name, std::function<void(Result<LockInfo>)> done) override;
+  void names(const std::string& prefix, std::function<void(Result<std::vector<std::string>>)> done) override;
+
+  // A waiter's watches are set when it answers busy: nothing to do here.
+  void watch(const WatchKey&, StatusDone ready) override { post(std::move(ready), Status()); }
+  void unwatch(const WatchKey&) override {}
+  // Every change under the lock's line, told as released({name, 0}).
+  void observe(const std::string& name, StatusDone ready) override;
+  void unobserve(const std::string& name) override;
+
+  std::uint64_t commands_sent() const override { return calls_; }
+  std::uint64_t reconnects() const override { return reconnects_; }
+
+ private:
+  struct Attempt {
+    std::string name, owner, info, key;
+    std::int64_t lease = 0;
+    std::int64_t revision = 0;  // the key's create revision, once read
+    std::uint64_t grant = 0;
+    detail::LockMode mode = detail::LockMode::exclusive;
+    unsigned permits = 0;
+    bool sent = false;                  // a put may have made the key
+    std::vector<std::int64_t> watches;  // the keys ahead it waits for, and its own
+  };
+  struct Held {
+    std::string key, name, owner;
+    std::int64_t lease = 0, revision = 0;
+    std::int64_t watch = 0;  // its own key's deletion
+    bool shared = false;
+    bool releasing = false;
+  };
+  // A key of this client to delete. guard: an acquire's put may still be
+  // in flight (its answer was never seen) and land after the delete: the
+  // key is watched from then on and deleted again if it comes back.
+  struct Orphan {
+    std::string key;
+    std::int64_t revision = 0;  // its create revision (0: whichever)
+    bool guard = false;
+  };
+  // What a watch id wakes.
+  struct WatchFor {
+    enum class Kind { attempt, hold, observer, stray } kind;
+    std::uint64_t id = 0;  // the attempt or the grant
+    std::string name;      // observers; a stray put's key
+  };
+
+  template <class Done, class Value>
+  void post(Done done, Value value) {
+    asio::post(io_, [done = std::move(done), value = std::move(value)]() mutable { done(std::move(value)); });
+  }
+  // Runs `f` on the I/O thread unless the backend closed meanwhile.
+  template <class F>
+  void loop(F f) {
+    asio::post(io_, [this, f = std::move(f)]() mutable {
+      if (!closed_) f();
+    });
+  }
+  // A deadline for one call from now.
+  Clock::time_point by() const { return Clock::now() + config_.command_timeout; }
+  void log(LogLevel level, const std::string& message) const;
+
+  // ---- the line (etcd_backend.cpp) ----
+  std::string line_of(const std::string& name) const { return config_.prefix + name + "/"; }
+  std::string key_for(const AcquireCall& call) const;
+  void drop_watches(Attempt& a);
+  void on_line(std::uint64_t id, AcquireDone done, Result<EtcdRpc::Line> line);
+  void grant(std::uint64_t id, std::int64_t revision, AcquireDone done);
+  // Deletes a key of this client: retried until it is gone or its lease is.
+  void remove_key(Orphan o, StatusDone done);
+  // Watches a deleted key for a stray put from `from` on (at most
+  // kMaxGuards, the oldest dropped; until the lease ends).
+  void guard_key(const std::string& key, std::int64_t from);
+  static constexpr std::size_t kMaxGuards = 1024;
+  void retry_orphans();
+
+  // ---- watches (etcd_backend.cpp) ----
+  void open_watches();
+  void on_news(const EtcdRpc::WatchNews& news);
+  void on_watches_ended(const Status& why);
+  // A watch of `key`'s deletion from `from` (0: none if the stream is down);
+  // with `range_end`, of every change in [key, range_end).
+  std::int64_t watch_key(const std::string& key, std::int64_t from, WatchFor what, const std::string& range_end = {},
+                         bool deletes_only = true);
+  void drop_watch(std::int64_t& id);
+  void arm_observer(const std::string& name);
+  // A hold's key went while held: told as lost.
+  void hold_lost(std::uint64_t grant);
+
+  // ---- the lease (etcd_liveness.cpp) ----
+  void ask_lease();
+  void on_kept(std::int64_t lease, Clock::time_point sent_at, std::int64_t ttl);
+  void vouch(Clock::time_point sent_at, std::int64_t ttl_seconds);
+  void arm_deadline();
+  // Every hold is gone (or can no longer be vouched for): told first, then
+  // the lease is revoked (its keys go with it) and a new one asked for.
+  void lease_ended(LossReason reason, const std::string& why);
+  void finish_start(Status s);
+
+  asio::io_context& io_;
+  EtcdBackendConfig config_;
+  detail::BackendEvents events_;
+  std::unique_ptr<EtcdRpc> rpc_;
+  std::unique_ptr<LeaseKeeper> keeper_;
+  std::unique_ptr<EtcdRpc::Watches> watches_;
+  StatusDone start_done_;
+  asio::steady_timer deadline_, lease_retry_, watch_retry_, orphan_retry_;
+  bool closed_ = false;
+  std::int64_t lease_ = 0;  // 0: none yet (asked for)
+  bool lease_asked_ = false;
+  std::chrono::seconds ttl_{0};
+  Clock::time_point until_{};                                           // every hold is valid until then
+  std::map<std::uint64_t, Attempt> attempts_;                           // by AcquireCall::attempt
+  std::map<std::uint64_t, Held> held_;                                  // by grant
+  std::map<std::int64_t, WatchFor> watching_;                           // by watch id
+  std::map<std::string, std::pair<unsigned, std::int64_t>> observers_;  // name -> refs, watch id
+  std::vector<Orphan> orphans_;                                         // keys to delete again
+  std::map<std::string, std::int64_t> guarded_;                         // key -> its stray-put watch
+  std::int64_t next_watch_ = 1;
+  std::uint64_t calls_ = 0;
+  std::uint64_t reconnects_ = 0;
+};
+
+}  // namespace dlock::etcd
+
+#endif  // DLOCK_ETCD_ETCD_LOCK_HPP_

@@ -1,0 +1,137 @@
+// The two streams the etcd backend keeps open: a lease's keep-alive
+// (blocking, on the backend's keep-alive thread) and the watches of its
+// waiters (gRPC's callback API: adding a watch never blocks the I/O thread,
+// even when the member stopped reading).
+#include <deque>
+
+#include "etcd/rpc_impl.hpp"
+
+namespace dlock::etcd {
+
+// ---- keep-alive ----
+
+struct EtcdRpc::KeepAlive::State {
+  grpc::ClientContext ctx;
+  std::unique_ptr<grpc::ClientReaderWriter<pb::LeaseKeepAliveRequest, pb::LeaseKeepAliveResponse>> stream;
+};
+
+EtcdRpc::KeepAlive::KeepAlive(std::unique_ptr<State> s) : s_(std::move(s)) {}
+
+EtcdRpc::KeepAlive::~KeepAlive() {
+  s_->ctx.TryCancel();
+  s_->stream->Finish();
+}
+
+std::unique_ptr<EtcdRpc::KeepAlive> EtcdRpc::keep_alive() {
+  auto s = std::make_unique<KeepAlive::State>();
+  impl_->prepare_stream(s->ctx);
+  s->stream = impl_->lease->LeaseKeepAlive(&s->ctx);
+  return std::make_unique<KeepAlive>(std::move(s));
+}
+
+Result<std::int64_t> EtcdRpc::KeepAlive::refresh(std::int64_t lease) {
+  pb::LeaseKeepAliveRequest req;
+  req.set_id(lease);
+  pb::LeaseKeepAliveResponse resp;
+  if (!s_->stream->Write(req) || !s_->stream->Read(&resp))
+    return Status(Errc::unavailable, "etcd: the lease keep-alive stream broke");
+  return resp.ttl();
+}
+
+void EtcdRpc::KeepAlive::cancel() { s_->ctx.TryCancel(); }
+
+// ---- watches ----
+
+// One bidirectional stream. Writes go out one at a time (gRPC allows one
+// outstanding write), the rest queued; reads are always outstanding.
+struct EtcdRpc::Watches::State final : grpc::ClientBidiReactor<pb::WatchRequest, pb::WatchResponse> {
+  std::function<void(const WatchNews&)> news;
+  std::function<void(Status)> ended;
+  grpc::ClientContext ctx;
+  pb::WatchResponse resp;
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<pb::WatchRequest> out;  // under mu; the front is being written
+  bool writing = false;              // under mu
+  bool done = false;                 // under mu: OnDone ran
+
+  bool send(pb::WatchRequest req) {
+    std::lock_guard lock(mu);
+    if (done) return false;
+    out.push_back(std::move(req));
+    if (!writing) {
+      writing = true;
+      StartWrite(&out.front());
+    }
+    return true;
+  }
+  void OnWriteDone(bool ok) override {
+    std::lock_guard lock(mu);
+    out.pop_front();
+    if (!ok || out.empty()) {
+      writing = false;  // a failed write: the stream is ending (OnDone tells)
+      return;
+    }
+    StartWrite(&out.front());
+  }
+  void OnReadDone(bool ok) override {
+    if (!ok) return;  // the stream is ending
+    WatchNews n;
+    n.watch_id = resp.watch_id();
+    n.created = resp.created();
+    n.canceled = resp.canceled();
+    n.compact_revision = resp.compact_revision();
+    n.reason = resp.cancel_reason();
+    n.changed = resp.events_size() > 0;
+    news(n);
+    StartRead(&resp);
+  }
+  void OnDone(const grpc::Status& s) override {
+    ended(s.ok() ? Status() : status_of(s, false));
+    std::lock_guard lock(mu);
+    done = true;
+    cv.notify_all();
+  }
+};
+
+EtcdRpc::Watches::Watches(std::shared_ptr<State> s) : s_(std::move(s)) {}
+
+EtcdRpc::Watches::~Watches() {
+  s_->ctx.TryCancel();
+  std::unique_lock lock(s_->mu);
+  s_->cv.wait(lock, [&] { return s_->done; });
+}
+
+std::unique_ptr<EtcdRpc::Watches> EtcdRpc::watches(std::function<void(const WatchNews&)> news,
+                                                   std::function<void(Status)> ended) {
+  auto s = std::make_shared<Watches::State>();
+  s->news = std::move(news);
+  s->ended = std::move(ended);
+  impl_->prepare_stream(s->ctx);
+  impl_->watch->async()->Watch(&s->ctx, s.get());
+  s->StartRead(&s->resp);
+  s->StartCall();
+  return std::make_unique<Watches>(std::move(s));
+}
+
+bool EtcdRpc::Watches::add(std::int64_t watch_id, const std::string& key, const std::string& range_end,
+                           std::int64_t from_revision, bool deletes_only) {
+  pb::WatchRequest req;
+  auto* c = req.mutable_create_request();
+  c->set_key(key);
+  if (!range_end.empty()) c->set_range_end(range_end);
+  c->set_start_revision(from_revision);
+  c->set_watch_id(watch_id);
+  if (deletes_only) c->add_filters(pb::WatchCreateRequest::NOPUT);
+  return s_->send(std::move(req));
+}
+
+bool EtcdRpc::Watches::remove(std::int64_t watch_id) {
+  pb::WatchRequest req;
+  req.mutable_cancel_request()->set_watch_id(watch_id);
+  return s_->send(std::move(req));
+}
+
+void EtcdRpc::Watches::cancel() { s_->ctx.TryCancel(); }
+
+}  // namespace dlock::etcd

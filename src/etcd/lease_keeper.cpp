@@ -1,0 +1,74 @@
+#include "etcd/lease_keeper.hpp"
+
+namespace dlock::etcd {
+
+LeaseKeeper::LeaseKeeper(EtcdRpc& rpc, Handlers handlers) : rpc_(rpc), handlers_(std::move(handlers)) {
+  thread_ = std::thread([this] { run(); });
+}
+
+LeaseKeeper::~LeaseKeeper() { stop(); }
+
+void LeaseKeeper::keep(std::int64_t lease, std::chrono::seconds ttl) {
+  std::lock_guard lock(mu_);
+  lease_ = lease;
+  ttl_ = ttl;
+  if (stream_) stream_->cancel();
+  cv_.notify_all();
+}
+
+void LeaseKeeper::stop() {
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+    if (stream_) stream_->cancel();
+    cv_.notify_all();
+  }
+  if (thread_.joinable()) thread_.join();
+}
+
+void LeaseKeeper::run() {
+  std::unique_ptr<EtcdRpc::KeepAlive> stream;
+  bool again = false;  // the last keep-alive failed: try soon, on a new stream
+  std::unique_lock lock(mu_);
+  while (!stopping_) {
+    const std::int64_t lease = lease_;
+    if (lease == 0) {
+      cv_.wait(lock, [&] { return stopping_ || lease_ != 0; });
+      continue;
+    }
+    // A third of the TTL after the lease was given (or last kept), so two
+    // more keep-alives fit before it could lapse. After a failure, a short
+    // pause: a member that is gone is not asked in a busy loop.
+    const auto wait =
+        again ? std::chrono::milliseconds(200) : std::chrono::duration_cast<std::chrono::milliseconds>(ttl_) / 3;
+    if (cv_.wait_for(lock, wait, [&] { return stopping_ || lease_ != lease; })) {
+      again = false;
+      continue;
+    }
+    if (!stream) {
+      stream = rpc_.keep_alive();
+      stream_ = stream.get();
+    }
+    lock.unlock();
+    const auto sent_at = Clock::now();
+    auto ttl = stream->refresh(lease);
+    if (ttl.ok())
+      handlers_.kept(lease, sent_at, *ttl);
+    else
+      handlers_.broken(lease, ttl.status());
+    again = !ttl.ok();
+    if (again) {
+      {
+        std::lock_guard relock(mu_);
+        stream_ = nullptr;
+      }
+      stream.reset();  // outside the lock: it waits for the stream's end
+    }
+    lock.lock();
+  }
+  stream_ = nullptr;
+  lock.unlock();
+  stream.reset();
+}
+
+}  // namespace dlock::etcd

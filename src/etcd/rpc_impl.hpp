@@ -1,0 +1,104 @@
+// What etcd_rpc.cpp and etcd_streams.cpp share: the channel, the stubs, the
+// auth token, and how a gRPC status reads as a dlock Status. Internal: the
+// only etcd file that includes gRPC's headers besides those two.
+#ifndef DLOCK_ETCD_RPC_IMPL_HPP_
+#define DLOCK_ETCD_RPC_IMPL_HPP_
+
+#include <grpcpp/grpcpp.h>
+
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+
+#include "etcd/etcd_rpc.hpp"
+#include "etcdserverpb/rpc.grpc.pb.h"
+
+namespace dlock::etcd {
+
+namespace pb = etcdserverpb;
+
+// A call with no deadline of its own still ends: a member that accepts
+// connections and never answers must not hold a caller forever.
+inline constexpr std::chrono::seconds kLongestCall{30};
+
+Status status_of(const grpc::Status& s, bool write);
+KeyValue from_pb(const mvccpb::KeyValue& kv);
+// The server refused the call for an expired or missing token: nothing
+// was applied, and the call may be made again after authenticating.
+bool token_expired(const grpc::Status& s);
+
+struct EtcdRpc::Impl {
+  explicit Impl(EtcdConfig c);
+  // Cancels the asynchronous calls still out and waits for their callbacks.
+  ~Impl();
+
+  void prepare(grpc::ClientContext& ctx, Clock::time_point by);
+  // A stream's context: the token, no deadline (it lives until cancelled).
+  void prepare_stream(grpc::ClientContext& ctx);
+  Result<Range> range(const pb::RangeRequest& req, Clock::time_point by);
+  Status authenticate(Clock::time_point by);
+
+  // Runs `call` with a context bounded by `by`; an expired token is
+  // renewed once (the server refused the call: nothing was applied).
+  template <class Call>
+  Status invoke(Call&& call, Clock::time_point by, bool write) {
+    for (int attempt = 0;; ++attempt) {
+      grpc::ClientContext ctx;
+      prepare(ctx, by);
+      const grpc::Status s = call(ctx);
+      if (s.ok()) return {};
+      if (attempt == 0 && !config.user.empty() && token_expired(s) && authenticate(by).ok()) continue;
+      return status_of(s, write);
+    }
+  }
+
+  // The asynchronous form: `start(ctx, req, resp, callback)` makes the call
+  // on a stub's async() interface; `done(status, resp)` runs once, on a
+  // gRPC thread. An expired token is renewed (blocking, on that thread:
+  // rare) and the call made once more.
+  template <class Req, class Resp, class Start, class Done>
+  void invoke_async(std::shared_ptr<const Req> req, Start start, Clock::time_point by, bool write, Done done,
+                    bool again = false) {
+    struct Pending {
+      grpc::ClientContext ctx;
+      Resp resp;
+    };
+    auto p = std::make_shared<Pending>();
+    prepare(p->ctx, by);
+    if (!track(&p->ctx)) return done(Status(Errc::cancelled, "etcd: client closed"), p->resp);
+    start(&p->ctx, req.get(), &p->resp,
+          [this, p, req, start, by, write, again, done = std::move(done)](grpc::Status s) mutable {
+            // Untracked last: the destructor waits until `done` has run.
+            if (!s.ok() && !again && !config.user.empty() && token_expired(s) && authenticate(by).ok())
+              invoke_async<Req, Resp>(std::move(req), std::move(start), by, write, std::move(done), true);
+            else
+              done(s.ok() ? Status() : status_of(s, write), p->resp);
+            untrack(&p->ctx);
+          });
+  }
+
+  EtcdConfig config;
+  std::shared_ptr<grpc::Channel> channel;
+  std::unique_ptr<pb::KV::Stub> kv;
+  std::unique_ptr<pb::Lease::Stub> lease;
+  std::unique_ptr<pb::Watch::Stub> watch;
+  std::unique_ptr<pb::Maintenance::Stub> maintenance;
+  std::unique_ptr<pb::Auth::Stub> auth;
+  std::mutex mu;
+  std::string token;  // under mu
+
+ private:
+  // Asynchronous calls out, so the destructor can end them.
+  bool track(grpc::ClientContext* ctx);
+  void untrack(grpc::ClientContext* ctx);
+  std::mutex calls_mu_;
+  std::condition_variable calls_cv_;
+  std::set<grpc::ClientContext*> calls_;  // under calls_mu_
+  bool closing_ = false;                  // under calls_mu_
+};
+
+}  // namespace dlock::etcd
+
+#endif  // DLOCK_ETCD_RPC_IMPL_HPP_

@@ -1,0 +1,243 @@
+// The etcd backend (etcd://) against a real 3-member cluster the test
+// starts, and beside etcd's own lock: `etcdctl lock` and dlock exclude each
+// other on the same name, both ways, and hand over in line.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <atomic>
+#include <chrono>
+#include <dlock/dlock.hpp>
+#include <fstream>
+#include <future>
+#include <sstream>
+#include <thread>
+
+#include "support/etcd_cluster.hpp"
+#include "support/process.hpp"
+
+namespace dlock {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+ClientOptions quiet() {
+  ClientOptions o;
+  o.logger = [](LogLevel, std::string_view) {};
+  return o;
+}
+
+// The keys under `prefix` and their create revisions, oldest first.
+std::vector<std::pair<std::string, std::uint64_t>> line_of(const test::EtcdCluster& etcd, const std::string& prefix) {
+  return etcd.keys(prefix);
+}
+
+// Waits until `pred` or `limit`.
+bool eventually(const std::function<bool()>& pred, std::chrono::milliseconds limit = 10s) {
+  for (const auto until = Clock::now() + limit; Clock::now() < until; std::this_thread::sleep_for(20ms))
+    if (pred()) return true;
+  return pred();
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+class Etcd : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!test::etcd_available()) GTEST_SKIP() << "etcd is not installed";
+    etcd = std::make_unique<test::EtcdCluster>(3);
+  }
+  Client client(const std::string& query = "") const { return Client::connect(etcd->url() + query, quiet()); }
+
+  std::unique_ptr<test::EtcdCluster> etcd;
+};
+
+TEST_F(Etcd, AGrantIsTheOldestKeyOfTheLineAndItsCreateRevisionIsTheFence) {
+  Client c = client();
+  auto a = c.try_acquire("job");
+  ASSERT_TRUE(a.ok()) << a.status().to_string();
+  const auto line = line_of(*etcd, "job/");
+  ASSERT_EQ(line.size(), 1u) << "one key in the line";
+  EXPECT_EQ(a->fence(), line[0].second) << "the fence is the key's create revision";
+  auto info = c.inspect("job");
+  ASSERT_TRUE(info.ok()) << info.status().to_string();
+  EXPECT_TRUE(info->held);
+  EXPECT_EQ(info->fence, a->fence());
+  EXPECT_FALSE(info->holder.empty()) << "the holder's description is in the key's value";
+  const auto first = a->fence();
+  ASSERT_TRUE(a->release().ok());
+  EXPECT_TRUE(line_of(*etcd, "job/").empty()) << "a release deletes the key";
+  auto b = c.try_acquire("job");
+  ASSERT_TRUE(b.ok());
+  EXPECT_GT(b->fence(), first) << "fences grow";
+}
+
+TEST_F(Etcd, AWaiterIsWokenByTheReleaseAndFencesGrowAcrossClients) {
+  Client c1 = client(), c2 = client();
+  auto held = c1.try_acquire("job");
+  ASSERT_TRUE(held.ok()) << held.status().to_string();
+  EXPECT_EQ(c2.try_acquire("job").status().code(), Errc::busy) << "another client is refused while held";
+  auto waiting = std::async(std::launch::async, [&] { return c2.acquire("job", 20s); });
+  ASSERT_TRUE(eventually([&] { return line_of(*etcd, "job/").size() == 2; })) << "the waiter is in line";
+  const auto fence = held->fence();
+  const auto released_at = Clock::now();
+  ASSERT_TRUE(held->release().ok());
+  auto got = waiting.get();
+  ASSERT_TRUE(got.ok()) << got.status().to_string();
+  EXPECT_LT(Clock::now() - released_at, 2s) << "woken by its watch, not a poll";
+  EXPECT_GT(got->fence(), fence);
+}
+
+TEST_F(Etcd, DlockWaitsBehindEtcdctlLockAndIsGrantedWhenItEnds) {
+  auto holder = etcd->etcdctl_spawn({"lock", "--ttl=2", "job", "--", "sleep", "30"}, "etcdctl-lock.out");
+  ASSERT_TRUE(eventually([&] { return line_of(*etcd, "job/").size() == 1; })) << "etcdctl holds job";
+  const auto theirs = line_of(*etcd, "job/")[0].second;
+  Client c = client();
+  EXPECT_EQ(c.try_acquire("job").status().code(), Errc::busy) << "etcdctl's hold excludes dlock";
+  auto waiting = std::async(std::launch::async, [&] { return c.acquire("job", 30s); });
+  ASSERT_TRUE(eventually([&] { return line_of(*etcd, "job/").size() == 2; }));
+  ::kill(-holder.pid, SIGTERM);  // etcdctl and its command: it unlocks on its way out
+  test::wait_exit(holder.pid, 10s);
+  auto got = waiting.get();
+  ASSERT_TRUE(got.ok()) << got.status().to_string();
+  EXPECT_GT(got->fence(), theirs) << "the fence grows across etcdctl's grant and dlock's";
+}
+
+TEST_F(Etcd, EtcdctlLockWaitsBehindDlockAndIsGrantedAtItsRelease) {
+  Client c = client();
+  auto held = c.try_acquire("job");
+  ASSERT_TRUE(held.ok()) << held.status().to_string();
+  auto waiter = etcd->etcdctl_spawn({"lock", "job", "--", "sh", "-c", "echo granted; sleep 30"}, "etcdctl-wait.out");
+  ASSERT_TRUE(eventually([&] { return line_of(*etcd, "job/").size() == 2; })) << "etcdctl queued behind dlock";
+  std::this_thread::sleep_for(300ms);
+  EXPECT_EQ(slurp(etcd->dir() + "/etcdctl-wait.out").find("granted"), std::string::npos)
+      << "dlock's hold excludes etcdctl";
+  const auto fence = held->fence();
+  ASSERT_TRUE(held->release().ok());
+  EXPECT_TRUE(eventually([&] { return slurp(etcd->dir() + "/etcdctl-wait.out").find("granted") != std::string::npos; }))
+      << "etcdctl is granted at dlock's release";
+  const auto line = line_of(*etcd, "job/");
+  ASSERT_EQ(line.size(), 1u);
+  EXPECT_GT(line[0].second, fence);
+  EXPECT_EQ(c.try_acquire("job").status().code(), Errc::busy) << "and it excludes dlock now";
+  ::kill(-waiter.pid, SIGKILL);
+  test::wait_exit(waiter.pid, 10s);
+}
+
+TEST_F(Etcd, AKeyDeletedByAnOperatorIsALossToldAtOnce) {
+  Client c = client();
+  auto held = c.try_acquire("job");
+  ASSERT_TRUE(held.ok()) << held.status().to_string();
+  const auto line = line_of(*etcd, "job/");
+  ASSERT_EQ(line.size(), 1u);
+  ASSERT_EQ(etcd->etcdctl({"del", line[0].first}).exit_code, 0);
+  EXPECT_TRUE(eventually([&] { return held->lost(); }, 5s)) << "the holder is told";
+  EXPECT_TRUE(held->lost_token().stop_requested());
+}
+
+TEST_F(Etcd, ALeaseRevokedByAnOperatorIsALossAndTheClientQueuesUnderANewOne) {
+  Client c = client();
+  auto held = c.try_acquire("job");
+  ASSERT_TRUE(held.ok()) << held.status().to_string();
+  const auto line = line_of(*etcd, "job/");
+  ASSERT_EQ(line.size(), 1u);
+  const std::string lease = line[0].first.substr(4);  // job/<lease in hex>
+  ASSERT_EQ(etcd->etcdctl({"lease", "revoke", lease}).exit_code, 0);
+  EXPECT_TRUE(eventually([&] { return held->lost(); }, 10s)) << "the holder is told";
+  Result<Lease> again = Status(Errc::unavailable, "not yet");
+  EXPECT_TRUE(eventually([&] { return (again = c.try_acquire("job")).ok(); }, 10s))
+      << "a new lease serves the next acquire: " << again.status().to_string();
+  if (again.ok()) {
+    EXPECT_NE(line_of(*etcd, "job/").at(0).first, line[0].first) << "under another lease";
+  }
+}
+
+TEST_F(Etcd, AWaiterWhoseOwnKeyIsDeletedIsWokenAndQueuesAgain) {
+  Client c1 = client(), c2 = client();
+  auto held = c1.try_acquire("job");
+  ASSERT_TRUE(held.ok());
+  auto waiting = std::async(std::launch::async, [&] { return c2.acquire("job", 20s); });
+  ASSERT_TRUE(eventually([&] { return line_of(*etcd, "job/").size() == 2; }));
+  const std::string mine = line_of(*etcd, "job/").at(1).first;
+  ASSERT_EQ(etcd->etcdctl({"del", mine}).exit_code, 0);
+  // Woken, it puts its key again (behind the holder): never waits on a key
+  // that is gone.
+  EXPECT_TRUE(eventually([&] {
+    const auto line = line_of(*etcd, "job/");
+    return line.size() == 2 && line[1].first == mine;
+  })) << "queued again";
+  ASSERT_TRUE(held->release().ok());
+  auto got = waiting.get();
+  ASSERT_TRUE(got.ok()) << got.status().to_string();
+}
+
+TEST_F(Etcd, AHolderKilledFreesTheLockWhenItsLeaseEnds) {
+  const std::string url = etcd->url() + "?session_timeout=2s";
+  const pid_t child = test::fork_child([&] {
+    Client c = Client::connect(url, quiet());
+    auto held = c.try_acquire("job");
+    if (!held.ok()) return 1;
+    ::kill(::getpid(), SIGKILL);  // no release, no revoke: only the lease's end frees it
+    return 2;
+  });
+  ASSERT_TRUE(eventually([&] { return line_of(*etcd, "job/").size() == 1; })) << "the child holds job";
+  test::wait_exit(child, 10s);
+  Client c = client();
+  const auto start = Clock::now();
+  auto got = c.acquire("job", 15s);
+  ASSERT_TRUE(got.ok()) << got.status().to_string();
+  EXPECT_LT(Clock::now() - start, 8s) << "granted once the dead holder's 2 s lease ended";
+}
+
+TEST_F(Etcd, BadUrlsAreRefusedNamingWhy) {
+  for (const char* url :
+       {"etcd://", "etcd://h:0", "etcd://h?session_timeout=1500ms", "etcd://h?nope=1", "etcd://user@h"}) {
+    auto c = Client::try_connect(url, quiet());
+    ASSERT_FALSE(c.ok()) << url;
+    EXPECT_EQ(c.status().code(), Errc::invalid_argument) << url << ": " << c.status().to_string();
+  }
+  auto c = Client::try_connect("etcd://127.0.0.1:1", [] {
+    ClientOptions o = quiet();
+    o.connect_timeout = 300ms;
+    return o;
+  }());
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), Errc::unavailable) << c.status().to_string();
+}
+
+// An acquire whose put reaches a frozen member gives up at its deadline,
+// and its key is deleted once the member answers: nothing stays behind.
+// Its put may still land after that delete (a member cut from its leader
+// forwards it late, while the delete went through another): the key is
+// watched, and a put that lands late (here made by hand, under the same
+// name) is deleted again rather than blocking the lock for as long as its
+// client lives.
+TEST(EtcdStray, AnAbandonedAcquiresKeyIsDeletedAndAPutThatLandsLateIsDeletedAgain) {
+  if (!test::etcd_available()) GTEST_SKIP() << "etcd is not installed";
+  test::EtcdCluster etcd(1);
+  Client c = Client::connect(etcd.url(), quiet());
+  auto warm = c.try_acquire("job");
+  ASSERT_TRUE(warm.ok()) << warm.status().to_string();
+  const std::string key = etcd.keys("job/").at(0).first;  // the name this client's next attempt uses too
+  ASSERT_TRUE(warm->release().ok());
+  etcd.pause(0);
+  auto gave_up = c.acquire("job", 300ms);
+  EXPECT_FALSE(gave_up.ok());
+  std::this_thread::sleep_for(2500ms);  // the abandon's delete is refused meanwhile, and retried
+  etcd.resume(0);
+  EXPECT_TRUE(eventually([&] { return etcd.keys("job/").empty(); }, 5s)) << "the abandoned key was deleted";
+  std::this_thread::sleep_for(200ms);
+  ASSERT_EQ(etcd.etcdctl({"put", key, ""}).exit_code, 0);  // the late put
+  EXPECT_TRUE(eventually([&] { return etcd.keys("job/").empty(); }, 5s)) << "deleted again";
+  Client other = Client::connect(etcd.url(), quiet());
+  auto got = other.try_acquire("job");
+  EXPECT_TRUE(got.ok()) << got.status().to_string();
+}
+
+}  // namespace
+}  // namespace dlock
