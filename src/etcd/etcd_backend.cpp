@@ -9,6 +9,9 @@
 //      (no herd: one release wakes one waiter) and of its own key (an
 //      operator's delete, the lease's end), from the revision it read, so
 //      nothing between the read and the watch is missed, and answers busy.
+// A key's value is what its holder says of itself (its description, an
+// election's candidate id), as etcd's Election keeps its proposal there:
+// etcdctl elect -l shows a dlock leader's id, and dlock shows etcdctl's.
 // Readers and permits are dlock's own (etcd has no such recipe in its
 // client): their keys end in "-read" or "-sem<N>" and the line follows
 // core/queue_line.hpp, as ZooKeeper's does. A key with no such ending
@@ -27,7 +30,6 @@
 
 #include "core/queue_line.hpp"
 #include "etcd/etcd_lock.hpp"
-#include "holder_description.hpp"
 
 namespace dlock::etcd {
 namespace {
@@ -183,7 +185,7 @@ void EtcdBackend::acquire(const AcquireCall& call, AcquireDone done) {
   a.sent = true;
   ++calls_;
   const auto deadline = std::min(by(), call.deadline);
-  rpc_->join_line(a.key, detail::node_data(a.owner, a.info), a.lease, line_of(a.name), deadline,
+  rpc_->join_line(a.key, a.info, a.lease, line_of(a.name), deadline,
                   [this, id = call.attempt, done = std::move(done)](Result<EtcdRpc::Line> line) mutable {
                     asio::post(io_, [this, id, done = std::move(done), line = std::move(line)]() mutable {
                       on_line(id, std::move(done), std::move(line));
@@ -196,8 +198,14 @@ void EtcdBackend::on_line(std::uint64_t id, AcquireDone done, Result<EtcdRpc::Li
   auto it = attempts_.find(id);
   if (it == attempts_.end())
     return done(Status(Errc::unavailable, "etcd: the lease ended during the attempt; a new one is asked for"));
-  if (!line.ok()) return done(attempt_failed(line.status()));
   Attempt& a = it->second;
+  if (!line.ok() && line.status().code() == Errc::not_held && a.lease == lease_) {
+    // The put was refused for its lease: applied through the leader, that
+    // is the truth (a keep-alive's answer may not be).
+    lease_ended(LossReason::expired, "a put under this client's etcd lease was refused: the lease is gone");
+    return done(Status(Errc::unavailable, "etcd: the lease ended during the attempt; a new one is asked for"));
+  }
+  if (!line.ok()) return done(attempt_failed(line.status()));
   if (line->mine.lease != a.lease)
     return done(Status(Errc::server_error, "etcd: the key " + a.key + " exists under another lease"));
   a.revision = line->mine.create_revision;
@@ -349,7 +357,7 @@ void EtcdBackend::inspect(const std::string& name, std::function<void(Result<Loc
       info.shared = line.front().mode == detail::LockMode::shared;
       info.waiters = static_cast<unsigned>(line.size() - granted);
       for (const KeyValue& kv : r->kvs)
-        if (kv.key == line.front().name) info.holder = detail::parse_node_data(kv.value).info;
+        if (kv.key == line.front().name) info.holder = kv.value;
       done(info);
     });
   });

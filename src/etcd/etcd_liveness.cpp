@@ -47,8 +47,15 @@ void EtcdBackend::ask_lease() {
 
 void EtcdBackend::on_kept(std::int64_t lease, Clock::time_point sent_at, std::int64_t ttl) {
   if (lease != lease_) return;  // an earlier lease's answer
-  if (ttl <= 0) return lease_ended(LossReason::expired, "the etcd leader says this client's lease is gone");
-  vouch(sent_at, ttl);
+  if (ttl > 0) {
+    said_gone_ = 0;
+    return vouch(sent_at, ttl);
+  }
+  // A member that has just stopped leading (paused, cut off) may still
+  // answer from its stale view: one answer proves nothing, and the holds'
+  // own watches tell of keys that really went. Two in a row are believed.
+  if (++said_gone_ < 2) return log(LogLevel::info, "etcd: a member says this client's lease is gone; asking again");
+  lease_ended(LossReason::expired, "the etcd leader says this client's lease is gone");
 }
 
 void EtcdBackend::vouch(Clock::time_point sent_at, std::int64_t ttl_seconds) {
@@ -74,6 +81,7 @@ void EtcdBackend::lease_ended(LossReason reason, const std::string& why) {
   log(had ? LogLevel::warning : LogLevel::info, "etcd: " + why + (had ? ": every lock this client held is lost" : ""));
   const std::int64_t old = lease_;
   lease_ = 0;
+  said_gone_ = 0;
   until_ = {};
   deadline_.cancel();
   for (auto& [grant, h] : held_) drop_watch(h.watch);

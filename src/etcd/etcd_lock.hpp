@@ -165,10 +165,11 @@ class EtcdBackend final : public detail::Backend {
   std::int64_t lease_ = 0;  // 0: none yet (asked for)
   bool lease_asked_ = false;
   std::chrono::seconds ttl_{0};
-  Clock::time_point until_{};                                           // every hold is valid until then
-  std::map<std::uint64_t, Attempt> attempts_;                           // by AcquireCall::attempt
-  std::map<std::uint64_t, Held> held_;                                  // by grant
-  std::map<std::int64_t, WatchFor> watching_;                           // by watch id
+  int said_gone_ = 0;                          // keep-alive answers in a row that said the lease is gone
+  Clock::time_point until_{};                  // every hold is valid until then
+  std::map<std::uint64_t, Attempt> attempts_;  // by AcquireCall::attempt
+  std::map<std::uint64_t, Held> held_;         // by grant
+  std::map<std::int64_t, WatchFor> watching_;  // by watch id
   std::map<std::string, std::pair<unsigned, std::int64_t>> observers_;  // name -> refs, watch id
   std::vector<Orphan> orphans_;                                         // keys to delete again
   std::map<std::string, std::int64_t> guarded_;                         // key -> its stray-put watch

@@ -79,6 +79,15 @@ EtcdRpc::Impl::Impl(EtcdConfig c) : config(std::move(c)) {
   grpc::ChannelArguments args;
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  // Every member in turn, as etcd's own client balances: a call that failed
+  // on one (frozen, gone, cut off) is made again on the next.
+  args.SetLoadBalancingPolicyName("round_robin");
+  // A member that stopped answering is found by HTTP/2 pings, and its
+  // connection dropped (etcd allows a ping every 5 s by default).
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 5000);
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 3000);
+  args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
   channel = grpc::CreateCustomChannel(target_of(config.endpoints), grpc::InsecureChannelCredentials(), args);
   kv = pb::KV::NewStub(channel);
   lease = pb::Lease::NewStub(channel);

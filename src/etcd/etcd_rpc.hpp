@@ -126,8 +126,9 @@ class EtcdRpc {
   // ---- Streams ----
   class KeepAlive;
   class Watches;
-  // A lease keep-alive stream (blocking, for one thread; cancel from any).
-  std::unique_ptr<KeepAlive> keep_alive();
+  // A lease keep-alive stream (blocking, for one thread; cancel from any),
+  // that ends by `by`.
+  std::unique_ptr<KeepAlive> keep_alive(Clock::time_point by);
   // A watch stream for many watches (non-blocking; see Watches).
   struct WatchNews {
     std::int64_t watch_id = 0;

@@ -22,9 +22,9 @@ EtcdRpc::KeepAlive::~KeepAlive() {
   s_->stream->Finish();
 }
 
-std::unique_ptr<EtcdRpc::KeepAlive> EtcdRpc::keep_alive() {
+std::unique_ptr<EtcdRpc::KeepAlive> EtcdRpc::keep_alive(Clock::time_point by) {
   auto s = std::make_unique<KeepAlive::State>();
-  impl_->prepare_stream(s->ctx);
+  impl_->prepare(s->ctx, by);
   s->stream = impl_->lease->LeaseKeepAlive(&s->ctx);
   return std::make_unique<KeepAlive>(std::move(s));
 }

@@ -1,9 +1,12 @@
 // The thread that keeps one etcd lease alive: a keep-alive every third of
-// its TTL on one stream (the leader answers it; a follower forwards it),
-// each answer handed to `kept` with the time its request was sent, since
-// the leader extended the lease no earlier than that. A broken stream is
-// told to `broken` and made again after a pause; whether the lease outlived
-// the gap is for the caller's deadline to say, not for this thread.
+// its TTL (the leader answers it; a follower forwards it), each answer
+// handed to `kept` with the time its request was sent, since the leader
+// extended the lease no earlier than that. Each keep-alive is a stream of
+// its own that ends within a third of the TTL: one sent to a frozen member
+// is given up in time for the next to go to another (the channel takes the
+// members in turn). A failure is told to `broken` and tried again after a
+// pause; whether the lease outlived the gap is for the caller's deadline to
+// say, not for this thread.
 #ifndef DLOCK_ETCD_LEASE_KEEPER_HPP_
 #define DLOCK_ETCD_LEASE_KEEPER_HPP_
 
@@ -35,8 +38,7 @@ class LeaseKeeper {
 
   // Keeps `lease` (of `ttl`) alive from now on, instead of any before: the
   // first keep-alive goes out after a third of `ttl`. A keep-alive still
-  // waiting for the earlier lease's answer is cancelled (its member may be
-  // frozen), and the next goes out on a new stream.
+  // waiting for the earlier lease's answer is cancelled.
   void keep(std::int64_t lease, std::chrono::seconds ttl);
   // Ends the thread; a keep-alive waiting for its answer is cancelled.
   void stop();

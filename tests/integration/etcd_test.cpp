@@ -9,6 +9,7 @@
 #include <dlock/dlock.hpp>
 #include <fstream>
 #include <future>
+#include <iostream>
 #include <sstream>
 #include <thread>
 
@@ -52,7 +53,12 @@ class Etcd : public ::testing::Test {
     if (!test::etcd_available()) GTEST_SKIP() << "etcd is not installed";
     etcd = std::make_unique<test::EtcdCluster>(3);
   }
-  Client client(const std::string& query = "") const { return Client::connect(etcd->url() + query, quiet()); }
+  Client client(const std::string& query = "") const {
+    ClientOptions o = quiet();
+    if (std::getenv("DLOCK_TEST_LOG"))
+      o.logger = [](LogLevel, std::string_view m) { std::cerr << "log: " << m << "\n"; };
+    return Client::connect(etcd->url() + query, o);
+  }
 
   std::unique_ptr<test::EtcdCluster> etcd;
 };
@@ -129,6 +135,43 @@ TEST_F(Etcd, EtcdctlLockWaitsBehindDlockAndIsGrantedAtItsRelease) {
   test::wait_exit(waiter.pid, 10s);
 }
 
+TEST_F(Etcd, DlockAndEtcdctlElectShareOneElection) {
+  // etcdctl leads; dlock sees its proposal as the leader, and campaigns
+  // behind it.
+  auto theirs = etcd->etcdctl_spawn({"elect", "sched", "etcdctl-host"}, "etcdctl-elect.out");
+  ASSERT_TRUE(eventually([&] { return line_of(*etcd, "sched/").size() == 1; })) << "etcdctl leads";
+  Client c = client();
+  Election e(c, "sched", "dlock-host");
+  auto leader = e.leader();
+  ASSERT_TRUE(leader.ok()) << leader.status().to_string();
+  ASSERT_TRUE(leader->has_value());
+  EXPECT_EQ((*leader)->id, "etcdctl-host") << "etcdctl's proposal is the leader's id";
+  auto campaign = std::async(std::launch::async, [&] { return e.campaign(20s); });
+  ASSERT_TRUE(eventually([&] { return line_of(*etcd, "sched/").size() == 2; })) << "dlock campaigns in line";
+  ::kill(-theirs.pid, SIGTERM);  // etcdctl resigns on its way out
+  test::wait_exit(theirs.pid, 10s);
+  auto lead = campaign.get();
+  ASSERT_TRUE(lead.ok()) << lead.status().to_string();
+  // etcdctl's observer sees dlock's candidate id as the leader.
+  auto observer = etcd->etcdctl_spawn({"elect", "-l", "sched"}, "etcdctl-observe.out");
+  EXPECT_TRUE(eventually([&] {
+    return slurp(etcd->dir() + "/etcdctl-observe.out").find("dlock-host") != std::string::npos;
+  })) << slurp(etcd->dir() + "/etcdctl-observe.out");
+  // And etcdctl waits behind dlock's leadership until it resigns.
+  auto next = etcd->etcdctl_spawn({"elect", "sched", "etcdctl-next"}, "etcdctl-next.out");
+  ASSERT_TRUE(eventually([&] { return line_of(*etcd, "sched/").size() == 2; }));
+  EXPECT_EQ(slurp(etcd->dir() + "/etcdctl-next.out").find("etcdctl-next"), std::string::npos)
+      << "not while dlock leads";
+  ASSERT_TRUE(lead->resign().ok());
+  EXPECT_TRUE(eventually([&] {
+    return slurp(etcd->dir() + "/etcdctl-next.out").find("etcdctl-next") != std::string::npos;
+  })) << "etcdctl leads once dlock resigned";
+  for (auto* child : {&observer, &next}) {
+    ::kill(-child->pid, SIGKILL);
+    test::wait_exit(child->pid, 10s);
+  }
+}
+
 TEST_F(Etcd, AKeyDeletedByAnOperatorIsALossToldAtOnce) {
   Client c = client();
   auto held = c.try_acquire("job");
@@ -192,6 +235,66 @@ TEST_F(Etcd, AHolderKilledFreesTheLockWhenItsLeaseEnds) {
   auto got = c.acquire("job", 15s);
   ASSERT_TRUE(got.ok()) << got.status().to_string();
   EXPECT_LT(Clock::now() - start, 8s) << "granted once the dead holder's 2 s lease ended";
+}
+
+// A follower frozen (SIGSTOP) for longer than the lease, each in turn: the
+// client's keep-alives, writes and watches go to the other members, so the
+// hold is never lost, and the line still hands over.
+TEST_F(Etcd, AFollowerFrozenPastTheLeaseNeitherLosesAHoldNorStallsTheLine) {
+  Client c1 = client("?session_timeout=4s"), c2 = client("?session_timeout=4s");
+  auto held = c1.try_acquire("job");
+  ASSERT_TRUE(held.ok()) << held.status().to_string();
+  const auto fence = held->fence();
+  const int leader = etcd->leader();
+  ASSERT_GE(leader, 0);
+  int follower = -1;
+  for (int member = 0; member < 3; ++member) {
+    if (member == leader) continue;
+    follower = member;
+    etcd->pause(member);
+    std::this_thread::sleep_for(5s);  // past the 4 s lease
+    EXPECT_FALSE(held->lost()) << "member " << member << " frozen: the lease is kept through the others";
+    etcd->resume(member);
+  }
+  etcd->pause(follower);
+  auto waiting = std::async(std::launch::async, [&] { return c2.acquire("job", 30s); });
+  std::this_thread::sleep_for(1s);
+  const auto released_at = Clock::now();
+  EXPECT_TRUE(held->release().ok());
+  auto got = waiting.get();
+  etcd->resume(follower);
+  ASSERT_TRUE(got.ok()) << got.status().to_string();
+  EXPECT_GT(got->fence(), fence);
+  std::cout << "[measure] etcd.frozen_follower.handover_ms="
+            << std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - released_at).count() << "\n";
+}
+
+// The leader frozen past the lease: the others elect a new one, which
+// keeps every lease for a full TTL from then on. A hold may still be lost
+// (etcd 3.4's old leader, resumed, can revoke leases it saw lapse), but
+// never silently: the holder is told, and the lock then goes to the waiter.
+TEST_F(Etcd, ALeaderFrozenPastTheLeaseLosesNoHoldSilently) {
+  Client c1 = client("?session_timeout=4s"), c2 = client("?session_timeout=4s");
+  auto held = c1.try_acquire("job");
+  ASSERT_TRUE(held.ok()) << held.status().to_string();
+  const int leader = etcd->leader();
+  ASSERT_GE(leader, 0);
+  etcd->pause(leader);
+  std::this_thread::sleep_for(5s);
+  etcd->resume(leader);
+  std::this_thread::sleep_for(2s);
+  const bool lost = held->lost();
+  std::cout << "[measure] etcd.frozen_leader.hold_lost=" << lost << "\n";
+  auto line = line_of(*etcd, "job/");
+  if (lost) {
+    EXPECT_TRUE(line.empty()) << "told lost: its key is gone";
+  } else {
+    ASSERT_EQ(line.size(), 1u) << "still held: its key is there";
+    EXPECT_EQ(line[0].second, held->fence());
+    EXPECT_TRUE(held->release().ok());
+  }
+  auto got = c2.acquire("job", 10s);
+  EXPECT_TRUE(got.ok()) << got.status().to_string();
 }
 
 TEST_F(Etcd, BadUrlsAreRefusedNamingWhy) {

@@ -130,6 +130,22 @@ Child EtcdCluster::etcdctl_spawn(const std::vector<std::string>& args, const std
   return spawn(argv, {{"ETCDCTL_API", "3"}}, dir_ + "/" + output_file);
 }
 
+int EtcdCluster::leader() const {
+  const auto eps = endpoints();
+  for (std::size_t i = 0; i < eps.size(); ++i) {
+    std::vector<std::string> argv{"etcdctl", "--endpoints=" + eps[i], "endpoint", "status", "-w", "fields"};
+    const auto r = run(argv, std::chrono::seconds(5), {{"ETCDCTL_API", "3"}});
+    std::istringstream in(r.out);
+    std::string line, member, leader;
+    while (std::getline(in, line)) {
+      if (line.rfind("\"MemberID\" : ", 0) == 0) member = line.substr(13);
+      if (line.rfind("\"Leader\" : ", 0) == 0) leader = line.substr(11);
+    }
+    if (!member.empty() && member == leader) return static_cast<int>(i);
+  }
+  return -1;
+}
+
 void EtcdCluster::pause(int i) { ::kill(members_.at(static_cast<std::size_t>(i)).pid, SIGSTOP); }
 void EtcdCluster::resume(int i) { ::kill(members_.at(static_cast<std::size_t>(i)).pid, SIGCONT); }
 

@@ -41,6 +41,8 @@ class EtcdCluster {
   // Starts etcdctl with `args` in the background (its own process group),
   // its output to `output_file` in dir().
   Child etcdctl_spawn(const std::vector<std::string>& args, const std::string& output_file) const;
+  // The index of the member that leads now (-1: none answered).
+  int leader() const;
   // Member i stopped (SIGSTOP: alive, silent) or going on (SIGCONT).
   void pause(int i);
   void resume(int i);
