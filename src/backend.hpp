@@ -25,6 +25,13 @@
 //             waiter came or went) is told as released({name, 0}), and the
 //             watch is set again, so an election's observer learns of a new
 //             leader (re-armed, and told once, on a new session).
+//   etcd      etcd's own lock: a key per attempt, <name>/<lease in hex>,
+//             put under the client's one lease; the oldest create revision
+//             holds (and is the fence), each waiter watches the key just
+//             ahead and its own (watch() as on ZooKeeper). No renewal: the
+//             lease's keep-alives push alive_until, and its end lost.
+//             Re-entry counted by ClientCore; readers and permits are keys
+//             of the same line, their kind at the key's end.
 //   SQL       a row per lock with a server-computed expiry (needs renewal),
 //             releases sent by NOTIFY (watch keyed by name, a LISTEN), busy
 //             answers carry the row's remaining lease.

@@ -15,6 +15,7 @@
 
 #include "support/etcd_cluster.hpp"
 #include "support/process.hpp"
+#include "support/tcp_fault.hpp"
 
 namespace dlock {
 namespace {
@@ -340,6 +341,42 @@ TEST(EtcdStray, AnAbandonedAcquiresKeyIsDeletedAndAPutThatLandsLateIsDeletedAgai
   Client other = Client::connect(etcd.url(), quiet());
   auto got = other.try_acquire("job");
   EXPECT_TRUE(got.ok()) << got.status().to_string();
+}
+
+// The connection drops and comes back after the store was compacted past
+// the revisions the client watched from: its watches start again from a
+// compacted revision, which etcd refuses. The client reads the keys again
+// and watches from there: a hold still watches its key (an operator's
+// delete is told), and a waiter still gets the lock.
+TEST(EtcdCompaction, WatchesFromACompactedRevisionReadAgainAndWatchOn) {
+  if (!test::etcd_available()) GTEST_SKIP() << "etcd is not installed";
+  test::EtcdCluster etcd(1);
+  test::TcpFault proxy(std::stoi(etcd.endpoints()[0].substr(etcd.endpoints()[0].rfind(':') + 1)));
+  const std::string url = "etcd://127.0.0.1:" + std::to_string(proxy.port());
+  auto compacted = std::make_shared<std::atomic<int>>(0);
+  ClientOptions logged = quiet();
+  logged.logger = [compacted](LogLevel, std::string_view m) {
+    if (m.find("compacted") != std::string_view::npos) ++*compacted;
+  };
+  Client c1 = Client::connect(url, logged), c2 = Client::connect(url, quiet());
+  auto held = c1.try_acquire("job");
+  ASSERT_TRUE(held.ok()) << held.status().to_string();
+  auto waiting = std::async(std::launch::async, [&] { return c2.acquire("job", 30s); });
+  ASSERT_TRUE(eventually([&] { return etcd.keys("job/").size() == 2; }));
+  for (int i = 0; i < 5; ++i) ASSERT_EQ(etcd.etcdctl({"put", "other", std::to_string(i)}).exit_code, 0);
+  const auto rev = etcd.etcdctl({"get", "other", "-w", "fields"}).out;
+  const auto at = rev.find("\"Revision\" : ");
+  ASSERT_NE(at, std::string::npos);
+  const std::string revision = rev.substr(at + 13, rev.find('\n', at) - at - 13);
+  ASSERT_EQ(etcd.etcdctl({"compact", revision}).exit_code, 0) << "compacted to " << revision;
+  proxy.drop_connections();
+  std::this_thread::sleep_for(3s);  // reconnected, every watch set again
+  EXPECT_GT(compacted->load(), 0) << "the hold's watch started from a compacted revision";
+  EXPECT_FALSE(held->lost()) << "a compacted watch is not a loss";
+  ASSERT_EQ(etcd.etcdctl({"del", etcd.keys("job/").at(0).first}).exit_code, 0);
+  EXPECT_TRUE(eventually([&] { return held->lost(); }, 5s)) << "the hold watches its key again";
+  auto got = waiting.get();
+  ASSERT_TRUE(got.ok()) << got.status().to_string();
 }
 
 }  // namespace

@@ -81,7 +81,7 @@ if(DEFINED CXX_COMPILER AND NOT "${CXX_COMPILER}" STREQUAL "")
   list(APPEND _common "-DCMAKE_CXX_COMPILER=${CXX_COMPILER}")
 endif()
 set(_backend_options)
-foreach(_backend IN ITEMS REDIS SQLITE POSTGRES ZOOKEEPER)
+foreach(_backend IN ITEMS REDIS SQLITE POSTGRES ZOOKEEPER ETCD)
   if(DEFINED DLOCK_WITH_${_backend})
     list(APPEND _backend_options "-DDLOCK_WITH_${_backend}=${DLOCK_WITH_${_backend}}")
   endif()
@@ -360,7 +360,7 @@ else()  # add_subdirectory
   step("configure consumer"
     "${CMAKE_COMMAND}" -S "${_consumer_src}" -B "${_consumer_bin}" ${_common}
     -DCMAKE_BUILD_TYPE= "-DCMAKE_CXX_FLAGS=-O0" -DDLOCK_WITH_SQLITE=ON -DDLOCK_WITH_REDIS=OFF
-    -DDLOCK_WITH_POSTGRES=OFF -DDLOCK_WITH_ZOOKEEPER=OFF -DDLOCK_WITH_TX=OFF -DBUILD_SHARED_LIBS=ON
+    -DDLOCK_WITH_POSTGRES=OFF -DDLOCK_WITH_ZOOKEEPER=OFF -DDLOCK_WITH_ETCD=OFF -DDLOCK_WITH_TX=OFF -DBUILD_SHARED_LIBS=ON
     -DDLOCK_MODE=add_subdirectory "-DDLOCK_SOURCE_DIR=${SOURCE_DIR}")
   # A parent project must not get dlock's tests or tools by default.
   file(STRINGS "${_consumer_bin}/CMakeCache.txt" _flags REGEX "^DLOCK_BUILD_(TESTS|TOOLS):BOOL=(ON|TRUE|1)$")

@@ -60,6 +60,11 @@ void TcpFault::stall() {
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
 }
 
+void TcpFault::drop_connections() {
+  std::lock_guard lk(mu_);
+  for (int fd : fds_) ::shutdown(fd, SHUT_RDWR);
+}
+
 bool TcpFault::connects_within(std::chrono::milliseconds limit) const {
   const int fd = connect_nowait(port_);
   if (fd < 0) return false;

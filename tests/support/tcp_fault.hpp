@@ -40,6 +40,10 @@ class TcpFault {
   // timeout, as for a host that does not answer. Returns once in force.
   void stall();
 
+  // The connections open end (both peers see them closed); new ones are
+  // accepted and forwarded as before (a restart of whatever is in between).
+  void drop_connections();
+
   // Whether a connect to port() completes within `limit` (false: it hangs).
   bool connects_within(std::chrono::milliseconds limit) const;
 
