@@ -36,6 +36,7 @@
 #include <vector>
 
 #include "common/child_process.hpp"
+#include "common/etcd_member.hpp"
 #include "common/pg_cluster.hpp"
 #include "common/zk_ensemble.hpp"
 
@@ -258,6 +259,7 @@ int main(int argc, char** argv) {
     std::optional<dlock::tools::ZooKeeperEnsemble> zk;
     if (dlock::tools::zookeeper_available()) zk.emplace(1, tmp.string());
     const std::string zk_url = zk ? "zk://" + zk->hosts() : "";
+    const std::string etcd_url = start_etcd(tmp / "etcd", children);
     std::vector<int> ports;
     for (int i = 0; i < 2; ++i) {
       std::vector<std::string> args = {service.string(),           "--port",     "0",      "--redis-port",
@@ -265,6 +267,7 @@ int main(int argc, char** argv) {
                                        (tmp / "locks.db").string()};
       if (!pg_url.empty()) args.insert(args.end(), {"--postgres", pg_url});
       if (!zk_url.empty()) args.insert(args.end(), {"--zookeeper", zk_url});
+      if (!etcd_url.empty()) args.insert(args.end(), {"--etcd", etcd_url});
       children.push_back(start_child(args, true, (tmp / ("service" + std::to_string(i) + ".log")).string()));
       ports.push_back(read_listening_port(children.back().out_fd));
     }
@@ -282,6 +285,7 @@ int main(int argc, char** argv) {
     };
     if (!pg_url.empty()) rows.push_back({"dlock-postgres", "dlock::Mutex, PostgreSQL", 2, true});
     if (!zk_url.empty()) rows.push_back({"dlock-zookeeper", "dlock::Mutex, ZooKeeper", 2, true});
+    if (!etcd_url.empty()) rows.push_back({"dlock-etcd", "dlock::Mutex, etcd", 2, true});
     for (Row& r : rows) run_row(r, ports, redis_port, requests);
 
     std::cout << std::left << std::setw(32) << "variant" << std::right << std::setw(10) << "instances" << std::setw(10)
@@ -308,7 +312,7 @@ int main(int argc, char** argv) {
         rc = 1;
       }
       const bool blocking = r.variant == "dlock" || r.variant == "dlock-sqlite" || r.variant == "dlock-postgres" ||
-                            r.variant == "dlock-zookeeper";
+                            r.variant == "dlock-zookeeper" || r.variant == "dlock-etcd";
       if (blocking && r.succeeded != std::min(requests, 100)) {
         std::cout << "FAIL: dlock blocking sold " << r.succeeded << ", expected " << std::min(requests, 100) << "\n";
         rc = 1;

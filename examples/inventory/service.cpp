@@ -17,7 +17,9 @@
 //   dlock-postgres  dlock::Mutex over a PostgreSQL lock table, waiting up to 10 s
 //
 //   dlock-zookeeper  dlock::Mutex over a ZooKeeper lock queue, waiting up to 10 s
+//   dlock-etcd  dlock::Mutex over etcd (etcd's own lock layout), waiting up to 10 s
 //   inventory-service --port P --redis-port R [--think-ms 2] [--sqlite PATH] [--postgres URL] [--zookeeper URL]
+//                     [--etcd URL]
 #include <atomic>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/beast/core.hpp>
@@ -51,6 +53,7 @@ struct Config {
   std::string sqlite;     // lock file of the dlock-sqlite variant
   std::string postgres;   // URL of the dlock-postgres variant
   std::string zookeeper;  // URL of the dlock-zookeeper variant
+  std::string etcd;       // URL of the dlock-etcd variant
 };
 
 struct Clients {
@@ -58,6 +61,7 @@ struct Clients {
   std::optional<dlock::Client> sqlite;
   std::optional<dlock::Client> postgres;
   std::optional<dlock::Client> zookeeper;
+  std::optional<dlock::Client> etcd;
 };
 
 struct Reply {
@@ -137,6 +141,10 @@ Reply handle(const std::string& variant, Store& store, const Clients& clients, c
     if (!clients.zookeeper) return {http::status::not_found, "started without --zookeeper"};
     return with_mutex(*clients.zookeeper, store, cfg, true);
   }
+  if (variant == "dlock-etcd") {
+    if (!clients.etcd) return {http::status::not_found, "started without --etcd"};
+    return with_mutex(*clients.etcd, store, cfg, true);
+  }
   return {http::status::not_found, "unknown variant '" + variant + "'"};
 }
 
@@ -188,18 +196,22 @@ int main(int argc, char** argv) {
       cfg.postgres = argv[i + 1];
     else if (std::strcmp(argv[i], "--zookeeper") == 0)
       cfg.zookeeper = argv[i + 1];
+    else if (std::strcmp(argv[i], "--etcd") == 0)
+      cfg.etcd = argv[i + 1];
     else {
       std::cerr << "usage: inventory-service --port P --redis-port R [--think-ms N] [--sqlite PATH] [--postgres URL] "
-                   "[--zookeeper URL]\n";
+                   "[--zookeeper URL] [--etcd URL]\n";
       return 64;
     }
   }
   try {
     dlock::ClientOptions opts;
-    Clients clients{dlock::Client::connect("redis://127.0.0.1:" + std::to_string(cfg.redis_port), opts), {}, {}, {}};
+    Clients clients{
+        dlock::Client::connect("redis://127.0.0.1:" + std::to_string(cfg.redis_port), opts), {}, {}, {}, {}};
     if (!cfg.sqlite.empty()) clients.sqlite = dlock::Client::connect("sqlite://" + cfg.sqlite, opts);
     if (!cfg.postgres.empty()) clients.postgres = dlock::Client::connect(cfg.postgres, opts);
     if (!cfg.zookeeper.empty()) clients.zookeeper = dlock::Client::connect(cfg.zookeeper, opts);
+    if (!cfg.etcd.empty()) clients.etcd = dlock::Client::connect(cfg.etcd, opts);
     asio::io_context io;
     tcp::acceptor acceptor(io, {asio::ip::make_address("127.0.0.1"), static_cast<unsigned short>(cfg.port)});
     std::cout << "listening " << acceptor.local_endpoint().port() << std::endl;
