@@ -25,6 +25,7 @@
 // How the lease vouches for the holds: etcd_liveness.cpp.
 #include "etcd/etcd_backend.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <set>
 
@@ -210,24 +211,62 @@ void EtcdBackend::on_line(std::uint64_t id, AcquireDone done, Result<EtcdRpc::Li
     return done(Status(Errc::server_error, "etcd: the key " + a.key + " exists under another lease"));
   a.revision = line->mine.create_revision;
   const std::string prefix = line_of(a.name);
-  const detail::Standing st = detail::standing_of(entries_of(line->keys, prefix), a.key);
+  const auto entries = entries_of(line->keys, prefix);
+  const detail::Standing st = detail::standing_of(entries, a.key);
   if (!st.present) return done(busy(detail::WaitHint::retry(milliseconds(0))));  // gone meanwhile: look again
   drop_watches(a);
   // The key stays until the acquire ends: its abandon removes it.
   if (st.disagrees) return done(detail::disagreeing(a.name, a.permits, *st.disagrees));
   if (st.granted) return grant(id, line->revision, std::move(done));
-  // From the revision read: a deletion after it is never missed.
-  const std::int64_t from = line->revision + 1;
+  // Watched from now on, not from the revision read: etcd serves a watch
+  // from a past revision only on its next catch-up pass, every 100 ms.
+  // What changed in between is found once the watches are in place.
   const WatchFor me{WatchFor::Kind::attempt, id, {}};
+  a.read_at = line->revision;
+  a.started_at = 0;
+  a.watched.clear();
   if (st.watch_children) {
-    a.watches.push_back(watch_key(prefix, from, me, prefix_end(prefix), false));
+    a.watches.push_back(watch_key(prefix, 0, me, prefix_end(prefix), false));
   } else {
-    for (const std::string& ahead : st.watch) a.watches.push_back(watch_key(ahead, from, me));
-    a.watches.push_back(watch_key(a.key, from, me));
+    for (const std::string& key : st.watch)
+      for (const detail::QueueNode& n : entries)
+        if (n.name == key) a.watched.emplace_back(key, n.seq);
+    a.watched.emplace_back(a.key, a.revision);
+    for (const auto& [key, created] : a.watched) a.watches.push_back(watch_key(key, 0, me));
   }
+  a.unconfirmed = a.watches.size();
   for (std::int64_t w : a.watches)
     if (w == 0) return done(busy(detail::WaitHint::retry(kPollWithoutWatch)));
   done(busy(detail::WaitHint::watched()));
+}
+
+void EtcdBackend::confirm_watch(std::uint64_t id, std::int64_t started_at) {
+  auto it = attempts_.find(id);
+  if (it == attempts_.end() || it->second.unconfirmed == 0) return;
+  Attempt& a = it->second;
+  a.started_at = std::max(a.started_at, started_at);
+  if (--a.unconfirmed > 0 || a.started_at <= a.read_at) return;
+  ++calls_;
+  rpc_->read_line(line_of(a.name), true, by(), [this, id, read_at = a.read_at](Result<EtcdRpc::Range> r) {
+    loop([this, id, read_at, r = std::move(r)] {
+      auto found = attempts_.find(id);
+      if (found == attempts_.end() || found->second.read_at != read_at || found->second.watches.empty()) return;
+      const Attempt& waiter = found->second;
+      bool changed = !r.ok() || waiter.watched.empty();
+      for (const auto& [key, created] : waiter.watched)
+        changed = changed || std::none_of(r->kvs.begin(), r->kvs.end(), [&](const KeyValue& kv) {
+                    return kv.key == key && kv.create_revision == created;
+                  });
+      if (changed) wake(id);
+    });
+  });
+}
+
+void EtcdBackend::wake(std::uint64_t id) {
+  auto a = attempts_.find(id);
+  if (a == attempts_.end()) return;
+  drop_watches(a->second);
+  if (events_.released) events_.released({a->second.name, id});
 }
 
 void EtcdBackend::grant(std::uint64_t id, std::int64_t revision, AcquireDone done) {
@@ -459,8 +498,11 @@ void EtcdBackend::arm_observer(const std::string& name) {
 void EtcdBackend::on_news(const EtcdRpc::WatchNews& news) {
   auto it = watching_.find(news.watch_id);
   if (it == watching_.end()) return;  // dropped meanwhile
-  if (news.created && !news.canceled) return;
   const WatchFor what = it->second;
+  if (news.created && !news.canceled) {
+    if (what.kind == WatchFor::Kind::attempt) confirm_watch(what.id, news.revision);
+    return;
+  }
   if (news.canceled) {
     watching_.erase(it);
     if (news.compact_revision > 0)
@@ -468,13 +510,8 @@ void EtcdBackend::on_news(const EtcdRpc::WatchNews& news) {
                               "); reading again");
   }
   switch (what.kind) {
-    case WatchFor::Kind::attempt: {
-      auto a = attempts_.find(what.id);
-      if (a == attempts_.end()) return;
-      drop_watches(a->second);
-      if (events_.released) events_.released({a->second.name, what.id});
-      return;
-    }
+    case WatchFor::Kind::attempt:
+      return wake(what.id);
     case WatchFor::Kind::hold: {
       auto h = held_.find(what.id);
       if (h == held_.end() || h->second.releasing) return;

@@ -78,6 +78,14 @@ class EtcdBackend final : public detail::Backend {
     unsigned permits = 0;
     bool sent = false;                  // a put may have made the key
     std::vector<std::int64_t> watches;  // the keys ahead it waits for, and its own
+    // The line as last read, and what those watches confirm (see
+    // confirm_watch).
+    std::int64_t read_at = 0;
+    // Keys and their create revisions (a name comes back with a later
+    // revision when its client takes the lock again); empty: the whole line.
+    std::vector<std::pair<std::string, std::int64_t>> watched;
+    std::size_t unconfirmed = 0;
+    std::int64_t started_at = 0;
   };
   struct Held {
     std::string key, name, owner;
@@ -120,6 +128,11 @@ class EtcdBackend final : public detail::Backend {
   std::string line_of(const std::string& name) const { return config_.prefix + name + "/"; }
   std::string key_for(const AcquireCall& call) const;
   void drop_watches(Attempt& a);
+  // A waiter's watches start from when they are made: once all are in
+  // place, a look at the line finds a change made between the read and
+  // then (none if they started at the read's revision).
+  void confirm_watch(std::uint64_t id, std::int64_t started_at);
+  void wake(std::uint64_t id);
   void on_line(std::uint64_t id, AcquireDone done, Result<EtcdRpc::Line> line);
   void grant(std::uint64_t id, std::int64_t revision, AcquireDone done);
   // Deletes a key of this client: retried until it is gone or its lease is.

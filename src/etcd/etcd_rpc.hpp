@@ -136,6 +136,7 @@ class EtcdRpc {
     bool changed = false;               // a watched key changed (with deletes only: it went)
     bool canceled = false;              // the server ended the watch
     std::int64_t compact_revision = 0;  // > 0: its start revision was compacted away
+    std::int64_t revision = 0;          // the store's when sent (created: a watch from now sees later ones)
     std::string reason;
   };
   // `news` runs on a gRPC thread for every answer; `ended` once, when the

@@ -81,6 +81,7 @@ struct EtcdRpc::Watches::State final : grpc::ClientBidiReactor<pb::WatchRequest,
     n.created = resp.created();
     n.canceled = resp.canceled();
     n.compact_revision = resp.compact_revision();
+    n.revision = resp.header().revision();
     n.reason = resp.cancel_reason();
     n.changed = resp.events_size() > 0;
     news(n);
