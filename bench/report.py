@@ -335,6 +335,69 @@ def zk_section(md, run):
     return lines
 
 
+ETCD_TITLE = "## etcd"
+
+
+def load_etcd(run):
+    out = {}
+    for load, name in (("idle", "etcd.json"), ("busy", "etcd-busy.json")):
+        path = os.path.join(run, name)
+        if os.path.exists(path):
+            out[(load,)] = json.load(open(path))
+    return out
+
+
+def etcd_section(md, run):
+    """The etcd backend beside its limit (a gRPC loop sending the same
+    requests) and etcdctl lock, idle and with one busy loop per core
+    (dlock-etcd-bench). Returns the target lines."""
+    loaded = load_etcd(run)
+    runs = {load: loaded[(load,)] for load in ("idle", "busy") if (load,) in loaded}
+    if "idle" not in runs:
+        return []
+    loads = list(runs)
+    md.append(ETCD_TITLE + "\n")
+    md.append("One etcd 3.4 member (Debian's `etcd-server`, fsyncing as deployed), from `bench/etcd_bench.cpp`, "
+              "idle and with one busy loop per core beside the run. W1: one client, sequential acquire + release "
+              "pairs on distinct names, two round trips a pair (the lock's transaction: put the key under the "
+              "client's lease unless it is there, read it and the line; then the release's: delete it if its "
+              "create revision is unchanged). The **limit** is a minimal gRPC loop (etcd's protos, blocking "
+              "stubs, one thread) sending the same two transactions; `etcdctl lock NAME -- true` is what a shell "
+              "user of etcd's own lock pays per pair (a process and a session each). W2: 4 threads sharing one "
+              "client. W3: 4 processes on one `Mutex`, critical section = a counter in a file.\n")
+    md.append("| W1 |" + "".join(f" {l} pairs/s | {l} p50 | vs the limit ({l}) |" for l in loads))
+    md.append("|---|" + "---|---|---|" * len(loads))
+    rows = [("dlock", "w1_dlock_pairs_per_s", "w1_dlock_p50_us"),
+            ("gRPC loop (limit)", "w1_limit_pairs_per_s", "w1_limit_p50_us"),
+            ("etcdctl lock, a process per pair", "w1_etcdctl_pairs_per_s", None)]
+    for name, rate, p50 in rows:
+        cells = ""
+        for l in loads:
+            e = runs[l]
+            cells += (f" {e[rate]:,.0f} | {e[p50]:,.0f} µs |" if p50 else f" {e[rate]:,.0f} | |") + \
+                f" {e[rate] / e['w1_limit_pairs_per_s']:.2f}× |"
+        md.append(f"| {name} |{cells}")
+    md.append("")
+    md.append("| W2 / W3 |" + "".join(f" {l} |" for l in loads))
+    md.append("|---|" + "---|" * len(loads))
+    for name, fmt_ in (("W2 pairs/s (4 threads, one client)", lambda e: f"{e['w2_pairs_per_s']:,.0f}"),
+                       ("W3 critical sections/s", lambda e: f"{e['w3_cs_per_s']:,.0f}"),
+                       ("W3 hand-off p50 / p99", lambda e: f"{e['w3_handoff_p50_us']:,.0f} / "
+                                                          f"{e['w3_handoff_p99_us']:,.0f} µs"),
+                       ("W3 same-holder fraction", lambda e: f"{e['w3_same_holder']:.2f}"),
+                       ("W3 wake-ups per hand-off", lambda e: f"{e['w3_wakeups_per_handoff']:.2f}"),
+                       ("W3 lost updates", lambda e: f"{e['w3_lost']}")):
+        md.append(f"| {name} |" + "".join(f" {fmt_(runs[l])} |" for l in loads))
+    md.append("")
+    e = runs["idle"]
+    r = e["w1_dlock_pairs_per_s"] / e["w1_limit_pairs_per_s"]
+    return [("etcd W1 ≥ 0.9× the gRPC loop's limit (idle)", f"{r:.2f}×", r >= 0.9),
+            ("etcd W3 same-holder fraction ≤ 0.02 (idle)", f"{e['w3_same_holder']:.2f}", e["w3_same_holder"] <= 0.02),
+            ("etcd W3 wake-ups per hand-off ≤ 1 (idle; no herd)", f"{e['w3_wakeups_per_handoff']:.2f}",
+             e["w3_wakeups_per_handoff"] <= 1.0),
+            ("etcd W3 hand-off p99 ≤ 2 ms (idle)", f"{e['w3_handoff_p99_us']:,.0f} µs", e["w3_handoff_p99_us"] <= 2000)]
+
+
 # ---- recipes ----------------------------------------------------------------
 
 BACKENDS = [("redis", "Redis"), ("sqlite", "SQLite"), ("postgres", "PostgreSQL"), ("zk", "ZooKeeper")]
@@ -924,6 +987,8 @@ def main():
                     help="only the Redis Cluster section, put in place of the old one in --markdown")
     ap.add_argument("--tls-only", action="store_true",
                     help="only the TLS and WAIT mode section, put in place of the old one in --markdown")
+    ap.add_argument("--etcd-only", action="store_true",
+                    help="only the etcd section, put in place of the old one in --markdown")
     ap.add_argument("--tx-only", action="store_true",
                     help="only the Transactions section, put in place of the old one in --markdown")
     args = ap.parse_args()
@@ -944,6 +1009,8 @@ def main():
         return section_only(cluster_section, CLUSTER_TITLE, "cluster", load_cluster)
     if args.tls_only:
         return section_only(tls_section, TLS_TITLE, "tls", load_tls)
+    if args.etcd_only:
+        return section_only(etcd_section, ETCD_TITLE, "etcd", load_etcd)
     if args.tx_only:
         md = []
         tx_section(md, args.run)
@@ -1234,7 +1301,7 @@ def main():
                 md.append(f"| {name} | {pair_cells(rs)} | {ratio} |")
         md.append("")
 
-    store_lines = sql_section(md, args.run) + zk_section(md, args.run)
+    store_lines = sql_section(md, args.run) + zk_section(md, args.run) + etcd_section(md, args.run)
     recipe_lines = recipes_section(md, args.run, meta)
     tx_section(md, args.run)
     cluster_lines = cluster_section(md, args.run)

@@ -254,6 +254,34 @@ stop_private_zookeeper() {
   ZK_DIR=""
 }
 
+# start_private_etcd: one etcd member (Debian's etcd-server) on free
+# loopback ports in a temp dir, fsyncing as deployed; sets ETCD_PORT.
+start_private_etcd() {
+  ETCD_DIR="$(mktemp -d "${TMPDIR:-/tmp}/dlock-etcd-XXXXXX")"
+  ETCD_PORT="$(free_port)"
+  local peer
+  peer="$(free_port)"
+  etcd --name bench --data-dir "$ETCD_DIR/data" --listen-client-urls "http://127.0.0.1:$ETCD_PORT"     --advertise-client-urls "http://127.0.0.1:$ETCD_PORT" --listen-peer-urls "http://127.0.0.1:$peer"     --initial-advertise-peer-urls "http://127.0.0.1:$peer" --initial-cluster "bench=http://127.0.0.1:$peer"     --logger zap --log-outputs "$ETCD_DIR/etcd.log" >"$ETCD_DIR/etcd.out" 2>&1 &
+  ETCD_PID=$!
+  local i
+  for ((i = 0; i < 300; i++)); do
+    ETCDCTL_API=3 etcdctl --endpoints="127.0.0.1:$ETCD_PORT" endpoint health >/dev/null 2>&1 &&
+      { log "etcd on 127.0.0.1:$ETCD_PORT"; return 0; }
+    sleep 0.1
+  done
+  tail -n 20 "$ETCD_DIR/etcd.log" >&2
+  return 1
+}
+stop_private_etcd() {
+  if [[ -n ${ETCD_PID:-} ]]; then
+    kill "$ETCD_PID" 2>/dev/null || true
+    wait "$ETCD_PID" 2>/dev/null || true
+  fi
+  ETCD_PID=""
+  [[ -n ${ETCD_DIR:-} ]] && rm -rf "$ETCD_DIR"
+  ETCD_DIR=""
+}
+
 # stop_redis_pid PID: stops one server that start_private_redis started
 # (SIGTERM, then SIGKILL after 5 s), reaps it and drops it from
 # PRIVATE_REDIS_PIDS. Any other PID is left alone.

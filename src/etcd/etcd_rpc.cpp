@@ -292,7 +292,8 @@ namespace dlock::etcd {
 namespace {
 
 void line_request(pb::RangeRequest& r, const std::string& prefix, bool keys_only) {
-  r.set_key(prefix);
+  // An empty prefix is every key: etcd's "\0" to "\0" (an empty key is refused).
+  r.set_key(prefix.empty() ? std::string(1, '\0') : prefix);
   r.set_range_end(prefix_end(prefix));
   r.set_sort_target(pb::RangeRequest::CREATE);
   r.set_sort_order(pb::RangeRequest::ASCEND);

@@ -76,6 +76,10 @@ TEST_F(Etcd, AGrantIsTheOldestKeyOfTheLineAndItsCreateRevisionIsTheFence) {
   EXPECT_TRUE(info->held);
   EXPECT_EQ(info->fence, a->fence());
   EXPECT_FALSE(info->holder.empty()) << "the holder's description is in the key's value";
+  auto listed = c.list();  // no prefix in the URL: the whole keyspace is read
+  ASSERT_TRUE(listed.ok()) << listed.status().to_string();
+  ASSERT_EQ(listed->size(), 1u);
+  EXPECT_EQ(listed->at(0).name, "job");
   const auto first = a->fence();
   ASSERT_TRUE(a->release().ok());
   EXPECT_TRUE(line_of(*etcd, "job/").empty()) << "a release deletes the key";
