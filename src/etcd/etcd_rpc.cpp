@@ -1,6 +1,8 @@
 #include "etcd/etcd_rpc.hpp"
 
 #include <algorithm>
+#include <fstream>
+#include <sstream>
 #include <utility>
 
 #include "etcd/rpc_impl.hpp"
@@ -12,8 +14,12 @@ Status status_of(const grpc::Status& s, bool write) {
   switch (s.error_code()) {
     case grpc::StatusCode::OK:
       return {};
-    case grpc::StatusCode::DEADLINE_EXCEEDED:
     case grpc::StatusCode::UNAVAILABLE:
+      // gRPC names a failed handshake in the message it fails calls with.
+      for (const char* tls : {"handshake", "CERTIFICATE_VERIFY_FAILED", "certificate verify", "SSL_ERROR"})
+        if (s.error_message().find(tls) != std::string::npos) return {Errc::tls_failed, what};
+      [[fallthrough]];
+    case grpc::StatusCode::DEADLINE_EXCEEDED:
     case grpc::StatusCode::CANCELLED:
       // A write may have been applied before its answer was lost.
       if (write) return {Errc::outcome_unknown, what + " (the write may have been applied)"};
@@ -60,6 +66,28 @@ std::string target_of(const std::vector<std::string>& endpoints) {
   return t;
 }
 
+std::string slurp(const std::string& path, bool& ok) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream out;
+  out << in.rdbuf();
+  ok = static_cast<bool>(in) || in.eof();
+  return out.str();
+}
+
+// The channel's credentials: plain, or TLS with the files' PEM contents.
+Result<std::shared_ptr<grpc::ChannelCredentials>> credentials_of(const EtcdConfig& c) {
+  if (!c.tls) return grpc::InsecureChannelCredentials();
+  grpc::SslCredentialsOptions o;
+  for (auto [path, pem] : {std::pair{&c.ca_file, &o.pem_root_certs}, std::pair{&c.cert_file, &o.pem_cert_chain},
+                           std::pair{&c.key_file, &o.pem_private_key}}) {
+    if (path->empty()) continue;
+    bool ok = false;
+    *pem = slurp(*path, ok);
+    if (!ok || pem->empty()) return Status(Errc::invalid_argument, "etcd: cannot read the TLS file " + *path);
+  }
+  return grpc::SslCredentials(o);
+}
+
 }  // namespace
 
 std::string prefix_end(std::string_view prefix) {
@@ -75,7 +103,7 @@ std::string prefix_end(std::string_view prefix) {
   return std::string(1, '\0');  // every key
 }
 
-EtcdRpc::Impl::Impl(EtcdConfig c) : config(std::move(c)) {
+EtcdRpc::Impl::Impl(EtcdConfig c, std::shared_ptr<grpc::ChannelCredentials> credentials) : config(std::move(c)) {
   grpc::ChannelArguments args;
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
@@ -88,7 +116,7 @@ EtcdRpc::Impl::Impl(EtcdConfig c) : config(std::move(c)) {
   args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 3000);
   args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
-  channel = grpc::CreateCustomChannel(target_of(config.endpoints), grpc::InsecureChannelCredentials(), args);
+  channel = grpc::CreateCustomChannel(target_of(config.endpoints), std::move(credentials), args);
   kv = pb::KV::NewStub(channel);
   lease = pb::Lease::NewStub(channel);
   watch = pb::Watch::NewStub(channel);
@@ -161,11 +189,21 @@ EtcdRpc::~EtcdRpc() = default;
 
 Result<std::unique_ptr<EtcdRpc>> EtcdRpc::connect(EtcdConfig config, Clock::time_point by) {
   if (config.endpoints.empty()) return Status(Errc::invalid_argument, "etcd: no endpoints");
-  auto impl = std::make_unique<Impl>(std::move(config));
+  auto credentials = credentials_of(config);
+  if (!credentials.ok()) return credentials.status();
+  auto impl = std::make_unique<Impl>(std::move(config), std::move(*credentials));
   // Wait for a connection (the first call would fail fast otherwise).
   const auto left = std::max<Clock::duration>(std::min<Clock::duration>(by - Clock::now(), kLongestCall), {});
-  if (!impl->channel->WaitForConnected(std::chrono::system_clock::now() + left))
+  if (!impl->channel->WaitForConnected(std::chrono::system_clock::now() + left)) {
+    // A call says why (a failed TLS handshake is named in its error).
+    pb::StatusRequest req;
+    pb::StatusResponse resp;
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(100));
+    const Status why = status_of(impl->maintenance->Status(&ctx, req, &resp), false);
+    if (why.code() == Errc::tls_failed) return why;
     return Status(Errc::unavailable, "etcd: no member of the cluster answered in time");
+  }
   if (!impl->config.user.empty())
     if (Status s = impl->authenticate(by); !s.ok()) return s;
   std::unique_ptr<EtcdRpc> rpc(new EtcdRpc(std::move(impl)));

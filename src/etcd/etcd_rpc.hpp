@@ -38,6 +38,11 @@ struct EtcdConfig {
   std::vector<std::string> endpoints;  // "host:port", tried in turn
   std::string user;                    // empty: no authentication
   std::string password;
+  // TLS: the server's certificate is verified against `ca_file` (empty:
+  // the system's roots) and its name or IP address; `cert_file` and
+  // `key_file` identify this client where the server asks (both or none).
+  bool tls = false;
+  std::string ca_file, cert_file, key_file;
 };
 
 // The end of the range holding every key that starts with `prefix`

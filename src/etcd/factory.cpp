@@ -19,8 +19,11 @@ Status parse_params(std::string_view query, EtcdBackendConfig& c) {
       if (!detail::parse_duration(value, t) || t.count() < 1000 || t.count() % 1000 != 0)
         return bad("session_timeout must be whole seconds with a unit, at least 1s and at most 1h (e.g. 10s)");
       c.session_ttl = std::chrono::duration_cast<std::chrono::seconds>(t);
+    } else if (key == "cacert" || key == "cert" || key == "key") {
+      if (!c.cluster.tls) return bad("parameter '" + key + "' needs the etcd+tls:// scheme");
+      (key == "cacert" ? c.cluster.ca_file : key == "cert" ? c.cluster.cert_file : c.cluster.key_file) = value;
     } else {
-      return bad("unknown parameter '" + key + "' (known: session_timeout)");
+      return bad("unknown parameter '" + key + "' (known: session_timeout, cacert, cert, key)");
     }
   }
   return {};
@@ -29,11 +32,11 @@ Status parse_params(std::string_view query, EtcdBackendConfig& c) {
 }  // namespace
 
 Result<EtcdBackendConfig> parse_etcd_url(std::string_view url) {
-  if (url.starts_with("etcd+tls://") || url.starts_with("etcds://"))
-    return bad("etcd+tls:// is not served yet; reach etcd over a TLS-terminating proxy or use etcd://");
-  if (!url.starts_with("etcd://")) return bad("expected etcd://host[:port][,host[:port]...][/prefix]");
-  std::string_view rest = url.substr(7);
   EtcdBackendConfig c;
+  c.cluster.tls = url.starts_with("etcd+tls://");
+  if (!c.cluster.tls && !url.starts_with("etcd://"))
+    return bad("expected etcd://host[:port][,host[:port]...][/prefix] or etcd+tls://...");
+  std::string_view rest = url.substr(c.cluster.tls ? 11 : 7);
   const auto q = rest.find('?');
   const std::string_view query = q == std::string_view::npos ? std::string_view() : rest.substr(q + 1);
   rest = rest.substr(0, q);
@@ -58,9 +61,12 @@ Result<EtcdBackendConfig> parse_etcd_url(std::string_view url) {
   if (!detail::percent_decode(path, c.prefix)) return bad("invalid percent-escape in the prefix");
   if (!c.prefix.empty() && c.prefix.back() != '/') c.prefix += '/';
   if (Status s = parse_params(query, c); !s.ok()) return s;
+  if (c.cluster.cert_file.empty() != c.cluster.key_file.empty())
+    return bad("a client certificate needs both cert and key");
   std::string hosts;
   for (const auto& e : c.cluster.endpoints) hosts += (hosts.empty() ? "" : ",") + e;
-  c.describe = "etcd://" + user_desc + hosts + (path.empty() ? "" : "/" + std::string(path));
+  c.describe = std::string(c.cluster.tls ? "etcd+tls://" : "etcd://") + user_desc + hosts +
+               (path.empty() ? "" : "/" + std::string(path));
   return c;
 }
 

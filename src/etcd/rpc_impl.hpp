@@ -30,7 +30,7 @@ KeyValue from_pb(const mvccpb::KeyValue& kv);
 bool token_expired(const grpc::Status& s);
 
 struct EtcdRpc::Impl {
-  explicit Impl(EtcdConfig c);
+  Impl(EtcdConfig c, std::shared_ptr<grpc::ChannelCredentials> credentials);
   // Cancels the asynchronous calls still out and waits for their callbacks.
   ~Impl();
 

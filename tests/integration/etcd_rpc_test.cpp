@@ -21,6 +21,14 @@ using namespace std::chrono_literals;
 
 Clock::time_point in(std::chrono::milliseconds d) { return Clock::now() + d; }
 
+EtcdConfig config(std::vector<std::string> endpoints, std::string user = {}, std::string password = {}) {
+  EtcdConfig c;
+  c.endpoints = std::move(endpoints);
+  c.user = std::move(user);
+  c.password = std::move(password);
+  return c;
+}
+
 std::string hex(std::int64_t v) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%llx", static_cast<unsigned long long>(v));
@@ -32,7 +40,7 @@ class EtcdRpcTest : public ::testing::Test {
   void SetUp() override {
     if (!test::etcd_available()) GTEST_SKIP() << "etcd is not installed";
     cluster = std::make_unique<test::EtcdCluster>(3);
-    auto c = EtcdRpc::connect({cluster->endpoints(), "", ""}, in(10s));
+    auto c = EtcdRpc::connect(config(cluster->endpoints()), in(10s));
     ASSERT_TRUE(c.ok()) << c.status().to_string();
     rpc = std::move(*c);
   }
@@ -162,10 +170,10 @@ TEST_F(EtcdRpcTest, EtcdctlLockHoldsNameSlashItsLeaseInHexUnderThatLease) {
 TEST_F(EtcdRpcTest, AuthenticationWithTheRightPasswordWorksAndAWrongOneIsAuthFailed) {
   ASSERT_EQ(cluster->etcdctl({"user", "add", "root", "--new-user-password=s3cret"}).exit_code, 0);
   ASSERT_EQ(cluster->etcdctl({"auth", "enable"}).exit_code, 0);
-  auto wrong = EtcdRpc::connect({cluster->endpoints(), "root", "nope"}, in(10s));
+  auto wrong = EtcdRpc::connect(config(cluster->endpoints(), "root", "nope"), in(10s));
   EXPECT_EQ(wrong.code(), Errc::auth_failed) << wrong.status().to_string();
   EXPECT_EQ(wrong.status().message().find("nope"), std::string::npos) << "the password is never in a message";
-  auto right = EtcdRpc::connect({cluster->endpoints(), "root", "s3cret"}, in(10s));
+  auto right = EtcdRpc::connect(config(cluster->endpoints(), "root", "s3cret"), in(10s));
   ASSERT_TRUE(right.ok()) << right.status().to_string();
   EXPECT_TRUE((*right)->put("authed", "1", 0, in(5s)).ok());
   EXPECT_EQ(rpc->put("anonymous", "1", 0, in(5s)).code(), Errc::auth_failed) << "no token: refused";
@@ -173,10 +181,10 @@ TEST_F(EtcdRpcTest, AuthenticationWithTheRightPasswordWorksAndAWrongOneIsAuthFai
 
 TEST(EtcdRpc, AClusterThatIsNotThereIsUnavailableByTheDeadline) {
   const auto start = Clock::now();
-  auto c = EtcdRpc::connect({{"127.0.0.1:" + std::to_string(test::free_port())}, "", ""}, in(500ms));
+  auto c = EtcdRpc::connect(config({"127.0.0.1:" + std::to_string(test::free_port())}), in(500ms));
   EXPECT_EQ(c.code(), Errc::unavailable) << c.status().to_string();
   EXPECT_LT(Clock::now() - start, 5s) << "bounded by the deadline, not gRPC's own backoff";
-  EXPECT_EQ(EtcdRpc::connect({{}, "", ""}, in(500ms)).code(), Errc::invalid_argument);
+  EXPECT_EQ(EtcdRpc::connect(config({}), in(500ms)).code(), Errc::invalid_argument);
 }
 
 }  // namespace

@@ -15,6 +15,7 @@
 
 #include "support/etcd_cluster.hpp"
 #include "support/process.hpp"
+#include "support/redis_server.hpp"
 #include "support/tcp_fault.hpp"
 
 namespace dlock {
@@ -381,6 +382,31 @@ TEST(EtcdStray, AnAbandonedAcquiresKeyIsDeletedAndAPutThatLandsLateIsDeletedAgai
   Client other = Client::connect(etcd.url(), quiet());
   auto got = other.try_acquire("job");
   EXPECT_TRUE(got.ok()) << got.status().to_string();
+}
+
+// etcd+tls://: the members' certificates verified against the URL's CA, a
+// client certificate shown; another CA's is refused as a TLS failure.
+TEST(EtcdTls, LocksOverTlsWithTheCertificatesVerifiedAndAWrongCaRefused) {
+  if (!test::etcd_available()) GTEST_SKIP() << "etcd is not installed";
+  test::EtcdCluster etcd(1, true);
+  Client c = Client::connect(etcd.url(), quiet());
+  auto held = c.try_acquire("job");
+  ASSERT_TRUE(held.ok()) << held.status().to_string();
+  EXPECT_EQ(etcd.keys("job/").size(), 1u);
+  ASSERT_TRUE(held->release().ok());
+  const std::string other_ca = test::make_ca(etcd.dir(), "other");
+  std::string wrong = etcd.url();
+  wrong.replace(wrong.find("cacert=") + 7, wrong.find('&') - wrong.find("cacert=") - 7, other_ca);
+  ClientOptions o = quiet();
+  o.connect_timeout = 1s;
+  auto refused = Client::try_connect(wrong, o);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), Errc::tls_failed) << refused.status().to_string();
+  auto plain = Client::try_connect("etcd://" + etcd.endpoint_list(), o);
+  EXPECT_FALSE(plain.ok()) << "plain gRPC to a TLS member";
+  auto missing = Client::try_connect("etcd+tls://" + etcd.endpoint_list() + "?cacert=/nonexistent/ca.crt", o);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.status().code(), Errc::invalid_argument) << missing.status().to_string();
 }
 
 // The connection drops and comes back after the store was compacted past

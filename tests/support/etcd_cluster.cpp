@@ -33,7 +33,7 @@ bool on_path(const char* program) {
 
 bool etcd_available() { return on_path("etcd") && on_path("etcdctl"); }
 
-EtcdCluster::EtcdCluster(int members) {
+EtcdCluster::EtcdCluster(int members, bool tls) : tls_(tls) {
   char tmpl[] = "/tmp/dlock-etcd-XXXXXX";
   if (mkdtemp(tmpl) == nullptr) throw std::runtime_error("etcd: mkdtemp failed");
   dir_ = tmpl;
@@ -44,6 +44,11 @@ EtcdCluster::EtcdCluster(int members) {
     initial += (i ? "," : "") + std::string("n") + std::to_string(i + 1) + "=" + http_url(peer_ports_.back());
   }
   try {
+    if (tls_) {
+      make_ca(dir_, "ca");
+      make_leaf(dir_, "server", "127.0.0.1", "subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n");
+      make_leaf(dir_, "client", "dlock-test-client", "extendedKeyUsage=clientAuth\n");
+    }
     start(members, initial);
   } catch (...) {
     stop();
@@ -73,8 +78,16 @@ void EtcdCluster::start(int members, const std::string& initial) {
     };
     flag("name", name);
     flag("data-dir", dir_ + "/" + name);
-    flag("listen-client-urls", http_url(client_ports_[i]));
-    flag("advertise-client-urls", http_url(client_ports_[i]));
+    const std::string client = (tls_ ? "https" : "http") + http_url(client_ports_[i]).substr(4);
+    flag("listen-client-urls", client);
+    flag("advertise-client-urls", client);
+    if (tls_) {
+      // Clients must show a certificate of the CA.
+      flag("cert-file", dir_ + "/server.crt");
+      flag("key-file", dir_ + "/server.key");
+      flag("trusted-ca-file", dir_ + "/ca.crt");
+      argv.push_back("--client-cert-auth");
+    }
     flag("listen-peer-urls", http_url(peer_ports_[i]));
     flag("initial-advertise-peer-urls", http_url(peer_ports_[i]));
     flag("initial-cluster", initial);
@@ -109,7 +122,17 @@ std::string EtcdCluster::endpoint_list() const {
 }
 
 std::string EtcdCluster::url(const std::string& path) const {
-  return "etcd://" + endpoint_list() + (path.empty() ? "" : "/" + path);
+  const std::string where = endpoint_list() + (path.empty() ? "" : "/" + path);
+  if (!tls_) return "etcd://" + where;
+  return "etcd+tls://" + where + "?cacert=" + dir_ + "/ca.crt&cert=" + dir_ + "/client.crt&key=" + dir_ + "/client.key";
+}
+
+std::vector<std::string> EtcdCluster::etcdctl_argv(const std::string& endpoints) const {
+  std::vector<std::string> argv{"etcdctl", "--endpoints=" + endpoints};
+  if (tls_)
+    argv.insert(argv.end(),
+                {"--cacert=" + dir_ + "/ca.crt", "--cert=" + dir_ + "/client.crt", "--key=" + dir_ + "/client.key"});
+  return argv;
 }
 
 std::vector<std::pair<std::string, std::uint64_t>> EtcdCluster::keys(const std::string& prefix) const {
@@ -125,7 +148,7 @@ std::vector<std::pair<std::string, std::uint64_t>> EtcdCluster::keys(const std::
 }
 
 Child EtcdCluster::etcdctl_spawn(const std::vector<std::string>& args, const std::string& output_file) const {
-  std::vector<std::string> argv{"etcdctl", "--endpoints=" + endpoint_list()};
+  std::vector<std::string> argv = etcdctl_argv(endpoint_list());
   argv.insert(argv.end(), args.begin(), args.end());
   return spawn(argv, {{"ETCDCTL_API", "3"}}, dir_ + "/" + output_file);
 }
@@ -133,7 +156,8 @@ Child EtcdCluster::etcdctl_spawn(const std::vector<std::string>& args, const std
 int EtcdCluster::leader() const {
   const auto eps = endpoints();
   for (std::size_t i = 0; i < eps.size(); ++i) {
-    std::vector<std::string> argv{"etcdctl", "--endpoints=" + eps[i], "endpoint", "status", "-w", "fields"};
+    std::vector<std::string> argv = etcdctl_argv(eps[i]);
+    argv.insert(argv.end(), {"endpoint", "status", "-w", "fields"});
     const auto r = run(argv, std::chrono::seconds(5), {{"ETCDCTL_API", "3"}});
     std::istringstream in(r.out);
     std::string line, member, leader;
@@ -150,7 +174,7 @@ void EtcdCluster::pause(int i) { ::kill(members_.at(static_cast<std::size_t>(i))
 void EtcdCluster::resume(int i) { ::kill(members_.at(static_cast<std::size_t>(i)).pid, SIGCONT); }
 
 RunResult EtcdCluster::etcdctl(const std::vector<std::string>& args, std::chrono::milliseconds timeout) const {
-  std::vector<std::string> argv{"etcdctl", "--endpoints=" + endpoint_list()};
+  std::vector<std::string> argv = etcdctl_argv(endpoint_list());
   argv.insert(argv.end(), args.begin(), args.end());
   return run(argv, timeout, {{"ETCDCTL_API", "3"}});
 }

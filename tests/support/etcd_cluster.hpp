@@ -20,7 +20,10 @@ namespace dlock::test {
 
 class EtcdCluster {
  public:
-  explicit EtcdCluster(int members = 3);  // throws std::runtime_error, naming the step that failed
+  // tls: the members serve TLS only, with a certificate of a CA made in
+  // dir() (ca.crt), and ask every client for one of it (client.crt,
+  // client.key); url() and etcdctl() use them.
+  explicit EtcdCluster(int members = 3, bool tls = false);  // throws std::runtime_error, naming the step that failed
   ~EtcdCluster();
   EtcdCluster(const EtcdCluster&) = delete;
   EtcdCluster& operator=(const EtcdCluster&) = delete;
@@ -52,6 +55,9 @@ class EtcdCluster {
   void start(int members, const std::string& initial);
   void stop();  // every member, and the dir
 
+  std::vector<std::string> etcdctl_argv(const std::string& endpoints) const;
+
+  bool tls_ = false;
   std::string dir_;
   std::vector<int> client_ports_, peer_ports_;
   std::vector<Child> members_;
