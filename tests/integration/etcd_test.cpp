@@ -384,6 +384,28 @@ TEST(EtcdStray, AnAbandonedAcquiresKeyIsDeletedAndAPutThatLandsLateIsDeletedAgai
   EXPECT_TRUE(got.ok()) << got.status().to_string();
 }
 
+// A holder cut off from every member (its proxy stalls): its keep-alives
+// go unanswered, and it is told the lock is lost (unreachable) before the
+// server's lease ends and another client is granted.
+TEST(EtcdPartition, AHolderCutOffIsToldBeforeAnotherIsGranted) {
+  if (!test::etcd_available()) GTEST_SKIP() << "etcd is not installed";
+  test::EtcdCluster etcd(1);
+  test::TcpFault proxy(std::stoi(etcd.endpoints()[0].substr(etcd.endpoints()[0].rfind(':') + 1)));
+  Client cut = Client::connect("etcd://127.0.0.1:" + std::to_string(proxy.port()) + "?session_timeout=2s", quiet());
+  Client other = Client::connect(etcd.url(), quiet());
+  auto held = cut.try_acquire("job");
+  ASSERT_TRUE(held.ok()) << held.status().to_string();
+  std::atomic<long long> told_at{0};
+  std::stop_callback on_lost(held->lost_token(), [&] { told_at = Clock::now().time_since_epoch().count(); });
+  proxy.stall();
+  auto got = other.acquire("job", 15s);
+  const long long granted_at = Clock::now().time_since_epoch().count();
+  ASSERT_TRUE(got.ok()) << got.status().to_string();
+  ASSERT_NE(told_at.load(), 0) << "the cut-off holder was never told";
+  EXPECT_LT(told_at.load(), granted_at) << "told before another client was granted";
+  EXPECT_GT(got->fence(), held->fence());
+}
+
 // etcd+tls://: the members' certificates verified against the URL's CA, a
 // client certificate shown; another CA's is refused as a TLS failure.
 TEST(EtcdTls, LocksOverTlsWithTheCertificatesVerifiedAndAWrongCaRefused) {
