@@ -78,6 +78,21 @@ std::string zookeeper_advice(Errc code) {
   }
 }
 
+std::string etcd_advice(Errc code) {
+  switch (code) {
+    case Errc::unavailable:
+      return "is the cluster running and reachable? check --url / DLOCK_URL";
+    case Errc::auth_failed:
+      return "check the user and password in the URL (etcd's authentication)";
+    case Errc::permission_denied:
+      return "this etcd user may not write the lock's keys: grant it a role on the prefix";
+    case Errc::tls_failed:
+      return "check cacert (the CA of the members' certificates) and cert/key in the URL";
+    default:
+      return {};
+  }
+}
+
 }  // namespace
 
 Store store_of(std::string_view url) {
@@ -86,6 +101,7 @@ Store store_of(std::string_view url) {
   if (family == "postgres") return Store::postgres;
   if (family == "sqlite") return Store::sqlite;
   if (family == "zookeeper") return Store::zookeeper;
+  if (family == "etcd") return Store::etcd;
   return Store::unknown;
 }
 
@@ -103,6 +119,9 @@ std::string advice(const Status& status, std::string_view url) {
       break;
     case Store::zookeeper:
       line = zookeeper_advice(status.code());
+      break;
+    case Store::etcd:
+      line = etcd_advice(status.code());
       break;
     case Store::unknown:
       break;

@@ -10,7 +10,7 @@
 
 namespace dlock::cli {
 
-enum class Store { redis, postgres, sqlite, zookeeper, unknown };
+enum class Store { redis, postgres, sqlite, zookeeper, etcd, unknown };
 
 // The store a URL names, by its scheme.
 Store store_of(std::string_view url);

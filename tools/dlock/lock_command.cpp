@@ -355,6 +355,11 @@ int check_run_options(const Common& common, const RunOptions& o, milliseconds tt
                  "session; set its timeout in the URL (?session_timeout=10s)\n";
     return dlock::cli::kUsage;
   }
+  if (o.ttl_given && dlock::cli::store_of(common.url) == dlock::cli::Store::etcd) {
+    std::cerr << "dlock: --ttl does not apply to etcd:// URLs: an etcd lock lasts as long as the client's "
+                 "lease; set its TTL in the URL (?session_timeout=10s)\n";
+    return dlock::cli::kUsage;
+  }
   if (o.shared && o.counted) {
     std::cerr << "dlock: --shared and --permits do not go together: --shared takes a read lock (readers overlap, "
                  "a plain run excludes them), --permits N one of N permits\n";
