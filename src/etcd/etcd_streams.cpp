@@ -43,7 +43,10 @@ void EtcdRpc::KeepAlive::cancel() { s_->ctx.TryCancel(); }
 // ---- watches ----
 
 // One bidirectional stream. Writes go out one at a time (gRPC allows one
-// outstanding write), the rest queued; reads are always outstanding.
+// outstanding write), the rest queued; a read is always outstanding. A hold
+// keeps the call from finishing (OnDone) until the owner lets go, so that
+// no write can be started on a finished call: the end of the stream is
+// learned from a failed read instead. No reaction runs under the mutex.
 struct EtcdRpc::Watches::State final : grpc::ClientBidiReactor<pb::WatchRequest, pb::WatchResponse> {
   std::function<void(const WatchNews&)> news;
   std::function<void(Status)> ended;
@@ -53,29 +56,38 @@ struct EtcdRpc::Watches::State final : grpc::ClientBidiReactor<pb::WatchRequest,
   std::condition_variable cv;
   std::deque<pb::WatchRequest> out;  // under mu; the front is being written
   bool writing = false;              // under mu
+  bool closing = false;              // under mu: the owner let go
   bool done = false;                 // under mu: OnDone ran
 
   bool send(pb::WatchRequest req) {
-    std::lock_guard lock(mu);
-    if (done) return false;
-    out.push_back(std::move(req));
-    if (!writing) {
+    pb::WatchRequest* next = nullptr;
+    {
+      std::lock_guard lock(mu);
+      if (closing) return false;
+      out.push_back(std::move(req));
+      if (writing) return true;
       writing = true;
-      StartWrite(&out.front());
+      next = &out.front();  // stays put until its write is done
     }
+    StartWrite(next);
     return true;
   }
   void OnWriteDone(bool ok) override {
-    std::lock_guard lock(mu);
-    out.pop_front();
-    if (!ok || out.empty()) {
-      writing = false;  // a failed write: the stream is ending (OnDone tells)
-      return;
+    pb::WatchRequest* next = nullptr;
+    {
+      std::lock_guard lock(mu);
+      out.pop_front();
+      if (!ok || out.empty()) {
+        writing = false;  // a failed write: the stream is ending (a read fails too)
+        if (!ok) out.clear();
+        return;
+      }
+      next = &out.front();
     }
-    StartWrite(&out.front());
+    StartWrite(next);
   }
   void OnReadDone(bool ok) override {
-    if (!ok) return;  // the stream is ending
+    if (!ok) return ended(Status(Errc::unavailable, "etcd: the watch stream ended"));
     WatchNews n;
     n.watch_id = resp.watch_id();
     n.created = resp.created();
@@ -87,8 +99,7 @@ struct EtcdRpc::Watches::State final : grpc::ClientBidiReactor<pb::WatchRequest,
     news(n);
     StartRead(&resp);
   }
-  void OnDone(const grpc::Status& s) override {
-    ended(s.ok() ? Status() : status_of(s, false));
+  void OnDone(const grpc::Status&) override {
     std::lock_guard lock(mu);
     done = true;
     cv.notify_all();
@@ -98,7 +109,12 @@ struct EtcdRpc::Watches::State final : grpc::ClientBidiReactor<pb::WatchRequest,
 EtcdRpc::Watches::Watches(std::shared_ptr<State> s) : s_(std::move(s)) {}
 
 EtcdRpc::Watches::~Watches() {
+  {
+    std::lock_guard lock(s_->mu);
+    s_->closing = true;
+  }
   s_->ctx.TryCancel();
+  s_->RemoveHold();
   std::unique_lock lock(s_->mu);
   s_->cv.wait(lock, [&] { return s_->done; });
 }
@@ -110,6 +126,7 @@ std::unique_ptr<EtcdRpc::Watches> EtcdRpc::watches(std::function<void(const Watc
   s->ended = std::move(ended);
   impl_->prepare_stream(s->ctx);
   impl_->watch->async()->Watch(&s->ctx, s.get());
+  s->AddHold();
   s->StartRead(&s->resp);
   s->StartCall();
   return std::make_unique<Watches>(std::move(s));
