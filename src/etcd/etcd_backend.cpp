@@ -28,6 +28,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <set>
+#include <utility>
 
 #include "core/queue_line.hpp"
 #include "etcd/etcd_lock.hpp"
@@ -141,22 +142,35 @@ void EtcdBackend::close() {
 // already has that key; "-read" or "-sem<N>" for a shared one.
 std::string EtcdBackend::key_for(const AcquireCall& call) const {
   std::string key = line_of(call.name) + lease_hex(lease_);
-  const auto taken = [&](const std::string& k) {
-    for (const auto& [id, a] : attempts_)
-      if (a.key.starts_with(k)) return true;
-    for (const auto& [grant, h] : held_)
-      if (h.key.starts_with(k)) return true;
-    for (const auto& [guarded, watch] : guarded_)
-      if (guarded.starts_with(k)) return true;
-    return false;
-  };
-  if (taken(key)) {
+  if (name_in_use(key)) {
     char buf[24];
     std::snprintf(buf, sizeof buf, "_%llx", static_cast<unsigned long long>(call.attempt));
     key += buf;
   }
   if (call.mode == detail::LockMode::shared) key += "-" + detail::kind_word(call.mode, call.permits);
   return key;
+}
+
+std::string EtcdBackend::unique_key(const Attempt& a, std::uint64_t id) const {
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "_%llx", static_cast<unsigned long long>(id));
+  std::string key = line_of(a.name) + lease_hex(a.lease) + buf;
+  if (a.mode == detail::LockMode::shared) key += "-" + detail::kind_word(a.mode, a.permits);
+  return key;
+}
+
+// By prefix: "<lease>" is taken while "<lease>-read" or "<lease>_<n>" is.
+bool EtcdBackend::name_in_use(const std::string& key) const {
+  for (const auto& [id, a] : attempts_)
+    if (a.key.starts_with(key)) return true;
+  for (const auto& [grant, h] : held_)
+    if (h.key.starts_with(key)) return true;
+  for (const auto& [guarded, watch] : guarded_)
+    if (guarded.starts_with(key)) return true;
+  for (const Orphan& o : orphans_)
+    if (o.key.starts_with(key)) return true;
+  const auto pending = deleting_.lower_bound(key);
+  return pending != deleting_.end() && pending->starts_with(key);
 }
 
 void EtcdBackend::drop_watches(Attempt& a) {
@@ -184,6 +198,7 @@ void EtcdBackend::acquire(const AcquireCall& call, AcquireDone done) {
   }
   a.grant = call.grant;
   a.sent = true;
+  ++a.puts;
   ++calls_;
   const auto deadline = std::min(by(), call.deadline);
   rpc_->join_line(a.key, a.info, a.lease, line_of(a.name), deadline,
@@ -207,8 +222,18 @@ void EtcdBackend::on_line(std::uint64_t id, AcquireDone done, Result<EtcdRpc::Li
     return done(Status(Errc::unavailable, "etcd: the lease ended during the attempt; a new one is asked for"));
   }
   if (!line.ok()) return done(attempt_failed(line.status()));
-  if (line->mine.lease != a.lease)
-    return done(Status(Errc::server_error, "etcd: the key " + a.key + " exists under another lease"));
+  // A key this attempt did not put (its first put found it there, or it is
+  // another lease's): never adopted. This client's own leftover is deleted
+  // (at its revision); either way the attempt takes a name of its own.
+  if (line->mine.lease != a.lease || (!line->created && a.puts == 1)) {
+    if (a.renamed) return done(Status(Errc::server_error, "etcd: the key " + a.key + " was there before its put"));
+    if (line->mine.lease == a.lease) remove_key({a.key, line->mine.create_revision, false}, [](Status) {});
+    a.key = unique_key(a, id);
+    a.renamed = true;
+    a.sent = false;
+    a.puts = 0;
+    return done(busy(detail::WaitHint::retry(milliseconds(0))));
+  }
   a.revision = line->mine.create_revision;
   const std::string prefix = line_of(a.name);
   const auto entries = entries_of(line->keys, prefix);
@@ -226,7 +251,13 @@ void EtcdBackend::on_line(std::uint64_t id, AcquireDone done, Result<EtcdRpc::Li
   a.started_at = 0;
   a.watched.clear();
   if (st.watch_children) {
-    a.watches.push_back(watch_key(prefix, 0, me, prefix_end(prefix), false));
+    // Any of the entries ahead may let it in: a deletion in the line wakes
+    // it, and the check looks at every one of them.
+    for (const detail::QueueNode& n : entries) {
+      if (n.name == a.key) break;
+      a.watched.emplace_back(n.name, n.seq);
+    }
+    a.watches.push_back(watch_key(prefix, 0, me, prefix_end(prefix), true));
   } else {
     for (const std::string& key : st.watch)
       for (const detail::QueueNode& n : entries)
@@ -252,7 +283,7 @@ void EtcdBackend::confirm_watch(std::uint64_t id, std::int64_t started_at) {
       auto found = attempts_.find(id);
       if (found == attempts_.end() || found->second.read_at != read_at || found->second.watches.empty()) return;
       const Attempt& waiter = found->second;
-      bool changed = !r.ok() || waiter.watched.empty();
+      bool changed = !r.ok();
       for (const auto& [key, created] : waiter.watched)
         changed = changed || std::none_of(r->kvs.begin(), r->kvs.end(), [&](const KeyValue& kv) {
                     return kv.key == key && kv.create_revision == created;
@@ -301,15 +332,16 @@ void EtcdBackend::release(const ReleaseCall& call, std::function<void(Result<Rel
           if (closed_) return done(cancelled());
           auto found = held_.find(grant);
           if (found == held_.end()) return done(ReleaseOutcome{ReleaseOutcome::Kind::not_held, 0});  // its lease ended
-          Held gone = std::move(found->second);
-          held_.erase(found);
-          if (r.ok())
+          if (r.ok()) {
+            held_.erase(found);
             return done(
                 ReleaseOutcome{r->deleted ? ReleaseOutcome::Kind::released : ReleaseOutcome::Kind::not_held, 0});
-          // The key would block every waiter for as long as the lease lives:
-          // deleted again until it is gone.
-          orphans_.push_back({gone.key, gone.revision, false});
-          retry_orphans();
+          }
+          // Unknown: the hold stays (releasing, its name kept from new
+          // attempts), so a repeated release asks the server again, and the
+          // key is deleted again in the background until it is gone (it
+          // would block every waiter for as long as the lease lives).
+          remove_key({found->second.key, found->second.revision, false}, [](Status) {});
           done(r.status());
         });
       });
@@ -336,6 +368,7 @@ void EtcdBackend::remove_key(Orphan o, StatusDone done) {
   // A guarded key's name is kept from now on: no new acquire of this client
   // may put a key of that name, which this delete or the guard would remove.
   if (o.guard) guarded_.try_emplace(o.key, 0);
+  deleting_.insert(o.key);  // its name is not given to a new attempt meanwhile
   ++calls_;
   // Whichever key is there when a put may still land (its create revision
   // is not known for sure).
@@ -343,7 +376,12 @@ void EtcdBackend::remove_key(Orphan o, StatusDone done) {
   rpc_->erase_created(o.key, revision, by(), [this, o, done = std::move(done)](Result<EtcdRpc::Erased> r) {
     asio::post(io_, [this, o, done = std::move(done), r = std::move(r)]() mutable {
       if (closed_) return done(cancelled());
+      if (auto pending = deleting_.find(o.key); pending != deleting_.end()) deleting_.erase(pending);
       if (r.ok()) {
+        // A release left unknown is over now.
+        std::erase_if(held_, [&](const auto& h) {
+          return h.second.releasing && h.second.key == o.key && h.second.revision == o.revision;
+        });
         if (o.guard && lease_ != 0) guard_key(o.key, r->revision + 1);
         return done(Status());
       }
@@ -431,7 +469,7 @@ void EtcdBackend::open_watches() {
   // Holds and observers watch again (a deletion meanwhile is found by
   // starting from the revision each last saw); waiters look again.
   for (auto& [grant, h] : held_) h.watch = watch_key(h.key, h.revision + 1, {WatchFor::Kind::hold, grant, {}});
-  for (auto& [name, obs] : observers_) arm_observer(name);
+  for (auto& [name, obs] : observers_) arm_observer(name, true);
   // A stray put may have landed while no watch was looking.
   for (auto& [key, watch] : guarded_) {
     watch = 0;
@@ -446,6 +484,7 @@ void EtcdBackend::on_watches_ended(const Status& why) {
   watching_.clear();
   for (auto& [id, a] : attempts_) a.watches.clear();
   for (auto& [grant, h] : held_) h.watch = 0;
+  for (auto& [name, o] : observers_) o.watch = 0;
   ++reconnects_;
   if (events_.resync) events_.resync();  // every waiter looks again
   watch_retry_.expires_after(kRetryDelay);
@@ -471,36 +510,61 @@ void EtcdBackend::drop_watch(std::int64_t& id) {
 }
 
 void EtcdBackend::observe(const std::string& name, StatusDone ready) {
-  if (observers_[name].first++ == 0) arm_observer(name);
-  post(std::move(ready), Status());
+  Observer& o = observers_[name];
+  if (o.refs++ > 0 && o.in_place) return post(std::move(ready), Status());
+  o.ready.push_back(std::move(ready));
+  if (o.refs == 1) arm_observer(name, false);
 }
 
 void EtcdBackend::unobserve(const std::string& name) {
   auto it = observers_.find(name);
-  if (it == observers_.end() || --it->second.first > 0) return;
-  drop_watch(it->second.second);
+  if (it == observers_.end() || --it->second.refs > 0) return;
+  drop_watch(it->second.watch);
+  for (auto& ready : it->second.ready) post(std::move(ready), cancelled());
   observers_.erase(it);
 }
 
 // Every change under the line from now on: a holder or a waiter came or
 // went. Told as a release of attempt 0 (Election::observe looks again).
-void EtcdBackend::arm_observer(const std::string& name) {
-  auto& id = observers_[name].second;
-  drop_watch(id);
-  if (!watches_) return;
-  const std::int64_t w = next_watch_++;
+void EtcdBackend::arm_observer(const std::string& name, bool again) {
+  Observer& o = observers_[name];
+  drop_watch(o.watch);
+  o.in_place = false;
+  o.tell = o.tell || again;
   const std::string line = line_of(name);
-  if (!watches_->add(w, line, prefix_end(line), 0, false)) return;
-  watching_.emplace(w, WatchFor{WatchFor::Kind::observer, 0, name});
-  id = w;
+  o.watch = watch_key(line, 0, {WatchFor::Kind::observer, 0, name}, prefix_end(line), false);
+  if (o.watch != 0) return;
+  // The stream is down: the observers look now, and again once it is back.
+  for (auto& ready : o.ready) post(std::move(ready), Status(Errc::unavailable, "etcd: the watch stream is down"));
+  o.ready.clear();
+}
+
+// The server confirmed the watch: whatever changes from here on is told.
+void EtcdBackend::observer_ready(const std::string& name) {
+  auto it = observers_.find(name);
+  if (it == observers_.end()) return;
+  Observer& o = it->second;
+  o.in_place = true;
+  for (auto& ready : o.ready) post(std::move(ready), Status());
+  o.ready.clear();
+  if (std::exchange(o.tell, false) && events_.released) events_.released({name, 0});
 }
 
 void EtcdBackend::on_news(const EtcdRpc::WatchNews& news) {
+  if (news.watch_id == -1) {
+    // A watch the server refused to make (etcd names no id then): an
+    // expired token, or a right missing. Authenticated again and the
+    // stream made anew; every watch is set again and every waiter looks.
+    log(LogLevel::warning, "etcd: a watch was refused (" + news.reason + "); opening the stream again");
+    if (Status s = rpc_->reauthenticate(by()); !s.ok()) log(LogLevel::warning, "etcd: " + s.to_string());
+    return on_watches_ended(Status(Errc::unavailable, "etcd: a watch was refused: " + news.reason));
+  }
   auto it = watching_.find(news.watch_id);
   if (it == watching_.end()) return;  // dropped meanwhile
   const WatchFor what = it->second;
   if (news.created && !news.canceled) {
     if (what.kind == WatchFor::Kind::attempt) confirm_watch(what.id, news.revision);
+    if (what.kind == WatchFor::Kind::observer) observer_ready(what.name);
     return;
   }
   if (news.canceled) {
@@ -537,7 +601,7 @@ void EtcdBackend::on_news(const EtcdRpc::WatchNews& news) {
       return hold_lost(what.id);
     }
     case WatchFor::Kind::observer:
-      if (news.canceled) arm_observer(what.name);
+      if (news.canceled) return arm_observer(what.name, true);
       if (events_.released) events_.released({what.name, 0});
       return;
     case WatchFor::Kind::stray:

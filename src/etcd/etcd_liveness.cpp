@@ -93,9 +93,23 @@ void EtcdBackend::lease_ended(LossReason reason, const std::string& why) {
   orphans_.clear();  // their keys go with the lease
   if (had && events_.lost) events_.lost({}, reason);
   ++reconnects_;
+  keeper_->keep(0, std::chrono::seconds(0));  // no keep-alive of the old lease from now on
   // Its keys go now rather than at its end, if a member hears it.
-  if (old != 0) rpc_->revoke_lease(old, by(), [](Result<bool>) {});
+  if (old != 0) revoke(old, Clock::now() + 2 * ttl_);
   ask_lease();
+}
+
+void EtcdBackend::revoke(std::int64_t lease, Clock::time_point give_up) {
+  ++calls_;
+  rpc_->revoke_lease(lease, by(), [this, lease, give_up](Result<bool> r) {
+    loop([this, lease, give_up, ok = r.ok()] {
+      if (ok || Clock::now() >= give_up) return;
+      auto retry = std::make_shared<asio::steady_timer>(io_, std::chrono::milliseconds(500));
+      retry->async_wait([this, retry, lease, give_up](const boost::system::error_code& ec) {
+        if (!ec && !closed_) revoke(lease, give_up);
+      });
+    });
+  });
 }
 
 }  // namespace dlock::etcd

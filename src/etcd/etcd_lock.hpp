@@ -16,6 +16,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 
 #include "backend.hpp"
 #include "etcd/config.hpp"
@@ -77,6 +78,8 @@ class EtcdBackend final : public detail::Backend {
     detail::LockMode mode = detail::LockMode::exclusive;
     unsigned permits = 0;
     bool sent = false;                  // a put may have made the key
+    int puts = 0;                       // transactions sent with this key name
+    bool renamed = false;               // its first name was taken: it has its own
     std::vector<std::int64_t> watches;  // the keys ahead it waits for, and its own
     // The line as last read, and what those watches confirm (see
     // confirm_watch).
@@ -127,6 +130,10 @@ class EtcdBackend final : public detail::Backend {
   // ---- the line (etcd_backend.cpp) ----
   std::string line_of(const std::string& name) const { return config_.prefix + name + "/"; }
   std::string key_for(const AcquireCall& call) const;
+  // The attempt's own name: <lease>_<attempt>[-kind], never shared.
+  std::string unique_key(const Attempt& a, std::uint64_t id) const;
+  // A name no attempt, hold, pending delete or guard of this client uses.
+  bool name_in_use(const std::string& key) const;
   void drop_watches(Attempt& a);
   // A waiter's watches start from when they are made: once all are in
   // place, a look at the line finds a change made between the read and
@@ -152,7 +159,13 @@ class EtcdBackend final : public detail::Backend {
   std::int64_t watch_key(const std::string& key, std::int64_t from, WatchFor what, const std::string& range_end = {},
                          bool deletes_only = true);
   void drop_watch(std::int64_t& id);
-  void arm_observer(const std::string& name);
+  // `again`: after a reopened stream or a cancelled watch: the observers
+  // are told once the watch is in place (a change may have been missed).
+  void arm_observer(const std::string& name, bool again);
+  void observer_ready(const std::string& name);
+  // Revokes `lease` (an ended one, whose keys should go now), asking again
+  // until answered or `give_up` (by then it has expired anyway).
+  void revoke(std::int64_t lease, Clock::time_point give_up);
   // A hold's key went while held: told as lost.
   void hold_lost(std::uint64_t grant);
 
@@ -183,9 +196,17 @@ class EtcdBackend final : public detail::Backend {
   std::map<std::uint64_t, Attempt> attempts_;  // by AcquireCall::attempt
   std::map<std::uint64_t, Held> held_;         // by grant
   std::map<std::int64_t, WatchFor> watching_;  // by watch id
-  std::map<std::string, std::pair<unsigned, std::int64_t>> observers_;  // name -> refs, watch id
-  std::vector<Orphan> orphans_;                                         // keys to delete again
-  std::map<std::string, std::int64_t> guarded_;                         // key -> its stray-put watch
+  struct Observer {
+    unsigned refs = 0;
+    std::int64_t watch = 0;
+    bool in_place = false;          // its watch was confirmed by the server
+    bool tell = false;              // told released({name, 0}) once in place
+    std::vector<StatusDone> ready;  // observe() calls waiting for it
+  };
+  std::map<std::string, Observer> observers_;
+  std::multiset<std::string> deleting_;          // keys whose delete is out
+  std::vector<Orphan> orphans_;                  // keys to delete again
+  std::map<std::string, std::int64_t> guarded_;  // key -> its stray-put watch
   std::int64_t next_watch_ = 1;
   std::uint64_t calls_ = 0;
   std::uint64_t reconnects_ = 0;

@@ -47,8 +47,13 @@ KeyValue from_pb(const mvccpb::KeyValue& kv) {
 }
 
 bool token_expired(const grpc::Status& s) {
-  return s.error_code() == grpc::StatusCode::INVALID_ARGUMENT &&
-         s.error_message().find("invalid auth token") != std::string::npos;
+  // etcd 3.4 answers an expired or unknown token with InvalidArgument or
+  // Unauthenticated (by version and path), and a token older than the auth
+  // store's last change likewise.
+  if (s.error_code() != grpc::StatusCode::INVALID_ARGUMENT && s.error_code() != grpc::StatusCode::UNAUTHENTICATED)
+    return false;
+  return s.error_message().find("invalid auth token") != std::string::npos ||
+         s.error_message().find("revision of auth store is old") != std::string::npos;
 }
 
 namespace {
@@ -153,6 +158,9 @@ void EtcdRpc::Impl::prepare(grpc::ClientContext& ctx, Clock::time_point by) {
 }
 
 void EtcdRpc::Impl::prepare_stream(grpc::ClientContext& ctx) {
+  // A member that lost its leader ends the stream rather than keep it open
+  // and silent (etcd's WithRequireLeader): the client goes to another.
+  ctx.AddMetadata("hasleader", "true");
   std::lock_guard lock(mu);
   if (!token.empty()) ctx.AddMetadata("token", token);
 }
@@ -292,6 +300,11 @@ Result<std::int64_t> EtcdRpc::lease_grant(std::int64_t ttl_seconds, Clock::time_
     return s;
   if (!resp.error().empty()) return Status(Errc::server_error, "etcd: " + resp.error());
   return resp.id();
+}
+
+Status EtcdRpc::reauthenticate(Clock::time_point by) {
+  if (impl_->config.user.empty()) return {};
+  return impl_->authenticate(by);
 }
 
 Status EtcdRpc::lease_revoke(std::int64_t id, Clock::time_point by) {

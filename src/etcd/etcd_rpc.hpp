@@ -93,6 +93,8 @@ class EtcdRpc {
     std::string version;
   };
   Result<MemberStatus> status(Clock::time_point by);
+  // Authenticates again (a stream refused for its token); ok without a user.
+  Status reauthenticate(Clock::time_point by);
 
   // ---- Asynchronous calls: `done` runs exactly once, on a gRPC thread ----
   // (never inline). Destroying the EtcdRpc cancels the calls still out and

@@ -25,6 +25,7 @@ EtcdRpc::KeepAlive::~KeepAlive() {
 std::unique_ptr<EtcdRpc::KeepAlive> EtcdRpc::keep_alive(Clock::time_point by) {
   auto s = std::make_unique<KeepAlive::State>();
   impl_->prepare(s->ctx, by);
+  s->ctx.AddMetadata("hasleader", "true");  // a member without a leader refuses rather than answers
   s->stream = impl_->lease->LeaseKeepAlive(&s->ctx);
   return std::make_unique<KeepAlive>(std::move(s));
 }

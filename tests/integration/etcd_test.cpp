@@ -384,6 +384,31 @@ TEST(EtcdStray, AnAbandonedAcquiresKeyIsDeletedAndAPutThatLandsLateIsDeletedAgai
   EXPECT_TRUE(got.ok()) << got.status().to_string();
 }
 
+// A release whose delete was not answered (the member frozen) leaves its
+// key to be deleted again; the same name taken again meanwhile is a new
+// key with a new fence, never the old one adopted (and then deleted by the
+// retry under the new holder).
+TEST(EtcdStray, ANameTakenAgainWhileItsReleaseIsUnansweredGetsANewKey) {
+  if (!test::etcd_available()) GTEST_SKIP() << "etcd is not installed";
+  test::EtcdCluster etcd(1);
+  Client c = Client::connect(etcd.url(), quiet());
+  auto first = c.try_acquire("job");
+  ASSERT_TRUE(first.ok()) << first.status().to_string();
+  const auto fence = first->fence();
+  etcd.pause(0);
+  const Status released = first->release();
+  etcd.resume(0);
+  EXPECT_FALSE(released.ok()) << "a release the frozen member never answered is not reported done";
+  auto again = c.acquire("job", 10s);
+  ASSERT_TRUE(again.ok()) << again.status().to_string();
+  EXPECT_GT(again->fence(), fence) << "a new key, not the old one adopted";
+  std::this_thread::sleep_for(1500ms);  // the old key's delete is retried meanwhile
+  EXPECT_FALSE(again->lost()) << "the retried delete did not remove the new holder's key";
+  const auto line = etcd.keys("job/");
+  ASSERT_EQ(line.size(), 1u);
+  EXPECT_EQ(line[0].second, again->fence());
+}
+
 // A holder cut off from every member (its proxy stalls): its keep-alives
 // go unanswered, and it is told the lock is lost (unreachable) before the
 // server's lease ends and another client is granted.
