@@ -409,6 +409,37 @@ TEST(EtcdStray, ANameTakenAgainWhileItsReleaseIsUnansweredGetsANewKey) {
   EXPECT_EQ(line[0].second, again->fence());
 }
 
+// With authentication on and tokens that expire after a second (simple
+// tokens, --auth-token-ttl): a client idle past that is refused for its
+// token, authenticates again and goes on, for its calls and for the watches
+// its waiters set on a stream opened with the old token.
+TEST(EtcdAuth, ExpiredTokensAreRenewedForCallsAndWatches) {
+  if (!test::etcd_available()) GTEST_SKIP() << "etcd is not installed";
+  test::EtcdCluster etcd(1, false, {"--auth-token-ttl", "1"});
+  ASSERT_EQ(etcd.etcdctl({"user", "add", "root", "--new-user-password=s3cret"}).exit_code, 0);
+  ASSERT_EQ(etcd.etcdctl({"auth", "enable"}).exit_code, 0);
+  const std::string url = "etcd://root:s3cret@" + etcd.endpoint_list();
+  auto refused = std::make_shared<std::atomic<int>>(0);
+  ClientOptions logged = quiet();
+  logged.logger = [refused](LogLevel, std::string_view m) {
+    if (m.find("watch was refused") != std::string_view::npos) ++*refused;
+  };
+  Client holder = Client::connect(url, quiet()), waiter = Client::connect(url, logged);
+  std::this_thread::sleep_for(2500ms);  // both tokens expired
+  auto held = holder.try_acquire("job");
+  ASSERT_TRUE(held.ok()) << held.status().to_string();
+  auto waiting = std::async(std::launch::async, [&] { return waiter.acquire("job", 20s); });
+  std::this_thread::sleep_for(2500ms);  // the holder's token expired again
+  const auto released_at = Clock::now();
+  ASSERT_TRUE(held->release().ok());
+  auto got = waiting.get();
+  ASSERT_TRUE(got.ok()) << got.status().to_string();
+  EXPECT_GT(refused->load(), 0)
+      << "the waiter's watch, on a stream opened with the old token, was refused and set again";
+  std::cout << "[measure] etcd.expired_token.watches_refused=" << refused->load() << " handover_ms="
+            << std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - released_at).count() << "\n";
+}
+
 // A holder cut off from every member (its proxy stalls): its keep-alives
 // go unanswered, and it is told the lock is lost (unreachable) before the
 // server's lease ends and another client is granted.

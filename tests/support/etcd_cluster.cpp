@@ -33,7 +33,7 @@ bool on_path(const char* program) {
 
 bool etcd_available() { return on_path("etcd") && on_path("etcdctl"); }
 
-EtcdCluster::EtcdCluster(int members, bool tls) : tls_(tls) {
+EtcdCluster::EtcdCluster(int members, bool tls, std::vector<std::string> extra) : tls_(tls), extra_(std::move(extra)) {
   char tmpl[] = "/tmp/dlock-etcd-XXXXXX";
   if (mkdtemp(tmpl) == nullptr) throw std::runtime_error("etcd: mkdtemp failed");
   dir_ = tmpl;
@@ -95,6 +95,7 @@ void EtcdCluster::start(int members, const std::string& initial) {
     flag("initial-cluster-token", "dlock-test");
     flag("logger", "zap");
     flag("log-outputs", dir_ + "/" + name + ".log");
+    argv.insert(argv.end(), extra_.begin(), extra_.end());
     members_.push_back(spawn(argv, {}, dir_ + "/" + name + ".out"));
   }
 }

@@ -23,7 +23,9 @@ class EtcdCluster {
   // tls: the members serve TLS only, with a certificate of a CA made in
   // dir() (ca.crt), and ask every client for one of it (client.crt,
   // client.key); url() and etcdctl() use them.
-  explicit EtcdCluster(int members = 3, bool tls = false);  // throws std::runtime_error, naming the step that failed
+  // `extra`: more flags for every member.
+  explicit EtcdCluster(int members = 3, bool tls = false,
+                       std::vector<std::string> extra = {});  // throws std::runtime_error, naming the step that failed
   ~EtcdCluster();
   EtcdCluster(const EtcdCluster&) = delete;
   EtcdCluster& operator=(const EtcdCluster&) = delete;
@@ -58,6 +60,7 @@ class EtcdCluster {
   std::vector<std::string> etcdctl_argv(const std::string& endpoints) const;
 
   bool tls_ = false;
+  std::vector<std::string> extra_;
   std::string dir_;
   std::vector<int> client_ports_, peer_ports_;
   std::vector<Child> members_;
