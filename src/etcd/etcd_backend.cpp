@@ -74,7 +74,11 @@ Status attempt_failed(Status s) {
 }
 
 constexpr milliseconds kPollWithoutWatch{200};  // a waiter's look, while the watch stream is down
-constexpr milliseconds kRetryDelay{500};        // leases, watch streams, deletes that failed
+// How long one lock transaction may take. A member frozen but connected
+// holds a call to its deadline, and the client's retry after an error must
+// fit in LockOptions::error_retry (2 s) to reach another member.
+constexpr milliseconds kAttemptPatience{1000};
+constexpr milliseconds kRetryDelay{500};  // leases, watch streams, deletes that failed
 
 }  // namespace
 
@@ -200,7 +204,7 @@ void EtcdBackend::acquire(const AcquireCall& call, AcquireDone done) {
   a.sent = true;
   ++a.puts;
   ++calls_;
-  const auto deadline = std::min(by(), call.deadline);
+  const auto deadline = std::min({by(), call.deadline, Clock::now() + kAttemptPatience});
   rpc_->join_line(a.key, a.info, a.lease, line_of(a.name), deadline,
                   [this, id = call.attempt, done = std::move(done)](Result<EtcdRpc::Line> line) mutable {
                     asio::post(io_, [this, id, done = std::move(done), line = std::move(line)]() mutable {

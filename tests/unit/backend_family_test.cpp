@@ -24,7 +24,8 @@ TEST(BackendFamily, SchemesMapToTheirFamiliesAndOthersToNone) {
   EXPECT_EQ(backend_family("zk+tls://h"), "zookeeper");
   EXPECT_EQ(backend_family("sqlite:///tmp/x.db"), "sqlite");
   EXPECT_EQ(backend_family("redis-clusterx://h"), "");
-  EXPECT_EQ(backend_family("etcd://h"), "");
+  EXPECT_EQ(backend_family("etcd+tls://h"), "etcd");
+  EXPECT_EQ(backend_family("consul://h"), "");
   EXPECT_EQ(backend_family("no scheme"), "");
 }
 

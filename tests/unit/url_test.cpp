@@ -140,11 +140,11 @@ TEST(BackendRegistry, AnUnknownSchemeNamesTheSchemesThisBuildServes) {
   boost::asio::io_context io;
   ClientOptions options;
   BackendContext context{io, options, nullptr};
-  auto etcd = make_backend("etcd://127.0.0.1:2379/locks", context);
-  ASSERT_FALSE(etcd.ok());
-  EXPECT_EQ(etcd.code(), Errc::invalid_argument);
-  EXPECT_NE(etcd.status().message().find("'etcd'"), std::string::npos) << etcd.status().message();
-  EXPECT_NE(etcd.status().message().find("redis, rediss, redlock"), std::string::npos) << etcd.status().message();
+  auto consul = make_backend("consul://127.0.0.1:8500/locks", context);
+  ASSERT_FALSE(consul.ok());
+  EXPECT_EQ(consul.code(), Errc::invalid_argument);
+  EXPECT_NE(consul.status().message().find("'consul'"), std::string::npos) << consul.status().message();
+  EXPECT_NE(consul.status().message().find("redis, rediss, redlock"), std::string::npos) << consul.status().message();
   auto none = make_backend("localhost:6379", context);
   EXPECT_EQ(none.code(), Errc::invalid_argument);
   auto secret = make_backend("nope://user:hunter2@host", context);
