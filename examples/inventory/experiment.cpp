@@ -259,7 +259,9 @@ int main(int argc, char** argv) {
     std::optional<dlock::tools::ZooKeeperEnsemble> zk;
     if (dlock::tools::zookeeper_available()) zk.emplace(1, tmp.string());
     const std::string zk_url = zk ? "zk://" + zk->hosts() : "";
-    const std::string etcd_url = start_etcd(tmp / "etcd", children);
+    // A private etcd member for the dlock-etcd variant, where this build
+    // serves etcd:// and etcd is installed.
+    const std::string etcd_url = DLOCK_WITH_ETCD ? start_etcd(tmp / "etcd", children) : "";
     std::vector<int> ports;
     for (int i = 0; i < 2; ++i) {
       std::vector<std::string> args = {service.string(),           "--port",     "0",      "--redis-port",
