@@ -109,6 +109,25 @@ std::string prefix_end(std::string_view prefix) {
 }
 
 EtcdRpc::Impl::Impl(EtcdConfig c, std::shared_ptr<grpc::ChannelCredentials> credentials) : config(std::move(c)) {
+  // gRPC 1.51 serves callback calls from a completion queue shared by the
+  // channels that use it, and tears it down when the last of them goes,
+  // racing its own threads still reading it (an abort or a crash as the
+  // last etcd client closed). One channel that used it is kept for the
+  // process's life (to an address that is never there: it holds no
+  // connection), so that queue and its threads stay.
+  static const bool kept = [] {
+    grpc_init();
+    auto* anchor = new std::shared_ptr<grpc::Channel>(
+        grpc::CreateChannel("unix:/nonexistent/dlock-etcd-anchor", grpc::InsecureChannelCredentials()));
+    auto* stub = pb::Maintenance::NewStub(*anchor).release();
+    auto* ctx = new grpc::ClientContext;
+    ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(1));
+    auto* req = new pb::StatusRequest;
+    auto* resp = new pb::StatusResponse;
+    stub->async()->Status(ctx, req, resp, [](grpc::Status) {});
+    return true;
+  }();
+  (void)kept;
   grpc::ChannelArguments args;
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);

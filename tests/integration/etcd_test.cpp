@@ -261,6 +261,8 @@ TEST_F(Etcd, AWaiterWhoseOwnKeyIsDeletedIsWokenAndQueuesAgain) {
   ASSERT_TRUE(got.ok()) << got.status().to_string();
 }
 
+// The child is forked before this process makes any etcd call (gRPC does
+// not survive a fork of a process that used it: run alone, as ctest does).
 TEST_F(Etcd, AHolderKilledFreesTheLockWhenItsLeaseEnds) {
   const std::string url = etcd->url() + "?session_timeout=2s";
   const pid_t child = test::fork_child([&] {
