@@ -20,13 +20,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <dlock/dlock.hpp>
 #include <stdexcept>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "etcdserverpb/rpc.grpc.pb.h"
@@ -132,28 +130,6 @@ bench::Pairs w1_etcdctl(const Args& a, const std::string& run) {
   });
 }
 
-double w2(const Args& a, const std::string& run) {
-  auto client = dlock::Client::connect(url_of(a, run), quiet());
-  std::atomic<long long> pairs{0};
-  std::atomic<bool> failed{false};
-  const auto end = bench::Clock::now() + std::chrono::duration<double>(a.seconds);
-  std::vector<std::thread> ts;
-  for (int t = 0; t < a.threads; ++t)
-    ts.emplace_back([&, t] {
-      for (long long i = 0; bench::Clock::now() < end; ++i) {
-        auto lease = client.acquire("w2:" + std::to_string(t) + ":" + std::to_string(i), std::chrono::milliseconds(0));
-        if (!lease.ok() || !lease->release().ok()) {
-          failed = true;
-          return;
-        }
-        ++pairs;
-      }
-    });
-  for (auto& t : ts) t.join();
-  if (failed) throw std::runtime_error("a W2 pair failed");
-  return static_cast<double>(pairs.load()) / a.seconds;
-}
-
 bench::Pairs w1(const Args& a, const std::string& client, const std::string& run) {
   if (client == "dlock") return w1_dlock(a, run);
   return client == kLimit ? w1_limit(a, run) : w1_etcdctl(a, run);
@@ -189,7 +165,7 @@ int run(const Args& a, const std::string& dir) {
   for (int r = 0; r < a.reps; ++r) {
     const std::string run = "bench" + std::to_string(getpid()) + "r" + std::to_string(r);
     for (const char* name : {"dlock", kLimit, kEtcdctl}) w1s.add(name, w1(a, name, run));
-    w2s.push_back(w2(a, run));
+    w2s.push_back(bench::shared_client_pairs(url_of(a, run), quiet(), a.seconds, a.threads));
   }
   return report(a, w1s, w2s, w3);
 }

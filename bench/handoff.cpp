@@ -4,10 +4,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <stdexcept>
+#include <thread>
+#include <vector>
 
 namespace dlock::bench {
 namespace {
@@ -131,6 +134,28 @@ void HandoffReps::add_json(JsonLine& j, bool wakeups) const {
   j.num("w3_same_holder", m.same_holder);
   if (wakeups) j.num("w3_wakeups_per_handoff", m.wakeups_per_release);
   j.num("w3_lost", m.lost);
+}
+
+double shared_client_pairs(const std::string& url, const ClientOptions& options, double seconds, int threads) {
+  auto client = Client::connect(url, options);
+  std::atomic<long long> pairs{0};
+  std::atomic<bool> failed{false};
+  const auto end = Clock::now() + std::chrono::duration<double>(seconds);
+  std::vector<std::thread> ts;
+  for (int t = 0; t < threads; ++t)
+    ts.emplace_back([&, t] {
+      for (long long i = 0; Clock::now() < end; ++i) {
+        auto lease = client.acquire("w2:" + std::to_string(t) + ":" + std::to_string(i), std::chrono::milliseconds(0));
+        if (!lease.ok() || !lease->release().ok()) {
+          failed = true;
+          return;
+        }
+        ++pairs;
+      }
+    });
+  for (auto& t : ts) t.join();
+  if (failed) throw std::runtime_error("a W2 pair failed");
+  return static_cast<double>(pairs.load()) / seconds;
 }
 
 }  // namespace dlock::bench

@@ -25,6 +25,11 @@ struct Handoff {
 Handoff measure_handoff(const std::string& url, const ClientOptions& options, const std::string& dir, double seconds,
                         int procs);
 
+// W2: `threads` threads sharing one client on `url`, each taking and
+// releasing its own names for `seconds`: pairs per second. Throws if a
+// pair fails.
+double shared_client_pairs(const std::string& url, const ClientOptions& options, double seconds, int threads);
+
 // W3 over the reps: the medians, lost updates summed.
 class HandoffReps {
  public:

@@ -146,28 +146,6 @@ bench::Pairs w1_sync(const std::string& hosts, double seconds, const std::string
   });
 }
 
-double w2(const std::string& hosts, double seconds, int threads, const std::string& run) {
-  auto client = dlock::Client::connect("zk://" + hosts + "/" + run, quiet());
-  std::atomic<long long> pairs{0};
-  std::atomic<bool> failed{false};
-  const auto end = bench::Clock::now() + std::chrono::duration<double>(seconds);
-  std::vector<std::thread> ts;
-  for (int t = 0; t < threads; ++t)
-    ts.emplace_back([&, t] {
-      for (long long i = 0; bench::Clock::now() < end; ++i) {
-        auto lease = client.acquire("w2:" + std::to_string(t) + ":" + std::to_string(i), std::chrono::milliseconds(0));
-        if (!lease.ok() || !lease->release().ok()) {
-          failed = true;
-          return;
-        }
-        ++pairs;
-      }
-    });
-  for (auto& t : ts) t.join();
-  if (failed) throw std::runtime_error("a W2 pair failed");
-  return static_cast<double>(pairs.load()) / seconds;
-}
-
 // One rep of W1 for one client.
 bench::Pairs w1(const Args& a, const std::string& client, const std::string& run) {
   if (client == "dlock") return w1_dlock(a.hosts, a.seconds, run);
@@ -201,7 +179,7 @@ int run(const Args& a, const std::string& dir) {
   for (int r = 0; r < a.reps; ++r) {
     const std::string run = "bench" + std::to_string(getpid()) + "r" + std::to_string(r);
     for (const char* name : {"dlock", kLimit, kSync}) w1s.add(name, w1(a, name, run));
-    w2s.push_back(w2(a.hosts, a.seconds, a.threads, run));
+    w2s.push_back(bench::shared_client_pairs("zk://" + a.hosts + "/" + run, quiet(), a.seconds, a.threads));
     w3.add(bench::measure_handoff("zk://" + a.hosts + "/" + run, quiet(), dir, a.seconds, a.procs));
   }
   return report(a, w1s, w2s, w3);

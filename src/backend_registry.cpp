@@ -66,6 +66,14 @@ Status refuse_wait_replicas(const ClientOptions& options, std::string_view backe
           "wait_replicas applies to redis:// masters with replicas, not " + std::string(backend)};
 }
 
+Status take_credentials(const ClientOptions& options, std::string& user, std::string& password, std::string_view auth) {
+  if (!options.username.empty()) user = options.username;
+  if (!options.password.empty()) password = options.password;
+  if (user.empty() != password.empty())
+    return {Errc::invalid_argument, std::string(auth) + " needs both a user and a password"};
+  return {};
+}
+
 std::span<const BackendScheme> backend_schemes() { return {std::begin(kSchemes), std::size(kSchemes) - 1}; }
 
 Result<std::unique_ptr<Backend>> make_backend(std::string_view url, BackendContext& context) {

@@ -36,6 +36,11 @@ struct BackendScheme {
 // with no replicas to wait for (`backend` names it), so it is not ignored.
 Status refuse_wait_replicas(const ClientOptions& options, std::string_view backend);
 
+// A user and a password from the URL, replaced by ClientOptions' where those
+// are set (so secrets need not appear in URLs); invalid_argument naming
+// `auth` when only one of the two is left.
+Status take_credentials(const ClientOptions& options, std::string& user, std::string& password, std::string_view auth);
+
 // The schemes this build serves.
 std::span<const BackendScheme> backend_schemes();
 

@@ -75,12 +75,9 @@ Result<std::unique_ptr<detail::Backend>> make_from_url(std::string_view url, det
   auto config = parse_etcd_url(url);
   if (!config.ok()) return config.status();
   const ClientOptions& o = context.options;
-  // ClientOptions' credentials win over the URL's, so secrets need not
-  // appear in URLs.
-  if (!o.username.empty()) config->cluster.user = o.username;
-  if (!o.password.empty()) config->cluster.password = o.password;
-  if (config->cluster.user.empty() != config->cluster.password.empty())
-    return Status(Errc::invalid_argument, "etcd authentication needs both a user and a password");
+  if (Status s = detail::take_credentials(o, config->cluster.user, config->cluster.password, "etcd authentication");
+      !s.ok())
+    return s;
   config->connect_timeout = o.connect_timeout;
   config->command_timeout = o.command_timeout;
   config->log = context.log;

@@ -100,12 +100,8 @@ Result<std::unique_ptr<detail::Backend>> make_from_url(std::string_view url, det
   auto config = parse_zk_url(url);
   if (!config.ok()) return config.status();
   const ClientOptions& o = context.options;
-  // ClientOptions' credentials win over the URL's, so secrets need not
-  // appear in URLs.
-  if (!o.username.empty()) config->user = o.username;
-  if (!o.password.empty()) config->password = o.password;
-  if (config->user.empty() != config->password.empty())
-    return Status(Errc::invalid_argument, "ZooKeeper digest auth needs both a user and a password");
+  if (Status s = detail::take_credentials(o, config->user, config->password, "ZooKeeper digest auth"); !s.ok())
+    return s;
   config->connect_timeout = o.connect_timeout;
   config->command_timeout = o.command_timeout;
   config->log = context.log;
