@@ -364,18 +364,24 @@ def etcd_section(md, run):
               "create revision is unchanged). The **limit** is a minimal gRPC loop (etcd's protos, blocking "
               "stubs, one thread) sending the same two transactions; `etcdctl lock NAME -- true` is what a shell "
               "user of etcd's own lock pays per pair (a process and a session each). W2: 4 threads sharing one "
-              "client. W3: 4 processes on one `Mutex`, critical section = a counter in a file.\n")
-    md.append("| W1 |" + "".join(f" {l} pairs/s | {l} p50 | vs the limit ({l}) |" for l in loads))
-    md.append("|---|" + "---|---|---|" * len(loads))
-    rows = [("dlock", "w1_dlock_pairs_per_s", "w1_dlock_p50_us"),
-            ("gRPC loop (limit)", "w1_limit_pairs_per_s", "w1_limit_p50_us"),
-            ("etcdctl lock, a process per pair", "w1_etcdctl_pairs_per_s", None)]
-    for name, rate, p50 in rows:
+              "client. W3: 4 processes on one `Mutex`, critical section = a counter in a file. **etcd CPU per "
+              "pair**: the member's CPU time (utime + stime from `/proc/PID/stat`) over a client's W1 run, over "
+              "its pairs (for etcdctl, its session's grant and revoke are part of each pair).\n")
+    cpu = all("w1_dlock_server_cpu_us_per_pair" in runs[l] for l in loads)
+    md.append("| W1 |" + "".join(f" {l} pairs/s | {l} p50 | vs the limit ({l}) |" +
+                                 (f" etcd CPU per pair ({l}) |" if cpu else "") for l in loads))
+    md.append("|---|" + ("---|---|---|---|" if cpu else "---|---|---|") * len(loads))
+    rows = [("dlock", "w1_dlock_pairs_per_s", "w1_dlock_p50_us", "dlock"),
+            ("gRPC loop (limit)", "w1_limit_pairs_per_s", "w1_limit_p50_us", "limit"),
+            ("etcdctl lock, a process per pair", "w1_etcdctl_pairs_per_s", None, "etcdctl")]
+    for name, rate, p50, key in rows:
         cells = ""
         for l in loads:
             e = runs[l]
             cells += (f" {e[rate]:,.0f} | {e[p50]:,.0f} µs |" if p50 else f" {e[rate]:,.0f} | |") + \
                 f" {e[rate] / e['w1_limit_pairs_per_s']:.2f}× |"
+            if cpu:
+                cells += f" {e[f'w1_{key}_server_cpu_us_per_pair']:,.0f} µs |"
         md.append(f"| {name} |{cells}")
     md.append("")
     md.append("| W2 / W3 |" + "".join(f" {l} |" for l in loads))
@@ -390,12 +396,53 @@ def etcd_section(md, run):
         md.append(f"| {name} |" + "".join(f" {fmt_(runs[l])} |" for l in loads))
     md.append("")
     e = runs["idle"]
+    etcd_w4_table(md, e)
     r = e["w1_dlock_pairs_per_s"] / e["w1_limit_pairs_per_s"]
     return [("etcd W1 ≥ 0.9× the gRPC loop's limit (idle)", f"{r:.2f}×", r >= 0.9),
             ("etcd W3 same-holder fraction ≤ 0.02 (idle)", f"{e['w3_same_holder']:.2f}", e["w3_same_holder"] <= 0.02),
             ("etcd W3 wake-ups per hand-off ≤ 1 (idle; no herd)", f"{e['w3_wakeups_per_handoff']:.2f}",
              e["w3_wakeups_per_handoff"] <= 1.0),
-            ("etcd W3 hand-off p99 ≤ 2 ms (idle)", f"{e['w3_handoff_p99_us']:,.0f} µs", e["w3_handoff_p99_us"] <= 2000)]
+            ("etcd W3 hand-off p99 ≤ 2 ms (idle)", f"{e['w3_handoff_p99_us']:,.0f} µs",
+             e["w3_handoff_p99_us"] <= 2000)] + etcd_w4_targets(e)
+
+
+def etcd_w4_table(md, e):
+    """W4 on etcd (idle only): locks on one client's lease."""
+    if "w4_locks" not in e:
+        return
+    ttl = e["w4_session_timeout_s"]
+    md.append(f"W4: {e['w4_locks']:,} distinct names held by one client, every key on its one lease "
+              f"(`?session_timeout={ttl:g}s`: a keep-alive every {ttl / 3:g} s), idle. The grants and the releases "
+              "are 16 threads sharing the client; the hold is 3 keep-alive periods, timed from a quarter period "
+              "after a keep-alive as the Redis W4 is. Round trips per period: the member's count of lease "
+              "renewals (`etcd_debugging_lease_renewed_total` on its `/metrics`) over the hold, / 3; the client's "
+              "count is the keep-alive answers it took (a lease's `valid_until` moving forward). CPU: over the "
+              "hold, of the bench process (`getrusage`) and of the member (`/proc/PID/stat`).\n")
+    md.append("| locks | grants/s | keep-alive round trips per period (etcd) | keep-alive answers per period "
+              "(client) | client CPU % | etcd CPU % | locks lost | all still held and valid | releases/s |")
+    md.append("|---|---|---|---|---|---|---|---|---|")
+    trips = e.get("w4_round_trips_per_period")
+    server = e.get("w4_server_cpu_percent")
+    md.append(f"| {e['w4_locks']:,} | {e['w4_grants_per_s']:,.0f} | {'–' if trips is None else f'{trips:g}'} | "
+              f"{e['w4_client_keepalives_per_period']:g} | {e['w4_client_cpu_percent']:.2f} | "
+              f"{'–' if server is None else f'{server:.2f}'} | {e['w4_lost']} | "
+              f"{'yes' if e['w4_all_valid'] else 'NO'} | {e['w4_releases_per_s']:,.0f} |")
+    md.append("")
+
+
+def etcd_w4_targets(e):
+    """W4's targets, as the Redis W4's: one round trip per period whatever the
+    number of locks (one lease), ≤ 2 % of a core, nothing lost."""
+    if "w4_locks" not in e:
+        return []
+    trips = e.get("w4_round_trips_per_period", e["w4_client_keepalives_per_period"])
+    n = e["w4_locks"]
+    return [(f"etcd W4: ≤ 1 keep-alive round trip per period for {n:,} locks (one lease)", f"{trips:g}",
+             trips <= 1.0),
+            ("etcd W4: ≤ 2 % of a core while holding", f"{e['w4_client_cpu_percent']:.2f} %",
+             e["w4_client_cpu_percent"] <= 2),
+            ("etcd W4: no lock lost, every lease still valid", f"{e['w4_lost']} lost",
+             e["w4_lost"] == 0 and e["w4_all_valid"])]
 
 
 # ---- recipes ----------------------------------------------------------------
