@@ -121,7 +121,7 @@ EtcdRpc::Impl::Impl(EtcdConfig c, std::shared_ptr<grpc::ChannelCredentials> cred
         grpc::CreateChannel("unix:/nonexistent/dlock-etcd-anchor", grpc::InsecureChannelCredentials()));
     auto* stub = pb::Maintenance::NewStub(*anchor).release();
     auto* ctx = new grpc::ClientContext;
-    ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(1));
+    ctx->set_deadline(deadline_in(std::chrono::milliseconds(1)));
     auto* req = new pb::StatusRequest;
     auto* resp = new pb::StatusResponse;
     stub->async()->Status(ctx, req, resp, [](grpc::Status) {});
@@ -171,7 +171,7 @@ void EtcdRpc::Impl::untrack(grpc::ClientContext* ctx) {
 void EtcdRpc::Impl::prepare(grpc::ClientContext& ctx, Clock::time_point by) {
   const auto now = Clock::now();
   const auto left = std::min<Clock::duration>(by - now, kLongestCall);
-  ctx.set_deadline(std::chrono::system_clock::now() + std::max<Clock::duration>(left, Clock::duration::zero()));
+  ctx.set_deadline(deadline_in(left));
   std::lock_guard lock(mu);
   if (!token.empty()) ctx.AddMetadata("token", token);
 }
@@ -221,12 +221,12 @@ Result<std::unique_ptr<EtcdRpc>> EtcdRpc::connect(EtcdConfig config, Clock::time
   auto impl = std::make_unique<Impl>(std::move(config), std::move(*credentials));
   // Wait for a connection (the first call would fail fast otherwise).
   const auto left = std::max<Clock::duration>(std::min<Clock::duration>(by - Clock::now(), kLongestCall), {});
-  if (!impl->channel->WaitForConnected(std::chrono::system_clock::now() + left)) {
+  if (!impl->channel->WaitForConnected(deadline_in(left))) {
     // A call says why (a failed TLS handshake is named in its error).
     pb::StatusRequest req;
     pb::StatusResponse resp;
     grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(100));
+    ctx.set_deadline(deadline_in(std::chrono::milliseconds(100)));
     const Status why = status_of(impl->maintenance->Status(&ctx, req, &resp), false);
     if (why.code() == Errc::tls_failed) return why;
     return Status(Errc::unavailable, "etcd: no member of the cluster answered in time");

@@ -6,6 +6,8 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <algorithm>
+#include <chrono>
 #include <condition_variable>
 #include <memory>
 #include <mutex>
@@ -22,6 +24,13 @@ namespace pb = etcdserverpb;
 // A call with no deadline of its own still ends: a member that accepts
 // connections and never answers must not hold a caller forever.
 inline constexpr std::chrono::seconds kLongestCall{30};
+
+// `left` from now on gRPC's monotonic clock: a deadline no jump of the
+// wall clock moves.
+inline gpr_timespec deadline_in(Clock::duration left) {
+  const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::max(left, Clock::duration::zero()));
+  return gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC), gpr_time_from_nanos(ns.count(), GPR_TIMESPAN));
+}
 
 Status status_of(const grpc::Status& s, bool write);
 KeyValue from_pb(const mvccpb::KeyValue& kv);

@@ -29,6 +29,7 @@
 #include <string>
 #include <vector>
 
+#include "common/capture.hpp"
 #include "common/child_process.hpp"
 #include "common/spawn.hpp"
 
@@ -37,6 +38,8 @@ namespace dlock::test {
 using tools::Child;
 using tools::Env;
 using tools::join_args;
+using tools::run;  // a program to its end, its output captured (common/capture.hpp)
+using tools::RunResult;
 using tools::wait_exit;
 
 // Starts argv[0] (looked up in PATH unless it contains a '/') with the
@@ -64,19 +67,6 @@ int thread_count();
 
 // True if this code was built with -fsanitize=thread.
 bool under_thread_sanitizer();
-
-// Outcome of run().
-struct RunResult {
-  int exit_code = -1;  // as wait_exit; -1 if it was killed on timeout
-  bool timed_out = false;
-  std::string out;  // everything written to stdout
-  std::string err;  // everything written to stderr
-};
-
-// Runs argv (as spawn) to completion, capturing stdout and stderr. After
-// `timeout` the child's process group gets SIGKILL and timed_out is set.
-// Throws std::runtime_error only if the program cannot be started.
-RunResult run(const std::vector<std::string>& argv, std::chrono::milliseconds timeout, const Env& env = {});
 
 }  // namespace dlock::test
 

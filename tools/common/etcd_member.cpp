@@ -1,28 +1,14 @@
 #include "common/etcd_member.hpp"
 
 #include <chrono>
-#include <cstdlib>
 #include <stdexcept>
 #include <thread>
 
+#include "common/etcd_cluster.hpp"
+
 namespace dlock::tools {
-namespace {
-
-bool installed(const char* program) {
-  const char* path = std::getenv("PATH");
-  const std::string dirs = path ? path : "/usr/bin:/bin";
-  for (std::size_t at = 0; at <= dirs.size();) {
-    const auto colon = std::min(dirs.find(':', at), dirs.size());
-    if (std::filesystem::exists(dirs.substr(at, colon - at) + "/" + program)) return true;
-    at = colon + 1;
-  }
-  return false;
-}
-
-}  // namespace
-
 std::string start_etcd(const std::filesystem::path& dir, std::vector<Child>& children) {
-  if (!installed("etcd")) return {};
+  if (!etcd_available()) return {};
   std::filesystem::create_directories(dir);
   const std::string client = "http://127.0.0.1:" + std::to_string(free_port());
   const std::string peer = "http://127.0.0.1:" + std::to_string(free_port());

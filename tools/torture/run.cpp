@@ -119,8 +119,35 @@ std::vector<std::string> make_tls_files(const fs::path& dir) {
           "--tls-auth-clients", "no"};
 }
 
+// Three etcd members, each client port behind its own proxy, elections
+// scaled for leases of a second (etcd's shortest lease is 1.5 election
+// timeouts); with peer_proxies, the others hear member 0 through a proxy.
+void start_etcd_cluster(RunCtx& c, const Scenario& scenario, const fs::path& dir) {
+  fs::create_directories(dir / "lock-server");
+  dlock::tools::EtcdCluster::Options o;
+  o.parent = fs::absolute(dir / "lock-server").string();
+  o.extra = {"--heartbeat-interval", "50", "--election-timeout", "500"};
+  if (scenario.peer_proxies)
+    o.peer_route = [&c](int member, int port) {
+      if (member != 0) return port;
+      auto& p = c.peer_proxies[port];
+      p = std::make_unique<Proxy>("127.0.0.1", static_cast<std::uint16_t>(port));
+      p->start();
+      c.peer_net.add(p.get());
+      return static_cast<int>(p->add_link("peers-of-0"));
+    };
+  c.etcd = std::make_unique<dlock::tools::EtcdCluster>(std::move(o));
+  for (int i = 0; i < c.etcd->size(); ++i) {
+    LockNode n;
+    n.proxy = std::make_unique<Proxy>("127.0.0.1", static_cast<std::uint16_t>(c.etcd->client_port(i)));
+    c.net.add(n.proxy.get());
+    c.nodes.push_back(std::move(n));
+  }
+}
+
 // The lock server(s), each behind its own proxy: Redis (one, or the Redlock
-// set), PostgreSQL, or none for SQLite.
+// set), PostgreSQL, a ZooKeeper ensemble or an etcd cluster, or none for
+// SQLite.
 void start_lock_servers(RunCtx& c, const RunConfig& cfg, const Scenario& scenario, const fs::path& dir) {
   const LockServer kind = lock_server_of(cfg.strategy);
   if (const std::string topology = redis_topology_of(cfg.strategy); !topology.empty())
@@ -152,6 +179,7 @@ void start_lock_servers(RunCtx& c, const RunConfig& cfg, const Scenario& scenari
     }
     return;
   }
+  if (kind == LockServer::etcd) return start_etcd_cluster(c, scenario, dir);
   const int node_count = lock_nodes(cfg.strategy);
   std::vector<std::string> tls_args;
   if (tls_of(cfg.strategy)) tls_args = make_tls_files(dir);
@@ -259,6 +287,8 @@ std::string server_version(const RunConfig& cfg) {
       return std::string("SQLite (the library's)");
     case LockServer::zookeeper:
       return std::string("ZooKeeper (Debian's package), 3 servers, tickTime 200 ms");
+    case LockServer::etcd:
+      return std::string("etcd (Debian's package), 3 members, heartbeat 50 ms, election timeout 500 ms");
     case LockServer::redis:
       break;
   }
@@ -321,6 +351,7 @@ void stop_servers(RunCtx& c, ServerProc& resource) {
   }
   c.pg.reset();
   c.zk.reset();
+  c.etcd.reset();
   if (c.replica) c.replica->stop();
   resource.stop();
 }
@@ -336,6 +367,10 @@ RunInfo run_info(const RunConfig& cfg, std::int64_t run_start, std::int64_t run_
   // the bound is one tick longer.
   if (lock_server_of(cfg.strategy) == LockServer::zookeeper)
     info.recovery_slack_ms += dlock::tools::ZooKeeperEnsemble::kTickMs;
+  // etcd's leader looks for expired leases every 500 ms, then revokes them
+  // through the log; and the lease is whole seconds.
+  if (lock_server_of(cfg.strategy) == LockServer::etcd)
+    info.recovery_slack_ms += 600 + (1000 - cfg.ttl_ms % 1000) % 1000;
   info.run_start_t = run_start;
   info.run_end_t = run_end;
   info.recipe = recipe_of(cfg.strategy);

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "clock_control.hpp"
+#include "common/etcd_cluster.hpp"
 #include "common/redis_topology.hpp"
 #include "common/sync_redis.hpp"
 #include "common/zk_ensemble.hpp"
@@ -101,6 +102,9 @@ class RunCtx {
   // The ZooKeeper ensemble (strategies on ZooKeeper), else null; server i's
   // proxy is node i's.
   dlock::tools::ZooKeeperEnsemble* zookeeper() { return zk.get(); }
+  // The etcd cluster (strategies on etcd), else null; member i's proxy is
+  // node i's.
+  dlock::tools::EtcdCluster* etcd_cluster() { return etcd.get(); }
   // Every node's proxy: a fault on a link cuts the client from all of them.
   ProxyGroup& proxy() { return net; }
   std::string link(int w) const { return procs[w].args.proc; }
@@ -121,11 +125,13 @@ class RunCtx {
   ProxyGroup net;
   std::unique_ptr<ServerProc> replica;  // failover scenario only
   std::unique_ptr<PgProc> pg;
-  // Server 0's links to the other ZooKeeper servers (Scenario::peer_proxies),
-  // declared before `zk`, which uses them.
+  // Server 0's links to the other ZooKeeper servers, or what the other etcd
+  // members hear of member 0 (Scenario::peer_proxies), declared before `zk`
+  // and `etcd`, which use them.
   std::map<int, std::unique_ptr<Proxy>> peer_proxies;  // by upstream port
   ProxyGroup peer_net;
   std::unique_ptr<dlock::tools::ZooKeeperEnsemble> zk;
+  std::unique_ptr<dlock::tools::EtcdCluster> etcd;
   // Cluster and Sentinel strategies (topology.hpp): node i announces its
   // proxy's "announce" link, announced[i]; the administration; the
   // sentinels, reached directly.

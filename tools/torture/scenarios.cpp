@@ -15,6 +15,7 @@ std::vector<Scenario> make_scenarios() {
   add_network_scenarios(v);
   add_postgres_scenarios(v);
   add_zookeeper_scenarios(v);
+  add_etcd_scenarios(v);
   add_redlock_node_scenarios(v);
   add_environment_scenarios(v);
   add_topology_scenarios(v);
@@ -44,6 +45,8 @@ unsigned setup_of(const std::string& strategy) {
       return kSqlite;
     case LockServer::zookeeper:
       return kZooKeeper;
+    case LockServer::etcd:
+      return kEtcd;
     case LockServer::redis:
       break;
   }
@@ -85,6 +88,14 @@ std::vector<PlannedRun> short_suite() {
     for (const auto& s : scenarios())
       if (applies(s, st) && !s.full_only) v.push_back({s.name, st});
   // Cluster and Sentinel: their own faults, a holder cut off, lost replies.
+  // etcd: its own faults, contention, a holder killed, paused or cut off,
+  // and the network's faults on the gRPC connections.
+  if (etcd_built())
+    for (const auto& s : scenarios())
+      if (applies(s, "etcd") && !s.full_only &&
+          (s.setups == kEtcd || s.name == "baseline" || s.name == "holder-kill" || s.name == "pause" ||
+           s.name == "partition" || s.name == "net-drop" || s.name == "net-delay"))
+        v.push_back({s.name, "etcd"});
   for (const char* st : {"cluster", "sentinel"})
     for (const auto& s : scenarios())
       if (applies(s, st) && !s.full_only &&

@@ -26,9 +26,10 @@ enum Setup : unsigned {
   kCli = 32,        // `dlock run NAME -- CMD` on a SQLite file; not in kEvery
   kCluster = 64,    // a Redis Cluster: 3 masters, a replica each
   kSentinel = 128,  // a master, its replica and three sentinels
+  kEtcd = 256,      // a three-member etcd cluster
   kRedisFamily = kRedis | kRedlock,
   kTopologies = kCluster | kSentinel,
-  kNetworked = kRedis | kRedlock | kPostgres | kZooKeeper | kTopologies,
+  kNetworked = kRedis | kRedlock | kPostgres | kZooKeeper | kEtcd | kTopologies,
   kEvery = kNetworked | kSqlite,
 };
 unsigned setup_of(const std::string& strategy);
@@ -69,7 +70,8 @@ struct Scenario {
   // Too slow for every test run: in the full suite only.
   bool full_only = false;
   // ZooKeeper: server 0's quorum and election links go through proxies
-  // (RunCtx::peer_net), and odd workers are clients of server 0 only.
+  // (RunCtx::peer_net); etcd: what the other members hear of member 0 goes
+  // through one. Odd workers are clients of server 0 only.
   bool peer_proxies = false;
 };
 

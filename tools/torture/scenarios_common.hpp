@@ -63,6 +63,9 @@ void add_network_scenarios(std::vector<Scenario>& v);
 void add_postgres_scenarios(std::vector<Scenario>& v);
 // A ZooKeeper leader killed, or the whole ensemble (scenarios_backends.cpp).
 void add_zookeeper_scenarios(std::vector<Scenario>& v);
+// An etcd cluster's leader killed, a member paused or cut off, an operator's
+// delete, compaction (scenarios_etcd.cpp).
+void add_etcd_scenarios(std::vector<Scenario>& v);
 // Redlock's nodes restarted or cut off in a minority (scenarios_backends.cpp).
 void add_redlock_node_scenarios(std::vector<Scenario>& v);
 // Faults in a backend's surroundings: server settings, the lock file,

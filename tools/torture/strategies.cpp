@@ -33,6 +33,12 @@ std::string dlock_url(LockServer server, const StrategyConfig& c) {
     for (std::size_t i = 0; i < c.ports.size(); ++i) url += (i ? "," : "") + c.host + ":" + std::to_string(c.ports[i]);
     return url + "/torture?session_timeout=" + std::to_string(c.ttl_ms) + "ms";
   }
+  if (server == LockServer::etcd) {
+    // The lease is the session: etcd grants whole seconds.
+    std::string url = "etcd://";
+    for (std::size_t i = 0; i < c.ports.size(); ++i) url += (i ? "," : "") + c.host + ":" + std::to_string(c.ports[i]);
+    return url + "/torture?session_timeout=" + std::to_string((c.ttl_ms + 999) / 1000) + "s";
+  }
   std::string url = (c.ports.size() == 1 ? "redis://" : "redlock://") + torture_userinfo();
   for (std::size_t i = 0; i < c.ports.size(); ++i) url += (i ? "," : "") + c.host + ":" + std::to_string(c.ports[i]);
   return url;
@@ -245,6 +251,7 @@ const std::vector<std::string>& strategy_names() {
                                               "postgres",
                                               "sqlite",
                                               "zk",
+                                              "etcd",
                                               "dlock-run",
                                               "setnx-del",
                                               "setnx-then-expire",
@@ -254,17 +261,27 @@ const std::vector<std::string>& strategy_names() {
                                               "db-insert-cleanup-job",
                                               "zk-herd"};
   static const std::vector<std::string> all = [] {
-    std::vector<std::string> v = names;
+    std::vector<std::string> v;
+    for (const auto& n : names)
+      if (n != "etcd" || etcd_built()) v.push_back(n);
     for (const auto& r : recipe_strategy_names()) v.push_back(r);
     return v;
   }();
   return all;
 }
 
+bool etcd_built() {
+#ifdef DLOCK_TORTURE_ETCD
+  return true;
+#else
+  return false;
+#endif
+}
+
 bool is_naive(const std::string& name) {
   if (!recipe_of(name).empty()) return false;
   return name != "dlock" && name != "dlock-tls" && name != "redlock" && name != "postgres" && name != "sqlite" &&
-         name != "zk" && name != "dlock-run" && redis_topology_of(name).empty();
+         name != "zk" && name != "etcd" && name != "dlock-run" && redis_topology_of(name).empty();
 }
 
 LockServer lock_server_of(const std::string& name) {
@@ -272,11 +289,13 @@ LockServer lock_server_of(const std::string& name) {
     const std::string backend = name.substr(name.rfind('-') + 1);
     if (backend == "sqlite") return LockServer::sqlite;
     if (backend == "zk") return LockServer::zookeeper;
+    if (backend == "etcd") return LockServer::etcd;
     if (backend == "postgres") return LockServer::postgres;
     return LockServer::redis;
   }
   if (name == "sqlite" || name == "dlock-run") return LockServer::sqlite;
   if (name == "zk" || name == "zk-herd") return LockServer::zookeeper;
+  if (name == "etcd") return LockServer::etcd;
   if (name == "postgres" || name.rfind("db-", 0) == 0) return LockServer::postgres;
   return LockServer::redis;
 }
@@ -291,7 +310,7 @@ int lock_nodes(const std::string& name) {
   if (name == "redlock") return 5;
   if (name == "cluster") return 6;
   if (name == "sentinel") return 2;
-  if (lock_server_of(name) == LockServer::zookeeper) return 3;
+  if (lock_server_of(name) == LockServer::zookeeper || lock_server_of(name) == LockServer::etcd) return 3;
   return lock_server_of(name) == LockServer::sqlite ? 0 : 1;
 }
 

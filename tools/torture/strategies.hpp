@@ -35,8 +35,9 @@ struct ReleaseResult {
 };
 
 // What a strategy locks on: a Redis server (or a Redlock set), a PostgreSQL
-// server, a ZooKeeper ensemble, or a SQLite file on this host (no server).
-enum class LockServer { redis, postgres, sqlite, zookeeper };
+// server, a ZooKeeper ensemble, an etcd cluster, or a SQLite file on this host
+// (no server).
+enum class LockServer { redis, postgres, sqlite, zookeeper, etcd };
 
 struct StrategyConfig {
   // The whole dlock URL when the orchestrator writes it (a cluster or
@@ -95,17 +96,20 @@ class Strategy {
 };
 
 // The dlock URL of a lock server: redis:// (one server), redlock:// (more),
-// postgres:// (through the proxy), sqlite://, zk://.
+// postgres:// (through the proxy), sqlite://, zk://, etcd:// (the lease in
+// whole seconds, rounded up).
 std::string dlock_url(LockServer server, const StrategyConfig& config);
 
 // Throws std::invalid_argument for an unknown name.
 std::unique_ptr<Strategy> make_strategy(const std::string& name, const StrategyConfig& config);
 const std::vector<std::string>& strategy_names();
+// Whether this build reaches etcd (the etcd strategies are listed only then).
+bool etcd_built();
 bool is_naive(const std::string& name);
 // How many lock servers the strategy uses, each behind its own proxy: 5
 // for "redlock", 6 for "cluster" (3 masters, their replicas), 2 for
 // "sentinel" (master, replica; the sentinels are reached directly), 3 for a
-// ZooKeeper ensemble, 0 for SQLite, else 1.
+// ZooKeeper ensemble or an etcd cluster, 0 for SQLite, else 1.
 int lock_nodes(const std::string& name);
 LockServer lock_server_of(const std::string& name);
 // The Redis topology of a strategy: "cluster", "sentinel", or "" (one

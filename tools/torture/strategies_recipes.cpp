@@ -17,7 +17,7 @@ using std::chrono::milliseconds;
 using Clock = std::chrono::steady_clock;
 
 const char* const kRecipes[] = {"fair", "rw", "semaphore", "election"};
-const char* const kBackends[] = {"redis", "postgres", "sqlite", "zk"};
+const char* const kBackends[] = {"redis", "postgres", "sqlite", "zk", "etcd"};
 
 // The worker's loss callback of the grant under way. The recipes take their
 // LockOptions (and so on_lost) once, at construction; each grant sets its own.
@@ -226,7 +226,8 @@ const std::vector<std::string>& recipe_strategy_names() {
   static const std::vector<std::string> names = [] {
     std::vector<std::string> v;
     for (const char* r : kRecipes)
-      for (const char* b : kBackends) v.push_back(std::string(r) + "-" + b);
+      for (const char* b : kBackends)
+        if (std::string(b) != "etcd" || etcd_built()) v.push_back(std::string(r) + "-" + b);
     return v;
   }();
   return names;

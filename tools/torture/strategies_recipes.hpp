@@ -7,7 +7,7 @@
 //   election-<backend>   dlock::Election: a won campaign leads for 1-4
 //                        rounds of fenced writes (term() as the fence),
 //                        then resigns
-// <backend>: redis (one server), postgres, sqlite, zk. Redlock refuses the
+// <backend>: redis (one server), postgres, sqlite, zk, etcd. Redlock refuses the
 // recipes, so there is no redlock one.
 #ifndef DLOCK_TORTURE_STRATEGIES_RECIPES_HPP_
 #define DLOCK_TORTURE_STRATEGIES_RECIPES_HPP_

@@ -1,0 +1,203 @@
+// The faults of an etcd cluster: its leader killed, a member paused or cut
+// off from the others, an operator deleting the holder's key, and
+// compaction under waiting clients.
+#include <sstream>
+
+#include "run_ctx.hpp"
+#include "scenarios_common.hpp"
+
+namespace torture {
+namespace {
+
+using ms = std::chrono::milliseconds;
+
+std::string member_label(int i) { return "member" + std::to_string(i); }
+
+std::string role_of(int member, int leader) {
+  return leader < 0 ? "no leader known" : member == leader ? "the leader" : "a follower";
+}
+
+// The cluster's revision now, read from `etcdctl endpoint status`; 0 if no
+// member answered.
+std::int64_t revision_now(dlock::tools::EtcdCluster& etcd) {
+  const auto r = etcd.etcdctl({"--command-timeout=2s", "endpoint", "status", "-w", "fields"});
+  std::istringstream in(r.out);
+  std::int64_t best = 0;
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("\"Revision\" : ", 0) == 0) best = std::max<std::int64_t>(best, std::stoll(line.substr(13)));
+  return best;
+}
+
+// SIGKILLs the leader while a lock is held and starts it again after a
+// second: the others elect a new leader, which extends every lease by an
+// election timeout; keep-alives move to the members that answer.
+void etcd_leader_kill(RunCtx& c) {
+  c.idle(ms(1000));
+  while (c.running()) {
+    const int w = c.find_worker(Phase::holding, ms(1000));
+    auto& etcd = *c.etcd_cluster();
+    const int leader = etcd.leader();
+    if (leader >= 0) {
+      const int pid = etcd.pid(leader);
+      const std::int64_t at = mono_ns();
+      etcd.kill(leader);
+      c.fault_start(
+          "leader-kill", member_label(leader),
+          "SIGKILL etcd leader pid " + std::to_string(pid) + " while " + holder_or_nobody(c, w) + " held the lock", at);
+      c.idle(ms(1000));
+      etcd.start(leader);
+      const bool led = etcd.wait_leader(ms(10000));
+      c.fault_end("leader-kill", member_label(leader),
+                  "restarted; leader now " + (led ? member_label(etcd.leader()) : std::string("NONE after 10 s")));
+    }
+    c.idle(ms(c.uniform(2000, 3000)));
+  }
+}
+
+// SIGSTOPs a member, chosen at random (the leader a third of the time),
+// for 1.5-2.5 leases while a lock is held: its clients' calls and
+// keep-alives time out and move to the others.
+void etcd_member_pause(RunCtx& c) {
+  c.idle(ms(1000));
+  while (c.running()) {
+    const int w = c.find_worker(Phase::holding, ms(1000));
+    auto& etcd = *c.etcd_cluster();
+    const int leader = etcd.leader();
+    const int m = static_cast<int>(c.uniform(0, etcd.size() - 1));
+    const auto d = ms(c.uniform(c.ttl_ms() * 3 / 2, c.ttl_ms() * 5 / 2));
+    const std::int64_t at = mono_ns();
+    etcd.pause(m);
+    const char state = proc_state(etcd.pid(m));
+    c.fault_start("member-pause", member_label(m),
+                  "SIGSTOP etcd member pid " + std::to_string(etcd.pid(m)) + " (" + role_of(m, leader) + ") for " +
+                      std::to_string(d.count()) + " ms while " + holder_or_nobody(c, w) + " held the lock; state " +
+                      std::string(1, state),
+                  at);
+    c.idle(d);
+    etcd.resume(m);
+    const bool led = etcd.wait_leader(ms(10000));
+    c.fault_end("member-pause", member_label(m),
+                std::string("SIGCONT; ") + (led ? "a leader" : "NO leader after 10 s"));
+    c.idle(ms(c.uniform(1000, 2000)));
+  }
+}
+
+// Member 0 cut off from the others for 3 leases while a client of member 0
+// only holds the lock: nothing it sends them arrives (their links to its
+// peer port freeze in a proxy), its client port stays up. A leader so cut
+// is deposed by the others; a follower can no longer commit for its
+// clients.
+void etcd_member_cut(RunCtx& c) {
+  c.idle(ms(1000));
+  while (c.running()) {
+    auto& etcd = *c.etcd_cluster();
+    int w = -1;  // a fresh holder among the odd workers, for up to two leases
+    const std::int64_t give_up = mono_ns() + 2 * c.ttl_ms() * 1'000'000;
+    for (std::int64_t from = mono_ns(); c.running() && w < 0;) {
+      const int h = c.holder_granted_after(from, give_up);
+      if (h < 0) break;
+      if (h % 2 == 1)
+        w = h;
+      else
+        from = c.slots->at(h).since_ns.load();
+    }
+    if (w < 0 && c.running()) w = c.find_worker(Phase::holding, ms(200));
+    if (w < 0) {
+      c.idle(ms(200));
+      continue;
+    }
+    const int leader = etcd.leader();
+    const auto before = c.peer_net.stats("").held_chunks;
+    const std::int64_t at = mono_ns();
+    c.peer_net.blackhole("", true);
+    c.fault_start("member-cut", member_label(0),
+                  "a proxy freezes every link the other members hold to member 0 (" + role_of(0, leader) + ") while " +
+                      c.name(w) + (w % 2 == 1 ? ", a client of member 0 only," : ", a client of all three,") +
+                      " held the lock",
+                  at);
+    c.idle(ms(3 * c.ttl_ms()));
+    const auto during = c.peer_net.stats("").held_chunks;
+    c.peer_net.blackhole("", false);
+    const bool led = etcd.wait_leader(ms(10000));
+    c.fault_end("member-cut", member_label(0),
+                "healed; " + std::to_string(during - before) + " chunks held meanwhile; " +
+                    (led ? "a leader" : "NO leader after 10 s"));
+    c.idle(ms(c.uniform(1500, 2500)));
+  }
+}
+
+// An operator's `etcdctl del` of the key that holds the lock (the oldest in
+// line), as one clears a lock believed stuck.
+void etcd_operator_delete(RunCtx& c) {
+  c.idle(ms(500));
+  while (c.running()) {
+    const int w = c.holder_granted_after(mono_ns());
+    auto& etcd = *c.etcd_cluster();
+    const auto line = etcd.keys("torture/");
+    if (w >= 0 && !line.empty()) {
+      const std::int64_t at = mono_ns();
+      const auto r = etcd.etcdctl({"del", line.front().first});
+      c.fault_instant("operator-delete", c.name(w),
+                      "etcdctl del " + line.front().first + " (create revision " + std::to_string(line.front().second) +
+                          ", the oldest of " + std::to_string(line.size()) + " in line) while " + c.name(w) +
+                          " held the lock: " + (r.exit_code == 0 ? r.out : r.err),
+                      at);
+    }
+    c.idle(ms(c.uniform(c.ttl_ms(), 2 * c.ttl_ms())));
+  }
+}
+
+// The cluster's history compacted up to the revision of the moment, every
+// 0.2-0.6 s, while clients wait in line and watch.
+void etcd_compaction(RunCtx& c) {
+  c.idle(ms(500));
+  while (c.running()) {
+    auto& etcd = *c.etcd_cluster();
+    const int waiting = c.find_worker(Phase::acquiring, ms(200)) >= 0 ? 1 : 0;
+    const std::int64_t rev = revision_now(etcd);
+    if (rev > 0) {
+      const std::int64_t at = mono_ns();
+      const auto r = etcd.etcdctl({"compact", std::to_string(rev)});
+      c.fault_instant("compact", "cluster",
+                      "etcdctl compact " + std::to_string(rev) + (waiting ? " with a client waiting" : "") + ": " +
+                          (r.exit_code == 0 ? r.out : r.err),
+                      at);
+    }
+    c.idle(ms(c.uniform(200, 600)));
+  }
+}
+
+}  // namespace
+
+void add_etcd_scenarios(std::vector<Scenario>& v) {
+  add(v, "etcd-leader-kill", "etcd: SIGKILL the leader while a lock is held, restart it a second later",
+      etcd_leader_kill, safe(1), kEtcd);
+  add(v, "etcd-member-pause", "etcd: SIGSTOP a member (the leader or a follower) for 1.5-2.5 leases while held",
+      etcd_member_pause, safe(1), kEtcd);
+  {
+    Scenario& s = add(v, "etcd-member-cut",
+                      "etcd: member 0 cut off from the others (what it sends them frozen, client port up) for 3 "
+                      "leases while a client of member 0 only holds the lock",
+                      etcd_member_cut,
+                      safe(1,
+                           "no overlap: a holder on a cut-off member stops believing before the others' leader "
+                           "grants the lock to another"),
+                      kEtcd);
+    s.peer_proxies = true;
+    s.think_min_leases = 1.5;  // holders that hold across the cut
+    s.think_leases = 3.0;
+    s.dlock.min_grants = 3;
+  }
+  {
+    Scenario& s = add(v, "etcd-operator-delete", "etcd: an operator deletes the holder's key (etcdctl del) while held",
+                      etcd_operator_delete,
+                      overlap_ok("an operator's delete frees a held lock at once (documented): the holder is told "
+                                 "(lost_token) and fencing rejects its late writes"),
+                      kEtcd);
+    s.think_min_leases = 0.3;  // holds long enough to be found and deleted
+  }
+  add(v, "etcd-compaction", "etcd: the history compacted to the current revision every 0.2-0.6 s, clients waiting",
+      etcd_compaction, safe(1, "no overlap, no waiter stuck: compaction never loses a release"), kEtcd);
+}
+
+}  // namespace torture
