@@ -43,6 +43,11 @@ bool waiter_segment(std::string_view s) {
   return !id.empty() && id.find_first_not_of("0123456789abcdef_") == std::string_view::npos;
 }
 
+constexpr milliseconds kPollWithoutWatch{200};  // a waiter's look, while the watch stream is down
+constexpr milliseconds kRetryDelay{500};        // leases, watch streams, deletes that failed
+
+}  // namespace
+
 // The line's entries: the keys right under it (a lock "a/b" lives under
 // "a/" too, and is another lock), oldest first.
 std::vector<detail::QueueNode> entries_of(const std::vector<KeyValue>& keys, const std::string& prefix) {
@@ -72,15 +77,6 @@ Status attempt_failed(Status s) {
   if (s.code() != Errc::outcome_unknown) return s;
   return {Errc::unavailable, s.message() + "; the next attempt finds the key by its name"};
 }
-
-constexpr milliseconds kPollWithoutWatch{200};  // a waiter's look, while the watch stream is down
-// How long one lock transaction may take. A member frozen but connected
-// holds a call to its deadline, and the client's retry after an error must
-// fit in LockOptions::error_retry (2 s) to reach another member.
-constexpr milliseconds kAttemptPatience{1000};
-constexpr milliseconds kRetryDelay{500};  // leases, watch streams, deletes that failed
-
-}  // namespace
 
 std::string lease_hex(std::int64_t lease) {
   char buf[24];
@@ -114,6 +110,10 @@ void EtcdBackend::start(StatusDone done) {
   if (!rpc.ok())
     return finish_start(Status(rpc.status().code(), rpc.status().message() + " (" + config_.describe + ")"));
   rpc_ = std::move(*rpc);
+  {
+    std::lock_guard lk(fast_mu_);
+    fast_closed_ = false;  // callers' calls wait for a lease (lease_now_)
+  }
   keeper_ = std::make_unique<LeaseKeeper>(
       *rpc_,
       LeaseKeeper::Handlers{[this](std::int64_t lease, Clock::time_point at, std::int64_t ttl) {
@@ -128,6 +128,7 @@ void EtcdBackend::start(StatusDone done) {
 
 void EtcdBackend::close() {
   closed_ = true;
+  close_fast();  // before rpc_ goes
   deadline_.cancel();
   lease_retry_.cancel();
   watch_retry_.cancel();
@@ -201,6 +202,12 @@ void EtcdBackend::acquire(const AcquireCall& call, AcquireDone done) {
     a.key = key_for(call);
   }
   a.grant = call.grant;
+  if (a.line) {  // the fast path's answer, busy: the wait starts from its line
+    loop([this, id = call.attempt, done = std::move(done), line = std::exchange(a.line, std::nullopt)]() mutable {
+      on_line(id, std::move(done), std::move(*line));
+    });
+    return;
+  }
   a.sent = true;
   ++a.puts;
   ++calls_;

@@ -38,6 +38,7 @@ void EtcdBackend::ask_lease() {
       ttl_ = std::chrono::seconds(g->ttl_seconds);
       keeper_->keep(lease_, ttl_);
       vouch(sent_at, g->ttl_seconds);
+      lease_now_ = lease_;  // the fast path may use it (and until_) from now on
       if (first) return finish_start({});
       // Waiters whose keys went with the last lease queue under this one.
       if (events_.resync) events_.resync();
@@ -62,6 +63,7 @@ void EtcdBackend::vouch(Clock::time_point sent_at, std::int64_t ttl_seconds) {
   const auto until = detail::valid_until(sent_at, std::chrono::seconds(ttl_seconds));
   if (until <= until_) return;
   until_ = until;
+  until_now_ = until_.time_since_epoch().count();
   if (events_.alive_until) events_.alive_until(until_);
   arm_deadline();
 }
@@ -81,6 +83,8 @@ void EtcdBackend::lease_ended(LossReason reason, const std::string& why) {
   log(had ? LogLevel::warning : LogLevel::info, "etcd: " + why + (had ? ": every lock this client held is lost" : ""));
   const std::int64_t old = lease_;
   lease_ = 0;
+  lease_now_ = 0;
+  until_now_ = 0;
   said_gone_ = 0;
   until_ = {};
   deadline_.cancel();

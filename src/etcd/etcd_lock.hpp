@@ -1,7 +1,9 @@
 // The etcd backend's class, shared by its source files: the line of keys
 // (etcd_backend.cpp) and the lease that keeps them (etcd_liveness.cpp).
 // Everything here runs on the client's I/O thread, except the gRPC and
-// keep-alive threads' handlers, which only post to it.
+// keep-alive threads' handlers, which only post to it, and the blocking
+// fast path (etcd_fast_path.cpp), which reads only the atomics and
+// fast_keys_ and posts the rest.
 //
 // The layout is etcd's own lock's, so etcdctl lock and Go's Mutex share
 // lines with dlock: lock NAME is the keys under <prefix>NAME/, each a
@@ -11,14 +13,18 @@
 #ifndef DLOCK_ETCD_ETCD_LOCK_HPP_
 #define DLOCK_ETCD_ETCD_LOCK_HPP_
 
+#include <atomic>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <condition_variable>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <set>
 
 #include "backend.hpp"
+#include "core/queue_line.hpp"
 #include "etcd/config.hpp"
 #include "etcd/etcd_rpc.hpp"
 #include "etcd/lease_keeper.hpp"
@@ -41,6 +47,17 @@ inline Status cancelled() { return {Errc::cancelled, "client closed"}; }
 
 // "%x" of a lease id, as etcd's Mutex names its key.
 std::string lease_hex(std::int64_t lease);
+// The line's entries: the keys right under it (a lock "a/b" lives under
+// "a/" too, and is another lock), oldest first.
+std::vector<detail::QueueNode> entries_of(const std::vector<KeyValue>& keys, const std::string& prefix);
+AcquireOutcome busy(detail::WaitHint hint);
+// A write with no answer may have been made: the next attempt finds its key
+// by name, so for the acquire it is a retry.
+Status attempt_failed(Status s);
+// How long one lock transaction may take. A member frozen but connected
+// holds a call to its deadline, and the client's retry after an error must
+// fit in LockOptions::error_retry (2 s) to reach another member.
+inline constexpr milliseconds kAttemptPatience{1000};
 
 class EtcdBackend final : public detail::Backend {
  public:
@@ -66,6 +83,10 @@ class EtcdBackend final : public detail::Backend {
   void observe(const std::string& name, StatusDone ready) override;
   void unobserve(const std::string& name) override;
 
+  // The blocking fast path (etcd_fast_path.cpp).
+  std::optional<Result<AcquireOutcome>> acquire_now(const AcquireCall& call) override;
+  std::optional<Result<ReleaseOutcome>> release_now(const ReleaseCall& call) override;
+
   std::uint64_t commands_sent() const override { return calls_; }
   std::uint64_t reconnects() const override { return reconnects_; }
 
@@ -89,6 +110,9 @@ class EtcdBackend final : public detail::Backend {
     std::vector<std::pair<std::string, std::int64_t>> watched;
     std::size_t unconfirmed = 0;
     std::int64_t started_at = 0;
+    // The fast path's answer, busy: the wait goes on from it, not from
+    // another transaction.
+    std::optional<EtcdRpc::Line> line;
   };
   struct Held {
     std::string key, name, owner;
@@ -169,6 +193,21 @@ class EtcdBackend final : public detail::Backend {
   // A hold's key went while held: told as lost.
   void hold_lost(std::uint64_t grant);
 
+  // ---- the fast path (etcd_fast_path.cpp) ----
+  // Runs f on the caller's thread unless the backend closed (nullopt); close
+  // waits for the calls under way.
+  template <class F>
+  auto with_fast(F f) -> std::optional<decltype(f())>;
+  void close_fast();
+  // <lease>__<attempt>: a name no key of the I/O thread's ever takes.
+  std::string fast_key(const Attempt& a, std::uint64_t id) const;
+  std::optional<Result<AcquireOutcome>> fast_outcome(const AcquireCall& call, Attempt a, Result<EtcdRpc::Line> line);
+  Result<AcquireOutcome> fast_grant(const AcquireCall& call, Attempt a, std::int64_t revision);
+  struct FastKey {
+    std::string key;
+    std::int64_t revision = 0;
+  };
+
   // ---- the lease (etcd_liveness.cpp) ----
   void ask_lease();
   void on_kept(std::int64_t lease, Clock::time_point sent_at, std::int64_t ttl);
@@ -208,8 +247,16 @@ class EtcdBackend final : public detail::Backend {
   std::vector<Orphan> orphans_;                  // keys to delete again
   std::map<std::string, std::int64_t> guarded_;  // key -> its stray-put watch
   std::int64_t next_watch_ = 1;
-  std::uint64_t calls_ = 0;
+  std::atomic<std::uint64_t> calls_ = 0;
   std::uint64_t reconnects_ = 0;
+  // What the fast path reads of the I/O thread's state: lease_ and until_.
+  std::atomic<std::int64_t> lease_now_{0};
+  std::atomic<Clock::rep> until_now_{0};
+  std::mutex fast_mu_;
+  std::condition_variable fast_cv_;
+  int fast_busy_ = 0;                           // under fast_mu_: calls on callers' threads
+  bool fast_closed_ = true;                     // under fast_mu_: until started, and once closed
+  std::map<std::uint64_t, FastKey> fast_keys_;  // under fast_mu_: fast grants by grant, until released
 };
 
 }  // namespace dlock::etcd

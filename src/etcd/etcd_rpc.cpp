@@ -379,8 +379,10 @@ std::vector<KeyValue> kvs_of(const pb::RangeResponse& r) {
 
 }  // namespace
 
-void EtcdRpc::join_line(std::string key, std::string value, std::int64_t lease, std::string line, Clock::time_point by,
-                        Done<Line> done) {
+namespace {
+
+std::shared_ptr<pb::TxnRequest> join_line_request(const std::string& key, std::string value, std::int64_t lease,
+                                                  const std::string& line) {
   auto req = std::make_shared<pb::TxnRequest>();
   auto* cmp = req->add_compare();
   cmp->set_key(key);
@@ -395,28 +397,63 @@ void EtcdRpc::join_line(std::string key, std::string value, std::int64_t lease, 
     ops->Add()->mutable_request_range()->set_key(key);
     line_request(*ops->Add()->mutable_request_range(), line, false);
   }
-  impl_->invoke_async<pb::TxnRequest, pb::TxnResponse>(
-      std::move(req),
-      [this](grpc::ClientContext* c, const pb::TxnRequest* q, pb::TxnResponse* r, std::function<void(grpc::Status)> f) {
-        impl_->kv->async()->Txn(c, q, r, std::move(f));
-      },
-      by, true,
-      [done = std::move(done)](Status s, pb::TxnResponse& resp) {
-        if (!s.ok()) return done(s);
-        Line out;
-        out.created = resp.succeeded();
-        out.revision = resp.header().revision();
-        const int first = out.created ? 1 : 0;  // the put's answer comes first
-        if (resp.responses_size() != first + 2 || !resp.responses(first).has_response_range() ||
-            !resp.responses(first + 1).has_response_range())
-          return done(Status(Errc::protocol_error, "etcd: the lock's transaction came back in another shape"));
-        const auto& mine = resp.responses(first).response_range();
-        if (mine.kvs_size() != 1)
-          return done(Status(Errc::protocol_error, "etcd: the lock's transaction did not read its key back"));
-        out.mine = from_pb(mine.kvs(0));
-        out.keys = kvs_of(resp.responses(first + 1).response_range());
-        done(std::move(out));
-      });
+  return req;
+}
+
+Result<EtcdRpc::Line> line_of_response(const pb::TxnResponse& resp) {
+  EtcdRpc::Line out;
+  out.created = resp.succeeded();
+  out.revision = resp.header().revision();
+  const int first = out.created ? 1 : 0;  // the put's answer comes first
+  if (resp.responses_size() != first + 2 || !resp.responses(first).has_response_range() ||
+      !resp.responses(first + 1).has_response_range())
+    return Status(Errc::protocol_error, "etcd: the lock's transaction came back in another shape");
+  const auto& mine = resp.responses(first).response_range();
+  if (mine.kvs_size() != 1)
+    return Status(Errc::protocol_error, "etcd: the lock's transaction did not read its key back");
+  out.mine = from_pb(mine.kvs(0));
+  out.keys = kvs_of(resp.responses(first + 1).response_range());
+  return out;
+}
+
+std::shared_ptr<pb::TxnRequest> erase_request(std::string key, std::int64_t create_revision) {
+  auto req = std::make_shared<pb::TxnRequest>();
+  if (create_revision > 0) {
+    auto* cmp = req->add_compare();
+    cmp->set_key(key);
+    cmp->set_target(pb::Compare::CREATE);
+    cmp->set_result(pb::Compare::EQUAL);
+    cmp->set_create_revision(create_revision);
+  }
+  req->add_success()->mutable_request_delete_range()->set_key(std::move(key));
+  return req;
+}
+
+EtcdRpc::Erased erased_of(const pb::TxnResponse& resp) {
+  const bool deleted =
+      resp.succeeded() && resp.responses_size() == 1 && resp.responses(0).response_delete_range().deleted() > 0;
+  return {deleted, resp.header().revision()};
+}
+
+}  // namespace
+
+void EtcdRpc::join_line(std::string key, std::string value, std::int64_t lease, std::string line, Clock::time_point by,
+                        Done<Line> done) {
+  impl_->invoke_async<pb::TxnRequest, pb::TxnResponse>(join_line_request(key, std::move(value), lease, line),
+                                                       impl_->txn_start(), by, true,
+                                                       [done = std::move(done)](Status s, pb::TxnResponse& resp) {
+                                                         if (!s.ok()) return done(s);
+                                                         done(line_of_response(resp));
+                                                       });
+}
+
+Result<EtcdRpc::Line> EtcdRpc::join_line_now(const std::string& key, std::string value, std::int64_t lease,
+                                             const std::string& line, Clock::time_point by) {
+  const auto req = join_line_request(key, std::move(value), lease, line);
+  pb::TxnResponse resp;
+  const Status s = impl_->invoke([&](grpc::ClientContext& ctx) { return impl_->kv->Txn(&ctx, *req, &resp); }, by, true);
+  if (!s.ok()) return s;
+  return line_of_response(resp);
 }
 
 void EtcdRpc::read_line(std::string prefix, bool keys_only, Clock::time_point by, Done<Range> done) {
@@ -434,27 +471,21 @@ void EtcdRpc::read_line(std::string prefix, bool keys_only, Clock::time_point by
 }
 
 void EtcdRpc::erase_created(std::string key, std::int64_t create_revision, Clock::time_point by, Done<Erased> done) {
-  auto req = std::make_shared<pb::TxnRequest>();
-  if (create_revision > 0) {
-    auto* cmp = req->add_compare();
-    cmp->set_key(key);
-    cmp->set_target(pb::Compare::CREATE);
-    cmp->set_result(pb::Compare::EQUAL);
-    cmp->set_create_revision(create_revision);
-  }
-  req->add_success()->mutable_request_delete_range()->set_key(std::move(key));
-  impl_->invoke_async<pb::TxnRequest, pb::TxnResponse>(
-      std::move(req),
-      [this](grpc::ClientContext* c, const pb::TxnRequest* q, pb::TxnResponse* r, std::function<void(grpc::Status)> f) {
-        impl_->kv->async()->Txn(c, q, r, std::move(f));
-      },
-      by, true,
-      [done = std::move(done)](Status s, pb::TxnResponse& resp) {
-        if (!s.ok()) return done(s);
-        const bool deleted =
-            resp.succeeded() && resp.responses_size() == 1 && resp.responses(0).response_delete_range().deleted() > 0;
-        done(Erased{deleted, resp.header().revision()});
-      });
+  impl_->invoke_async<pb::TxnRequest, pb::TxnResponse>(erase_request(std::move(key), create_revision),
+                                                       impl_->txn_start(), by, true,
+                                                       [done = std::move(done)](Status s, pb::TxnResponse& resp) {
+                                                         if (!s.ok()) return done(s);
+                                                         done(erased_of(resp));
+                                                       });
+}
+
+Result<EtcdRpc::Erased> EtcdRpc::erase_created_now(std::string key, std::int64_t create_revision,
+                                                   Clock::time_point by) {
+  const auto req = erase_request(std::move(key), create_revision);
+  pb::TxnResponse resp;
+  const Status s = impl_->invoke([&](grpc::ClientContext& ctx) { return impl_->kv->Txn(&ctx, *req, &resp); }, by, true);
+  if (!s.ok()) return s;
+  return erased_of(resp);
 }
 
 void EtcdRpc::grant_lease(std::int64_t ttl_seconds, Clock::time_point by, Done<LeaseGrant> done) {

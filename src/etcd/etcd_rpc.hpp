@@ -113,6 +113,9 @@ class EtcdRpc {
   };
   void join_line(std::string key, std::string value, std::int64_t lease, std::string line, Clock::time_point by,
                  Done<Line> done);
+  // The same on the caller's thread, blocking until answered or `by`.
+  Result<Line> join_line_now(const std::string& key, std::string value, std::int64_t lease, const std::string& line,
+                             Clock::time_point by);
   // Every key starting with `prefix`, oldest first (keys_only: no values).
   void read_line(std::string prefix, bool keys_only, Clock::time_point by, Done<Range> done);
   // Deletes `key` if it is still the one created at `create_revision` (a
@@ -123,6 +126,7 @@ class EtcdRpc {
     std::int64_t revision = 0;  // the store's revision after the call
   };
   void erase_created(std::string key, std::int64_t create_revision, Clock::time_point by, Done<Erased> done);
+  Result<Erased> erase_created_now(std::string key, std::int64_t create_revision, Clock::time_point by);
   struct LeaseGrant {
     std::int64_t id = 0;
     std::int64_t ttl_seconds = 0;  // as granted (the server raises one below its minimum)

@@ -88,6 +88,12 @@ struct EtcdRpc::Impl {
           });
   }
 
+  // What invoke_async starts for a transaction.
+  auto txn_start() {
+    return [this](grpc::ClientContext* c, const pb::TxnRequest* q, pb::TxnResponse* r,
+                  std::function<void(grpc::Status)> f) { kv->async()->Txn(c, q, r, std::move(f)); };
+  }
+
   EtcdConfig config;
   std::shared_ptr<grpc::Channel> channel;
   std::unique_ptr<pb::KV::Stub> kv;

@@ -6,10 +6,12 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <dlock/dlock.hpp>
 #include <fstream>
 #include <future>
 #include <iostream>
+#include <optional>
 #include <sstream>
 #include <thread>
 
@@ -141,6 +143,61 @@ TEST_F(Etcd, ClientsTakingTurnsFastNeverMissAReleaseNorOverlap) {
   std::cout << "[measure] etcd.turns=" << turns.load() << " worst_wait_ms=" << worst_ms.load() << "\n";
 }
 
+// The blocking fast path (acquire and release on the caller's thread) from
+// many threads of one client and of another at once, on few names, with
+// tries and short waits: never two holders of a name, fences growing per
+// name, and no key left behind.
+TEST_F(Etcd, ManyThreadsOnTheFastPathNeverOverlapAndLeaveNoKey) {
+  Client c1 = client(), c2 = client();
+  constexpr int kNames = 3;
+  std::atomic<int> inside[kNames] = {};
+  std::atomic<std::uint64_t> last_fence[kNames] = {};
+  std::atomic<int> overlaps{0}, backwards{0}, grants{0}, failures{0};
+  const auto until = Clock::now() + 3s;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t)
+    threads.emplace_back([&, t] {
+      Client& c = t % 2 ? c1 : c2;
+      for (int i = 0; Clock::now() < until; ++i) {
+        const int n = (t + i) % kNames;
+        auto lease = c.acquire("fast" + std::to_string(n), std::chrono::milliseconds(i % 3 == 0 ? 0 : 50));
+        if (!lease.ok()) {
+          if (lease.status().code() != Errc::busy && lease.status().code() != Errc::timeout) ++failures;
+          continue;
+        }
+        ++grants;
+        if (inside[n].fetch_add(1) != 0) ++overlaps;
+        const auto fence = lease->fence();
+        if (last_fence[n].exchange(fence) >= fence) ++backwards;
+        inside[n].fetch_sub(1);
+        if (!lease->release().ok()) ++failures;
+      }
+    });
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(overlaps.load(), 0);
+  EXPECT_EQ(backwards.load(), 0) << "a name's fences grow from grant to grant";
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_GT(grants.load(), 50);
+  for (int n = 0; n < kNames; ++n)
+    EXPECT_TRUE(eventually([&] { return line_of(*etcd, "fast" + std::to_string(n) + "/").empty(); }))
+        << "every key deleted: fast" << n;
+}
+
+// A lease outliving its client: the release after the close is refused,
+// not sent on a closed channel; the key went with the client's lease.
+TEST_F(Etcd, ALeaseReleasedAfterItsClientClosedIsRefusedAndItsKeyIsGone) {
+  std::optional<Lease> kept;
+  {
+    Client c = client();
+    auto a = c.try_acquire("outlives");
+    ASSERT_TRUE(a.ok()) << a.status().to_string();
+    kept.emplace(std::move(*a));
+  }
+  const Status s = kept->release();
+  EXPECT_FALSE(s.ok());
+  EXPECT_TRUE(eventually([&] { return line_of(*etcd, "outlives/").empty(); })) << "revoked with the lease at close";
+}
+
 TEST_F(Etcd, DlockWaitsBehindEtcdctlLockAndIsGrantedWhenItEnds) {
   auto holder = etcd->etcdctl_spawn({"lock", "--ttl=2", "job", "--", "sleep", "30"}, "etcdctl-lock.out");
   ASSERT_TRUE(eventually([&] { return line_of(*etcd, "job/").size() == 1; })) << "etcdctl holds job";
@@ -231,7 +288,7 @@ TEST_F(Etcd, ALeaseRevokedByAnOperatorIsALossAndTheClientQueuesUnderANewOne) {
   ASSERT_TRUE(held.ok()) << held.status().to_string();
   const auto line = line_of(*etcd, "job/");
   ASSERT_EQ(line.size(), 1u);
-  const std::string lease = line[0].first.substr(4);  // job/<lease in hex>
+  const std::string lease = line[0].first.substr(4, line[0].first.find('_', 4) - 4);  // job/<lease in hex>[_...]
   ASSERT_EQ(etcd->etcdctl({"lease", "revoke", lease}).exit_code, 0);
   EXPECT_TRUE(eventually([&] { return held->lost(); }, 10s)) << "the holder is told";
   Result<Lease> again = Status(Errc::unavailable, "not yet");
@@ -370,7 +427,7 @@ TEST(EtcdStray, AnAbandonedAcquiresKeyIsDeletedAndAPutThatLandsLateIsDeletedAgai
   Client c = Client::connect(etcd.url(), quiet());
   auto warm = c.try_acquire("job");
   ASSERT_TRUE(warm.ok()) << warm.status().to_string();
-  const std::string key = etcd.keys("job/").at(0).first;  // the name this client's next attempt uses too
+  const std::string warm_key = etcd.keys("job/").at(0).first;
   ASSERT_TRUE(warm->release().ok());
   etcd.pause(0);
   auto gave_up = c.acquire("job", 300ms);
@@ -378,6 +435,24 @@ TEST(EtcdStray, AnAbandonedAcquiresKeyIsDeletedAndAPutThatLandsLateIsDeletedAgai
   std::this_thread::sleep_for(2500ms);  // the abandon's delete is refused meanwhile, and retried
   etcd.resume(0);
   EXPECT_TRUE(eventually([&] { return etcd.keys("job/").empty(); }, 5s)) << "the abandoned key was deleted";
+  // The abandoned attempt's key, from the history of the line.
+  const auto history = etcd.etcdctl({"watch", "--prefix", "job/", "--rev=1"}, 1500ms).out;
+  std::string key;
+  for (std::size_t at = history.find("PUT\n"); at != std::string::npos; at = history.find("PUT\n", at + 1)) {
+    const auto from = at + 4;
+    const std::string k = history.substr(from, history.find('\n', from) - from);
+    if (k != warm_key) key = k;
+  }
+  if (key.empty()) {
+    // Its put never landed (a frozen member may drop a request cancelled at
+    // its deadline): the key it would have made is the next attempt's,
+    // <lease>__<attempt + 1> (attempts are numbered per client).
+    const auto sep = warm_key.rfind("__");
+    ASSERT_NE(sep, std::string::npos) << warm_key;
+    char next[24];
+    std::snprintf(next, sizeof next, "%llx", std::stoull(warm_key.substr(sep + 2), nullptr, 16) + 1);
+    key = warm_key.substr(0, sep + 2) + next;
+  }
   std::this_thread::sleep_for(200ms);
   ASSERT_EQ(etcd.etcdctl({"put", key, ""}).exit_code, 0);  // the late put
   EXPECT_TRUE(eventually([&] { return etcd.keys("job/").empty(); }, 5s)) << "deleted again";

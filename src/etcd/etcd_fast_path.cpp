@@ -1,0 +1,183 @@
+// The etcd backend's blocking fast path: the lock's transaction, and a
+// release's, on the caller's own thread with gRPC's blocking stub, so a
+// free lock costs one round trip and no hop through the I/O thread. What
+// the I/O thread keeps of a fast grant (its hold, the watch of its key) is
+// handed to it without waiting; a busy answer hands over the place in line.
+// A fast key is always named <lease>_<attempt>: it never shares a name with
+// a key the I/O thread may be putting or deleting meanwhile.
+#include <cstdio>
+
+#include "core/lock_line.hpp"
+#include "core/queue_line.hpp"
+#include "etcd/etcd_lock.hpp"
+
+namespace dlock::etcd {
+
+template <class F>
+auto EtcdBackend::with_fast(F f) -> std::optional<decltype(f())> {
+  {
+    std::lock_guard lk(fast_mu_);
+    if (fast_closed_) return std::nullopt;
+    ++fast_busy_;
+  }
+  auto out = f();
+  std::lock_guard lk(fast_mu_);
+  if (--fast_busy_ == 0) fast_cv_.notify_all();
+  return out;
+}
+
+void EtcdBackend::close_fast() {
+  std::unique_lock lk(fast_mu_);
+  fast_closed_ = true;
+  // A caller's call is bounded by its deadline; rpc_ outlives it.
+  fast_cv_.wait(lk, [this] { return fast_busy_ == 0; });
+  fast_keys_.clear();
+}
+
+std::string EtcdBackend::fast_key(const Attempt& a, std::uint64_t id) const {
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "__%llx", static_cast<unsigned long long>(id));
+  std::string key = line_of(a.name) + lease_hex(a.lease) + buf;
+  if (a.mode == detail::LockMode::shared) key += "-" + detail::kind_word(a.mode, a.permits);
+  return key;
+}
+
+std::optional<Result<AcquireOutcome>> EtcdBackend::acquire_now(const AcquireCall& call) {
+  if (call.held != 0) return std::nullopt;
+  auto r = with_fast([&]() -> std::optional<Result<AcquireOutcome>> {
+    const std::int64_t lease = lease_now_.load();
+    if (lease == 0) return std::nullopt;  // the I/O thread answers (no lease yet)
+    Attempt a;
+    a.name = call.name;
+    a.owner = call.owner;
+    a.info = call.info;
+    a.lease = lease;
+    a.mode = call.mode;
+    a.permits = call.mode == detail::LockMode::shared ? call.permits : 0;
+    a.grant = call.grant;
+    a.key = fast_key(a, call.attempt);
+    a.sent = true;
+    a.puts = 1;
+    const auto deadline = std::min({by(), call.deadline, Clock::now() + kAttemptPatience});
+    ++calls_;
+    auto line = rpc_->join_line_now(a.key, a.info, lease, line_of(a.name), deadline);
+    return fast_outcome(call, std::move(a), std::move(line));
+  });
+  return r ? std::move(*r) : std::nullopt;
+}
+
+std::optional<Result<AcquireOutcome>> EtcdBackend::fast_outcome(const AcquireCall& call, Attempt a,
+                                                                Result<EtcdRpc::Line> line) {
+  if (!line.ok()) {
+    // Its put may have happened (or may still): the I/O thread deletes the
+    // key, watching for a late put. A refused lease is its news to tell.
+    loop([this, key = a.key, lease = a.lease, refused = line.status().code() == Errc::not_held] {
+      if (lease != lease_) return;  // the key went with its lease
+      if (refused) return lease_ended(LossReason::expired, "a put under this client's etcd lease was refused");
+      remove_key({key, 0, true}, [](Status) {});
+    });
+    if (line.status().code() == Errc::not_held)
+      return Result<AcquireOutcome>(
+          Status(Errc::unavailable, "etcd: the lease ended during the attempt; a new one is asked for"));
+    if (line.status().code() == Errc::outcome_unknown && Clock::now() >= call.deadline)
+      return Result<AcquireOutcome>(
+          Status(Errc::timeout, "etcd: no answer from the cluster within the wait (a member frozen or cut off?)"));
+    return Result<AcquireOutcome>(attempt_failed(line.status()));
+  }
+  // Its own name, so the key is this put's unless a repeat found it.
+  a.revision = line->mine.create_revision;
+  const auto entries = entries_of(line->keys, line_of(a.name));
+  const detail::Standing st = detail::standing_of(entries, a.key);
+  if (!line->created || line->mine.lease != a.lease || !st.present) {
+    loop([this, key = a.key, rev = a.revision, lease = a.lease] {
+      if (lease == lease_) remove_key({key, rev, false}, [](Status) {});
+    });
+    return std::nullopt;  // the I/O thread takes it from here
+  }
+  if (st.disagrees) {
+    loop([this, key = a.key, rev = a.revision, lease = a.lease] {
+      if (lease == lease_) remove_key({key, rev, false}, [](Status) {});
+    });
+    return Result<AcquireOutcome>(detail::disagreeing(a.name, a.permits, *st.disagrees));
+  }
+  if (!st.granted) {
+    // A wait keeps the place: the I/O thread's acquire under this attempt
+    // goes on from this line (its watches, then a look for what changed
+    // since it was read).
+    const bool keep = call.keep_place;
+    if (keep) a.line = std::move(*line);
+    loop([this, id = call.attempt, keep, a = std::move(a)]() mutable {
+      if (a.lease != lease_) return;
+      if (keep) {
+        a.grant = 0;
+        attempts_.emplace(id, std::move(a));
+      } else {
+        remove_key({a.key, a.revision, false}, [](Status) {});
+      }
+    });
+    return Result<AcquireOutcome>(busy(detail::WaitHint::watched()));
+  }
+  return fast_grant(call, std::move(a), line->revision);
+}
+
+// Granted on the caller's thread: the hold (and the watch of its key) is
+// the I/O thread's from the next turn of its loop; a release claimed before
+// then finds the key here.
+Result<AcquireOutcome> EtcdBackend::fast_grant(const AcquireCall& call, Attempt a, std::int64_t revision) {
+  {
+    std::lock_guard lk(fast_mu_);
+    fast_keys_[call.grant] = {a.key, a.revision};
+  }
+  AcquireOutcome out;
+  out.kind = AcquireOutcome::Kind::granted;
+  out.fence = static_cast<std::uint64_t>(a.revision);
+  out.depth = 1;
+  out.valid_until = Clock::time_point(Clock::duration(until_now_.load()));
+  loop([this, grant = call.grant, revision, a = std::move(a)] {
+    if (a.lease != lease_) {  // its lease ended meanwhile: so did the hold
+      if (events_.lost) events_.lost({{a.name, a.owner, grant}}, LossReason::expired);
+      return;
+    }
+    Held h{a.key, a.name, a.owner, a.lease, a.revision};
+    h.shared = a.mode == detail::LockMode::shared;
+    h.watch = watch_key(a.key, revision + 1, {WatchFor::Kind::hold, grant, {}});
+    held_[grant] = std::move(h);
+    arm_deadline();
+  });
+  return Result<AcquireOutcome>(out);
+}
+
+std::optional<Result<ReleaseOutcome>> EtcdBackend::release_now(const ReleaseCall& call) {
+  auto r = with_fast([&]() -> std::optional<Result<ReleaseOutcome>> {
+    FastKey k;
+    {
+      std::lock_guard lk(fast_mu_);
+      auto it = fast_keys_.find(call.grant);
+      if (it == fast_keys_.end()) return std::nullopt;  // the I/O thread's hold
+      k = std::move(it->second);
+      fast_keys_.erase(it);
+    }
+    ++calls_;
+    auto erased = rpc_->erase_created_now(k.key, k.revision, by());
+    loop([this, grant = call.grant, ok = erased.ok(), k] {
+      auto it = held_.find(grant);
+      if (it == held_.end()) return;  // lost meanwhile (its grant was handed over before this)
+      if (ok) {
+        drop_watch(it->second.watch);
+        held_.erase(it);
+        return;
+      }
+      // Unknown: kept (releasing, its name reserved), deleted again in the
+      // background, and a repeated release asks the server again.
+      it->second.releasing = true;
+      drop_watch(it->second.watch);
+      remove_key({k.key, k.revision, false}, [](Status) {});
+    });
+    if (!erased.ok()) return Result<ReleaseOutcome>(erased.status());
+    return Result<ReleaseOutcome>(
+        ReleaseOutcome{erased->deleted ? ReleaseOutcome::Kind::released : ReleaseOutcome::Kind::not_held, 0});
+  });
+  return r ? std::move(*r) : std::nullopt;
+}
+
+}  // namespace dlock::etcd
