@@ -339,11 +339,19 @@ ETCD_TITLE = "## etcd"
 
 
 def load_etcd(run):
+    """etcd.json / etcd-busy.json, each with python-etcd3's W1 (etcd3.json /
+    etcd3-busy.json, from bench/peers/etcd3_bench.py) merged in as w1_etcd3_*."""
     out = {}
-    for load, name in (("idle", "etcd.json"), ("busy", "etcd-busy.json")):
+    for load, name, peer in (("idle", "etcd.json", "etcd3.json"), ("busy", "etcd-busy.json", "etcd3-busy.json")):
         path = os.path.join(run, name)
         if os.path.exists(path):
             out[(load,)] = json.load(open(path))
+            ppath = os.path.join(run, peer)
+            if os.path.exists(ppath):
+                p = json.load(open(ppath))
+                out[(load,)].update({"w1_etcd3_pairs_per_s": p["pairs_per_s"], "w1_etcd3_p50_us": p["p50_us"]})
+                if "server_cpu_us_per_pair" in p:
+                    out[(load,)]["w1_etcd3_server_cpu_us_per_pair"] = p["server_cpu_us_per_pair"]
     return out
 
 
@@ -363,7 +371,12 @@ def etcd_section(md, run):
               "client's lease unless it is there, read it and the line; then the release's: delete it if its "
               "create revision is unchanged). The **limit** is a minimal gRPC loop (etcd's protos, blocking "
               "stubs, one thread) sending the same two transactions; `etcdctl lock NAME -- true` is what a shell "
-              "user of etcd's own lock pays per pair (a process and a session each). W2: 4 threads sharing one "
+              "user of etcd's own lock pays per pair (a process and a session each). python3-etcd3's `Lock` "
+              "(`bench/peers/etcd3_bench.py`, python-etcd3 0.12, `ttl=10`) keeps its own single key, "
+              "`/locks/<name>`, put under a new lease if it does not exist and deleted if its value is "
+              "unchanged (three round trips a pair: the lease's grant and two transactions; the lease is left "
+              "to expire), so it shares no lock with dlock or etcdctl: its row is a cost comparison only. "
+              "W2: 4 threads sharing one "
               "client. W3: 4 processes on one `Mutex`, critical section = a counter in a file. **etcd CPU per "
               "pair**: the member's CPU time (utime + stime from `/proc/PID/stat`) over a client's W1 run, over "
               "its pairs (for etcdctl, its session's grant and revoke are part of each pair).\n")
@@ -374,14 +387,21 @@ def etcd_section(md, run):
     rows = [("dlock", "w1_dlock_pairs_per_s", "w1_dlock_p50_us", "dlock"),
             ("gRPC loop (limit)", "w1_limit_pairs_per_s", "w1_limit_p50_us", "limit"),
             ("etcdctl lock, a process per pair", "w1_etcdctl_pairs_per_s", None, "etcdctl")]
+    if any("w1_etcd3_pairs_per_s" in runs[l] for l in loads):
+        rows.append(("python-etcd3 lock (own layout, not shared)", "w1_etcd3_pairs_per_s", "w1_etcd3_p50_us",
+                     "etcd3"))
     for name, rate, p50, key in rows:
         cells = ""
         for l in loads:
             e = runs[l]
+            if rate not in e:  # a peer that did not run under this load
+                cells += " | | |" + (" |" if cpu else "")
+                continue
             cells += (f" {e[rate]:,.0f} | {e[p50]:,.0f} µs |" if p50 else f" {e[rate]:,.0f} | |") + \
                 f" {e[rate] / e['w1_limit_pairs_per_s']:.2f}× |"
             if cpu:
-                cells += f" {e[f'w1_{key}_server_cpu_us_per_pair']:,.0f} µs |"
+                c = e.get(f"w1_{key}_server_cpu_us_per_pair")
+                cells += f" {c:,.0f} µs |" if c is not None else " |"
         md.append(f"| {name} |{cells}")
     md.append("")
     md.append("| W2 / W3 |" + "".join(f" {l} |" for l in loads))
