@@ -85,7 +85,13 @@ std::string lease_hex(std::int64_t lease) {
 }
 
 EtcdBackend::EtcdBackend(asio::io_context& io, EtcdBackendConfig config)
-    : io_(io), config_(std::move(config)), deadline_(io), lease_retry_(io), watch_retry_(io), orphan_retry_(io) {}
+    : io_(io),
+      config_(std::move(config)),
+      deadline_(io),
+      lease_retry_(io),
+      watch_retry_(io),
+      orphan_retry_(io),
+      hold_watch_timer_(io) {}
 
 EtcdBackend::~EtcdBackend() {
   if (!closed_) close();
@@ -133,6 +139,7 @@ void EtcdBackend::close() {
   lease_retry_.cancel();
   watch_retry_.cancel();
   orphan_retry_.cancel();
+  hold_watch_timer_.cancel();
   if (start_done_) finish_start(cancelled());
   if (keeper_) keeper_->stop();
   watches_.reset();  // waits for the stream's end
@@ -253,7 +260,7 @@ void EtcdBackend::on_line(std::uint64_t id, AcquireDone done, Result<EtcdRpc::Li
   drop_watches(a);
   // The key stays until the acquire ends: its abandon removes it.
   if (st.disagrees) return done(detail::disagreeing(a.name, a.permits, *st.disagrees));
-  if (st.granted) return grant(id, line->revision, std::move(done));
+  if (st.granted) return grant(id, std::move(done));
   // Watched from now on, not from the revision read: etcd serves a watch
   // from a past revision only on its next catch-up pass, every 100 ms.
   // What changed in between is found once the watches are in place.
@@ -311,7 +318,7 @@ void EtcdBackend::wake(std::uint64_t id) {
   if (events_.released) events_.released({a->second.name, id});
 }
 
-void EtcdBackend::grant(std::uint64_t id, std::int64_t revision, AcquireDone done) {
+void EtcdBackend::grant(std::uint64_t id, AcquireDone done) {
   auto it = attempts_.find(id);
   Attempt a = std::move(it->second);
   attempts_.erase(it);
@@ -319,8 +326,8 @@ void EtcdBackend::grant(std::uint64_t id, std::int64_t revision, AcquireDone don
   Held h{a.key, a.name, a.owner, a.lease, a.revision};
   h.shared = a.mode == detail::LockMode::shared;
   // Its key's deletion (an operator, the lease's end) is its loss.
-  h.watch = watch_key(a.key, revision + 1, {WatchFor::Kind::hold, a.grant, {}});
   held_[a.grant] = std::move(h);
+  watch_hold_soon(a.grant);
   arm_deadline();
   AcquireOutcome out;
   out.kind = AcquireOutcome::Kind::granted;
@@ -511,6 +518,23 @@ std::int64_t EtcdBackend::watch_key(const std::string& key, std::int64_t from, W
   if (!watches_->add(id, key, range_end, from, deletes_only)) return 0;
   watching_.emplace(id, std::move(what));
   return id;
+}
+
+// A hold's key is watched once it has been held kHoldWatchDelay (from its
+// create revision on, so a delete meanwhile is still told): most holds
+// end before, and cost the server no watch at all.
+void EtcdBackend::watch_hold_soon(std::uint64_t grant) {
+  unwatched_.push_back(grant);
+  if (unwatched_.size() > 1) return;  // the timer is armed
+  hold_watch_timer_.expires_after(kHoldWatchDelay);
+  hold_watch_timer_.async_wait([this](const boost::system::error_code& ec) {
+    if (ec || closed_) return;
+    for (std::uint64_t g : std::exchange(unwatched_, {})) {
+      auto it = held_.find(g);
+      if (it == held_.end() || it->second.releasing || it->second.watch != 0) continue;
+      it->second.watch = watch_key(it->second.key, it->second.revision + 1, {WatchFor::Kind::hold, g, {}});
+    }
+  });
 }
 
 void EtcdBackend::drop_watch(std::int64_t& id) {

@@ -117,13 +117,13 @@ std::optional<Result<AcquireOutcome>> EtcdBackend::fast_outcome(const AcquireCal
     });
     return Result<AcquireOutcome>(busy(detail::WaitHint::watched()));
   }
-  return fast_grant(call, std::move(a), line->revision);
+  return fast_grant(call, std::move(a));
 }
 
 // Granted on the caller's thread: the hold (and the watch of its key) is
 // the I/O thread's from the next turn of its loop; a release claimed before
 // then finds the key here.
-Result<AcquireOutcome> EtcdBackend::fast_grant(const AcquireCall& call, Attempt a, std::int64_t revision) {
+Result<AcquireOutcome> EtcdBackend::fast_grant(const AcquireCall& call, Attempt a) {
   {
     std::lock_guard lk(fast_mu_);
     fast_keys_[call.grant] = {a.key, a.revision};
@@ -133,15 +133,15 @@ Result<AcquireOutcome> EtcdBackend::fast_grant(const AcquireCall& call, Attempt 
   out.fence = static_cast<std::uint64_t>(a.revision);
   out.depth = 1;
   out.valid_until = Clock::time_point(Clock::duration(until_now_.load()));
-  loop([this, grant = call.grant, revision, a = std::move(a)] {
+  loop([this, grant = call.grant, a = std::move(a)] {
     if (a.lease != lease_) {  // its lease ended meanwhile: so did the hold
       if (events_.lost) events_.lost({{a.name, a.owner, grant}}, LossReason::expired);
       return;
     }
     Held h{a.key, a.name, a.owner, a.lease, a.revision};
     h.shared = a.mode == detail::LockMode::shared;
-    h.watch = watch_key(a.key, revision + 1, {WatchFor::Kind::hold, grant, {}});
     held_[grant] = std::move(h);
+    watch_hold_soon(grant);
     arm_deadline();
   });
   return Result<AcquireOutcome>(out);

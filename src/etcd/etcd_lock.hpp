@@ -165,7 +165,7 @@ class EtcdBackend final : public detail::Backend {
   void confirm_watch(std::uint64_t id, std::int64_t started_at);
   void wake(std::uint64_t id);
   void on_line(std::uint64_t id, AcquireDone done, Result<EtcdRpc::Line> line);
-  void grant(std::uint64_t id, std::int64_t revision, AcquireDone done);
+  void grant(std::uint64_t id, AcquireDone done);
   // Deletes a key of this client: retried until it is gone or its lease is.
   void remove_key(Orphan o, StatusDone done);
   // Watches a deleted key for a stray put from `from` on (at most
@@ -183,6 +183,8 @@ class EtcdBackend final : public detail::Backend {
   std::int64_t watch_key(const std::string& key, std::int64_t from, WatchFor what, const std::string& range_end = {},
                          bool deletes_only = true);
   void drop_watch(std::int64_t& id);
+  void watch_hold_soon(std::uint64_t grant);
+  static constexpr milliseconds kHoldWatchDelay{50};
   // `again`: after a reopened stream or a cancelled watch: the observers
   // are told once the watch is in place (a change may have been missed).
   void arm_observer(const std::string& name, bool again);
@@ -202,7 +204,7 @@ class EtcdBackend final : public detail::Backend {
   // <lease>__<attempt>: a name no key of the I/O thread's ever takes.
   std::string fast_key(const Attempt& a, std::uint64_t id) const;
   std::optional<Result<AcquireOutcome>> fast_outcome(const AcquireCall& call, Attempt a, Result<EtcdRpc::Line> line);
-  Result<AcquireOutcome> fast_grant(const AcquireCall& call, Attempt a, std::int64_t revision);
+  Result<AcquireOutcome> fast_grant(const AcquireCall& call, Attempt a);
   struct FastKey {
     std::string key;
     std::int64_t revision = 0;
@@ -225,7 +227,8 @@ class EtcdBackend final : public detail::Backend {
   std::unique_ptr<LeaseKeeper> keeper_;
   std::unique_ptr<EtcdRpc::Watches> watches_;
   StatusDone start_done_;
-  asio::steady_timer deadline_, lease_retry_, watch_retry_, orphan_retry_;
+  asio::steady_timer deadline_, lease_retry_, watch_retry_, orphan_retry_, hold_watch_timer_;
+  std::vector<std::uint64_t> unwatched_;  // holds whose key is watched at the timer
   bool closed_ = false;
   std::int64_t lease_ = 0;  // 0: none yet (asked for)
   bool lease_asked_ = false;
