@@ -352,7 +352,7 @@ std::string fault_label(const FaultWindow& w) {
 
 bool explains_overlap(const std::string& kind) {
   return kind == "pause" || kind == "failpoint-pause" || kind == "late-reply" || kind == "server-clock" ||
-         kind == "restart" || kind == "failover";
+         kind == "restart" || kind == "failover" || kind == "operator-delete";
 }
 
 Findings analyze(const std::vector<Event>& events, const RunInfo& info) {
