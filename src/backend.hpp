@@ -150,6 +150,23 @@ struct AcquireOutcome {
   // Backends without renewal, on a grant: how long the session vouches for
   // it (the proof of this very reply, newer than any alive_until pushed).
   std::optional<std::chrono::steady_clock::time_point> valid_until;
+
+  // A new grant (depth 1) with its fence, and what the session vouches for.
+  static AcquireOutcome granted_now(std::uint64_t fence,
+                                    std::optional<std::chrono::steady_clock::time_point> until = std::nullopt) {
+    AcquireOutcome out;
+    out.kind = Kind::granted;
+    out.fence = fence;
+    out.depth = 1;
+    out.valid_until = until;
+    return out;
+  }
+  static AcquireOutcome busy_with(WaitHint h) {
+    AcquireOutcome out;
+    out.kind = Kind::busy;
+    out.hint = h;
+    return out;
+  }
 };
 
 struct ReleaseCall {

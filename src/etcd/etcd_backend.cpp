@@ -64,13 +64,6 @@ std::vector<detail::QueueNode> entries_of(const std::vector<KeyValue>& keys, con
   return line;
 }
 
-AcquireOutcome busy(detail::WaitHint hint) {
-  AcquireOutcome out;
-  out.kind = AcquireOutcome::Kind::busy;
-  out.hint = hint;
-  return out;
-}
-
 // A write with no answer may have been made: the next attempt finds its key
 // by name, so for the acquire it is a retry.
 Status attempt_failed(Status s) {
@@ -163,9 +156,9 @@ std::string EtcdBackend::key_for(const AcquireCall& call) const {
   return key;
 }
 
-std::string EtcdBackend::unique_key(const Attempt& a, std::uint64_t id) const {
+std::string EtcdBackend::unique_key(const Attempt& a, std::uint64_t id, const char* mark) const {
   char buf[24];
-  std::snprintf(buf, sizeof buf, "_%llx", static_cast<unsigned long long>(id));
+  std::snprintf(buf, sizeof buf, "%s%llx", mark, static_cast<unsigned long long>(id));
   std::string key = line_of(a.name) + lease_hex(a.lease) + buf;
   if (a.mode == detail::LockMode::shared) key += "-" + detail::kind_word(a.mode, a.permits);
   return key;
@@ -250,13 +243,14 @@ void EtcdBackend::on_line(std::uint64_t id, AcquireDone done, Result<EtcdRpc::Li
     a.renamed = true;
     a.sent = false;
     a.puts = 0;
-    return done(busy(detail::WaitHint::retry(milliseconds(0))));
+    return done(AcquireOutcome::busy_with(detail::WaitHint::retry(milliseconds(0))));
   }
   a.revision = line->mine.create_revision;
   const std::string prefix = line_of(a.name);
   const auto entries = entries_of(line->keys, prefix);
   const detail::Standing st = detail::standing_of(entries, a.key);
-  if (!st.present) return done(busy(detail::WaitHint::retry(milliseconds(0))));  // gone meanwhile: look again
+  if (!st.present)
+    return done(AcquireOutcome::busy_with(detail::WaitHint::retry(milliseconds(0))));  // gone meanwhile: look again
   drop_watches(a);
   // The key stays until the acquire ends: its abandon removes it.
   if (st.disagrees) return done(detail::disagreeing(a.name, a.permits, *st.disagrees));
@@ -285,8 +279,8 @@ void EtcdBackend::on_line(std::uint64_t id, AcquireDone done, Result<EtcdRpc::Li
   }
   a.unconfirmed = a.watches.size();
   for (std::int64_t w : a.watches)
-    if (w == 0) return done(busy(detail::WaitHint::retry(kPollWithoutWatch)));
-  done(busy(detail::WaitHint::watched()));
+    if (w == 0) return done(AcquireOutcome::busy_with(detail::WaitHint::retry(kPollWithoutWatch)));
+  done(AcquireOutcome::busy_with(detail::WaitHint::watched()));
 }
 
 void EtcdBackend::confirm_watch(std::uint64_t id, std::int64_t started_at) {
@@ -323,18 +317,17 @@ void EtcdBackend::grant(std::uint64_t id, AcquireDone done) {
   Attempt a = std::move(it->second);
   attempts_.erase(it);
   drop_watches(a);
+  keep_hold(a.grant, a);
+  // Valid for what the leader's last keep-alive answer vouches for.
+  done(AcquireOutcome::granted_now(static_cast<std::uint64_t>(a.revision), until_));
+}
+
+void EtcdBackend::keep_hold(std::uint64_t grant, const Attempt& a) {
   Held h{a.key, a.name, a.owner, a.lease, a.revision};
   h.shared = a.mode == detail::LockMode::shared;
-  // Its key's deletion (an operator, the lease's end) is its loss.
-  held_[a.grant] = std::move(h);
-  watch_hold_soon(a.grant);
+  held_[grant] = std::move(h);
+  watch_hold_soon(grant);  // its key's deletion (an operator, the lease's end) is its loss
   arm_deadline();
-  AcquireOutcome out;
-  out.kind = AcquireOutcome::Kind::granted;
-  out.fence = static_cast<std::uint64_t>(a.revision);
-  out.depth = 1;
-  out.valid_until = until_;  // what the leader's last keep-alive answer vouches for
-  done(out);
 }
 
 void EtcdBackend::release(const ReleaseCall& call, std::function<void(Result<ReleaseOutcome>)> done) {
@@ -376,6 +369,7 @@ void EtcdBackend::abandon(const AbandonCall& call, StatusDone done) {
   if (auto it = held_.find(call.grant); it != held_.end()) {  // a grant undone (it came too late)
     Held h = std::move(it->second);
     held_.erase(it);
+    forget_fast(call.grant);
     drop_watch(h.watch);
     return remove_key({h.key, h.revision, false}, std::move(done));
   }
@@ -656,6 +650,7 @@ void EtcdBackend::hold_lost(std::uint64_t grant) {
   if (h == held_.end()) return;
   Held gone = std::move(h->second);
   held_.erase(h);
+  forget_fast(grant);
   drop_watch(gone.watch);
   log(LogLevel::warning,
       "etcd: the lock key " + gone.key + " was deleted while held (by an operator, a tool, or its lease's end)");

@@ -5,7 +5,6 @@
 // handed to it without waiting; a busy answer hands over the place in line.
 // A fast key is always named <lease>_<attempt>: it never shares a name with
 // a key the I/O thread may be putting or deleting meanwhile.
-#include <cstdio>
 
 #include "core/lock_line.hpp"
 #include "core/queue_line.hpp"
@@ -26,20 +25,20 @@ auto EtcdBackend::with_fast(F f) -> std::optional<decltype(f())> {
   return out;
 }
 
+void EtcdBackend::forget_fast(std::optional<std::uint64_t> grant) {
+  std::lock_guard lk(fast_mu_);
+  if (grant)
+    fast_keys_.erase(*grant);
+  else
+    fast_keys_.clear();
+}
+
 void EtcdBackend::close_fast() {
   std::unique_lock lk(fast_mu_);
   fast_closed_ = true;
   // A caller's call is bounded by its deadline; rpc_ outlives it.
   fast_cv_.wait(lk, [this] { return fast_busy_ == 0; });
   fast_keys_.clear();
-}
-
-std::string EtcdBackend::fast_key(const Attempt& a, std::uint64_t id) const {
-  char buf[24];
-  std::snprintf(buf, sizeof buf, "__%llx", static_cast<unsigned long long>(id));
-  std::string key = line_of(a.name) + lease_hex(a.lease) + buf;
-  if (a.mode == detail::LockMode::shared) key += "-" + detail::kind_word(a.mode, a.permits);
-  return key;
 }
 
 std::optional<Result<AcquireOutcome>> EtcdBackend::acquire_now(const AcquireCall& call) {
@@ -55,7 +54,7 @@ std::optional<Result<AcquireOutcome>> EtcdBackend::acquire_now(const AcquireCall
     a.mode = call.mode;
     a.permits = call.mode == detail::LockMode::shared ? call.permits : 0;
     a.grant = call.grant;
-    a.key = fast_key(a, call.attempt);
+    a.key = unique_key(a, call.attempt, "__");
     a.sent = true;
     a.puts = 1;
     const auto deadline = std::min({by(), call.deadline, Clock::now() + kAttemptPatience});
@@ -88,34 +87,32 @@ std::optional<Result<AcquireOutcome>> EtcdBackend::fast_outcome(const AcquireCal
   a.revision = line->mine.create_revision;
   const auto entries = entries_of(line->keys, line_of(a.name));
   const detail::Standing st = detail::standing_of(entries, a.key);
-  if (!line->created || line->mine.lease != a.lease || !st.present) {
+  auto drop_key = [&] {
     loop([this, key = a.key, rev = a.revision, lease = a.lease] {
       if (lease == lease_) remove_key({key, rev, false}, [](Status) {});
     });
+  };
+  if (!line->created || line->mine.lease != a.lease || !st.present) {
+    drop_key();
     return std::nullopt;  // the I/O thread takes it from here
   }
   if (st.disagrees) {
-    loop([this, key = a.key, rev = a.revision, lease = a.lease] {
-      if (lease == lease_) remove_key({key, rev, false}, [](Status) {});
-    });
+    drop_key();
     return Result<AcquireOutcome>(detail::disagreeing(a.name, a.permits, *st.disagrees));
   }
   if (!st.granted) {
     // A wait keeps the place: the I/O thread's acquire under this attempt
     // goes on from this line (its watches, then a look for what changed
     // since it was read).
-    const bool keep = call.keep_place;
-    if (keep) a.line = std::move(*line);
-    loop([this, id = call.attempt, keep, a = std::move(a)]() mutable {
-      if (a.lease != lease_) return;
-      if (keep) {
-        a.grant = 0;
-        attempts_.emplace(id, std::move(a));
-      } else {
-        remove_key({a.key, a.revision, false}, [](Status) {});
-      }
-    });
-    return Result<AcquireOutcome>(busy(detail::WaitHint::watched()));
+    if (!call.keep_place) {
+      drop_key();
+    } else {
+      a.line = std::move(*line);
+      loop([this, id = call.attempt, a = std::move(a)]() mutable {
+        if (a.lease == lease_) attempts_.emplace(id, std::move(a));
+      });
+    }
+    return Result<AcquireOutcome>(AcquireOutcome::busy_with(detail::WaitHint::watched()));
   }
   return fast_grant(call, std::move(a));
 }
@@ -128,21 +125,15 @@ Result<AcquireOutcome> EtcdBackend::fast_grant(const AcquireCall& call, Attempt 
     std::lock_guard lk(fast_mu_);
     fast_keys_[call.grant] = {a.key, a.revision};
   }
-  AcquireOutcome out;
-  out.kind = AcquireOutcome::Kind::granted;
-  out.fence = static_cast<std::uint64_t>(a.revision);
-  out.depth = 1;
-  out.valid_until = Clock::time_point(Clock::duration(until_now_.load()));
+  auto out = AcquireOutcome::granted_now(static_cast<std::uint64_t>(a.revision),
+                                         Clock::time_point(Clock::duration(until_now_.load())));
   loop([this, grant = call.grant, a = std::move(a)] {
     if (a.lease != lease_) {  // its lease ended meanwhile: so did the hold
+      forget_fast(grant);
       if (events_.lost) events_.lost({{a.name, a.owner, grant}}, LossReason::expired);
       return;
     }
-    Held h{a.key, a.name, a.owner, a.lease, a.revision};
-    h.shared = a.mode == detail::LockMode::shared;
-    held_[grant] = std::move(h);
-    watch_hold_soon(grant);
-    arm_deadline();
+    keep_hold(grant, a);
   });
   return Result<AcquireOutcome>(out);
 }
@@ -173,7 +164,13 @@ std::optional<Result<ReleaseOutcome>> EtcdBackend::release_now(const ReleaseCall
       drop_watch(it->second.watch);
       remove_key({k.key, k.revision, false}, [](Status) {});
     });
-    if (!erased.ok()) return Result<ReleaseOutcome>(erased.status());
+    if (!erased.ok()) {
+      // The caller may ask again (the client repeats an unknown release on
+      // the next member): the key stays this grant's until answered.
+      std::lock_guard lk(fast_mu_);
+      fast_keys_.emplace(call.grant, std::move(k));
+      return Result<ReleaseOutcome>(erased.status());
+    }
     return Result<ReleaseOutcome>(
         ReleaseOutcome{erased->deleted ? ReleaseOutcome::Kind::released : ReleaseOutcome::Kind::not_held, 0});
   });

@@ -92,6 +92,7 @@ void EtcdBackend::lease_ended(LossReason reason, const std::string& why) {
   for (auto& [id, a] : attempts_) drop_watches(a);
   for (auto& [key, watch] : guarded_) drop_watch(watch);
   held_.clear();
+  forget_fast(std::nullopt);
   attempts_.clear();
   guarded_.clear();
   orphans_.clear();  // their keys go with the lease

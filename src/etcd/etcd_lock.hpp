@@ -50,7 +50,6 @@ std::string lease_hex(std::int64_t lease);
 // The line's entries: the keys right under it (a lock "a/b" lives under
 // "a/" too, and is another lock), oldest first.
 std::vector<detail::QueueNode> entries_of(const std::vector<KeyValue>& keys, const std::string& prefix);
-AcquireOutcome busy(detail::WaitHint hint);
 // A write with no answer may have been made: the next attempt finds its key
 // by name, so for the acquire it is a retry.
 Status attempt_failed(Status s);
@@ -154,8 +153,10 @@ class EtcdBackend final : public detail::Backend {
   // ---- the line (etcd_backend.cpp) ----
   std::string line_of(const std::string& name) const { return config_.prefix + name + "/"; }
   std::string key_for(const AcquireCall& call) const;
-  // The attempt's own name: <lease>_<attempt>[-kind], never shared.
-  std::string unique_key(const Attempt& a, std::uint64_t id) const;
+  // The attempt's own name: <lease><mark><attempt>[-kind], never shared;
+  // mark "_" on the I/O thread, "__" on the fast path (names neither side
+  // takes from the other).
+  std::string unique_key(const Attempt& a, std::uint64_t id, const char* mark = "_") const;
   // A name no attempt, hold, pending delete or guard of this client uses.
   bool name_in_use(const std::string& key) const;
   void drop_watches(Attempt& a);
@@ -166,6 +167,8 @@ class EtcdBackend final : public detail::Backend {
   void wake(std::uint64_t id);
   void on_line(std::uint64_t id, AcquireDone done, Result<EtcdRpc::Line> line);
   void grant(std::uint64_t id, AcquireDone done);
+  // A grant's hold: its key watched soon, the lease's deadline armed.
+  void keep_hold(std::uint64_t grant, const Attempt& a);
   // Deletes a key of this client: retried until it is gone or its lease is.
   void remove_key(Orphan o, StatusDone done);
   // Watches a deleted key for a stray put from `from` on (at most
@@ -201,8 +204,9 @@ class EtcdBackend final : public detail::Backend {
   template <class F>
   auto with_fast(F f) -> std::optional<decltype(f())>;
   void close_fast();
-  // <lease>__<attempt>: a name no key of the I/O thread's ever takes.
-  std::string fast_key(const Attempt& a, std::uint64_t id) const;
+  // A grant's fast key (every one: nullopt) no longer to be released there:
+  // the hold was lost or undone.
+  void forget_fast(std::optional<std::uint64_t> grant);
   std::optional<Result<AcquireOutcome>> fast_outcome(const AcquireCall& call, Attempt a, Result<EtcdRpc::Line> line);
   Result<AcquireOutcome> fast_grant(const AcquireCall& call, Attempt a);
   struct FastKey {

@@ -451,8 +451,7 @@ Result<EtcdRpc::Line> EtcdRpc::join_line_now(const std::string& key, std::string
                                              const std::string& line, Clock::time_point by) {
   const auto req = join_line_request(key, std::move(value), lease, line);
   pb::TxnResponse resp;
-  const Status s = impl_->invoke([&](grpc::ClientContext& ctx) { return impl_->kv->Txn(&ctx, *req, &resp); }, by, true);
-  if (!s.ok()) return s;
+  if (Status s = impl_->txn_now(*req, resp, by); !s.ok()) return s;
   return line_of_response(resp);
 }
 
@@ -483,8 +482,7 @@ Result<EtcdRpc::Erased> EtcdRpc::erase_created_now(std::string key, std::int64_t
                                                    Clock::time_point by) {
   const auto req = erase_request(std::move(key), create_revision);
   pb::TxnResponse resp;
-  const Status s = impl_->invoke([&](grpc::ClientContext& ctx) { return impl_->kv->Txn(&ctx, *req, &resp); }, by, true);
-  if (!s.ok()) return s;
+  if (Status s = impl_->txn_now(*req, resp, by); !s.ok()) return s;
   return erased_of(resp);
 }
 

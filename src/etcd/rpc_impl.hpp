@@ -88,6 +88,11 @@ struct EtcdRpc::Impl {
           });
   }
 
+  // A transaction on the caller's thread (the fast path), bounded by `by`.
+  Status txn_now(const pb::TxnRequest& req, pb::TxnResponse& resp, Clock::time_point by) {
+    return invoke([&](grpc::ClientContext& ctx) { return kv->Txn(&ctx, req, &resp); }, by, true);
+  }
+
   // What invoke_async starts for a transaction.
   auto txn_start() {
     return [this](grpc::ClientContext* c, const pb::TxnRequest* q, pb::TxnResponse* r,

@@ -341,8 +341,9 @@ void ZkBackend::watch_ahead(std::uint64_t id, const Standing& st, std::int64_t p
           if (r.rc != ZOK && r.rc != ZNONODE) return done(rc_status(r.rc, "watch the lock queue"));
           if (r.rc == ZOK) child_watchers_[parent].insert(id);
           // Changed since the listing: look again at once.
-          if (r.rc != ZOK || r.stat.pzxid != pzxid) return done(busy(detail::WaitHint::retry(milliseconds(0))));
-          done(busy(detail::WaitHint::watched()));
+          if (r.rc != ZOK || r.stat.pzxid != pzxid)
+            return done(AcquireOutcome::busy_with(detail::WaitHint::retry(milliseconds(0))));
+          done(AcquireOutcome::busy_with(detail::WaitHint::watched()));
         },
         ZkSession::Delivery::loop, true);
     return;
@@ -370,9 +371,10 @@ void ZkBackend::watch_ahead(std::uint64_t id, const Standing& st, std::int64_t p
       if (--w->left > 0) return;
       if (closed_) return w->done(cancelled());
       if (!attempts_.count(id)) return w->done(session_gone());
-      if (w->gone) return w->done(busy(detail::WaitHint::retry(milliseconds(0))));  // one went: look again
+      if (w->gone)
+        return w->done(AcquireOutcome::busy_with(detail::WaitHint::retry(milliseconds(0))));  // one went: look again
       if (!w->error.ok()) return w->done(w->error);
-      w->done(busy(detail::WaitHint::watched()));
+      w->done(AcquireOutcome::busy_with(detail::WaitHint::watched()));
     });
   }
 }
@@ -386,19 +388,8 @@ void ZkBackend::grant(std::uint64_t id, AcquireDone done) {
   if (!held_.add(a.grant, std::move(held))) return done(session_gone());
   watch_soon(a.node);
   arm_deadline();
-  AcquireOutcome out;
-  out.kind = AcquireOutcome::Kind::granted;
-  out.fence = static_cast<std::uint64_t>(a.czxid);
-  out.depth = 1;
-  out.valid_until = until_;  // what the leader vouches for, never a follower's reply
-  done(out);
-}
-
-AcquireOutcome ZkBackend::busy(detail::WaitHint hint) {
-  AcquireOutcome out;
-  out.kind = AcquireOutcome::Kind::busy;
-  out.hint = hint;
-  return out;
+  // Valid for what the leader vouches for, never a follower's reply.
+  done(AcquireOutcome::granted_now(static_cast<std::uint64_t>(a.czxid), until_));
 }
 
 Status ZkBackend::session_gone() {

@@ -57,7 +57,7 @@ std::optional<Result<AcquireOutcome>> ZkBackend::acquire_now(const AcquireCall& 
       drop_later({"", "", c.path});
     else
       keep_place(call, guid, parent, c, permits);
-    return Result<AcquireOutcome>(busy(detail::WaitHint::watched()));
+    return Result<AcquireOutcome>(AcquireOutcome::busy_with(detail::WaitHint::watched()));
   }
   // Refused if the session ended meanwhile (its nodes went with it): held
   // nodes are tagged with their session, so the next one cannot keep this
@@ -68,12 +68,8 @@ std::optional<Result<AcquireOutcome>> ZkBackend::acquire_now(const AcquireCall& 
   // Neither wakes the I/O thread unless a timer must be armed.
   watch_soon(c.path);
   deadline_for_grant();
-  AcquireOutcome out;
-  out.kind = AcquireOutcome::Kind::granted;
-  out.fence = static_cast<std::uint64_t>(c.stat.czxid);
-  out.depth = 1;
-  out.valid_until = vouched();  // what the leader vouches for, never a follower's reply
-  return Result<AcquireOutcome>(out);
+  // Valid for what the leader vouches for, never a follower's reply.
+  return Result<AcquireOutcome>(AcquireOutcome::granted_now(static_cast<std::uint64_t>(c.stat.czxid), vouched()));
 }
 
 std::optional<Result<ReleaseOutcome>> ZkBackend::release_now(const ReleaseCall& call) {

@@ -240,8 +240,6 @@ class ZkBackend final : public detail::Backend {
 
   void grant(std::uint64_t id, AcquireDone done);
 
-  static AcquireOutcome busy(detail::WaitHint hint);
-
   // Refusals before any node is made (ok: none): the owner holds the lock
   // in the other mode.
   Status refuse(const AcquireCall& call) const;
