@@ -257,6 +257,20 @@ def sql_section(md, run):
     return lines
 
 
+def w2_w3_table(md, runs, loads):
+    """The W2 and W3 rows of a backend's section (ZooKeeper, etcd), a column per load."""
+    md.append("| W2 / W3 |" + "".join(f" {l} |" for l in loads))
+    md.append("|---|" + "---|" * len(loads))
+    for name, fmt_ in (("W2 pairs/s (4 threads, one client)", lambda z: f"{z['w2_pairs_per_s']:,.0f}"),
+                       ("W3 critical sections/s", lambda z: f"{z['w3_cs_per_s']:,.0f}"),
+                       ("W3 hand-off p50 / p99", lambda z: f"{z['w3_handoff_p50_us']:,.0f} / "
+                                                          f"{z['w3_handoff_p99_us']:,.0f} µs"),
+                       ("W3 same-holder fraction", lambda z: f"{z['w3_same_holder']:.2f}"),
+                       ("W3 wake-ups per hand-off", lambda z: f"{z['w3_wakeups_per_handoff']:.2f}"),
+                       ("W3 lost updates", lambda z: f"{z['w3_lost']}")):
+        md.append(f"| {name} |" + "".join(f" {fmt_(runs[l])} |" for l in loads))
+
+
 def zk_section(md, run):
     """The ZooKeeper backend beside its limit (dlock-zk-bench) and kazoo,
     idle and with one busy loop per core (zookeeper-busy.json,
@@ -304,16 +318,7 @@ def zk_section(md, run):
             cells += f" {k:,.0f} | {kp:,.0f} µs | {ratio(k, l):.2f}× |"
         md.append(f"| python3-kazoo `Lock` (defaults) |{cells}")
     md.append("")
-    md.append("| W2 / W3 |" + "".join(f" {l} |" for l in loads))
-    md.append("|---|" + "---|" * len(loads))
-    for name, fmt_ in (("W2 pairs/s (4 threads, one client)", lambda z: f"{z['w2_pairs_per_s']:,.0f}"),
-                       ("W3 critical sections/s", lambda z: f"{z['w3_cs_per_s']:,.0f}"),
-                       ("W3 hand-off p50 / p99", lambda z: f"{z['w3_handoff_p50_us']:,.0f} / "
-                                                          f"{z['w3_handoff_p99_us']:,.0f} µs"),
-                       ("W3 same-holder fraction", lambda z: f"{z['w3_same_holder']:.2f}"),
-                       ("W3 wake-ups per hand-off", lambda z: f"{z['w3_wakeups_per_handoff']:.2f}"),
-                       ("W3 lost updates", lambda z: f"{z['w3_lost']}")):
-        md.append(f"| {name} |" + "".join(f" {fmt_(runs[l])} |" for l in loads))
+    w2_w3_table(md, runs, loads)
     md.append("")
     lines = []
     for l in loads:
@@ -404,16 +409,7 @@ def etcd_section(md, run):
                 cells += f" {c:,.0f} µs |" if c is not None else " |"
         md.append(f"| {name} |{cells}")
     md.append("")
-    md.append("| W2 / W3 |" + "".join(f" {l} |" for l in loads))
-    md.append("|---|" + "---|" * len(loads))
-    for name, fmt_ in (("W2 pairs/s (4 threads, one client)", lambda e: f"{e['w2_pairs_per_s']:,.0f}"),
-                       ("W3 critical sections/s", lambda e: f"{e['w3_cs_per_s']:,.0f}"),
-                       ("W3 hand-off p50 / p99", lambda e: f"{e['w3_handoff_p50_us']:,.0f} / "
-                                                          f"{e['w3_handoff_p99_us']:,.0f} µs"),
-                       ("W3 same-holder fraction", lambda e: f"{e['w3_same_holder']:.2f}"),
-                       ("W3 wake-ups per hand-off", lambda e: f"{e['w3_wakeups_per_handoff']:.2f}"),
-                       ("W3 lost updates", lambda e: f"{e['w3_lost']}")):
-        md.append(f"| {name} |" + "".join(f" {fmt_(runs[l])} |" for l in loads))
+    w2_w3_table(md, runs, loads)
     md.append("")
     e = runs["idle"]
     etcd_w4_table(md, e)

@@ -37,6 +37,21 @@ void idle_to_end(RunCtx& c) {
 
 std::string holder_or_nobody(RunCtx& c, int w) { return w >= 0 ? c.name(w) : std::string("nobody"); }
 
+int holder_of_server0(RunCtx& c) {
+  int w = -1;
+  const std::int64_t give_up = mono_ns() + 2 * c.ttl_ms() * 1'000'000;
+  for (std::int64_t from = mono_ns(); c.running() && w < 0;) {
+    const int h = c.holder_granted_after(from, give_up);
+    if (h < 0) break;
+    if (h % 2 == 1)
+      w = h;
+    else
+      from = c.slots->at(h).since_ns.load();  // wait for the next grant
+  }
+  if (w < 0 && c.running()) w = c.find_worker(Phase::holding, ms(200));
+  return w;
+}
+
 std::string node_label(RunCtx& c, int i) { return c.node_count() == 1 ? "server" : "node" + std::to_string(i); }
 
 void restart_node(RunCtx& c, int i, ms down, const std::string& context) {

@@ -38,6 +38,11 @@ Scenario& add(std::vector<Scenario>& v, std::string name, std::string summary, s
 void idle_to_end(RunCtx& c);
 // Worker w's name, or "nobody" for w < 0 (no holder found).
 std::string holder_or_nobody(RunCtx& c, int w);
+// A fresh holder among the odd workers (with Scenario::peer_proxies, the
+// clients of server 0 only), waited for up to two leases; then whoever
+// holds (the cut is a fault all the same: a run with holders of the other
+// servers only made none at all); -1 if nobody does.
+int holder_of_server0(RunCtx& c);
 // "server" for a single lock server; "node<i>" in a Redlock set.
 std::string node_label(RunCtx& c, int i);
 // SIGKILLs lock node i and starts it again after `down` (0: at once), with

@@ -190,20 +190,7 @@ void zk_follower_partition(RunCtx& c) {
   while (c.running()) {
     auto& zk = *c.zookeeper();
     const int leader = zk.leader();
-    // A fresh holder among the odd workers (clients of server 0 only), for
-    // up to two leases; then whoever holds (the cut is a fault all the
-    // same: a run with holders of servers 1-2 only made none at all).
-    int w = -1;
-    const std::int64_t give_up = mono_ns() + 2 * c.ttl_ms() * 1'000'000;
-    for (std::int64_t from = mono_ns(); c.running() && w < 0;) {
-      const int h = c.holder_granted_after(from, give_up);
-      if (h < 0) break;
-      if (h % 2 == 1)
-        w = h;
-      else
-        from = c.slots->at(h).since_ns.load();  // wait for the next grant
-    }
-    if (w < 0 && c.running()) w = c.find_worker(Phase::holding, ms(200));
+    const int w = holder_of_server0(c);
     if (leader < 0 || w < 0) {  // no leader known yet (an election), or nobody holds
       c.idle(ms(200));
       continue;

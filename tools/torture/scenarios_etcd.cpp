@@ -91,17 +91,7 @@ void etcd_member_cut(RunCtx& c) {
   c.idle(ms(1000));
   while (c.running()) {
     auto& etcd = *c.etcd_cluster();
-    int w = -1;  // a fresh holder among the odd workers, for up to two leases
-    const std::int64_t give_up = mono_ns() + 2 * c.ttl_ms() * 1'000'000;
-    for (std::int64_t from = mono_ns(); c.running() && w < 0;) {
-      const int h = c.holder_granted_after(from, give_up);
-      if (h < 0) break;
-      if (h % 2 == 1)
-        w = h;
-      else
-        from = c.slots->at(h).since_ns.load();
-    }
-    if (w < 0 && c.running()) w = c.find_worker(Phase::holding, ms(200));
+    const int w = holder_of_server0(c);
     if (w < 0) {
       c.idle(ms(200));
       continue;
