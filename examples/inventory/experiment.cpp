@@ -36,7 +36,7 @@
 #include <vector>
 
 #include "common/child_process.hpp"
-#include "common/etcd_member.hpp"
+#include "common/etcd_cluster.hpp"
 #include "common/pg_cluster.hpp"
 #include "common/zk_ensemble.hpp"
 
@@ -261,7 +261,15 @@ int main(int argc, char** argv) {
     const std::string zk_url = zk ? "zk://" + zk->hosts() : "";
     // A private etcd member for the dlock-etcd variant, where this build
     // serves etcd:// and etcd is installed.
-    const std::string etcd_url = DLOCK_WITH_ETCD ? start_etcd(tmp / "etcd", children) : "";
+    std::optional<dlock::tools::EtcdCluster> etcd;
+    if (DLOCK_WITH_ETCD && dlock::tools::etcd_available()) {
+      dlock::tools::EtcdCluster::Options o;
+      o.members = 1;
+      o.parent = tmp.string();
+      o.fsync = true;  // as deployed
+      etcd.emplace(std::move(o));
+    }
+    const std::string etcd_url = etcd ? etcd->url() : "";
     std::vector<int> ports;
     for (int i = 0; i < 2; ++i) {
       std::vector<std::string> args = {service.string(),           "--port",     "0",      "--redis-port",

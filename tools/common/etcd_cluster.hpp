@@ -1,6 +1,6 @@
 // tools/common/etcd_cluster.hpp: a private etcd cluster (Debian's
 // etcd-server 3.4) of N members on free loopback ports in a temp dir, for a
-// test or a verifier run: started together, healthy before the constructor
+// test, a verifier run or a demo: started together, healthy before the constructor
 // returns, each member stopped (and only those) when the object goes.
 //
 //   EtcdCluster etcd({.members = 3});
