@@ -51,15 +51,16 @@ EtcdCluster::EtcdCluster(Options options) : options_(std::move(options)) {
     stop();
     throw;
   }
-  // Healthy: every member answers and the cluster has a leader.
-  const auto until = std::chrono::steady_clock::now() + 20s;
+  // Healthy: every member answers and the cluster has a leader. Up to a
+  // minute, as a busy 2-core machine running other suites may need.
+  const auto until = std::chrono::steady_clock::now() + 60s;
   for (;;) {
     const auto r = etcdctl({"endpoint", "health"}, 5s);
     if (r.exit_code == 0) break;
     if (std::chrono::steady_clock::now() > until) {
-      const std::string why = r.err + r.out;
+      const std::string why = r.timed_out ? "etcdctl endpoint health timed out" : r.err + r.out;
       stop();
-      throw std::runtime_error("etcd: the cluster did not become healthy in 20 s: " + why);
+      throw std::runtime_error("etcd: the cluster did not become healthy in 60 s: " + why);
     }
     std::this_thread::sleep_for(100ms);
   }
@@ -189,8 +190,13 @@ bool EtcdCluster::wait_leader(std::chrono::milliseconds limit) const {
   }
 }
 
-void EtcdCluster::pause(int i) { ::kill(pid(i), SIGSTOP); }
-void EtcdCluster::resume(int i) { ::kill(pid(i), SIGCONT); }
+// Never kill(-1, ...): that would signal every process this one may.
+void EtcdCluster::pause(int i) {
+  if (pid(i) > 0) ::kill(pid(i), SIGSTOP);
+}
+void EtcdCluster::resume(int i) {
+  if (pid(i) > 0) ::kill(pid(i), SIGCONT);
+}
 void EtcdCluster::kill(int i) { kill_child(members_.at(static_cast<std::size_t>(i))); }
 
 RunResult EtcdCluster::etcdctl(const std::vector<std::string>& args, std::chrono::milliseconds timeout) const {
