@@ -52,6 +52,18 @@ int holder_of_server0(RunCtx& c) {
   return w;
 }
 
+std::uint64_t freeze_peer_links(RunCtx& c, ms d, const std::string& kind, const std::string& target,
+                                const std::string& proof) {
+  const auto before = c.peer_net.stats("").held_chunks;
+  const std::int64_t at = mono_ns();
+  c.peer_net.blackhole("", true);
+  c.fault_start(kind, target, proof, at);
+  c.idle(d);
+  const auto during = c.peer_net.stats("").held_chunks;
+  c.peer_net.blackhole("", false);
+  return during - before;
+}
+
 std::string node_label(RunCtx& c, int i) { return c.node_count() == 1 ? "server" : "node" + std::to_string(i); }
 
 void restart_node(RunCtx& c, int i, ms down, const std::string& context) {

@@ -5,6 +5,7 @@
 #define DLOCK_TORTURE_SCENARIOS_COMMON_HPP_
 
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
@@ -43,6 +44,11 @@ std::string holder_or_nobody(RunCtx& c, int w);
 // holds (the cut is a fault all the same: a run with holders of the other
 // servers only made none at all); -1 if nobody does.
 int holder_of_server0(RunCtx& c);
+// Freezes the peer links' proxies (RunCtx::peer_net) for `d`, the fault
+// `kind` on `target` started with `proof`, then heals them (the caller ends
+// the fault once the servers serve again): the chunks held meanwhile.
+std::uint64_t freeze_peer_links(RunCtx& c, std::chrono::milliseconds d, const std::string& kind,
+                                const std::string& target, const std::string& proof);
 // "server" for a single lock server; "node<i>" in a Redlock set.
 std::string node_label(RunCtx& c, int i);
 // SIGKILLs lock node i and starts it again after `down` (0: at once), with

@@ -201,19 +201,13 @@ void zk_follower_partition(RunCtx& c) {
     // a new leader. Skipping that case made runs with no fault at all.
     const std::string role =
         leader == 0 ? "server 0 leads: a leader cut from its quorum" : "leader: server " + std::to_string(leader);
-    const auto before = c.peer_net.stats("").held_chunks;
-    const std::int64_t at = mono_ns();
-    c.peer_net.blackhole("", true);
-    c.fault_start("follower-partition", "server0",
-                  "proxies freeze server 0's quorum and election links (" + role + ") while " + c.name(w) +
-                      (w % 2 == 1 ? ", a client of server 0 only," : ", a client of servers 1-2,") + " held the lock",
-                  at);
-    c.idle(ms(3 * c.ttl_ms()));
-    const auto during = c.peer_net.stats("").held_chunks;
-    c.peer_net.blackhole("", false);
+    const auto held = freeze_peer_links(
+        c, ms(3 * c.ttl_ms()), "follower-partition", "server0",
+        "proxies freeze server 0's quorum and election links (" + role + ") while " + c.name(w) +
+            (w % 2 == 1 ? ", a client of server 0 only," : ", a client of servers 1-2,") + " held the lock");
     const bool serving = zk.wait_serving(ms(10000));
     c.fault_end("follower-partition", "server0",
-                "healed; " + std::to_string(during - before) + " chunks held meanwhile; ensemble " +
+                "healed; " + std::to_string(held) + " chunks held meanwhile; ensemble " +
                     (serving ? "serving" : "NOT serving"));
     c.idle(ms(c.uniform(1500, 2500)));
   }

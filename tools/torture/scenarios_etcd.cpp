@@ -97,21 +97,14 @@ void etcd_member_cut(RunCtx& c) {
       continue;
     }
     const int leader = etcd.leader();
-    const auto before = c.peer_net.stats("").held_chunks;
-    const std::int64_t at = mono_ns();
-    c.peer_net.blackhole("", true);
-    c.fault_start("member-cut", member_label(0),
-                  "a proxy freezes every link the other members hold to member 0 (" + role_of(0, leader) + ") while " +
-                      c.name(w) + (w % 2 == 1 ? ", a client of member 0 only," : ", a client of all three,") +
-                      " held the lock",
-                  at);
-    c.idle(ms(2 * c.ttl_ms()));
-    const auto during = c.peer_net.stats("").held_chunks;
-    c.peer_net.blackhole("", false);
+    const auto held = freeze_peer_links(
+        c, ms(2 * c.ttl_ms()), "member-cut", member_label(0),
+        "a proxy freezes every link the other members hold to member 0 (" + role_of(0, leader) + ") while " +
+            c.name(w) + (w % 2 == 1 ? ", a client of member 0 only," : ", a client of all three,") + " held the lock");
     const bool led = etcd.wait_leader(ms(10000));
-    c.fault_end("member-cut", member_label(0),
-                "healed; " + std::to_string(during - before) + " chunks held meanwhile; " +
-                    (led ? "a leader" : "NO leader after 10 s"));
+    c.fault_end(
+        "member-cut", member_label(0),
+        "healed; " + std::to_string(held) + " chunks held meanwhile; " + (led ? "a leader" : "NO leader after 10 s"));
     c.idle(ms(c.uniform(1500, 2500)));
   }
 }
