@@ -116,6 +116,40 @@ ensure_deps() {
   done
 }
 
+# The peer libraries the benchmarks and the interop tests run beside dlock.
+# Python's from Debian's packages for /usr/bin/python3: redis-py, tooz with
+# psycopg2 for PostgreSQL, kazoo for ZooKeeper, python-etcd3 for etcd.
+ensure_python_peers() {
+  local missing=() p
+  for p in python3-redis python3-tooz python3-psycopg2 python3-kazoo python3-etcd3; do
+    pkg_installed "$p" || missing+=("$p")
+  done
+  ((${#missing[@]} == 0)) && return 0
+  log "installing the Python peers: ${missing[*]}"
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq &&
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
+
+# The Node peers (npm redlock, redis-semaphore, ioredis: bench/peers/
+# package.json) into build/bench-peers, which $DLOCK_PEERS_MODULES then
+# names. Needs Node >= 20 (ioredis 6); returns 1 (and says why) without it.
+DLOCK_PEERS_MODULES="${DLOCK_PEERS_MODULES:-$DLOCK_ROOT/build/bench-peers}"
+ensure_node_peers() {
+  local dir="$DLOCK_PEERS_MODULES"
+  if ! command -v node >/dev/null 2>&1 || (($(node -p 'process.versions.node.split(".")[0]') < 20)); then
+    log "Node >= 20 not found: the npm peers are skipped"
+    return 1
+  fi
+  mkdir -p "$dir"
+  if ! cmp -s "$DLOCK_ROOT/bench/peers/package.json" "$dir/package.json" || [[ ! -d $dir/node_modules/redlock ]] ||
+    [[ ! -d $dir/node_modules/redis-semaphore ]]; then
+    log "installing npm redlock, redis-semaphore and ioredis into $dir"
+    cp "$DLOCK_ROOT/bench/peers/package.json" "$dir/"
+    npm install --prefix "$dir" --no-audit --no-fund --loglevel=error >/dev/null || return 1
+  fi
+  export DLOCK_PEERS_MODULES
+}
+
 # build_dir [DIR [CMAKE_ARGS...]]: configures DIR (default: build, relative
 # to the repository root) with Ninja and RelWithDebInfo (later -D arguments
 # win) and builds it on all cores ($DLOCK_JOBS jobs if set): every target, or

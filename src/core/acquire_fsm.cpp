@@ -13,6 +13,8 @@ constexpr milliseconds kBackoffMax{500};
 constexpr milliseconds kPollMin{10};  // waiting without release notifications
 constexpr milliseconds kPollMax{500};
 constexpr milliseconds kTryGrace{50};
+constexpr milliseconds kPeerPollMin{2};  // WaitHint::poll
+constexpr milliseconds kPeerPollMax{64};
 constexpr milliseconds kWatchedNap{24LL * 3600 * 1000};  // no poll: a day, or the deadline
 
 }  // namespace
@@ -22,7 +24,8 @@ AcquireFsm::AcquireFsm(time_point now, milliseconds wait, milliseconds error_ret
       reply_budget_(reply_budget),
       forever_(to_wait(wait) == kForever),
       wait_(wait),
-      error_retry_(std::min(error_retry, kMaxLease)) {
+      error_retry_(std::min(error_retry, kMaxLease)),
+      jitter_(static_cast<std::uint64_t>(now.time_since_epoch().count()) | 1) {
   deadline_ = forever_ ? time_point::max() : now + std::max(wait, milliseconds(0));
 }
 
@@ -97,6 +100,11 @@ AcquireFsm::Action AcquireFsm::on_busy(time_point now, WaitHint hint) {
     case WaitHint::Kind::watched:
       nap = kWatchedNap;
       break;  // woken by the watch or a resync
+    case WaitHint::Kind::poll:
+      peer_poll_ = peer_poll_.count() == 0 ? kPeerPollMin : std::min(peer_poll_ * 2, kPeerPollMax);
+      nap = jittered(peer_poll_);
+      if (hint.after.count() >= 0) nap = std::min(nap, hint.after + milliseconds(1));
+      break;
   }
   if (blind_) {
     poll_ = poll_.count() == 0 ? kPollMin : std::min(poll_ * 2, kPollMax);
@@ -104,6 +112,15 @@ AcquireFsm::Action AcquireFsm::on_busy(time_point now, WaitHint hint) {
   }
   waiting_ = true;
   return {Action::Kind::wait, std::min(deadline_, now + nap), {}};
+}
+
+// A nap in [nap/2, nap]: waiters that polled together drift apart.
+milliseconds AcquireFsm::jittered(milliseconds nap) {
+  jitter_ ^= jitter_ << 13;
+  jitter_ ^= jitter_ >> 7;
+  jitter_ ^= jitter_ << 17;
+  const auto half = nap.count() / 2;
+  return milliseconds(nap.count() - half + static_cast<long long>(jitter_ % static_cast<std::uint64_t>(half + 1)));
 }
 
 AcquireFsm::Action AcquireFsm::on_error(time_point now, const Status& error) {

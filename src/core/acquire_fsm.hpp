@@ -15,6 +15,10 @@
 //      validity (the client was paused, the reply held up): then the key may
 //      already have expired and gone to someone else, so the grant is undone
 //      (Action::undo) and counts as a failed attempt.
+//   A busy answer that cannot promise a wake-up (WaitHint::poll: a peer
+//   library releases without publishing) polls from 2 ms doubling to 64 ms,
+//   each nap drawn from its upper half (jitter, so waiters spread out), and
+//   never past the holder's expiry; a published release still wakes it.
 //   Transient errors (unavailable, outcome_unknown) are retried with backoff
 //   for up to error_retry; an outcome_unknown leaves the call in doubt until a
 //   later reply settles it (the script is idempotent).
@@ -22,6 +26,7 @@
 #define DLOCK_CORE_ACQUIRE_FSM_HPP_
 
 #include <chrono>
+#include <cstdint>
 #include <optional>
 
 #include "core/wait_hint.hpp"
@@ -113,6 +118,9 @@ class AcquireFsm {
   bool watch_pending_ = false;  // watch asked for, on_watch_ready not yet seen
   bool blind_ = false;          // no release notifications: poll
   milliseconds poll_{0};
+  milliseconds peer_poll_{0};  // WaitHint::poll's backoff
+  std::uint64_t jitter_;       // xorshift state, seeded from the start time
+  milliseconds jittered(milliseconds nap);
   bool waiting_ = false;
   bool attempting_ = false;       // an attempt is out, its answer not yet seen
   bool woken_in_flight_ = false;  // a release was published meanwhile

@@ -15,6 +15,9 @@ struct WaitHint {
     retry,    // try again after `after` (a split vote, a vanished holder)
     watched,  // the backend watches exactly what this waiter waits for (a
               // queue's predecessor) and resyncs after a reconnect: no poll
+    poll,     // releases may come unannounced (a peer library's, in a shared
+              // layout): poll, backing off with jitter, never sleeping past
+              // the holder's expiry `after` (negative: none known)
   };
   Kind kind = Kind::event;
   milliseconds after{0};
@@ -23,6 +26,7 @@ struct WaitHint {
   static WaitHint event() { return {Kind::event, milliseconds(0)}; }
   static WaitHint retry(milliseconds delay) { return {Kind::retry, delay}; }
   static WaitHint watched() { return {Kind::watched, milliseconds(0)}; }
+  static WaitHint poll(milliseconds holder_ttl) { return {Kind::poll, holder_ttl}; }
 };
 
 }  // namespace dlock::detail

@@ -1,5 +1,9 @@
 #include "redis/keys.hpp"
 
+#include <array>
+
+#include "redis/cluster_map.hpp"
+
 namespace dlock::detail {
 
 namespace {
@@ -58,6 +62,48 @@ LockKeys lock_keys(std::string_view prefix, std::string_view name, FenceScope fe
   }
   keys.channel = keys.lock + ":wake";
   keys.line = keys.lock + ":q";
+  keys.tombstone = keys.lock + ":t:";
+  return keys;
+}
+
+const std::string& slot_tag(int slot) {
+  // Short names tried in order until every slot has one (about 170,000
+  // CRC16s of a few bytes, once per process).
+  static const std::array<std::string, 16384> tags = [] {
+    std::array<std::string, 16384> t;
+    static constexpr char kDigits[] = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ";
+    std::size_t left = t.size();
+    for (unsigned n = 0; left > 0; ++n) {
+      std::string s;
+      unsigned v = n;
+      do {
+        s += kDigits[v % 62];
+        v /= 62;
+      } while (v != 0);
+      std::string& found = t[static_cast<std::size_t>(redis::key_slot(s))];
+      if (found.empty()) {
+        found = std::move(s);
+        --left;
+      }
+    }
+    return t;
+  }();
+  return tags[static_cast<std::size_t>(slot) & 16383];
+}
+
+LockKeys plain_keys(std::string_view prefix, std::string_view name, FenceScope fences) {
+  LockKeys keys;
+  keys.lock.assign(name);
+  std::string side;
+  side.reserve(prefix.size() + name.size() + 16);
+  side.append(prefix).append("{").append(slot_tag(redis::key_slot(name))).append("}:plain:{");
+  append_escaped(side, name);
+  side += '}';
+  // Per name, the counter ends in "}:f" as lock_keys' does (fence.lua
+  // raises those to the server's clock).
+  keys.fence = fences == FenceScope::name ? side + ":f" : std::string(prefix) + "fence";
+  keys.channel = side + ":wake";
+  keys.tombstone = side + ":t:";
   return keys;
 }
 
@@ -67,11 +113,16 @@ std::string lock_key_pattern(std::string_view prefix, std::string_view name_pref
   return glob_literal(prefix) + glob_literal(tag) + "*";
 }
 
+std::string plain_key_pattern(std::string_view name_prefix) { return glob_literal(name_prefix) + "*"; }
+
 std::string name_of_key(std::string_view prefix, std::string_view key) {
   if (!key.starts_with(prefix) || key.size() < prefix.size() + 2 || key[prefix.size()] != '{') return {};
   const std::string_view rest = key.substr(prefix.size() + 1);
   const auto close = rest.find('}');  // braces inside a name are escaped
-  if (close == std::string_view::npos || rest.substr(close + 1) == ":f") return {};
+  // Not a lock: a per-name fence counter, or a plain layout's side key.
+  if (close == std::string_view::npos || rest.substr(close + 1) == ":f" ||
+      rest.substr(close + 1).starts_with(":plain:"))
+    return {};
   std::string name;
   for (std::size_t i = 0; i < close; ++i) {
     if (rest[i] == '%' && i + 2 < close && hex_value(rest[i + 1]) >= 0 && hex_value(rest[i + 2]) >= 0) {

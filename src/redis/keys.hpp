@@ -26,17 +26,49 @@ namespace dlock::detail {
 //    larger fence, as long as the servers' clocks are within the failover's
 //    time of each other. Fences then increase per name only.
 enum class FenceScope { prefix, name };
+
+// Where a lock lives (the URL's layout=):
+//  - dlock: the hash "<prefix>{name}" (owner, re-entry count, fence, holder),
+//    beside it the line and the wake channel. Every guarantee.
+//  - plain: the string key "name" itself, its value the holder's token:
+//    the layout of redis-py's Lock, npm redlock, redsync and
+//    redis-plus-plus (SET NX PX, compare-and-delete), so dlock and those
+//    libraries exclude each other on one name. dlock's value is
+//    "<fence>:<owner length>:<owner><holder>" (a peer reads nothing in it:
+//    each library compares its own token). dlock's side keys (fence
+//    counter, wake channel, tombstones) are "<prefix>{<slot tag>}:plain:
+//    {name}...", where the slot tag puts them in the name's cluster slot.
+enum class Layout { dlock, plain };
 struct LockKeys {
-  std::string lock;     // hash: o = owner, n = re-entry count, f = fence
-  std::string fence;    // counter: last fence issued (FenceScope)
-  std::string channel;  // pub/sub channel: release notifications
-  std::string line;     // a line's shared holders and waiters (line_scripts.hpp)
+  std::string lock;       // hash: o = owner, n = re-entry count, f = fence
+  std::string fence;      // counter: last fence issued (FenceScope)
+  std::string channel;    // pub/sub channel: release notifications
+  std::string line;       // a line's shared holders and waiters (line_scripts.hpp); plain: none
+  std::string tombstone;  // the stem of a grant's tombstone: + wire owner
 };
 LockKeys lock_keys(std::string_view prefix, std::string_view name, FenceScope fences = FenceScope::prefix);
+// The plain layout's keys of `name` (no line: that layout has none).
+LockKeys plain_keys(std::string_view prefix, std::string_view name, FenceScope fences = FenceScope::prefix);
+// A short hash tag whose key slot is `slot` (0..16383): a key "{tag}..."
+// lands in that slot.
+const std::string& slot_tag(int slot);
+
+// The keys of a backend: its prefix, fence scope and layout.
+struct Keyspace {
+  std::string prefix;
+  FenceScope fences = FenceScope::prefix;
+  Layout layout = Layout::dlock;
+
+  LockKeys keys(std::string_view name) const {
+    return layout == Layout::plain ? plain_keys(prefix, name, fences) : lock_keys(prefix, name, fences);
+  }
+};
 
 // A SCAN MATCH pattern for the keys of every lock whose name starts with
 // `name_prefix` (their lock hashes, lines and tombstones).
 std::string lock_key_pattern(std::string_view prefix, std::string_view name_prefix);
+// The plain layout's: every key starting with `name_prefix`.
+std::string plain_key_pattern(std::string_view name_prefix);
 // The lock name a key of lock_keys(prefix, name) belongs to; empty if `key`
 // is not one, or is a per-name fence counter (it outlives the lock by a day).
 std::string name_of_key(std::string_view prefix, std::string_view key);

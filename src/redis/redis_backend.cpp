@@ -16,7 +16,8 @@ RedisBackend::RedisBackend(boost::asio::io_context& io, std::unique_ptr<Route> r
       config_(std::move(config)),
       prefix_(std::move(prefix)),
       wait_(wait),
-      fences_(route_->moves() ? detail::FenceScope::name : detail::FenceScope::prefix),
+      keyspace_{prefix_, route_->moves() ? detail::FenceScope::name : detail::FenceScope::prefix,
+                config_.endpoint.layout},
       resubscribe_timer_(io) {
   // TLS on the fast path: one context for its connections, made as the
   // I/O thread's are. Without it (a file that cannot be loaded) the I/O
@@ -64,13 +65,19 @@ void RedisBackend::close() {
 
 detail::Capabilities RedisBackend::capabilities() const {
   detail::Capabilities caps;
-  caps.lines = true;
+  // The plain layout keeps a token and nothing else, as its peers do: the
+  // client counts re-entry, and there is no line.
+  const bool plain = keyspace_.layout == detail::Layout::plain;
+  caps.lines = !plain;
+  caps.server_reentry = !plain;
   return caps;
 }
 
 void RedisBackend::acquire_round(const AcquireCall& call, std::uint64_t round,
                                  std::function<void(Result<AcquireOutcome>)> done) {
-  ScriptCall sc = acquire_request(prefix_, fences_, call, call.queued, round);
+  if (Status bad = check_layout(call); !bad.ok())
+    return boost::asio::post(io_, [done = std::move(done), bad] { done(bad); });
+  ScriptCall sc = acquire_request(keyspace_, call, call.queued, round);
   if (wait_.replicas > 0) {
     return eval_script(*sc.script, sc.keys, sc.args, true,
                        [this, call, done = std::move(done)](Result<Reply> r, Status replicated) mutable {
@@ -87,9 +94,16 @@ void RedisBackend::acquire_round(const AcquireCall& call, std::uint64_t round,
   });
 }
 
+Status RedisBackend::check_layout(const AcquireCall& call) const {
+  if (keyspace_.layout != detail::Layout::plain) return {};
+  return detail::check_mode(call, "layout=plain",
+                            "it keeps one string key per lock, as redis-py's Lock and npm redlock do, and no line "
+                            "(use the default layout, or another backend, for them)");
+}
+
 void RedisBackend::release_round(const ReleaseCall& call, std::uint64_t round,
                                  std::function<void(Result<ReleaseOutcome>)> done) {
-  ScriptCall sc = release_request(prefix_, fences_, call, round);
+  ScriptCall sc = release_request(keyspace_, call, round);
   eval(*sc.script, sc.keys, sc.args, [done = std::move(done)](Result<Reply> r) {
     if (!r.ok()) return done(r.status());
     done(parse_release(*r));
@@ -99,7 +113,7 @@ void RedisBackend::release_round(const ReleaseCall& call, std::uint64_t round,
 void RedisBackend::abandon(const detail::AbandonCall& call, std::function<void(Status)> done) {
   if (call.line || call.mode == detail::LockMode::shared) {
     // Always: a place in the line, or a hand-over it never heard of.
-    ScriptCall sc = abandon_request(prefix_, fences_, call);
+    ScriptCall sc = abandon_request(keyspace_, call);
     return eval(*sc.script, sc.keys, sc.args, [done = std::move(done)](Result<Reply> r) { done(r.status()); });
   }
   auto undo = detail::undo_of(call);
@@ -112,7 +126,7 @@ void RedisBackend::renew(const std::vector<RenewCall>& calls,
   if (calls.empty()) return boost::asio::post(io_, [done = std::move(done)] { done(std::vector<RenewOutcome>{}); });
   std::map<int, std::vector<std::size_t>> groups;
   for (std::size_t i = 0; i < calls.size(); ++i)
-    groups[route_->cluster() ? key_slot(detail::lock_keys(prefix_, calls[i].name).lock) : -1].push_back(i);
+    groups[route_->cluster() ? key_slot(keyspace_.keys(calls[i].name).lock) : -1].push_back(i);
   auto batch = std::make_shared<RenewBatch>();
   batch->out.assign(calls.size(), RenewOutcome::unconfirmed);
   batch->groups_left = groups.size();
@@ -122,7 +136,8 @@ void RedisBackend::renew(const std::vector<RenewCall>& calls,
 
 void RedisBackend::names(const std::string& prefix, std::function<void(Result<std::vector<std::string>>)> done) {
   auto scan = std::make_shared<Scan>();
-  scan->pattern = detail::lock_key_pattern(prefix_, prefix);
+  scan->pattern = keyspace_.layout == detail::Layout::plain ? detail::plain_key_pattern(prefix)
+                                                            : detail::lock_key_pattern(prefix_, prefix);
   scan->masters = route_->masters();
   scan->done = std::move(done);
   scan_page(scan, "0");
@@ -130,33 +145,48 @@ void RedisBackend::names(const std::string& prefix, std::function<void(Result<st
 
 void RedisBackend::scan_page(std::shared_ptr<Scan> scan, const std::string& cursor) {
   std::string payload;
-  append_command(payload, {"SCAN", cursor, "MATCH", scan->pattern, "COUNT", "1000"});
+  // The plain layout: every string key may be a lock (a peer's too), but
+  // for dlock's own (its fence counter, tombstones).
+  const bool plain = keyspace_.layout == detail::Layout::plain;
+  if (plain)
+    append_command(payload, {"SCAN", cursor, "MATCH", scan->pattern, "COUNT", "1000", "TYPE", "string"});
+  else
+    append_command(payload, {"SCAN", cursor, "MATCH", scan->pattern, "COUNT", "1000"});
   std::vector<std::string> commands;
   commands.push_back(std::move(payload));
-  route_->exec_at(scan->masters.front(), std::move(commands), [this, scan](Status s, std::vector<Reply>&& replies) {
-    if (!s.ok()) return scan->done(s);
-    const Reply& r = replies[0];
-    if (r.is_error()) return scan->done(translate_error(r.str));
-    if (r.type != Reply::Type::array || r.elements.size() != 2 || r.elements[1].type != Reply::Type::array)
-      return scan->done(unexpected_reply("SCAN", r));
-    for (const Reply& key : r.elements[1].elements)
-      if (std::string name = detail::name_of_key(prefix_, key.str); !name.empty())
-        scan->found.push_back(std::move(name));
-    if (r.elements[0].str != "0") return scan_page(scan, r.elements[0].str);
-    scan->masters.erase(scan->masters.begin());
-    if (!scan->masters.empty()) return scan_page(scan, "0");
-    // A name has several keys (lock, line, tombstones): once each.
-    std::sort(scan->found.begin(), scan->found.end());
-    scan->found.erase(std::unique(scan->found.begin(), scan->found.end()), scan->found.end());
-    scan->done(std::move(scan->found));
-  });
+  route_->exec_at(
+      scan->masters.front(), std::move(commands), [this, scan, plain](Status s, std::vector<Reply>&& replies) {
+        if (!s.ok()) return scan->done(s);
+        const Reply& r = replies[0];
+        if (r.is_error()) return scan->done(translate_error(r.str));
+        if (r.type != Reply::Type::array || r.elements.size() != 2 || r.elements[1].type != Reply::Type::array)
+          return scan->done(unexpected_reply("SCAN", r));
+        for (const Reply& key : r.elements[1].elements) {
+          if (plain) {
+            if (prefix_.empty() || !key.str.starts_with(prefix_)) scan->found.push_back(key.str);
+          } else if (std::string name = detail::name_of_key(prefix_, key.str); !name.empty()) {
+            scan->found.push_back(std::move(name));
+          }
+        }
+        if (r.elements[0].str != "0") return scan_page(scan, r.elements[0].str);
+        scan->masters.erase(scan->masters.begin());
+        if (!scan->masters.empty()) return scan_page(scan, "0");
+        // A name has several keys (lock, line, tombstones): once each.
+        std::sort(scan->found.begin(), scan->found.end());
+        scan->found.erase(std::unique(scan->found.begin(), scan->found.end()), scan->found.end());
+        scan->done(std::move(scan->found));
+      });
 }
 
 void RedisBackend::inspect(const std::string& name, std::function<void(Result<LockInfo>)> done) {
-  auto keys = detail::lock_keys(prefix_, name, fences_);
-  const Script& script = published(line_inspect_script());
+  auto keys = keyspace_.keys(name);
+  const Script& script =
+      published(keyspace_.layout == detail::Layout::plain ? plain_inspect_script() : line_inspect_script());
   std::vector<std::string> commands(3);
-  append_command(commands[0], {"EVAL", script.body, "3", keys.lock, keys.line, keys.fence, keys.channel});
+  if (keyspace_.layout == detail::Layout::plain)
+    append_command(commands[0], {"EVAL", script.body, "1", keys.lock});
+  else
+    append_command(commands[0], {"EVAL", script.body, "3", keys.lock, keys.line, keys.fence, keys.channel});
   append_command(commands[1], {"GET", keys.fence});
   append_command(commands[2], {"PUBSUB", sharded_ ? "SHARDNUMSUB" : "NUMSUB", keys.channel});
   const int slot = slot_of(keys.lock);
@@ -229,12 +259,12 @@ void RedisBackend::renew_group(const std::vector<RenewCall>& calls, std::vector<
   args.reserve(indexes.size() * 3);
   for (std::size_t i : indexes) {
     const RenewCall& c = calls[i];
-    auto k = detail::lock_keys(prefix_, c.name, fences_);
+    auto k = keyspace_.keys(c.name);
     keys.push_back(std::move(k.lock));
     if (c.line) keys.push_back(std::move(k.line));
     args.push_back(wire_owner(c.owner, c.grant));
     args.push_back(std::to_string(c.lease.count()));
-    args.push_back(c.line ? "l" : "p");
+    args.push_back(keyspace_.layout == detail::Layout::plain ? "k" : c.line ? "l" : "p");
   }
   // Renewals the replicas did not acknowledge could vanish in a failover:
   // unconfirmed (retried next tick). Leases found gone or taken are

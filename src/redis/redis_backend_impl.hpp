@@ -71,6 +71,8 @@ class RedisBackend final : public RedlockMaster {
                      std::function<void(Result<ReleaseOutcome>)> done) override;
 
   void abandon(const detail::AbandonCall& call, std::function<void(Status)> done) override;
+  // invalid_argument for a fair, shared or counted call in the plain layout.
+  Status check_layout(const AcquireCall& call) const;
 
   // The blocking fast path, over TCP or TLS. In a cluster or behind
   // Sentinel it goes to the node the route names now; a redirect hands the
@@ -271,7 +273,7 @@ class RedisBackend final : public RedlockMaster {
   std::string prefix_;
   ReplicaWait wait_;
   std::shared_ptr<ssl_ctx_st> tls_ctx_;  // TLS: the fast path's connections
-  detail::FenceScope fences_;
+  detail::Keyspace keyspace_;            // prefix_, the fence scope, the URL's layout
   // Subscribers by node ("host:port"): one in classic mode, one per master
   // a watched name lives on when sharded.
   std::map<std::string, std::unique_ptr<Subscriber>> subs_;

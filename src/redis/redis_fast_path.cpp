@@ -12,8 +12,9 @@ namespace dlock::redis {
 
 std::optional<Result<AcquireOutcome>> RedisBackend::acquire_now(const AcquireCall& call) {
   if (!sync_ok()) return std::nullopt;
+  if (Status bad = check_layout(call); !bad.ok()) return Result<AcquireOutcome>(bad);
   // A try leaves no place in the line behind it.
-  ScriptCall sc = acquire_request(prefix_, fences_, call, call.queued && call.keep_place);
+  ScriptCall sc = acquire_request(keyspace_, call, call.queued && call.keep_place);
   if (wait_.replicas == 0) {
     auto r = eval_now(sc, call.deadline);
     if (!r) return std::nullopt;
@@ -36,7 +37,7 @@ std::optional<Result<AcquireOutcome>> RedisBackend::acquire_now(const AcquireCal
 
 std::optional<Result<ReleaseOutcome>> RedisBackend::release_now(const ReleaseCall& call) {
   if (!sync_ok()) return std::nullopt;
-  auto r = eval_now(release_request(prefix_, fences_, call));
+  auto r = eval_now(release_request(keyspace_, call));
   if (!r) return std::nullopt;
   if (!r->ok()) return Result<ReleaseOutcome>(r->status());
   return parse_release(**r);
@@ -54,14 +55,14 @@ RedisBackend::Sent RedisBackend::pending(std::optional<Result<std::unique_ptr<Se
 RedisBackend::Sent RedisBackend::send_acquire_now(const AcquireCall& call, std::uint64_t round,
                                                   std::chrono::steady_clock::time_point by, bool pooled_only) {
   if (!sync_ok()) return std::nullopt;
-  return pending(
-      send_now(acquire_request(prefix_, fences_, call, call.queued && call.keep_place, round), by, pooled_only), call);
+  return pending(send_now(acquire_request(keyspace_, call, call.queued && call.keep_place, round), by, pooled_only),
+                 call);
 }
 
 RedisBackend::Sent RedisBackend::send_release_now(const ReleaseCall& call, std::uint64_t round,
                                                   std::chrono::steady_clock::time_point by, bool pooled_only) {
   if (!sync_ok()) return std::nullopt;
-  return pending(send_now(release_request(prefix_, fences_, call, round), by, pooled_only));
+  return pending(send_now(release_request(keyspace_, call, round), by, pooled_only));
 }
 
 Result<AcquireOutcome> RedisBackend::acquire_answer(Pending& sent, std::chrono::steady_clock::time_point by,

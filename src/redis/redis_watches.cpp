@@ -13,7 +13,7 @@ namespace dlock::redis {
 
 void RedisBackend::watch(const detail::WatchKey& key, std::function<void(Status)> ready) {
   const std::string& name = key.name;
-  std::string channel = detail::lock_keys(prefix_, name).channel;
+  std::string channel = keyspace_.keys(name).channel;
   Watch& w = watches_[channel];
   w.name = name;
   ++w.refs;
@@ -35,7 +35,7 @@ void RedisBackend::watch(const detail::WatchKey& key, std::function<void(Status)
 }
 
 void RedisBackend::unwatch(const detail::WatchKey& key) {
-  std::string channel = detail::lock_keys(prefix_, key.name).channel;
+  std::string channel = keyspace_.keys(key.name).channel;
   auto it = watches_.find(channel);
   if (it == watches_.end() || --it->second.refs > 0) return;
   post_all(std::exchange(it->second.ready, {}), Status(Errc::cancelled, "unwatched"));

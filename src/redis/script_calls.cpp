@@ -73,11 +73,15 @@ bool int_at(const Reply& r, std::size_t i, long long& out) {
   return true;
 }
 
-ScriptCall acquire_request(const std::string& prefix, detail::FenceScope fences, const detail::AcquireCall& call,
-                           bool queued, std::uint64_t round) {
-  auto keys = detail::lock_keys(prefix, call.name, fences);
+ScriptCall acquire_request(const detail::Keyspace& ks, const detail::AcquireCall& call, bool queued,
+                           std::uint64_t round) {
+  auto keys = ks.keys(call.name);
   std::string owner = wire_owner(call.owner, call.grant);
-  std::string tomb = keys.lock + ":t:" + owner;
+  std::string tomb = keys.tombstone + owner;
+  if (ks.layout == detail::Layout::plain)
+    return {&plain_acquire_script(),
+            {std::move(keys.lock), std::move(keys.fence), std::move(tomb)},
+            {std::move(owner), std::to_string(call.lease.count()), call.info}};
   if (is_line(call)) {
     return {&line_acquire_script(),
             {std::move(keys.lock), std::move(keys.fence), std::move(tomb), std::move(keys.line)},
@@ -94,11 +98,14 @@ ScriptCall acquire_request(const std::string& prefix, detail::FenceScope fences,
 // An exclusive hold lives in the lock hash whether a line's or not: the
 // plain script releases both (and hands over to a line). Shared holds are
 // the line's.
-ScriptCall release_request(const std::string& prefix, detail::FenceScope fences, const detail::ReleaseCall& call,
-                           std::uint64_t round) {
-  auto keys = detail::lock_keys(prefix, call.name, fences);
+ScriptCall release_request(const detail::Keyspace& ks, const detail::ReleaseCall& call, std::uint64_t round) {
+  auto keys = ks.keys(call.name);
   std::string owner = wire_owner(call.owner, call.grant);
-  std::string tomb = keys.lock + ":t:" + owner;
+  std::string tomb = keys.tombstone + owner;
+  if (ks.layout == detail::Layout::plain)
+    return {&plain_release_script(),
+            {std::move(keys.lock), std::move(tomb)},
+            {std::move(owner), std::move(keys.channel), std::to_string(call.tombstone.count())}};
   if (call.mode == detail::LockMode::shared) {
     return {&line_release_script(),
             {std::move(keys.lock), std::move(tomb), std::move(keys.line), std::move(keys.fence)},
@@ -111,10 +118,10 @@ ScriptCall release_request(const std::string& prefix, detail::FenceScope fences,
            std::to_string(round), std::to_string(call.tombstone.count())}};
 }
 
-ScriptCall abandon_request(const std::string& prefix, detail::FenceScope fences, const detail::AbandonCall& call) {
-  auto keys = detail::lock_keys(prefix, call.name, fences);
+ScriptCall abandon_request(const detail::Keyspace& ks, const detail::AbandonCall& call) {
+  auto keys = ks.keys(call.name);
   std::string owner = wire_owner(call.owner, call.grant);
-  std::string tomb = keys.lock + ":t:" + owner;
+  std::string tomb = keys.tombstone + owner;
   return {
       &line_abandon_script(),
       {std::move(keys.lock), std::move(tomb), std::move(keys.line), std::move(keys.fence)},
@@ -144,6 +151,10 @@ Result<detail::AcquireOutcome> parse_acquire(const Reply& r, const detail::Acqui
       out.hint = a >= 0    ? detail::WaitHint::expiry(milliseconds(a))
                  : a == -1 ? detail::WaitHint::event()
                            : detail::WaitHint::retry(milliseconds(0));
+      break;
+    case 7:  // the plain layout: a peer's release publishes nothing (-1: no expiry)
+      out.kind = detail::AcquireOutcome::Kind::busy;
+      out.hint = detail::WaitHint::poll(milliseconds(a));
       break;
     case 2:
       out.kind = detail::AcquireOutcome::Kind::lost;

@@ -34,15 +34,16 @@ struct ScriptCall {
 // `round`: Redlock's number of this round on the master (0: none), kept
 // with the grant so that a late undo of a failed round (a release naming
 // it) leaves a later round's grant alone.
-ScriptCall acquire_request(const std::string& prefix, detail::FenceScope fences, const detail::AcquireCall& call,
-                           bool queued, std::uint64_t round = 0);
+// The plain layout (keys.hpp) has no line: a line's call never gets here
+// (Capabilities::lines is false there).
+ScriptCall acquire_request(const detail::Keyspace& ks, const detail::AcquireCall& call, bool queued,
+                           std::uint64_t round = 0);
 // An exclusive hold lives in the lock hash whether a line's or not: the
 // plain script releases both (and hands over to a line). Shared holds are
 // the line's.
 // `round`: only while the hold is still that Redlock round's (0: any).
-ScriptCall release_request(const std::string& prefix, detail::FenceScope fences, const detail::ReleaseCall& call,
-                           std::uint64_t round = 0);
-ScriptCall abandon_request(const std::string& prefix, detail::FenceScope fences, const detail::AbandonCall& call);
+ScriptCall release_request(const detail::Keyspace& ks, const detail::ReleaseCall& call, std::uint64_t round = 0);
+ScriptCall abandon_request(const detail::Keyspace& ks, const detail::AbandonCall& call);
 
 Result<detail::AcquireOutcome> parse_acquire(const Reply& r, const detail::AcquireCall& call);
 Result<detail::ReleaseOutcome> parse_release(const Reply& r);

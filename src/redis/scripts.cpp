@@ -50,7 +50,8 @@ const Script& with_sharded_publish(const Script& s) {
   static const Table known = [] {
     Table t;
     for (const Script* x : {&acquire_script(), &release_script(), &renew_script(), &line_acquire_script(),
-                            &line_release_script(), &line_abandon_script(), &line_inspect_script()})
+                            &line_release_script(), &line_abandon_script(), &line_inspect_script(),
+                            &plain_acquire_script(), &plain_release_script(), &plain_inspect_script()})
       t.emplace(x, sharded_variant_of(*x));
     return t;
   }();
@@ -81,5 +82,8 @@ const Script& line_acquire_script() { return cached<&lua::line_acquire>(); }
 const Script& line_release_script() { return cached<&lua::line_release>(); }
 const Script& line_abandon_script() { return cached<&lua::line_abandon>(); }
 const Script& line_inspect_script() { return cached<&lua::line_inspect>(); }
+const Script& plain_acquire_script() { return cached<&lua::plain_acquire>(); }
+const Script& plain_release_script() { return cached<&lua::plain_release>(); }
+const Script& plain_inspect_script() { return cached<&lua::plain_inspect>(); }
 
 }  // namespace dlock::redis

@@ -42,6 +42,13 @@ const Script& release_script();
 // Returns one code per key: 1 renewed, 0 gone, 2 taken, 3 wrong type.
 const Script& renew_script();
 
+// The plain layout (keys.hpp), one string key per lock: lua/plain_*.lua
+// say what each takes and returns. Busy is {7, holder pttl, 0}: a peer's
+// release publishes nothing, so the waiter polls (WaitHint::poll).
+const Script& plain_acquire_script();
+const Script& plain_release_script();
+const Script& plain_inspect_script();
+
 }  // namespace dlock::redis
 
 #endif  // DLOCK_REDIS_SCRIPTS_HPP_

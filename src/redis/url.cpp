@@ -13,7 +13,7 @@ namespace {
 Status bad(std::string what) { return {Errc::invalid_argument, "bad Redis URL: " + std::move(what)}; }
 
 // Listed in the redis:// "unknown parameter" message; not offered by Redlock.
-constexpr std::string_view kWaitParamsListed = ", wait_replicas, wait_timeout_ms";
+constexpr std::string_view kWaitParamsListed = ", wait_replicas, wait_timeout_ms, layout";
 // Listed for the URLs whose servers announce other nodes.
 constexpr std::string_view kNatParamListed = ", nat, pubsub";
 
@@ -116,6 +116,19 @@ Status parse_param(std::string_view key, std::string value, RedisEndpoint& ep) {
     if (value != "auto" && value != "classic" && value != "sharded")
       return bad("pubsub must be auto, classic or sharded (got '" + value + "')");
     ep.pubsub = std::move(value);
+    return {};
+  }
+  if (key == "layout") {
+    if (value == "dlock") {
+      ep.layout = Layout::dlock;
+    } else if (value == "plain") {
+      ep.layout = Layout::plain;
+    } else {
+      return bad(
+          "layout must be dlock (the default: every guarantee) or plain (one string key per lock, as "
+          "redis-py's Lock, npm redlock and redsync keep it), not '" +
+          value + "'");
+    }
     return {};
   }
   if (key == "wait_replicas") {
@@ -250,6 +263,10 @@ Result<std::vector<RedisEndpoint>> parse_node_list(std::string_view url, std::st
     while (!query.empty()) {
       const std::string_view kv = next_param(query);
       const std::string_view key = kv.substr(0, kv.find('='));
+      if (key == "layout")
+        return fail(
+            "parameter 'layout' applies to redis://, rediss://, redis-sentinel:// and redis-cluster://, not "
+            "Redlock (its rounds keep dlock's layout)");
       if (key == "wait_replicas" || key == "wait_timeout_ms")
         return fail("parameter '" + std::string(key) +
                     "' applies to redis:// and rediss:// (one master and its replicas), not Redlock");

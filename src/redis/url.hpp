@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "dlock/error.hpp"
+#include "redis/keys.hpp"
 
 namespace dlock::detail {
 
@@ -40,6 +41,8 @@ struct RedisEndpoint {
   // each release's message on its shard; classic PUBLISH reaches every
   // node. auto (unset): sharded where the cluster knows it.
   std::string pubsub;
+  // ?layout=dlock|plain: where a lock lives (keys.hpp). Not for Redlock.
+  Layout layout = Layout::dlock;
 
   // "rediss://host:port/db" with credentials left out: safe to log.
   std::string describe() const;

@@ -135,6 +135,22 @@ class RedisEnv final : public BackendEnv {
   RedisServer server_;
 };
 
+// redis://...?layout=plain: one string key per lock, the layout redis-py's
+// Lock and npm redlock keep (interop_test.cpp runs those beside it). No line.
+class PlainRedisEnv final : public BackendEnv {
+ public:
+  Client client() override { return Client::connect(url(), quiet()); }
+  std::string url() const override { return server_.url() + "?layout=plain"; }
+  bool lines() const override { return false; }
+  bool freeze(bool on) override {
+    on ? server_.pause() : server_.resume();
+    return true;
+  }
+
+ private:
+  RedisServer server_;
+};
+
 class RedlockEnv final : public BackendEnv {
  public:
   bool every_grant_fenced() const override { return false; }
@@ -333,6 +349,7 @@ inline const Backend kBackends[] = {
     {"redis", [] { return std::unique_ptr<BackendEnv>(new RedisEnv); }},
     {"rediss", [] { return std::unique_ptr<BackendEnv>(new RedisEnv(true)); }},
     {"redlock", [] { return std::unique_ptr<BackendEnv>(new RedlockEnv); }},
+    {"redis_plain", [] { return std::unique_ptr<BackendEnv>(new PlainRedisEnv); }},
     {"cluster", [] { return std::unique_ptr<BackendEnv>(new ClusterEnv); }},
 #endif
 #if DLOCK_WITH_SQLITE

@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <vector>
 
 namespace dlock::detail {
@@ -313,6 +314,55 @@ TEST(AcquireFsm, HintKindsSetTheNap) {
   EXPECT_EQ(fsm.on_busy(c.now, WaitHint::event()).until, c.now + 1000ms);
   (void)fsm.on_wake(c.now + 1000ms);
   EXPECT_EQ(fsm.on_busy(c.now, WaitHint::expiry(40ms)).until, c.now + 41ms);
+}
+
+// A shared layout's busy answer (a peer library releases without a word):
+// polls from 2 ms doubling to 64 ms, each nap in the upper half of its
+// step, never past the holder's expiry; a published release still wakes it.
+TEST(AcquireFsm, APeersHoldIsPolledWithBackoffAndJitter) {
+  FakeClock c;
+  AcquireFsm fsm(c.now, kForever, 2s);
+  (void)fsm.start();
+  EXPECT_EQ(fsm.on_busy(c.now, WaitHint::poll(30000ms)).kind, Kind::watch);
+  EXPECT_EQ(fsm.on_watch_ready(c.now).kind, Kind::attempt);
+  std::vector<milliseconds> naps;
+  for (int i = 0; i < 10; ++i) {
+    auto w = fsm.on_busy(c.now, WaitHint::poll(30000ms));
+    ASSERT_EQ(w.kind, Kind::wait);
+    naps.push_back(std::chrono::duration_cast<milliseconds>(w.until - c.now));
+    c.now = w.until;
+    ASSERT_EQ(fsm.on_wake(c.now).kind, Kind::attempt);
+  }
+  milliseconds step = 2ms;
+  for (milliseconds nap : naps) {
+    EXPECT_GE(nap, step / 2);
+    EXPECT_LE(nap, step);
+    step = std::min(step * 2, 64ms);
+  }
+  EXPECT_LE(fsm.on_busy(c.now, WaitHint::poll(3ms)).until, c.now + 4ms) << "never past the holder's expiry";
+  (void)fsm.on_wake(c.now);
+  EXPECT_LE(fsm.on_busy(c.now, WaitHint::poll(-1ms)).until, c.now + 64ms) << "a key without expiry: polled";
+}
+
+TEST(AcquireFsm, PollingWaitersDrawDifferentNaps) {
+  std::vector<milliseconds> last;
+  for (int k = 0; k < 8; ++k) {
+    FakeClock c;
+    c.advance(milliseconds(k * 7919));
+    AcquireFsm fsm(c.now, kForever, 2s);
+    (void)fsm.start();
+    (void)fsm.on_busy(c.now, WaitHint::poll(30000ms));
+    (void)fsm.on_watch_ready(c.now);
+    AcquireFsm::Action w;
+    for (int i = 0; i < 8; ++i) {
+      w = fsm.on_busy(c.now, WaitHint::poll(30000ms));
+      c.now = w.until;
+      (void)fsm.on_wake(c.now);
+    }
+    last.push_back(std::chrono::duration_cast<milliseconds>(fsm.on_busy(c.now, WaitHint::poll(30000ms)).until - c.now));
+  }
+  std::sort(last.begin(), last.end());
+  EXPECT_LT(last.front(), last.back()) << "eight waiters, one nap: no jitter";
 }
 
 }  // namespace

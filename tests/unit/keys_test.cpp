@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "core/names.hpp"
+#include "redis/cluster_map.hpp"
 
 namespace dlock::detail {
 namespace {
@@ -13,6 +14,39 @@ TEST(Keys, LockAndChannelShareOneHashTagFencesOneCounter) {
   EXPECT_EQ(k.channel, "dlock:{orders:42}:wake");
   EXPECT_EQ(k.fence, "dlock:fence");
   EXPECT_EQ(lock_keys("dlock:", "other").fence, k.fence) << "one counter per prefix: no key per name";
+}
+
+// The plain layout: the lock is the name itself (a peer library's key),
+// dlock's side keys sit in the name's cluster slot whatever the name holds.
+TEST(Keys, PlainLayoutLocksTheNameItselfAndKeepsItsSideKeysInItsSlot) {
+  auto k = plain_keys("dlock:", "orders:42");
+  EXPECT_EQ(k.lock, "orders:42");
+  EXPECT_EQ(k.fence, "dlock:fence") << "one server: the counter the dlock layout uses too";
+  EXPECT_TRUE(k.line.empty());
+  for (std::string name : {"orders:42", "{user1}:lock", "a}b{", "{}x", "", "%7D", "\xff\x00"}) {
+    for (FenceScope scope : {FenceScope::prefix, FenceScope::name}) {
+      const LockKeys p = plain_keys("dlock:", name, scope);
+      const int slot = redis::key_slot(name);
+      EXPECT_EQ(p.lock, name);
+      EXPECT_EQ(redis::key_slot(p.channel), slot) << name;
+      EXPECT_EQ(redis::key_slot(p.tombstone + "owner/1"), slot) << name;
+      if (scope == FenceScope::name) {
+        EXPECT_EQ(redis::key_slot(p.fence), slot) << name;
+        EXPECT_TRUE(p.fence.ends_with("}:f")) << "raised to the server clock, as lock_keys' per-name counter";
+      }
+      EXPECT_EQ(name_of_key("dlock:", p.channel), "") << "a side key is no dlock-layout lock";
+    }
+  }
+  EXPECT_NE(plain_keys("p:", "a").channel, plain_keys("p:", "b").channel);
+  EXPECT_EQ(plain_key_pattern("job*"), "job\\**");
+}
+
+TEST(Keys, EverySlotHasATag) {
+  for (int slot = 0; slot < 16384; ++slot) {
+    const std::string& tag = slot_tag(slot);
+    ASSERT_FALSE(tag.empty());
+    ASSERT_EQ(redis::key_slot("{" + tag + "}x"), slot);
+  }
 }
 
 TEST(Keys, BracesCannotBreakTheTag) {

@@ -67,6 +67,28 @@ TEST(Url, WaitParameters) {
   EXPECT_EQ(tls.wait_timeout_ms, 5);
 }
 
+TEST(Url, LayoutParameter) {
+  EXPECT_EQ(parse_redis_url("redis://h:1").value().layout, Layout::dlock);
+  EXPECT_EQ(parse_redis_url("redis://h:1?layout=plain").value().layout, Layout::plain);
+  EXPECT_EQ(parse_redis_url("rediss://h:1?layout=dlock&cacert=/ca.pem").value().layout, Layout::dlock);
+  const auto seeds = parse_cluster_url("redis-cluster://a:1,b:2?layout=plain");
+  ASSERT_TRUE(seeds.ok());
+  ASSERT_EQ(seeds->size(), 2u);
+  for (const auto& n : *seeds) EXPECT_EQ(n.layout, Layout::plain);
+  EXPECT_EQ(parse_sentinel_url("redis-sentinel://s:26379/mymaster?layout=plain").value().master.layout, Layout::plain);
+
+  auto bad = parse_redis_url("redis://h:1?layout=redisson");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), Errc::invalid_argument);
+  EXPECT_NE(bad.status().message().find("'redisson'"), std::string::npos) << bad.status().message();
+  EXPECT_NE(bad.status().message().find("plain"), std::string::npos) << "names what is offered";
+
+  auto redlock = parse_redlock_url("redlock://a:1,b:2,c:3?layout=plain");
+  ASSERT_FALSE(redlock.ok());
+  EXPECT_EQ(redlock.status().code(), Errc::invalid_argument);
+  EXPECT_NE(redlock.status().message().find("layout"), std::string::npos) << redlock.status().message();
+}
+
 TEST(Url, BadWaitParametersNameTheProblem) {
   struct Case {
     const char* url;

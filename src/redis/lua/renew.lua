@@ -1,8 +1,10 @@
 -- pcall keeps one foreign key from failing the whole batch. ARGV: owner,
 -- lease, kind per call ('p' plain: one key; 'l' a line's hold or waiter:
--- the lock and its line key, core/lock_line.cpp's line_renew).
+-- the lock and its line key, core/lock_line.cpp's line_renew; 'k' the
+-- plain layout's string key, keys.hpp).
 --@include fence.lua
 --@include line_lib.lua
+--@include plain_lib.lua
 local out = {}
 local ki = 1
 local now = nil
@@ -11,7 +13,17 @@ for i = 1, #ARGV / 3 do
   local key = KEYS[ki]
   local q = line and KEYS[ki + 1] or nil
   ki = ki + (line and 2 or 1)
-  local ok, owner = pcall(redis.call, 'hget', key, 'o')
+  local ok, owner
+  if ARGV[3 * i] == 'k' then
+    local v
+    ok, v = pcall(redis.call, 'get', key)
+    if ok and v then
+      local _, o = P_parse(v)
+      owner = o or ''  -- a peer's token: taken
+    end
+  else
+    ok, owner = pcall(redis.call, 'hget', key, 'o')
+  end
   if not ok then
     out[i] = 3
   elseif owner == me then
