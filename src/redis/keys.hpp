@@ -34,8 +34,8 @@ enum class FenceScope { prefix, name };
 //    the layout of redis-py's Lock, npm redlock, redsync and
 //    redis-plus-plus (SET NX PX, compare-and-delete), so dlock and those
 //    libraries exclude each other on one name. dlock's value is
-//    "<fence>:<owner length>:<owner><holder>" (a peer reads nothing in it:
-//    each library compares its own token). dlock's side keys (fence
+//    "<fence>:<granted at>:<owner length>:<owner><holder>" (lua/plain_lib.lua;
+//    a peer reads nothing in it: each library compares its own token). dlock's side keys (fence
 //    counter, wake channel, tombstones) are "<prefix>{<slot tag>}:plain:
 //    {name}...", where the slot tag puts them in the name's cluster slot.
 enum class Layout { dlock, plain };

@@ -81,7 +81,7 @@ ScriptCall acquire_request(const detail::Keyspace& ks, const detail::AcquireCall
   if (ks.layout == detail::Layout::plain)
     return {&plain_acquire_script(),
             {std::move(keys.lock), std::move(keys.fence), std::move(tomb)},
-            {std::move(owner), std::to_string(call.lease.count()), call.info}};
+            {std::move(owner), std::to_string(call.lease.count()), call.info, wall_ms_now()}};
   if (is_line(call)) {
     return {&line_acquire_script(),
             {std::move(keys.lock), std::move(keys.fence), std::move(tomb), std::move(keys.line)},

@@ -1,8 +1,9 @@
 -- The plain layout (keys.hpp): the lock is the string key KEYS[1] itself,
 -- as redis-py's Lock, npm redlock and redsync keep it, so a grant is a
 -- SET NX PX that any of them would also make. KEYS: lock, fence counter,
--- tombstone. ARGV: owner (wire owner), lease ms, holder description.
--- dlock's value is "<fence>:<owner length>:<owner><holder>": a replay of
+-- tombstone. ARGV: owner (wire owner), lease ms, holder description, the
+-- caller's wall clock in ms (inspect's "held for").
+-- dlock's value is plain_lib.lua's: a replay of
 -- this very grant (its reply lost) finds its owner there and is answered
 -- with the same fence. The server keeps no re-entry count (ClientCore
 -- does), so every call here is a fresh grant.
@@ -27,7 +28,8 @@ if not v then
     return redis.error_reply(err)
   end
   local f = string.format('%d', fence)
-  redis.call('set', KEYS[1], f .. ':' .. #ARGV[1] .. ':' .. ARGV[1] .. (ARGV[3] or ''), 'px', ARGV[2])
+  redis.call('set', KEYS[1], f .. ':' .. (ARGV[4] or '') .. ':' .. #ARGV[1] .. ':' .. ARGV[1] .. (ARGV[3] or ''),
+             'px', ARGV[2])
   return {1, fence, 1}
 end
 local f, owner = P_parse(v)

@@ -1,15 +1,20 @@
 -- The plain layout's inspect, in line_inspect.lua's shape: {0, held, fence,
--- depth, ms left (0: no expiry), holder, holders, 0, 0, -1}. A peer's key
+-- depth, ms left (0: no expiry), holder, holders, 0, 0, ms held (-1: not
+-- known)}. A peer's key
 -- is held by "a peer library (token ...)". KEYS: lock.
 --@include plain_lib.lua
 local ok, v = pcall(redis.call, 'get', KEYS[1])
 if not ok then return redis.error_reply('WRONGTYPE the key ' .. KEYS[1] .. ' is not a string: not a plain lock') end
 if not v then return {0, 0, 0, 0, 0, '', 0, 0, 0, -1} end
 local left = math.max(redis.call('pttl', KEYS[1]), 0)  -- 0: no expiry (LockInfo::remaining)
-local f, owner, holder = P_parse(v)
+local f, _, holder, granted_at = P_parse(v)
 if f then
-  if holder == '' then holder = 'dlock owner ' .. owner end
-  return {0, 1, f, 1, left, holder, 1, 0, 0, -1}
+  local since = -1
+  if granted_at then
+    local t = redis.call('time')
+    since = math.max(tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) - granted_at, 0)
+  end
+  return {0, 1, f, 1, left, holder, 1, 0, 0, since}
 end
 local shown = v
 if #shown > 40 then shown = string.sub(shown, 1, 40) .. '...' end

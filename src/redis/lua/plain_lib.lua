@@ -1,11 +1,12 @@
--- dlock's value in the plain layout (keys.hpp): "<fence>:<owner length>:
--- <owner><holder>". P_parse(v): fence, owner, holder; nil for a value that
--- is not dlock's (a peer library's token).
+-- dlock's value in the plain layout (keys.hpp): "<fence>:<granted at, the
+-- caller's wall clock in ms>:<owner length>:<owner><holder>". P_parse(v):
+-- fence, owner, holder, granted at; nil for a value that is not dlock's (a
+-- peer library's token).
 local function P_parse(v)
-  local f, n = string.match(v, '^(%d+):(%d+):')
+  local f, t, n = string.match(v, '^(%d+):(%d*):(%d+):')
   if not f then return nil end
-  local start = #f + #n + 3
+  local start = #f + #t + #n + 4
   local len = tonumber(n)
   if #v < start + len - 1 then return nil end
-  return tonumber(f), string.sub(v, start, start + len - 1), string.sub(v, start + len)
+  return tonumber(f), string.sub(v, start, start + len - 1), string.sub(v, start + len), tonumber(t)
 end
