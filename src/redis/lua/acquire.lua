@@ -29,14 +29,8 @@ local round = tonumber(ARGV[4]) or 0
 -- 't' (when it was granted, for inspect) is the caller's wall clock in ms:
 -- a TIME per grant cost the server more than the rest of the hold's fields.
 local function grant()
-  local ok, fence = pcall(L_fence, KEYS[2], nil)
-  if not ok then
-    local err = type(fence) == 'table' and fence.err or tostring(fence)
-    if string.find(err, 'WRONGTYPE', 1, true) or string.find(err, 'not an integer', 1, true) then
-      return redis.error_reply('WRONGTYPE fence counter ' .. KEYS[2] .. ' is not an integer')
-    end
-    return redis.error_reply(err)  -- e.g. OOM (maxmemory): what it is
-  end
+  local fence, refused = L_grant_fence(KEYS[2])
+  if not fence then return refused end
   -- Who holds it: 'd', not the line's 'i', which marks a line's holder.
   local described = ARGV[6] and ARGV[6] ~= ''
   local fields = {'o', ARGV[1], 'n', '1', 'f', fence}

@@ -19,3 +19,15 @@ local function L_fence(key, t)
   end
   return f
 end
+-- L_fence for a grant: nil and the error reply to return instead when the
+-- counter is no integer (WRONGTYPE, naming it) or the write failed (e.g.
+-- OOM under maxmemory: what it is).
+local function L_grant_fence(key)
+  local ok, fence = pcall(L_fence, key, nil)
+  if ok then return fence end
+  local err = type(fence) == 'table' and fence.err or tostring(fence)
+  if string.find(err, 'WRONGTYPE', 1, true) or string.find(err, 'not an integer', 1, true) then
+    return nil, redis.error_reply('WRONGTYPE fence counter ' .. key .. ' is not an integer')
+  end
+  return nil, redis.error_reply(err)
+end

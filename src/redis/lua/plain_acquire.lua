@@ -19,14 +19,8 @@ end
 local v = redis.call('get', KEYS[1])
 if not v then
   if redis.call('exists', KEYS[3]) == 1 then return {2, 0, 0} end
-  local ok, fence = pcall(L_fence, KEYS[2], nil)
-  if not ok then
-    local err = type(fence) == 'table' and fence.err or tostring(fence)
-    if string.find(err, 'WRONGTYPE', 1, true) or string.find(err, 'not an integer', 1, true) then
-      return redis.error_reply('WRONGTYPE fence counter ' .. KEYS[2] .. ' is not an integer')
-    end
-    return redis.error_reply(err)
-  end
+  local fence, refused = L_grant_fence(KEYS[2])
+  if not fence then return refused end
   local f = string.format('%d', fence)
   redis.call('set', KEYS[1], f .. ':' .. (ARGV[4] or '') .. ':' .. #ARGV[1] .. ':' .. ARGV[1] .. (ARGV[3] or ''),
              'px', ARGV[2])
