@@ -331,6 +331,29 @@ TEST(RedisInterop, APeersHoldIsBusyAndNamedAndItsReleaseIsNotDlocks) {
   }
 }
 
+// Bad input in a shared key space: a name that holds another type, a TTL
+// out of range. Told as what it is; nothing is written.
+TEST(RedisInterop, ANameHoldingAnotherTypeIsWrongTypeAndLeftAlone) {
+  RedisServer server;
+  SyncRedis redis(server.port());
+  ASSERT_EQ(redis.integer({"HSET", "a-hash", "f", "v"}), 1);
+  LogSink log;
+  auto client = Client::connect(server.url() + "?layout=plain", quiet(log));
+  auto r = client.acquire("a-hash", 0ms);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Errc::wrong_type) << r.status().to_string();
+  EXPECT_EQ(redis.cmd({"HGET", "a-hash", "f"}), "v");
+  auto info = client.inspect("a-hash");
+  ASSERT_FALSE(info.ok());
+  EXPECT_EQ(info.status().code(), Errc::wrong_type) << info.status().to_string();
+  LockOptions zero;
+  zero.lease = 0ms;
+  auto bad = client.acquire("fresh", 0ms, zero);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), Errc::invalid_argument) << bad.status().to_string();
+  EXPECT_EQ(redis.integer({"EXISTS", "fresh"}), 0);
+}
+
 // A peer's key with no expiry (redis-py's Lock with timeout=None): dlock
 // polls, and is granted once the peer deletes it.
 TEST(RedisInterop, APeersKeyWithoutExpiryIsPolledNotSpunOn) {
