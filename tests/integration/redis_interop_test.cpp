@@ -132,7 +132,7 @@ int dlock_worker(const std::string& url, int port, const std::string& name, doub
       std::fprintf(stderr, "dlock worker: release: %s\n", s.to_string().c_str());
       return 5;
     }
-    std::this_thread::sleep_for(milliseconds(std::uniform_int_distribution<int>(0, 5)(rng)));
+    std::this_thread::sleep_for(milliseconds(std::uniform_int_distribution<int>(0, 20)(rng)));  // a service's pace
   }
   return grants > 0 ? 0 : 3;
 }
@@ -221,7 +221,7 @@ void run_mixed_fleet(const Peer& peer, int procs, double seconds, int kills) {
   for (Proc& p : procs_) {
     if (p.killed) continue;
     EXPECT_EQ(wait_exit(p.pid, std::chrono::duration_cast<milliseconds>(run_end - Clock::now()) + 30s), 0)
-        << p.side << " worker " << p.pid << " (3: never granted)";
+        << p.side << " worker " << p.pid << " (3: a dlock worker never granted)";
   }
   const Verdict v = judge(read_log(redis));
   EXPECT_EQ(v.overlaps, 0) << v.first_overlap;
