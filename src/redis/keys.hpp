@@ -59,8 +59,9 @@ struct Keyspace {
   FenceScope fences = FenceScope::prefix;
   Layout layout = Layout::dlock;
 
+  bool plain() const { return layout == Layout::plain; }
   LockKeys keys(std::string_view name) const {
-    return layout == Layout::plain ? plain_keys(prefix, name, fences) : lock_keys(prefix, name, fences);
+    return plain() ? plain_keys(prefix, name, fences) : lock_keys(prefix, name, fences);
   }
 };
 

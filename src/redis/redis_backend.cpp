@@ -67,9 +67,8 @@ detail::Capabilities RedisBackend::capabilities() const {
   detail::Capabilities caps;
   // The plain layout keeps a token and nothing else, as its peers do: the
   // client counts re-entry, and there is no line.
-  const bool plain = keyspace_.layout == detail::Layout::plain;
-  caps.lines = !plain;
-  caps.server_reentry = !plain;
+  caps.lines = !keyspace_.plain();
+  caps.server_reentry = !keyspace_.plain();
   return caps;
 }
 
@@ -95,7 +94,7 @@ void RedisBackend::acquire_round(const AcquireCall& call, std::uint64_t round,
 }
 
 Status RedisBackend::check_layout(const AcquireCall& call) const {
-  if (keyspace_.layout != detail::Layout::plain) return {};
+  if (!keyspace_.plain()) return {};
   return detail::check_mode(call, "layout=plain",
                             "it keeps one string key per lock, as redis-py's Lock and npm redlock do, and no line "
                             "(use the default layout, or another backend, for them)");
@@ -136,22 +135,20 @@ void RedisBackend::renew(const std::vector<RenewCall>& calls,
 
 void RedisBackend::names(const std::string& prefix, std::function<void(Result<std::vector<std::string>>)> done) {
   auto scan = std::make_shared<Scan>();
-  scan->pattern = keyspace_.layout == detail::Layout::plain ? detail::plain_key_pattern(prefix)
-                                                            : detail::lock_key_pattern(prefix_, prefix);
+  scan->pattern = keyspace_.plain() ? detail::plain_key_pattern(prefix) : detail::lock_key_pattern(prefix_, prefix);
   scan->masters = route_->masters();
   scan->done = std::move(done);
   scan_page(scan, "0");
 }
 
 void RedisBackend::scan_page(std::shared_ptr<Scan> scan, const std::string& cursor) {
-  std::string payload;
   // The plain layout: every string key may be a lock (a peer's too), but
   // for dlock's own (its fence counter, tombstones).
-  const bool plain = keyspace_.layout == detail::Layout::plain;
-  if (plain)
-    append_command(payload, {"SCAN", cursor, "MATCH", scan->pattern, "COUNT", "1000", "TYPE", "string"});
-  else
-    append_command(payload, {"SCAN", cursor, "MATCH", scan->pattern, "COUNT", "1000"});
+  const bool plain = keyspace_.plain();
+  std::vector<std::string_view> scan_args{"SCAN", cursor, "MATCH", scan->pattern, "COUNT", "1000"};
+  if (plain) scan_args.insert(scan_args.end(), {"TYPE", "string"});
+  std::string payload;
+  append_command(payload, scan_args);
   std::vector<std::string> commands;
   commands.push_back(std::move(payload));
   route_->exec_at(
@@ -180,10 +177,9 @@ void RedisBackend::scan_page(std::shared_ptr<Scan> scan, const std::string& curs
 
 void RedisBackend::inspect(const std::string& name, std::function<void(Result<LockInfo>)> done) {
   auto keys = keyspace_.keys(name);
-  const Script& script =
-      published(keyspace_.layout == detail::Layout::plain ? plain_inspect_script() : line_inspect_script());
+  const Script& script = published(keyspace_.plain() ? plain_inspect_script() : line_inspect_script());
   std::vector<std::string> commands(3);
-  if (keyspace_.layout == detail::Layout::plain)
+  if (keyspace_.plain())
     append_command(commands[0], {"EVAL", script.body, "1", keys.lock});
   else
     append_command(commands[0], {"EVAL", script.body, "3", keys.lock, keys.line, keys.fence, keys.channel});
@@ -264,7 +260,7 @@ void RedisBackend::renew_group(const std::vector<RenewCall>& calls, std::vector<
     if (c.line) keys.push_back(std::move(k.line));
     args.push_back(wire_owner(c.owner, c.grant));
     args.push_back(std::to_string(c.lease.count()));
-    args.push_back(keyspace_.layout == detail::Layout::plain ? "k" : c.line ? "l" : "p");
+    args.push_back(keyspace_.plain() ? "k" : c.line ? "l" : "p");
   }
   // Renewals the replicas did not acknowledge could vanish in a failover:
   // unconfirmed (retried next tick). Leases found gone or taken are

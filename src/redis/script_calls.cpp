@@ -78,7 +78,7 @@ ScriptCall acquire_request(const detail::Keyspace& ks, const detail::AcquireCall
   auto keys = ks.keys(call.name);
   std::string owner = wire_owner(call.owner, call.grant);
   std::string tomb = keys.tombstone + owner;
-  if (ks.layout == detail::Layout::plain)
+  if (ks.plain())
     return {&plain_acquire_script(),
             {std::move(keys.lock), std::move(keys.fence), std::move(tomb)},
             {std::move(owner), std::to_string(call.lease.count()), call.info, wall_ms_now()}};
@@ -102,7 +102,7 @@ ScriptCall release_request(const detail::Keyspace& ks, const detail::ReleaseCall
   auto keys = ks.keys(call.name);
   std::string owner = wire_owner(call.owner, call.grant);
   std::string tomb = keys.tombstone + owner;
-  if (ks.layout == detail::Layout::plain)
+  if (ks.plain())
     return {&plain_release_script(),
             {std::move(keys.lock), std::move(tomb)},
             {std::move(owner), std::move(keys.channel), std::to_string(call.tombstone.count())}};
