@@ -25,7 +25,7 @@ const std::map<Op, std::set<std::string>> kOutcomes = {
     {Op::renew, {"renewed", "expired", "taken"}},
     {Op::inspect, {"ok"}},
 };
-const std::set<std::string> kNeeds = {"expiry", "replay", "tries", "lines", "owners"};
+const std::set<std::string> kNeeds = {"expiry", "replay", "repeat", "tries", "lines", "owners"};
 
 [[noreturn]] void bad(int line, const std::string& why) {
   throw std::runtime_error("locks.table line " + std::to_string(line) + ": " + why);
@@ -126,7 +126,10 @@ void find_needs(Case& c) {
     if (st.queued || st.mode == LockMode::shared) c.needs.insert("lines");
     if (st.op == Op::release && st.outcome == "not_owner") c.needs.insert("owners");
     if (st.op == Op::acquire) {
-      if (st.held || holding.contains(st.who)) c.needs.insert("replay");
+      if (st.held)
+        c.needs.insert("replay");
+      else if (holding.contains(st.who))
+        c.needs.insert("repeat");
       if (!st.queued && st.outcome == "busy") c.needs.insert("tries");
       if (st.outcome == "granted") holding.insert(st.who);
     }
@@ -179,7 +182,12 @@ const std::vector<Case>& locks_table() {
 std::set<std::string> offered(const detail::Capabilities& caps) {
   std::set<std::string> out;
   if (caps.needs_renewal) out.insert("expiry");
-  if (caps.server_reentry) out.insert({"replay", "owners"});
+  if (caps.server_reentry) out.insert("replay");
+  // A hold kept on the server as a lease (renewed) carries its owner and
+  // grant there, so the server checks them and answers a repeated grant:
+  // Redis in either layout, SQL, Redlock. A session's nodes (ZooKeeper,
+  // etcd) are known by their client instead.
+  if (caps.server_reentry || caps.needs_renewal) out.insert({"repeat", "owners"});
   if (!caps.always_fair) out.insert("tries");
   if (caps.lines) out.insert("lines");
   return out;
