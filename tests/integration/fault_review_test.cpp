@@ -1,6 +1,7 @@
 // Bugs found by a fault-injection review, one test each, against real
 // redis-servers (and the verifier's TCP proxy where the network matters).
-// Each test failed before its fix.
+// Each test failed before its fix. Each runs on both Redis layouts: the
+// default hash and the plain string key shared with redis-py and redlock.
 #include <future>
 #include <memory>
 #include <optional>
@@ -11,14 +12,26 @@
 namespace dlock::test {
 namespace {
 
+// The layout under test: its URL query and where a lock named N lives.
+class Layouts : public ::testing::TestWithParam<const char*> {
+ protected:
+  static bool plain() { return std::string_view(GetParam()) == "?layout=plain"; }
+  static std::string url_of(const std::string& url) { return url + GetParam(); }
+  static std::string key_of(const std::string& name) { return plain() ? name : "dlock:{" + name + "}"; }
+};
+
+std::string layout_name(const ::testing::TestParamInfo<const char*>& p) {
+  return std::string_view(p.param).empty() ? "dlock" : "plain";
+}
+
 // One client whose only way to the server is a proxy link the test can slow.
-class ThroughProxy : public ::testing::Test {
+class ThroughProxy : public Layouts {
  protected:
   ThroughProxy() : proxy("127.0.0.1", static_cast<std::uint16_t>(server.port())) {
     port = proxy.add_link("c");
     proxy.start();
   }
-  std::string proxied_url() const { return "redis://127.0.0.1:" + std::to_string(port); }
+  std::string proxied_url() const { return url_of("redis://127.0.0.1:" + std::to_string(port)); }
   Client connect(milliseconds command_timeout) {
     ClientOptions o = quiet(log);
     o.command_timeout = command_timeout;
@@ -26,9 +39,7 @@ class ThroughProxy : public ::testing::Test {
     o.reconnect_backoff_max = 50ms;
     return Client::connect(proxied_url(), o);
   }
-  bool held(const std::string& name) {
-    return SyncRedis(server.port()).integer({"EXISTS", "dlock:{" + name + "}"}) == 1;
-  }
+  bool held(const std::string& name) { return SyncRedis(server.port()).integer({"EXISTS", key_of(name)}) == 1; }
 
   RedisServer server;
   torture::Proxy proxy;
@@ -39,7 +50,7 @@ class ThroughProxy : public ::testing::Test {
 // Bug 1: a Mutex reuses one owner across lock/unlock cycles. A release held
 // up in the network, then a new lock() of the same Mutex, then the old
 // release arriving: it must not delete the new grant.
-TEST_F(ThroughProxy, DelayedReleaseDoesNotDeleteTheSameMutexsNextGrant) {
+TEST_P(ThroughProxy, DelayedReleaseDoesNotDeleteTheSameMutexsNextGrant) {
   Client client = connect(100ms);
   Mutex m(client, "d1");
   m.lock();
@@ -52,7 +63,7 @@ TEST_F(ThroughProxy, DelayedReleaseDoesNotDeleteTheSameMutexsNextGrant) {
   // Every delayed byte has arrived by now.
   std::this_thread::sleep_for(2000ms);
   EXPECT_TRUE(held("d1")) << "the delayed release deleted the new grant";
-  Client other = Client::connect(server.url(), quiet(log));
+  Client other = Client::connect(url_of(server.url()), quiet(log));
   EXPECT_EQ(other.try_acquire("d1").code(), Errc::busy) << "a second holder was let in";
   EXPECT_TRUE(m.owns());
   m.unlock();
@@ -61,7 +72,7 @@ TEST_F(ThroughProxy, DelayedReleaseDoesNotDeleteTheSameMutexsNextGrant) {
 
 // Bug 2: an acquire held up in the network, retried and granted, released;
 // then the original arrives: it must not re-create a lock nobody tracks.
-TEST_F(ThroughProxy, DelayedAcquireDoesNotRecreateAReleasedLock) {
+TEST_P(ThroughProxy, DelayedAcquireDoesNotRecreateAReleasedLock) {
   Client client = connect(100ms);
   LockOptions o;
   o.lease = 20s;
@@ -76,13 +87,13 @@ TEST_F(ThroughProxy, DelayedAcquireDoesNotRecreateAReleasedLock) {
   ASSERT_TRUE(lease->release().ok());
   std::this_thread::sleep_for(1500ms);  // the original request arrives meanwhile
   EXPECT_FALSE(held("d2")) << "the stray acquire re-created the lock";
-  Client other = Client::connect(server.url(), quiet(log));
+  Client other = Client::connect(url_of(server.url()), quiet(log));
   EXPECT_TRUE(other.try_acquire("d2").ok());
 }
 
 // Bug 6: the last Client handle goes while an async acquire is in flight:
 // its callback runs (cancelled) and a grant made meanwhile is undone.
-TEST_F(ThroughProxy, AsyncAcquireCompletesWhenTheClientGoesAndLeavesNothing) {
+TEST_P(ThroughProxy, AsyncAcquireCompletesWhenTheClientGoesAndLeavesNothing) {
   std::promise<Status> got;
   {
     Client client = connect(2000ms);
@@ -97,12 +108,14 @@ TEST_F(ThroughProxy, AsyncAcquireCompletesWhenTheClientGoesAndLeavesNothing) {
   EXPECT_FALSE(held("d6")) << "the grant made meanwhile stayed on the server";
 }
 
+class FaultReview : public Layouts {};
+
 // Bug 3: on_lost drops the last Client handle (a loss handler that shuts
 // the service down). ASan caught a use-after-free of the renewal scheduler.
-TEST(FaultReview, OnLostMayDropTheLastClientHandle) {
+TEST_P(FaultReview, OnLostMayDropTheLastClientHandle) {
   RedisServer server;
   LogSink log;
-  auto client = std::make_shared<std::optional<Client>>(Client::connect(server.url(), quiet(log)));
+  auto client = std::make_shared<std::optional<Client>>(Client::connect(url_of(server.url()), quiet(log)));
   std::promise<void> fired;
   LockOptions o = fast_watchdog(600ms, 150ms);
   o.on_lost = [client, &fired](LossReason) {
@@ -110,14 +123,14 @@ TEST(FaultReview, OnLostMayDropTheLastClientHandle) {
     fired.set_value();
   };
   auto lease = (*client)->try_acquire("d3", o).value();
-  SyncRedis(server.port()).cmd({"DEL", "dlock:{d3}"});
+  SyncRedis(server.port()).cmd({"DEL", key_of("d3")});
   auto f = fired.get_future();
   ASSERT_EQ(f.wait_for(5s), std::future_status::ready);
   EXPECT_TRUE(lease.lost());
   EXPECT_EQ(lease.release().code(), Errc::cancelled);
 }
 
-class RefusedChannels : public ::testing::Test {
+class RefusedChannels : public Layouts {
  protected:
   static RedisServerOptions options() {
     RedisServerOptions o;
@@ -127,13 +140,13 @@ class RefusedChannels : public ::testing::Test {
   }
   RedisServer server{options()};
   LogSink log;
-  Client holder = Client::connect(server.url(), quiet(log));
-  Client waiter = Client::connect(server.url_with_auth("nochan", "nochan-pw"), quiet(log));
+  Client holder = Client::connect(url_of(server.url()), quiet(log));
+  Client waiter = Client::connect(url_of(server.url_with_auth("nochan", "nochan-pw")), quiet(log));
 };
 
 // Bug 4: a refused subscription must not make a waiter ignore its deadline
 // or miss releases.
-TEST_F(RefusedChannels, AWaiterKeepsItsDeadlineAndSeesReleases) {
+TEST_P(RefusedChannels, AWaiterKeepsItsDeadlineAndSeesReleases) {
   auto lease = holder.try_acquire("d4").value();
   auto start = Clock::now();
   EXPECT_EQ(waiter.acquire("d4", 1000ms).code(), Errc::timeout);
@@ -151,17 +164,17 @@ TEST_F(RefusedChannels, AWaiterKeepsItsDeadlineAndSeesReleases) {
 }
 
 // Bug 5: PUBLISH refused after the DEL: the release happened; say so.
-TEST_F(RefusedChannels, AReleaseWhosePublishIsRefusedSucceeds) {
+TEST_P(RefusedChannels, AReleaseWhosePublishIsRefusedSucceeds) {
   auto lease = waiter.try_acquire("d5").value();
   EXPECT_TRUE(lease.release().ok());
   EXPECT_FALSE(holder.inspect("d5").value().held);
 }
 
 // Bug 7: a huge lease left a key without TTL, owned by nobody, forever.
-TEST(FaultReview, HugeLeaseIsRefusedAndWritesNothing) {
+TEST_P(FaultReview, HugeLeaseIsRefusedAndWritesNothing) {
   RedisServer server;
   LogSink log;
-  Client client = Client::connect(server.url(), quiet(log));
+  Client client = Client::connect(url_of(server.url()), quiet(log));
   LockOptions o;
   o.lease = milliseconds::max();
   EXPECT_EQ(client.try_acquire("d7", o).code(), Errc::invalid_argument);
@@ -169,17 +182,17 @@ TEST(FaultReview, HugeLeaseIsRefusedAndWritesNothing) {
   o.watchdog_lease = milliseconds::max();
   o.renew_interval = 1000ms;
   EXPECT_EQ(client.try_acquire("d7", o).code(), Errc::invalid_argument);
-  EXPECT_EQ(SyncRedis(server.port()).integer({"EXISTS", "dlock:{d7}"}), 0);
+  EXPECT_EQ(SyncRedis(server.port()).integer({"EXISTS", key_of("d7")}), 0);
 }
 
 // Bug 8: a re-entry on a hold already reported lost was granted and never
 // renewed. It is lease_lost.
-TEST(FaultReview, ReentryOnAHoldReportedLostIsLeaseLost) {
+TEST_P(FaultReview, ReentryOnAHoldReportedLostIsLeaseLost) {
   RedisServer server;
   LogSink log;
   ClientOptions co = quiet(log);
   co.command_timeout = 100ms;
-  Client client = Client::connect(server.url(), co);
+  Client client = Client::connect(url_of(server.url()), co);
   LockOptions o = fast_watchdog(800ms, 200ms);
   o.owner = "reentrant";
   auto lease = client.try_acquire("d8", o).value();
@@ -191,7 +204,7 @@ TEST(FaultReview, ReentryOnAHoldReportedLostIsLeaseLost) {
 }
 
 // Bug 10: out of memory is not a wrong type.
-TEST(FaultReview, OutOfMemoryIsReportedAsSuch) {
+TEST_P(FaultReview, OutOfMemoryIsReportedAsSuch) {
   RedisServerOptions so;
   so.extra_args = {"--maxmemory", "3mb", "--maxmemory-policy", "noeviction"};
   RedisServer server(so);
@@ -208,7 +221,7 @@ TEST(FaultReview, OutOfMemoryIsReportedAsSuch) {
   ASSERT_TRUE(full) << "the server never ran out of memory";
   LogSink log;
   ClientOptions co = quiet(log);
-  Client client = Client::connect(server.url(), co);
+  Client client = Client::connect(url_of(server.url()), co);
   LockOptions o;
   o.error_retry = 100ms;
   auto r = client.try_acquire("d10", o);
@@ -219,10 +232,10 @@ TEST(FaultReview, OutOfMemoryIsReportedAsSuch) {
 
 // Bug 11: waits longer than the nanosecond clock can count wait forever
 // instead of timing out at once.
-TEST(FaultReview, HugeWaitsWaitInsteadOfTimingOut) {
+TEST_P(FaultReview, HugeWaitsWaitInsteadOfTimingOut) {
   RedisServer server;
   LogSink log;
-  Client client = Client::connect(server.url(), quiet(log));
+  Client client = Client::connect(url_of(server.url()), quiet(log));
   auto lease = client.try_acquire("d11").value();
   std::promise<Status> got;
   client.async_acquire("d11", std::chrono::duration_cast<milliseconds>(std::chrono::hours(24 * 365 * 300)), {},
@@ -243,10 +256,10 @@ TEST(FaultReview, HugeWaitsWaitInsteadOfTimingOut) {
   m.unlock();
 }
 
-TEST(FaultReview, LeasesTooShortToBeUsefulAreRefused) {
+TEST_P(FaultReview, LeasesTooShortToBeUsefulAreRefused) {
   RedisServer server;
   LogSink log;
-  Client client = Client::connect(server.url(), quiet(log));
+  Client client = Client::connect(url_of(server.url()), quiet(log));
   LockOptions o;
   o.lease = 3ms;
   EXPECT_EQ(client.try_acquire("d11b", o).code(), Errc::invalid_argument);
@@ -255,6 +268,10 @@ TEST(FaultReview, LeasesTooShortToBeUsefulAreRefused) {
   o.renew_interval = 1ms;
   EXPECT_EQ(client.try_acquire("d11b", o).code(), Errc::invalid_argument);
 }
+
+INSTANTIATE_TEST_SUITE_P(Redis, ThroughProxy, ::testing::Values("", "?layout=plain"), layout_name);
+INSTANTIATE_TEST_SUITE_P(Redis, RefusedChannels, ::testing::Values("", "?layout=plain"), layout_name);
+INSTANTIATE_TEST_SUITE_P(Redis, FaultReview, ::testing::Values("", "?layout=plain"), layout_name);
 
 }  // namespace
 }  // namespace dlock::test
