@@ -104,6 +104,12 @@ std::vector<PlannedRun> short_suite() {
   // TLS: a holder paused, replies lost mid-stream, connections reset, the
   // server restarted (every new TLS connection, the fast path's too).
   for (const char* s : {"pause", "net-drop", "net-reset", "restart"}) v.push_back({s, "dlock-tls"});
+  // The plain layout (one string key, shared with redis-py and redlock):
+  // contention, a holder killed, paused, cut off, replies lost after the
+  // write ran, the server stalled, its clients limited, its user revoked.
+  for (const char* s : {"baseline", "holder-kill", "pause", "partition", "net-drop", "late-reply", "server-stall",
+                        "maxclients", "acl-revoke"})
+    v.push_back({s, "dlock-plain"});
   // Each naive strategy once, where it must fail.
   v.push_back({"holder-kill", "setnx-del"});
   v.push_back({"holder-kill", "setnx-then-expire"});

@@ -245,6 +245,7 @@ class TokenGetThenDel final : public NaiveBase {
 const std::vector<std::string>& strategy_names() {
   static const std::vector<std::string> names{"dlock",
                                               "dlock-tls",
+                                              "dlock-plain",
                                               "redlock",
                                               "cluster",
                                               "sentinel",
@@ -280,8 +281,8 @@ bool etcd_built() {
 
 bool is_naive(const std::string& name) {
   if (!recipe_of(name).empty()) return false;
-  return name != "dlock" && name != "dlock-tls" && name != "redlock" && name != "postgres" && name != "sqlite" &&
-         name != "zk" && name != "etcd" && name != "dlock-run" && redis_topology_of(name).empty();
+  return name != "dlock" && name != "dlock-tls" && name != "dlock-plain" && name != "redlock" && name != "postgres" &&
+         name != "sqlite" && name != "zk" && name != "etcd" && name != "dlock-run" && redis_topology_of(name).empty();
 }
 
 LockServer lock_server_of(const std::string& name) {
@@ -327,6 +328,11 @@ std::unique_ptr<Strategy> make_strategy(const std::string& name, const StrategyC
           name + " needs " +
           (server == LockServer::sqlite ? "a lock file" : std::to_string(lock_nodes(name)) + " lock servers"));
     if (!recipe_of(name).empty()) return make_recipe(name, server, config);
+    if (name == "dlock-plain") {  // the layout shared with redis-py's Lock and npm redlock
+      StrategyConfig plain = config;
+      plain.url = dlock_url(server, config) + "?layout=plain";
+      return std::make_unique<DlockStrategy>(server, plain);
+    }
     return std::make_unique<DlockStrategy>(server, config);
   }
   if (name.rfind("db-", 0) == 0) return make_table_lock(name, config);
