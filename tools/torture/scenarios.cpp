@@ -110,6 +110,9 @@ std::vector<PlannedRun> short_suite() {
   for (const char* s : {"baseline", "holder-kill", "pause", "partition", "net-drop", "late-reply", "server-stall",
                         "maxclients", "acl-revoke"})
     v.push_back({s, "dlock-plain"});
+  // A mixed fleet: half the workers redis-py's own Lock, half dlock, on one
+  // key: contention, holders killed, paused, cut off, replies lost.
+  for (const char* s : {"baseline", "holder-kill", "pause", "partition", "net-drop"}) v.push_back({s, "mixed-plain"});
   // Each naive strategy once, where it must fail.
   v.push_back({"holder-kill", "setnx-del"});
   v.push_back({"holder-kill", "setnx-then-expire"});

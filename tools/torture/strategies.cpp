@@ -10,6 +10,7 @@
 #include "history.hpp"
 #include "server_proc.hpp"
 #include "strategies_cli.hpp"
+#include "strategies_peers.hpp"
 #include "strategies_recipes.hpp"
 #include "strategies_sql.hpp"
 #include "strategies_zk.hpp"
@@ -246,6 +247,7 @@ const std::vector<std::string>& strategy_names() {
   static const std::vector<std::string> names{"dlock",
                                               "dlock-tls",
                                               "dlock-plain",
+                                              "mixed-plain",
                                               "redlock",
                                               "cluster",
                                               "sentinel",
@@ -281,8 +283,9 @@ bool etcd_built() {
 
 bool is_naive(const std::string& name) {
   if (!recipe_of(name).empty()) return false;
-  return name != "dlock" && name != "dlock-tls" && name != "dlock-plain" && name != "redlock" && name != "postgres" &&
-         name != "sqlite" && name != "zk" && name != "etcd" && name != "dlock-run" && redis_topology_of(name).empty();
+  return name != "dlock" && name != "dlock-tls" && name != "dlock-plain" && name != "mixed-plain" &&
+         name != "redlock" && name != "postgres" && name != "sqlite" && name != "zk" && name != "etcd" &&
+         name != "dlock-run" && redis_topology_of(name).empty();
 }
 
 LockServer lock_server_of(const std::string& name) {
@@ -328,7 +331,11 @@ std::unique_ptr<Strategy> make_strategy(const std::string& name, const StrategyC
           name + " needs " +
           (server == LockServer::sqlite ? "a lock file" : std::to_string(lock_nodes(name)) + " lock servers"));
     if (!recipe_of(name).empty()) return make_recipe(name, server, config);
-    if (name == "dlock-plain") {  // the layout shared with redis-py's Lock and npm redlock
+    // A mixed fleet on one name: odd workers run redis-py's Lock, even ones
+    // dlock on the layout they share.
+    if (name == "mixed-plain" && config.client_name.size() > 1 && (config.client_name.back() - '0') % 2 == 1)
+      return make_redispy_peer(config);
+    if (name == "dlock-plain" || name == "mixed-plain") {  // the layout shared with redis-py's Lock and npm redlock
       StrategyConfig plain = config;
       plain.url = dlock_url(server, config) + "?layout=plain";
       return std::make_unique<DlockStrategy>(server, plain);

@@ -19,6 +19,7 @@
 
 #include "common/sync_redis.hpp"
 #include "history.hpp"
+#include "line_socket.hpp"
 #include "worker.hpp"
 
 namespace torture {
@@ -29,47 +30,12 @@ constexpr int kLockLostExit = 79;  // dlock run: the lock was lost while CMD ran
 constexpr int kTimeoutExit = 75;   // dlock run: not acquired within --wait
 constexpr int kUsageExit = 64;
 
-// One line from `fd` (without its '\n'); false at EOF or error.
-bool read_line(int fd, std::string& buf, std::string& line) {
-  for (;;) {
-    if (auto nl = buf.find('\n'); nl != std::string::npos) {
-      line = buf.substr(0, nl);
-      buf.erase(0, nl + 1);
-      return true;
-    }
-    char chunk[256];
-    const ssize_t n = ::read(fd, chunk, sizeof chunk);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    buf.append(chunk, static_cast<std::size_t>(n));
-  }
-}
-
-bool write_all(int fd, const std::string& s) {
-  std::size_t off = 0;
-  while (off < s.size()) {
-    const ssize_t n = ::send(fd, s.data() + off, s.size() - off, MSG_NOSIGNAL);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    off += static_cast<std::size_t>(n);
-  }
-  return true;
-}
-
 std::string self_exe() { return std::filesystem::read_symlink("/proc/self/exe").string(); }
 
 class CliRun final : public Strategy {
  public:
   explicit CliRun(const StrategyConfig& c) : config_(c) {
-    listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof a;
-    if (listen_fd_ < 0 || ::bind(listen_fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
-        ::listen(listen_fd_, 4) != 0 || ::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&a), &len) != 0)
-      throw std::runtime_error("dlock-run: cannot listen on loopback");
-    port_ = ntohs(a.sin_port);
+    listen_fd_ = listen_loopback(port_, "dlock-run");
     const char* cli = std::getenv("DLOCK_TORTURE_CLI");
     dlock_ = cli ? cli : (std::filesystem::path(self_exe()).parent_path() / "dlock").string();
   }
