@@ -12,6 +12,8 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <stdexcept>
 #include <thread>
 
@@ -121,6 +123,37 @@ int read_listening_port(int fd) {
   while (read(fd, &c, 1) == 1 && c != '\n') line += c;
   if (line.rfind("listening ", 0) != 0) throw std::runtime_error("service did not start: '" + line + "'");
   return std::stoi(line.substr(10));
+}
+
+namespace {
+
+// A thread's state letter from /proc/PID/task/TID/stat ('?' if unreadable).
+char thread_state(const std::filesystem::path& stat) {
+  std::ifstream in(stat);
+  std::string line;
+  std::getline(in, line);
+  const auto paren = line.rfind(')');
+  return paren == std::string::npos || paren + 2 >= line.size() ? '?' : line[paren + 2];
+}
+
+}  // namespace
+
+bool stop_process(pid_t pid, std::chrono::milliseconds patience) {
+  if (pid <= 0 || ::kill(pid, SIGSTOP) != 0) return false;
+  const auto until = std::chrono::steady_clock::now() + patience;
+  const std::filesystem::path tasks = "/proc/" + std::to_string(pid) + "/task";
+  while (std::chrono::steady_clock::now() < until) {
+    bool all = true;
+    std::error_code ec;
+    for (const auto& t : std::filesystem::directory_iterator(tasks, ec)) {
+      const char st = thread_state(t.path() / "stat");
+      if (st != 'T' && st != 't') all = false;
+    }
+    if (ec) return false;  // gone
+    if (all) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return false;
 }
 
 }  // namespace dlock::tools

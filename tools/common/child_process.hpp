@@ -35,6 +35,10 @@ void kill_child(Child& child);
 bool child_exited(Child& child, int* exit_code = nullptr);
 // True while the child has not exited (an exited one is left to reap).
 bool child_running(const Child& child);
+// SIGSTOP to `pid`, returning once every one of its threads is stopped (at
+// most `patience`): the signal takes effect asynchronously, and a server
+// asked at once may still answer. false: it did not stop in time (or is gone).
+bool stop_process(pid_t pid, std::chrono::milliseconds patience = std::chrono::milliseconds(2000));
 // Runs a program to its end, its output appended to `log`; its exit status
 // (128 + signal if killed), -1 if it was killed after `limit`.
 int run_to_end(const std::vector<std::string>& argv, const std::string& log,

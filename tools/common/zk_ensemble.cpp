@@ -234,21 +234,8 @@ void ZooKeeperEnsemble::restart_all() {
   for (int i = 0; i < size(); ++i) start(i);
 }
 
-// Returns once the server is stopped: SIGSTOP takes effect asynchronously,
-// and a server asked at once may still answer.
-void ZooKeeperEnsemble::pause(int i) {
-  const pid_t pid = nodes_.at(i).pid;
-  if (pid <= 0 || ::kill(pid, SIGSTOP) != 0) return;
-  const auto until = Clock::now() + 2s;
-  while (Clock::now() < until) {
-    std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-    std::string line;
-    std::getline(stat, line);
-    const auto paren = line.rfind(')');
-    if (paren == std::string::npos || paren + 2 >= line.size() || line[paren + 2] == 'T') return;
-    std::this_thread::sleep_for(1ms);
-  }
-}
+// Returns once the server is stopped (stop_process).
+void ZooKeeperEnsemble::pause(int i) { stop_process(nodes_.at(i).pid); }
 
 void ZooKeeperEnsemble::resume(int i) {
   if (nodes_.at(i).pid > 0) ::kill(nodes_[i].pid, SIGCONT);
