@@ -128,6 +128,10 @@ struct DLOCK_EXPORT ClientOptions {
 
   // Diagnostics (failed background releases, reconnects, lost leases).
   // Default (empty): warnings and errors go to stderr with a "dlock:" prefix.
+  // Called until the client's I/O thread ends: when the last Client handle
+  // goes inside a callback, that is after the callback returns (the client
+  // shuts down on its own), so the logger must not refer to what dies with
+  // that handle.
   Logger logger;
 
   // Periodic statistics: when set, called with Client::stats() every
