@@ -29,6 +29,10 @@ using Clock = std::chrono::steady_clock;
 struct LogSink {
   std::mutex mu;
   std::vector<std::string> lines;
+  // Taken once more before the lines go: a client's I/O thread that logged
+  // last (one shutting down on its own, after its last handle went in a
+  // callback) is then ordered before their destruction.
+  ~LogSink() { std::lock_guard lk(mu); }
   Logger logger() {
     return [this](LogLevel, std::string_view m) {
       std::lock_guard lk(mu);
