@@ -143,7 +143,7 @@ ensure_node_peers() {
   mkdir -p "$dir"
   if ! cmp -s "$DLOCK_ROOT/bench/peers/package.json" "$dir/package.json" || [[ ! -d $dir/node_modules/redlock ]] ||
     [[ ! -d $dir/node_modules/redis-semaphore ]]; then
-    log "installing npm redlock, redis-semaphore and ioredis into $dir"
+    log "installing npm redlock, redis-semaphore, node-redisson and ioredis into $dir"
     cp "$DLOCK_ROOT/bench/peers/package.json" "$dir/"
     npm install --prefix "$dir" --no-audit --no-fund --loglevel=error >/dev/null || return 1
   fi
@@ -159,6 +159,9 @@ ensure_node_peers() {
 # and link than -g, and a backtrace still names file and line.
 DLOCK_RELWITHDEBINFO_FLAGS="-O2 -g1 -DNDEBUG"
 build_dir() {
+  # Precompiled headers (cmake/dlockPrecompiled.cmake) are cached by ccache
+  # only with these relaxed checks, which its manual asks for them.
+  export CCACHE_SLOPPINESS="${CCACHE_SLOPPINESS:-pch_defines,time_macros,include_file_mtime,include_file_ctime}"
   local dir="${1:-build}"
   (($# > 0)) && shift
   [[ $dir == /* ]] || dir="$DLOCK_ROOT/$dir"

@@ -91,12 +91,16 @@ const std::string& slot_tag(int slot) {
   return tags[static_cast<std::size_t>(slot) & 16383];
 }
 
-LockKeys plain_keys(std::string_view prefix, std::string_view name, FenceScope fences) {
+namespace {
+
+// The single-key layouts' own keys, "<prefix>{<slot tag>}:<layout>:{name}",
+// in the name's cluster slot whatever the name holds.
+LockKeys single_key_layout(std::string_view prefix, std::string_view name, FenceScope fences, std::string_view layout) {
   LockKeys keys;
   keys.lock.assign(name);
   std::string side;
-  side.reserve(prefix.size() + name.size() + 16);
-  side.append(prefix).append("{").append(slot_tag(redis::key_slot(name))).append("}:plain:{");
+  side.reserve(prefix.size() + name.size() + 20);
+  side.append(prefix).append("{").append(slot_tag(redis::key_slot(name))).append("}:").append(layout).append(":{");
   append_escaped(side, name);
   side += '}';
   // Per name, the counter ends in "}:f" as lock_keys' does (fence.lua
@@ -104,6 +108,21 @@ LockKeys plain_keys(std::string_view prefix, std::string_view name, FenceScope f
   keys.fence = fences == FenceScope::name ? side + ":f" : std::string(prefix) + "fence";
   keys.channel = side + ":wake";
   keys.tombstone = side + ":t:";
+  return keys;
+}
+
+}  // namespace
+
+LockKeys plain_keys(std::string_view prefix, std::string_view name, FenceScope fences) {
+  return single_key_layout(prefix, name, fences, "plain");
+}
+
+LockKeys redisson_keys(std::string_view prefix, std::string_view name, FenceScope fences) {
+  LockKeys keys = single_key_layout(prefix, name, fences, "redisson");
+  // Redisson's RedissonObject.prefixName: braces added unless the name has
+  // one, so the channel is in the name's slot (sharded pub/sub).
+  const bool braced = name.find('{') != std::string_view::npos;
+  keys.channel = std::string("redisson_lock__channel:") + (braced ? "" : "{") + std::string(name) + (braced ? "" : "}");
   return keys;
 }
 

@@ -38,7 +38,15 @@ enum class FenceScope { prefix, name };
 //    a peer reads nothing in it: each library compares its own token). dlock's side keys (fence
 //    counter, wake channel, tombstones) are "<prefix>{<slot tag>}:plain:
 //    {name}...", where the slot tag puts them in the name's cluster slot.
-enum class Layout { dlock, plain };
+//  - redisson: Redisson's RLock, the hash "name" itself, a field
+//    "<client id>:<thread id>" per holder with its re-entry count, its
+//    release published as '0' on "redisson_lock__channel:{name}" (no
+//    braces added when the name has some, as Redisson's prefixName), so
+//    dlock and Redisson's RLock exclude and wake each other on one name.
+//    dlock's hold is a field of that shape and a field 'dlock' with the
+//    plain layout's value (lua/redisson_lib.lua); its side keys are the
+//    plain layout's, under ":redisson:".
+enum class Layout { dlock, plain, redisson };
 struct LockKeys {
   std::string lock;       // hash: o = owner, n = re-entry count, f = fence
   std::string fence;      // counter: last fence issued (FenceScope)
@@ -49,6 +57,8 @@ struct LockKeys {
 LockKeys lock_keys(std::string_view prefix, std::string_view name, FenceScope fences = FenceScope::prefix);
 // The plain layout's keys of `name` (no line: that layout has none).
 LockKeys plain_keys(std::string_view prefix, std::string_view name, FenceScope fences = FenceScope::prefix);
+// The redisson layout's (no line either).
+LockKeys redisson_keys(std::string_view prefix, std::string_view name, FenceScope fences = FenceScope::prefix);
 // A short hash tag whose key slot is `slot` (0..16383): a key "{tag}..."
 // lands in that slot.
 const std::string& slot_tag(int slot);
@@ -60,8 +70,13 @@ struct Keyspace {
   Layout layout = Layout::dlock;
 
   bool plain() const { return layout == Layout::plain; }
+  bool redisson() const { return layout == Layout::redisson; }
+  // One key per lock, a peer library's, and no line (plain, redisson).
+  bool single_key() const { return layout != Layout::dlock; }
   LockKeys keys(std::string_view name) const {
-    return plain() ? plain_keys(prefix, name, fences) : lock_keys(prefix, name, fences);
+    if (plain()) return plain_keys(prefix, name, fences);
+    if (redisson()) return redisson_keys(prefix, name, fences);
+    return lock_keys(prefix, name, fences);
   }
 };
 

@@ -12,6 +12,7 @@ namespace dlock::redis::lua {
 extern const std::string_view acquire, release, renew;
 extern const std::string_view line_acquire, line_release, line_abandon, line_inspect;
 extern const std::string_view plain_acquire, plain_release, plain_inspect;
+extern const std::string_view redisson_acquire, redisson_release, redisson_inspect;
 
 }  // namespace dlock::redis::lua
 

@@ -65,10 +65,10 @@ void RedisBackend::close() {
 
 detail::Capabilities RedisBackend::capabilities() const {
   detail::Capabilities caps;
-  // The plain layout keeps a token and nothing else, as its peers do: the
-  // client counts re-entry, and there is no line.
-  caps.lines = !keyspace_.plain();
-  caps.server_reentry = !keyspace_.plain();
+  // The plain and redisson layouts keep what their peers keep: the client
+  // counts re-entry (redisson: dlock's field counts 1), and there is no line.
+  caps.lines = !keyspace_.single_key();
+  caps.server_reentry = !keyspace_.single_key();
   return caps;
 }
 
@@ -94,6 +94,10 @@ void RedisBackend::acquire_round(const AcquireCall& call, std::uint64_t round,
 }
 
 Status RedisBackend::check_layout(const AcquireCall& call) const {
+  if (keyspace_.redisson())
+    return detail::check_mode(call, "layout=redisson",
+                              "it keeps Redisson's RLock, one hash per lock, and no line (use the default layout, "
+                              "or another backend, for them)");
   if (!keyspace_.plain()) return {};
   return detail::check_mode(call, "layout=plain",
                             "it keeps one string key per lock, as redis-py's Lock and npm redlock do, and no line "
@@ -135,7 +139,8 @@ void RedisBackend::renew(const std::vector<RenewCall>& calls,
 
 void RedisBackend::names(const std::string& prefix, std::function<void(Result<std::vector<std::string>>)> done) {
   auto scan = std::make_shared<Scan>();
-  scan->pattern = keyspace_.plain() ? detail::plain_key_pattern(prefix) : detail::lock_key_pattern(prefix_, prefix);
+  scan->pattern =
+      keyspace_.single_key() ? detail::plain_key_pattern(prefix) : detail::lock_key_pattern(prefix_, prefix);
   scan->masters = route_->masters();
   scan->done = std::move(done);
   scan_page(scan, "0");
@@ -143,10 +148,11 @@ void RedisBackend::names(const std::string& prefix, std::function<void(Result<st
 
 void RedisBackend::scan_page(std::shared_ptr<Scan> scan, const std::string& cursor) {
   // The plain layout: every string key may be a lock (a peer's too), but
-  // for dlock's own (its fence counter, tombstones).
-  const bool plain = keyspace_.plain();
+  // for dlock's own (its fence counter, tombstones); the redisson layout:
+  // every hash.
+  const bool plain = keyspace_.single_key();
   std::vector<std::string_view> scan_args{"SCAN", cursor, "MATCH", scan->pattern, "COUNT", "1000"};
-  if (plain) scan_args.insert(scan_args.end(), {"TYPE", "string"});
+  if (plain) scan_args.insert(scan_args.end(), {"TYPE", keyspace_.redisson() ? "hash" : "string"});
   std::string payload;
   append_command(payload, scan_args);
   std::vector<std::string> commands;
@@ -177,9 +183,11 @@ void RedisBackend::scan_page(std::shared_ptr<Scan> scan, const std::string& curs
 
 void RedisBackend::inspect(const std::string& name, std::function<void(Result<LockInfo>)> done) {
   auto keys = keyspace_.keys(name);
-  const Script& script = published(keyspace_.plain() ? plain_inspect_script() : line_inspect_script());
+  const Script& script = published(keyspace_.plain()      ? plain_inspect_script()
+                                   : keyspace_.redisson() ? redisson_inspect_script()
+                                                          : line_inspect_script());
   std::vector<std::string> commands(3);
-  if (keyspace_.plain())
+  if (keyspace_.single_key())
     append_command(commands[0], {"EVAL", script.body, "1", keys.lock});
   else
     append_command(commands[0], {"EVAL", script.body, "3", keys.lock, keys.line, keys.fence, keys.channel});
@@ -260,7 +268,7 @@ void RedisBackend::renew_group(const std::vector<RenewCall>& calls, std::vector<
     if (c.line) keys.push_back(std::move(k.line));
     args.push_back(wire_owner(c.owner, c.grant));
     args.push_back(std::to_string(c.lease.count()));
-    args.push_back(keyspace_.plain() ? "k" : c.line ? "l" : "p");
+    args.push_back(keyspace_.plain() ? "k" : keyspace_.redisson() ? "h" : c.line ? "l" : "p");
   }
   // Renewals the replicas did not acknowledge could vanish in a failover:
   // unconfirmed (retried next tick). Leases found gone or taken are

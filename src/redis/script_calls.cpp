@@ -78,8 +78,8 @@ ScriptCall acquire_request(const detail::Keyspace& ks, const detail::AcquireCall
   auto keys = ks.keys(call.name);
   std::string owner = wire_owner(call.owner, call.grant);
   std::string tomb = keys.tombstone + owner;
-  if (ks.plain())
-    return {&plain_acquire_script(),
+  if (ks.single_key())
+    return {ks.plain() ? &plain_acquire_script() : &redisson_acquire_script(),
             {std::move(keys.lock), std::move(keys.fence), std::move(tomb)},
             {std::move(owner), std::to_string(call.lease.count()), call.info, wall_ms_now()}};
   if (is_line(call)) {
@@ -102,8 +102,8 @@ ScriptCall release_request(const detail::Keyspace& ks, const detail::ReleaseCall
   auto keys = ks.keys(call.name);
   std::string owner = wire_owner(call.owner, call.grant);
   std::string tomb = keys.tombstone + owner;
-  if (ks.plain())
-    return {&plain_release_script(),
+  if (ks.single_key())
+    return {ks.plain() ? &plain_release_script() : &redisson_release_script(),
             {std::move(keys.lock), std::move(tomb)},
             {std::move(owner), std::move(keys.channel), std::to_string(call.tombstone.count())}};
   if (call.mode == detail::LockMode::shared) {

@@ -49,9 +49,10 @@ const Script& with_sharded_publish(const Script& s) {
   using Table = std::map<const Script*, std::unique_ptr<ShardedVariant>>;
   static const Table known = [] {
     Table t;
-    for (const Script* x : {&acquire_script(), &release_script(), &renew_script(), &line_acquire_script(),
-                            &line_release_script(), &line_abandon_script(), &line_inspect_script(),
-                            &plain_acquire_script(), &plain_release_script(), &plain_inspect_script()})
+    for (const Script* x :
+         {&acquire_script(), &release_script(), &renew_script(), &line_acquire_script(), &line_release_script(),
+          &line_abandon_script(), &line_inspect_script(), &plain_acquire_script(), &plain_release_script(),
+          &plain_inspect_script(), &redisson_acquire_script(), &redisson_release_script(), &redisson_inspect_script()})
       t.emplace(x, sharded_variant_of(*x));
     return t;
   }();
@@ -85,5 +86,8 @@ const Script& line_inspect_script() { return cached<&lua::line_inspect>(); }
 const Script& plain_acquire_script() { return cached<&lua::plain_acquire>(); }
 const Script& plain_release_script() { return cached<&lua::plain_release>(); }
 const Script& plain_inspect_script() { return cached<&lua::plain_inspect>(); }
+const Script& redisson_acquire_script() { return cached<&lua::redisson_acquire>(); }
+const Script& redisson_release_script() { return cached<&lua::redisson_release>(); }
+const Script& redisson_inspect_script() { return cached<&lua::redisson_inspect>(); }
 
 }  // namespace dlock::redis

@@ -49,6 +49,13 @@ const Script& plain_acquire_script();
 const Script& plain_release_script();
 const Script& plain_inspect_script();
 
+// The redisson layout (keys.hpp), Redisson's RLock hash: lua/redisson_*.lua,
+// the plain scripts' keys and arguments. Busy is {0, holder pttl, 0}: a
+// release of either library publishes Redisson's unlock message.
+const Script& redisson_acquire_script();
+const Script& redisson_release_script();
+const Script& redisson_inspect_script();
+
 }  // namespace dlock::redis
 
 #endif  // DLOCK_REDIS_SCRIPTS_HPP_

@@ -123,10 +123,12 @@ Status parse_param(std::string_view key, std::string value, RedisEndpoint& ep) {
       ep.layout = Layout::dlock;
     } else if (value == "plain") {
       ep.layout = Layout::plain;
+    } else if (value == "redisson") {
+      ep.layout = Layout::redisson;
     } else {
       return bad(
-          "layout must be dlock (the default: every guarantee) or plain (one string key per lock, as "
-          "redis-py's Lock, npm redlock and redsync keep it), not '" +
+          "layout must be dlock (the default: every guarantee), plain (one string key per lock, as "
+          "redis-py's Lock, npm redlock and redsync keep it) or redisson (Redisson's RLock hash), not '" +
           value + "'");
     }
     return {};

@@ -41,7 +41,7 @@ struct RedisEndpoint {
   // each release's message on its shard; classic PUBLISH reaches every
   // node. auto (unset): sharded where the cluster knows it.
   std::string pubsub;
-  // ?layout=dlock|plain: where a lock lives (keys.hpp). Not for Redlock.
+  // ?layout=dlock|plain|redisson: where a lock lives (keys.hpp). Not for Redlock.
   Layout layout = Layout::dlock;
 
   // "rediss://host:port/db" with credentials left out: safe to log.

@@ -49,10 +49,20 @@ Status parse_params(std::string_view query, ZkConfig& c, std::string& prefix) {
     } else if (key == "prefix") {
       if (!plain_segment(value)) return bad("prefix must be one name of letters, digits, '_', '-' and '.'");
       prefix = value;
+    } else if (key == "layout") {
+      if (value == "dlock" || value == "curator") {
+        c.naming = Naming::curator;
+      } else if (value == "kazoo") {
+        c.naming = Naming::kazoo;
+      } else {
+        return bad("unknown layout '" + value +
+                   "' (known: dlock, the default, whose nodes Curator's InterProcessMutex shares; kazoo, whose "
+                   "nodes kazoo's Lock, WriteLock and ReadLock share)");
+      }
     } else if (key == "tls" || key == "ssl") {
       return bad("TLS is not available: Debian's ZooKeeper C client (3.8) is built without it");
     } else {
-      return bad("unknown parameter '" + key + "' (known: session_timeout, prefix)");
+      return bad("unknown parameter '" + key + "' (known: session_timeout, prefix, layout)");
     }
   }
   return {};

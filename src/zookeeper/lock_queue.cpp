@@ -8,6 +8,8 @@ namespace dlock::zookeeper {
 namespace {
 
 constexpr std::size_t kSeqDigits = 10;
+constexpr std::string_view kKazooLock = "__lock__";
+constexpr std::string_view kKazooRead = "__rlock__";
 
 bool kept(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-' ||
@@ -41,8 +43,38 @@ std::string decode_name(std::string_view segment) {
 
 std::string child_prefix(std::string_view guid) { return "_c_" + std::string(guid) + "-lock-"; }
 
-std::string child_prefix(std::string_view guid, detail::LockMode mode, unsigned permits) {
+std::string child_prefix(std::string_view guid, detail::LockMode mode, unsigned permits, Naming naming) {
+  if (naming == Naming::kazoo)
+    return "_c_" + std::string(guid) + std::string(mode == detail::LockMode::exclusive ? kKazooLock : kKazooRead);
   return "_c_" + std::string(guid) + "-" + detail::kind_word(mode, permits) + "-";
+}
+
+Status kazoo_refusal(detail::LockMode mode, unsigned permits) {
+  if (mode == detail::LockMode::exclusive || permits == 0) return {};
+  return {Errc::invalid_argument,
+          "layout=kazoo does not offer counted locks: kazoo's Semaphore keeps a lease node per holder, not a "
+          "queue its Lock shares (use the default layout for a Semaphore)"};
+}
+
+std::string node_data(Naming naming, std::string_view owner, std::string_view info) {
+  if (naming == Naming::kazoo) return std::string(info);
+  return detail::node_data(owner, info);
+}
+
+std::string holder_of(std::string_view child, std::string_view data) {
+  const auto printable = [](std::string_view s) {
+    std::string out(s);
+    for (char& c : out)
+      if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
+    return out;
+  };
+  const std::string_view head = child.substr(0, child.size() >= kSeqDigits ? child.size() - kSeqDigits : 0);
+  const bool kazoo_named = head.ends_with(kKazooLock) || head.ends_with(kKazooRead);
+  if (child.starts_with("_c_")) return kazoo_named ? printable(data) : parse_node_data(data).info;
+  const std::string shown = printable(data.substr(0, 64));
+  std::string out = "a peer library (node " + std::string(child);
+  if (!shown.empty()) out += ", identifier '" + shown + (data.size() > 64 ? "...'" : "'");
+  return out + ")";
 }
 
 std::optional<QueueNode> parse_child(std::string_view child) {
@@ -52,7 +84,11 @@ std::optional<QueueNode> parse_child(std::string_view child) {
   n.name = std::string(child);
   n.seq = *seq;
   const std::string_view head = child.substr(0, child.size() - kSeqDigits);
-  if (head.empty() || head.back() != '-') return n;
+  if (head.ends_with(kKazooRead)) {
+    n.mode = detail::LockMode::shared;
+    return n;
+  }
+  if (head.empty() || head.back() != '-') return n;  // kazoo's "__lock__" among them
   const std::string_view rest = head.substr(0, head.size() - 1);
   const auto dash = rest.rfind('-');
   detail::read_kind_word(dash == std::string_view::npos ? rest : rest.substr(dash + 1), n);
@@ -100,14 +136,17 @@ Place place_of(const std::vector<std::string>& ordered, std::string_view mine) {
 
 std::vector<std::string> nodes_of_guid(const std::vector<std::string>& children, std::string_view guid) {
   // "_c_<guid>-<kind>-<seq>": the kind holds no '-', so a longer guid that
-  // starts with this one (base64url has '-') is not taken for it.
-  const std::string prefix = "_c_" + std::string(guid) + "-";
+  // starts with this one (base64url has '-') is not taken for it. Or
+  // kazoo's "_c_<guid>__lock__<seq>" and "__rlock__": nothing else may
+  // stand between the guid and the sequence.
+  const std::string prefix = "_c_" + std::string(guid);
   std::vector<std::string> out;
   for (const auto& c : children) {
-    if (!c.starts_with(prefix) || !sequence_of(c) || c.size() < prefix.size() + kSeqDigits + 1) continue;
+    if (!c.starts_with(prefix) || !sequence_of(c) || c.size() < prefix.size() + kSeqDigits + 2) continue;
     const std::string_view kind = std::string_view(c).substr(prefix.size(), c.size() - prefix.size() - kSeqDigits);
-    if (kind.size() >= 2 && kind.back() == '-' && kind.substr(0, kind.size() - 1).find('-') == std::string_view::npos)
-      out.push_back(c);
+    const bool curator = kind.size() >= 3 && kind.front() == '-' && kind.back() == '-' &&
+                         kind.substr(1, kind.size() - 2).find('-') == std::string_view::npos;
+    if (curator || kind == kKazooLock || kind == kKazooRead) out.push_back(c);
   }
   return out;
 }

@@ -11,6 +11,16 @@
 //                           node is ahead and fewer than N nodes are.
 // Grants follow line order: a reader behind a waiting writer waits too.
 // The node's data is the owner, then a NUL and the holder's info.
+//
+// kazoo's names are read in every layout, and made in layout=kazoo:
+//   <anything>__lock__<seq>   exclusive (kazoo's Lock and WriteLock);
+//   <anything>__rlock__<seq>  shared, no limit (kazoo's ReadLock).
+// kazoo sorts only the children whose names end so, by their sequence, and
+// waits for them alone: Curator's names are invisible to it, and kazoo's
+// to Curator (which sorts on the text after "lock-"). So one node name
+// cannot serve both: a fleet picks its layout. The node's data in
+// layout=kazoo is the holder's info alone (kazoo's contenders() shows it as
+// the identifier).
 #ifndef DLOCK_ZOOKEEPER_LOCK_QUEUE_HPP_
 #define DLOCK_ZOOKEEPER_LOCK_QUEUE_HPP_
 
@@ -23,6 +33,7 @@
 #include "backend.hpp"
 #include "core/queue_line.hpp"
 #include "holder_description.hpp"
+#include "zookeeper/config.hpp"
 
 namespace dlock::zookeeper {
 
@@ -34,13 +45,26 @@ std::string decode_name(std::string_view segment);
 
 // "_c_<guid>-lock-": the child's name before the server appends its
 // ten-digit sequence. The shared forms: "-read-" (permits 0), "-sem<N>-".
+// kazoo's naming: "_c_<guid>__lock__", "_c_<guid>__rlock__" (it has no
+// counted form: the caller refuses permits, kazoo_refusal).
 std::string child_prefix(std::string_view guid);
-std::string child_prefix(std::string_view guid, detail::LockMode mode, unsigned permits);
+std::string child_prefix(std::string_view guid, detail::LockMode mode, unsigned permits,
+                         Naming naming = Naming::curator);
 
-// A node's data: the owner and the holder's info (holder_description.hpp).
-using detail::node_data;
+// invalid_argument for a lock kazoo's recipes cannot share (a counted one:
+// kazoo's Semaphore keeps lease nodes, not a queue); ok otherwise.
+Status kazoo_refusal(detail::LockMode mode, unsigned permits);
+
+// A node's data: the owner and the holder's info (holder_description.hpp);
+// in kazoo's naming the info alone.
 using detail::NodeData;
 using detail::parse_node_data;
+std::string node_data(Naming naming, std::string_view owner, std::string_view info);
+
+// What inspect shows of the holding node: dlock's (and Curator's) nodes
+// start with "_c_", and their info is the holder; a peer's node (kazoo's
+// own) is shown as one, with its identifier.
+std::string holder_of(std::string_view child, std::string_view data);
 
 // The line's rules (core/queue_line.hpp), shared with etcd's line.
 using detail::granted_count;

@@ -60,6 +60,8 @@ void ZkBackend::close() {
 }
 
 Status ZkBackend::refuse(const AcquireCall& call) const {
+  if (config_.naming == Naming::kazoo)
+    if (Status s = kazoo_refusal(call.mode, call.permits); !s.ok()) return s;
   const bool shared = call.mode == detail::LockMode::shared;
   if (!held_.holds_other_mode(call.name, call.owner, shared)) return {};
   return detail::upgrade_refused(call);
@@ -138,17 +140,18 @@ void ZkBackend::inspect(const std::string& name, std::function<void(Result<LockI
     info.holders = static_cast<unsigned>(granted);
     info.shared = line.front().mode == detail::LockMode::shared;
     info.waiters = static_cast<unsigned>(line.size() - granted);
-    session_.get(parent + "/" + line.front().name, false, [this, info, done = std::move(done)](Reply e) mutable {
-      if (closed_) return done(cancelled());
-      if (e.rc == ZNONODE) return done(info);  // released meanwhile
-      if (e.rc != ZOK) return done(rc_status(e.rc, "read the lock node"));
-      info.held = true;
-      info.fence = static_cast<std::uint64_t>(e.stat.czxid);
-      info.reentry_count = 1;  // levels are counted by the holding client
-      info.last_fence = std::max(info.last_fence, info.fence);
-      info.holder = parse_node_data(e.data).info;
-      done(info);
-    });
+    session_.get(parent + "/" + line.front().name, false,
+                 [this, info, child = line.front().name, done = std::move(done)](Reply e) mutable {
+                   if (closed_) return done(cancelled());
+                   if (e.rc == ZNONODE) return done(info);  // released meanwhile
+                   if (e.rc != ZOK) return done(rc_status(e.rc, "read the lock node"));
+                   info.held = true;
+                   info.fence = static_cast<std::uint64_t>(e.stat.czxid);
+                   info.reentry_count = 1;  // levels are counted by the holding client
+                   info.last_fence = std::max(info.last_fence, info.fence);
+                   info.holder = holder_of(child, e.data);
+                   done(info);
+                 });
   });
 }
 
@@ -218,8 +221,8 @@ void ZkBackend::create_node(std::uint64_t id, AcquireDone done) {
     session_.create(sent.parent, "", ZOO_CONTAINER, creator_acl(), [](Reply) {});  // told by the next reply
   auto flow = std::make_shared<Pipelined>();
   flow->done = std::move(done);
-  session_.create(sent.parent + "/" + child_prefix(sent.guid, sent.mode, sent.permits),
-                  node_data(sent.owner, sent.info), ZOO_EPHEMERAL_SEQUENTIAL, creator_acl(),
+  session_.create(sent.parent + "/" + child_prefix(sent.guid, sent.mode, sent.permits, config_.naming),
+                  node_data(config_.naming, sent.owner, sent.info), ZOO_EPHEMERAL_SEQUENTIAL, creator_acl(),
                   [this, id, flow](Reply r) { on_created(id, flow, std::move(r)); });
   session_.children(sent.parent, [this, id, flow](Reply r) {
     if (flow->created) on_listed(id, std::move(flow->done), std::move(r));

@@ -21,8 +21,9 @@ std::optional<Result<AcquireOutcome>> ZkBackend::acquire_now(const AcquireCall& 
         parent, "", ZOO_CONTAINER, creator_acl(), [w](Reply) { w->arrive(); }, via);
   const std::string guid = detail::random_token();
   session_.create(
-      parent + "/" + child_prefix(guid, call.mode, permits), node_data(call.owner, call.info), ZOO_EPHEMERAL_SEQUENTIAL,
-      creator_acl(), [w](Reply r) { w->arrive(&Rendezvous::created, std::move(r)); }, via);
+      parent + "/" + child_prefix(guid, call.mode, permits, config_.naming),
+      node_data(config_.naming, call.owner, call.info), ZOO_EPHEMERAL_SEQUENTIAL, creator_acl(),
+      [w](Reply r) { w->arrive(&Rendezvous::created, std::move(r)); }, via);
   session_.children(
       parent, [w](Reply r) { w->arrive(&Rendezvous::listed, std::move(r)); }, via);
   if (!w->wait_until(call.deadline)) {

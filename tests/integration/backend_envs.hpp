@@ -136,11 +136,13 @@ class RedisEnv final : public BackendEnv {
 };
 
 // redis://...?layout=plain: one string key per lock, the layout redis-py's
-// Lock and npm redlock keep (interop_test.cpp runs those beside it). No line.
-class PlainRedisEnv final : public BackendEnv {
+// Lock and npm redlock keep; ?layout=redisson: Redisson's RLock hash
+// (redis_interop_test.cpp runs those libraries beside it). No line.
+class PeerLayoutRedisEnv final : public BackendEnv {
  public:
+  explicit PeerLayoutRedisEnv(std::string layout) : layout_(std::move(layout)) {}
   Client client() override { return Client::connect(url(), quiet()); }
-  std::string url() const override { return server_.url() + "?layout=plain"; }
+  std::string url() const override { return server_.url() + "?layout=" + layout_; }
   bool lines() const override { return false; }
   bool freeze(bool on) override {
     on ? server_.pause() : server_.resume();
@@ -148,6 +150,7 @@ class PlainRedisEnv final : public BackendEnv {
   }
 
  private:
+  std::string layout_;
   RedisServer server_;
 };
 
@@ -349,7 +352,8 @@ inline const Backend kBackends[] = {
     {"redis", [] { return std::unique_ptr<BackendEnv>(new RedisEnv); }},
     {"rediss", [] { return std::unique_ptr<BackendEnv>(new RedisEnv(true)); }},
     {"redlock", [] { return std::unique_ptr<BackendEnv>(new RedlockEnv); }},
-    {"redis_plain", [] { return std::unique_ptr<BackendEnv>(new PlainRedisEnv); }},
+    {"redis_plain", [] { return std::unique_ptr<BackendEnv>(new PeerLayoutRedisEnv("plain")); }},
+    {"redis_redisson", [] { return std::unique_ptr<BackendEnv>(new PeerLayoutRedisEnv("redisson")); }},
     {"cluster", [] { return std::unique_ptr<BackendEnv>(new ClusterEnv); }},
 #endif
 #if DLOCK_WITH_SQLITE

@@ -52,12 +52,27 @@ bool ZkProbe::remove_tree(const std::string& path) {
   return zoo_delete(zh_, path.c_str(), -1) == ZOK;
 }
 
-std::string ZkProbe::create_sequential(const std::string& prefix) {
+std::string ZkProbe::create_sequential(const std::string& prefix, const std::string& data) {
   char made[1024];
-  const int rc = zoo_create(zh_, prefix.c_str(), "", 0, &ZOO_OPEN_ACL_UNSAFE, ZOO_EPHEMERAL_SEQUENTIAL, made,
-                            static_cast<int>(sizeof made));
+  const int rc = zoo_create(zh_, prefix.c_str(), data.data(), static_cast<int>(data.size()), &ZOO_OPEN_ACL_UNSAFE,
+                            ZOO_EPHEMERAL_SEQUENTIAL, made, static_cast<int>(sizeof made));
   return rc == ZOK ? std::string(made) : std::string();
 }
+
+bool ZkProbe::create_persistent(const std::string& path) {
+  const int rc = zoo_create(zh_, path.c_str(), "", 0, &ZOO_OPEN_ACL_UNSAFE, 0, nullptr, 0);
+  return rc == ZOK || rc == ZNODEEXISTS;
+}
+
+std::string ZkProbe::data(const std::string& path) {
+  char buf[4096];
+  int len = static_cast<int>(sizeof buf);
+  Stat st{};
+  if (zoo_get(zh_, path.c_str(), 0, buf, &len, &st) != ZOK || len < 0) return {};
+  return std::string(buf, static_cast<std::size_t>(len));
+}
+
+bool ZkProbe::remove(const std::string& path) { return zoo_delete(zh_, path.c_str(), -1) == ZOK; }
 
 std::vector<std::string> ZkProbe::tree(const std::string& path) {
   std::vector<std::string> out;

@@ -31,8 +31,14 @@ class ZkProbe {
   // Deletes the node and everything below it; true if it existed.
   bool remove_tree(const std::string& path);
   // Creates an ephemeral sequential node `prefix`<seq> of this probe's
-  // session; its full path, or "" on failure.
-  std::string create_sequential(const std::string& prefix);
+  // session, holding `data`; its full path, or "" on failure.
+  std::string create_sequential(const std::string& prefix, const std::string& data = "");
+  // A persistent node (its parent must exist); true if made or there.
+  bool create_persistent(const std::string& path);
+  // The node's data ("" when it does not exist).
+  std::string data(const std::string& path);
+  // Deletes the node; true if it existed.
+  bool remove(const std::string& path);
   // Every node under `path` (full paths, depth first), `path` excluded.
   std::vector<std::string> tree(const std::string& path);
 

@@ -41,6 +41,28 @@ TEST(Keys, PlainLayoutLocksTheNameItselfAndKeepsItsSideKeysInItsSlot) {
   EXPECT_EQ(plain_key_pattern("job*"), "job\\**");
 }
 
+// Redisson's RLock: the hash at the name, its channel with the braces of
+// Redisson's prefixName (none added to a name that has one), every key
+// dlock adds in the name's slot.
+TEST(Keys, RedissonKeysAreRedissonsAndInTheNamesSlot) {
+  auto k = redisson_keys("dlock:", "orders:42");
+  EXPECT_EQ(k.lock, "orders:42");
+  EXPECT_EQ(k.channel, "redisson_lock__channel:{orders:42}");
+  EXPECT_EQ(redisson_keys("dlock:", "{user1}:lock").channel, "redisson_lock__channel:{user1}:lock");
+  EXPECT_EQ(k.fence, "dlock:fence");
+  EXPECT_TRUE(k.line.empty());
+  EXPECT_NE(k.tombstone, plain_keys("dlock:", "orders:42").tombstone) << "the layouts' side keys differ";
+  // (Redisson's own channel leaves the name's slot for a name with a brace
+  // but no hash tag, "{}x" or "a{", and for "": its rule, kept.)
+  for (std::string name : {"orders:42", "{user1}:lock", "%7D", "\xff"}) {
+    const LockKeys r = redisson_keys("dlock:", name, FenceScope::name);
+    const int slot = redis::key_slot(name);
+    EXPECT_EQ(redis::key_slot(r.channel), slot) << name;
+    EXPECT_EQ(redis::key_slot(r.tombstone + "owner/1"), slot) << name;
+    EXPECT_EQ(redis::key_slot(r.fence), slot) << name;
+  }
+}
+
 TEST(Keys, EverySlotHasATag) {
   for (int slot = 0; slot < 16384; ++slot) {
     const std::string& tag = slot_tag(slot);

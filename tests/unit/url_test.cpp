@@ -77,11 +77,15 @@ TEST(Url, LayoutParameter) {
   for (const auto& n : *seeds) EXPECT_EQ(n.layout, Layout::plain);
   EXPECT_EQ(parse_sentinel_url("redis-sentinel://s:26379/mymaster?layout=plain").value().master.layout, Layout::plain);
 
-  auto bad = parse_redis_url("redis://h:1?layout=redisson");
+  EXPECT_EQ(parse_redis_url("redis://h:1?layout=redisson").value().layout, Layout::redisson);
+  EXPECT_EQ(parse_cluster_url("redis-cluster://a:1?layout=redisson").value().front().layout, Layout::redisson);
+
+  auto bad = parse_redis_url("redis://h:1?layout=curator");
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.status().code(), Errc::invalid_argument);
-  EXPECT_NE(bad.status().message().find("'redisson'"), std::string::npos) << bad.status().message();
+  EXPECT_NE(bad.status().message().find("'curator'"), std::string::npos) << bad.status().message();
   EXPECT_NE(bad.status().message().find("plain"), std::string::npos) << "names what is offered";
+  EXPECT_NE(bad.status().message().find("redisson"), std::string::npos) << "names what is offered";
 
   auto redlock = parse_redlock_url("redlock://a:1,b:2,c:3?layout=plain");
   ASSERT_FALSE(redlock.ok());

@@ -28,6 +28,13 @@ TEST(ZooKeeperUrl, HostsChrootTimeoutAndCredentials) {
   EXPECT_EQ(parse_zk_url("zk://h?session_timeout=1m")->session_timeout, std::chrono::minutes(1));
   EXPECT_EQ(parse_zk_url("zk://h?session_timeout=1h")->session_timeout, std::chrono::hours(1)) << "as the error says";
   EXPECT_FALSE(parse_zk_url("zk://h?session_timeout=61m").ok());
+  EXPECT_EQ(plain->naming, Naming::curator);
+  EXPECT_EQ(parse_zk_url("zk://h?layout=kazoo")->naming, Naming::kazoo);
+  EXPECT_EQ(parse_zk_url("zk://h?layout=dlock")->naming, Naming::curator);
+  auto bad = parse_zk_url("zk://h?layout=redisson");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), Errc::invalid_argument);
+  EXPECT_NE(bad.status().message().find("kazoo"), std::string::npos) << bad.status().to_string();
 }
 
 TEST(ZooKeeperUrl, BadPartsAreNamed) {
@@ -174,10 +181,49 @@ TEST(ZooKeeperLine, NamesTellTheModeAndPermits) {
   EXPECT_EQ(parse_child("_c_a-lock-0000000001")->mode, LockMode::exclusive);
   EXPECT_EQ(parse_child("_c_a-future-0000000001")->mode, LockMode::exclusive) << "unknown kinds count as writers";
   EXPECT_EQ(find_by_guid({"_c_ab-c-read-0000000001", "_c_ab-sem2-0000000002"}, "ab"), "_c_ab-sem2-0000000002");
-  const auto d = parse_node_data(node_data("me", "candidate-7"));
+  const auto d = parse_node_data(node_data(Naming::curator, "me", "candidate-7"));
   EXPECT_EQ(d.owner, "me");
   EXPECT_EQ(d.info, "candidate-7");
   EXPECT_EQ(parse_node_data("old-owner").owner, "old-owner") << "data without info (older clients)";
+}
+
+// kazoo's names (kazoo/recipe/lock.py: "<uuid hex>__lock__<seq>" for Lock
+// and WriteLock, "__rlock__" for ReadLock) are read in every layout, and
+// made in layout=kazoo, where the data is the holder alone (kazoo's
+// identifier).
+TEST(ZooKeeperLine, KazoosNamesAreReadAndMadeInItsLayout) {
+  using detail::LockMode;
+  EXPECT_EQ(child_prefix("g", LockMode::exclusive, 0, Naming::kazoo), "_c_g__lock__");
+  EXPECT_EQ(child_prefix("g", LockMode::shared, 0, Naming::kazoo), "_c_g__rlock__");
+  EXPECT_EQ(parse_child("6d1f0c3a9b8e4f27a1c2d3e4f5a6b7c8__lock__0000000003")->mode, LockMode::exclusive);
+  const auto reader = parse_child("6d1f0c3a9b8e4f27a1c2d3e4f5a6b7c8__rlock__0000000004");
+  ASSERT_TRUE(reader);
+  EXPECT_EQ(reader->mode, LockMode::shared);
+  EXPECT_EQ(reader->permits, 0u);
+  EXPECT_EQ(reader->seq, 4);
+  // A kazoo reader, a dlock reader in kazoo's names, a Curator writer: the
+  // line is one, by sequence.
+  const auto line = line_of({"_c_w-lock-0000000009", "_c_r__rlock__0000000008", "k__rlock__0000000007"});
+  ASSERT_EQ(line.size(), 3u);
+  EXPECT_EQ(granted_count(line), 2u) << "the two readers hold, the writer behind them waits";
+  // Found again by the guid alone, in either naming; a guid that is a
+  // prefix of another is not taken for it.
+  const std::vector<std::string> children = {"_c_ab__lock__0000000001", "_c_ab___lock__0000000002",
+                                             "_c_ab__rlock__0000000003", "_c_abc__lock__0000000004",
+                                             "_c_ab-x__lock__0000000005"};
+  EXPECT_EQ(nodes_of_guid(children, "ab"),
+            (std::vector<std::string>{"_c_ab__lock__0000000001", "_c_ab__rlock__0000000003"}));
+  EXPECT_EQ(nodes_of_guid(children, "ab_"), std::vector<std::string>{"_c_ab___lock__0000000002"});
+  EXPECT_EQ(node_data(Naming::kazoo, "owner-token", "report-job"), "report-job");
+  EXPECT_TRUE(kazoo_refusal(LockMode::exclusive, 0).ok());
+  EXPECT_TRUE(kazoo_refusal(LockMode::shared, 0).ok());
+  EXPECT_EQ(kazoo_refusal(LockMode::shared, 3).code(), Errc::invalid_argument);
+  // Who holds, for inspect: dlock's info, or a peer's node and identifier.
+  EXPECT_EQ(holder_of("_c_g__lock__0000000001", "report-job"), "report-job");
+  EXPECT_EQ(holder_of("_c_g-lock-0000000001", node_data(Naming::curator, "o", "job[1]@h")), "job[1]@h");
+  EXPECT_EQ(holder_of("ab__lock__0000000001", "batch\n7"),
+            "a peer library (node ab__lock__0000000001, identifier 'batch?7')");
+  EXPECT_EQ(holder_of("ab__lock__0000000001", ""), "a peer library (node ab__lock__0000000001)");
 }
 
 TEST(ZooKeeperLine, ReadersShareUntilAWriterAndQueueBehindAWaitingWriter) {

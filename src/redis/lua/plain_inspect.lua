@@ -9,12 +9,7 @@ if not v then return {0, 0, 0, 0, 0, '', 0, 0, 0, -1} end
 local left = math.max(redis.call('pttl', KEYS[1]), 0)  -- 0: no expiry (LockInfo::remaining)
 local f, _, holder, granted_at = P_parse(v)
 if f then
-  local since = -1
-  if granted_at then
-    local t = redis.call('time')
-    since = math.max(tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) - granted_at, 0)
-  end
-  return {0, 1, f, 1, left, holder, 1, 0, 0, since}
+  return {0, 1, f, 1, left, holder, 1, 0, 0, P_held_for(granted_at)}
 end
 local shown = v
 if #shown > 40 then shown = string.sub(shown, 1, 40) .. '...' end

@@ -10,3 +10,10 @@ local function P_parse(v)
   if #v < start + len - 1 then return nil end
   return tonumber(f), string.sub(v, start, start + len - 1), string.sub(v, start + len), tonumber(t)
 end
+-- Milliseconds since `granted_at` (the caller's wall clock at the grant) by
+-- the server's clock, for inspect's "held for"; -1: not known.
+local function P_held_for(granted_at)
+  if not granted_at then return -1 end
+  local t = redis.call('time')
+  return math.max(tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) - granted_at, 0)
+end

@@ -1,10 +1,11 @@
 -- pcall keeps one foreign key from failing the whole batch. ARGV: owner,
 -- lease, kind per call ('p' plain: one key; 'l' a line's hold or waiter:
 -- the lock and its line key, core/lock_line.cpp's line_renew; 'k' the
--- plain layout's string key, keys.hpp).
+-- plain layout's string key, 'h' the redisson layout's hash, keys.hpp).
 --@include fence.lua
 --@include line_lib.lua
 --@include plain_lib.lua
+--@include redisson_lib.lua
 local out = {}
 local ki = 1
 local now = nil
@@ -20,6 +21,14 @@ for i = 1, #ARGV / 3 do
     if ok and v then
       local _, o = P_parse(v)
       owner = o or ''  -- a peer's token: taken
+    end
+  elseif ARGV[3 * i] == 'h' then
+    local has
+    ok, has = pcall(redis.call, 'hexists', key, R_field(me))
+    if ok and has == 1 then
+      owner = me
+    elseif ok and redis.call('exists', key) == 1 then
+      owner = ''  -- another holder's field: taken
     end
   else
     ok, owner = pcall(redis.call, 'hget', key, 'o')

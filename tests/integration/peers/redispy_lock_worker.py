@@ -9,19 +9,18 @@ non-atomic GET and SET, so an overlap shows in the log and in the count.
 
 usage: redispy_lock_worker.py PORT NAME LOG COUNTER SECONDS TTL_MS HOLD_MS
 """
-import os
 import random
 import sys
 import time
 
 import redis
+from fleet_log import critical_section
 
 
 def main():
     port, name, log, counter = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
     seconds, ttl_ms, hold_ms = float(sys.argv[5]), int(sys.argv[6]), int(sys.argv[7])
     r = redis.Redis(host="127.0.0.1", port=port)
-    pid = os.getpid()
     end = time.monotonic() + seconds
     grants = 0
     while time.monotonic() < end:
@@ -29,11 +28,7 @@ def main():
         if not lock.acquire():
             continue
         grants += 1
-        r.rpush(log, "start redis-py %d %d" % (pid, time.monotonic_ns()))
-        v = int(r.get(counter) or 0)
-        time.sleep(random.uniform(0, hold_ms / 1000.0))
-        r.set(counter, v + 1)
-        r.rpush(log, "end redis-py %d %d" % (pid, time.monotonic_ns()))
+        critical_section(r, log, counter, "redis-py", hold_ms)
         lock.release()  # raises if the lease had lapsed: a failed run
         time.sleep(random.uniform(0, 0.02))  # a service's pace between jobs
     # A process left without a grant is redis-py's 0.1 s poll losing to
