@@ -4,6 +4,7 @@
 
 #include "scenarios_common.hpp"
 #include "strategies.hpp"
+#include "strategies_peers.hpp"
 
 namespace torture {
 namespace {
@@ -113,6 +114,14 @@ std::vector<PlannedRun> short_suite() {
   // A mixed fleet: half the workers redis-py's own Lock, half dlock, on one
   // key: contention, holders killed, paused, cut off, replies lost.
   for (const char* s : {"baseline", "holder-kill", "pause", "partition", "net-drop"}) v.push_back({s, "mixed-plain"});
+  // The same on ZooKeeper: half the workers kazoo's own Lock, half dlock
+  // in kazoo's names: contention, holders killed, paused, cut off.
+  for (const char* s : {"baseline", "holder-kill", "pause"}) v.push_back({s, "mixed-kazoo"});
+  // And on Redisson's RLock hash, half the workers node-redisson (when it
+  // is installed: scripts/test installs it, with Node 20). The full suite
+  // runs every scenario on them, and on mixed-redlock (half npm redlock).
+  if (node_peer_installed("node-redisson"))
+    for (const char* s : {"baseline", "holder-kill", "pause"}) v.push_back({s, "mixed-redisson"});
   // Each naive strategy once, where it must fail.
   v.push_back({"holder-kill", "setnx-del"});
   v.push_back({"holder-kill", "setnx-then-expire"});

@@ -248,12 +248,15 @@ const std::vector<std::string>& strategy_names() {
                                               "dlock-tls",
                                               "dlock-plain",
                                               "mixed-plain",
+                                              "mixed-redisson",
+                                              "mixed-redlock",
                                               "redlock",
                                               "cluster",
                                               "sentinel",
                                               "postgres",
                                               "sqlite",
                                               "zk",
+                                              "mixed-kazoo",
                                               "etcd",
                                               "dlock-run",
                                               "setnx-del",
@@ -284,8 +287,9 @@ bool etcd_built() {
 bool is_naive(const std::string& name) {
   if (!recipe_of(name).empty()) return false;
   return name != "dlock" && name != "dlock-tls" && name != "dlock-plain" && name != "mixed-plain" &&
-         name != "redlock" && name != "postgres" && name != "sqlite" && name != "zk" && name != "etcd" &&
-         name != "dlock-run" && redis_topology_of(name).empty();
+         name != "mixed-redisson" && name != "mixed-redlock" && name != "redlock" && name != "postgres" &&
+         name != "sqlite" && name != "zk" && name != "mixed-kazoo" && name != "etcd" && name != "dlock-run" &&
+         redis_topology_of(name).empty();
 }
 
 LockServer lock_server_of(const std::string& name) {
@@ -298,7 +302,7 @@ LockServer lock_server_of(const std::string& name) {
     return LockServer::redis;
   }
   if (name == "sqlite" || name == "dlock-run") return LockServer::sqlite;
-  if (name == "zk" || name == "zk-herd") return LockServer::zookeeper;
+  if (name == "zk" || name == "zk-herd" || name == "mixed-kazoo") return LockServer::zookeeper;
   if (name == "etcd") return LockServer::etcd;
   if (name == "postgres" || name.rfind("db-", 0) == 0) return LockServer::postgres;
   return LockServer::redis;
@@ -335,7 +339,27 @@ std::unique_ptr<Strategy> make_strategy(const std::string& name, const StrategyC
     // dlock on the layout they share.
     if (name == "mixed-plain" && config.client_name.size() > 1 && (config.client_name.back() - '0') % 2 == 1)
       return make_redispy_peer(config);
-    if (name == "dlock-plain" || name == "mixed-plain") {  // the layout shared with redis-py's Lock and npm redlock
+    // A mixed fleet on one ZooKeeper node: odd workers kazoo's Lock, even
+    // ones dlock on its names (?layout=kazoo).
+    if (name == "mixed-kazoo") {
+      if (config.client_name.size() > 1 && (config.client_name.back() - '0') % 2 == 1)
+        return make_kazoo_peer(config, "/torture/dlock/" + config.key);
+      StrategyConfig kazoo = config;
+      kazoo.url = dlock_url(server, config) + "&layout=kazoo";
+      return std::make_unique<DlockStrategy>(server, kazoo);
+    }
+    // Redisson's RLock: odd workers node-redisson, even ones dlock on its
+    // hash (?layout=redisson).
+    if (name == "mixed-redisson") {
+      if (config.client_name.size() > 1 && (config.client_name.back() - '0') % 2 == 1)
+        return make_redisson_peer(config);
+      StrategyConfig redisson = config;
+      redisson.url = dlock_url(server, config) + "?layout=redisson";
+      return std::make_unique<DlockStrategy>(server, redisson);
+    }
+    if (name == "mixed-redlock" && config.client_name.size() > 1 && (config.client_name.back() - '0') % 2 == 1)
+      return make_redlock_peer(config);
+    if (name == "dlock-plain" || name == "mixed-plain" || name == "mixed-redlock") {  // redis-py's, redlock's layout
       StrategyConfig plain = config;
       plain.url = dlock_url(server, config) + "?layout=plain";
       return std::make_unique<DlockStrategy>(server, plain);
