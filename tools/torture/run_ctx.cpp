@@ -8,6 +8,8 @@
 #include <fstream>
 #include <thread>
 
+#include "strategies.hpp"
+
 namespace torture {
 
 char proc_state(int pid) {
@@ -214,15 +216,24 @@ void RunCtx::pause(int w, ms d, const std::string& kind) {
   WorkerProc& p = procs[w];
   const int self = worker_pid(w);
   if (self <= 0) return;
+  // A peer library runs in its helper process (strategies_peers.cpp): that
+  // is the holder's library, frozen with it (its heartbeat, its watchdog).
+  const int helper = runs_peer_helper(p.args.strategy) ? slots->at(w).child_pid.load() : 0;
   p.paused_by_nemesis = true;
   ::kill(self, SIGSTOP);
+  if (helper > 0) ::kill(helper, SIGSTOP);
   char state = '?';
   for (int i = 0; i < 100 && (state = proc_state(self)) != 'T'; ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   fault_start(kind, p.args.proc,
-              "SIGSTOP pid " + std::to_string(self) + " for " + std::to_string(d.count()) + " ms; state " +
-                  std::string(1, state) + " in /proc/" + std::to_string(self) + "/stat");
+              "SIGSTOP pid " + std::to_string(self) +
+                  (helper > 0 ? " and its peer helper " + std::to_string(helper) + " (state " +
+                                    std::string(1, proc_state(helper)) + ")"
+                              : std::string()) +
+                  " for " + std::to_string(d.count()) + " ms; state " + std::string(1, state) + " in /proc/" +
+                  std::to_string(self) + "/stat");
   idle(d);
+  if (helper > 0) ::kill(helper, SIGCONT);
   if (p.pid > 0) ::kill(self, SIGCONT);
   p.paused_by_nemesis = false;
   fault_end(kind, p.args.proc, "SIGCONT");

@@ -284,6 +284,8 @@ bool etcd_built() {
 #endif
 }
 
+bool runs_peer_helper(const std::string& name) { return name.starts_with("mixed-"); }
+
 bool is_naive(const std::string& name) {
   if (!recipe_of(name).empty()) return false;
   return name != "dlock" && name != "dlock-tls" && name != "dlock-plain" && name != "mixed-plain" &&

@@ -105,6 +105,9 @@ std::unique_ptr<Strategy> make_strategy(const std::string& name, const StrategyC
 const std::vector<std::string>& strategy_names();
 // Whether this build reaches etcd (the etcd strategies are listed only then).
 bool etcd_built();
+// A mixed fleet's strategy, whose odd workers drive a peer library's helper
+// process (strategies_peers.cpp; its pid is the worker slot's child_pid).
+bool runs_peer_helper(const std::string& name);
 bool is_naive(const std::string& name);
 // How many lock servers the strategy uses, each behind its own proxy: 5
 // for "redlock", 6 for "cluster" (3 masters, their replicas), 2 for

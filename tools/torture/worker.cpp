@@ -84,6 +84,7 @@ class Worker {
     sc.failpoint = [this](const char* name) { failpoint(name); };
     sc.resource_port = a_.resource_port;
     sc.on_child = [this](int pid) { slot_.child_pid.store(pid); };
+    slot_.child_pid.store(0);  // a killed predecessor's child is gone
     sc.permits = a_.permits;
     std::unique_ptr<Strategy> strategy;
     try {
