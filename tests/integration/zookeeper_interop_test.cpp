@@ -32,8 +32,14 @@ TEST(ZooKeeperInterop, DlockAndKazooLockShareOnePathBothWays) {
   f.name = "interop-job";
   f.log_port = log.port();
   // HOSTS PATH LOG_PORT LOG COUNTER SECONDS SESSION_S HOLD_MS
-  f.peer_args = {zk.hosts(),       "/dlock/interop-job", std::to_string(log.port()), interop::kLog,
-                 interop::kCounter, std::to_string(f.seconds), "2", "20"};
+  f.peer_args = {zk.hosts(),
+                 "/dlock/interop-job",
+                 std::to_string(log.port()),
+                 interop::kLog,
+                 interop::kCounter,
+                 std::to_string(f.seconds),
+                 "2",
+                 "20"};
   interop::run_mixed_fleet(f);
 }
 
@@ -47,7 +53,8 @@ TEST(ZooKeeperInterop, AKazooHoldIsBusyAndNamedAndDlocksNodeIsAKazooContender) {
   ZkProbe probe(zk.hosts());
   ASSERT_TRUE(probe.create_persistent("/dlock"));
   ASSERT_TRUE(probe.create_persistent("/dlock/job"));
-  const std::string kazoo_node = probe.create_sequential("/dlock/job/6d1f0c3a9b8e4f27a1c2d3e4f5a6b7c8__lock__", "batch-7");
+  const std::string kazoo_node =
+      probe.create_sequential("/dlock/job/6d1f0c3a9b8e4f27a1c2d3e4f5a6b7c8__lock__", "batch-7");
   ASSERT_FALSE(kazoo_node.empty());
 
   for (const char* params : {"", "layout=kazoo"}) {
@@ -144,13 +151,13 @@ TEST(ZooKeeperInterop, ADlockLeaderIsAContenderOfKazoosElection) {
   auto lead = election.campaign(5s);
   ASSERT_TRUE(lead.ok()) << lead.status().to_string();
   const auto out = tools::run({peer->command.front(), "-c",
-                        "import sys\n"
-                        "from kazoo.client import KazooClient\n"
-                        "zk = KazooClient(hosts=sys.argv[1]); zk.start(timeout=15)\n"
-                        "print(zk.Election('/dlock/leader').contenders())\n"
-                        "zk.stop()\n",
-                        zk.hosts()},
-                       30s);
+                               "import sys\n"
+                               "from kazoo.client import KazooClient\n"
+                               "zk = KazooClient(hosts=sys.argv[1]); zk.start(timeout=15)\n"
+                               "print(zk.Election('/dlock/leader').contenders())\n"
+                               "zk.stop()\n",
+                               zk.hosts()},
+                              30s);
   EXPECT_EQ(out.exit_code, 0) << out.err;
   EXPECT_NE(out.out.find("'node-a'"), std::string::npos) << out.out;
 }

@@ -35,7 +35,7 @@ class LinePeer final : public Strategy {
                                   std::to_string(control)};
     argv.insert(argv.end(), args.begin(), args.end());
     pid_ = dlock::tools::spawn(argv);
-    if (c.on_child) c.on_child(pid_);  // paused with its worker (RunCtx::pause)
+    if (c.on_child) c.on_child(pid_);             // paused with its worker (RunCtx::pause)
     for (int i = 0; i < 200 && conn_ < 0; ++i) {  // 10 s for python to start
       pollfd p{listen_fd_, POLLIN, 0};
       if (::poll(&p, 1, 50) > 0) conn_ = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
