@@ -42,7 +42,7 @@ if (!(a.seconds > 0 && a.seconds <= 3600)) die("--seconds must be in (0, 3600]")
 
 const dir = a.modules ?? process.env.DLOCK_PEERS_MODULES;
 if (!dir) die("give --modules DIR or set DLOCK_PEERS_MODULES");
-const require = createRequire(path.join(dir, "package.json"));
+const require = createRequire(path.join(path.resolve(dir), "package.json"));
 const { Redisson, TimeUnit } = require("node-redisson");
 const version = JSON.parse(fs.readFileSync(require.resolve("node-redisson/package.json"), "utf8")).version;
 
