@@ -179,6 +179,14 @@ Verdict run_mixed_fleet(const Fleet& f) {
               grants("dlock"), f.peer.side.c_str(), grants(f.peer.side), v.kills_in_hold);
   for (const auto& [dir, ms] : v.handovers_ms)
     std::printf("  hand-over %s: median %.2f ms over %zu\n", dir.c_str(), median(ms), ms.size());
+  if (f.woken_within.count() > 0)
+    for (const std::string dir : {"dlock -> " + f.peer.side, f.peer.side + " -> dlock"}) {
+      const auto it = v.handovers_ms.find(dir);
+      EXPECT_NE(it, v.handovers_ms.end()) << "no hand-over " << dir;
+      if (it == v.handovers_ms.end()) continue;
+      EXPECT_LT(median(it->second), static_cast<double>(f.woken_within.count()))
+          << dir << ": the waiter was not woken by the release";
+    }
   return v;
 }
 

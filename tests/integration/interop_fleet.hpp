@@ -62,6 +62,11 @@ struct Fleet {
   int procs = 3;     // of each side
   double seconds = 8;
   int kills = 2;  // holders SIGKILLed, the sides in turn
+  // Both sides are woken by the other's releases (Redisson's unlock
+  // message, kazoo's watches): a hand-over across sides is then asserted
+  // to take well under this (a third of the lease a poll would wait for);
+  // 0: not asserted (a polling peer).
+  milliseconds woken_within{0};
 };
 
 // Runs the fleet, asserts (no overlap, no lost update, fences growing among

@@ -27,7 +27,8 @@ std::optional<Peer> npm_peer(const std::string& side, const std::string& package
 
 // `procs` processes of each side on one name for `seconds`, leases of
 // 1.5 s; the holder SIGKILLed `kills` times, the sides in turn.
-void run_redis_fleet(const Peer& peer, int procs, double seconds, int kills, const std::string& layout = "plain") {
+void run_redis_fleet(const Peer& peer, int procs, double seconds, int kills, const std::string& layout = "plain",
+                     milliseconds woken_within = milliseconds(0)) {
   RedisServer server;
   constexpr milliseconds kLease{1500};
   interop::Fleet f;
@@ -40,6 +41,7 @@ void run_redis_fleet(const Peer& peer, int procs, double seconds, int kills, con
   f.procs = procs;
   f.seconds = seconds;
   f.kills = kills;
+  f.woken_within = woken_within;
   // PORT NAME LOG COUNTER SECONDS TTL_MS HOLD_MS
   f.peer_args = {std::to_string(server.port()),  f.name, interop::kLog, interop::kCounter, std::to_string(seconds),
                  std::to_string(kLease.count()), "20"};
@@ -85,7 +87,7 @@ TEST(RedisInterop, DlockAndNpmRedlockShareOneNameBothWays) {
 TEST(RedisInterop, DlockAndRedissonShareOneNameBothWays) {
   auto peer = npm_peer("redisson", "node-redisson", "redisson_worker.mjs");
   if (!peer) GTEST_SKIP() << "node-redisson is not installed ($DLOCK_PEERS_MODULES; scripts/test installs it)";
-  run_redis_fleet(*peer, 3, 8, 2, "redisson");
+  run_redis_fleet(*peer, 3, 8, 2, "redisson", 500ms);
 }
 
 // Redisson's hold, made as its acquire script makes it (the hash at the

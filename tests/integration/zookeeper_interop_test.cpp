@@ -31,6 +31,7 @@ TEST(ZooKeeperInterop, DlockAndKazooLockShareOnePathBothWays) {
   f.dlock_url = url(zk.hosts(), "layout=kazoo&session_timeout=2s");
   f.name = "interop-job";
   f.log_port = log.port();
+  f.woken_within = 650ms;  // a third of the session: each side watches the node ahead
   // HOSTS PATH LOG_PORT LOG COUNTER SECONDS SESSION_S HOLD_MS
   f.peer_args = {zk.hosts(),
                  "/dlock/interop-job",
