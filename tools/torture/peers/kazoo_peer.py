@@ -41,10 +41,14 @@ def main():
                 except LockTimeout:  # how kazoo's acquire tells a wait that ran out
                     f.write("busy\n")
             elif words[0] == "release":
-                # kazoo's release deletes the node and ignores one already
-                # gone (its session expired): it cannot fail as a lost lock.
+                # kazoo's release deletes its own node and answers success
+                # for one already gone with its expired session: the lock was
+                # lost then, and is told as lost (kazoo tells its caller
+                # nothing), never as a release of whoever holds it now.
+                node = lock.path + "/" + lock.node if lock.node else None
+                gone = node is not None and zk.exists(node) is None
                 lock.release()
-                f.write("ok\n")
+                f.write("fail its node was gone (its session expired): the lock was lost\n" if gone else "ok\n")
             else:
                 f.write("error unknown command\n")
         except (KazooException, KazooTimeoutError) as e:
