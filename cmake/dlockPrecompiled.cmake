@@ -26,9 +26,9 @@ function(dlock_precompile target header)
   endif()
 endfunction()
 
-# dlock_precompile_directory(HEADER): every executable and static library
-# defined so far in the calling directory shares one precompiled HEADER (it
-# is built for the first of them). They must be compiled with the same
+# dlock_precompile_directory(HEADER [SKIP...]): every executable and static
+# library defined so far in the calling directory, but the SKIP targets,
+# shares one precompiled HEADER (it is built for the first of them). They must be compiled with the same
 # options, which the tests are (macros that differ appear in no precompiled
 # header, which GCC allows).
 function(dlock_precompile_directory header)
@@ -39,7 +39,7 @@ function(dlock_precompile_directory header)
   set(first "")
   foreach(t IN LISTS targets)
     get_target_property(type ${t} TYPE)
-    if(NOT type STREQUAL "EXECUTABLE" AND NOT type STREQUAL "STATIC_LIBRARY")
+    if(NOT type STREQUAL "EXECUTABLE" AND NOT type STREQUAL "STATIC_LIBRARY" OR t IN_LIST ARGN)
       continue()
     endif()
     if(first STREQUAL "")
