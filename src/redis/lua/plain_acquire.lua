@@ -22,8 +22,7 @@ if not v then
   local fence, refused = L_grant_fence(KEYS[2])
   if not fence then return refused end
   local f = string.format('%d', fence)
-  redis.call('set', KEYS[1], f .. ':' .. (ARGV[4] or '') .. ':' .. #ARGV[1] .. ':' .. ARGV[1] .. (ARGV[3] or ''),
-             'px', ARGV[2])
+  redis.call('set', KEYS[1], P_value(f), 'px', ARGV[2])
   return {1, fence, 1}
 end
 local f, owner = P_parse(v)

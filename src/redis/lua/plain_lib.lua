@@ -10,6 +10,11 @@ local function P_parse(v)
   if #v < start + len - 1 then return nil end
   return tonumber(f), string.sub(v, start, start + len - 1), string.sub(v, start + len), tonumber(t)
 end
+-- dlock's value for a grant of `fence` (a string): ARGV as the acquire
+-- scripts take it (owner, lease, holder, wall clock in ms).
+local function P_value(fence)
+  return fence .. ':' .. (ARGV[4] or '') .. ':' .. #ARGV[1] .. ':' .. ARGV[1] .. (ARGV[3] or '')
+end
 -- Milliseconds since `granted_at` (the caller's wall clock at the grant) by
 -- the server's clock, for inspect's "held for"; -1: not known.
 local function P_held_for(granted_at)

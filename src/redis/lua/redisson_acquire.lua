@@ -21,8 +21,7 @@ if redis.call('exists', KEYS[1]) == 0 then
   local fence, refused = L_grant_fence(KEYS[2])
   if not fence then return refused end
   local f = string.format('%d', fence)
-  redis.call('hset', KEYS[1], field, '1', 'dlock',
-             f .. ':' .. (ARGV[4] or '') .. ':' .. #ARGV[1] .. ':' .. ARGV[1] .. (ARGV[3] or ''))
+  redis.call('hset', KEYS[1], field, '1', 'dlock', P_value(f))
   redis.call('pexpire', KEYS[1], ARGV[2])
   return {1, fence, 1}
 end
