@@ -79,6 +79,8 @@ AcquireFsm::Action AcquireFsm::on_busy(time_point now, WaitHint hint) {
   if (!watching_) {
     watching_ = true;
     watch_pending_ = true;
+    watched_ = hint.kind == WaitHint::Kind::watched;
+    woken_pending_ = false;
     // The deadline holds while the subscription is being made, however long
     // that takes (a refused or unreachable subscription never confirms).
     return {Action::Kind::watch, deadline_, {}};
@@ -175,17 +177,25 @@ AcquireFsm::Action AcquireFsm::on_no_answer(time_point now) {
 }
 
 AcquireFsm::Action AcquireFsm::on_watch_ready(time_point now, bool subscribed) {
-  (void)now;
   if (!watch_pending_ || finished_) return {Action::Kind::none, {}, {}};
   watch_pending_ = false;
   blind_ = !subscribed;
+  // The backend's busy answer set its own watches as it read the line: an
+  // attempt now would only read it again.
+  if (watched_ && subscribed && !woken_pending_) {
+    waiting_ = true;
+    return {Action::Kind::wait, std::min(deadline_, now + kWatchedNap), {}};
+  }
   return attempt();
 }
 
 AcquireFsm::Action AcquireFsm::on_wake(time_point now) {
   if (finished_) return {Action::Kind::none, {}, {}};
   if (watch_pending_) {
-    if (now < deadline_) return {Action::Kind::none, {}, {}};
+    if (now < deadline_) {
+      woken_pending_ = true;
+      return {Action::Kind::none, {}, {}};
+    }
     watch_pending_ = false;
     return done({Errc::timeout,
                  "the lock was still held by another owner after waiting " + std::to_string(wait_.count()) + " ms"});

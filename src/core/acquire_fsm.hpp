@@ -73,6 +73,9 @@ class AcquireFsm {
   // The subscription is confirmed (subscribed), or could not be made
   // (refused by an ACL, no connection): waiting then polls, from 10 ms
   // doubling to 500 ms, each nap capped by the holder's remaining lease.
+  // After a busy answer hinted `watched` (the attempt itself set what wakes
+  // it), a confirmed subscription is waited on, not followed by an attempt,
+  // unless a release was published meanwhile.
   Action on_watch_ready(time_point now, bool subscribed = true);
   // A release was published, or the wait's deadline passed. While an
   // attempt is in flight it is remembered for that attempt's answer.
@@ -116,6 +119,8 @@ class AcquireFsm {
   milliseconds error_backoff_{0};
   bool watching_ = false;
   bool watch_pending_ = false;  // watch asked for, on_watch_ready not yet seen
+  bool watched_ = false;        // the busy answer that asked for it hinted watched
+  bool woken_pending_ = false;  // a release published while it was pending
   bool blind_ = false;          // no release notifications: poll
   milliseconds poll_{0};
   milliseconds peer_poll_{0};  // WaitHint::poll's backoff

@@ -302,6 +302,43 @@ TEST(AcquireFsm, AReleaseDuringAnAttemptMakesItsBusyAnswerRetryAtOnce) {
   EXPECT_EQ(w.until, c.now + 30001ms);
 }
 
+// A queue backend's busy answer set its own watches as it read the line
+// (WaitHint::watched): once subscribed, the waiter sleeps until woken; an
+// attempt then would only read the line again.
+TEST(AcquireFsm, AWatchedBusyAnswerIsWaitedOnWithoutAnotherAttempt) {
+  FakeClock c;
+  AcquireFsm fsm(c.now, 10s, 2s);
+  (void)fsm.start();
+  ASSERT_EQ(fsm.on_busy(c.now, WaitHint::watched()).kind, Kind::watch);
+  auto w = fsm.on_watch_ready(c.now);
+  ASSERT_EQ(w.kind, Kind::wait);
+  EXPECT_EQ(w.until, c.now + 10s) << "no poll: the wait's deadline";
+  EXPECT_FALSE(fsm.attempting());
+  c.advance(5ms);
+  EXPECT_EQ(fsm.on_wake(c.now).kind, Kind::attempt);
+  EXPECT_EQ(fsm.on_granted(c.now, c.now, 30000ms, true).kind, Kind::done);
+}
+
+// A release published before the subscription is confirmed is not lost: the
+// confirmation then attempts at once.
+TEST(AcquireFsm, AReleaseWhileAWatchedSubscriptionIsPendingAttemptsAtOnce) {
+  FakeClock c;
+  AcquireFsm fsm(c.now, 10s, 2s);
+  (void)fsm.start();
+  ASSERT_EQ(fsm.on_busy(c.now, WaitHint::watched()).kind, Kind::watch);
+  EXPECT_EQ(fsm.on_wake(c.now).kind, Kind::none);
+  EXPECT_EQ(fsm.on_watch_ready(c.now).kind, Kind::attempt);
+}
+
+// Refused (no notifications): it polls, as after any other busy answer.
+TEST(AcquireFsm, AWatchedBusyAnswerWithoutASubscriptionAttemptsAgain) {
+  FakeClock c;
+  AcquireFsm fsm(c.now, 10s, 2s);
+  (void)fsm.start();
+  ASSERT_EQ(fsm.on_busy(c.now, WaitHint::watched()).kind, Kind::watch);
+  EXPECT_EQ(fsm.on_watch_ready(c.now, /*subscribed=*/false).kind, Kind::attempt);
+}
+
 TEST(AcquireFsm, HintKindsSetTheNap) {
   FakeClock c;
   AcquireFsm fsm(c.now, kForever, 2s);
