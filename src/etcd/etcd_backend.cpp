@@ -208,10 +208,11 @@ void EtcdBackend::acquire(const AcquireCall& call, AcquireDone done) {
     });
     return;
   }
+  const auto deadline = std::min({by(), call.deadline, Clock::now() + kAttemptPatience});
+  if (a.in_line) return look_again(call.attempt, a, deadline, std::move(done));
   a.sent = true;
   ++a.puts;
   ++calls_;
-  const auto deadline = std::min({by(), call.deadline, Clock::now() + kAttemptPatience});
   rpc_->join_line(a.key, a.info, a.lease, line_of(a.name), deadline,
                   [this, id = call.attempt, done = std::move(done)](Result<EtcdRpc::Line> line) mutable {
                     asio::post(io_, [this, id, done = std::move(done), line = std::move(line)]() mutable {
@@ -246,22 +247,56 @@ void EtcdBackend::on_line(std::uint64_t id, AcquireDone done, Result<EtcdRpc::Li
     return done(AcquireOutcome::busy_with(detail::WaitHint::retry(milliseconds(0))));
   }
   a.revision = line->mine.create_revision;
+  take_place(id, std::move(done), *line);
+}
+
+// Its key is in the line (the write that put it was answered): what the
+// wake-up changed needs only a read, as etcd's Mutex reads after its wait,
+// not a transaction the leader commits to its log. Its key gone (an
+// operator, the lease's end): the next attempt puts it again.
+void EtcdBackend::look_again(std::uint64_t id, Attempt& a, Clock::time_point deadline, AcquireDone done) {
+  ++calls_;
+  auto looked = [this, id, done = std::move(done)](Result<EtcdRpc::Range> r) mutable {
+    if (closed_) return done(cancelled());
+    auto it = attempts_.find(id);
+    if (it == attempts_.end())
+      return done(Status(Errc::unavailable, "etcd: the lease ended during the attempt; a new one is asked for"));
+    if (!r.ok()) return done(r.status());
+    Attempt& w = it->second;
+    EtcdRpc::Line line;
+    line.revision = r->revision;
+    line.keys = std::move(r->kvs);
+    const auto mine = std::find_if(line.keys.begin(), line.keys.end(), [&](const KeyValue& kv) {
+      return kv.key == w.key && kv.create_revision == w.revision && kv.lease == w.lease;
+    });
+    if (mine == line.keys.end()) {
+      w.in_line = false;
+      drop_watches(w);
+      return done(AcquireOutcome::busy_with(detail::WaitHint::retry(milliseconds(0))));
+    }
+    line.mine = *mine;
+    take_place(id, std::move(done), line);
+  };
+  rpc_->read_line(line_of(a.name), true, deadline,
+                  [this, looked = std::move(looked)](Result<EtcdRpc::Range> r) mutable {
+                    asio::post(io_, [looked = std::move(looked), r = std::move(r)]() mutable { looked(std::move(r)); });
+                  });
+}
+
+void EtcdBackend::take_place(std::uint64_t id, AcquireDone done, const EtcdRpc::Line& line) {
+  Attempt& a = attempts_.at(id);
   const std::string prefix = line_of(a.name);
-  const auto entries = entries_of(line->keys, prefix);
+  const auto entries = entries_of(line.keys, prefix);
   const detail::Standing st = detail::standing_of(entries, a.key);
   if (!st.present)
     return done(AcquireOutcome::busy_with(detail::WaitHint::retry(milliseconds(0))));  // gone meanwhile: look again
   drop_watches(a);
+  a.in_line = true;
   // The key stays until the acquire ends: its abandon removes it.
   if (st.disagrees) return done(detail::disagreeing(a.name, a.permits, *st.disagrees));
   if (st.granted) return grant(id, std::move(done));
-  // Watched from now on, not from the revision read: etcd serves a watch
-  // from a past revision only on its next catch-up pass, every 100 ms.
-  // What changed in between is found once the watches are in place.
-  const WatchFor me{WatchFor::Kind::attempt, id, {}};
-  a.read_at = line->revision;
-  a.started_at = 0;
   a.watched.clear();
+  a.watch_line = st.watch_children;
   if (st.watch_children) {
     // Any of the entries ahead may let it in: a deletion in the line wakes
     // it, and the check looks at every one of them.
@@ -269,38 +304,67 @@ void EtcdBackend::on_line(std::uint64_t id, AcquireDone done, Result<EtcdRpc::Li
       if (n.name == a.key) break;
       a.watched.emplace_back(n.name, n.seq);
     }
-    a.watches.push_back(watch_key(prefix, 0, me, prefix_end(prefix), true));
   } else {
     for (const std::string& key : st.watch)
       for (const detail::QueueNode& n : entries)
         if (n.name == key) a.watched.emplace_back(key, n.seq);
     a.watched.emplace_back(a.key, a.revision);
-    for (const auto& [key, created] : a.watched) a.watches.push_back(watch_key(key, 0, me));
   }
-  a.unconfirmed = a.watches.size();
-  for (std::int64_t w : a.watches)
-    if (w == 0) return done(AcquireOutcome::busy_with(detail::WaitHint::retry(kPollWithoutWatch)));
+  if (!arm_watches(id, a, false)) return done(AcquireOutcome::busy_with(detail::WaitHint::retry(kPollWithoutWatch)));
   done(AcquireOutcome::busy_with(detail::WaitHint::watched()));
 }
 
-void EtcdBackend::confirm_watch(std::uint64_t id, std::int64_t started_at) {
+// Watched from now on, not from the revision read: etcd serves a watch
+// from a past revision only on its next catch-up pass, every 100 ms. What
+// changed in between is found once the watches are in place. `ahead_only`:
+// the keys ahead once more, beside the watches already made.
+bool EtcdBackend::arm_watches(std::uint64_t id, Attempt& a, bool ahead_only) {
+  const std::size_t before = a.watches.size();
+  if (a.watch_line) {
+    const std::string prefix = line_of(a.name);
+    a.watches.push_back(watch_key(prefix, 0, {WatchFor::Kind::attempt, id, {}}, prefix_end(prefix), true));
+  } else {
+    for (const auto& [key, created] : a.watched)
+      if (!ahead_only || key != a.key) a.watches.push_back(watch_key(key, 0, {WatchFor::Kind::attempt, id, key}));
+  }
+  if (!ahead_only) {
+    ++a.armed;
+    a.started_at = 0;
+    a.unconfirmed = a.watches.size() - before;
+  }
+  return std::none_of(a.watches.begin(), a.watches.end(), [](std::int64_t w) { return w == 0; });
+}
+
+// Once every watch is in place, a read of the line finds what changed
+// before they were. It also tells whether etcd took the watches of the
+// keys ahead (those a release wakes it by) as caught up: a watch "from
+// now" starts after the revision the server read as it came, and a write
+// applied before the server registered it makes it one to catch up, whose
+// news waits for the next pass (up to 100 ms). With no write since the
+// earliest of them started (the read's revision is theirs), none was; with
+// one, each of those keys gets a second watch, made later: both to catch
+// up is rare (a first one caught up tells the change, if any, made before
+// the second). Its own key's watch only tells a loss, which may wait.
+void EtcdBackend::confirm_watch(std::uint64_t id, const std::string& watched_key, std::int64_t started_at) {
   auto it = attempts_.find(id);
   if (it == attempts_.end() || it->second.unconfirmed == 0) return;
   Attempt& a = it->second;
-  a.started_at = std::max(a.started_at, started_at);
-  if (--a.unconfirmed > 0 || a.started_at <= a.read_at) return;
+  if (watched_key != a.key) a.started_at = a.started_at == 0 ? started_at : std::min(a.started_at, started_at);
+  if (--a.unconfirmed > 0) return;
   ++calls_;
-  rpc_->read_line(line_of(a.name), true, by(), [this, id, read_at = a.read_at](Result<EtcdRpc::Range> r) {
-    loop([this, id, read_at, r = std::move(r)] {
+  rpc_->read_line(line_of(a.name), true, by(), [this, id, armed = a.armed](Result<EtcdRpc::Range> r) {
+    loop([this, id, armed, r = std::move(r)] {
       auto found = attempts_.find(id);
-      if (found == attempts_.end() || found->second.read_at != read_at || found->second.watches.empty()) return;
-      const Attempt& waiter = found->second;
+      if (found == attempts_.end() || found->second.armed != armed || found->second.watches.empty()) return;
+      Attempt& waiter = found->second;
+      const std::int64_t started = waiter.started_at;
       bool changed = !r.ok();
       for (const auto& [key, created] : waiter.watched)
         changed = changed || std::none_of(r->kvs.begin(), r->kvs.end(), [&](const KeyValue& kv) {
                     return kv.key == key && kv.create_revision == created;
                   });
-      if (changed) wake(id);
+      if (changed) return wake(id);
+      if (started != 0 && r->revision > started) arm_watches(id, waiter, true);
     });
   });
 }
@@ -592,7 +656,7 @@ void EtcdBackend::on_news(const EtcdRpc::WatchNews& news) {
   if (it == watching_.end()) return;  // dropped meanwhile
   const WatchFor what = it->second;
   if (news.created && !news.canceled) {
-    if (what.kind == WatchFor::Kind::attempt) confirm_watch(what.id, news.revision);
+    if (what.kind == WatchFor::Kind::attempt) confirm_watch(what.id, what.name, news.revision);
     if (what.kind == WatchFor::Kind::observer) observer_ready(what.name);
     return;
   }

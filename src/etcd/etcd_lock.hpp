@@ -100,15 +100,16 @@ class EtcdBackend final : public detail::Backend {
     bool sent = false;                  // a put may have made the key
     int puts = 0;                       // transactions sent with this key name
     bool renamed = false;               // its first name was taken: it has its own
+    bool in_line = false;               // its key was read in the line: the next look is a read
     std::vector<std::int64_t> watches;  // the keys ahead it waits for, and its own
-    // The line as last read, and what those watches confirm (see
-    // confirm_watch).
-    std::int64_t read_at = 0;
-    // Keys and their create revisions (a name comes back with a later
-    // revision when its client takes the lock again); empty: the whole line.
+    // What those watches confirm (see confirm_watch): keys ahead and its
+    // own, with their create revisions (a name comes back with a later
+    // revision when its client takes the lock again).
     std::vector<std::pair<std::string, std::int64_t>> watched;
     std::size_t unconfirmed = 0;
-    std::int64_t started_at = 0;
+    std::int64_t started_at = 0;  // the earliest revision its watches of keys ahead start after
+    bool watch_line = false;      // one watch of the whole line (not one per key)
+    int armed = 0;                // its watches made since the attempt began (the read's check)
     // The fast path's answer, busy: the wait goes on from it, not from
     // another transaction.
     std::optional<EtcdRpc::Line> line;
@@ -132,7 +133,7 @@ class EtcdBackend final : public detail::Backend {
   struct WatchFor {
     enum class Kind { attempt, hold, observer, stray } kind;
     std::uint64_t id = 0;  // the attempt or the grant
-    std::string name;      // observers; a stray put's key
+    std::string name;      // observers; a stray put's key; a waiter's watched key
   };
 
   template <class Done, class Value>
@@ -163,9 +164,14 @@ class EtcdBackend final : public detail::Backend {
   // A waiter's watches start from when they are made: once all are in
   // place, a look at the line finds a change made between the read and
   // then (none if they started at the read's revision).
-  void confirm_watch(std::uint64_t id, std::int64_t started_at);
+  void confirm_watch(std::uint64_t id, const std::string& key, std::int64_t started_at);
+  bool arm_watches(std::uint64_t id, Attempt& a, bool ahead_only);
   void wake(std::uint64_t id);
   void on_line(std::uint64_t id, AcquireDone done, Result<EtcdRpc::Line> line);
+  // A waiter's look again (woken, or the stream back): a read, no write.
+  void look_again(std::uint64_t id, Attempt& a, Clock::time_point deadline, AcquireDone done);
+  // Where its key stands in the line read: granted, or watches set.
+  void take_place(std::uint64_t id, AcquireDone done, const EtcdRpc::Line& line);
   void grant(std::uint64_t id, AcquireDone done);
   // A grant's hold: its key watched soon, the lease's deadline armed.
   void keep_hold(std::uint64_t grant, const Attempt& a);
