@@ -12,7 +12,8 @@
 //   W2  --threads threads sharing one client, distinct names: pairs/s
 //   W3  --procs processes on one lock, critical section = a counter in a
 //       file: critical sections per second, hand-off latency, the
-//       same-holder fraction, lost updates, wake-ups per release
+//       same-holder fraction, lost updates, wake-ups per release; beside
+//       it the limit, etcd's Mutex by hand over gRPC in as many processes
 //   W4  --locks distinct names held by one client, all on its one lease
 //       (session_timeout --session-timeout s, a keep-alive every third of
 //       it), once, after the reps: grants/s, then over 3 keep-alive periods
@@ -166,53 +167,173 @@ std::string prefix_end(std::string p) {
   return p;
 }
 
+// What the limits send, as dlock sends it. The line, oldest first:
+void line_range(pb::RangeRequest& r, const std::string& line, bool keys_only) {
+  r.set_key(line);
+  r.set_range_end(prefix_end(line));
+  r.set_sort_target(pb::RangeRequest::CREATE);
+  r.set_sort_order(pb::RangeRequest::ASCEND);
+  r.set_keys_only(keys_only);
+}
+
+// The lock's transaction: `key` under `lease` unless it is there, then the
+// key and the line read back.
+pb::TxnRequest join_request(const std::string& key, std::int64_t lease, const std::string& line) {
+  pb::TxnRequest join;
+  auto* cmp = join.add_compare();
+  cmp->set_key(key);
+  cmp->set_target(pb::Compare::CREATE);
+  cmp->set_create_revision(0);
+  auto* put = join.add_success()->mutable_request_put();
+  put->set_key(key);
+  put->set_lease(lease);
+  for (auto* ops : {join.mutable_success(), join.mutable_failure()}) {
+    ops->Add()->mutable_request_range()->set_key(key);
+    line_range(*ops->Add()->mutable_request_range(), line, false);
+  }
+  return join;
+}
+
+// The release's: `key` deleted if it is still the one created at `revision`.
+void erase_created(pb::KV::Stub& kv, const std::string& key, std::int64_t revision) {
+  pb::TxnRequest erase;
+  auto* same = erase.add_compare();
+  same->set_key(key);
+  same->set_target(pb::Compare::CREATE);
+  same->set_create_revision(revision);
+  erase.add_success()->mutable_request_delete_range()->set_key(key);
+  pb::TxnResponse erased;
+  grpc::ClientContext c;
+  if (!kv.Txn(&c, erase, &erased).ok() || !erased.succeeded()) throw std::runtime_error("limit: unlock failed");
+}
+
+// A lease of `ttl` seconds, kept alive by nobody (it outlives the run).
+std::int64_t grant_lease(const std::shared_ptr<grpc::Channel>& channel, std::int64_t ttl) {
+  pb::LeaseGrantRequest g;
+  g.set_ttl(ttl);
+  pb::LeaseGrantResponse granted;
+  grpc::ClientContext ctx;
+  if (!pb::Lease::NewStub(channel)->LeaseGrant(&ctx, g, &granted).ok()) throw std::runtime_error("limit: no lease");
+  return granted.id();
+}
+
+std::string hex_of(std::int64_t lease) {
+  char hex[24];
+  std::snprintf(hex, sizeof hex, "%llx", static_cast<unsigned long long>(lease));
+  return hex;
+}
+
 W1Run w1_limit(const Args& a, const std::string& run) {
   auto channel = grpc::CreateChannel("ipv4:" + a.endpoints, grpc::InsecureChannelCredentials());
   auto kv = pb::KV::NewStub(channel);
-  auto leases = pb::Lease::NewStub(channel);
-  pb::LeaseGrantRequest g;
-  g.set_ttl(10);
-  pb::LeaseGrantResponse granted;
-  {
-    grpc::ClientContext ctx;
-    if (!leases->LeaseGrant(&ctx, g, &granted).ok()) throw std::runtime_error("limit: no lease");
-  }
-  char hex[24];
-  std::snprintf(hex, sizeof hex, "%llx", static_cast<unsigned long long>(granted.id()));
+  const std::int64_t lease = grant_lease(channel, 10);
+  const std::string hex = hex_of(lease);
   return measured_pairs(a, a.seconds, [&](long long i) {
     const std::string line = run + "-limit/w1:" + std::to_string(i) + "/";
     const std::string key = line + hex;
-    pb::TxnRequest lock;
-    auto* cmp = lock.add_compare();
-    cmp->set_key(key);
-    cmp->set_target(pb::Compare::CREATE);
-    cmp->set_create_revision(0);
-    auto* put = lock.add_success()->mutable_request_put();
-    put->set_key(key);
-    put->set_lease(granted.id());
-    for (auto* ops : {lock.mutable_success(), lock.mutable_failure()}) {
-      ops->Add()->mutable_request_range()->set_key(key);
-      auto* r = ops->Add()->mutable_request_range();
-      r->set_key(line);
-      r->set_range_end(prefix_end(line));
-      r->set_sort_target(pb::RangeRequest::CREATE);
-      r->set_sort_order(pb::RangeRequest::ASCEND);
-    }
     pb::TxnResponse locked;
-    grpc::ClientContext c1;
-    if (!kv->Txn(&c1, lock, &locked).ok() || !locked.succeeded()) throw std::runtime_error("limit: lock failed");
-    pb::TxnRequest unlock;
-    auto* same = unlock.add_compare();
-    same->set_key(key);
-    same->set_target(pb::Compare::CREATE);
-    same->set_create_revision(locked.header().revision());
-    unlock.add_success()->mutable_request_delete_range()->set_key(key);
-    pb::TxnResponse unlocked;
-    grpc::ClientContext c2;
-    if (!kv->Txn(&c2, unlock, &unlocked).ok() || !unlocked.succeeded())
-      throw std::runtime_error("limit: unlock failed");
+    grpc::ClientContext c;
+    if (!kv->Txn(&c, join_request(key, lease, line), &locked).ok() || !locked.succeeded())
+      throw std::runtime_error("limit: lock failed");
+    erase_created(*kv, key, locked.header().revision());
   });
 }
+
+// W3's limit: etcd's Mutex spoken by hand on one channel with blocking
+// stubs, the round trips dlock makes and no more: the lock's transaction
+// (put unless there, read the line); while another key is ahead, a watch
+// of the one just before, from now, a read once it is in place (it may
+// have gone meanwhile), and a read once it went; then the release's
+// transaction. No keep-alive: its lease outlives the run.
+class LimitTurns final : public bench::Turns {
+ public:
+  LimitTurns(const std::string& endpoints, std::string line)
+      : line_(std::move(line)),
+        channel_(grpc::CreateChannel("ipv4:" + endpoints, grpc::InsecureChannelCredentials())),
+        kv_(pb::KV::NewStub(channel_)),
+        watch_stub_(pb::Watch::NewStub(channel_)),
+        lease_(grant_lease(channel_, 60)),
+        key_(line_ + hex_of(lease_)),
+        stream_(watch_stub_->Watch(&watch_ctx_)) {}
+  ~LimitTurns() override {
+    watch_ctx_.TryCancel();
+    stream_->Finish();
+  }
+
+  void lock() override {
+    pb::TxnResponse joined;
+    grpc::ClientContext c;
+    if (!kv_->Txn(&c, join_request(key_, lease_, line_), &joined).ok() || joined.responses_size() < 2)
+      throw std::runtime_error("W3 limit: lock");
+    const int first = joined.succeeded() ? 1 : 0;
+    rev_ = joined.responses(first).response_range().kvs(0).create_revision();
+    pb::RangeResponse line = joined.responses(first + 1).response_range();
+    for (int again = 0;;) {
+      const auto ahead = just_before(line);
+      if (!ahead) return;
+      const std::int64_t id = ++watches_;
+      pb::WatchRequest w;
+      w.mutable_create_request()->set_key(ahead->key());
+      w.mutable_create_request()->add_filters(pb::WatchCreateRequest::NOPUT);
+      w.mutable_create_request()->set_watch_id(id);
+      if (!stream_->Write(w)) throw std::runtime_error("W3 limit: watch");
+      const std::int64_t from = await(id, [](const pb::WatchResponse& r) { return r.created(); });
+      line = read_line();
+      // A write between the watch's start and its making leaves it for
+      // etcd's catch-up pass (up to 100 ms): made again.
+      const bool caught_up = line.header().revision() == from || again++ >= 4;
+      if (same(just_before(line), *ahead) && caught_up) {
+        await(id, [](const pb::WatchResponse& r) { return r.events_size() > 0 || r.canceled(); });
+        line = read_line();
+      }
+      pb::WatchRequest cancel;
+      cancel.mutable_cancel_request()->set_watch_id(id);
+      stream_->Write(cancel);
+    }
+  }
+
+  void unlock() override { erase_created(*kv_, key_, rev_); }
+
+ private:
+  pb::RangeResponse read_line() {
+    pb::RangeRequest r;
+    line_range(r, line_, true);
+    pb::RangeResponse out;
+    grpc::ClientContext c;
+    if (!kv_->Range(&c, r, &out).ok()) throw std::runtime_error("W3 limit: read");
+    return out;
+  }
+  // The key created last before this one's; none: this one holds.
+  std::optional<mvccpb::KeyValue> just_before(const pb::RangeResponse& line) const {
+    std::optional<mvccpb::KeyValue> out;
+    for (const auto& kv : line.kvs())
+      if (kv.create_revision() < rev_) out = kv;
+    return out;
+  }
+  static bool same(const std::optional<mvccpb::KeyValue>& a, const mvccpb::KeyValue& b) {
+    return a && a->key() == b.key() && a->create_revision() == b.create_revision();
+  }
+  // Reads the stream until `id` answers as `until` says (others' answers,
+  // cancelled watches', are skipped).
+  // Its header's revision.
+  template <class Until>
+  std::int64_t await(std::int64_t id, Until until) {
+    pb::WatchResponse r;
+    while (stream_->Read(&r))
+      if (r.watch_id() == id && until(r)) return r.header().revision();
+    throw std::runtime_error("W3 limit: the watch stream ended");
+  }
+
+  std::string line_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<pb::KV::Stub> kv_;
+  std::unique_ptr<pb::Watch::Stub> watch_stub_;
+  std::int64_t lease_;
+  std::string key_;
+  grpc::ClientContext watch_ctx_;
+  std::unique_ptr<grpc::ClientReaderWriter<pb::WatchRequest, pb::WatchResponse>> stream_;
+  std::int64_t rev_ = 0, watches_ = 0;
+};
 
 // etcdctl lock NAME -- true: a process (and a session) per pair.
 W1Run w1_etcdctl(const Args& a, const std::string& run) {
@@ -348,7 +469,7 @@ struct Results {
   bench::PairsByClient w1;
   std::map<std::string, std::vector<double>> w1_server_us;  // per client, per rep
   std::vector<double> w2;
-  bench::HandoffReps w3;
+  bench::HandoffReps w3, w3_limit;
   std::optional<W4> w4;
 };
 
@@ -402,6 +523,7 @@ int report(const Args& a, const Results& r) {
   }
   std::printf("W2, %d threads sharing one client: %.0f pairs/s\n", a.threads, bench::median(r.w2));
   r.w3.print(a.procs, true);
+  r.w3_limit.print_beside("the limit, etcd's Mutex by hand over gRPC");
   if (r.w4) print_w4(a, *r.w4);
   bench::JsonLine j;
   j.str("store", "etcd").num("w1_dlock_pairs_per_s", r.w1.rate("dlock"));
@@ -412,10 +534,11 @@ int report(const Args& a, const Results& r) {
       j.num("w1_" + key + "_server_cpu_us_per_pair", bench::median(r.w1_server_us.at(client)));
   j.num("w2_pairs_per_s", bench::median(r.w2));
   r.w3.add_json(j, true);
+  r.w3_limit.add_json(j, false, "w3_limit_");
   if (r.w4) add_w4_json(j, a, *r.w4);
   j.write(a.json);
   const bool w4_ok = !r.w4 || (r.w4->lost == 0 && r.w4->all_valid && r.w4->release_failures == 0);
-  return r.w3.lost() == 0 && w4_ok ? 0 : 1;
+  return r.w3.lost() == 0 && r.w3_limit.lost() == 0 && w4_ok ? 0 : 1;
 }
 
 int run(const Args& a, const std::string& dir) {
@@ -424,8 +547,12 @@ int run(const Args& a, const std::string& dir) {
   // W3 first: its workers are forked, and gRPC does not survive a fork of a
   // process that has used it (its threads stay behind), so this process
   // makes no gRPC call before they are done.
-  for (int rep = 0; rep < a.reps; ++rep)
+  for (int rep = 0; rep < a.reps; ++rep) {
     r.w3.add(bench::measure_handoff(url_of(a, tag + "w3r" + std::to_string(rep)), quiet(), dir, a.seconds, a.procs));
+    const std::string line = tag + "w3r" + std::to_string(rep) + "-limit/w3/";
+    r.w3_limit.add(bench::measure_handoff([&] { return std::make_unique<LimitTurns>(a.endpoints, line); }, dir,
+                                          a.seconds, a.procs));
+  }
   for (int rep = 0; rep < a.reps; ++rep) {
     const std::string run = tag + "r" + std::to_string(rep);
     for (const auto& [name, key] : w1_keys()) {

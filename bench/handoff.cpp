@@ -23,30 +23,43 @@ long long read_counter(const std::string& path) {
 }
 
 // One worker's loop; it leaves its grant and release times, and its
-// client's wake-ups, in files of its own.
-int worker(const std::string& url, const ClientOptions& options, const std::string& dir, double seconds, int k) {
+// lock's wake-ups, in files of its own.
+int worker(const std::function<std::unique_ptr<Turns>()>& make, const std::string& dir, double seconds, int k) {
   const std::string counter = dir + "/w3.counter";
   try {
-    auto client = Client::connect(url, options);
-    Mutex m(client, "w3");
+    const auto m = make();
     std::ofstream ev(dir + "/w3.events." + std::to_string(k));
     const auto end = Clock::now() + std::chrono::duration<double>(seconds);
     while (Clock::now() < end) {
-      m.lock();
+      m->lock();
       const long long got = mono_ns();
       const long long v = read_counter(counter);  // read before the write truncates it
       std::ofstream(counter, std::ios::trunc) << v + 1;
       const long long rel = mono_ns();
-      m.unlock();
+      m->unlock();
       ev << got << ' ' << rel << '\n';
     }
-    std::ofstream(dir + "/w3.wakeups." + std::to_string(k)) << client.stats().wakeups;
+    std::ofstream(dir + "/w3.wakeups." + std::to_string(k)) << m->wakeups();
   } catch (const std::exception& e) {
     std::fprintf(stderr, "w3 worker: %s\n", e.what());
     return 1;
   }
   return 0;
 }
+
+// dlock's Mutex on a client of its own.
+class MutexTurns final : public Turns {
+ public:
+  MutexTurns(const std::string& url, const ClientOptions& options)
+      : client_(Client::connect(url, options)), m_(client_, "w3") {}
+  void lock() override { m_.lock(); }
+  void unlock() override { m_.unlock(); }
+  long long wakeups() const override { return static_cast<long long>(client_.stats().wakeups); }
+
+ private:
+  Client client_;
+  Mutex m_;
+};
 
 struct Event {
   long long got, rel;
@@ -69,11 +82,16 @@ std::vector<Event> read_events(const std::string& dir, int procs) {
 
 Handoff measure_handoff(const std::string& url, const ClientOptions& options, const std::string& dir, double seconds,
                         int procs) {
+  return measure_handoff([&] { return std::make_unique<MutexTurns>(url, options); }, dir, seconds, procs);
+}
+
+Handoff measure_handoff(const std::function<std::unique_ptr<Turns>()>& make, const std::string& dir, double seconds,
+                        int procs) {
   std::filesystem::remove(dir + "/w3.counter");
   std::vector<pid_t> kids;
   for (int k = 0; k < procs; ++k) {
     const pid_t pid = fork();
-    if (pid == 0) _exit(worker(url, options, dir, seconds, k));
+    if (pid == 0) _exit(worker(make, dir, seconds, k));
     kids.push_back(pid);
   }
   for (pid_t p : kids) {
@@ -128,12 +146,20 @@ void HandoffReps::print(int procs, bool wakeups) const {
   std::printf("lost updates %lld\n", m.lost);
 }
 
-void HandoffReps::add_json(JsonLine& j, bool wakeups) const {
+void HandoffReps::print_beside(const char* label) const {
   const Handoff m = median();
-  j.num("w3_cs_per_s", m.cs_per_s).num("w3_handoff_p50_us", m.p50_us).num("w3_handoff_p99_us", m.p99_us);
-  j.num("w3_same_holder", m.same_holder);
-  if (wakeups) j.num("w3_wakeups_per_handoff", m.wakeups_per_release);
-  j.num("w3_lost", m.lost);
+  std::printf(
+      "  %s: %.0f critical sections/s, hand-off p50 %.0f us, p99 %.0f us, same-holder fraction %.2f, "
+      "lost updates %lld\n",
+      label, m.cs_per_s, m.p50_us, m.p99_us, m.same_holder, m.lost);
+}
+
+void HandoffReps::add_json(JsonLine& j, bool wakeups, const std::string& prefix) const {
+  const Handoff m = median();
+  j.num(prefix + "cs_per_s", m.cs_per_s).num(prefix + "handoff_p50_us", m.p50_us);
+  j.num(prefix + "handoff_p99_us", m.p99_us).num(prefix + "same_holder", m.same_holder);
+  if (wakeups) j.num(prefix + "wakeups_per_handoff", m.wakeups_per_release);
+  j.num(prefix + "lost", m.lost);
 }
 
 double shared_client_pairs(const std::string& url, const ClientOptions& options, double seconds, int threads) {

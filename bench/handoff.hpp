@@ -5,6 +5,8 @@
 #pragma once
 
 #include <dlock/dlock.hpp>
+#include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -25,6 +27,19 @@ struct Handoff {
 Handoff measure_handoff(const std::string& url, const ClientOptions& options, const std::string& dir, double seconds,
                         int procs);
 
+// One worker's lock, made in the worker (after the fork): dlock's Mutex,
+// or a limit speaking the store's protocol by hand.
+class Turns {
+ public:
+  virtual ~Turns() = default;
+  virtual void lock() = 0;
+  virtual void unlock() = 0;
+  virtual long long wakeups() const { return 0; }  // 0: not counted
+};
+// The same, with a worker's lock from `make` (it throws if it cannot).
+Handoff measure_handoff(const std::function<std::unique_ptr<Turns>()>& make, const std::string& dir, double seconds,
+                        int procs);
+
 // W2: `threads` threads sharing one client on `url`, each taking and
 // releasing its own names for `seconds`: pairs per second. Throws if a
 // pair fails.
@@ -39,8 +54,10 @@ class HandoffReps {
   // "W3, <procs> processes on one lock" and the medians on a line, wake-ups
   // per hand-off among them if `wakeups`.
   void print(int procs, bool wakeups) const;
-  // The w3_* fields of the JSON result.
-  void add_json(JsonLine& j, bool wakeups) const;
+  // "  <label>: " and the medians on a line, under print's.
+  void print_beside(const char* label) const;
+  // The fields of the JSON result, named `prefix` + w3's names' ends.
+  void add_json(JsonLine& j, bool wakeups, const std::string& prefix = "w3_") const;
 
  private:
   std::vector<double> cs_, p50_, p99_, same_, wakeups_;
