@@ -182,10 +182,13 @@ AcquireFsm::Action AcquireFsm::on_watch_ready(time_point now, bool subscribed) {
   blind_ = !subscribed;
   // The backend's busy answer set its own watches as it read the line: an
   // attempt now would only read it again.
-  if (watched_ && subscribed && !woken_pending_) {
+  // A release published meanwhile (or while the busy answer's attempt was
+  // out) may be what it waits for: attempt.
+  if (watched_ && subscribed && !woken_pending_ && !woken_in_flight_) {
     waiting_ = true;
     return {Action::Kind::wait, std::min(deadline_, now + kWatchedNap), {}};
   }
+  woken_in_flight_ = false;
   return attempt();
 }
 

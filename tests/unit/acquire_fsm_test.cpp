@@ -330,6 +330,18 @@ TEST(AcquireFsm, AReleaseWhileAWatchedSubscriptionIsPendingAttemptsAtOnce) {
   EXPECT_EQ(fsm.on_watch_ready(c.now).kind, Kind::attempt);
 }
 
+// ...nor is one published while the attempt that answered busy was out.
+TEST(AcquireFsm, AReleaseDuringTheWatchedAttemptAttemptsOnceSubscribed) {
+  FakeClock c;
+  AcquireFsm fsm(c.now, 10s, 2s);
+  (void)fsm.start();
+  EXPECT_EQ(fsm.on_wake(c.now).kind, Kind::none);  // the attempt is out
+  ASSERT_EQ(fsm.on_busy(c.now, WaitHint::watched()).kind, Kind::watch);
+  EXPECT_EQ(fsm.on_watch_ready(c.now).kind, Kind::attempt);
+  // Remembered once: the next busy answer waits.
+  EXPECT_EQ(fsm.on_busy(c.now, WaitHint::watched()).kind, Kind::wait);
+}
+
 // Refused (no notifications): it polls, as after any other busy answer.
 TEST(AcquireFsm, AWatchedBusyAnswerWithoutASubscriptionAttemptsAgain) {
   FakeClock c;
