@@ -840,6 +840,37 @@ TEST(TortureRecipes, FairWaiterThatLeftAfterTheOvertakeStillCounts) {
   EXPECT_FALSE(judge(f, expect(2)).pass);
 }
 
+// A waiter whose own partition ended just before it began may not be in the
+// line yet (its client reconnects and asks for a new session first): excused
+// within the recovery bound (TTL + slack), judged after it; a fault of
+// another process that ended before it began excuses nothing.
+TEST(TortureRecipes, AWaiterJustBackFromItsOwnFaultIsExcusedWithinTheRecoveryBound) {
+  History h;
+  h.acquire_as("fair", "w0/1/1", 0, 15, 1).release("w0/1/1", 100, 101);
+  h.acquire_as("fair", "w2/1/1", 50, 105, 2).release("w2/1/1", 150, 151);
+  h.acquire_as("fair", "w1/1/1", 10, 155, 3).release("w1/1/1", 200, 201);
+  h.fault("partition", "w1", 2, 8);
+  RunInfo info = recipe_run("fair", 300);  // recovery bound 1,200 ms
+  Findings f = analyze(h.events(), info);
+  EXPECT_EQ(f.recipe.line_overtakes, 0);
+  ASSERT_EQ(f.recipe.line_overtakes_excused, 1);
+  EXPECT_NE(f.recipe.overtakes.at(0).excuse.find("just before w1"), std::string::npos)
+      << f.recipe.overtakes.at(0).excuse;
+
+  info.ttl_ms = 1;  // recovery bound 1 ms: over 2 ms before w1 began
+  info.recovery_slack_ms = 0;
+  f = analyze(h.events(), info);
+  EXPECT_EQ(f.recipe.line_overtakes, 1);
+
+  History other;
+  other.acquire_as("fair", "w0/1/1", 0, 15, 1).release("w0/1/1", 100, 101);
+  other.acquire_as("fair", "w2/1/1", 50, 105, 2).release("w2/1/1", 150, 151);
+  other.acquire_as("fair", "w1/1/1", 10, 155, 3).release("w1/1/1", 200, 201);
+  other.fault("partition", "w3", 2, 8);
+  f = analyze(other.events(), recipe_run("fair", 300));
+  EXPECT_EQ(f.recipe.line_overtakes, 1);
+}
+
 // Allowed: a waiter that gave up before the later grant, an arrival inside
 // the join bound, an acquire with no known outcome, and a waiter paused (its
 // lease in the line lapses) are no overtakes, or excused ones.

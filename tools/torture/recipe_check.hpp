@@ -19,8 +19,10 @@
 // that is sound: had the server granted A first, A would have held it until after its own ok, so B could not have been
 // granted before A's ok. An overtake is excused when a fault could have dropped A from the line meanwhile (its lease in
 // the line lapses when its retries stop): a pause, failpoint pause, partition, drop, reset, delay or late-reply of A's
-// process or link, or a fault of the server (restart, stall, clock, failover...), overlapping [A.invoke, B.ok]; an
-// acquire of A with no known outcome (info) is excused too. The check is skipped for semaphores and read-write locks:
+// process or link, or a fault of the server (restart, stall, clock, failover...), overlapping [A.invoke, B.ok], or
+// one of A's own process or link that ended less than the recovery bound (TTL + slack) before A.invoke (its client
+// may still be reconnecting, or waiting for a new session, before it can join); an acquire of A with no known outcome
+// (info) is excused too. The check is skipped for semaphores and read-write locks:
 // several waiters granted at one release learn of it in any order, so an ok's time says nothing of the server's.
 //
 // rw: the generic overlap check judges conflicting holds only (a writer's
@@ -54,7 +56,7 @@ bool drops_from_line(const std::string& kind);
 
 // Line order over the acquires (see above).
 void check_line_order(const Index& ix, const std::vector<FaultWindow>& faults, std::int64_t join_bound_ns,
-                      std::int64_t run_end, RecipeFindings& r);
+                      std::int64_t recovery_ns, std::int64_t run_end, RecipeFindings& r);
 
 // Reads held at once: pairs, and the most at once.
 void count_reader_overlaps(const std::vector<Hold>& holds, RecipeFindings& r);
