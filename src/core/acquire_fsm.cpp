@@ -181,9 +181,8 @@ AcquireFsm::Action AcquireFsm::on_watch_ready(time_point now, bool subscribed) {
   watch_pending_ = false;
   blind_ = !subscribed;
   // The backend's busy answer set its own watches as it read the line: an
-  // attempt now would only read it again.
-  // A release published meanwhile (or while the busy answer's attempt was
-  // out) may be what it waits for: attempt.
+  // attempt now would only read it again, unless a release was published
+  // meanwhile (or while that attempt was out): it may be the one awaited.
   if (watched_ && subscribed && !woken_pending_ && !woken_in_flight_) {
     waiting_ = true;
     return {Action::Kind::wait, std::min(deadline_, now + kWatchedNap), {}};

@@ -64,6 +64,13 @@ std::vector<detail::QueueNode> entries_of(const std::vector<KeyValue>& keys, con
   return line;
 }
 
+const KeyValue* created_at(const std::vector<KeyValue>& kvs, const std::string& key, std::int64_t create_revision) {
+  const auto it = std::find_if(kvs.begin(), kvs.end(), [&](const KeyValue& kv) {
+    return kv.key == key && kv.create_revision == create_revision;
+  });
+  return it == kvs.end() ? nullptr : &*it;
+}
+
 // A write with no answer may have been made: the next attempt finds its key
 // by name, so for the acquire it is a retry.
 Status attempt_failed(Status s) {
@@ -224,14 +231,13 @@ void EtcdBackend::acquire(const AcquireCall& call, AcquireDone done) {
 void EtcdBackend::on_line(std::uint64_t id, AcquireDone done, Result<EtcdRpc::Line> line) {
   if (closed_) return done(cancelled());
   auto it = attempts_.find(id);
-  if (it == attempts_.end())
-    return done(Status(Errc::unavailable, "etcd: the lease ended during the attempt; a new one is asked for"));
+  if (it == attempts_.end()) return done(lease_ended_meanwhile());
   Attempt& a = it->second;
   if (!line.ok() && line.status().code() == Errc::not_held && a.lease == lease_) {
     // The put was refused for its lease: applied through the leader, that
     // is the truth (a keep-alive's answer may not be).
     lease_ended(LossReason::expired, "a put under this client's etcd lease was refused: the lease is gone");
-    return done(Status(Errc::unavailable, "etcd: the lease ended during the attempt; a new one is asked for"));
+    return done(lease_ended_meanwhile());
   }
   if (!line.ok()) return done(attempt_failed(line.status()));
   // A key this attempt did not put (its first put found it there, or it is
@@ -259,22 +265,19 @@ void EtcdBackend::look_again(std::uint64_t id, Attempt& a, Clock::time_point dea
   auto looked = [this, id, done = std::move(done)](Result<EtcdRpc::Range> r) mutable {
     if (closed_) return done(cancelled());
     auto it = attempts_.find(id);
-    if (it == attempts_.end())
-      return done(Status(Errc::unavailable, "etcd: the lease ended during the attempt; a new one is asked for"));
+    if (it == attempts_.end()) return done(lease_ended_meanwhile());
     if (!r.ok()) return done(r.status());
     Attempt& w = it->second;
-    EtcdRpc::Line line;
-    line.revision = r->revision;
-    line.keys = std::move(r->kvs);
-    const auto mine = std::find_if(line.keys.begin(), line.keys.end(), [&](const KeyValue& kv) {
-      return kv.key == w.key && kv.create_revision == w.revision && kv.lease == w.lease;
-    });
-    if (mine == line.keys.end()) {
+    const KeyValue* mine = created_at(r->kvs, w.key, w.revision);
+    if (mine == nullptr || mine->lease != w.lease) {
       w.in_line = false;
       drop_watches(w);
       return done(AcquireOutcome::busy_with(detail::WaitHint::retry(milliseconds(0))));
     }
+    EtcdRpc::Line line;
+    line.revision = r->revision;
     line.mine = *mine;
+    line.keys = std::move(r->kvs);
     take_place(id, std::move(done), line);
   };
   rpc_->read_line(line_of(a.name), true, deadline,
@@ -359,10 +362,7 @@ void EtcdBackend::confirm_watch(std::uint64_t id, const std::string& watched_key
       Attempt& waiter = found->second;
       const std::int64_t started = waiter.started_at;
       bool changed = !r.ok();
-      for (const auto& [key, created] : waiter.watched)
-        changed = changed || std::none_of(r->kvs.begin(), r->kvs.end(), [&](const KeyValue& kv) {
-                    return kv.key == key && kv.create_revision == created;
-                  });
+      for (const auto& [key, created] : waiter.watched) changed = changed || !created_at(r->kvs, key, created);
       if (changed) return wake(id);
       if (started != 0 && r->revision > started) arm_watches(id, waiter, true);
     });
@@ -681,12 +681,8 @@ void EtcdBackend::on_news(const EtcdRpc::WatchNews& news) {
           loop([this, grant, r = std::move(r)] {
             auto still = held_.find(grant);
             if (still == held_.end() || still->second.releasing || !r.ok()) return;
-            for (const KeyValue& kv : r->kvs)
-              if (kv.key == still->second.key && kv.create_revision == still->second.revision) {
-                still->second.watch = watch_key(kv.key, r->revision + 1, {WatchFor::Kind::hold, grant, {}});
-                return;
-              }
-            hold_lost(grant);
+            if (!created_at(r->kvs, still->second.key, still->second.revision)) return hold_lost(grant);
+            still->second.watch = watch_key(still->second.key, r->revision + 1, {WatchFor::Kind::hold, grant, {}});
           });
         });
         return;

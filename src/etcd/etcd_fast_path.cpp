@@ -75,9 +75,7 @@ std::optional<Result<AcquireOutcome>> EtcdBackend::fast_outcome(const AcquireCal
       if (refused) return lease_ended(LossReason::expired, "a put under this client's etcd lease was refused");
       remove_key({key, 0, true}, [](Status) {});
     });
-    if (line.status().code() == Errc::not_held)
-      return Result<AcquireOutcome>(
-          Status(Errc::unavailable, "etcd: the lease ended during the attempt; a new one is asked for"));
+    if (line.status().code() == Errc::not_held) return Result<AcquireOutcome>(lease_ended_meanwhile());
     if (line.status().code() == Errc::outcome_unknown && Clock::now() >= call.deadline)
       return Result<AcquireOutcome>(
           Status(Errc::timeout, "etcd: no answer from the cluster within the wait (a member frozen or cut off?)"));

@@ -44,9 +44,16 @@ using AcquireDone = std::function<void(Result<AcquireOutcome>)>;
 using StatusDone = std::function<void(Status)>;
 
 inline Status cancelled() { return {Errc::cancelled, "client closed"}; }
+// An attempt whose lease ended while it was out (its keys went with it).
+inline Status lease_ended_meanwhile() {
+  return {Errc::unavailable, "etcd: the lease ended during the attempt; a new one is asked for"};
+}
 
 // "%x" of a lease id, as etcd's Mutex names its key.
 std::string lease_hex(std::int64_t lease);
+// `key` as created at `create_revision` among `kvs` (a name taken again
+// comes back with a later revision); null if it is not there.
+const KeyValue* created_at(const std::vector<KeyValue>& kvs, const std::string& key, std::int64_t create_revision);
 // The line's entries: the keys right under it (a lock "a/b" lives under
 // "a/" too, and is another lock), oldest first.
 std::vector<detail::QueueNode> entries_of(const std::vector<KeyValue>& keys, const std::string& prefix);
@@ -163,7 +170,7 @@ class EtcdBackend final : public detail::Backend {
   void drop_watches(Attempt& a);
   // A waiter's watches start from when they are made: once all are in
   // place, a look at the line finds a change made between the read and
-  // then (none if they started at the read's revision).
+  // then, and whether etcd may have left them to its catch-up pass.
   void confirm_watch(std::uint64_t id, const std::string& key, std::int64_t started_at);
   bool arm_watches(std::uint64_t id, Attempt& a, bool ahead_only);
   void wake(std::uint64_t id);
