@@ -1,8 +1,12 @@
 #include "postgres/pg_connection.hpp"
 
+#include <fcntl.h>
 #include <libpq-fe.h>
+#include <sys/stat.h>
 
 #include <boost/asio/post.hpp>
+#include <cerrno>
+#include <cstring>
 
 namespace dlock::postgres {
 
@@ -26,6 +30,11 @@ Status status_of_sqlstate(const std::string& sqlstate, std::string message) {
 }
 
 namespace {
+
+ino_t inode_of(int fd) {
+  struct stat st {};
+  return ::fstat(fd, &st) == 0 ? st.st_ino : 0;
+}
 
 std::string trimmed(const char* s) {
   std::string out = s ? s : "";
@@ -89,7 +98,7 @@ pg_conn* start_libpq(const PgConfig& config) {
 PgConnection::PgConnection(asio::io_context& io, PgConfig config) : io_(io), config_(std::move(config)), timer_(io) {}
 
 PgConnection::~PgConnection() {
-  if (socket_) socket_->release();
+  forget_socket();
   if (conn_ != nullptr) PQfinish(conn_);
 }
 
@@ -244,13 +253,23 @@ void PgConnection::deliver_notifies() {
   }
 }
 
+// libpq owns its socket and closes it when it sees the connection fail
+// (inside PQconsumeInput, PQflush, PQconnectPoll), before we hear of it; by
+// then another thread may have reused the number. So the reactor watches a
+// duplicate of its own, which only we close: no call of ours ever names a
+// descriptor libpq may have closed. While connecting, libpq may replace its
+// socket by one with the same number (the next address): the inode tells.
 void PgConnection::wait(bool write, std::function<void(bool ok)> then) {
   const int fd = PQsocket(conn_);
   if (fd < 0) return drop({Errc::unavailable, "postgres: no socket"});
-  if (fd != socket_fd_) {
-    if (socket_) socket_->release();
-    socket_ = std::make_unique<asio::posix::stream_descriptor>(io_, fd);
+  const bool same = socket_ && fd == socket_fd_ && (state_ != State::connecting || inode_of(fd) == socket_inode_);
+  if (!same) {
+    forget_socket();
+    const int mine = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
+    if (mine < 0) return drop({Errc::unavailable, std::string("postgres: dup: ") + std::strerror(errno)});
+    socket_ = std::make_unique<asio::posix::stream_descriptor>(io_, mine);
     socket_fd_ = fd;
+    socket_inode_ = inode_of(fd);
   }
   socket_->async_wait(write ? asio::posix::stream_descriptor::wait_write : asio::posix::stream_descriptor::wait_read,
                       [this, gen = generation_, then = std::move(then)](const boost::system::error_code& ec) {
@@ -263,9 +282,7 @@ void PgConnection::drop(Status why) {
   const bool was_up = state_ == State::up;
   ++generation_;
   timer_.cancel();
-  if (socket_) socket_->release();  // libpq closes the fd
-  socket_.reset();
-  socket_fd_ = -1;
+  forget_socket();
   if (conn_ != nullptr) PQfinish(conn_);
   conn_ = nullptr;
   if (state_ != State::closed) state_ = State::down;
@@ -291,6 +308,16 @@ void PgConnection::drop(Status why) {
     post([this] {
       if (state_ != State::closed && on_down_) on_down_();
     });
+}
+
+void PgConnection::forget_socket() {
+  if (socket_) {
+    boost::system::error_code ignored;
+    socket_->close(ignored);  // our duplicate; libpq's own is PQfinish's
+  }
+  socket_.reset();
+  socket_fd_ = -1;
+  socket_inode_ = 0;
 }
 
 void PgConnection::close() {

@@ -92,6 +92,7 @@ class PgConnection {
   void read_reply();
   void finish_query(Result<Rows> r);
   void drop(Status why);
+  void forget_socket();
   void wait(bool write, std::function<void(bool ok)> then);
   void deliver_notifies();
   template <class F>
@@ -101,8 +102,10 @@ class PgConnection {
   PgConfig config_;
   pg_conn* conn_ = nullptr;
   State state_ = State::down;
-  std::unique_ptr<boost::asio::posix::stream_descriptor> socket_;  // libpq's fd, never closed by us
+  // A duplicate of libpq's socket (see wait()), and which socket it is.
+  std::unique_ptr<boost::asio::posix::stream_descriptor> socket_;
   int socket_fd_ = -1;
+  unsigned long socket_inode_ = 0;
   boost::asio::steady_timer timer_;  // connect or command timeout
   std::deque<Pending> queue_;
   std::optional<Pending> in_flight_;
