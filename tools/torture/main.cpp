@@ -4,6 +4,7 @@
 //   dlock-torture list
 //   dlock-torture run --scenario pause --strategy dlock [--duration 10] [--seed 1]
 //   dlock-torture suite --short|--full [--duration 8] [--seeds 1] [--out DIR]
+//                       [--shard K/N] [--dry-run]
 //
 // Exit status: 0 when every run met its expectation (a safe strategy showed no
 // violation its scenario does not document; every naive strategy that must
@@ -12,10 +13,13 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <charconv>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <optional>
+#include <utility>
 
 #include "run.hpp"
 #include "scenarios.hpp"
@@ -105,7 +109,21 @@ std::string check_single(const RunConfig& cfg) {
 struct SuiteFilter {
   bool full = false;
   std::vector<std::string> scenarios, strategies;
+  std::string shard;  // "K/N": every Nth run from the Kth (0-based), so N processes share a suite
 };
+
+// K and N of a "K/N" shard, or nullopt when it is not one (0 <= K < N).
+std::optional<std::pair<std::size_t, std::size_t>> parse_shard(const std::string& s) {
+  std::size_t k = 0, n = 0;
+  const auto slash = s.find('/');
+  if (slash == std::string::npos) return std::nullopt;
+  const char* end = s.data() + s.size();
+  auto [p1, e1] = std::from_chars(s.data(), s.data() + slash, k);
+  auto [p2, e2] = std::from_chars(s.data() + slash + 1, end, n);
+  if (e1 != std::errc() || e2 != std::errc() || p1 != s.data() + slash || p2 != end || n == 0 || k >= n)
+    return std::nullopt;
+  return std::make_pair(k, n);
+}
 
 std::vector<PlannedRun> plan_suite(const SuiteFilter& f) {
   std::vector<PlannedRun> plan = f.full ? full_suite() : short_suite();
@@ -114,6 +132,11 @@ std::vector<PlannedRun> plan_suite(const SuiteFilter& f) {
   };
   std::erase_if(plan,
                 [&](const PlannedRun& p) { return !keep(f.scenarios, p.scenario) || !keep(f.strategies, p.strategy); });
+  if (const auto shard = parse_shard(f.shard)) {
+    std::vector<PlannedRun> mine;
+    for (std::size_t i = shard->first; i < plan.size(); i += shard->second) mine.push_back(plan[i]);
+    plan = std::move(mine);
+  }
   return plan;
 }
 
@@ -162,6 +185,7 @@ struct Options {
   double duration_s = 10;
   std::string out = "torture-results";
   SuiteFilter filter;
+  bool dry_run = false;
   int seeds = 1;
   std::uint64_t first_seed = 1;
   WorkerArgs worker;
@@ -201,6 +225,8 @@ CLI::App* add_suite_command(CLI::App& app, Options& o) {
   suite->add_option("--first-seed", o.first_seed, "First seed")->capture_default_str();
   suite->add_option("--scenario", o.filter.scenarios, "Only these scenarios (repeatable)");
   suite->add_option("--strategy", o.filter.strategies, "Only these strategies (repeatable)");
+  suite->add_option("--shard", o.filter.shard, "K/N: only every Nth run of the plan, from the Kth (0-based)");
+  suite->add_flag("--dry-run", o.dry_run, "Print the plan (scenario strategy, one run a line) and run nothing");
   add_common_options(suite, o);
   return suite;
 }
@@ -241,6 +267,16 @@ int run_single(const Options& o) {
 }
 
 int run_suite(const Options& o) {
+  if (!o.filter.shard.empty() && !parse_shard(o.filter.shard)) {
+    std::cerr << "dlock-torture: --shard takes K/N with 0 <= K < N, not '" << o.filter.shard << "'\n";
+    return 64;
+  }
+  if (o.dry_run) {
+    const auto plan = plan_suite(o.filter);
+    for (const auto& p : plan) std::cout << p.scenario << " " << p.strategy << "\n";
+    std::cout << plan.size() << " runs\n";
+    return 0;
+  }
   std::vector<std::uint64_t> seed_list;
   for (int i = 0; i < o.seeds; ++i) seed_list.push_back(o.first_seed + static_cast<std::uint64_t>(i));
   return execute(o.cfg, plan_suite(o.filter), seed_list, o.out, false);
@@ -267,6 +303,7 @@ int main(int argc, char** argv) {
   if (*worker) return worker_main(o.worker);
   if (*cli_cmd) return cli_cmd_main(o.cmd_port, o.cmd_resource_port);
   if (*list) return print_list();
+  if (!*run && o.dry_run) return run_suite(o);
   if (const int rc = complete_config(o); rc != 0) return rc;
   return *run ? run_single(o) : run_suite(o);
 }
