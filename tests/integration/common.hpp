@@ -80,16 +80,17 @@ inline void measure(const std::string& name, long long value, const std::string&
   std::cout << "[measure] " << name << "=" << value << unit << std::endl;
 }
 
-// Blocks `client`'s I/O thread for 3 s inside a completion handler and runs
-// `call` on this thread meanwhile; true if `call` returned while the I/O
-// thread was still blocked (so it did not need that thread: the blocking
-// fast path).
+// Blocks `client`'s I/O thread inside a completion handler, for up to 3 s,
+// and runs `call` on this thread meanwhile; true if `call` returned while
+// the I/O thread was still blocked (so it did not need that thread: the
+// blocking fast path). The handler lets go as soon as `call` returns.
 inline bool returns_beside_a_blocked_io_thread(Client& client, const std::function<void()>& call) {
-  std::promise<void> entered, left;
+  std::promise<void> entered, left, returned;
   std::atomic<bool> over{false};
+  auto call_returned = returned.get_future();
   client.async_acquire("test/io-blocker", std::chrono::milliseconds(0), {}, [&](Result<Lease> r) {
     entered.set_value();
-    std::this_thread::sleep_for(std::chrono::seconds(3));
+    call_returned.wait_for(std::chrono::seconds(3));
     over = true;
     { Result<Lease> gone = std::move(r); }  // released before the caller goes on
     left.set_value();
@@ -97,6 +98,7 @@ inline bool returns_beside_a_blocked_io_thread(Client& client, const std::functi
   entered.get_future().wait();
   call();
   const bool beside = !over.load();
+  returned.set_value();
   left.get_future().wait();
   // A call through the I/O thread: the handler above has ended there, with
   // whatever it held of the client (else the client's last reference could
