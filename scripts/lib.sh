@@ -162,6 +162,11 @@ build_dir() {
   # Precompiled headers (cmake/dlockPrecompiled.cmake) are cached by ccache
   # only with these relaxed checks, which its manual asks for them.
   export CCACHE_SLOPPINESS="${CCACHE_SLOPPINESS:-pch_defines,time_macros,include_file_mtime,include_file_ctime}"
+  # Paths under the checkout are hashed relative to it, and the build
+  # folder is not hashed: a clone in another folder (CI's) reuses what an
+  # earlier build on this machine compiled from the same sources and flags.
+  export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$DLOCK_ROOT}"
+  export CCACHE_NOHASHDIR="${CCACHE_NOHASHDIR:-1}"
   local dir="${1:-build}"
   (($# > 0)) && shift
   [[ $dir == /* ]] || dir="$DLOCK_ROOT/$dir"
