@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <libpq-fe.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <boost/asio/post.hpp>
 #include <cerrno>
@@ -267,9 +268,16 @@ void PgConnection::wait(bool write, std::function<void(bool ok)> then) {
     forget_socket();
     const int mine = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
     if (mine < 0) return drop({Errc::unavailable, std::string("postgres: dup: ") + std::strerror(errno)});
-    socket_ = std::make_unique<asio::posix::stream_descriptor>(io_, mine);
+    auto watched = std::make_unique<asio::posix::stream_descriptor>(io_);
+    boost::system::error_code ec;
+    watched->assign(mine, ec);  // registers it with the reactor
+    if (ec) {
+      ::close(mine);
+      return drop({Errc::unavailable, "postgres: cannot watch the socket: " + ec.message()});
+    }
+    socket_ = std::move(watched);
     socket_fd_ = fd;
-    socket_inode_ = inode_of(fd);
+    socket_inode_ = inode_of(mine);
   }
   socket_->async_wait(write ? asio::posix::stream_descriptor::wait_write : asio::posix::stream_descriptor::wait_read,
                       [this, gen = generation_, then = std::move(then)](const boost::system::error_code& ec) {

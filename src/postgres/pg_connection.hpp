@@ -5,6 +5,8 @@
 #ifndef DLOCK_POSTGRES_PG_CONNECTION_HPP_
 #define DLOCK_POSTGRES_PG_CONNECTION_HPP_
 
+#include <sys/types.h>
+
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -105,7 +107,7 @@ class PgConnection {
   // A duplicate of libpq's socket (see wait()), and which socket it is.
   std::unique_ptr<boost::asio::posix::stream_descriptor> socket_;
   int socket_fd_ = -1;
-  unsigned long socket_inode_ = 0;
+  ino_t socket_inode_ = 0;
   boost::asio::steady_timer timer_;  // connect or command timeout
   std::deque<Pending> queue_;
   std::optional<Pending> in_flight_;
