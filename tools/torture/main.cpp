@@ -220,7 +220,8 @@ CLI::App* add_suite_command(CLI::App& app, Options& o) {
   auto* suite = app.add_subcommand("suite", "Run a plan of scenarios x strategies");
   suite->add_flag("--full", o.filter.full, "Every scenario on every strategy (default: the short suite)");
   suite->add_flag(
-      "--short", [&o](std::int64_t) { o.filter.full = false; }, "Every scenario on dlock, each naive strategy once");
+      "--short", [&o](std::int64_t) { o.filter.full = false; },
+      "Each backend family's faults once, each naive strategy where it must be caught");
   suite->add_option("--seeds", o.seeds, "Repetitions with seeds first..first+K-1")->capture_default_str();
   suite->add_option("--first-seed", o.first_seed, "First seed")->capture_default_str();
   suite->add_option("--scenario", o.filter.scenarios, "Only these scenarios (repeatable)");
@@ -271,15 +272,22 @@ int run_suite(const Options& o) {
     std::cerr << "dlock-torture: --shard takes K/N with 0 <= K < N, not '" << o.filter.shard << "'\n";
     return 64;
   }
+  std::vector<PlannedRun> plan;
+  try {
+    plan = plan_suite(o.filter);
+  } catch (const std::exception& ex) {  // a suite's table that names what is not there
+    std::cerr << "dlock-torture: " << ex.what() << "\n";
+    return 2;
+  }
   if (o.dry_run) {
-    const auto plan = plan_suite(o.filter);
     for (const auto& p : plan) std::cout << p.scenario << " " << p.strategy << "\n";
-    std::cout << plan.size() << " runs\n";
+    std::cout << plan.size() << " runs" << (o.seeds > 1 ? " per seed, " + std::to_string(o.seeds) + " seeds" : "")
+              << "\n";
     return 0;
   }
   std::vector<std::uint64_t> seed_list;
   for (int i = 0; i < o.seeds; ++i) seed_list.push_back(o.first_seed + static_cast<std::uint64_t>(i));
-  return execute(o.cfg, plan_suite(o.filter), seed_list, o.out, false);
+  return execute(o.cfg, plan, seed_list, o.out, false);
 }
 
 }  // namespace

@@ -67,8 +67,6 @@ struct Scenario {
   std::function<std::vector<std::string>(RunCtx&, int)> wrap = nullptr;
   // Worker w's PostgreSQL role; "" or unset: the superuser.
   std::function<std::string(int)> pg_role = nullptr;
-  // Too slow for every test run: in the full suite only.
-  bool full_only = false;
   // ZooKeeper: server 0's quorum and election links go through proxies
   // (RunCtx::peer_net); etcd: what the other members hear of member 0 goes
   // through one. Odd workers are clients of server 0 only.
