@@ -22,6 +22,16 @@ DLOCK_DEPS=(
   python3-prometheus-client
 )
 
+# ccache, for every build a script of this folder makes (scripts/bench's
+# too). Precompiled headers (cmake/dlockPrecompiled.cmake) are cached only
+# with these relaxed checks, which its manual asks for them. Paths under the
+# checkout are hashed relative to it, and the build folder is not hashed: a
+# clone in another folder (CI's) reuses what an earlier build on this
+# machine compiled from the same sources and flags.
+export CCACHE_SLOPPINESS="${CCACHE_SLOPPINESS:-pch_defines,time_macros,include_file_mtime,include_file_ctime}"
+export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$DLOCK_ROOT}"
+export CCACHE_NOHASHDIR="${CCACHE_NOHASHDIR:-1}"
+
 log() { printf '==> %s\n' "$*" >&2; }
 die() {
   printf 'error: %s\n' "$*" >&2
@@ -159,14 +169,6 @@ ensure_node_peers() {
 # and link than -g, and a backtrace still names file and line.
 DLOCK_RELWITHDEBINFO_FLAGS="-O2 -g1 -DNDEBUG"
 build_dir() {
-  # Precompiled headers (cmake/dlockPrecompiled.cmake) are cached by ccache
-  # only with these relaxed checks, which its manual asks for them.
-  export CCACHE_SLOPPINESS="${CCACHE_SLOPPINESS:-pch_defines,time_macros,include_file_mtime,include_file_ctime}"
-  # Paths under the checkout are hashed relative to it, and the build
-  # folder is not hashed: a clone in another folder (CI's) reuses what an
-  # earlier build on this machine compiled from the same sources and flags.
-  export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$DLOCK_ROOT}"
-  export CCACHE_NOHASHDIR="${CCACHE_NOHASHDIR:-1}"
   local dir="${1:-build}"
   (($# > 0)) && shift
   [[ $dir == /* ]] || dir="$DLOCK_ROOT/$dir"
