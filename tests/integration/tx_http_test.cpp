@@ -522,7 +522,9 @@ INSTANTIATE_TEST_SUITE_P(, TxHttpWire,
 // token.
 TEST_F(TxHttp, AnAnswerToAnotherRequestIsCaughtByItsRid) {
   int copies = 1;  // under BankService's lock
+  std::atomic<int> answered{0};
   alice_http.tamper([&](Op, HttpAnswer& a) {
+    ++answered;  // the call's work is done
     if (copies-- <= 0) return;
     a.twice = true;
     a.second_after = 1000ms;  // d2 goes out well before it, even on a loaded host
@@ -535,6 +537,11 @@ TEST_F(TxHttp, AnAnswerToAnotherRequestIsCaughtByItsRid) {
   } catch (const std::runtime_error& e) {
     EXPECT_NE(std::string(e.what()).find("rid"), std::string::npos) << e.what();
   }
+  // The service reads d2 once d1's copy is out, after the call gave up on
+  // that connection: d3 goes once d2 is done, or the two calls would meet
+  // on the one connection to alice's database (answered unknown).
+  for (int i = 0; i < 1000 && answered.load() < 2; ++i) std::this_thread::sleep_for(10ms);
+  ASSERT_EQ(answered.load(), 2) << "the service never answered d2";
   EXPECT_EQ(p.try_({"d3", 0, Op::try_, "500"}), Outcome::failure) << "on a new connection";
   EXPECT_EQ(p.cancel({"d1", 0, Op::cancel, "30"}), Outcome::success);
   expect_settled();
