@@ -109,7 +109,8 @@ std::string check_single(const RunConfig& cfg) {
 struct SuiteFilter {
   bool full = false;
   std::vector<std::string> scenarios, strategies;
-  std::string shard;  // "K/N": every Nth run from the Kth (0-based), so N processes share a suite
+  // K and N: every Nth run from the Kth (0-based), so N processes share a suite.
+  std::optional<std::pair<std::size_t, std::size_t>> shard;
 };
 
 // K and N of a "K/N" shard, or nullopt when it is not one (0 <= K < N).
@@ -132,9 +133,9 @@ std::vector<PlannedRun> plan_suite(const SuiteFilter& f) {
   };
   std::erase_if(plan,
                 [&](const PlannedRun& p) { return !keep(f.scenarios, p.scenario) || !keep(f.strategies, p.strategy); });
-  if (const auto shard = parse_shard(f.shard)) {
+  if (f.shard) {
     std::vector<PlannedRun> mine;
-    for (std::size_t i = shard->first; i < plan.size(); i += shard->second) mine.push_back(plan[i]);
+    for (std::size_t i = f.shard->first; i < plan.size(); i += f.shard->second) mine.push_back(plan[i]);
     plan = std::move(mine);
   }
   return plan;
@@ -185,6 +186,7 @@ struct Options {
   double duration_s = 10;
   std::string out = "torture-results";
   SuiteFilter filter;
+  std::string shard;  // --shard K/N, as given
   bool dry_run = false;
   int seeds = 1;
   std::uint64_t first_seed = 1;
@@ -226,7 +228,7 @@ CLI::App* add_suite_command(CLI::App& app, Options& o) {
   suite->add_option("--first-seed", o.first_seed, "First seed")->capture_default_str();
   suite->add_option("--scenario", o.filter.scenarios, "Only these scenarios (repeatable)");
   suite->add_option("--strategy", o.filter.strategies, "Only these strategies (repeatable)");
-  suite->add_option("--shard", o.filter.shard, "K/N: only every Nth run of the plan, from the Kth (0-based)");
+  suite->add_option("--shard", o.shard, "K/N: only every Nth run of the plan, from the Kth (0-based)");
   suite->add_flag("--dry-run", o.dry_run, "Print the plan (scenario strategy, one run a line) and run nothing");
   add_common_options(suite, o);
   return suite;
@@ -268,13 +270,14 @@ int run_single(const Options& o) {
 }
 
 int run_suite(const Options& o) {
-  if (!o.filter.shard.empty() && !parse_shard(o.filter.shard)) {
-    std::cerr << "dlock-torture: --shard takes K/N with 0 <= K < N, not '" << o.filter.shard << "'\n";
+  SuiteFilter filter = o.filter;
+  if (!o.shard.empty() && !(filter.shard = parse_shard(o.shard))) {
+    std::cerr << "dlock-torture: --shard takes K/N with 0 <= K < N, not '" << o.shard << "'\n";
     return 64;
   }
   std::vector<PlannedRun> plan;
   try {
-    plan = plan_suite(o.filter);
+    plan = plan_suite(filter);
   } catch (const std::exception& ex) {  // a suite's table that names what is not there
     std::cerr << "dlock-torture: " << ex.what() << "\n";
     return 2;
