@@ -214,7 +214,8 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
                      milliseconds backoff);
   AbandonCall abandon_call(const AcquireOp& op, bool in_doubt) const;
   void run_on_lost(const std::shared_ptr<Hold>& hold, LossReason reason);
-  void stage(std::shared_ptr<Hold> hold, Clock::time_point sent_at, milliseconds interval, bool renew);
+  void stage(std::shared_ptr<Hold> hold, Clock::time_point sent_at, milliseconds interval, bool renew,
+             std::uint64_t session_ends);
   void adopt_staged();
   void retire(const std::shared_ptr<Hold>& hold);
   void fast_release_done(const std::shared_ptr<Hold>& hold);
@@ -250,6 +251,13 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   std::atomic<std::uint64_t> next_attempt_{1};  // AcquireCall::attempt ids (the fast path draws too)
   // Backends without renewal: when the session's holds stop being valid.
   Clock::time_point session_until_ = Clock::time_point::max();
+  // A fast grant can be made on a session that ends before the caller's
+  // thread stages it: the backend's loss finds nothing to tell. Every
+  // session end is counted, and a grant staged across one is lost when
+  // adopted; so is a grant a loss named before it was staged.
+  std::atomic<std::uint64_t> session_ends_{0};
+  LossReason session_end_reason_ = LossReason::expired;  // the newest one's
+  std::map<std::uint64_t, LossReason> lost_unstaged_;     // by grant id, bounded
 
   // Fast-path grants waiting for the I/O thread to adopt them (into holds_
   // and the scheduler). It adopts at its next wake-up, and is woken early
@@ -259,6 +267,7 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
     Clock::time_point sent_at;
     milliseconds interval;
     bool renew;
+    std::uint64_t session_ends;  // session_ends_ before the backend was asked
   };
   std::mutex stage_mu_;
   std::vector<Staged> staged_;                               // guarded by stage_mu_

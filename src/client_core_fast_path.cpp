@@ -24,6 +24,7 @@ std::optional<Result<Lease>> ClientCore::acquire_now(const std::string& name, mi
   call.queued = queued(o, seed.shape);
   call.info = holder_info(o);
   const auto sent_at = now();
+  const std::uint64_t session_ends = session_ends_.load();
   seed.started = sent_at;  // the wait that may follow counts from here
   if (to_wait(wait) != kForever) call.deadline = sent_at + (wait.count() > 0 ? wait : try_budget(options_, o));
   auto r = backend_->acquire_now(call);
@@ -74,18 +75,19 @@ std::optional<Result<Lease>> ClientCore::acquire_now(const std::string& name, mi
   hold->order.store(Hold::kFast);
   grants_.fetch_add(1, std::memory_order_relaxed);
   leases_held_.fetch_add(1, std::memory_order_relaxed);
-  stage(hold, sent_at, renew ? o.renew_interval : lease, renew);
+  stage(hold, sent_at, renew ? o.renew_interval : lease, renew, session_ends);
   return Result<Lease>(Lease(weak_from_this(), std::move(hold)));
 }
 
 // Hands a fast grant to the I/O thread, waking it only if the grant needs
 // attention (its first renewal, or its expiry) before the armed timer.
-void ClientCore::stage(std::shared_ptr<Hold> hold, Clock::time_point sent_at, milliseconds interval, bool renew) {
+void ClientCore::stage(std::shared_ptr<Hold> hold, Clock::time_point sent_at, milliseconds interval, bool renew,
+                       std::uint64_t session_ends) {
   const auto due = renew ? sent_at + interval : valid_until(sent_at, hold->lease);
   bool wake = false;
   {
     std::lock_guard lk(stage_mu_);
-    staged_.push_back({std::move(hold), sent_at, interval, renew});
+    staged_.push_back({std::move(hold), sent_at, interval, renew, session_ends});
     staged_due_ = std::min(staged_due_, due);
     wake = due < armed_;
     if (wake) armed_ = due;  // one wake-up is enough for everything staged before it
@@ -176,6 +178,7 @@ void ClientCore::adopt_staged() {
     staged_due_ = Clock::time_point::max();
   }
   bool added = false;
+  std::vector<std::pair<std::shared_ptr<Hold>, LossReason>> lost;
   for (Staged& s : staged) {
     Hold& h = *s.hold;
     if (h.depth.load() == 0) continue;
@@ -184,8 +187,15 @@ void ClientCore::adopt_staged() {
     scheduled_[h.id] = s.hold;
     if (caps_.needs_renewal) scheduler_.add(h.id, s.sent_at, h.lease, s.interval, s.renew);
     added = true;
+    if (s.session_ends != session_ends_.load()) {
+      lost.emplace_back(s.hold, session_end_reason_);
+    } else if (auto it = lost_unstaged_.find(h.grant); it != lost_unstaged_.end()) {
+      lost.emplace_back(s.hold, it->second);
+      lost_unstaged_.erase(it);
+    }
   }
   if (added) rearm_renewal();
+  for (auto& [hold, reason] : lost) mark_lost(hold, reason);
 }
 
 // I/O thread: a fast release of an adopted hold finished.

@@ -138,6 +138,10 @@ void ClientCore::on_renewal_timer() {
 // The backend says these holds are gone (empty: all of them, a session
 // expired). A grant id of 0 matches any grant.
 void ClientCore::on_holds_lost(const std::vector<HoldRef>& refs, LossReason reason) {
+  if (refs.empty()) {
+    session_end_reason_ = reason;
+    session_ends_.fetch_add(1);  // before the adoption: a grant staged after it is lost when adopted
+  }
   adopt_staged();  // fast grants not yet handed over are held too
   std::vector<std::shared_ptr<Hold>> gone;
   for (auto& [key, hold] : holds_) {
@@ -147,6 +151,13 @@ void ClientCore::on_holds_lost(const std::vector<HoldRef>& refs, LossReason reas
           return r.name == hold->name && r.owner == hold->owner && (r.grant == 0 || r.grant == hold->grant);
         });
     if (match) gone.push_back(hold);
+  }
+  // A named grant not found may be a fast grant its caller has yet to stage.
+  for (const HoldRef& r : refs) {
+    if (r.grant == 0 || std::any_of(gone.begin(), gone.end(), [&](const auto& h) { return h->grant == r.grant; }))
+      continue;
+    if (lost_unstaged_.size() >= 1024) lost_unstaged_.clear();
+    lost_unstaged_[r.grant] = reason;
   }
   for (const auto& hold : gone) mark_lost(hold, reason);
 }

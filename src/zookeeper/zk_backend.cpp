@@ -56,6 +56,7 @@ void ZkBackend::close() {
   deadline_.cancel();
   watch_timer_.cancel();
   if (start_done_) finish_start(cancelled());
+  grant_proven();
   session_.close();  // the session's nodes go now; pending calls complete (closed_: cancelled)
 }
 
@@ -383,6 +384,10 @@ void ZkBackend::watch_ahead(std::uint64_t id, const Standing& st, std::int64_t p
 }
 
 void ZkBackend::grant(std::uint64_t id, AcquireDone done) {
+  if (Clock::now() >= until_) {
+    unproven_.emplace_back(id, std::move(done));
+    return;
+  }
   auto it = attempts_.find(id);
   Attempt a = std::move(it->second);
   attempts_.erase(it);
@@ -393,6 +398,18 @@ void ZkBackend::grant(std::uint64_t id, AcquireDone done) {
   arm_deadline();
   // Valid for what the leader vouches for, never a follower's reply.
   done(AcquireOutcome::granted_now(static_cast<std::uint64_t>(a.czxid), until_));
+}
+
+void ZkBackend::grant_proven() {
+  for (auto& [id, done] : std::exchange(unproven_, {})) {
+    if (closed_) {
+      done(cancelled());
+    } else if (!attempts_.count(id)) {
+      done(session_gone());  // abandoned meanwhile, or its session ended
+    } else {
+      grant(id, std::move(done));
+    }
+  }
 }
 
 Status ZkBackend::session_gone() {

@@ -53,6 +53,17 @@ std::optional<Result<AcquireOutcome>> ZkBackend::acquire_now(const AcquireCall& 
     drop_later({"", "", c.path});
     return Result<AcquireOutcome>(detail::disagreeing(call.name, permits, *st.disagrees));
   }
+  if (st.granted && c.stat.ephemeral_owner == session && Clock::now() >= vouched()) {
+    // Granted on a session the leader is not known to keep (a reconnect
+    // after an outage longer than the proof): the I/O thread grants it
+    // once a proof comes, from this place in line if the call may wait.
+    if (!call.keep_place) {
+      drop_later({"", "", c.path});
+      return std::nullopt;
+    }
+    keep_place(call, guid, parent, c, permits);
+    return Result<AcquireOutcome>(AcquireOutcome::busy_with(detail::WaitHint::retry(milliseconds(0))));
+  }
   if (!st.granted || c.stat.ephemeral_owner != session) {
     if (!call.keep_place || c.stat.ephemeral_owner != session)
       drop_later({"", "", c.path});

@@ -86,6 +86,7 @@ void ZkBackend::session_ended(LossReason reason, const std::string& why) {
   watchers_.clear();
   child_watchers_.clear();
   orphans_.clear();  // their session's nodes go with it
+  grant_proven();    // attempts_ is empty: each is told its session ended
   heard_ns_ = 0;
   until_ = {};
   vouched_ns_ = 0;
@@ -109,6 +110,7 @@ void ZkBackend::vouch(Clock::time_point at) {
   vouched_ns_ = until.time_since_epoch().count();
   if (events_.alive_until) events_.alive_until(until_);
   if (!held_.empty()) arm_deadline();
+  if (!unproven_.empty() && Clock::now() < until_) grant_proven();
 }
 
 void ZkBackend::arm_deadline() {

@@ -238,7 +238,12 @@ class ZkBackend final : public detail::Backend {
 
   void on_listed(std::uint64_t id, AcquireDone done, Reply r);
 
+  // Grants attempt `id` if the leader vouches for the session now; else
+  // (just reconnected after an outage longer than the proof) the grant
+  // waits for the next proof: granted then, the session would be ended at
+  // once for want of one, and the node with it.
   void grant(std::uint64_t id, AcquireDone done);
+  void grant_proven();
 
   // Refusals before any node is made (ok: none): the owner holds the lock
   // in the other mode.
@@ -306,6 +311,7 @@ class ZkBackend final : public detail::Backend {
   Clock::time_point until_{};
   std::atomic<Clock::rep> vouched_ns_{0};      // until_, for the fast path
   std::map<std::uint64_t, Attempt> attempts_;  // by AcquireCall::attempt
+  std::vector<std::pair<std::uint64_t, AcquireDone>> unproven_;  // grants awaiting a proof
   HeldNodes held_;
   std::map<std::string, std::set<std::uint64_t>> watchers_;        // node ahead -> attempts
   std::map<std::string, std::set<std::uint64_t>> child_watchers_;  // lock node -> attempts

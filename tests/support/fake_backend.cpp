@@ -1,6 +1,7 @@
 #include "support/fake_backend.hpp"
 
 #include <boost/asio/post.hpp>
+#include <future>
 
 namespace dlock::testing {
 
@@ -81,12 +82,14 @@ class FakeBackend final : public detail::Backend {
 
   std::optional<Result<AcquireOutcome>> acquire_now(const AcquireCall& call) override {
     if (!server_.fast_path) return std::nullopt;
-    std::lock_guard lk(server_.mu_);
+    std::unique_lock lk(server_.mu_);
     ++server_.acquires_;
     server_.acquire_calls_.push_back(call);
     if (auto failed = take_failure()) return Result<AcquireOutcome>(*failed);
     Result<AcquireOutcome> out = apply_acquire(call);
     if (server_.during_acquire_now) server_.during_acquire_now();
+    lk.unlock();
+    if (server_.after_acquire_now) server_.after_acquire_now();
     return out;
   }
 
@@ -370,6 +373,25 @@ void FakeServer::session_lost(LossReason reason) {
       if (b->events().lost) b->events().lost({}, reason);
     });
   });
+}
+void FakeServer::lost_delivered(std::vector<detail::HoldRef> holds, LossReason reason) {
+  std::vector<std::future<void>> told;
+  {
+    std::lock_guard lk(mu_);
+    if (holds.empty()) {
+      locks_.clear();
+      lines_.clear();
+    }
+    each_backend([&told, &holds, reason](FakeBackend* b) {
+      auto done = std::make_shared<std::promise<void>>();
+      told.push_back(done->get_future());
+      b->post([b, holds, reason, done] {
+        if (b->events().lost) b->events().lost(holds, reason);
+        done->set_value();
+      });
+    });
+  }
+  for (auto& f : told) f.wait();
 }
 void FakeServer::alive_until(std::chrono::steady_clock::time_point until) {
   std::lock_guard lk(mu_);

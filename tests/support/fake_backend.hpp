@@ -64,6 +64,10 @@ struct FakeServer {
   // Runs on the caller's thread inside each acquire_now, after it was
   // applied: a test moves its clock here, as if the reply came late.
   std::function<void()> during_acquire_now;
+  // Runs on the caller's thread when acquire_now has its answer, without
+  // the server's lock: a test ends the session here, before the client can
+  // stage the grant.
+  std::function<void()> after_acquire_now;
   // While false, release_now is not offered (as a backend whose blocking
   // connections are all busy): the release must go through the I/O thread.
   std::atomic<bool> release_now_offered{true};
@@ -99,6 +103,10 @@ struct FakeServer {
   bool drop_hold(const std::string& name, std::uint64_t fence);
   void link(bool up);
   void session_lost(LossReason reason);
+  // Tells every client these holds are gone (empty: the session's, and
+  // the server forgets every lock) and returns once each I/O thread has
+  // told its core (never call it on an I/O thread).
+  void lost_delivered(std::vector<detail::HoldRef> holds, LossReason reason);
   void alive_until(std::chrono::steady_clock::time_point until);
 
   // --- inspectors (any thread) ---

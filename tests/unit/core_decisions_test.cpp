@@ -261,6 +261,62 @@ TEST(CoreDecisions, ASessionBackendPushesLivenessAndLossAndIsNeverRenewed) {
   EXPECT_EQ(client.stats().leases_lost, 1u);
 }
 
+// A session ends (and its nodes with it) just after a blocking grant was
+// made on it, before the caller's thread handed the grant to the I/O
+// thread. The hold is told lost, and the next session's liveness does not
+// keep it valid. Seen as two holders after every ZooKeeper server restarted.
+TEST(CoreDecisions, AFastGrantWhoseSessionEndsBeforeItIsStagedIsLost) {
+  FakeServer server;
+  server.caps.needs_renewal = false;
+  server.caps.server_reentry = false;
+  server.fast_path = true;
+  std::atomic<bool> end_session{true};
+  server.after_acquire_now = [&] {
+    if (end_session.exchange(false)) server.lost_delivered({}, LossReason::expired);
+  };
+  Client client = connect(server);
+  std::atomic<int> lost_calls{0};
+  LockOptions o;
+  o.on_lost = [&](LossReason) { ++lost_calls; };
+  auto lease = client.acquire("a", 0ms, o);
+  ASSERT_TRUE(lease.ok()) << lease.status().to_string();
+  server.alive_until(std::chrono::steady_clock::now() + 10s);  // the next session is vouched for
+  ASSERT_TRUE(eventually([&] { return lease->lost_token().stop_requested(); }));
+  EXPECT_TRUE(eventually([&] { return lost_calls.load() == 1; }));
+  EXPECT_TRUE(lease->lost());
+  EXPECT_EQ(client.stats().leases_lost, 1u);
+}
+
+// The same for one hold: its loss is told (its node deleted, say) before
+// the caller's thread staged the grant.
+TEST(CoreDecisions, AFastGrantLostBeforeItIsStagedIsLost) {
+  FakeServer server;
+  server.caps.needs_renewal = false;
+  server.caps.server_reentry = false;
+  server.fast_path = true;
+  std::atomic<bool> take_it{true};
+  server.after_acquire_now = [&] {
+    if (!take_it.exchange(false)) return;
+    const auto call = server.acquire_calls().back();
+    server.lost_delivered({{call.name, call.owner, call.grant}}, LossReason::taken);
+  };
+  Client client = connect(server);
+  std::atomic<int> taken{0};
+  LockOptions o;
+  o.on_lost = [&](LossReason r) {
+    if (r == LossReason::taken) ++taken;
+  };
+  auto lease = client.acquire("a", 0ms, o);
+  ASSERT_TRUE(lease.ok()) << lease.status().to_string();
+  server.alive_until(std::chrono::steady_clock::now() + 10s);
+  ASSERT_TRUE(eventually([&] { return lease->lost_token().stop_requested(); }));
+  EXPECT_TRUE(eventually([&] { return taken.load() == 1; }));
+  auto other = client.acquire("b", 0ms, o);  // grants after it are not touched
+  ASSERT_TRUE(other.ok());
+  std::this_thread::sleep_for(20ms);
+  EXPECT_FALSE(other->lost());
+}
+
 TEST(CoreDecisions, RenewalsFailingWhileTheLinkIsDownLoseTheLease) {
   FakeServer server;
   Client client = connect(server);
