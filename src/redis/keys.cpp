@@ -154,4 +154,16 @@ std::string name_of_key(std::string_view prefix, std::string_view key) {
   return name;
 }
 
+bool own_key(std::string_view prefix, std::string_view key) {
+  if (!key.starts_with(prefix)) return false;
+  const std::string_view rest = key.substr(prefix.size());
+  if (rest == "fence") return true;
+  if (!rest.starts_with('{')) return false;
+  const auto close = rest.find('}');
+  if (close == std::string_view::npos) return false;
+  const std::string_view tail = rest.substr(close + 1);
+  return tail.empty() || tail == ":f" || tail == ":wake" || tail == ":q" || tail.starts_with(":t:") ||
+         tail.starts_with(":plain:") || tail.starts_with(":redisson:");
+}
+
 }  // namespace dlock::detail

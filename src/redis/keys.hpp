@@ -88,6 +88,12 @@ std::string plain_key_pattern(std::string_view name_prefix);
 // The lock name a key of lock_keys(prefix, name) belongs to; empty if `key`
 // is not one, or is a per-name fence counter (it outlives the lock by a day).
 std::string name_of_key(std::string_view prefix, std::string_view key);
+// True if `key` is one dlock keeps for itself under `prefix`, in any
+// layout: the fence counter, a lock hash "<prefix>{name}", or a side key
+// "<prefix>{tag}:<suffix>" (fence, wake, line, tombstone, a single-key
+// layout's). A single-key layout locks the key named like the lock, so it
+// refuses such a name: its hold would overwrite the key, or wait on it.
+bool own_key(std::string_view prefix, std::string_view key);
 
 }  // namespace dlock::detail
 

@@ -94,6 +94,11 @@ void RedisBackend::acquire_round(const AcquireCall& call, std::uint64_t round,
 }
 
 Status RedisBackend::check_layout(const AcquireCall& call) const {
+  if (keyspace_.single_key() && detail::own_key(keyspace_.prefix, call.name))
+    return Status(Errc::invalid_argument,
+                  "lock name '" + call.name + "' is a key dlock keeps for itself under key_prefix '" +
+                      keyspace_.prefix + "' (its fence counter, or a lock or side key of the default layout); " +
+                      "the plain and redisson layouts lock the key named like the lock: choose another name");
   if (keyspace_.redisson())
     return detail::check_mode(call, "layout=redisson",
                               "it keeps Redisson's RLock, one hash per lock, and no line (use the default layout, "

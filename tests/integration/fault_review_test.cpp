@@ -22,7 +22,8 @@ class Layouts : public ::testing::TestWithParam<const char*> {
 };
 
 std::string layout_name(const ::testing::TestParamInfo<const char*>& p) {
-  return std::string_view(p.param).empty() ? "dlock" : "plain";
+  const std::string_view q(p.param);
+  return q.empty() ? "dlock" : std::string(q.substr(q.find('=') + 1));
 }
 
 // One client whose only way to the server is a proxy link the test can slow.
@@ -275,9 +276,87 @@ TEST_P(FaultReview, LeasesTooShortToBeUsefulAreRefused) {
   EXPECT_EQ(client.try_acquire("d11b", o).code(), Errc::invalid_argument);
 }
 
+// The keys dlock keeps beside the locks, attacked (an operator's DEL, a
+// FLUSHDB, an evicting maxmemory-policy; a lock named like one of them).
+class OwnKeys : public Layouts {
+ protected:
+  static bool single_key() { return !std::string_view(GetParam()).empty(); }
+  std::uint64_t grant_fence(Client& client, const std::string& name) {
+    auto held = client.try_acquire(name);
+    EXPECT_TRUE(held.ok()) << held.status().to_string();
+    if (!held.ok()) return 0;
+    const std::uint64_t fence = held->fence();
+    EXPECT_TRUE(held->release().ok());
+    return fence;
+  }
+};
+
+// Issue: a deleted counter restarted fences at 1 on one server, and a
+// resource that saw fence 4 then refused every holder.
+TEST_P(OwnKeys, TheFenceStillIncreasesAfterItsCounterIsDeleted) {
+  RedisServer server;
+  LogSink log;
+  Client client = Client::connect(url_of(server.url()), quiet(log));
+  SyncRedis redis(server.port());
+  std::uint64_t highest = 0;
+  for (int i = 0; i < 3; ++i) {
+    const std::uint64_t f = grant_fence(client, "d10");
+    EXPECT_GT(f, highest);
+    highest = f;
+  }
+  for (const char* how : {"DEL", "FLUSHDB", "FLUSHALL"}) {
+    if (std::string_view(how) == "DEL")
+      EXPECT_EQ(redis.integer({"DEL", "dlock:fence"}), 1);
+    else
+      redis.cmd({how});
+    for (const std::string name : {"d10", "another"}) {
+      const std::uint64_t f = grant_fence(client, name);
+      EXPECT_GT(f, highest) << "after " << how << ": the fences restarted";
+      highest = std::max(highest, f);
+    }
+  }
+}
+
+// Issue: under the plain layout the name "dlock:fence" locked the counter
+// itself; every other lock on the server then failed WRONGTYPE, and the
+// fences restarted after its release.
+TEST_P(OwnKeys, ANameEqualToAKeyDlockKeepsIsRefusedInASingleKeyLayout) {
+  RedisServer server;
+  LogSink log;
+  Client client = Client::connect(url_of(server.url()), quiet(log));
+  ClientOptions no_prefix = quiet(log);
+  no_prefix.key_prefix = "";
+  Client bare = Client::connect(url_of(server.url()), no_prefix);
+  SyncRedis redis(server.port());
+  const std::uint64_t before = grant_fence(client, "d11");
+  const std::string counter = redis.cmd({"GET", "dlock:fence"});
+  struct Case {
+    Client* client;
+    std::string name;
+  };
+  for (const Case& c : {Case{&client, "dlock:fence"}, Case{&client, "dlock:{d11}"}, Case{&client, "dlock:{d11}:wake"},
+                        Case{&bare, "fence"}, Case{&bare, "{d11}"}}) {
+    auto held = c.client->try_acquire(c.name);
+    if (single_key()) {
+      EXPECT_EQ(held.code(), Errc::invalid_argument) << c.name << ": " << held.status().to_string();
+      EXPECT_NE(held.status().message().find("keeps for itself"), std::string::npos) << held.status().to_string();
+    } else {
+      EXPECT_TRUE(held.ok()) << c.name << ": the default layout's keys are braced, no name aliases them";
+    }
+  }
+  EXPECT_EQ(redis.cmd({"TYPE", "dlock:fence"}), "string");
+  if (single_key()) EXPECT_EQ(redis.cmd({"GET", "dlock:fence"}), counter) << "the counter was touched";
+  auto other = Client::connect(url_of(server.url()), quiet(log));
+  const std::uint64_t after = grant_fence(other, "d12");
+  EXPECT_GT(after, before) << "other locks go on, fenced above";
+  auto names = client.inspect("dlock:deploy");  // a peer's name under the prefix is no own key
+  EXPECT_TRUE(names.ok()) << names.status().to_string();
+}
+
 INSTANTIATE_TEST_SUITE_P(Redis, ThroughProxy, ::testing::Values("", "?layout=plain"), layout_name);
 INSTANTIATE_TEST_SUITE_P(Redis, RefusedChannels, ::testing::Values("", "?layout=plain"), layout_name);
 INSTANTIATE_TEST_SUITE_P(Redis, FaultReview, ::testing::Values("", "?layout=plain"), layout_name);
+INSTANTIATE_TEST_SUITE_P(Redis, OwnKeys, ::testing::Values("", "?layout=plain", "?layout=redisson"), layout_name);
 
 }  // namespace
 }  // namespace dlock::test

@@ -26,14 +26,22 @@ class LockScripts : public ::testing::Test {
                       kLock + ":q", kFence, owner, std::to_string(held), "dlock:{s}:released", "0",
                       std::to_string(round), std::to_string(tombstone_ms)});
   }
+  // Fences counted from a counter already raised (fence.lua raises one that
+  // starts low to the server's clock): grant n's fence is kBase + n.
+  void SetUp() override { redis.cmd({"SET", kFence, std::to_string(kBase)}); }
+  static constexpr long long kBase = 1000000000000LL;
+  // An acquire's answer: granted, its fence, its depth.
+  static std::string granted(int fence, int depth = 1) {
+    return "1\n" + std::to_string(kBase + fence) + "\n" + std::to_string(depth);
+  }
   RedisServer server;
   SyncRedis redis{server.port()};
 };
 
 TEST_F(LockScripts, LateUndoOfAnEarlierAttemptLeavesTheLaterGrant) {
-  EXPECT_EQ(acquire("T", 10000, 0, 1), "1\n1\n1");
+  EXPECT_EQ(acquire("T", 10000, 0, 1), granted(1));
   // Attempt 1 failed elsewhere; attempt 2 finds its grant and takes it over.
-  EXPECT_EQ(acquire("T", 10000, 0, 2), "1\n1\n1");
+  EXPECT_EQ(acquire("T", 10000, 0, 2), granted(1));
   EXPECT_EQ(release("T", 1, 1), "-4\n1") << "attempt 1's undo must not remove attempt 2's grant";
   EXPECT_EQ(redis.integer({"EXISTS", kLock}), 1);
   EXPECT_EQ(release("T", 1, 2), "0\n0");
@@ -41,46 +49,46 @@ TEST_F(LockScripts, LateUndoOfAnEarlierAttemptLeavesTheLaterGrant) {
 }
 
 TEST_F(LockScripts, AnOlderAttemptDoesNotTakeTheGrantBack) {
-  EXPECT_EQ(acquire("T", 10000, 0, 5), "1\n1\n1");
-  EXPECT_EQ(acquire("T", 10000, 0, 4), "1\n1\n1");  // delivered late: answered, not applied
+  EXPECT_EQ(acquire("T", 10000, 0, 5), granted(1));
+  EXPECT_EQ(acquire("T", 10000, 0, 4), granted(1));  // delivered late: answered, not applied
   EXPECT_EQ(release("T", 1, 4), "-4\n1");
   EXPECT_EQ(redis.integer({"EXISTS", kLock}), 1);
 }
 
 TEST_F(LockScripts, ReplayCountsItsLeaseFromTheReplay) {
-  EXPECT_EQ(acquire("T", 300, 0, 1), "1\n1\n1");
+  EXPECT_EQ(acquire("T", 300, 0, 1), granted(1));
   std::this_thread::sleep_for(200ms);
-  EXPECT_EQ(acquire("T", 1000, 0, 2), "1\n1\n1");
+  EXPECT_EQ(acquire("T", 1000, 0, 2), granted(1));
   EXPECT_GT(redis.integer({"PTTL", kLock}), 900) << "the caller counts 1000 ms from the replay";
 }
 
 TEST_F(LockScripts, SingleServerCallsNameNoAttempt) {
   // Attempt 0 (one server): replays and releases work as before.
-  EXPECT_EQ(acquire("T", 10000, 0, 0), "1\n1\n1");
-  EXPECT_EQ(acquire("T", 10000, 0, 0), "1\n1\n1");
-  EXPECT_EQ(acquire("T", 10000, 1, 0), "1\n1\n2");
+  EXPECT_EQ(acquire("T", 10000, 0, 0), granted(1));
+  EXPECT_EQ(acquire("T", 10000, 0, 0), granted(1));
+  EXPECT_EQ(acquire("T", 10000, 1, 0), granted(1, 2));
   EXPECT_EQ(release("T", 2, 0), "1\n1");
   EXPECT_EQ(release("T", 1, 0), "0\n0");
-  EXPECT_EQ(acquire("U", 10000, 0, 0), "1\n2\n1");
+  EXPECT_EQ(acquire("U", 10000, 0, 0), granted(2));
 }
 
 // Owners on the wire are "<owner>/<grant>": calls of one grant never touch
 // another grant of the same owner.
 TEST_F(LockScripts, ACallOfAnEarlierGrantLeavesTheNextGrantAlone) {
-  EXPECT_EQ(acquire("T/1", 10000, 0, 0), "1\n1\n1");
+  EXPECT_EQ(acquire("T/1", 10000, 0, 0), granted(1));
   EXPECT_EQ(release("T/1", 1, 0), "0\n0");
-  EXPECT_EQ(acquire("T/2", 10000, 0, 0), "1\n2\n1");
+  EXPECT_EQ(acquire("T/2", 10000, 0, 0), granted(2));
   EXPECT_EQ(release("T/1", 1, 0), "-2\n0") << "a delayed release of grant 1";
   EXPECT_EQ(acquire("T/1", 10000, 1, 0), "2\n0\n0") << "a delayed re-entry of grant 1: lost, grant 1 is gone";
   EXPECT_EQ(redis.cmd({"HGET", kLock, "n"}), "1");
 }
 
 TEST_F(LockScripts, ATombstoneRefusesAStrayCopyOfAReleasedGrant) {
-  EXPECT_EQ(acquire("T/7", 10000, 0, 0), "1\n1\n1");
+  EXPECT_EQ(acquire("T/7", 10000, 0, 0), granted(1));
   EXPECT_EQ(release("T/7", 1, 0, 5000), "0\n0");
   EXPECT_EQ(acquire("T/7", 10000, 0, 0), "2\n0\n0") << "the stray copy is refused";
   EXPECT_EQ(redis.integer({"EXISTS", kLock}), 0);
-  EXPECT_EQ(acquire("T/8", 10000, 0, 0), "1\n2\n1") << "other grants are not";
+  EXPECT_EQ(acquire("T/8", 10000, 0, 0), granted(2)) << "other grants are not";
   EXPECT_GT(redis.integer({"PTTL", kLock + ":t:T/7"}), 4000);
 }
 
@@ -98,7 +106,7 @@ TEST_F(LockScripts, ALeaseOutOfRangeWritesNothing) {
   }
   EXPECT_NE(acquire("T/1", 9223372036854775807LL, 0, 0).find("lease out of range"), std::string::npos);
   EXPECT_EQ(redis.integer({"EXISTS", kLock}), 0);
-  EXPECT_EQ(redis.integer({"EXISTS", kFence}), 0);
+  EXPECT_EQ(redis.cmd({"GET", kFence}), std::to_string(kBase)) << "no fence was drawn";
 }
 
 // A server that lost its scripts (SCRIPT FLUSH, a restart, a failover to
@@ -169,7 +177,8 @@ TEST_F(LockScripts, ClientsBeforeAndAfterAScriptChangeExcludeEachOther) {
   // The new client holds: the old one is refused (busy, the holder's TTL).
   auto held = client.try_acquire("up");
   ASSERT_TRUE(held.ok()) << held.status().to_string();
-  EXPECT_EQ(held.value().fence(), 2u);
+  const std::uint64_t new_fence = held.value().fence();
+  EXPECT_GT(new_fence, 1'000'000'000'000u) << "the old client's counter, raised to the server's clock";
   auto refused = old_call("OLD/2");
   EXPECT_EQ(refused.substr(0, 2), "0\n") << refused;
   seen = client.inspect("up");
@@ -178,7 +187,7 @@ TEST_F(LockScripts, ClientsBeforeAndAfterAScriptChangeExcludeEachOther) {
   EXPECT_LT(*seen.value().held_for, std::chrono::milliseconds(60000));
   ASSERT_TRUE(held.value().release().ok());
   // And the old one again, with a larger fence.
-  EXPECT_EQ(old_call("OLD/3"), "1\n3\n1");
+  EXPECT_EQ(old_call("OLD/3"), "1\n" + std::to_string(new_fence + 1) + "\n1");
 }
 
 }  // namespace

@@ -41,6 +41,32 @@ TEST(Keys, PlainLayoutLocksTheNameItselfAndKeepsItsSideKeysInItsSlot) {
   EXPECT_EQ(plain_key_pattern("job*"), "job\\**");
 }
 
+// Every key dlock keeps for itself, in any layout and fence scope, is
+// refused as the name of a single-key layout's lock (its hold would be
+// written over the key); the names people use are not.
+TEST(Keys, NoNameOfASingleKeyLayoutAliasesAKeyDlockKeeps) {
+  for (std::string prefix : {"dlock:", "", "{dlock}:"}) {
+    for (std::string name : {"orders:42", "{user1}:lock", "a}b{", "fence", "x:f"}) {
+      for (FenceScope scope : {FenceScope::prefix, FenceScope::name}) {
+        for (const LockKeys& k : {lock_keys(prefix, name, scope), plain_keys(prefix, name, scope),
+                                  redisson_keys(prefix, name, scope)}) {
+          EXPECT_TRUE(own_key(prefix, k.fence)) << prefix << " " << k.fence;
+          EXPECT_TRUE(own_key(prefix, k.tombstone + "owner/1")) << prefix << " " << k.tombstone;
+          if (!k.line.empty()) EXPECT_TRUE(own_key(prefix, k.line)) << k.line;
+          if (!k.channel.starts_with("redisson_lock__channel:")) EXPECT_TRUE(own_key(prefix, k.channel)) << k.channel;
+        }
+        EXPECT_TRUE(own_key(prefix, lock_keys(prefix, name, scope).lock)) << prefix << " " << name;
+      }
+    }
+  }
+  EXPECT_TRUE(own_key("dlock:", "dlock:fence"));
+  EXPECT_TRUE(own_key("", "fence"));
+  for (std::string name : {"orders:42", "dlock:deploy", "{user1}:lock", "dlock:{x", "fence:1", "dlock:fences"})
+    EXPECT_FALSE(own_key("dlock:", name)) << name;
+  EXPECT_FALSE(own_key("", "{user1}:lock")) << "a hash-tagged name of one's own";
+  EXPECT_FALSE(own_key("", "dlock:fence")) << "another prefix's counter is not this client's";
+}
+
 // Redisson's RLock: the hash at the name, its channel with the braces of
 // Redisson's prefixName (none added to a name that has one), every key
 // dlock adds in the name's slot.

@@ -128,7 +128,7 @@ const std::vector<ShortRow>& short_rows() {
       // connection, the fast path's too).
       {"dlock-tls", {"net-drop", "restart"}},
       // The plain layout (one string key, shared with redis-py and redlock).
-      {"dlock-plain", {"pause", "holder-kill", "net-drop"}},
+      {"dlock-plain", {"pause", "holder-kill", "net-drop", "fence-counter-deleted"}},
       // Mixed fleets, half the workers the peer's own lock on one name:
       // redis-py's Lock, kazoo's Lock, node-redisson's RLock (when
       // installed: scripts/test installs it, with Node 20).

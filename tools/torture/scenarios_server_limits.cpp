@@ -137,6 +137,36 @@ void maxclients(RunCtx& c) {
   }
 }
 
+// The fence counters deleted under the workers (an operator's DEL, a
+// FLUSHDB of the wrong database, an allkeys-* eviction): every key that is a
+// counter ("<prefix>fence", a per-name "...:f") on the lock's master (Redlock:
+// every node), a few times a lease. The next grant's fence must still be
+// larger than every earlier one.
+void fence_counter_deleted(RunCtx& c) {
+  c.idle(ms(500));
+  while (c.running()) {
+    c.find_worker(Phase::holding, ms(1000));
+    std::vector<int> nodes = targets(c, 0);
+    if (!c.cluster && !c.sentinel) {
+      nodes.clear();
+      for (int i = 0; i < c.node_count(); ++i) nodes.push_back(i);
+    }
+    std::string detail;
+    for (int i : nodes) {
+      auto& admin = *c.node(i).admin;
+      int deleted = 0;
+      for (const auto& key : admin.cmd({"KEYS", "*"}).elements) {
+        const std::string& k = key.str;
+        if (k.ends_with("fence") || k.ends_with(":f")) deleted += static_cast<int>(admin.cmd({"DEL", k}).integer);
+      }
+      detail += "node" + std::to_string(i) + ": " + std::to_string(deleted) + " counters deleted; ";
+    }
+    c.fault_start("fence-counter-deleted", labels(nodes), "DEL of every fence counter: " + detail, mono_ns());
+    c.fault_end("fence-counter-deleted", labels(nodes), detail);
+    c.idle(ms(c.uniform(c.ttl_ms() / 3, c.ttl_ms())));
+  }
+}
+
 }  // namespace
 
 void add_server_limit_scenarios(std::vector<Scenario>& v) {
@@ -159,6 +189,12 @@ void add_server_limit_scenarios(std::vector<Scenario>& v) {
            "its lease ends; a refused connection is unavailable, never a grant"),
       kRedisFamily | kTopologies)
       .think_ms = 1000;
+  add(v, "fence-counter-deleted",
+      "every fence counter deleted on the lock's master (Redlock: every node) a few times a lease, "
+      "as an operator's DEL, a FLUSHDB or an allkeys-* eviction would",
+      fence_counter_deleted,
+      safe(1, "no overlap, and fences still increase: a counter made again starts at the server's clock"),
+      kRedisFamily | kTopologies);
 }
 
 }  // namespace torture
