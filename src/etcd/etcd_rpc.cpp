@@ -58,19 +58,6 @@ bool token_expired(const grpc::Status& s) {
 
 namespace {
 
-// gRPC's target for the endpoints: every member by address when they are
-// all IPv4 literals (gRPC then moves to the next when one fails), else the
-// first by name.
-std::string target_of(const std::vector<std::string>& endpoints) {
-  const bool literal = std::all_of(endpoints.begin(), endpoints.end(), [](const std::string& e) {
-    return !e.empty() && e.find_first_not_of("0123456789.:") == std::string::npos;
-  });
-  if (!literal) return "dns:///" + endpoints.front();
-  std::string t = "ipv4:";
-  for (std::size_t i = 0; i < endpoints.size(); ++i) t += (i ? "," : "") + endpoints[i];
-  return t;
-}
-
 std::string slurp(const std::string& path, bool& ok) {
   std::ifstream in(path, std::ios::binary);
   std::ostringstream out;
@@ -131,21 +118,57 @@ EtcdRpc::Impl::Impl(EtcdConfig c, std::shared_ptr<grpc::ChannelCredentials> cred
   grpc::ChannelArguments args;
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
-  // Every member in turn, as etcd's own client balances: a call that failed
-  // on one (frozen, gone, cut off) is made again on the next.
-  args.SetLoadBalancingPolicyName("round_robin");
   // A member that stopped answering is found by HTTP/2 pings, and its
   // connection dropped (etcd allows a ping every 5 s by default).
   args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 5000);
   args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 3000);
   args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
-  channel = grpc::CreateCustomChannel(target_of(config.endpoints), std::move(credentials), args);
-  kv = pb::KV::NewStub(channel);
-  lease = pb::Lease::NewStub(channel);
-  watch = pb::Watch::NewStub(channel);
-  maintenance = pb::Maintenance::NewStub(channel);
-  auth = pb::Auth::NewStub(channel);
+  // A channel per member, by name: one channel over several names would
+  // resolve only the first (gRPC has no target for a list of names), and
+  // one over resolved addresses would neither resolve them again nor check
+  // each member's certificate against its own name.
+  members.reserve(config.endpoints.size());
+  for (const std::string& endpoint : config.endpoints) {
+    Member m;
+    m.endpoint = endpoint;
+    m.channel = grpc::CreateCustomChannel("dns:///" + endpoint, credentials, args);
+    m.kv = pb::KV::NewStub(m.channel);
+    m.lease = pb::Lease::NewStub(m.channel);
+    m.watch = pb::Watch::NewStub(m.channel);
+    m.maintenance = pb::Maintenance::NewStub(m.channel);
+    m.auth = pb::Auth::NewStub(m.channel);
+    members.push_back(std::move(m));
+  }
+}
+
+EtcdRpc::Impl::Member& EtcdRpc::Impl::pick() {
+  const std::size_t n = members.size();
+  if (n == 1) return members.front();
+  const std::size_t start = next_.fetch_add(1, std::memory_order_relaxed) % n;
+  for (std::size_t k = 0; k < n; ++k) {
+    Member& m = members[(start + k) % n];
+    if (m.channel->GetState(false) == GRPC_CHANNEL_READY) return m;
+  }
+  Member* hopeful = nullptr;
+  for (std::size_t k = 0; k < n; ++k) {
+    Member& m = members[(start + k) % n];
+    const auto state = m.channel->GetState(true);
+    if (hopeful == nullptr && state != GRPC_CHANNEL_TRANSIENT_FAILURE && state != GRPC_CHANNEL_SHUTDOWN) hopeful = &m;
+  }
+  return hopeful != nullptr ? *hopeful : members[start];
+}
+
+bool EtcdRpc::Impl::wait_connected(Clock::time_point by) {
+  for (;;) {
+    for (Member& m : members)
+      if (m.channel->GetState(true) == GRPC_CHANNEL_READY) return true;
+    const auto now = Clock::now();
+    if (now >= by) return false;
+    // Woken by the first member's change, or after a short nap for the others.
+    members.front().channel->WaitForStateChange(members.front().channel->GetState(false),
+                                               deadline_in(std::min<Clock::duration>(by - now, std::chrono::milliseconds(20))));
+  }
 }
 
 EtcdRpc::Impl::~Impl() {
@@ -186,7 +209,7 @@ void EtcdRpc::Impl::prepare_stream(grpc::ClientContext& ctx) {
 
 Result<EtcdRpc::Range> EtcdRpc::Impl::range(const pb::RangeRequest& req, Clock::time_point by) {
   pb::RangeResponse resp;
-  if (Status s = invoke([&](grpc::ClientContext& c) { return kv->Range(&c, req, &resp); }, by, false); !s.ok())
+  if (Status s = invoke([&](grpc::ClientContext& c) { return pick().kv->Range(&c, req, &resp); }, by, false); !s.ok())
     return s;
   Range out;
   out.revision = resp.header().revision();
@@ -205,7 +228,7 @@ Status EtcdRpc::Impl::authenticate(Clock::time_point by) {
     token.clear();
   }
   prepare(ctx, by);
-  if (Status s = status_of(auth->Authenticate(&ctx, req, &resp), false); !s.ok()) return s;
+  if (Status s = status_of(pick().auth->Authenticate(&ctx, req, &resp), false); !s.ok()) return s;
   std::lock_guard lock(mu);
   token = resp.token();
   return {};
@@ -221,13 +244,13 @@ Result<std::unique_ptr<EtcdRpc>> EtcdRpc::connect(EtcdConfig config, Clock::time
   auto impl = std::make_unique<Impl>(std::move(config), std::move(*credentials));
   // Wait for a connection (the first call would fail fast otherwise).
   const auto left = std::max<Clock::duration>(std::min<Clock::duration>(by - Clock::now(), kLongestCall), {});
-  if (!impl->channel->WaitForConnected(deadline_in(left))) {
+  if (!impl->wait_connected(Clock::now() + left)) {
     // A call says why (a failed TLS handshake is named in its error).
     pb::StatusRequest req;
     pb::StatusResponse resp;
     grpc::ClientContext ctx;
     ctx.set_deadline(deadline_in(std::chrono::milliseconds(100)));
-    const Status why = status_of(impl->maintenance->Status(&ctx, req, &resp), false);
+    const Status why = status_of(impl->pick().maintenance->Status(&ctx, req, &resp), false);
     if (why.code() == Errc::tls_failed) return why;
     return Status(Errc::unavailable, "etcd: no member of the cluster answered in time");
   }
@@ -264,7 +287,7 @@ Result<std::int64_t> EtcdRpc::put(std::string_view key, std::string_view value, 
   req.set_value(std::string(value));
   req.set_lease(lease);
   pb::PutResponse resp;
-  if (Status s = impl_->invoke([&](grpc::ClientContext& c) { return impl_->kv->Put(&c, req, &resp); }, by, true);
+  if (Status s = impl_->invoke([&](grpc::ClientContext& c) { return impl_->pick().kv->Put(&c, req, &resp); }, by, true);
       !s.ok())
     return s;
   return resp.header().revision();
@@ -275,7 +298,7 @@ Result<std::int64_t> EtcdRpc::erase(std::string_view key, Clock::time_point by) 
   req.set_key(std::string(key));
   pb::DeleteRangeResponse resp;
   if (Status s =
-          impl_->invoke([&](grpc::ClientContext& c) { return impl_->kv->DeleteRange(&c, req, &resp); }, by, true);
+          impl_->invoke([&](grpc::ClientContext& c) { return impl_->pick().kv->DeleteRange(&c, req, &resp); }, by, true);
       !s.ok())
     return s;
   return resp.deleted();
@@ -296,7 +319,7 @@ Result<EtcdRpc::Created> EtcdRpc::create(std::string_view key, std::string_view 
   req.add_success()->mutable_request_range()->set_key(std::string(key));
   req.add_failure()->mutable_request_range()->set_key(std::string(key));
   pb::TxnResponse resp;
-  if (Status s = impl_->invoke([&](grpc::ClientContext& c) { return impl_->kv->Txn(&c, req, &resp); }, by, true);
+  if (Status s = impl_->invoke([&](grpc::ClientContext& c) { return impl_->pick().kv->Txn(&c, req, &resp); }, by, true);
       !s.ok())
     return s;
   Created out;
@@ -314,7 +337,7 @@ Result<std::int64_t> EtcdRpc::lease_grant(std::int64_t ttl_seconds, Clock::time_
   req.set_ttl(ttl_seconds);
   pb::LeaseGrantResponse resp;
   if (Status s =
-          impl_->invoke([&](grpc::ClientContext& c) { return impl_->lease->LeaseGrant(&c, req, &resp); }, by, true);
+          impl_->invoke([&](grpc::ClientContext& c) { return impl_->pick().lease->LeaseGrant(&c, req, &resp); }, by, true);
       !s.ok())
     return s;
   if (!resp.error().empty()) return Status(Errc::server_error, "etcd: " + resp.error());
@@ -330,14 +353,14 @@ Status EtcdRpc::lease_revoke(std::int64_t id, Clock::time_point by) {
   pb::LeaseRevokeRequest req;
   req.set_id(id);
   pb::LeaseRevokeResponse resp;
-  return impl_->invoke([&](grpc::ClientContext& c) { return impl_->lease->LeaseRevoke(&c, req, &resp); }, by, true);
+  return impl_->invoke([&](grpc::ClientContext& c) { return impl_->pick().lease->LeaseRevoke(&c, req, &resp); }, by, true);
 }
 
 Result<std::int64_t> EtcdRpc::lease_time_to_live(std::int64_t id, Clock::time_point by) {
   pb::LeaseTimeToLiveRequest req;
   req.set_id(id);
   pb::LeaseTimeToLiveResponse resp;
-  if (Status s = impl_->invoke([&](grpc::ClientContext& c) { return impl_->lease->LeaseTimeToLive(&c, req, &resp); },
+  if (Status s = impl_->invoke([&](grpc::ClientContext& c) { return impl_->pick().lease->LeaseTimeToLive(&c, req, &resp); },
                                by, false);
       !s.ok())
     return s;
@@ -348,7 +371,7 @@ Result<EtcdRpc::MemberStatus> EtcdRpc::status(Clock::time_point by) {
   pb::StatusRequest req;
   pb::StatusResponse resp;
   if (Status s =
-          impl_->invoke([&](grpc::ClientContext& c) { return impl_->maintenance->Status(&c, req, &resp); }, by, false);
+          impl_->invoke([&](grpc::ClientContext& c) { return impl_->pick().maintenance->Status(&c, req, &resp); }, by, false);
       !s.ok())
     return s;
   return MemberStatus{resp.header().member_id(), resp.leader(), resp.raftterm(), resp.version()};
@@ -461,7 +484,7 @@ void EtcdRpc::read_line(std::string prefix, bool keys_only, Clock::time_point by
   impl_->invoke_async<pb::RangeRequest, pb::RangeResponse>(
       std::move(req),
       [this](grpc::ClientContext* c, const pb::RangeRequest* q, pb::RangeResponse* r,
-             std::function<void(grpc::Status)> f) { impl_->kv->async()->Range(c, q, r, std::move(f)); },
+             std::function<void(grpc::Status)> f) { impl_->pick().kv->async()->Range(c, q, r, std::move(f)); },
       by, false,
       [done = std::move(done)](Status s, pb::RangeResponse& resp) {
         if (!s.ok()) return done(s);
@@ -492,7 +515,7 @@ void EtcdRpc::grant_lease(std::int64_t ttl_seconds, Clock::time_point by, Done<L
   impl_->invoke_async<pb::LeaseGrantRequest, pb::LeaseGrantResponse>(
       std::move(req),
       [this](grpc::ClientContext* c, const pb::LeaseGrantRequest* q, pb::LeaseGrantResponse* r,
-             std::function<void(grpc::Status)> f) { impl_->lease->async()->LeaseGrant(c, q, r, std::move(f)); },
+             std::function<void(grpc::Status)> f) { impl_->pick().lease->async()->LeaseGrant(c, q, r, std::move(f)); },
       by, true,
       [done = std::move(done)](Status s, pb::LeaseGrantResponse& resp) {
         if (!s.ok()) return done(s);
@@ -507,7 +530,7 @@ void EtcdRpc::revoke_lease(std::int64_t id, Clock::time_point by, Done<bool> don
   impl_->invoke_async<pb::LeaseRevokeRequest, pb::LeaseRevokeResponse>(
       std::move(req),
       [this](grpc::ClientContext* c, const pb::LeaseRevokeRequest* q, pb::LeaseRevokeResponse* r,
-             std::function<void(grpc::Status)> f) { impl_->lease->async()->LeaseRevoke(c, q, r, std::move(f)); },
+             std::function<void(grpc::Status)> f) { impl_->pick().lease->async()->LeaseRevoke(c, q, r, std::move(f)); },
       by, true,
       [done = std::move(done)](Status s, pb::LeaseRevokeResponse&) {
         if (s.code() == Errc::not_held) return done(false);  // gone already

@@ -26,7 +26,7 @@ std::unique_ptr<EtcdRpc::KeepAlive> EtcdRpc::keep_alive(Clock::time_point by) {
   auto s = std::make_unique<KeepAlive::State>();
   impl_->prepare(s->ctx, by);
   s->ctx.AddMetadata("hasleader", "true");  // a member without a leader refuses rather than answers
-  s->stream = impl_->lease->LeaseKeepAlive(&s->ctx);
+  s->stream = impl_->pick().lease->LeaseKeepAlive(&s->ctx);
   return std::make_unique<KeepAlive>(std::move(s));
 }
 
@@ -126,7 +126,7 @@ std::unique_ptr<EtcdRpc::Watches> EtcdRpc::watches(std::function<void(const Watc
   s->news = std::move(news);
   s->ended = std::move(ended);
   impl_->prepare_stream(s->ctx);
-  impl_->watch->async()->Watch(&s->ctx, s.get());
+  impl_->pick().watch->async()->Watch(&s->ctx, s.get());
   s->AddHold();
   s->StartRead(&s->resp);
   s->StartCall();

@@ -7,12 +7,14 @@
 #include <grpcpp/grpcpp.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <memory>
 #include <mutex>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "etcd/etcd_rpc.hpp"
 #include "etcdserverpb/rpc.grpc.pb.h"
@@ -90,22 +92,37 @@ struct EtcdRpc::Impl {
 
   // A transaction on the caller's thread (the fast path), bounded by `by`.
   Status txn_now(const pb::TxnRequest& req, pb::TxnResponse& resp, Clock::time_point by) {
-    return invoke([&](grpc::ClientContext& ctx) { return kv->Txn(&ctx, req, &resp); }, by, true);
+    return invoke([&](grpc::ClientContext& ctx) { return pick().kv->Txn(&ctx, req, &resp); }, by, true);
   }
 
   // What invoke_async starts for a transaction.
   auto txn_start() {
     return [this](grpc::ClientContext* c, const pb::TxnRequest* q, pb::TxnResponse* r,
-                  std::function<void(grpc::Status)> f) { kv->async()->Txn(c, q, r, std::move(f)); };
+                  std::function<void(grpc::Status)> f) { pick().kv->async()->Txn(c, q, r, std::move(f)); };
   }
 
+  // One member: its own channel ("dns:///host:port", so gRPC resolves the
+  // name again when a connection fails, and TLS checks this member's own
+  // name) and the stubs on it.
+  struct Member {
+    std::string endpoint;
+    std::shared_ptr<grpc::Channel> channel;
+    std::unique_ptr<pb::KV::Stub> kv;
+    std::unique_ptr<pb::Lease::Stub> lease;
+    std::unique_ptr<pb::Watch::Stub> watch;
+    std::unique_ptr<pb::Maintenance::Stub> maintenance;
+    std::unique_ptr<pb::Auth::Stub> auth;
+  };
+  // The member for the next call: the members connected now in turn (as
+  // etcd's own client balances: a call that failed on one, frozen, gone or
+  // cut off, is made again on the next); when none is, the next one that
+  // may still connect, every idle one asked to connect. Any thread.
+  Member& pick();
+  // True once a member is connected, false at `by`.
+  bool wait_connected(Clock::time_point by);
+
   EtcdConfig config;
-  std::shared_ptr<grpc::Channel> channel;
-  std::unique_ptr<pb::KV::Stub> kv;
-  std::unique_ptr<pb::Lease::Stub> lease;
-  std::unique_ptr<pb::Watch::Stub> watch;
-  std::unique_ptr<pb::Maintenance::Stub> maintenance;
-  std::unique_ptr<pb::Auth::Stub> auth;
+  std::vector<Member> members;
   std::mutex mu;
   std::string token;  // under mu
 
@@ -117,6 +134,7 @@ struct EtcdRpc::Impl {
   std::condition_variable calls_cv_;
   std::set<grpc::ClientContext*> calls_;  // under calls_mu_
   bool closing_ = false;                  // under calls_mu_
+  std::atomic<std::size_t> next_{0};      // pick()'s turn
 };
 
 }  // namespace dlock::etcd

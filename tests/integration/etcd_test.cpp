@@ -370,6 +370,30 @@ TEST_F(Etcd, AFollowerFrozenPastTheLeaseNeitherLosesAHoldNorStallsTheLine) {
             << std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - released_at).count() << "\n";
 }
 
+// Members named by host name, as docs/etcd.md shows them: with the first
+// one down, the others serve (only the first name was ever used, and every
+// call failed unavailable).
+TEST_F(Etcd, MembersNamedByHostNameFailOverWhenTheFirstIsDown) {
+  std::string hosts;
+  for (int i = 0; i < 3; ++i) hosts += (i ? ",localhost:" : "localhost:") + std::to_string(etcd->client_port(i));
+  const std::string by_name = "etcd://" + hosts + "?session_timeout=4s";
+  Client before = Client::connect(by_name, quiet());
+  ASSERT_TRUE(before.try_acquire("named")->release().ok());
+  etcd->kill(0);
+  for (int round = 0; round < 3; ++round) {
+    auto held = before.acquire("named", 10s);
+    ASSERT_TRUE(held.ok()) << "round " << round << ": " << held.status().to_string();
+    EXPECT_TRUE(held->release().ok());
+  }
+  const auto t0 = Clock::now();
+  Client after = Client::connect(by_name, quiet());
+  auto held = after.acquire("named", 10s);
+  ASSERT_TRUE(held.ok()) << held.status().to_string();
+  EXPECT_LT(Clock::now() - t0, 5s);
+  EXPECT_TRUE(held->release().ok());
+  etcd->start(0);
+}
+
 // The leader frozen past the lease: the others elect a new one, which
 // keeps every lease for a full TTL from then on. A hold may still be lost
 // (etcd 3.4's old leader, resumed, can revoke leases it saw lapse), but
