@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <set>
 
 #include "core/url_parts.hpp"
 #include "dlock/client.hpp"
@@ -164,11 +165,16 @@ Status parse_param(std::string_view key, std::string value, RedisEndpoint& ep) {
 }
 
 Status parse_query(std::string_view query, RedisEndpoint& ep) {
+  std::set<std::string> seen;
   while (!query.empty()) {
     const std::string_view kv = next_param(query);
     if (kv.empty()) continue;
     auto [key, value, valued] = split_param(kv);
     if (!valued) return bad("parameter '" + key + "' needs a value");
+    // A templated config that appends a second layout= would lock another
+    // key than its peers: one value per parameter (nat= maps one address each).
+    if (key != "nat" && !seen.insert(key).second)
+      return bad("parameter '" + key + "' is given twice (the last would silently win)");
     if (Status s = parse_param(key, std::move(value), ep); !s.ok()) return s;
   }
   if (ep.cert_file.empty() != ep.key_file.empty()) return bad("'cert' and 'key' go together");

@@ -70,6 +70,15 @@ TEST(Url, WaitParameters) {
 TEST(Url, LayoutParameter) {
   EXPECT_EQ(parse_redis_url("redis://h:1").value().layout, Layout::dlock);
   EXPECT_EQ(parse_redis_url("redis://h:1?layout=plain").value().layout, Layout::plain);
+  // Given twice (a templated config appending one): refused, not the last winning.
+  for (const char* twice : {"redis://h:1?layout=plain&layout=redisson", "redis://h:1?layout=plain&layout=plain",
+                            "redis://h:1?pubsub=auto&pubsub=classic", "redis://h:1?wait_replicas=1&wait_replicas=2"}) {
+    const auto r = parse_redis_url(twice);
+    ASSERT_FALSE(r.ok()) << twice;
+    EXPECT_NE(r.status().message().find("given twice"), std::string::npos) << r.status().to_string();
+  }
+  EXPECT_FALSE(parse_cluster_url("redis-cluster://a:1,b:2?layout=plain&layout=dlock").ok());
+  EXPECT_FALSE(parse_sentinel_url("redis-sentinel://s:26379/m?layout=plain&layout=redisson").ok());
   EXPECT_EQ(parse_redis_url("rediss://h:1?layout=dlock&cacert=/ca.pem").value().layout, Layout::dlock);
   const auto seeds = parse_cluster_url("redis-cluster://a:1,b:2?layout=plain");
   ASSERT_TRUE(seeds.ok());
