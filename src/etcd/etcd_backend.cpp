@@ -671,7 +671,7 @@ void EtcdBackend::on_news(const EtcdRpc::WatchNews& news) {
       return wake(what.id);
     case WatchFor::Kind::hold: {
       auto h = held_.find(what.id);
-      if (h == held_.end() || h->second.releasing) return;
+      if (h == held_.end() || h->second.releasing || fast_releasing(what.id)) return;
       if (news.canceled && !news.changed) {
         // Compacted past the grant: is the key still there? Read, then watch
         // from the read on.
@@ -707,7 +707,7 @@ void EtcdBackend::on_news(const EtcdRpc::WatchNews& news) {
 
 void EtcdBackend::hold_lost(std::uint64_t grant) {
   auto h = held_.find(grant);
-  if (h == held_.end()) return;
+  if (h == held_.end() || fast_releasing(grant)) return;  // released on a caller's thread meanwhile
   Held gone = std::move(h->second);
   held_.erase(h);
   forget_fast(grant);

@@ -145,10 +145,15 @@ std::optional<Result<ReleaseOutcome>> EtcdBackend::release_now(const ReleaseCall
       if (it == fast_keys_.end()) return std::nullopt;  // the I/O thread's hold
       k = std::move(it->second);
       fast_keys_.erase(it);
+      fast_releasing_.insert(call.grant);
     }
     ++calls_;
     auto erased = rpc_->erase_created_now(k.key, k.revision, by());
     loop([this, grant = call.grant, ok = erased.ok(), k] {
+      {
+        std::lock_guard lk(fast_mu_);
+        fast_releasing_.erase(grant);
+      }
       auto it = held_.find(grant);
       if (it == held_.end()) return;  // lost meanwhile (its grant was handed over before this)
       if (ok) {

@@ -277,6 +277,14 @@ class EtcdBackend final : public detail::Backend {
   int fast_busy_ = 0;                           // under fast_mu_: calls on callers' threads
   bool fast_closed_ = true;                     // under fast_mu_: until started, and once closed
   std::map<std::uint64_t, FastKey> fast_keys_;  // under fast_mu_: fast grants by grant, until released
+  // Under fast_mu_: fast grants whose delete is out on a caller's thread,
+  // until the I/O thread has heard how it ended. Their key's deletion,
+  // seen first by the hold's watch, is their release, not a loss.
+  std::set<std::uint64_t> fast_releasing_;
+  bool fast_releasing(std::uint64_t grant) {
+    std::lock_guard lk(fast_mu_);
+    return fast_releasing_.count(grant) != 0;
+  }
 };
 
 }  // namespace dlock::etcd
