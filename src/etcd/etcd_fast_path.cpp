@@ -149,7 +149,8 @@ std::optional<Result<ReleaseOutcome>> EtcdBackend::release_now(const ReleaseCall
     }
     ++calls_;
     auto erased = rpc_->erase_created_now(k.key, k.revision, by());
-    loop([this, grant = call.grant, ok = erased.ok(), k] {
+    const bool for_good = !erased.ok() && refused_for_good(erased.status());
+    loop([this, grant = call.grant, ok = erased.ok(), for_good, refused = erased.status(), k] {
       {
         std::lock_guard lk(fast_mu_);
         fast_releasing_.erase(grant);
@@ -161,12 +162,20 @@ std::optional<Result<ReleaseOutcome>> EtcdBackend::release_now(const ReleaseCall
         held_.erase(it);
         return;
       }
+      if (for_good) {
+        (void)let_lease_go(refused);
+        return;
+      }
       // Unknown: kept (releasing, its name reserved), deleted again in the
       // background, and a repeated release asks the server again.
       it->second.releasing = true;
       drop_watch(it->second.watch);
       remove_key({k.key, k.revision, false}, [](Status) {});
     });
+    if (for_good)
+      return Result<ReleaseOutcome>(Status(erased.status().code(), erased.status().message() +
+                                                                       "; the lock's lease is let go: it frees "
+                                                                       "within its TTL"));
     if (!erased.ok()) {
       // The caller may ask again (the client repeats an unknown release on
       // the next member): the key stays this grant's until answered.

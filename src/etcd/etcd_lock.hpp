@@ -235,6 +235,12 @@ class EtcdBackend final : public detail::Backend {
   // Every hold is gone (or can no longer be vouched for): told first, then
   // the lease is revoked (its keys go with it) and a new one asked for.
   void lease_ended(LossReason reason, const std::string& why);
+  // A release the server refuses for this client's rights (auth_failed,
+  // permission_denied): asking again will not help.
+  static bool refused_for_good(const Status& s);
+  // Stops keeping the lease alive (lease_ended) so its keys go within its
+  // TTL; the status to answer the release with.
+  Status let_lease_go(const Status& refused);
   void finish_start(Status s);
 
   asio::io_context& io_;

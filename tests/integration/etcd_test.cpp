@@ -568,6 +568,52 @@ TEST(EtcdAuth, ExpiredTokensAreRenewedForCallsAndWatches) {
             << std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - released_at).count() << "\n";
 }
 
+// The holder's rights go while it holds (its role revoked; a changed
+// password is refused the same way): its release is refused, and the key
+// stayed for as long as its process lived, the lease kept alive by
+// keep-alives that need no token. The lease is let go: the lock frees
+// within one lease, and the holder is told.
+TEST(EtcdAuth, AHolderWhoseRightsWentLetsItsLeaseGo) {
+  if (!test::etcd_available()) GTEST_SKIP() << "etcd is not installed";
+  test::EtcdCluster etcd(1);
+  auto ctl = [&](std::vector<std::string> args, bool as_root = true) {
+    if (as_root) args.insert(args.begin(), "--user=root:s3cret");
+    const auto r = etcd.etcdctl(args);
+    EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  };
+  ctl({"user", "add", "root", "--new-user-password=s3cret"}, false);
+  ctl({"user", "add", "app", "--new-user-password=app"}, false);
+  ctl({"role", "add", "locker"}, false);
+  ctl({"role", "grant-permission", "locker", "--prefix=true", "readwrite", ""}, false);
+  ctl({"user", "grant-role", "app", "locker"}, false);
+  ctl({"auth", "enable"}, false);
+  for (const bool fast : {true, false}) {
+    SCOPED_TRACE(fast ? "released on the caller's thread" : "released through the I/O thread");
+    Client holder = Client::connect("etcd://app:app@" + etcd.endpoint_list() + "?session_timeout=2s", quiet());
+    Client waiter = Client::connect("etcd://root:s3cret@" + etcd.endpoint_list() + "?session_timeout=2s", quiet());
+    auto held = holder.try_acquire("job");
+    ASSERT_TRUE(held.ok()) << held.status().to_string();
+    ctl({"user", "revoke-role", "app", "locker"});
+    Status released;
+    if (fast) {
+      released = held->release();
+    } else {
+      std::promise<Status> p;
+      holder.async_release(std::move(*held), [&](Status s) { p.set_value(std::move(s)); });
+      released = p.get_future().get();
+    }
+    EXPECT_FALSE(released.ok());
+    EXPECT_TRUE(released.code() == Errc::permission_denied || released.code() == Errc::auth_failed)
+        << released.to_string();
+    const auto t0 = Clock::now();
+    auto got = waiter.acquire("job", 15s);
+    ASSERT_TRUE(got.ok()) << got.status().to_string();
+    EXPECT_LT(Clock::now() - t0, 4s) << "freed within one lease (2 s), not two or never";
+    EXPECT_TRUE(got->release().ok());
+    ctl({"user", "grant-role", "app", "locker"});
+  }
+}
+
 // A holder cut off from every member (its proxy stalls): its keep-alives
 // go unanswered, and it is told the lock is lost (unreachable) before the
 // server's lease ends and another client is granted.
