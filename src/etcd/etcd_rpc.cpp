@@ -37,7 +37,18 @@ Status status_of(const grpc::Status& s, bool write) {
       for (const char* auth : {"authentication failed", "user name is empty", "invalid auth token"})
         if (s.error_message().find(auth) != std::string::npos) return {Errc::auth_failed, what};
       return {Errc::invalid_argument, what};
+    case grpc::StatusCode::RESOURCE_EXHAUSTED:  // "etcdserver: too many requests": nothing applied
+      return {Errc::unavailable, what};
     default:
+      // The member's own timeouts reach the client as Unknown with Go's
+      // text ("context deadline exceeded", "context canceled") or etcd's
+      // ("request timed out", "leader changed"): no answer, not a refusal.
+      for (const char* timeout : {"context deadline exceeded", "context canceled", "request timed out",
+                                  "leader changed", "no leader"})
+        if (s.error_message().find(timeout) != std::string::npos) {
+          if (write) return {Errc::outcome_unknown, what + " (the write may have been applied)"};
+          return {Errc::unavailable, what};
+        }
       return {Errc::server_error, what};
   }
 }

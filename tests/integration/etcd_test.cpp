@@ -420,6 +420,25 @@ TEST_F(Etcd, MembersNamedByHostNameFailOverWhenTheFirstIsDown) {
   etcd->start(0);
 }
 
+// A cluster without quorum (2 of 3 members gone): a connect's own lease
+// grant goes unanswered. That is unavailable (the lease, if made, goes by
+// itself), not outcome_unknown.
+TEST_F(Etcd, ConnectingToAClusterWithoutQuorumIsUnavailable) {
+  etcd->kill(1);
+  etcd->kill(2);
+  ClientOptions o = quiet();
+  o.connect_timeout = 3s;
+  o.command_timeout = 1s;
+  try {
+    Client c = Client::connect(etcd->url(), o);
+    ADD_FAILURE() << "connected without quorum";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Errc::unavailable) << e.what();
+  }
+  etcd->start(1);
+  etcd->start(2);
+}
+
 // The leader frozen past the lease: the others elect a new one, which
 // keeps every lease for a full TTL from then on. A hold may still be lost
 // (etcd 3.4's old leader, resumed, can revoke leases it saw lapse), but
