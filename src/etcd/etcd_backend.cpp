@@ -540,7 +540,7 @@ void EtcdBackend::inspect(const std::string& name, std::function<void(Result<Loc
 // what comes before it.
 void EtcdBackend::names(const std::string& prefix, std::function<void(Result<std::vector<std::string>>)> done) {
   ++calls_;
-  rpc_->read_line(config_.prefix, true, by(), [this, prefix, done = std::move(done)](auto r) mutable {
+  rpc_->read_line(config_.prefix + prefix, true, by(), [this, prefix, done = std::move(done)](auto r) mutable {
     asio::post(io_, [this, prefix, done = std::move(done), r = std::move(r)]() mutable {
       if (closed_) return done(cancelled());
       if (!r.ok()) return done(r.status());

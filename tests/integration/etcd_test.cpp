@@ -592,27 +592,36 @@ TEST(EtcdAuth, ExpiredTokensAreRenewedForCallsAndWatches) {
 // stayed for as long as its process lived, the lease kept alive by
 // keep-alives that need no token. The lease is let go: the lock frees
 // within one lease, and the holder is told.
+// etcdctl against `etcd` (as root once auth is on), asserting it worked.
+void ctl(const test::EtcdCluster& etcd, std::vector<std::string> args, bool as_root = true) {
+  if (as_root) args.insert(args.begin(), "--user=root:s3cret");
+  const auto r = etcd.etcdctl(args);
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+}
+
+// Auth on: root (password s3cret) and user "app" (password app), whose
+// role "locker" may read and write the keys under `prefix`.
+void enable_auth(const test::EtcdCluster& etcd, const std::string& prefix) {
+  ctl(etcd, {"user", "add", "root", "--new-user-password=s3cret"}, false);
+  ctl(etcd, {"user", "add", "app", "--new-user-password=app"}, false);
+  ctl(etcd, {"role", "add", "locker"}, false);
+  ctl(etcd, {"role", "grant-permission", "locker", "--prefix=true", "readwrite", prefix}, false);
+  ctl(etcd, {"user", "grant-role", "app", "locker"}, false);
+  ctl(etcd, {"auth", "enable"}, false);
+}
+
 TEST(EtcdAuth, AHolderWhoseRightsWentLetsItsLeaseGo) {
   if (!test::etcd_available()) GTEST_SKIP() << "etcd is not installed";
   test::EtcdCluster etcd(1);
-  auto ctl = [&](std::vector<std::string> args, bool as_root = true) {
-    if (as_root) args.insert(args.begin(), "--user=root:s3cret");
-    const auto r = etcd.etcdctl(args);
-    EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
-  };
-  ctl({"user", "add", "root", "--new-user-password=s3cret"}, false);
-  ctl({"user", "add", "app", "--new-user-password=app"}, false);
-  ctl({"role", "add", "locker"}, false);
-  ctl({"role", "grant-permission", "locker", "--prefix=true", "readwrite", ""}, false);
-  ctl({"user", "grant-role", "app", "locker"}, false);
-  ctl({"auth", "enable"}, false);
+  auto as_root = [&](std::vector<std::string> args) { ctl(etcd, std::move(args)); };
+  enable_auth(etcd, "");
   for (const bool fast : {true, false}) {
     SCOPED_TRACE(fast ? "released on the caller's thread" : "released through the I/O thread");
     Client holder = Client::connect("etcd://app:app@" + etcd.endpoint_list() + "?session_timeout=2s", quiet());
     Client waiter = Client::connect("etcd://root:s3cret@" + etcd.endpoint_list() + "?session_timeout=2s", quiet());
     auto held = holder.try_acquire("job");
     ASSERT_TRUE(held.ok()) << held.status().to_string();
-    ctl({"user", "revoke-role", "app", "locker"});
+    as_root({"user", "revoke-role", "app", "locker"});
     Status released;
     if (fast) {
       released = held->release();
@@ -629,8 +638,24 @@ TEST(EtcdAuth, AHolderWhoseRightsWentLetsItsLeaseGo) {
     ASSERT_TRUE(got.ok()) << got.status().to_string();
     EXPECT_LT(Clock::now() - t0, 4s) << "freed within one lease (2 s), not two or never";
     EXPECT_TRUE(got->release().ok());
-    ctl({"user", "grant-role", "app", "locker"});
+    as_root({"user", "grant-role", "app", "locker"});
   }
+}
+
+// A user whose role covers only locks/ lists locks/ (the whole key space
+// was read and filtered in the client: permission_denied).
+TEST(EtcdAuth, AUserOfOnePrefixListsIt) {
+  if (!test::etcd_available()) GTEST_SKIP() << "etcd is not installed";
+  test::EtcdCluster etcd(1);
+  enable_auth(etcd, "locks/");
+  Client app = Client::connect("etcd://app:app@" + etcd.endpoint_list(), quiet());
+  auto held = app.try_acquire("locks/a");
+  ASSERT_TRUE(held.ok()) << held.status().to_string();
+  auto listed = app.list("locks/");
+  ASSERT_TRUE(listed.ok()) << listed.status().to_string();
+  ASSERT_EQ(listed->size(), 1u);
+  EXPECT_EQ(listed->front().name, "locks/a");
+  EXPECT_EQ(app.list("other/").code(), Errc::permission_denied) << "outside its role: refused, as the server says";
 }
 
 // A holder cut off from every member (its proxy stalls): its keep-alives
