@@ -171,7 +171,7 @@ void RedisBackend::scan_page(std::shared_ptr<Scan> scan, const std::string& curs
           return scan->done(unexpected_reply("SCAN", r));
         for (const Reply& key : r.elements[1].elements) {
           if (plain) {
-            if (prefix_.empty() || !key.str.starts_with(prefix_)) scan->found.push_back(key.str);
+            if (!detail::own_key(prefix_, key.str)) scan->found.push_back(key.str);  // a peer's "dlock:deploy" too
           } else if (std::string name = detail::name_of_key(prefix_, key.str); !name.empty()) {
             scan->found.push_back(std::move(name));
           }
