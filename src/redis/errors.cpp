@@ -44,7 +44,12 @@ Status translate_error(std::string_view message) {
   // A redirect or a cross-slot script reaching the backend: a redis:// URL
   // names a cluster node (one server's fence counter is outside the lock's
   // slot). Retrying would not help; nothing ran.
-  if (code == "CROSSSLOT" || code == "MOVED" || code == "ASK")
+  if (code == "CROSSSLOT")
+    return {Errc::server_error,
+            "one call's keys are in different cluster slots (a redis:// URL naming a cluster node: use "
+            "redis-cluster://): " + text,
+            code};
+  if (code == "MOVED" || code == "ASK")
     return {Errc::server_error, "the server is a cluster node (use redis-cluster:// for a cluster): " + text, code};
   return {Errc::server_error, text, code};
 }

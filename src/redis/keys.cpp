@@ -91,6 +91,13 @@ const std::string& slot_tag(int slot) {
   return tags[static_cast<std::size_t>(slot) & 16383];
 }
 
+std::string side_prefix(std::string_view prefix) {
+  if (prefix.find_first_of("{}") == std::string_view::npos) return std::string(prefix);
+  std::string out;
+  append_escaped(out, prefix);
+  return out;
+}
+
 namespace {
 
 // The single-key layouts' own keys, "<prefix>{<slot tag>}:<layout>:{name}",
@@ -100,7 +107,7 @@ LockKeys single_key_layout(std::string_view prefix, std::string_view name, Fence
   keys.lock.assign(name);
   std::string side;
   side.reserve(prefix.size() + name.size() + 20);
-  side.append(prefix).append("{").append(slot_tag(redis::key_slot(name))).append("}:").append(layout).append(":{");
+  side.append(side_prefix(prefix)).append("{").append(slot_tag(redis::key_slot(name))).append("}:").append(layout).append(":{");
   append_escaped(side, name);
   side += '}';
   // Per name, the counter ends in "}:f" as lock_keys' does (fence.lua
@@ -155,6 +162,7 @@ std::string name_of_key(std::string_view prefix, std::string_view key) {
 }
 
 bool own_key(std::string_view prefix, std::string_view key) {
+  if (const std::string side = side_prefix(prefix); side != prefix && own_key(side, key)) return true;
   if (!key.starts_with(prefix)) return false;
   const std::string_view rest = key.substr(prefix.size());
   if (rest == "fence") return true;

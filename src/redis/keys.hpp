@@ -59,6 +59,11 @@ LockKeys lock_keys(std::string_view prefix, std::string_view name, FenceScope fe
 LockKeys plain_keys(std::string_view prefix, std::string_view name, FenceScope fences = FenceScope::prefix);
 // The redisson layout's (no line either).
 LockKeys redisson_keys(std::string_view prefix, std::string_view name, FenceScope fences = FenceScope::prefix);
+// The prefix of a single-key layout's side keys: `prefix` with its braces
+// escaped, so that the side keys' own slot tag, not a hash tag in the
+// prefix ("{dlock}:", a common cluster practice), puts them in the name's
+// slot (else a script's keys span two slots: CROSSSLOT).
+std::string side_prefix(std::string_view prefix);
 // A short hash tag whose key slot is `slot` (0..16383): a key "{tag}..."
 // lands in that slot.
 const std::string& slot_tag(int slot);

@@ -423,6 +423,31 @@ TEST_F(RedisClusterTest, PlainUrlToAClusterNodeNamesTheClusterScheme) {
   }
 }
 
+// key_prefix with a hash tag ("{dlock}:", a common cluster practice) under
+// the single-key layouts: every acquire failed CROSSSLOT, the side keys
+// hashed by the prefix's tag, not into the name's slot.
+TEST_F(RedisClusterTest, AHashTaggedKeyPrefixWorksForTheSingleKeyLayouts) {
+  ClientOptions o = quiet(log);
+  o.key_prefix = "{dlock}:";
+  for (const char* layout : {"plain", "redisson", "dlock"}) {
+    Client a = Client::connect(cluster_->url() + "?layout=" + layout, o);
+    Client b = Client::connect(cluster_->url() + "?layout=" + layout, o);
+    for (int m : {0, 1, 2}) {
+      const std::string name = name_on(m, std::string("tagged-") + layout + "-");
+      auto held = a.try_acquire(name);
+      ASSERT_TRUE(held.ok()) << layout << " " << name << ": " << held.status().to_string();
+      EXPECT_EQ(b.try_acquire(name).code(), Errc::busy) << layout << " " << name;
+      auto waiting = std::async(std::launch::async, [&] { return b.acquire(name, 10s); });
+      std::this_thread::sleep_for(50ms);
+      const std::uint64_t fence = held->fence();
+      ASSERT_TRUE(held->release().ok()) << layout;
+      auto next = waiting.get();
+      ASSERT_TRUE(next.ok()) << layout << ": " << next.status().to_string();
+      EXPECT_GT(next->fence(), fence) << layout;
+    }
+  }
+}
+
 // A master and its replica gone: the cluster is down for every slot
 // (cluster-require-full-coverage). A try is unavailable; a waiting acquire
 // succeeds once the nodes are back, within its wait.

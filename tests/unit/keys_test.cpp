@@ -37,6 +37,19 @@ TEST(Keys, PlainLayoutLocksTheNameItselfAndKeepsItsSideKeysInItsSlot) {
       EXPECT_EQ(name_of_key("dlock:", p.channel), "") << "a side key is no dlock-layout lock";
     }
   }
+  // A prefix with a hash tag of its own ("{dlock}:") must not pull the side
+  // keys out of the name's slot.
+  for (std::string layout : {"plain", "redisson"})
+    for (std::string name : {"orders:42", "{user1}:lock"}) {
+      const LockKeys p = layout == "plain" ? plain_keys("{dlock}:", name, FenceScope::name)
+                                           : redisson_keys("{dlock}:", name, FenceScope::name);
+      const int slot = redis::key_slot(name);
+      EXPECT_EQ(redis::key_slot(p.fence), slot) << layout << " " << name << " " << p.fence;
+      EXPECT_EQ(redis::key_slot(p.tombstone + "owner/1"), slot) << layout << " " << name;
+      EXPECT_TRUE(own_key("{dlock}:", p.fence)) << p.fence;
+      EXPECT_TRUE(own_key("{dlock}:", p.tombstone + "o/1")) << p.tombstone;
+    }
+  EXPECT_EQ(plain_keys("p:", "a").fence, "p:fence") << "a prefix without braces is used as it is";
   EXPECT_NE(plain_keys("p:", "a").channel, plain_keys("p:", "b").channel);
   EXPECT_EQ(plain_key_pattern("job*"), "job\\**");
 }
