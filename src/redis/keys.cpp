@@ -130,6 +130,8 @@ LockKeys redisson_keys(std::string_view prefix, std::string_view name, FenceScop
   // one, so the channel is in the name's slot (sharded pub/sub).
   const bool braced = name.find('{') != std::string_view::npos;
   keys.channel = std::string("redisson_lock__channel:") + (braced ? "" : "{") + std::string(name) + (braced ? "" : "}");
+  // node-redisson's prefixName braces every name that does not start with one.
+  if (braced && !name.starts_with('{')) keys.peer_channel = "redisson_lock__channel:{" + std::string(name) + "}";
   return keys;
 }
 

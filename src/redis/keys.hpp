@@ -53,6 +53,10 @@ struct LockKeys {
   std::string channel;    // pub/sub channel: release notifications
   std::string line;       // a line's shared holders and waiters (line_scripts.hpp); plain: none
   std::string tombstone;  // the stem of a grant's tombstone: + wire owner
+  // redisson: node-redisson's channel for the name when it is not Java
+  // Redisson's (a name with '{' not at its start); released on both,
+  // watched on both. Else empty.
+  std::string peer_channel;
 };
 LockKeys lock_keys(std::string_view prefix, std::string_view name, FenceScope fences = FenceScope::prefix);
 // The plain layout's keys of `name` (no line: that layout has none).

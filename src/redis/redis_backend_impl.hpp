@@ -157,6 +157,10 @@ class RedisBackend final : public RedlockMaster {
   void renew_group(const std::vector<RenewCall>& calls, std::vector<std::size_t> indexes,
                    std::shared_ptr<RenewBatch> batch);
 
+  // watch()/unwatch() of one channel of a lock (its own, or a peer's).
+  void watch_channel(const std::string& name, const std::string& channel, std::function<void(Status)> ready);
+  void unwatch_channel(const std::string& channel);
+
   struct Watch {
     std::string name;
     unsigned refs = 0;

@@ -12,8 +12,15 @@
 namespace dlock::redis {
 
 void RedisBackend::watch(const detail::WatchKey& key, std::function<void(Status)> ready) {
-  const std::string& name = key.name;
-  std::string channel = keyspace_.keys(name).channel;
+  const auto keys = keyspace_.keys(key.name);
+  // node-redisson's own channel for the name, when it differs: watched
+  // too (its releases are published there), without waiting for it.
+  if (!keys.peer_channel.empty()) watch_channel(key.name, keys.peer_channel, [](Status) {});
+  watch_channel(key.name, keys.channel, std::move(ready));
+}
+
+void RedisBackend::watch_channel(const std::string& name, const std::string& channel,
+                                 std::function<void(Status)> ready) {
   Watch& w = watches_[channel];
   w.name = name;
   ++w.refs;
@@ -35,7 +42,12 @@ void RedisBackend::watch(const detail::WatchKey& key, std::function<void(Status)
 }
 
 void RedisBackend::unwatch(const detail::WatchKey& key) {
-  std::string channel = keyspace_.keys(key.name).channel;
+  const auto keys = keyspace_.keys(key.name);
+  if (!keys.peer_channel.empty()) unwatch_channel(keys.peer_channel);
+  unwatch_channel(keys.channel);
+}
+
+void RedisBackend::unwatch_channel(const std::string& channel) {
   auto it = watches_.find(channel);
   if (it == watches_.end() || --it->second.refs > 0) return;
   post_all(std::exchange(it->second.ready, {}), Status(Errc::cancelled, "unwatched"));

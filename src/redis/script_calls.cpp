@@ -102,10 +102,15 @@ ScriptCall release_request(const detail::Keyspace& ks, const detail::ReleaseCall
   auto keys = ks.keys(call.name);
   std::string owner = wire_owner(call.owner, call.grant);
   std::string tomb = keys.tombstone + owner;
-  if (ks.single_key())
-    return {ks.plain() ? &plain_release_script() : &redisson_release_script(),
+  if (ks.plain())
+    return {&plain_release_script(),
             {std::move(keys.lock), std::move(tomb)},
             {std::move(owner), std::move(keys.channel), std::to_string(call.tombstone.count())}};
+  if (ks.redisson())
+    return {&redisson_release_script(),
+            {std::move(keys.lock), std::move(tomb)},
+            {std::move(owner), std::move(keys.channel), std::to_string(call.tombstone.count()),
+             std::move(keys.peer_channel)}};
   if (call.mode == detail::LockMode::shared) {
     return {&line_release_script(),
             {std::move(keys.lock), std::move(tomb), std::move(keys.line), std::move(keys.fence)},

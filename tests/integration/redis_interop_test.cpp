@@ -28,13 +28,13 @@ std::optional<Peer> npm_peer(const std::string& side, const std::string& package
 // `procs` processes of each side on one name for `seconds`, leases of
 // 1.5 s; the holder SIGKILLed `kills` times, the sides in turn.
 void run_redis_fleet(const Peer& peer, int procs, double seconds, int kills, const std::string& layout = "plain",
-                     milliseconds woken_within = milliseconds(0)) {
+                     milliseconds woken_within = milliseconds(0), const std::string& name = "interop:job") {
   RedisServer server;
   constexpr milliseconds kLease{1500};
   interop::Fleet f;
   f.peer = peer;
   f.dlock_url = server.url() + "?layout=" + layout;
-  f.name = "interop:job";
+  f.name = name;
   f.lock.watchdog_lease = kLease;
   f.lock.renew_interval = kLease / 3;
   f.log_port = server.port();
@@ -88,6 +88,15 @@ TEST(RedisInterop, DlockAndRedissonShareOneNameBothWays) {
   auto peer = npm_peer("redisson", "node-redisson", "redisson_worker.mjs");
   if (!peer) GTEST_SKIP() << "node-redisson is not installed ($DLOCK_PEERS_MODULES; scripts/test installs it)";
   run_redis_fleet(*peer, 3, 8, 2, "redisson", 500ms);
+}
+
+// A name with '{' not at its start: Java Redisson (and dlock) publish on
+// redisson_lock__channel:job{7}a, node-redisson on ...:{job{7}a}. Each side
+// waited out the other's whole lease; dlock now publishes and listens on both.
+TEST(RedisInterop, DlockAndRedissonWakeEachOtherOnANameWithABraceInside) {
+  auto peer = npm_peer("redisson", "node-redisson", "redisson_worker.mjs");
+  if (!peer) GTEST_SKIP() << "node-redisson is not installed ($DLOCK_PEERS_MODULES; scripts/test installs it)";
+  run_redis_fleet(*peer, 3, 6, 0, "redisson", 500ms, "job{7}a");
 }
 
 // Redisson's hold, made as its acquire script makes it (the hash at the

@@ -84,6 +84,12 @@ TEST(Keys, NoNameOfASingleKeyLayoutAliasesAKeyDlockKeeps) {
 // Redisson's prefixName (none added to a name that has one), every key
 // dlock adds in the name's slot.
 TEST(Keys, RedissonKeysAreRedissonsAndInTheNamesSlot) {
+  // Java Redisson braces a name without '{', node-redisson one not starting
+  // with '{': where they differ, node-redisson's channel is kept too.
+  EXPECT_EQ(redisson_keys("dlock:", "job{7}a").channel, "redisson_lock__channel:job{7}a");
+  EXPECT_EQ(redisson_keys("dlock:", "job{7}a").peer_channel, "redisson_lock__channel:{job{7}a}");
+  EXPECT_EQ(redisson_keys("dlock:", "{job}a").peer_channel, "") << "both leave it as it is";
+  EXPECT_EQ(redisson_keys("dlock:", "job").peer_channel, "") << "both brace it";
   auto k = redisson_keys("dlock:", "orders:42");
   EXPECT_EQ(k.lock, "orders:42");
   EXPECT_EQ(k.channel, "redisson_lock__channel:{orders:42}");

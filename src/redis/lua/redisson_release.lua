@@ -2,7 +2,9 @@
 -- unlock does, and a release deletes the hash and publishes Redisson's
 -- unlock message ('0') on its channel, which wakes Redisson's waiters and
 -- dlock's. KEYS: lock, tombstone. ARGV: owner (wire owner), channel,
--- tombstone ms (0: none). Returns {0, 0} freed, {-1, 0} not held, {-2, 0}
+-- tombstone ms (0: none), node-redisson's channel when it differs (it
+-- braces every name not starting with '{', Java Redisson every name
+-- without one) or ''. Returns {0, 0} freed, {-1, 0} not held, {-2, 0}
 -- another holder's (a Redisson client's field, or another grant).
 --@include redisson_lib.lua
 local tomb = tonumber(ARGV[3]) or 0
@@ -11,4 +13,5 @@ if redis.call('exists', KEYS[1]) == 0 then return {-1, 0} end
 if redis.call('hexists', KEYS[1], R_field(ARGV[1])) == 0 then return {-2, 0} end
 redis.call('del', KEYS[1])
 pcall(redis.call, 'publish', ARGV[2], '0')
+if ARGV[4] and ARGV[4] ~= '' then pcall(redis.call, 'publish', ARGV[4], '0') end
 return {0, 0}
