@@ -80,17 +80,28 @@ void RedisBackend::acquire_round(const AcquireCall& call, std::uint64_t round,
   if (wait_.replicas > 0) {
     return eval_script(*sc.script, sc.keys, sc.args, true,
                        [this, call, done = std::move(done)](Result<Reply> r, Status replicated) mutable {
-                         if (!r.ok()) return done(r.status());
+                         if (!r.ok()) return done(keyed(r.status(), call.name));
                          auto out = parse_acquire(*r, call);
                          if (out.ok() && out->kind == AcquireOutcome::Kind::granted && !replicated.ok())
                            return undo_unreplicated(call, replicated, std::move(done));
                          done(std::move(out));
                        });
   }
-  eval(*sc.script, sc.keys, sc.args, [call, done = std::move(done)](Result<Reply> r) {
-    if (!r.ok()) return done(r.status());
+  eval(*sc.script, sc.keys, sc.args, [this, call, done = std::move(done)](Result<Reply> r) {
+    if (!r.ok()) return done(keyed(r.status(), call.name));
     done(parse_acquire(*r, call));
   });
+}
+
+Status RedisBackend::keyed(const Status& s, const std::string& name) const {
+  if (s.code() != Errc::wrong_type || s.message().find("fence counter") != std::string::npos) return s;
+  // Redis's own text names neither the key nor the lock (only the script's
+  // hash and line).
+  const std::string key = keyspace_.keys(name).lock;
+  return Status(Errc::wrong_type,
+                "lock '" + name + "': the key " + key + " holds another Redis type, not a lock of this layout (" +
+                    (keyspace_.plain() ? "a string" : "a hash") + "); it was left alone: use another name",
+                s.backend_code());
 }
 
 Status RedisBackend::check_layout(const AcquireCall& call) const {

@@ -73,6 +73,8 @@ class RedisBackend final : public RedlockMaster {
   void abandon(const detail::AbandonCall& call, std::function<void(Status)> done) override;
   // invalid_argument for a fair, shared or counted call in the plain layout.
   Status check_layout(const AcquireCall& call) const;
+  // A WRONGTYPE answer to `name`'s call, with the key and lock named.
+  Status keyed(const Status& s, const std::string& name) const;
 
   // The blocking fast path, over TCP or TLS. In a cluster or behind
   // Sentinel it goes to the node the route names now; a redirect hands the

@@ -18,7 +18,7 @@ std::optional<Result<AcquireOutcome>> RedisBackend::acquire_now(const AcquireCal
   if (wait_.replicas == 0) {
     auto r = eval_now(sc, call.deadline);
     if (!r) return std::nullopt;
-    if (!r->ok()) return Result<AcquireOutcome>(r->status());
+    if (!r->ok()) return Result<AcquireOutcome>(keyed(r->status(), call.name));
     return parse_acquire(**r, call);
   }
   // A try waits for the WAIT too (its budget is the command timeout's).
@@ -27,7 +27,7 @@ std::optional<Result<AcquireOutcome>> RedisBackend::acquire_now(const AcquireCal
   Status replicated;
   auto r = eval_now(sc, by, &replicated);
   if (!r) return std::nullopt;
-  if (!r->ok()) return Result<AcquireOutcome>(r->status());
+  if (!r->ok()) return Result<AcquireOutcome>(keyed(r->status(), call.name));
   auto out = parse_acquire(**r, call);
   if (!out.ok() || out->kind != AcquireOutcome::Kind::granted || replicated.ok()) return out;
   auto undone = release_now(undo_of_grant(call));

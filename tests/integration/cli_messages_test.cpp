@@ -98,6 +98,14 @@ TEST_F(CliMessages, ATtlWithAZooKeeperUrlIsRefused) {
 }
 
 // `status` reads: on a fresh HOME it creates nothing and says "free".
+// A peer's Redis key with no TTL is no session's: status says what it is.
+TEST_F(CliMessages, APeersKeyWithoutExpiryIsNotCalledASession) {
+  SyncRedis(server.port()).cmd({"SET", "forever", "peer-token"});
+  auto text = dlock({"status", "--url", server.url() + "?layout=plain", "forever"});
+  EXPECT_NE(text.out.find("no expiry"), std::string::npos) << text.out << text.err;
+  EXPECT_EQ(text.out.find("session"), std::string::npos) << text.out;
+}
+
 TEST_F(CliMessages, StatusOnAFreshHomeWritesNothing) {
   const std::string home = server.dir() + "/fresh-home";
   const Env fresh = {{"DLOCK_URL", ""}, {"HOME", home}, {"XDG_STATE_HOME", ""}};

@@ -120,10 +120,18 @@ TEST(RedisInterop, ARedissonHoldIsBusyAndNamedAndItsReleaseWakesDlock) {
   EXPECT_TRUE(info->held);
   EXPECT_NE(info->holder.find("Redisson"), std::string::npos) << info->holder;
   EXPECT_NE(info->holder.find(field), std::string::npos) << info->holder;
-  auto names = client.list("orders:");
+  auto names = client.list("orders:j");
   ASSERT_TRUE(names.ok()) << names.status().to_string();
   ASSERT_EQ(names->size(), 1u);
   EXPECT_EQ(names->front().name, "orders:job");
+  // node-redisson's field is "<uuid>:<uuid>" (shown as "holder ?, count 0").
+  const std::string node_field = "0a3e7f1c-9d1b-4a57-9a4e-5b8f0c2d6e11:5c4b3a29-1e0f-4d8c-8b7a-6f5e4d3c2b1a";
+  ASSERT_EQ(redis.integer({"HINCRBY", "orders:node", node_field, "2"}), 2);
+  ASSERT_EQ(redis.integer({"PEXPIRE", "orders:node", "30000"}), 1);
+  auto node = client.inspect("orders:node");
+  ASSERT_TRUE(node.ok()) << node.status().to_string();
+  EXPECT_EQ(node->holder, "Redisson (holder " + node_field + ", count 2)");
+  EXPECT_EQ(node->reentry_count, 2u);
 
   // Redisson's unlock 1.5 s from now: dlock's waiter is woken by its
   // message, long before the 30 s lease would end.
@@ -244,6 +252,9 @@ TEST(RedisInterop, ANameHoldingAnotherTypeIsWrongTypeAndLeftAlone) {
   auto r = client.acquire("a-hash", 0ms);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), Errc::wrong_type) << r.status().to_string();
+  EXPECT_NE(r.status().message().find("the key a-hash holds another Redis type"), std::string::npos)
+      << r.status().to_string();
+  EXPECT_EQ(r.status().message().find("script:"), std::string::npos) << "Redis's own text (the script's hash)";
   EXPECT_EQ(redis.cmd({"HGET", "a-hash", "f"}), "v");
   auto info = client.inspect("a-hash");
   ASSERT_FALSE(info.ok());

@@ -41,7 +41,14 @@ nlohmann::json as_json(const std::string& name, const dlock::LockInfo& info) {
 // "NAME: held by H for 12 s, fence 2, lease 28.5 s left": a held lock, for
 // status and list. Shared and counted locks: how many hold it, and the
 // oldest grant speaks for them.
-std::string held_text(const std::string& name, const dlock::LockInfo& info) {
+// True for the stores whose locks are kept by a session, not a lease
+// (ZooKeeper, etcd): a hold without a TTL is normal there.
+bool session_store(const std::string& url) {
+  const auto store = dlock::cli::store_of(url);
+  return store == dlock::cli::Store::zookeeper || store == dlock::cli::Store::etcd;
+}
+
+std::string held_text(const std::string& name, const dlock::LockInfo& info, const std::string& url) {
   std::ostringstream out;
   out << shown_name(name) << ": held";
   if (info.shared)
@@ -53,7 +60,8 @@ std::string held_text(const std::string& name, const dlock::LockInfo& info) {
   if (info.remaining.count() > 0)
     out << "lease " << static_cast<double>(info.remaining.count()) / 1000.0 << " s left";
   else
-    out << "kept by its holder's session";  // ZooKeeper: no lease
+    out << (session_store(url) ? "kept by its holder's session"
+                               : "no expiry (kept until deleted: a peer's key without a TTL?)");
   return out.str();
 }
 
@@ -65,7 +73,7 @@ void print_status(const Common& common, const std::string& name, const dlock::Re
     // Names and holder texts are bytes: anything not UTF-8 is replaced.
     std::cout << as_json(name, *info).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
   } else if (info->held) {
-    std::cout << held_text(name, *info) << ", re-entry count " << info->reentry_count << ", " << waiters << '\n';
+    std::cout << held_text(name, *info, common.url) << ", re-entry count " << info->reentry_count << ", " << waiters << '\n';
   } else if (no_store) {
     std::cout << shown_name(name) << ": free (no lock file at " << dlock::describe_url(common.url) << " yet)\n";
   } else {
@@ -100,7 +108,7 @@ int cmd_list(const Common& common, const std::string& prefix) {
     return 0;
   }
   for (const auto& l : *locks)
-    std::cout << held_text(l.name, l.info)
+    std::cout << held_text(l.name, l.info, common.url)
               << (l.info.waiters ? ", " + std::to_string(*l.info.waiters) + " waiting" : std::string()) << '\n';
   return 0;
 }

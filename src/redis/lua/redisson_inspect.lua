@@ -11,7 +11,9 @@ local mine, peer, count, holders = nil, nil, 0, 0
 for i = 1, #fields, 2 do
   if fields[i] == 'dlock' then
     mine = fields[i + 1]
-  elseif string.find(fields[i], ':%d+$') then
+  elseif string.find(fields[i], ':', 1, true) and tonumber(fields[i + 1]) then
+    -- "<client id>:<thread id>" (Java Redisson) or "<uuid>:<uuid>"
+    -- (node-redisson), the hold's re-entry count as its value.
     holders = holders + 1
     peer = peer or fields[i]
     count = count + (tonumber(fields[i + 1]) or 0)
