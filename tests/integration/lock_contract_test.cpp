@@ -74,6 +74,18 @@ TEST_P(LockContract, AGrantIsVisibleAndItsReleaseFreesTheLock) {
   EXPECT_FALSE(client.inspect("c")->held);
 }
 
+// Every command is counted, those sent on the caller's own thread too (the
+// blocking fast path: 0 on SQLite and PostgreSQL with one client, once).
+TEST_P(LockContract, EveryCommandIsCountedTheCallersOwnToo) {
+  const auto before = client.stats().commands_sent;
+  for (int i = 0; i < 3; ++i) {
+    auto lease = client.try_acquire("counted");
+    ASSERT_THAT(lease, IsOk());
+    EXPECT_THAT(lease->release(), IsOk());
+  }
+  EXPECT_GE(client.stats().commands_sent, before + 6) << "three acquires and three releases";
+}
+
 // Who holds a lock, and since when: every grant stores "PROGRAM[PID]@HOST"
 // (the label replacing the program), inspect and list read it back, and
 // list finds locks by name prefix, glob and brace characters included.

@@ -179,7 +179,11 @@ class FakeBackend final : public detail::Backend {
     if (--server_.watching_[key.name] == 0) server_.watching_.erase(key.name);
   }
 
-  std::uint64_t commands_sent() const override { return 0; }
+  // Every call the server took (from every client of it: tests of this
+  // counter use one).
+  std::uint64_t commands_sent() const override {
+    return static_cast<std::uint64_t>(server_.acquires() + server_.releases() + server_.renewals());
+  }
   std::uint64_t reconnects() const override { return 0; }
 
   // Called with server_.mu_ held, from any thread.
