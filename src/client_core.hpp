@@ -257,7 +257,7 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   // adopted; so is a grant a loss named before it was staged.
   std::atomic<std::uint64_t> session_ends_{0};
   LossReason session_end_reason_ = LossReason::expired;  // the newest one's
-  std::map<std::uint64_t, LossReason> lost_unstaged_;     // by grant id, bounded
+  std::map<std::uint64_t, LossReason> lost_unstaged_;    // by grant id, bounded
 
   // Fast-path grants waiting for the I/O thread to adopt them (into holds_
   // and the scheduler). It adopts at its next wake-up, and is woken early

@@ -436,9 +436,9 @@ bool EtcdBackend::refused_for_good(const Status& s) {
 // let go. Every hold on it is lost, and the lock frees within one lease.
 Status EtcdBackend::let_lease_go(const Status& refused) {
   const std::string ttl = std::to_string(ttl_.count());
-  lease_ended(LossReason::unreachable,
-              "a release was refused (" + refused.to_string() + "); the lease is no longer kept alive, so its " +
-                  "keys go within its TTL (" + ttl + " s)");
+  lease_ended(LossReason::unreachable, "a release was refused (" + refused.to_string() +
+                                           "); the lease is no longer kept alive, so its " +
+                                           "keys go within its TTL (" + ttl + " s)");
   return Status(refused.code(), refused.message() + "; the lock's lease is let go: it frees within " + ttl + " s");
 }
 

@@ -28,8 +28,8 @@ void EtcdBackend::ask_lease() {
         // A connect's own lease left in doubt (no quorum answered) would go
         // by itself: the cluster is unavailable, not the outcome unknown.
         if (start_done_ && g.code() == Errc::outcome_unknown)
-          return finish_start(Status(Errc::unavailable, "etcd: no quorum granted this client's lease (" +
-                                                            g.status().message() + ")"));
+          return finish_start(
+              Status(Errc::unavailable, "etcd: no quorum granted this client's lease (" + g.status().message() + ")"));
         if (start_done_) return finish_start(g.status());
         log(LogLevel::warning, "etcd: no lease (" + g.status().to_string() + "); asking again");
         lease_retry_.expires_after(std::chrono::milliseconds(500));

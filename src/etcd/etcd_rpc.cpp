@@ -43,8 +43,8 @@ Status status_of(const grpc::Status& s, bool write) {
       // The member's own timeouts reach the client as Unknown with Go's
       // text ("context deadline exceeded", "context canceled") or etcd's
       // ("request timed out", "leader changed"): no answer, not a refusal.
-      for (const char* timeout : {"context deadline exceeded", "context canceled", "request timed out",
-                                  "leader changed", "no leader"})
+      for (const char* timeout :
+           {"context deadline exceeded", "context canceled", "request timed out", "leader changed", "no leader"})
         if (s.error_message().find(timeout) != std::string::npos) {
           if (write) return {Errc::outcome_unknown, what + " (the write may have been applied)"};
           return {Errc::unavailable, what};
@@ -177,8 +177,9 @@ bool EtcdRpc::Impl::wait_connected(Clock::time_point by) {
     const auto now = Clock::now();
     if (now >= by) return false;
     // Woken by the first member's change, or after a short nap for the others.
-    members.front().channel->WaitForStateChange(members.front().channel->GetState(false),
-                                               deadline_in(std::min<Clock::duration>(by - now, std::chrono::milliseconds(20))));
+    members.front().channel->WaitForStateChange(
+        members.front().channel->GetState(false),
+        deadline_in(std::min<Clock::duration>(by - now, std::chrono::milliseconds(20))));
   }
 }
 
@@ -308,8 +309,8 @@ Result<std::int64_t> EtcdRpc::erase(std::string_view key, Clock::time_point by) 
   pb::DeleteRangeRequest req;
   req.set_key(std::string(key));
   pb::DeleteRangeResponse resp;
-  if (Status s =
-          impl_->invoke([&](grpc::ClientContext& c) { return impl_->pick().kv->DeleteRange(&c, req, &resp); }, by, true);
+  if (Status s = impl_->invoke([&](grpc::ClientContext& c) { return impl_->pick().kv->DeleteRange(&c, req, &resp); },
+                               by, true);
       !s.ok())
     return s;
   return resp.deleted();
@@ -347,8 +348,8 @@ Result<std::int64_t> EtcdRpc::lease_grant(std::int64_t ttl_seconds, Clock::time_
   pb::LeaseGrantRequest req;
   req.set_ttl(ttl_seconds);
   pb::LeaseGrantResponse resp;
-  if (Status s =
-          impl_->invoke([&](grpc::ClientContext& c) { return impl_->pick().lease->LeaseGrant(&c, req, &resp); }, by, true);
+  if (Status s = impl_->invoke([&](grpc::ClientContext& c) { return impl_->pick().lease->LeaseGrant(&c, req, &resp); },
+                               by, true);
       !s.ok())
     return s;
   if (!resp.error().empty()) return Status(Errc::server_error, "etcd: " + resp.error());
@@ -364,15 +365,16 @@ Status EtcdRpc::lease_revoke(std::int64_t id, Clock::time_point by) {
   pb::LeaseRevokeRequest req;
   req.set_id(id);
   pb::LeaseRevokeResponse resp;
-  return impl_->invoke([&](grpc::ClientContext& c) { return impl_->pick().lease->LeaseRevoke(&c, req, &resp); }, by, true);
+  return impl_->invoke([&](grpc::ClientContext& c) { return impl_->pick().lease->LeaseRevoke(&c, req, &resp); }, by,
+                       true);
 }
 
 Result<std::int64_t> EtcdRpc::lease_time_to_live(std::int64_t id, Clock::time_point by) {
   pb::LeaseTimeToLiveRequest req;
   req.set_id(id);
   pb::LeaseTimeToLiveResponse resp;
-  if (Status s = impl_->invoke([&](grpc::ClientContext& c) { return impl_->pick().lease->LeaseTimeToLive(&c, req, &resp); },
-                               by, false);
+  if (Status s = impl_->invoke(
+          [&](grpc::ClientContext& c) { return impl_->pick().lease->LeaseTimeToLive(&c, req, &resp); }, by, false);
       !s.ok())
     return s;
   return resp.ttl();
@@ -381,8 +383,8 @@ Result<std::int64_t> EtcdRpc::lease_time_to_live(std::int64_t id, Clock::time_po
 Result<EtcdRpc::MemberStatus> EtcdRpc::status(Clock::time_point by) {
   pb::StatusRequest req;
   pb::StatusResponse resp;
-  if (Status s =
-          impl_->invoke([&](grpc::ClientContext& c) { return impl_->pick().maintenance->Status(&c, req, &resp); }, by, false);
+  if (Status s = impl_->invoke(
+          [&](grpc::ClientContext& c) { return impl_->pick().maintenance->Status(&c, req, &resp); }, by, false);
       !s.ok())
     return s;
   return MemberStatus{resp.header().member_id(), resp.leader(), resp.raftterm(), resp.version()};

@@ -47,7 +47,8 @@ Status translate_error(std::string_view message) {
   if (code == "CROSSSLOT")
     return {Errc::server_error,
             "one call's keys are in different cluster slots (a redis:// URL naming a cluster node: use "
-            "redis-cluster://): " + text,
+            "redis-cluster://): " +
+                text,
             code};
   if (code == "MOVED" || code == "ASK")
     return {Errc::server_error, "the server is a cluster node (use redis-cluster:// for a cluster): " + text, code};

@@ -107,7 +107,12 @@ LockKeys single_key_layout(std::string_view prefix, std::string_view name, Fence
   keys.lock.assign(name);
   std::string side;
   side.reserve(prefix.size() + name.size() + 20);
-  side.append(side_prefix(prefix)).append("{").append(slot_tag(redis::key_slot(name))).append("}:").append(layout).append(":{");
+  side.append(side_prefix(prefix))
+      .append("{")
+      .append(slot_tag(redis::key_slot(name)))
+      .append("}:")
+      .append(layout)
+      .append(":{");
   append_escaped(side, name);
   side += '}';
   // Per name, the counter ends in "}:f" as lock_keys' does (fence.lua

@@ -309,8 +309,8 @@ class ZkBackend final : public detail::Backend {
   std::atomic<std::int64_t> timeout_ms_{0};  // negotiated; 0: not yet
   std::atomic<Clock::rep> heard_ns_{0};      // heard()'s newest send time
   Clock::time_point until_{};
-  std::atomic<Clock::rep> vouched_ns_{0};      // until_, for the fast path
-  std::map<std::uint64_t, Attempt> attempts_;  // by AcquireCall::attempt
+  std::atomic<Clock::rep> vouched_ns_{0};                        // until_, for the fast path
+  std::map<std::uint64_t, Attempt> attempts_;                    // by AcquireCall::attempt
   std::vector<std::pair<std::uint64_t, AcquireDone>> unproven_;  // grants awaiting a proof
   HeldNodes held_;
   std::map<std::string, std::set<std::uint64_t>> watchers_;        // node ahead -> attempts

@@ -2,7 +2,6 @@
 // cluster the test starts, and beside etcd's own lock (`etcdctl lock`):
 // the keys, revisions and leases the etcd backend is built on.
 #include "etcd/etcd_rpc.hpp"
-#include "etcd/rpc_impl.hpp"
 
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -11,6 +10,7 @@
 #include <cstdio>
 #include <thread>
 
+#include "etcd/rpc_impl.hpp"
 #include "support/etcd_cluster.hpp"
 #include "support/process.hpp"
 #include "support/redis_server.hpp"

@@ -50,7 +50,8 @@ class Redlock : public ::testing::Test {
 TEST_F(Redlock, GrantedOnAllNodesAndReleasedEverywhere) {
   Client client = connect();
   auto lease = client.try_acquire("all", fixed(10s)).value();
-  EXPECT_EQ(lease.fence(), std::stoull(SyncRedis(servers[0]->port()).cmd({"GET", "dlock:fence"}))) << "node 0's counter";
+  EXPECT_EQ(lease.fence(), std::stoull(SyncRedis(servers[0]->port()).cmd({"GET", "dlock:fence"})))
+      << "node 0's counter";
   EXPECT_EQ(lease.reentry_count(), 1u);
   ASSERT_TRUE(eventually([&] { return nodes_holding("all") == kNodes; }, 2s));
   auto info = client.inspect("all").value();

@@ -61,8 +61,8 @@ TEST(Keys, NoNameOfASingleKeyLayoutAliasesAKeyDlockKeeps) {
   for (std::string prefix : {"dlock:", "", "{dlock}:"}) {
     for (std::string name : {"orders:42", "{user1}:lock", "a}b{", "fence", "x:f"}) {
       for (FenceScope scope : {FenceScope::prefix, FenceScope::name}) {
-        for (const LockKeys& k : {lock_keys(prefix, name, scope), plain_keys(prefix, name, scope),
-                                  redisson_keys(prefix, name, scope)}) {
+        for (const LockKeys& k :
+             {lock_keys(prefix, name, scope), plain_keys(prefix, name, scope), redisson_keys(prefix, name, scope)}) {
           EXPECT_TRUE(own_key(prefix, k.fence)) << prefix << " " << k.fence;
           EXPECT_TRUE(own_key(prefix, k.tombstone + "owner/1")) << prefix << " " << k.tombstone;
           if (!k.line.empty()) EXPECT_TRUE(own_key(prefix, k.line)) << k.line;

@@ -73,7 +73,8 @@ void print_status(const Common& common, const std::string& name, const dlock::Re
     // Names and holder texts are bytes: anything not UTF-8 is replaced.
     std::cout << as_json(name, *info).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
   } else if (info->held) {
-    std::cout << held_text(name, *info, common.url) << ", re-entry count " << info->reentry_count << ", " << waiters << '\n';
+    std::cout << held_text(name, *info, common.url) << ", re-entry count " << info->reentry_count << ", " << waiters
+              << '\n';
   } else if (no_store) {
     std::cout << shown_name(name) << ": free (no lock file at " << dlock::describe_url(common.url) << " yet)\n";
   } else {
