@@ -1,6 +1,7 @@
 // A first look at dlock: two owners contend for one lock; the second waits
 // without polling and is woken the moment the first releases. Fences grow.
 #include <chrono>
+#include <cstdint>
 #include <cstring>
 #include <dlock/dlock.hpp>
 #include <iostream>
@@ -33,8 +34,8 @@ int main(int argc, char** argv) {
     auto info = client.inspect("example:orders:42").value();
     std::cout << "after both: held=" << info.held << ", fence counter at " << info.last_fence << '\n';
 
-    int result = dlock::with_lock(client, "example:report", std::chrono::seconds(5),
-                                  [](const dlock::Lease& l) { return static_cast<int>(l.fence()); });
+    const std::uint64_t result = dlock::with_lock(client, "example:report", std::chrono::seconds(5),
+                                                  [](const dlock::Lease& l) { return l.fence(); });
     std::cout << "with_lock ran with fence " << result << '\n';
     return 0;
   } catch (const dlock::Error& e) {

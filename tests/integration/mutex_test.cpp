@@ -171,8 +171,8 @@ TEST_F(MutexTest, LocalWaitersAreServedOneAtATime) {
 }
 
 TEST_F(MutexTest, WithLockRunsAndReleases) {
-  int v = with_lock(client, "m12", 1s, [](const Lease& l) { return static_cast<int>(l.fence()); });
-  EXPECT_GT(v, 0);
+  const std::uint64_t v = with_lock(client, "m12", 1s, [](const Lease& l) { return l.fence(); });
+  EXPECT_GT(v, 0u);
   EXPECT_FALSE(client.inspect("m12").value().held);
   EXPECT_THROW(with_lock(client, "m12", 1s, [](const Lease&) -> int { throw std::runtime_error("boom"); }),
                std::runtime_error);
