@@ -112,7 +112,9 @@ void EtcdBackend::log(LogLevel level, const std::string& message) const {
 
 void EtcdBackend::start(StatusDone done) {
   start_done_ = std::move(done);
-  auto rpc = EtcdRpc::connect(config_.cluster, Clock::now() + config_.connect_timeout);
+  EtcdConfig cluster = config_.cluster;
+  cluster.log = config_.log;
+  auto rpc = EtcdRpc::connect(std::move(cluster), Clock::now() + config_.connect_timeout);
   if (!rpc.ok())
     return finish_start(Status(rpc.status().code(), rpc.status().message() + " (" + config_.describe + ")"));
   rpc_ = std::move(*rpc);

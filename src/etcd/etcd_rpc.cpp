@@ -1,7 +1,15 @@
 #include "etcd/etcd_rpc.hpp"
 
+#include <grpc/support/log.h>
+#include <openssl/bio.h>
+#include <openssl/err.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
+
 #include <algorithm>
 #include <fstream>
+#include <map>
+#include <optional>
 #include <sstream>
 #include <utility>
 
@@ -77,18 +85,99 @@ std::string slurp(const std::string& path, bool& ok) {
   return out.str();
 }
 
+// True if `pem` holds what `kind` says ("certificate" or "private key"),
+// as OpenSSL reads it: a wrong file is named before gRPC, which only says
+// that no member answered, is handed it.
+bool pem_holds(const std::string& pem, bool key) {
+  BIO* bio = BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size()));
+  if (bio == nullptr) return false;
+  bool ok = false;
+  if (key) {
+    EVP_PKEY* k = PEM_read_bio_PrivateKey(bio, nullptr, nullptr, nullptr);
+    ok = k != nullptr;
+    EVP_PKEY_free(k);
+  } else {
+    X509* x = PEM_read_bio_X509(bio, nullptr, nullptr, nullptr);
+    ok = x != nullptr;
+    X509_free(x);
+  }
+  BIO_free(bio);
+  ERR_clear_error();
+  return ok;
+}
+
 // The channel's credentials: plain, or TLS with the files' PEM contents.
 Result<std::shared_ptr<grpc::ChannelCredentials>> credentials_of(const EtcdConfig& c) {
   if (!c.tls) return grpc::InsecureChannelCredentials();
   grpc::SslCredentialsOptions o;
-  for (auto [path, pem] : {std::pair{&c.ca_file, &o.pem_root_certs}, std::pair{&c.cert_file, &o.pem_cert_chain},
-                           std::pair{&c.key_file, &o.pem_private_key}}) {
-    if (path->empty()) continue;
+  struct File {
+    const std::string* path;
+    std::string* pem;
+    const char* what;
+    bool key;
+  };
+  for (const File& f :
+       {File{&c.ca_file, &o.pem_root_certs, "cacert", false}, File{&c.cert_file, &o.pem_cert_chain, "cert", false},
+        File{&c.key_file, &o.pem_private_key, "key", true}}) {
+    if (f.path->empty()) continue;
     bool ok = false;
-    *pem = slurp(*path, ok);
-    if (!ok || pem->empty()) return Status(Errc::invalid_argument, "etcd: cannot read the TLS file " + *path);
+    *f.pem = slurp(*f.path, ok);
+    if (!ok || f.pem->empty())
+      return Status(Errc::invalid_argument, std::string("etcd: cannot read the TLS file ") + f.what + "=" + *f.path);
+    if (!pem_holds(*f.pem, f.key))
+      return Status(Errc::invalid_argument, std::string("etcd: ") + f.what + "=" + *f.path + " holds no PEM " +
+                                                (f.key ? "private key" : "certificate"));
   }
   return grpc::SslCredentials(o);
+}
+
+// gRPC's own log lines (process-wide: gpr_set_log_function) go to the
+// loggers of the etcd clients alive, as debug, never to stderr; the newest
+// line about TLS is kept to name a failed handshake.
+struct GrpcLog {
+  std::mutex mu;
+  std::map<const void*, std::function<void(LogLevel, std::string_view)>> sinks;
+  std::string last_tls;
+  std::uint64_t tls_lines = 0;
+};
+
+GrpcLog& grpc_log() {
+  static auto* log = new GrpcLog;  // never destroyed: gRPC's threads may log at exit
+  return *log;
+}
+
+bool about_tls(std::string_view line) {
+  for (std::string_view word : {"ssl", "SSL", "handshake", "Handshake", "certificate", "CERTIFICATE"})
+    if (line.find(word) != std::string_view::npos) return true;
+  return false;
+}
+
+void on_grpc_log(gpr_log_func_args* args) {
+  const std::string_view message = args->message != nullptr ? args->message : "";
+  const std::string line = "etcd: grpc: " + std::string(message);
+  GrpcLog& g = grpc_log();
+  // Told under the lock: a client that goes (its sink erased) is never
+  // called after its destructor returned.
+  std::lock_guard lock(g.mu);
+  if (about_tls(message)) {
+    g.last_tls.assign(message.substr(0, 400));
+    ++g.tls_lines;
+  }
+  for (const auto& [owner, sink] : g.sinks) sink(LogLevel::debug, line);
+}
+
+// The newest TLS line logged after `seen` lines, if any.
+std::optional<std::string> tls_line_since(std::uint64_t seen) {
+  GrpcLog& g = grpc_log();
+  std::lock_guard lock(g.mu);
+  if (g.tls_lines == seen) return std::nullopt;
+  return g.last_tls;
+}
+
+std::uint64_t tls_lines_now() {
+  GrpcLog& g = grpc_log();
+  std::lock_guard lock(g.mu);
+  return g.tls_lines;
 }
 
 }  // namespace
@@ -114,6 +203,7 @@ EtcdRpc::Impl::Impl(EtcdConfig c, std::shared_ptr<grpc::ChannelCredentials> cred
   // process's life (to an address that is never there: it holds no
   // connection), so that queue and its threads stay.
   static const bool kept = [] {
+    gpr_set_log_function(on_grpc_log);
     grpc_init();
     auto* anchor = new std::shared_ptr<grpc::Channel>(
         grpc::CreateChannel("unix:/nonexistent/dlock-etcd-anchor", grpc::InsecureChannelCredentials()));
@@ -135,6 +225,11 @@ EtcdRpc::Impl::Impl(EtcdConfig c, std::shared_ptr<grpc::ChannelCredentials> cred
   args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 3000);
   args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
+  if (config.log) {
+    GrpcLog& g = grpc_log();
+    std::lock_guard lock(g.mu);
+    g.sinks[this] = config.log;
+  }
   // A channel per member, by name: one channel over several names would
   // resolve only the first (gRPC has no target for a list of names), and
   // one over resolved addresses would neither resolve them again nor check
@@ -184,6 +279,11 @@ bool EtcdRpc::Impl::wait_connected(Clock::time_point by) {
 }
 
 EtcdRpc::Impl::~Impl() {
+  {
+    GrpcLog& g = grpc_log();
+    std::lock_guard lock(g.mu);
+    g.sinks.erase(this);
+  }
   std::unique_lock lock(calls_mu_);
   closing_ = true;
   for (auto* ctx : calls_) ctx->TryCancel();
@@ -253,6 +353,7 @@ Result<std::unique_ptr<EtcdRpc>> EtcdRpc::connect(EtcdConfig config, Clock::time
   if (config.endpoints.empty()) return Status(Errc::invalid_argument, "etcd: no endpoints");
   auto credentials = credentials_of(config);
   if (!credentials.ok()) return credentials.status();
+  const std::uint64_t tls_seen = tls_lines_now();
   auto impl = std::make_unique<Impl>(std::move(config), std::move(*credentials));
   // Wait for a connection (the first call would fail fast otherwise).
   const auto left = std::max<Clock::duration>(std::min<Clock::duration>(by - Clock::now(), kLongestCall), {});
@@ -263,7 +364,13 @@ Result<std::unique_ptr<EtcdRpc>> EtcdRpc::connect(EtcdConfig config, Clock::time
     grpc::ClientContext ctx;
     ctx.set_deadline(deadline_in(std::chrono::milliseconds(100)));
     const Status why = status_of(impl->pick().maintenance->Status(&ctx, req, &resp), false);
-    if (why.code() == Errc::tls_failed) return why;
+    const std::string hint = impl->config.cert_file.empty()
+                                 ? " (no client certificate was given: if the members ask for one, pass cert= and key=)"
+                                 : "";
+    if (why.code() == Errc::tls_failed) return Status(Errc::tls_failed, why.message() + hint);
+    if (impl->config.tls)
+      if (auto line = tls_line_since(tls_seen))
+        return Status(Errc::tls_failed, "etcd: the TLS handshake with the members failed: " + *line + hint);
     return Status(Errc::unavailable, "etcd: no member of the cluster answered in time");
   }
   if (!impl->config.user.empty())

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "dlock/error.hpp"
+#include "dlock/options.hpp"
 
 namespace dlock::etcd {
 
@@ -43,6 +44,9 @@ struct EtcdConfig {
   // `key_file` identify this client where the server asks (both or none).
   bool tls = false;
   std::string ca_file, cert_file, key_file;
+  // Where gRPC's own log lines go (a handshake's failure, say) while this
+  // client lives, as debug; none reach stderr. Empty: dropped.
+  std::function<void(LogLevel, std::string_view)> log;
 };
 
 // The end of the range holding every key that starts with `prefix`

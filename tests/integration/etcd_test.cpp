@@ -705,6 +705,41 @@ TEST(EtcdTls, LocksOverTlsWithTheCertificatesVerifiedAndAWrongCaRefused) {
   EXPECT_EQ(missing.status().code(), Errc::invalid_argument) << missing.status().to_string();
 }
 
+// TLS mistakes are named (both said "no member of the cluster answered in
+// time"), and gRPC's own lines (about 23 of them, from
+// ssl_transport_security.cc) go to the client's logger, not to stderr.
+TEST(EtcdTls, TlsMistakesAreNamedAndGrpcLinesGoToTheLogger) {
+  if (!test::etcd_available()) GTEST_SKIP() << "etcd is not installed";
+  test::EtcdCluster etcd(1, true);
+  const std::string url = etcd.url();
+  const auto at = url.find("cacert=") + 7;
+  const std::string ca = url.substr(at, url.find('&', at) - at);
+  std::atomic<int> grpc_lines{0};
+  ClientOptions o = quiet();
+  o.connect_timeout = 1s;
+  o.logger = [&](LogLevel level, std::string_view m) {
+    if (m.starts_with("etcd: grpc: ")) {
+      EXPECT_EQ(level, LogLevel::debug);
+      ++grpc_lines;
+    }
+  };
+  // The members ask for a client certificate; none is given.
+  auto no_cert = Client::try_connect("etcd+tls://" + etcd.endpoint_list() + "?cacert=" + ca, o);
+  ASSERT_FALSE(no_cert.ok());
+  EXPECT_EQ(no_cert.status().code(), Errc::tls_failed) << no_cert.status().to_string();
+  EXPECT_NE(no_cert.status().message().find("no client certificate was given"), std::string::npos)
+      << no_cert.status().to_string();
+  EXPECT_GT(grpc_lines.load(), 0) << "gRPC's handshake lines reach the logger";
+  // A cacert that is no certificate (here: a text file).
+  const std::string not_pem = etcd.dir() + "/not-a-cert.txt";
+  std::ofstream(not_pem) << "hello\n";
+  auto bad_ca = Client::try_connect("etcd+tls://" + etcd.endpoint_list() + "?cacert=" + not_pem, o);
+  ASSERT_FALSE(bad_ca.ok());
+  EXPECT_EQ(bad_ca.status().code(), Errc::invalid_argument) << bad_ca.status().to_string();
+  EXPECT_NE(bad_ca.status().message().find("cacert=" + not_pem + " holds no PEM certificate"), std::string::npos)
+      << bad_ca.status().to_string();
+}
+
 // The connection drops and comes back after the store was compacted past
 // the revisions the client watched from: its watches start again from a
 // compacted revision, which etcd refuses. The client reads the keys again
