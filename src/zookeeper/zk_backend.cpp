@@ -385,6 +385,10 @@ void ZkBackend::watch_ahead(std::uint64_t id, const Standing& st, std::int64_t p
 
 void ZkBackend::grant(std::uint64_t id, AcquireDone done) {
   if (Clock::now() >= until_) {
+    if (unproven_.empty())
+      log(LogLevel::info, "zookeeper: a grant waits for the leader's next proof of the session (the last ran out " +
+                              std::to_string(std::chrono::duration_cast<milliseconds>(Clock::now() - until_).count()) +
+                              " ms ago)");
     unproven_.emplace_back(id, std::move(done));
     return;
   }
