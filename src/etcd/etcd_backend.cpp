@@ -419,8 +419,8 @@ void EtcdBackend::release(const ReleaseCall& call, std::function<void(Result<Rel
           // key is deleted again in the background until it is gone (it
           // would block every waiter for as long as the lease lives).
           if (refused_for_good(r.status())) {
-            done(let_lease_go(r.status()));
-            return;
+            let_lease_go(r.status());
+            return done(refused_release(r.status()));
           }
           remove_key({found->second.key, found->second.revision, false}, [](Status) {});
           done(r.status());
@@ -436,12 +436,14 @@ bool EtcdBackend::refused_for_good(const Status& s) {
 // revoked): the key would stay as long as the lease is kept alive, which
 // needs no rights (etcd 3.4's keep-alives carry no token), so the lease is
 // let go. Every hold on it is lost, and the lock frees within one lease.
-Status EtcdBackend::let_lease_go(const Status& refused) {
-  const std::string ttl = std::to_string(ttl_.count());
+void EtcdBackend::let_lease_go(const Status& refused) {
   lease_ended(LossReason::unreachable, "a release was refused (" + refused.to_string() +
-                                           "); the lease is no longer kept alive, so its " +
-                                           "keys go within its TTL (" + ttl + " s)");
-  return Status(refused.code(), refused.message() + "; the lock's lease is let go: it frees within " + ttl + " s");
+                                           "); the lease is no longer kept alive, so its keys go within its TTL (" +
+                                           std::to_string(ttl_.count()) + " s)");
+}
+
+Status EtcdBackend::refused_release(const Status& refused) {
+  return Status(refused.code(), refused.message() + "; the lock's lease is let go: it frees within its TTL");
 }
 
 void EtcdBackend::abandon(const AbandonCall& call, StatusDone done) {

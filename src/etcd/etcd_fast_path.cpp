@@ -163,7 +163,7 @@ std::optional<Result<ReleaseOutcome>> EtcdBackend::release_now(const ReleaseCall
         return;
       }
       if (for_good) {
-        (void)let_lease_go(refused);
+        let_lease_go(refused);
         return;
       }
       // Unknown: kept (releasing, its name reserved), deleted again in the
@@ -172,10 +172,7 @@ std::optional<Result<ReleaseOutcome>> EtcdBackend::release_now(const ReleaseCall
       drop_watch(it->second.watch);
       remove_key({k.key, k.revision, false}, [](Status) {});
     });
-    if (for_good)
-      return Result<ReleaseOutcome>(Status(erased.status().code(), erased.status().message() +
-                                                                       "; the lock's lease is let go: it frees "
-                                                                       "within its TTL"));
+    if (for_good) return Result<ReleaseOutcome>(refused_release(erased.status()));
     if (!erased.ok()) {
       // The caller may ask again (the client repeats an unknown release on
       // the next member): the key stays this grant's until answered.

@@ -239,8 +239,10 @@ class EtcdBackend final : public detail::Backend {
   // permission_denied): asking again will not help.
   static bool refused_for_good(const Status& s);
   // Stops keeping the lease alive (lease_ended) so its keys go within its
-  // TTL; the status to answer the release with.
-  Status let_lease_go(const Status& refused);
+  // TTL.
+  void let_lease_go(const Status& refused);
+  // What such a release is answered with, on either path.
+  static Status refused_release(const Status& refused);
   void finish_start(Status s);
 
   asio::io_context& io_;

@@ -19,6 +19,11 @@ namespace dlock::etcd {
 
 Status status_of(const grpc::Status& s, bool write) {
   const std::string what = "etcd: " + s.error_message();
+  // No answer: a write may have been applied before its answer was lost.
+  auto no_answer = [&]() -> Status {
+    if (write) return {Errc::outcome_unknown, what + " (the write may have been applied)"};
+    return {Errc::unavailable, what};
+  };
   switch (s.error_code()) {
     case grpc::StatusCode::OK:
       return {};
@@ -29,9 +34,7 @@ Status status_of(const grpc::Status& s, bool write) {
       [[fallthrough]];
     case grpc::StatusCode::DEADLINE_EXCEEDED:
     case grpc::StatusCode::CANCELLED:
-      // A write may have been applied before its answer was lost.
-      if (write) return {Errc::outcome_unknown, what + " (the write may have been applied)"};
-      return {Errc::unavailable, what};
+      return no_answer();
     case grpc::StatusCode::UNAUTHENTICATED:
       return {Errc::auth_failed, what};
     case grpc::StatusCode::PERMISSION_DENIED:
@@ -53,10 +56,7 @@ Status status_of(const grpc::Status& s, bool write) {
       // ("request timed out", "leader changed"): no answer, not a refusal.
       for (const char* timeout :
            {"context deadline exceeded", "context canceled", "request timed out", "leader changed", "no leader"})
-        if (s.error_message().find(timeout) != std::string::npos) {
-          if (write) return {Errc::outcome_unknown, what + " (the write may have been applied)"};
-          return {Errc::unavailable, what};
-        }
+        if (s.error_message().find(timeout) != std::string::npos) return no_answer();
       return {Errc::server_error, what};
   }
 }
