@@ -44,7 +44,6 @@ bool waiter_segment(std::string_view s) {
 }
 
 constexpr milliseconds kPollWithoutWatch{200};  // a waiter's look, while the watch stream is down
-constexpr milliseconds kRetryDelay{500};        // leases, watch streams, deletes that failed
 
 }  // namespace
 
@@ -91,7 +90,8 @@ EtcdBackend::EtcdBackend(asio::io_context& io, EtcdBackendConfig config)
       lease_retry_(io),
       watch_retry_(io),
       orphan_retry_(io),
-      hold_watch_timer_(io) {}
+      hold_watch_timer_(io),
+      probe_timer_(io) {}
 
 EtcdBackend::~EtcdBackend() {
   if (!closed_) close();
@@ -142,6 +142,7 @@ void EtcdBackend::close() {
   watch_retry_.cancel();
   orphan_retry_.cancel();
   hold_watch_timer_.cancel();
+  probe_timer_.cancel();
   if (start_done_) finish_start(cancelled());
   if (keeper_) keeper_->stop();
   watches_.reset();  // waits for the stream's end
@@ -559,186 +560,6 @@ void EtcdBackend::names(const std::string& prefix, std::function<void(Result<std
       done(std::vector<std::string>(found.begin(), found.end()));
     });
   });
-}
-
-// ---- watches ----
-
-void EtcdBackend::open_watches() {
-  watches_ = rpc_->watches([this](const EtcdRpc::WatchNews& news) { loop([this, news] { on_news(news); }); },
-                           [this](Status why) { loop([this, why] { on_watches_ended(why); }); });
-  // Holds and observers watch again (a deletion meanwhile is found by
-  // starting from the revision each last saw); waiters look again.
-  for (auto& [grant, h] : held_) h.watch = watch_key(h.key, h.revision + 1, {WatchFor::Kind::hold, grant, {}});
-  for (auto& [name, obs] : observers_) arm_observer(name, true);
-  // A stray put may have landed while no watch was looking.
-  for (auto& [key, watch] : guarded_) {
-    watch = 0;
-    remove_key({key, 0, true}, [](Status) {});
-  }
-}
-
-void EtcdBackend::on_watches_ended(const Status& why) {
-  if (!watches_) return;
-  log(LogLevel::warning, "etcd: the watch stream ended (" + why.to_string() + "); opening another");
-  watches_.reset();
-  watching_.clear();
-  for (auto& [id, a] : attempts_) a.watches.clear();
-  for (auto& [grant, h] : held_) h.watch = 0;
-  for (auto& [name, o] : observers_) o.watch = 0;
-  ++reconnects_;
-  if (events_.resync) events_.resync();  // every waiter looks again
-  watch_retry_.expires_after(kRetryDelay);
-  watch_retry_.async_wait([this](const boost::system::error_code& ec) {
-    if (!ec && !closed_) open_watches();
-  });
-}
-
-std::int64_t EtcdBackend::watch_key(const std::string& key, std::int64_t from, WatchFor what,
-                                    const std::string& range_end, bool deletes_only) {
-  if (!watches_) return 0;
-  const std::int64_t id = next_watch_++;
-  if (!watches_->add(id, key, range_end, from, deletes_only)) return 0;
-  watching_.emplace(id, std::move(what));
-  return id;
-}
-
-// A hold's key is watched once it has been held kHoldWatchDelay (from its
-// create revision on, so a delete meanwhile is still told): most holds
-// end before, and cost the server no watch at all.
-void EtcdBackend::watch_hold_soon(std::uint64_t grant) {
-  unwatched_.push_back(grant);
-  if (unwatched_.size() > 1) return;  // the timer is armed
-  hold_watch_timer_.expires_after(kHoldWatchDelay);
-  hold_watch_timer_.async_wait([this](const boost::system::error_code& ec) {
-    if (ec || closed_) return;
-    for (std::uint64_t g : std::exchange(unwatched_, {})) {
-      auto it = held_.find(g);
-      if (it == held_.end() || it->second.releasing || it->second.watch != 0) continue;
-      it->second.watch = watch_key(it->second.key, it->second.revision + 1, {WatchFor::Kind::hold, g, {}});
-    }
-  });
-}
-
-void EtcdBackend::drop_watch(std::int64_t& id) {
-  if (id == 0) return;
-  watching_.erase(id);
-  if (watches_) watches_->remove(id);
-  id = 0;
-}
-
-void EtcdBackend::observe(const std::string& name, StatusDone ready) {
-  Observer& o = observers_[name];
-  if (o.refs++ > 0 && o.in_place) return post(std::move(ready), Status());
-  o.ready.push_back(std::move(ready));
-  if (o.refs == 1) arm_observer(name, false);
-}
-
-void EtcdBackend::unobserve(const std::string& name) {
-  auto it = observers_.find(name);
-  if (it == observers_.end() || --it->second.refs > 0) return;
-  drop_watch(it->second.watch);
-  for (auto& ready : it->second.ready) post(std::move(ready), cancelled());
-  observers_.erase(it);
-}
-
-// Every change under the line from now on: a holder or a waiter came or
-// went. Told as a release of attempt 0 (Election::observe looks again).
-void EtcdBackend::arm_observer(const std::string& name, bool again) {
-  Observer& o = observers_[name];
-  drop_watch(o.watch);
-  o.in_place = false;
-  o.tell = o.tell || again;
-  const std::string line = line_of(name);
-  o.watch = watch_key(line, 0, {WatchFor::Kind::observer, 0, name}, prefix_end(line), false);
-  if (o.watch != 0) return;
-  // The stream is down: the observers look now, and again once it is back.
-  for (auto& ready : o.ready) post(std::move(ready), Status(Errc::unavailable, "etcd: the watch stream is down"));
-  o.ready.clear();
-}
-
-// The server confirmed the watch: whatever changes from here on is told.
-void EtcdBackend::observer_ready(const std::string& name) {
-  auto it = observers_.find(name);
-  if (it == observers_.end()) return;
-  Observer& o = it->second;
-  o.in_place = true;
-  for (auto& ready : o.ready) post(std::move(ready), Status());
-  o.ready.clear();
-  if (std::exchange(o.tell, false) && events_.released) events_.released({name, 0});
-}
-
-void EtcdBackend::on_news(const EtcdRpc::WatchNews& news) {
-  if (news.watch_id == -1) {
-    // A watch the server refused to make (etcd names no id then): an
-    // expired token, or a right missing. Authenticated again and the
-    // stream made anew; every watch is set again and every waiter looks.
-    log(LogLevel::warning, "etcd: a watch was refused (" + news.reason + "); opening the stream again");
-    if (Status s = rpc_->reauthenticate(by()); !s.ok()) log(LogLevel::warning, "etcd: " + s.to_string());
-    return on_watches_ended(Status(Errc::unavailable, "etcd: a watch was refused: " + news.reason));
-  }
-  auto it = watching_.find(news.watch_id);
-  if (it == watching_.end()) return;  // dropped meanwhile
-  const WatchFor what = it->second;
-  if (news.created && !news.canceled) {
-    if (what.kind == WatchFor::Kind::attempt) confirm_watch(what.id, what.name, news.revision);
-    if (what.kind == WatchFor::Kind::observer) observer_ready(what.name);
-    return;
-  }
-  if (news.canceled) {
-    watching_.erase(it);
-    if (news.compact_revision > 0)
-      log(LogLevel::info, "etcd: a watch's start revision was compacted (now " + std::to_string(news.compact_revision) +
-                              "); reading again");
-  }
-  switch (what.kind) {
-    case WatchFor::Kind::attempt:
-      return wake(what.id);
-    case WatchFor::Kind::hold: {
-      auto h = held_.find(what.id);
-      if (h == held_.end() || h->second.releasing || fast_releasing(what.id)) return;
-      if (news.canceled && !news.changed) {
-        // Compacted past the grant: is the key still there? Read, then watch
-        // from the read on.
-        h->second.watch = 0;
-        ++calls_;
-        rpc_->read_line(h->second.key, true, by(), [this, grant = what.id](Result<EtcdRpc::Range> r) {
-          loop([this, grant, r = std::move(r)] {
-            auto still = held_.find(grant);
-            if (still == held_.end() || still->second.releasing || !r.ok()) return;
-            if (!created_at(r->kvs, still->second.key, still->second.revision)) return hold_lost(grant);
-            still->second.watch = watch_key(still->second.key, r->revision + 1, {WatchFor::Kind::hold, grant, {}});
-          });
-        });
-        return;
-      }
-      return hold_lost(what.id);
-    }
-    case WatchFor::Kind::observer:
-      if (news.canceled) return arm_observer(what.name, true);
-      if (events_.released) events_.released({what.name, 0});
-      return;
-    case WatchFor::Kind::stray:
-      // A put that was still in flight landed after the delete (or the
-      // watch ended): deleted again, and watched from then on.
-      if (auto g = guarded_.find(what.name); g != guarded_.end() && g->second == news.watch_id) {
-        drop_watch(g->second);  // kept in guarded_ (no key of a new acquire takes its name) until guarded again
-        log(LogLevel::info, "etcd: deleting " + what.name + " again: an abandoned acquire's put landed late");
-        remove_key({what.name, 0, true}, [](Status) {});
-      }
-      return;
-  }
-}
-
-void EtcdBackend::hold_lost(std::uint64_t grant) {
-  auto h = held_.find(grant);
-  if (h == held_.end() || fast_releasing(grant)) return;  // released on a caller's thread meanwhile
-  Held gone = std::move(h->second);
-  held_.erase(h);
-  forget_fast(grant);
-  drop_watch(gone.watch);
-  log(LogLevel::warning,
-      "etcd: the lock key " + gone.key + " was deleted while held (by an operator, a tool, or its lease's end)");
-  if (events_.lost) events_.lost({{gone.name, gone.owner, grant}}, LossReason::expired);
 }
 
 std::unique_ptr<detail::Backend> make_etcd_backend(asio::io_context& io, EtcdBackendConfig config) {

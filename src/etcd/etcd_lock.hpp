@@ -191,9 +191,15 @@ class EtcdBackend final : public detail::Backend {
   void retry_orphans();
 
   // ---- watches (etcd_backend.cpp) ----
-  void open_watches();
+  // On another member than `avoid` while one is connected.
+  void open_watches(std::optional<std::size_t> avoid = std::nullopt);
   void on_news(const EtcdRpc::WatchNews& news);
-  void on_watches_ended(const Status& why);
+  // `silent`: the member that stopped answering (the stream is opened
+  // again at once, elsewhere); otherwise after kRetryDelay.
+  void on_watches_ended(const Status& why, std::optional<std::size_t> silent = std::nullopt);
+  // The probe's tick (etcd_watches.cpp), armed while anything is watched.
+  void probe_soon();
+  void stream_silent(Clock::duration silent);
   // A watch of `key`'s deletion from `from` (0: none if the stream is down);
   // with `range_end`, of every change in [key, range_end).
   std::int64_t watch_key(const std::string& key, std::int64_t from, WatchFor what, const std::string& range_end = {},
@@ -201,6 +207,7 @@ class EtcdBackend final : public detail::Backend {
   void drop_watch(std::int64_t& id);
   void watch_hold_soon(std::uint64_t grant);
   static constexpr milliseconds kHoldWatchDelay{50};
+  static constexpr milliseconds kRetryDelay{500};  // leases, watch streams, deletes that failed
   // `again`: after a reopened stream or a cancelled watch: the observers
   // are told once the watch is in place (a change may have been missed).
   void arm_observer(const std::string& name, bool again);
@@ -252,7 +259,10 @@ class EtcdBackend final : public detail::Backend {
   std::unique_ptr<LeaseKeeper> keeper_;
   std::unique_ptr<EtcdRpc::Watches> watches_;
   StatusDone start_done_;
-  asio::steady_timer deadline_, lease_retry_, watch_retry_, orphan_retry_, hold_watch_timer_;
+  asio::steady_timer deadline_, lease_retry_, watch_retry_, orphan_retry_, hold_watch_timer_, probe_timer_;
+  std::uint64_t stream_ = 0;              // the watch stream's number (news of an earlier one is dropped)
+  bool probing_ = false;                  // probe_timer_ is armed
+  Clock::time_point probe_sent_{};        // the probe out on the stream (none: {})
   std::vector<std::uint64_t> unwatched_;  // holds whose key is watched at the timer
   bool closed_ = false;
   std::int64_t lease_ = 0;  // 0: none yet (asked for)

@@ -248,14 +248,24 @@ EtcdRpc::Impl::Impl(EtcdConfig c, std::shared_ptr<grpc::ChannelCredentials> cred
   }
 }
 
-EtcdRpc::Impl::Member& EtcdRpc::Impl::pick() {
+EtcdRpc::Impl::Member& EtcdRpc::Impl::pick(std::optional<std::size_t> avoid) {
   const std::size_t n = members.size();
   if (n == 1) return members.front();
   const std::size_t start = next_.fetch_add(1, std::memory_order_relaxed) % n;
+  // A connected member, trusted first: one suspected (or avoided) only
+  // when no other is connected.
+  const Clock::rep now = Clock::now().time_since_epoch().count();
+  Member* doubtful = nullptr;
   for (std::size_t k = 0; k < n; ++k) {
     Member& m = members[(start + k) % n];
-    if (m.channel->GetState(false) == GRPC_CHANNEL_READY) return m;
+    if (m.channel->GetState(false) != GRPC_CHANNEL_READY) continue;
+    if ((avoid && index_of(m) == *avoid) || m.suspect_until->load(std::memory_order_relaxed) > now) {
+      if (doubtful == nullptr) doubtful = &m;
+      continue;
+    }
+    return m;
   }
+  if (doubtful != nullptr) return *doubtful;
   Member* hopeful = nullptr;
   for (std::size_t k = 0; k < n; ++k) {
     Member& m = members[(start + k) % n];
@@ -264,6 +274,12 @@ EtcdRpc::Impl::Member& EtcdRpc::Impl::pick() {
   }
   return hopeful != nullptr ? *hopeful : members[start];
 }
+
+void EtcdRpc::suspect(std::size_t member, Clock::time_point until) {
+  impl_->members.at(member).suspect_until->store(until.time_since_epoch().count(), std::memory_order_relaxed);
+}
+
+const std::string& EtcdRpc::endpoint(std::size_t member) const { return impl_->members.at(member).endpoint; }
 
 bool EtcdRpc::Impl::wait_connected(Clock::time_point by) {
   for (;;) {

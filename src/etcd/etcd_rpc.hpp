@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -153,10 +154,18 @@ class EtcdRpc {
     std::int64_t compact_revision = 0;  // > 0: its start revision was compacted away
     std::int64_t revision = 0;          // the store's when sent (created: a watch from now sees later ones)
     std::string reason;
+    bool progress = false;  // the answer to Watches::probe(): of no watch
   };
   // `news` runs on a gRPC thread for every answer; `ended` once, when the
-  // stream ends (the server went, or cancel()).
-  std::unique_ptr<Watches> watches(std::function<void(const WatchNews&)> news, std::function<void(Status)> ended);
+  // stream ends (the server went, or cancel()). On a member other than
+  // `avoid` (an index into the endpoints) when another is connected.
+  std::unique_ptr<Watches> watches(std::function<void(const WatchNews&)> news, std::function<void(Status)> ended,
+                                   std::optional<std::size_t> avoid = std::nullopt);
+  // Member `member` stopped answering (a probe went unanswered): calls go
+  // to the other members until `until`, while one of them is connected.
+  void suspect(std::size_t member, Clock::time_point until);
+  // "host:port" of member `member`.
+  const std::string& endpoint(std::size_t member) const;
 
   struct Impl;
 
@@ -193,6 +202,13 @@ class EtcdRpc::Watches {
   bool add(std::int64_t watch_id, const std::string& key, const std::string& range_end, std::int64_t from_revision,
            bool deletes_only);
   bool remove(std::int64_t watch_id);
+  // Asks the member for the store's revision (a progress request): any
+  // answer on the stream proves the member still serves it.
+  bool probe();
+  // When the stream last carried an answer (or was opened).
+  Clock::time_point last_heard() const;
+  // The member carrying it (an index into the endpoints).
+  std::size_t member() const;
   void cancel();
 
   struct State;

@@ -51,6 +51,8 @@ void EtcdRpc::KeepAlive::cancel() { s_->ctx.TryCancel(); }
 struct EtcdRpc::Watches::State final : grpc::ClientBidiReactor<pb::WatchRequest, pb::WatchResponse> {
   std::function<void(const WatchNews&)> news;
   std::function<void(Status)> ended;
+  std::size_t member = 0;
+  std::atomic<Clock::rep> heard{Clock::now().time_since_epoch().count()};
   grpc::ClientContext ctx;
   pb::WatchResponse resp;
   std::mutex mu;
@@ -89,6 +91,7 @@ struct EtcdRpc::Watches::State final : grpc::ClientBidiReactor<pb::WatchRequest,
   }
   void OnReadDone(bool ok) override {
     if (!ok) return ended(Status(Errc::unavailable, "etcd: the watch stream ended"));
+    heard.store(Clock::now().time_since_epoch().count(), std::memory_order_relaxed);
     WatchNews n;
     n.watch_id = resp.watch_id();
     n.created = resp.created();
@@ -97,6 +100,9 @@ struct EtcdRpc::Watches::State final : grpc::ClientBidiReactor<pb::WatchRequest,
     n.revision = resp.header().revision();
     n.reason = resp.cancel_reason();
     n.changed = resp.events_size() > 0;
+    // etcd names no watch in a progress answer (nor in a refused create,
+    // which is created and canceled at once).
+    n.progress = n.watch_id == -1 && !n.created && !n.canceled && !n.changed;
     news(n);
     StartRead(&resp);
   }
@@ -121,12 +127,15 @@ EtcdRpc::Watches::~Watches() {
 }
 
 std::unique_ptr<EtcdRpc::Watches> EtcdRpc::watches(std::function<void(const WatchNews&)> news,
-                                                   std::function<void(Status)> ended) {
+                                                   std::function<void(Status)> ended,
+                                                   std::optional<std::size_t> avoid) {
   auto s = std::make_shared<Watches::State>();
   s->news = std::move(news);
   s->ended = std::move(ended);
   impl_->prepare_stream(s->ctx);
-  impl_->pick().watch->async()->Watch(&s->ctx, s.get());
+  Impl::Member& m = impl_->pick(avoid);
+  s->member = impl_->index_of(m);
+  m.watch->async()->Watch(&s->ctx, s.get());
   s->AddHold();
   s->StartRead(&s->resp);
   s->StartCall();
@@ -150,6 +159,18 @@ bool EtcdRpc::Watches::remove(std::int64_t watch_id) {
   req.mutable_cancel_request()->set_watch_id(watch_id);
   return s_->send(std::move(req));
 }
+
+bool EtcdRpc::Watches::probe() {
+  pb::WatchRequest req;
+  req.mutable_progress_request();
+  return s_->send(std::move(req));
+}
+
+Clock::time_point EtcdRpc::Watches::last_heard() const {
+  return Clock::time_point(Clock::duration(s_->heard.load(std::memory_order_relaxed)));
+}
+
+std::size_t EtcdRpc::Watches::member() const { return s_->member; }
 
 void EtcdRpc::Watches::cancel() { s_->ctx.TryCancel(); }
 

@@ -112,12 +112,16 @@ struct EtcdRpc::Impl {
     std::unique_ptr<pb::Watch::Stub> watch;
     std::unique_ptr<pb::Maintenance::Stub> maintenance;
     std::unique_ptr<pb::Auth::Stub> auth;
+    // Until then (steady clock, ns), passed over while another is
+    // connected: a probe found it silent (frozen, or cut off).
+    std::unique_ptr<std::atomic<Clock::rep>> suspect_until = std::make_unique<std::atomic<Clock::rep>>(0);
   };
   // The member for the next call: the members connected now in turn (as
   // etcd's own client balances: a call that failed on one, frozen, gone or
   // cut off, is made again on the next); when none is, the next one that
   // may still connect, every idle one asked to connect. Any thread.
-  Member& pick();
+  Member& pick(std::optional<std::size_t> avoid = std::nullopt);
+  std::size_t index_of(const Member& m) const { return static_cast<std::size_t>(&m - members.data()); }
   // True once a member is connected, false at `by`.
   bool wait_connected(Clock::time_point by);
 

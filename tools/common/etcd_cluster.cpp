@@ -1,7 +1,12 @@
 #include "common/etcd_cluster.hpp"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
@@ -181,6 +186,31 @@ int EtcdCluster::leader() const {
   return -1;
 }
 
+int EtcdCluster::watch_streams(int i) const {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return -1;
+  timeval limit{2, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof limit);
+  ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &limit, sizeof limit);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<std::uint16_t>(client_port(i)));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  std::string reply;
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) {
+    const std::string ask = "GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
+    if (::send(fd, ask.data(), ask.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(ask.size())) {
+      char buf[16384];
+      for (ssize_t n; (n = ::recv(fd, buf, sizeof buf, 0)) > 0;) reply.append(buf, static_cast<std::size_t>(n));
+    }
+  }
+  ::close(fd);
+  const std::string gauge = "\netcd_debugging_mvcc_watch_stream_total ";
+  const auto at = reply.find(gauge);
+  if (at == std::string::npos) return -1;
+  return std::atoi(reply.c_str() + at + gauge.size());
+}
+
 bool EtcdCluster::wait_leader(std::chrono::milliseconds limit) const {
   const auto until = std::chrono::steady_clock::now() + limit;
   for (;;) {
@@ -199,8 +229,10 @@ void EtcdCluster::resume(int i) {
 }
 void EtcdCluster::kill(int i) { kill_child(members_.at(static_cast<std::size_t>(i))); }
 
-RunResult EtcdCluster::etcdctl(const std::vector<std::string>& args, std::chrono::milliseconds timeout) const {
-  std::vector<std::string> argv = etcdctl_argv(endpoint_list());
+RunResult EtcdCluster::etcdctl(const std::vector<std::string>& args, std::chrono::milliseconds timeout,
+                               int only) const {
+  std::vector<std::string> argv =
+      etcdctl_argv(only < 0 ? endpoint_list() : endpoints().at(static_cast<std::size_t>(only)));
   argv.insert(argv.end(), args.begin(), args.end());
   return run(argv, timeout, kApi3);
 }

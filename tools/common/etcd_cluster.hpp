@@ -54,10 +54,10 @@ class EtcdCluster {
   // etcd://ENDPOINTS[/prefix]: dlock's URL of the cluster (etcd+tls://
   // with the certificates when TLS).
   std::string url(const std::string& path = "") const;
-  // Runs etcdctl (API v3) against the cluster with `args`, to its end or
-  // `timeout`.
-  RunResult etcdctl(const std::vector<std::string>& args,
-                    std::chrono::milliseconds timeout = std::chrono::seconds(10)) const;
+  // Runs etcdctl (API v3) against the cluster (or member `only`) with
+  // `args`, to its end or `timeout`.
+  RunResult etcdctl(const std::vector<std::string>& args, std::chrono::milliseconds timeout = std::chrono::seconds(10),
+                    int only = -1) const;
   // The keys starting with `prefix` and their create revisions, oldest
   // first (read with etcdctl).
   std::vector<std::pair<std::string, std::uint64_t>> keys(const std::string& prefix) const;
@@ -66,6 +66,9 @@ class EtcdCluster {
   Child etcdctl_spawn(const std::vector<std::string>& args, const std::string& output_file) const;
   // The index of the member that leads now (-1: none answered).
   int leader() const;
+  // The watch streams member i serves now (its /metrics gauge), -1 when it
+  // does not answer within 2 s. Plain (not TLS) clusters only.
+  int watch_streams(int i) const;
   // Waits until a member says it leads; false after `limit`.
   bool wait_leader(std::chrono::milliseconds limit) const;
   pid_t pid(int i) const { return members_.at(static_cast<std::size_t>(i)).pid; }  // -1 when stopped
