@@ -391,9 +391,18 @@ void ClientCore::abandon_until(const std::shared_ptr<Hold>& hold, AbandonCall ca
 // An attempt in flight remembers the release for its answer (a busy answer
 // may predate it). step() may finish an op, which erases it from the list:
 // the loop walks a copy.
-// A queue backend names the attempt whose predecessor went: only it is woken.
+// A queue backend names the attempt whose predecessor went: only it is woken,
+// even before it joined the waiters (its first busy answer, which set the
+// backend's watches, may come after the release it awaits).
 void ClientCore::on_release_published(const std::string& name, std::uint64_t attempt) {
   auto it = waiters_.find(name);
+  if (attempt != 0 && (it == waiters_.end() || std::none_of(it->second.begin(), it->second.end(),
+                                                            [&](const auto& op) { return op->attempt == attempt; }))) {
+    for (const auto& op : live_ops_)
+      if (op->attempt == attempt && op->name == name && !op->finished && op->fsm.attempting())
+        (void)op->fsm.on_wake(this->now());
+    return;
+  }
   if (it == waiters_.end()) return;
   const auto now = this->now();
   const std::vector<std::shared_ptr<AcquireOp>> ops(it->second.begin(), it->second.end());

@@ -16,8 +16,8 @@ namespace dlock::etcd {
 namespace {
 
 constexpr milliseconds kProbeTick{250};
-constexpr milliseconds kProbeAfter{1000};   // of silence
-constexpr milliseconds kProbeAnswer{1000};  // the probe's answer, at most
+constexpr milliseconds kProbeAfter{1000};        // of silence
+constexpr milliseconds kProbeAnswer{1000};       // the probe's answer, at most
 constexpr std::chrono::seconds kSuspectFor{10};  // past gRPC's own pings (3 to 8 s)
 
 }  // namespace
@@ -59,7 +59,7 @@ void EtcdBackend::on_watches_ended(const Status& why, std::optional<std::size_t>
   for (auto& [grant, h] : held_) h.watch = 0;
   for (auto& [name, o] : observers_) o.watch = 0;
   ++reconnects_;
-  if (events_.resync) events_.resync();  // every waiter looks again
+  if (events_.resync) events_.resync();     // every waiter looks again
   if (silent) return open_watches(silent);  // on another member, at once
   watch_retry_.expires_after(kRetryDelay);
   watch_retry_.async_wait([this](const boost::system::error_code& ec) {

@@ -51,6 +51,13 @@ class FakeBackend final : public detail::Backend {
     server_.acquire_calls_.push_back(call);
     if (auto failed = take_failure()) return post([done = std::move(done), s = *failed] { done(s); });
     Result<AcquireOutcome> out = apply_acquire(call);
+    if (out.ok() && out->kind == AcquireOutcome::Kind::busy && server_.release_before_busy.exchange(false)) {
+      out->hint = WaitHint::watched();  // its read set the watches, as ZooKeeper's does
+      server_.locks_.erase(call.name);
+      post([this, key = detail::WatchKey{call.name, call.attempt}] {
+        if (events_.released) events_.released(key);
+      });
+    }
     if (server_.drop_ > 0) {
       --server_.drop_;
       out = Status(Errc::outcome_unknown, "fake: reply dropped");

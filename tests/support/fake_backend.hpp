@@ -68,6 +68,12 @@ struct FakeServer {
   // the server's lock: a test ends the session here, before the client can
   // stage the grant.
   std::function<void()> after_acquire_now;
+  // While set, the next busy answer of acquire() (the I/O thread's) is
+  // overtaken by the lock's release: the lock is freed and its release
+  // published, naming the attempt (as a queue backend names the waiter
+  // whose predecessor went), before the busy answer is delivered. That
+  // answer says the backend watches already (WaitHint::watched).
+  std::atomic<bool> release_before_busy{false};
   // While false, release_now is not offered (as a backend whose blocking
   // connections are all busy): the release must go through the I/O thread.
   std::atomic<bool> release_now_offered{true};

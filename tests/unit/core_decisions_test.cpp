@@ -317,6 +317,24 @@ TEST(CoreDecisions, AFastGrantLostBeforeItIsStagedIsLost) {
   EXPECT_FALSE(other->lost());
 }
 
+// A release told while a waiter's first attempt is still out (ZooKeeper's
+// semaphore waiter watches several nodes ahead, and one may go before its
+// busy answer): the waiter looks again at once, not at its deadline. It
+// was dropped, as the waiter had not yet joined the name's waiters.
+TEST(CoreDecisions, AReleaseToldBeforeTheFirstBusyAnswerWakesTheWaiter) {
+  FakeServer server;
+  server.caps.needs_renewal = false;
+  server.set_holder_ttl(std::nullopt);  // busy answers say: wait for the release
+  Client client = connect(server);
+  server.take("x");
+  server.release_before_busy = true;
+  const auto t0 = std::chrono::steady_clock::now();
+  auto got = client.acquire("x", 5s);
+  ASSERT_TRUE(got.ok()) << got.status().to_string();
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 2s) << "woken by the release, not its deadline";
+  EXPECT_EQ(server.acquires(), 2);
+}
+
 TEST(CoreDecisions, RenewalsFailingWhileTheLinkIsDownLoseTheLease) {
   FakeServer server;
   Client client = connect(server);
