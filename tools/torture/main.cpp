@@ -72,7 +72,7 @@ CLI::App* add_worker_command(CLI::App& app, WorkerArgs& wa) {
   worker->add_option("--lock-ports", wa.lock_ports)->delimiter(',');
   worker->add_option("--lock-url", wa.lock_url);
   worker->add_option("--sqlite", wa.sqlite_path);
-  worker->add_option("--pg-user", wa.pg_user);
+  worker->add_option("--user", wa.user);
   worker->add_option("--resource-port", wa.resource_port)->required();
   worker->add_option("--ttl", wa.ttl_ms);
   worker->add_option("--think", wa.think_ms);

@@ -257,7 +257,7 @@ void plan_workers(RunCtx& c, const RunConfig& cfg, const Scenario& scenario, con
     p.args.failpoints = scenario.failpoints;
     p.args.permits = cfg.permits;
     p.clock = std::make_unique<ClockControl>(fs::absolute(dir / ("clock-" + p.args.proc)).string());
-    if (scenario.pg_role) p.args.pg_user = scenario.pg_role(w);
+    if (scenario.user) p.args.user = scenario.user(w);
     c.procs.push_back(std::move(p));
   }
 }

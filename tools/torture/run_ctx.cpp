@@ -76,7 +76,7 @@ void RunCtx::spawn(int w) {
   if (!ports.empty()) args.insert(args.end(), {"--lock-ports", ports});
   if (!a.lock_url.empty()) args.insert(args.end(), {"--lock-url", a.lock_url});
   if (!a.sqlite_path.empty()) args.insert(args.end(), {"--sqlite", a.sqlite_path});
-  if (!a.pg_user.empty()) args.insert(args.end(), {"--pg-user", a.pg_user});
+  if (!a.user.empty()) args.insert(args.end(), {"--user", a.user});
   p.wrap = wrap_worker ? wrap_worker(*this, w) : std::vector<std::string>{};
   args.insert(args.begin(), p.wrap.begin(), p.wrap.end());
   slots->at(w).pid.store(0);  // set by the worker once it runs

@@ -118,7 +118,7 @@ const std::vector<ShortRow>& short_rows() {
       {"dlock-run", {"cli-tstp"}},
       {"etcd",
        {"pause", "holder-kill", "partition", "net-drop", "etcd-leader-kill", "etcd-member-pause", "etcd-member-cut",
-        "etcd-operator-delete", "etcd-compaction"}},
+        "etcd-stream-pause", "etcd-operator-delete", "etcd-auth-revoke", "etcd-compaction"}},
       // A failover on Sentinel; Cluster's (a TAKEOVER that, beside another
       // run, once left the cluster unsettled past the harness's 30 s) in the
       // full suite, and in the cluster's own tests.

@@ -65,8 +65,9 @@ struct Scenario {
   // Worker w's command prefix, asked at every (re)spawn: unshare into other
   // namespaces; empty: none.
   std::function<std::vector<std::string>(RunCtx&, int)> wrap = nullptr;
-  // Worker w's PostgreSQL role; "" or unset: the superuser.
-  std::function<std::string(int)> pg_role = nullptr;
+  // Worker w's login: a PostgreSQL role, or etcd's "user:password"; "" or
+  // unset: the superuser (PostgreSQL), none (etcd).
+  std::function<std::string(int)> user = nullptr;
   // ZooKeeper: server 0's quorum and election links go through proxies
   // (RunCtx::peer_net); etcd: what the other members hear of member 0 goes
   // through one. Odd workers are clients of server 0 only.

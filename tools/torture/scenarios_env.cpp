@@ -262,7 +262,7 @@ void add_postgres_setting_scenarios(std::vector<Scenario>& v) {
                       "PostgreSQL: two roles, one with a schema of its own name first on its search_path", pg_two_roles,
                       safe(1, "no overlap: every role finds the same lock table, whatever its search_path"), kPostgres);
     s.prepare = pg_make_role_with_schema;
-    s.pg_role = [](int w) { return w % 2 == 0 ? std::string() : std::string("alice"); };
+    s.user = [](int w) { return w % 2 == 0 ? std::string() : std::string("alice"); };
   }
 }
 

@@ -1,6 +1,7 @@
 // The faults of an etcd cluster: its leader killed, a member paused or cut
-// off from the others, an operator deleting the holder's key, and
-// compaction under waiting clients.
+// off from the others, the follower carrying the clients' watch streams
+// paused, an operator deleting the holder's key, the holder's rights
+// revoked mid-hold, and compaction under waiting clients.
 #include <sstream>
 
 #include "run_ctx.hpp"
@@ -78,6 +79,88 @@ void etcd_member_pause(RunCtx& c) {
     const bool led = etcd.wait_leader(ms(10000));
     c.fault_end("member-pause", member_label(m),
                 std::string("SIGCONT; ") + (led ? "a leader" : "NO leader after 10 s"));
+    c.idle(ms(c.uniform(1000, 2000)));
+  }
+}
+
+// SIGSTOPs the follower serving the most of the clients' watch streams
+// (its /metrics gauge) for 1.5-2.5 leases while a lock is held and others
+// wait: their wake-ups and the holder's loss notices travel on it. Each
+// client's stream is probed and moves to another member.
+void etcd_stream_pause(RunCtx& c) {
+  c.idle(ms(1000));
+  while (c.running()) {
+    const int w = c.find_worker(Phase::holding, ms(1000));
+    auto& etcd = *c.etcd_cluster();
+    const int leader = etcd.leader();
+    int m = -1, streams = 0;
+    for (int i = 0; i < etcd.size() && leader >= 0; ++i) {
+      if (i == leader) continue;
+      const int n = etcd.watch_streams(i);
+      if (n > streams) streams = n, m = i;
+    }
+    if (m < 0) {
+      c.idle(ms(200));
+      continue;
+    }
+    const auto d = ms(c.uniform(c.ttl_ms() * 3 / 2, c.ttl_ms() * 5 / 2));
+    const std::int64_t at = mono_ns();
+    etcd.pause(m);
+    c.fault_start("stream-pause", member_label(m),
+                  "SIGSTOP etcd follower pid " + std::to_string(etcd.pid(m)) + ", carrying " + std::to_string(streams) +
+                      " watch stream(s), for " + std::to_string(d.count()) + " ms while " + holder_or_nobody(c, w) +
+                      " held the lock",
+                  at);
+    c.idle(d);
+    etcd.resume(m);
+    const bool led = etcd.wait_leader(ms(10000));
+    c.fault_end("stream-pause", member_label(m),
+                std::string("SIGCONT; ") + (led ? "a leader" : "NO leader after 10 s"));
+    c.idle(ms(c.uniform(1000, 2000)));
+  }
+}
+
+// The scenario's logins: even workers are alice, odd ones bob, each with
+// role "locker" (read and write under torture/); root may do anything.
+const char* const kRoot = "--user=root:root";
+std::string login_of(int w) { return w % 2 == 0 ? "alice" : "bob"; }
+
+void etcd_auth_prepare(RunCtx& c) {
+  auto& etcd = *c.etcd_cluster();
+  const std::vector<std::vector<std::string>> steps = {
+      {"user", "add", "root", "--new-user-password=root"},
+      {"user", "add", "alice", "--new-user-password=alice"},
+      {"user", "add", "bob", "--new-user-password=bob"},
+      {"role", "add", "locker"},
+      {"role", "grant-permission", "locker", "--prefix=true", "readwrite", "torture/"},
+      {"user", "grant-role", "alice", "locker"},
+      {"user", "grant-role", "bob", "locker"},
+      {"auth", "enable"}};
+  for (const auto& step : steps) {
+    const auto r = etcd.etcdctl(step);
+    if (r.exit_code != 0) throw std::runtime_error("etcdctl " + step[0] + " " + step[1] + ": " + r.err);
+  }
+}
+
+// Revokes the holder's login's role while it holds (as an operator
+// rotating rights), for 1-2 leases: its release is refused, so it lets its
+// lease go; the other login's workers go on. Then the role is granted back.
+void etcd_auth_revoke(RunCtx& c) {
+  c.idle(ms(1000));
+  while (c.running()) {
+    const int w = c.find_worker(Phase::holding, ms(1000));
+    if (w < 0) continue;
+    auto& etcd = *c.etcd_cluster();
+    const std::string user = login_of(w);
+    const std::int64_t at = mono_ns();
+    const auto r = etcd.etcdctl({kRoot, "user", "revoke-role", user, "locker"});
+    c.fault_start("auth-revoke", user,
+                  "etcdctl user revoke-role " + user + " locker while " + c.name(w) +
+                      " held the lock: " + (r.exit_code == 0 ? r.out : r.err),
+                  at);
+    c.idle(ms(c.uniform(c.ttl_ms(), 2 * c.ttl_ms())));
+    const auto back = etcd.etcdctl({kRoot, "user", "grant-role", user, "locker"});
+    c.fault_end("auth-revoke", user, "granted back: " + (back.exit_code == 0 ? back.out : back.err));
     c.idle(ms(c.uniform(1000, 2000)));
   }
 }
@@ -172,6 +255,21 @@ void add_etcd_scenarios(std::vector<Scenario>& v) {
     s.think_min_leases = 1.0;
     s.think_leases = 2.0;
     s.dlock.min_grants = 3;
+  }
+  add(v, "etcd-stream-pause",
+      "etcd: SIGSTOP the follower carrying the clients' watch streams for 1.5-2.5 leases while held, others waiting",
+      etcd_stream_pause,
+      safe(1, "no overlap, no waiter asleep: a silent stream is probed and its watches move to another member"), kEtcd);
+  {
+    Scenario& s = add(v, "etcd-auth-revoke",
+                      "etcd: the holder's user loses its role (etcdctl user revoke-role) for 1-2 leases while held",
+                      etcd_auth_revoke,
+                      safe(1,
+                           "no overlap: a holder whose release is refused lets its lease go, so the lock frees "
+                           "within one lease and no sooner"),
+                      kEtcd);
+    s.prepare = etcd_auth_prepare;
+    s.user = [](int w) { return login_of(w) + ":" + login_of(w); };
   }
   {
     Scenario& s = add(v, "etcd-operator-delete", "etcd: an operator deletes the holder's key (etcdctl del) while held",

@@ -26,8 +26,8 @@ std::string dlock_url(LockServer server, const StrategyConfig& c) {
   if (!c.url.empty()) return c.url;
   if (server == LockServer::sqlite) return "sqlite://" + c.sqlite_path;
   if (server == LockServer::postgres)
-    return "postgres://" + c.pg_user + "@" + c.host + ":" + std::to_string(c.ports.at(0)) +
-           "/postgres?application_name=" + c.client_name;
+    return "postgres://" + (c.user.empty() ? std::string("postgres") : c.user) + "@" + c.host + ":" +
+           std::to_string(c.ports.at(0)) + "/postgres?application_name=" + c.client_name;
   if (server == LockServer::zookeeper) {
     // The session timeout is the lease: how long a silent holder keeps it.
     std::string url = "zk://";
@@ -36,7 +36,7 @@ std::string dlock_url(LockServer server, const StrategyConfig& c) {
   }
   if (server == LockServer::etcd) {
     // The lease is the session: etcd grants whole seconds.
-    std::string url = "etcd://";
+    std::string url = "etcd://" + (c.user.empty() ? std::string() : c.user + "@");
     for (std::size_t i = 0; i < c.ports.size(); ++i) url += (i ? "," : "") + c.host + ":" + std::to_string(c.ports[i]);
     return url + "/torture?session_timeout=" + std::to_string((c.ttl_ms + 999) / 1000) + "s";
   }

@@ -46,8 +46,8 @@ struct StrategyConfig {
   std::string host = "127.0.0.1";
   // The lock servers (through the proxies): one, or the Redlock masters.
   std::vector<std::uint16_t> ports;
-  std::string sqlite_path;           // the lock file, for LockServer::sqlite
-  std::string pg_user = "postgres";  // the PostgreSQL role
+  std::string sqlite_path;  // the lock file, for LockServer::sqlite
+  std::string user;         // PostgreSQL role ("": postgres) or etcd "user:password" ("": none)
   // The worker's name: its PostgreSQL application_name, so the nemesis can
   // find its connections.
   std::string client_name;

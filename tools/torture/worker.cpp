@@ -78,7 +78,7 @@ class Worker {
     sc.ports = a_.lock_ports;
     sc.url = a_.lock_url;
     sc.sqlite_path = a_.sqlite_path;
-    if (!a_.pg_user.empty()) sc.pg_user = a_.pg_user;
+    sc.user = a_.user;
     sc.client_name = a_.proc;
     sc.ttl_ms = a_.ttl_ms;
     sc.failpoint = [this](const char* name) { failpoint(name); };

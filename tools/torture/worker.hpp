@@ -17,7 +17,7 @@ struct WorkerArgs {
   std::vector<std::uint16_t> lock_ports;  // lock server(s), through the proxies
   std::string lock_url;                   // the whole URL (cluster, Sentinel); "": from lock_ports
   std::string sqlite_path;                // the lock file of strategy sqlite
-  std::string pg_user;                    // PostgreSQL role; "" for the superuser
+  std::string user;                       // PostgreSQL role or etcd user:password; "": the default
   std::uint16_t resource_port = 0;        // resource server, direct
   std::int64_t ttl_ms = 1000;
   std::int64_t think_ms = 20;  // think U(think_min, think) between read and write
