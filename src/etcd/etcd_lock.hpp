@@ -199,6 +199,7 @@ class EtcdBackend final : public detail::Backend {
   void on_watches_ended(const Status& why, std::optional<std::size_t> silent = std::nullopt);
   // The probe's tick (etcd_watches.cpp), armed while anything is watched.
   void probe_soon();
+  milliseconds probe_answer() const;
   void stream_silent(Clock::duration silent);
   // A watch of `key`'s deletion from `from` (0: none if the stream is down);
   // with `range_end`, of every change in [key, range_end).

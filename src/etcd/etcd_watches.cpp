@@ -5,11 +5,11 @@
 // the stream then hears nothing, and gRPC's pings drop the connection only
 // 3 to 8 s later. So while anything is watched, a stream silent for
 // kProbeAfter is probed (etcd's progress request, answered at once); one
-// still silent kProbeAnswer later is given up: its member is passed over
+// still silent probe_answer() later is given up: its member is passed over
 // for kSuspectFor, and every watch moves to another member at once (a
 // waiter looks again; a hold is watched again from its own revision, so a
 // delete meanwhile is told). News thus reaches a client at most about
-// kProbeAfter + kProbeAnswer + kProbeTick after its member froze.
+// kProbeAfter + probe_answer() + kProbeTick after its member froze.
 #include "etcd/etcd_lock.hpp"
 
 namespace dlock::etcd {
@@ -17,7 +17,6 @@ namespace {
 
 constexpr milliseconds kProbeTick{250};
 constexpr milliseconds kProbeAfter{1000};        // of silence
-constexpr milliseconds kProbeAnswer{1000};       // the probe's answer, at most
 constexpr std::chrono::seconds kSuspectFor{10};  // past gRPC's own pings (3 to 8 s)
 
 }  // namespace
@@ -87,13 +86,20 @@ void EtcdBackend::probe_soon() {
     const auto now = Clock::now();
     const auto heard = watches_->last_heard();
     const bool asked = probe_sent_ != Clock::time_point{} && heard < probe_sent_;
-    if (asked && now - probe_sent_ >= kProbeAnswer) return stream_silent(now - heard);
+    if (asked && now - probe_sent_ >= probe_answer()) return stream_silent(now - heard);
     if (!asked && now - heard >= kProbeAfter) {
       probe_sent_ = now;
       watches_->probe();
     }
     probe_soon();
   });
+}
+
+// Half the command timeout (1 s by default), at least 0.5 s: a member
+// slower than that to answer is as good as frozen for calls too, and a
+// slow network (a larger command timeout) is not taken for a frozen one.
+milliseconds EtcdBackend::probe_answer() const {
+  return std::max<milliseconds>(config_.command_timeout / 2, milliseconds(500));
 }
 
 void EtcdBackend::stream_silent(Clock::duration silent) {

@@ -470,6 +470,35 @@ TEST_F(EtcdFrozenStream, AHolderIsToldOfAnOperatorsDeleteWithinTheBound) {
   EXPECT_LT(told_ms, 3000) << "told within the probe's bound, not by gRPC's pings";
 }
 
+// A slow member (each answer chunk 0.8 s late, behind a proxy) is not a frozen
+// one when the command timeout allows for it (8 s): its stream's probes
+// are answered late but in time, the watches stay, and the waiter on them
+// is woken by the release.
+TEST_F(Etcd, ASlowMemberIsNotTakenForAFrozenOne) {
+  test::TcpFault slow(etcd->client_port(0));
+  slow.delay_ms = 800;
+  auto silent = std::make_shared<std::atomic<int>>(0);
+  ClientOptions o = quiet();
+  o.command_timeout = 8s;
+  o.connect_timeout = 10s;
+  o.logger = [silent](LogLevel, std::string_view m) {
+    if (m.find("has said nothing") != std::string_view::npos) ++*silent;
+  };
+  Client waiter = Client::connect("etcd://127.0.0.1:" + std::to_string(slow.port()), o);
+  Client holder = client();
+  auto held = holder.try_acquire("job");
+  ASSERT_TRUE(held.ok()) << held.status().to_string();
+  LockOptions patient;
+  patient.error_retry = 30s;
+  auto waiting = std::async(std::launch::async, [&] { return waiter.acquire("job", 30s, patient); });
+  ASSERT_TRUE(eventually([&] { return line_of(*etcd, "job/").size() == 2; }, 15s)) << "the waiter queued";
+  std::this_thread::sleep_for(4s);  // its stream is probed meanwhile
+  EXPECT_TRUE(held->release().ok());
+  auto got = waiting.get();
+  ASSERT_TRUE(got.ok()) << got.status().to_string();
+  EXPECT_EQ(silent->load(), 0) << "a late answer is not silence";
+}
+
 // Members named by host name, as docs/etcd.md shows them: with the first
 // one down, the others serve (only the first name was ever used, and every
 // call failed unavailable).
