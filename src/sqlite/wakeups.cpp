@@ -1,28 +1,21 @@
 #include "sqlite/wakeups.hpp"
 
 #include <fcntl.h>
-#include <sys/inotify.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <boost/asio/post.hpp>
 #include <cerrno>
 #include <cstring>
+
+#include "sqlite/wake_hub.hpp"
 
 namespace dlock::sqlite {
 
 namespace asio = boost::asio;
 
-namespace {
-
-// Always watched: the database file's name deleted, renamed away or to, or
-// made. Rare, unlike the modifications of every commit, watched only while
-// this process waits.
-constexpr std::uint32_t kNameEvents = IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_CREATE;
-
-}  // namespace
-
-Wakeups::Wakeups(asio::io_context& io, std::string db_path) : io_(io) {
+Wakeups::Wakeups(asio::io_context& io, std::string db_path) : io_(io), poll_(io) {
   const auto slash = db_path.rfind('/');
   dir_ = slash == 0 ? "/" : db_path.substr(0, slash);
   db_name_ = db_path.substr(slash + 1);
@@ -31,45 +24,67 @@ Wakeups::Wakeups(asio::io_context& io, std::string db_path) : io_(io) {
 
 Wakeups::~Wakeups() { close(); }
 
+namespace {
+
+// What the wake file says now (each ring writes a value of its own: a
+// timestamp may not move between two rings); 0 if it cannot be read.
+std::uint64_t wake_value(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  std::uint64_t v = 0;
+  (void)!pread(fd, &v, sizeof v, 0);
+  ::close(fd);
+  return v;
+}
+
+}  // namespace
+
 Status Wakeups::open(std::function<void()> rung, std::function<void()> moved) {
-  rung_ = std::move(rung);
-  moved_ = std::move(moved);
+  rung_ = rung;
   const std::string wake_path = dir_ + "/" + wake_name_;
   const int wake_fd = ::open(wake_path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0666);
   if (wake_fd < 0) return {Errc::permission_denied, "cannot open " + wake_path + ": " + std::strerror(errno)};
   ::close(wake_fd);
-  const int fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-  if (fd < 0) {
-    inotify_status_ = {Errc::unavailable, std::string("no release notifications (inotify_init1: ") +
-                                              std::strerror(errno) + "): waits end at the holder's lease"};
+  auto sub = std::make_shared<WakeSub>();
+  sub->io = &io_;
+  sub->dir = dir_;
+  sub->wake_name = wake_name_;
+  sub->db_name = db_name_;
+  sub->rung = std::move(rung);
+  sub->moved = std::move(moved);
+  if (Status s = wake_hub_join(sub); !s.ok()) {
+    inotify_status_ = {s.code(), s.message() + ": a waiter looks at the wake file every " +
+                                     std::to_string(kPollEvery.count()) + " ms"};
     return {};
   }
-  inotify_ = std::make_unique<asio::posix::stream_descriptor>(io_, fd);
-  if (Status s = set_mask(); !s.ok()) {
-    inotify_status_ = s;
-    inotify_.reset();
-    return {};
-  }
-  read_events();
-  return {};
-}
-
-Status Wakeups::set_mask() {
-  // The directory, not the file: a wake file deleted and made again is
-  // still seen. The same watch (one per directory) gets the new mask.
-  watch_ = inotify_add_watch(inotify_->native_handle(), dir_.c_str(), kNameEvents | (listening_ ? IN_MODIFY : 0));
-  if (watch_ < 0)
-    return {Errc::unavailable, "no release notifications (inotify on " + dir_ + ": " + std::strerror(errno) +
-                                   "): waits end at the holder's lease"};
+  sub_ = std::move(sub);
   return {};
 }
 
 Status Wakeups::listen(bool on) {
-  if (closed_) return {};
-  if (!inotify_) return inotify_status_;
-  if (on == listening_) return {};
+  if (closed_ || on == listening_) return {};
   listening_ = on;
-  return set_mask();
+  if (sub_) return wake_hub_listen(sub_, on);
+  if (!on) {
+    poll_.cancel();
+    return {};
+  }
+  seen_ = wake_value(dir_ + "/" + wake_name_);
+  poll_soon();
+  return {};
+}
+
+// Without inotify: a change of the wake file since the last look rings.
+void Wakeups::poll_soon() {
+  poll_.expires_after(kPollEvery);
+  poll_.async_wait([this](const boost::system::error_code& ec) {
+    if (ec || closed_ || !listening_) return;
+    const std::uint64_t now = wake_value(dir_ + "/" + wake_name_);
+    const bool changed = now != seen_;
+    seen_ = now;
+    poll_soon();
+    if (changed && rung_) rung_();
+  });
 }
 
 // Opened each time: the wake file may have been deleted with the database
@@ -79,24 +94,10 @@ void Wakeups::ring() {
   const std::string wake_path = dir_ + "/" + wake_name_;
   const int fd = ::open(wake_path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0666);
   if (fd < 0) return;
-  (void)!pwrite(fd, "", 1, 0);
+  static std::atomic<std::uint32_t> rings{0};
+  const std::uint64_t v = (static_cast<std::uint64_t>(::getpid()) << 32) | ++rings;
+  (void)!pwrite(fd, &v, sizeof v, 0);
   ::close(fd);
-}
-
-void Wakeups::read_events() {
-  inotify_->async_read_some(asio::buffer(buf_), [this](const boost::system::error_code& ec, std::size_t n) {
-    if (ec || closed_) return;
-    bool rung = false, moved = false;
-    for (std::size_t at = 0; at + sizeof(inotify_event) <= n;) {
-      const auto* ev = reinterpret_cast<const inotify_event*>(buf_.data() + at);
-      if (ev->len > 0 && (ev->mask & IN_MODIFY) && wake_name_ == ev->name) rung = true;
-      if (ev->len > 0 && (ev->mask & kNameEvents) && db_name_ == ev->name) moved = true;
-      at += sizeof(inotify_event) + ev->len;
-    }
-    if (moved && moved_) moved_();
-    if (rung && rung_ && listening_) rung_();
-    read_events();
-  });
 }
 
 void Wakeups::watch_process(const std::string& name, const ProcessId& p, std::function<void()> died) {
@@ -128,7 +129,11 @@ void Wakeups::forget_process(const std::string& name) { pids_.erase(name); }
 void Wakeups::close() {
   if (closed_) return;
   closed_ = true;
-  if (inotify_) inotify_->close();
+  poll_.cancel();
+  if (sub_) {
+    sub_->closed = true;
+    wake_hub_leave(sub_);
+  }
   for (auto& [name, w] : pids_) w.fd->close();
 }
 

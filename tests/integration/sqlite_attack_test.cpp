@@ -292,6 +292,41 @@ TEST(SqliteAttack, WithoutInotifyTheStoreWorksAndWaitsEndAtTheLease) {
             0);
 }
 
+// Without inotify a waiter looks at the wake file every 50 ms (a read of 8
+// bytes), and tries the lock only when it changed: a 3 s wait costs the
+// database a try or two, not one every 10-500 ms, and the release still
+// wakes it at once.
+TEST(SqliteAttack, WithoutInotifyAWaiterWatchesTheWakeFileNotTheDatabase) {
+  REQUIRE_ROOT();
+  TempDir dir;
+  const std::string url = url_of(dir);
+  EXPECT_EQ(without_inotify(dir,
+                            [&] {
+                              LogSink log;
+                              auto a = Client::connect(url, quiet(log));
+                              LockOptions long_lease;
+                              long_lease.lease = 10s;
+                              auto held = a.acquire("job", 0ms, long_lease);
+                              if (!held.ok()) return 1;
+                              auto b = Client::connect(url, quiet(log));
+                              const auto sent = b.stats().commands_sent;
+                              auto waiting = std::async(std::launch::async, [&] { return b.acquire("job", 20s); });
+                              std::this_thread::sleep_for(3s);
+                              const auto during = b.stats().commands_sent - sent;
+                              const auto released = std::chrono::steady_clock::now();
+                              if (!held->release().ok()) return 2;
+                              auto got = waiting.get();
+                              if (!got.ok()) return 3;
+                              if (std::chrono::steady_clock::now() - released > 1s) return 4;
+                              if (during > 4) {
+                                std::cerr << during << " commands while waiting 3 s\n";
+                                return 5;
+                              }
+                              return 0;
+                            }),
+            0);
+}
+
 // Without inotify the holder learns of a deleted file at its next renewal.
 TEST(SqliteAttack, WithoutInotifyADeletedFileIsNoticedAtTheNextRenewal) {
   REQUIRE_ROOT();
@@ -308,6 +343,42 @@ TEST(SqliteAttack, WithoutInotifyADeletedFileIsNoticedAtTheNextRenewal) {
                               return held->release().ok() ? 3 : 0;
                             }),
             0);
+}
+
+// The inotify instances this process has open.
+int inotify_instances() {
+  int n = 0;
+  for (const auto& fd : std::filesystem::directory_iterator("/proc/self/fd")) {
+    std::error_code ec;
+    if (std::filesystem::read_symlink(fd.path(), ec).string() == "anon_inode:inotify") ++n;
+  }
+  return n;
+}
+
+// 150 clients in one process (past the default 128 instances per user):
+// one inotify instance serves them all, and each waiter is woken in turn.
+TEST(SqliteAttack, ManyClientsInOneProcessShareOneInotifyInstance) {
+  TempDir dir;
+  const std::string url = url_of(dir);
+  LogSink log;
+  const int before = inotify_instances();
+  std::vector<Client> clients;
+  for (int i = 0; i < 150; ++i) clients.push_back(Client::connect(url, quiet(log)));
+  EXPECT_LE(inotify_instances() - before, 1);
+  auto held = clients[0].acquire("job", 0ms);
+  ASSERT_TRUE(held.ok());
+  std::vector<std::future<bool>> waiters;
+  for (int i = 1; i < 150; ++i)
+    waiters.push_back(std::async(std::launch::async, [&, i] {
+      auto got = clients[static_cast<std::size_t>(i)].acquire("job", 60s);
+      return got.ok() && got->release().ok();
+    }));
+  std::this_thread::sleep_for(500ms);
+  ASSERT_TRUE(held->release().ok());
+  int granted = 0;
+  for (auto& w : waiters) granted += w.get() ? 1 : 0;
+  EXPECT_EQ(granted, 149);
+  EXPECT_FALSE(log.contains("no release notifications"));
 }
 
 // --- item: another program holding the write lock -----------------------

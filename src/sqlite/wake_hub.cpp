@@ -1,0 +1,168 @@
+#include "sqlite/wake_hub.hpp"
+
+#include <sys/inotify.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <boost/asio/post.hpp>
+#include <cerrno>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace dlock::sqlite {
+namespace {
+
+// Always watched: the database file's name deleted, renamed away or to, or
+// made. Rare, unlike the modifications of every commit, watched only while
+// a client of the directory waits.
+constexpr std::uint32_t kNameEvents = IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_CREATE;
+
+class Hub {
+ public:
+  Status join(const std::shared_ptr<WakeSub>& sub) {
+    std::lock_guard lock(mu_);
+    if (Status s = open(); !s.ok()) return s;
+    Dir& d = dirs_[sub->dir];
+    d.subs.push_back(sub);
+    if (Status s = set_mask(sub->dir, d); !s.ok()) {
+      d.subs.pop_back();
+      if (d.subs.empty()) dirs_.erase(sub->dir);
+      return s;
+    }
+    return {};
+  }
+
+  Status listen(const std::shared_ptr<WakeSub>& sub, bool on) {
+    std::lock_guard lock(mu_);
+    auto it = dirs_.find(sub->dir);
+    if (it == dirs_.end() || sub->listening == on) return {};
+    sub->listening = on;
+    it->second.listening += on ? 1 : -1;
+    return set_mask(it->first, it->second);
+  }
+
+  void leave(const std::shared_ptr<WakeSub>& sub) {
+    std::lock_guard lock(mu_);
+    auto it = dirs_.find(sub->dir);
+    if (it == dirs_.end()) return;
+    Dir& d = it->second;
+    const auto before = d.subs.size();
+    std::erase(d.subs, sub);
+    if (d.subs.size() == before) return;
+    if (sub->listening) --d.listening;
+    sub->listening = false;
+    if (!d.subs.empty()) {
+      (void)set_mask(it->first, d);
+      return;
+    }
+    if (d.wd >= 0 && pid_ == ::getpid()) {
+      by_wd_.erase(d.wd);
+      inotify_rm_watch(fd_, d.wd);
+    }
+    dirs_.erase(it);
+  }
+
+ private:
+  struct Dir {
+    int wd = -1;
+    int listening = 0;
+    std::vector<std::shared_ptr<WakeSub>> subs;
+  };
+
+  // The instance and its reader, made at the first use in this process (a
+  // forked child's is its own: the parent's reader is not in it).
+  Status open() {
+    if (fd_ >= 0 && pid_ == ::getpid()) return {};
+    if (fd_ >= 0) {  // inherited across a fork: nobody reads it here
+      ::close(fd_);
+      fd_ = -1;
+      dirs_.clear();
+      by_wd_.clear();
+    }
+    const int fd = inotify_init1(IN_CLOEXEC);
+    if (fd < 0)
+      return {Errc::unavailable,
+              std::string("no release notifications (inotify_init1: ") + std::strerror(errno) + ")"};
+    fd_ = fd;
+    pid_ = ::getpid();
+    // For the process's life: it is blocked in read() when the process
+    // exits, and touches nothing static then.
+    std::thread([this, fd] { read_loop(fd); }).detach();
+    return {};
+  }
+
+  Status set_mask(const std::string& dir, Dir& d) {
+    // The directory, not the file: a wake file deleted and made again is
+    // still seen. The same watch (one per directory) gets the new mask.
+    const int wd = inotify_add_watch(fd_, dir.c_str(), kNameEvents | (d.listening > 0 ? IN_MODIFY : 0));
+    if (wd < 0)
+      return {Errc::unavailable, "no release notifications (inotify on " + dir + ": " + std::strerror(errno) + ")"};
+    d.wd = wd;
+    by_wd_[wd] = dir;
+    return {};
+  }
+
+  void read_loop(int fd) {
+    alignas(inotify_event) char buf[8192];
+    for (;;) {
+      const ssize_t n = ::read(fd, buf, sizeof buf);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return;
+      // Posted under the lock: once leave() returns, nothing more is posted
+      // to that client's I/O loop (which may then go).
+      std::vector<std::pair<std::shared_ptr<WakeSub>, bool>> tell;  // (sub, moved?) rung otherwise
+      {
+        std::lock_guard lock(mu_);
+        if (fd != fd_) return;  // an instance left behind by a fork
+        for (ssize_t at = 0; at + static_cast<ssize_t>(sizeof(inotify_event)) <= n;) {
+          const auto* ev = reinterpret_cast<const inotify_event*>(buf + at);
+          at += static_cast<ssize_t>(sizeof(inotify_event) + ev->len);
+          if (ev->len == 0) continue;
+          auto dir = by_wd_.find(ev->wd);
+          if (dir == by_wd_.end()) continue;
+          auto d = dirs_.find(dir->second);
+          if (d == dirs_.end()) continue;
+          for (const auto& sub : d->second.subs) {
+            if ((ev->mask & IN_MODIFY) && sub->listening && sub->wake_name == ev->name) add(tell, sub, false);
+            if ((ev->mask & kNameEvents) && sub->db_name == ev->name) add(tell, sub, true);
+          }
+        }
+        for (auto& [sub, moved] : tell)
+          boost::asio::post(*sub->io, [sub = sub, moved = moved] {
+            if (sub->closed) return;
+            if (moved && sub->moved) sub->moved();
+            if (!moved && sub->rung) sub->rung();
+          });
+      }
+    }
+  }
+
+  // Once per client and kind in a batch of events.
+  static void add(std::vector<std::pair<std::shared_ptr<WakeSub>, bool>>& tell, const std::shared_ptr<WakeSub>& sub,
+                  bool moved) {
+    if (std::find(tell.begin(), tell.end(), std::make_pair(sub, moved)) == tell.end()) tell.emplace_back(sub, moved);
+  }
+
+  std::mutex mu_;
+  int fd_ = -1;    // under mu_
+  pid_t pid_ = 0;  // the process that made fd_
+  std::map<std::string, Dir> dirs_;
+  std::map<int, std::string> by_wd_;
+};
+
+// Never destroyed: its reader thread outlives every static.
+Hub& hub() {
+  static Hub* h = new Hub;
+  return *h;
+}
+
+}  // namespace
+
+Status wake_hub_join(const std::shared_ptr<WakeSub>& sub) { return hub().join(sub); }
+Status wake_hub_listen(const std::shared_ptr<WakeSub>& sub, bool on) { return hub().listen(sub, on); }
+void wake_hub_leave(const std::shared_ptr<WakeSub>& sub) { hub().leave(sub); }
+
+}  // namespace dlock::sqlite
