@@ -264,6 +264,8 @@ class EtcdBackend final : public detail::Backend {
   std::uint64_t stream_ = 0;              // the watch stream's number (news of an earlier one is dropped)
   bool probing_ = false;                  // probe_timer_ is armed
   Clock::time_point probe_sent_{};        // the probe out on the stream (none: {})
+  bool probes_work_ = false;              // a member answered one
+  bool probes_off_ = false;               // the members ignore them
   std::vector<std::uint64_t> unwatched_;  // holds whose key is watched at the timer
   bool closed_ = false;
   std::int64_t lease_ = 0;  // 0: none yet (asked for)

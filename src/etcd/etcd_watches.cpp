@@ -36,7 +36,14 @@ void EtcdBackend::open_watches(std::optional<std::size_t> avoid) {
         });
       },
       avoid);
+  // Until a member has answered one, every new stream is probed at once:
+  // whether the members answer probes at all is learned (etcd before 3.4
+  // ignores them) before a silence is judged by one.
   probe_sent_ = {};
+  if (!probes_work_ && !probes_off_) {
+    probe_sent_ = Clock::now();
+    watches_->probe();
+  }
   if (!watching_.empty()) probe_soon();
   // Holds and observers watch again (a deletion meanwhile is found by
   // starting from the revision each last saw); waiters look again.
@@ -82,9 +89,17 @@ void EtcdBackend::probe_soon() {
   probe_timer_.expires_after(kProbeTick);
   probe_timer_.async_wait([this](const boost::system::error_code& ec) {
     probing_ = false;
-    if (ec || closed_ || !watches_ || watching_.empty()) return;
+    if (ec || closed_ || !watches_ || watching_.empty() || probes_off_) return;
     const auto now = Clock::now();
     const auto heard = watches_->last_heard();
+    if (!probes_work_ && probe_sent_ != Clock::time_point{} && heard >= probe_sent_ &&
+        now - probe_sent_ >= probe_answer()) {
+      // The member answered other things, never the probe.
+      probes_off_ = true;
+      return log(LogLevel::info,
+                 "etcd: the members do not answer watch progress requests (etcd before 3.4): a frozen member "
+                 "carrying the watch stream is found by gRPC's pings only (3 to 8 s)");
+    }
     const bool asked = probe_sent_ != Clock::time_point{} && heard < probe_sent_;
     if (asked && now - probe_sent_ >= probe_answer()) return stream_silent(now - heard);
     if (!asked && now - heard >= kProbeAfter) {
@@ -177,7 +192,10 @@ void EtcdBackend::observer_ready(const std::string& name) {
 }
 
 void EtcdBackend::on_news(const EtcdRpc::WatchNews& news) {
-  if (news.progress) return;  // a probe's answer: the stream is alive
+  if (news.progress) {  // a probe's answer: the stream is alive
+    probes_work_ = true;
+    return;
+  }
   if (news.watch_id == -1) {
     // A watch the server refused to make (etcd names no id then): an
     // expired token, or a right missing. Authenticated again and the
