@@ -84,8 +84,7 @@ class Hub {
     }
     const int fd = inotify_init1(IN_CLOEXEC);
     if (fd < 0)
-      return {Errc::unavailable,
-              std::string("no release notifications (inotify_init1: ") + std::strerror(errno) + ")"};
+      return {Errc::unavailable, std::string("no release notifications (inotify_init1: ") + std::strerror(errno) + ")"};
     fd_ = fd;
     pid_ = ::getpid();
     // For the process's life: it is blocked in read() when the process

@@ -1,0 +1,196 @@
+// A crowd on one lock: N clients, each its own dlock::Client and Mutex
+// (plain or fair) on its own thread, spread over P processes, all on one
+// name, each looping try_lock_until / hold / unlock. What one critical
+// section (CS) costs as N grows, in a steady window (the first seconds,
+// while the crowd connects and joins, are left out):
+//
+//   dlock-crowd-bench --url URL --clients N [--procs 10] [--seconds 9]
+//       [--warm 3] [--hold-ms 10] [--fair 1] [--json FILE]
+//
+// Per CS: the commands the clients sent (ClientStats::commands_sent, every
+// client's, waiting ones included), the clients' wake-ups; the hand-off
+// from one release to the next grant (p50, p99, across processes); how many
+// grants the longest waiter waited through; how many clients got no CS in
+// the window; the errors. Everything counted by the clients: the server's
+// own counts (Redis INFO commandstats, pg_stat_statements) are read beside
+// it by scripts/bench.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <dlock/dlock.hpp>
+#include <fstream>
+#include <thread>
+#include <vector>
+
+#include "harness.hpp"
+
+namespace dlock::bench {
+namespace {
+
+struct Cs {
+  long long asked, got, rel;  // CLOCK_MONOTONIC ns: the try began, granted, released
+  int client;
+};
+
+struct Totals {
+  long long commands = 0, wakeups = 0, errors = 0;
+};
+
+struct Config {
+  std::string url;
+  int clients = 10, procs = 10;
+  double seconds = 9, warm = 3;
+  int hold_ms = 10;
+  int fair = 0;
+};
+
+// One process's share of the crowd: its clients' CS, each on a line of
+// `dir`/crowd.<k>, and its totals on the last line.
+int process(const Config& c, const std::string& dir, int k, long long start_ns) {
+  const int first = k * c.clients / c.procs, last = (k + 1) * c.clients / c.procs;
+  std::vector<std::vector<Cs>> logs(static_cast<std::size_t>(last - first));
+  std::atomic<long long> commands{0}, wakeups{0}, errors{0};
+  std::vector<std::thread> threads;
+  const auto end = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                      std::chrono::duration<double>(c.seconds - static_cast<double>(mono_ns() - start_ns) / 1e9));
+  for (int i = first; i < last; ++i) {
+    threads.emplace_back([&, i] {
+      auto& log = logs[static_cast<std::size_t>(i - first)];
+      ClientOptions o;
+      o.logger = [](LogLevel, std::string_view) {};
+      o.connect_timeout = std::chrono::seconds(30);
+      try {
+        Client client = Client::connect(c.url, o);
+        LockOptions lo;
+        lo.fair = c.fair != 0;
+        Mutex m(client, "crowd", lo);
+        while (Clock::now() < end) {
+          const long long asked = mono_ns();
+          bool got = false;
+          try {
+            got = m.try_lock_until(end);
+          } catch (const Error&) {
+            ++errors;
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
+            continue;
+          }
+          if (!got) break;
+          const long long granted = mono_ns();
+          std::this_thread::sleep_for(std::chrono::milliseconds(c.hold_ms));
+          const long long released = mono_ns();
+          if (!m.release().ok()) ++errors;
+          log.push_back({asked, granted, released, i});
+        }
+        const ClientStats s = client.stats();
+        commands += static_cast<long long>(s.commands_sent);
+        wakeups += static_cast<long long>(s.wakeups);
+      } catch (const std::exception& e) {
+        ++errors;
+        std::fprintf(stderr, "crowd client %d: %s\n", i, e.what());
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  std::ofstream out(dir + "/crowd." + std::to_string(k));
+  for (const auto& log : logs)
+    for (const Cs& e : log) out << e.asked << ' ' << e.got << ' ' << e.rel << ' ' << e.client << '\n';
+  out << "totals " << commands << ' ' << wakeups << ' ' << errors << '\n';
+  return 0;
+}
+
+int run(const Config& c, const RunFlags& run_flags, const std::string& dir) {
+  const long long start_ns = mono_ns();
+  std::vector<pid_t> kids;
+  for (int k = 0; k < c.procs; ++k) {
+    const pid_t pid = fork();
+    if (pid == 0) _exit(process(c, dir, k, start_ns));
+    kids.push_back(pid);
+  }
+  for (pid_t p : kids) waitpid(p, nullptr, 0);
+  std::vector<Cs> all;
+  Totals t;
+  for (int k = 0; k < c.procs; ++k) {
+    std::ifstream in(dir + "/crowd." + std::to_string(k));
+    std::string first;
+    while (in >> first) {
+      if (first == "totals") {
+        long long cm = 0, w = 0, e = 0;
+        in >> cm >> w >> e;
+        t.commands += cm, t.wakeups += w, t.errors += e;
+        continue;
+      }
+      Cs e{};
+      e.asked = std::stoll(first);
+      in >> e.got >> e.rel >> e.client;
+      all.push_back(e);
+    }
+  }
+  std::sort(all.begin(), all.end(), [](const Cs& a, const Cs& b) { return a.got < b.got; });
+  const long long from = start_ns + static_cast<long long>(c.warm * 1e9);
+  const long long to = start_ns + static_cast<long long>(c.seconds * 1e9);
+  std::vector<double> gaps;
+  std::vector<int> served(static_cast<std::size_t>(c.clients), 0);
+  long long in_window = 0, same = 0, waited_through = 0;
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    const Cs& e = all[i];
+    if (e.got < from || e.got >= to) continue;
+    ++in_window;
+    ++served[static_cast<std::size_t>(e.client)];
+    if (i > 0) {
+      if (all[i - 1].client == e.client) ++same;
+      gaps.push_back(static_cast<double>(e.got - all[i - 1].rel) / 1e6);
+    }
+    // The grants made while this one was asked for and waited.
+    const auto asked_at = std::lower_bound(all.begin(), all.end(), e.asked,
+                                           [](const Cs& x, long long v) { return x.got < v; });
+    waited_through = std::max<long long>(waited_through, static_cast<long long>(all.begin() + i - asked_at));
+  }
+  const long long starved = std::count(served.begin(), served.end(), 0);
+  // Commands and wake-ups are the whole run's: per CS over every CS.
+  const double cs_all = std::max<double>(1, static_cast<double>(all.size()));
+  const double window_s = c.seconds - c.warm;
+  std::printf("crowd N=%d P=%d %s: %.1f CS/s, %.1f commands/CS, %.2f wake-ups/CS, hand-off p50 %.2f ms p99 %.2f ms, "
+              "waited through <= %lld grants, %lld of %d clients without a CS, same holder %.0f%%, %lld errors\n",
+              c.clients, c.procs, c.fair ? "fair" : "plain", static_cast<double>(in_window) / window_s,
+              static_cast<double>(t.commands) / cs_all, static_cast<double>(t.wakeups) / cs_all,
+              percentile(gaps, 0.5), percentile(gaps, 0.99), waited_through, starved, c.clients,
+              in_window > 1 ? 100.0 * static_cast<double>(same) / static_cast<double>(in_window - 1) : 0.0, t.errors);
+  JsonLine j;
+  j.str("bench", "crowd")
+      .str("lock", c.fair ? "fair" : "plain")
+      .num("clients", c.clients)
+      .num("procs", c.procs)
+      .num("cs_per_s", static_cast<double>(in_window) / window_s)
+      .num("commands_per_cs", static_cast<double>(t.commands) / cs_all)
+      .num("wakeups_per_cs", static_cast<double>(t.wakeups) / cs_all)
+      .num("handoff_p50_ms", percentile(gaps, 0.5))
+      .num("handoff_p99_ms", percentile(gaps, 0.99))
+      .num("max_waited_through", waited_through)
+      .num("starved", starved)
+      .num("errors", t.errors);
+  j.write(run_flags.json);
+  return 0;
+}
+
+}  // namespace
+}  // namespace dlock::bench
+
+int main(int argc, char** argv) {
+  using namespace dlock::bench;
+  RunFlags run_flags;
+  run_flags.seconds = 9;
+  Config c;
+  Flags flags(run_flags);
+  flags.add("--url", c.url).add("--clients", c.clients).add("--procs", c.procs).add("--warm", c.warm);
+  flags.add("--hold-ms", c.hold_ms).add("--fair", c.fair);
+  if (!flags.parse(argc, argv) || c.url.empty() || c.clients < 1 || c.procs < 1)
+    return usage("dlock-crowd-bench --url URL --clients N [--procs 10] [--seconds 9] [--warm 3] [--hold-ms 10] "
+                 "[--fair 1] [--json FILE]",
+                 2);
+  c.seconds = run_flags.seconds;
+  c.procs = std::min(c.procs, c.clients);
+  return in_temp_dir("dlock-crowd-bench", [&](const std::string& dir) { return run(c, run_flags, dir); });
+}
