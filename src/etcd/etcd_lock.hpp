@@ -199,6 +199,7 @@ class EtcdBackend final : public detail::Backend {
   void on_watches_ended(const Status& why, std::optional<std::size_t> silent = std::nullopt);
   // The probe's tick (etcd_watches.cpp), armed while anything is watched.
   void probe_soon();
+  void probe_confirmed();
   milliseconds probe_answer() const;
   void stream_silent(Clock::duration silent);
   // A watch of `key`'s deletion from `from` (0: none if the stream is down);
@@ -265,7 +266,6 @@ class EtcdBackend final : public detail::Backend {
   bool probing_ = false;                  // probe_timer_ is armed
   Clock::time_point probe_sent_{};        // the probe out on the stream (none: {})
   bool probes_work_ = false;              // a member answered one
-  bool probes_off_ = false;               // the members ignore them
   std::vector<std::uint64_t> unwatched_;  // holds whose key is watched at the timer
   bool closed_ = false;
   std::int64_t lease_ = 0;  // 0: none yet (asked for)

@@ -279,6 +279,12 @@ void EtcdRpc::suspect(std::size_t member, Clock::time_point until) {
   impl_->members.at(member).suspect_until->store(until.time_since_epoch().count(), std::memory_order_relaxed);
 }
 
+bool EtcdRpc::other_connected(std::size_t member) const {
+  for (std::size_t i = 0; i < impl_->members.size(); ++i)
+    if (i != member && impl_->members[i].channel->GetState(false) == GRPC_CHANNEL_READY) return true;
+  return false;
+}
+
 const std::string& EtcdRpc::endpoint(std::size_t member) const { return impl_->members.at(member).endpoint; }
 
 bool EtcdRpc::Impl::wait_connected(Clock::time_point by) {

@@ -164,6 +164,8 @@ class EtcdRpc {
   // Member `member` stopped answering (a probe went unanswered): calls go
   // to the other members until `until`, while one of them is connected.
   void suspect(std::size_t member, Clock::time_point until);
+  // Whether a member other than `member` is connected now.
+  bool other_connected(std::size_t member) const;
   // "host:port" of member `member`.
   const std::string& endpoint(std::size_t member) const;
 

@@ -10,6 +10,10 @@
 // waiter looks again; a hold is watched again from its own revision, so a
 // delete meanwhile is told). News thus reaches a client at most about
 // kProbeAfter + probe_answer() + kProbeTick after its member froze.
+// A silence is judged only once a member has answered a probe: etcd
+// before 3.4 ignores them, and newer ones answer only a stream whose
+// watches are all in place (so the first probe waits for a confirmed one).
+// With no other member connected, a silent stream is left to gRPC's pings.
 #include "etcd/etcd_lock.hpp"
 
 namespace dlock::etcd {
@@ -36,14 +40,7 @@ void EtcdBackend::open_watches(std::optional<std::size_t> avoid) {
         });
       },
       avoid);
-  // Until a member has answered one, every new stream is probed at once:
-  // whether the members answer probes at all is learned (etcd before 3.4
-  // ignores them) before a silence is judged by one.
   probe_sent_ = {};
-  if (!probes_work_ && !probes_off_) {
-    probe_sent_ = Clock::now();
-    watches_->probe();
-  }
   if (!watching_.empty()) probe_soon();
   // Holds and observers watch again (a deletion meanwhile is found by
   // starting from the revision each last saw); waiters look again.
@@ -59,6 +56,7 @@ void EtcdBackend::open_watches(std::optional<std::size_t> avoid) {
 void EtcdBackend::on_watches_ended(const Status& why, std::optional<std::size_t> silent) {
   if (!watches_) return;
   if (!silent) log(LogLevel::warning, "etcd: the watch stream ended (" + why.to_string() + "); opening another");
+  ++stream_;  // what it still says is not news
   watches_.reset();
   watching_.clear();
   for (auto& [id, a] : attempts_) a.watches.clear();
@@ -88,26 +86,29 @@ void EtcdBackend::probe_soon() {
   probing_ = true;
   probe_timer_.expires_after(kProbeTick);
   probe_timer_.async_wait([this](const boost::system::error_code& ec) {
+    if (ec || closed_) return;
     probing_ = false;
-    if (ec || closed_ || !watches_ || watching_.empty() || probes_off_) return;
+    if (!watches_ || watching_.empty()) return;
     const auto now = Clock::now();
     const auto heard = watches_->last_heard();
-    if (!probes_work_ && probe_sent_ != Clock::time_point{} && heard >= probe_sent_ &&
-        now - probe_sent_ >= probe_answer()) {
-      // The member answered other things, never the probe.
-      probes_off_ = true;
-      return log(LogLevel::info,
-                 "etcd: the members do not answer watch progress requests (etcd before 3.4): a frozen member "
-                 "carrying the watch stream is found by gRPC's pings only (3 to 8 s)");
-    }
     const bool asked = probe_sent_ != Clock::time_point{} && heard < probe_sent_;
-    if (asked && now - probe_sent_ >= probe_answer()) return stream_silent(now - heard);
-    if (!asked && now - heard >= kProbeAfter) {
+    if (asked && now - probe_sent_ >= probe_answer()) {
+      if (probes_work_) return stream_silent(now - heard);
+      probe_sent_ = {};  // never answered anywhere: no verdict, and no more until a watch is confirmed
+    } else if (!asked && probes_work_ && now - heard >= kProbeAfter) {
       probe_sent_ = now;
       watches_->probe();
     }
     probe_soon();
   });
+}
+
+// A watch in place: the first probe goes out, to learn whether the members
+// answer them (once one has, silences are judged).
+void EtcdBackend::probe_confirmed() {
+  if (probes_work_ || probe_sent_ != Clock::time_point{} || !watches_) return;
+  probe_sent_ = Clock::now();
+  watches_->probe();
 }
 
 // Half the command timeout (1 s by default), at least 0.5 s: a member
@@ -119,6 +120,13 @@ milliseconds EtcdBackend::probe_answer() const {
 
 void EtcdBackend::stream_silent(Clock::duration silent) {
   const std::size_t member = watches_->member();
+  if (!rpc_->other_connected(member)) {
+    // Reopened there, it would be as silent: gRPC's pings decide.
+    probe_sent_ = {};
+    probe_soon();
+    return log(LogLevel::debug, "etcd: member " + rpc_->endpoint(member) +
+                                    " is silent on the watch stream, and no other member is connected");
+  }
   log(LogLevel::warning, "etcd: member " + rpc_->endpoint(member) + " has said nothing on the watch stream for " +
                              std::to_string(std::chrono::duration_cast<milliseconds>(silent).count()) +
                              " ms, a probe included; watching through another member");
@@ -208,6 +216,7 @@ void EtcdBackend::on_news(const EtcdRpc::WatchNews& news) {
   if (it == watching_.end()) return;  // dropped meanwhile
   const WatchFor what = it->second;
   if (news.created && !news.canceled) {
+    probe_confirmed();
     if (what.kind == WatchFor::Kind::attempt) confirm_watch(what.id, what.name, news.revision);
     if (what.kind == WatchFor::Kind::observer) observer_ready(what.name);
     return;
