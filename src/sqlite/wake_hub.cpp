@@ -1,5 +1,7 @@
 #include "sqlite/wake_hub.hpp"
 
+#include <pthread.h>
+#include <stdlib.h>
 #include <sys/inotify.h>
 #include <unistd.h>
 
@@ -22,7 +24,19 @@ constexpr std::uint32_t kNameEvents = IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | 
 
 class Hub {
  public:
+  Hub() {
+    // A fork while the reader holds the lock must not leave it held in the
+    // child (whose first join would wait forever).
+    pthread_atfork([] { hub_mu().lock(); }, [] { hub_mu().unlock(); }, [] { hub_mu().unlock(); });
+  }
+
   Status join(const std::shared_ptr<WakeSub>& sub) {
+    // One directory, one watch (inotify's is per inode): keyed by its
+    // real path, whatever the spelling.
+    if (char* real = ::realpath(sub->dir.c_str(), nullptr)) {
+      sub->dir = real;
+      ::free(real);
+    }
     std::lock_guard lock(mu_);
     if (Status s = open(); !s.ok()) return s;
     Dir& d = dirs_[sub->dir];
@@ -37,6 +51,7 @@ class Hub {
 
   Status listen(const std::shared_ptr<WakeSub>& sub, bool on) {
     std::lock_guard lock(mu_);
+    if (pid_ != ::getpid()) return {};  // a parent's client, in a forked child
     auto it = dirs_.find(sub->dir);
     if (it == dirs_.end() || sub->listening == on) return {};
     sub->listening = on;
@@ -46,6 +61,7 @@ class Hub {
 
   void leave(const std::shared_ptr<WakeSub>& sub) {
     std::lock_guard lock(mu_);
+    if (pid_ != ::getpid()) return;
     auto it = dirs_.find(sub->dir);
     if (it == dirs_.end()) return;
     Dir& d = it->second;
@@ -58,7 +74,7 @@ class Hub {
       (void)set_mask(it->first, d);
       return;
     }
-    if (d.wd >= 0 && pid_ == ::getpid()) {
+    if (d.wd >= 0) {
       by_wd_.erase(d.wd);
       inotify_rm_watch(fd_, d.wd);
     }
@@ -119,6 +135,15 @@ class Hub {
         for (ssize_t at = 0; at + static_cast<ssize_t>(sizeof(inotify_event)) <= n;) {
           const auto* ev = reinterpret_cast<const inotify_event*>(buf + at);
           at += static_cast<ssize_t>(sizeof(inotify_event) + ev->len);
+          if (ev->mask & IN_Q_OVERFLOW) {  // events were lost: everyone looks
+            for (auto& [path, d] : dirs_)
+              for (const auto& sub : d.subs) add(tell, sub, true), add(tell, sub, false);
+            continue;
+          }
+          if (ev->mask & IN_IGNORED) {  // the directory went: its clients look at their file
+            forget_watch(ev->wd, tell);
+            continue;
+          }
           if (ev->len == 0) continue;
           auto dir = by_wd_.find(ev->wd);
           if (dir == by_wd_.end()) continue;
@@ -139,18 +164,37 @@ class Hub {
     }
   }
 
+  // A watch the kernel dropped (its directory deleted): made again at the
+  // next change of a client's listening (the directory may be back).
+  void forget_watch(int wd, std::vector<std::pair<std::shared_ptr<WakeSub>, bool>>& tell) {
+    auto dir = by_wd_.find(wd);
+    if (dir == by_wd_.end()) return;
+    if (auto d = dirs_.find(dir->second); d != dirs_.end()) {
+      if (d->second.wd == wd) d->second.wd = -1;
+      for (const auto& sub : d->second.subs) add(tell, sub, true);
+    }
+    by_wd_.erase(dir);
+  }
+
+  static std::mutex& hub_mu();
+
   // Once per client and kind in a batch of events.
   static void add(std::vector<std::pair<std::shared_ptr<WakeSub>, bool>>& tell, const std::shared_ptr<WakeSub>& sub,
                   bool moved) {
     if (std::find(tell.begin(), tell.end(), std::make_pair(sub, moved)) == tell.end()) tell.emplace_back(sub, moved);
   }
 
-  std::mutex mu_;
+  std::mutex& mu_ = hub_mu();
   int fd_ = -1;    // under mu_
   pid_t pid_ = 0;  // the process that made fd_
   std::map<std::string, Dir> dirs_;
   std::map<int, std::string> by_wd_;
 };
+
+std::mutex& Hub::hub_mu() {
+  static std::mutex* mu = new std::mutex;  // never destroyed, as the hub
+  return *mu;
+}
 
 // Never destroyed: its reader thread outlives every static.
 Hub& hub() {

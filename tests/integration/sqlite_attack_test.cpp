@@ -356,7 +356,8 @@ int inotify_instances() {
 }
 
 // 150 clients in one process (past the default 128 instances per user):
-// one inotify instance serves them all, and each waiter is woken in turn.
+// one inotify instance serves them all (none warns of missing release
+// notifications), and waiters among them are woken in turn.
 TEST(SqliteAttack, ManyClientsInOneProcessShareOneInotifyInstance) {
   TempDir dir;
   const std::string url = url_of(dir);
@@ -368,7 +369,7 @@ TEST(SqliteAttack, ManyClientsInOneProcessShareOneInotifyInstance) {
   auto held = clients[0].acquire("job", 0ms);
   ASSERT_TRUE(held.ok());
   std::vector<std::future<bool>> waiters;
-  for (int i = 1; i < 150; ++i)
+  for (int i = 110; i < 150; ++i)  // the last ones, which got no instance of their own before
     waiters.push_back(std::async(std::launch::async, [&, i] {
       auto got = clients[static_cast<std::size_t>(i)].acquire("job", 60s);
       return got.ok() && got->release().ok();
@@ -377,8 +378,40 @@ TEST(SqliteAttack, ManyClientsInOneProcessShareOneInotifyInstance) {
   ASSERT_TRUE(held->release().ok());
   int granted = 0;
   for (auto& w : waiters) granted += w.get() ? 1 : 0;
-  EXPECT_EQ(granted, 149);
+  EXPECT_EQ(granted, 40);
   EXPECT_FALSE(log.contains("no release notifications"));
+}
+
+// Clients joining, listening and leaving the process's inotify instance
+// while releases ring it: nothing is posted to a client that left (its I/O
+// loop goes with it). Run under the sanitizers too.
+TEST(SqliteAttack, ClientsComeAndGoWhileTheSharedInotifyRings) {
+  TempDir dir;
+  const std::string url = url_of(dir);
+  LogSink log;
+  std::atomic<bool> stop{false};
+  std::thread ringer([&] {
+    Client c = Client::connect(url, quiet(log));
+    while (!stop) {
+      auto held = c.try_acquire("x");
+      if (held.ok()) (void)held->release();
+    }
+  });
+  std::vector<std::thread> churn;
+  std::atomic<int> rounds{0};
+  for (int t = 0; t < 6; ++t)
+    churn.emplace_back([&] {
+      for (int i = 0; i < 25; ++i) {
+        Client c = Client::connect(url, quiet(log));
+        auto got = c.acquire("x", 20ms);  // listens while it waits, maybe woken as it goes
+        if (got.ok()) (void)got->release();
+        ++rounds;
+      }
+    });
+  for (auto& t : churn) t.join();
+  stop = true;
+  ringer.join();
+  EXPECT_EQ(rounds.load(), 150);
 }
 
 // --- item: another program holding the write lock -----------------------
