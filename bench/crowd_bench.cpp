@@ -22,6 +22,7 @@
 #include <cstdio>
 #include <dlock/dlock.hpp>
 #include <fstream>
+#include <stdexcept>
 #include <thread>
 #include <vector>
 
@@ -54,8 +55,8 @@ int process(const Config& c, const std::string& dir, int k, long long start_ns) 
   std::vector<std::vector<Cs>> logs(static_cast<std::size_t>(last - first));
   std::atomic<long long> commands{0}, wakeups{0}, errors{0};
   std::vector<std::thread> threads;
-  const auto end = Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                      std::chrono::duration<double>(c.seconds - static_cast<double>(mono_ns() - start_ns) / 1e9));
+  const auto end = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(
+                                      c.seconds - static_cast<double>(mono_ns() - start_ns) / 1e9));
   for (int i = first; i < last; ++i) {
     threads.emplace_back([&, i] {
       auto& log = logs[static_cast<std::size_t>(i - first)];
@@ -109,7 +110,11 @@ int run(const Config& c, const RunFlags& run_flags, const std::string& dir) {
     if (pid == 0) _exit(process(c, dir, k, start_ns));
     kids.push_back(pid);
   }
-  for (pid_t p : kids) waitpid(p, nullptr, 0);
+  for (pid_t p : kids) {
+    int st = 0;
+    waitpid(p, &st, 0);
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) throw std::runtime_error("a crowd process failed");
+  }
   std::vector<Cs> all;
   Totals t;
   for (int k = 0; k < c.procs; ++k) {
@@ -144,20 +149,21 @@ int run(const Config& c, const RunFlags& run_flags, const std::string& dir) {
       gaps.push_back(static_cast<double>(e.got - all[i - 1].rel) / 1e6);
     }
     // The grants made while this one was asked for and waited.
-    const auto asked_at = std::lower_bound(all.begin(), all.end(), e.asked,
-                                           [](const Cs& x, long long v) { return x.got < v; });
+    const auto asked_at =
+        std::lower_bound(all.begin(), all.end(), e.asked, [](const Cs& x, long long v) { return x.got < v; });
     waited_through = std::max<long long>(waited_through, static_cast<long long>(all.begin() + i - asked_at));
   }
   const long long starved = std::count(served.begin(), served.end(), 0);
   // Commands and wake-ups are the whole run's: per CS over every CS.
   const double cs_all = std::max<double>(1, static_cast<double>(all.size()));
   const double window_s = c.seconds - c.warm;
-  std::printf("crowd N=%d P=%d %s: %.1f CS/s, %.1f commands/CS, %.2f wake-ups/CS, hand-off p50 %.2f ms p99 %.2f ms, "
-              "waited through <= %lld grants, %lld of %d clients without a CS, same holder %.0f%%, %lld errors\n",
-              c.clients, c.procs, c.fair ? "fair" : "plain", static_cast<double>(in_window) / window_s,
-              static_cast<double>(t.commands) / cs_all, static_cast<double>(t.wakeups) / cs_all,
-              percentile(gaps, 0.5), percentile(gaps, 0.99), waited_through, starved, c.clients,
-              in_window > 1 ? 100.0 * static_cast<double>(same) / static_cast<double>(in_window - 1) : 0.0, t.errors);
+  std::printf(
+      "crowd N=%d P=%d %s: %.1f CS/s, %.1f commands/CS, %.2f wake-ups/CS, hand-off p50 %.2f ms p99 %.2f ms, "
+      "waited through <= %lld grants, %lld of %d clients without a CS, same holder %.0f%%, %lld errors\n",
+      c.clients, c.procs, c.fair ? "fair" : "plain", static_cast<double>(in_window) / window_s,
+      static_cast<double>(t.commands) / cs_all, static_cast<double>(t.wakeups) / cs_all, percentile(gaps, 0.5),
+      percentile(gaps, 0.99), waited_through, starved, c.clients,
+      in_window > 1 ? 100.0 * static_cast<double>(same) / static_cast<double>(in_window - 1) : 0.0, t.errors);
   JsonLine j;
   j.str("bench", "crowd")
       .str("lock", c.fair ? "fair" : "plain")
@@ -186,10 +192,12 @@ int main(int argc, char** argv) {
   Flags flags(run_flags);
   flags.add("--url", c.url).add("--clients", c.clients).add("--procs", c.procs).add("--warm", c.warm);
   flags.add("--hold-ms", c.hold_ms).add("--fair", c.fair);
-  if (!flags.parse(argc, argv) || c.url.empty() || c.clients < 1 || c.procs < 1)
-    return usage("dlock-crowd-bench --url URL --clients N [--procs 10] [--seconds 9] [--warm 3] [--hold-ms 10] "
-                 "[--fair 1] [--json FILE]",
-                 2);
+  if (!flags.parse(argc, argv) || c.url.empty() || c.clients < 1 || c.procs < 1 || c.warm < 0 ||
+      c.warm >= run_flags.seconds)
+    return usage(
+        "dlock-crowd-bench --url URL --clients N [--procs 10] [--seconds 9] [--warm 3] [--hold-ms 10] "
+        "[--fair 1] [--json FILE]",
+        2);
   c.seconds = run_flags.seconds;
   c.procs = std::min(c.procs, c.clients);
   return in_temp_dir("dlock-crowd-bench", [&](const std::string& dir) { return run(c, run_flags, dir); });

@@ -1037,6 +1037,65 @@ def tls_section(md, run):
     return targets_list(md, lines)
 
 
+CROWD_TITLE = "## Crowds: many clients waiting on one lock"
+
+
+def load_crowd(run):
+    """cr__<backend>__<lock>__<n>.json, keyed by (backend, lock, n)."""
+    out = {}
+    for path in sorted(glob.glob(os.path.join(run, "cr__*.json"))):
+        backend, lock, n = os.path.basename(path)[4:-5].split("__")
+        for line in open(path):
+            if line.strip():
+                out[(backend, lock, int(n))] = json.loads(line)
+    return out
+
+
+def crowd_section(md, run):
+    """N clients on one name, per backend and lock kind. Returns the target
+    lines: work per critical section at the largest N within 1.5x of N = 10,
+    and nobody starved."""
+    rows = load_crowd(run)
+    if not rows:
+        return []
+    md.append(CROWD_TITLE + "\n")
+    md.append("N clients, each its own `dlock::Client` and `Mutex` (plain, or `LockOptions::fair`) on its own "
+              "thread, spread over 10 processes, all on **one name**, each looping `try_lock_until` / hold "
+              "10 ms / `unlock` for 9 s; the first 3 s (the crowd connecting and joining) are left out. "
+              "Commands and wake-ups are the clients' own counts (`ClientStats::commands_sent`, `wakeups`) "
+              "over the whole run, per critical section (CS); hand-off is a release to the next grant across "
+              "processes; \"waited through\" is the most grants made while one acquire waited; \"starved\" the "
+              f"clients with no CS in the window. One run per row, on this machine's {os.cpu_count()} cores, "
+              "every server on the same machine (`scripts/bench --crowd`).\n")
+    md.append("| backend | lock | N | CS/s | commands/CS | wake-ups/CS | hand-off p50 / p99 ms | waited through "
+              "| starved | errors |")
+    md.append("|---|---|---|---|---|---|---|---|---|---|")
+    lines = []
+    backends = sorted({k[0] for k in rows}, key=["redis", "postgres", "sqlite", "zookeeper", "etcd"].index)
+    for backend in backends:
+        for lock in ("plain", "fair"):
+            ns = sorted(n for b, l, n in rows if b == backend and l == lock)
+            for n in ns:
+                r = rows[(backend, lock, n)]
+                md.append(f"| {backend} | {lock} | {n} | {r['cs_per_s']:.1f} | {r['commands_per_cs']:.1f} | "
+                          f"{r['wakeups_per_cs']:.2f} | {r['handoff_p50_ms']:.1f} / {r['handoff_p99_ms']:.1f} | "
+                          f"{int(r['max_waited_through'])} | {int(r['starved'])} of {n} | {int(r['errors'])} |")
+            if 10 in ns and ns[-1] > 10:
+                big, ten = rows[(backend, lock, ns[-1])], rows[(backend, lock, 10)]
+                ratio = big["commands_per_cs"] / max(ten["commands_per_cs"], 1e-9)
+                lines.append((f"crowd {backend} {lock}: commands/CS at N={ns[-1]} within 1.5x of N=10",
+                              f"{ratio:.2f}x", ratio <= 1.5))
+                lines.append((f"crowd {backend} {lock}: no client starved at N={ns[-1]}",
+                              f"{int(big['starved'])} starved, {int(big['errors'])} errors",
+                              big["starved"] == 0 and big["errors"] == 0))
+    md.append("")
+    md.append("Targets (issue: a crowd costs what one waiter costs):\n")
+    for name, val, ok in lines:
+        md.append(f"- {'met' if ok else '**missed**'}: {name}: {val}")
+    md.append("")
+    return lines
+
+
 def splice_section(markdown, md_lines, title="## Recipes"):
     """Puts the section into an existing report in place of its old one (or
     before the micro-benchmarks, or at the end)."""
@@ -1067,6 +1126,8 @@ def main():
                     help="only the TLS and WAIT mode section, put in place of the old one in --markdown")
     ap.add_argument("--etcd-only", action="store_true",
                     help="only the etcd section, put in place of the old one in --markdown")
+    ap.add_argument("--crowd-only", action="store_true",
+                    help="only the Crowds section, put in place of the old one in --markdown")
     ap.add_argument("--tx-only", action="store_true",
                     help="only the Transactions section, put in place of the old one in --markdown")
     args = ap.parse_args()
@@ -1089,6 +1150,9 @@ def main():
         return section_only(tls_section, TLS_TITLE, "tls", load_tls)
     if args.etcd_only:
         return section_only(etcd_section, ETCD_TITLE, "etcd", load_etcd)
+    if args.crowd_only:
+        return section_only(crowd_section, CROWD_TITLE, "crowd",
+                            lambda run: {tuple(map(str, k)): v for k, v in load_crowd(run).items()})
     if args.tx_only:
         md = []
         tx_section(md, args.run)

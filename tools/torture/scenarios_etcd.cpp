@@ -89,6 +89,7 @@ void etcd_member_pause(RunCtx& c) {
 // client's stream is probed and moves to another member.
 void etcd_stream_pause(RunCtx& c) {
   c.idle(ms(1000));
+  int misses = 0;
   while (c.running()) {
     const int w = c.find_worker(Phase::holding, ms(1000));
     auto& etcd = *c.etcd_cluster();
@@ -99,10 +100,14 @@ void etcd_stream_pause(RunCtx& c) {
       const int n = etcd.watch_streams(i);
       if (n > streams) streams = n, m = i;
     }
+    // No follower carries a stream (all on the leader, or its gauge not
+    // read): after a few looks, a follower is paused all the same.
+    if (m < 0 && leader >= 0 && ++misses >= 5) m = (leader + 1) % etcd.size();
     if (m < 0) {
       c.idle(ms(200));
       continue;
     }
+    misses = 0;
     const auto d = ms(c.uniform(c.ttl_ms() * 3 / 2, c.ttl_ms() * 5 / 2));
     const std::int64_t at = mono_ns();
     etcd.pause(m);
