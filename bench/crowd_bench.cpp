@@ -46,6 +46,7 @@ struct Config {
   double seconds = 9, warm = 3;
   int hold_ms = 10;
   int fair = 0;
+  std::string name;  // the lock: one of its own per run, so that runs never meet
 };
 
 // One process's share of the crowd: its clients' CS, each on a line of
@@ -67,7 +68,7 @@ int process(const Config& c, const std::string& dir, int k, long long start_ns) 
         Client client = Client::connect(c.url, o);
         LockOptions lo;
         lo.fair = c.fair != 0;
-        Mutex m(client, "crowd", lo);
+        Mutex m(client, c.name, lo);
         while (Clock::now() < end) {
           const long long asked = mono_ns();
           bool got = false;
@@ -199,6 +200,7 @@ int main(int argc, char** argv) {
         "[--fair 1] [--json FILE]",
         2);
   c.seconds = run_flags.seconds;
+  c.name = "crowd-" + std::to_string(::getpid());
   c.procs = std::min(c.procs, c.clients);
   return in_temp_dir("dlock-crowd-bench", [&](const std::string& dir) { return run(c, run_flags, dir); });
 }
