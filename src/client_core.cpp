@@ -348,22 +348,19 @@ void ClientCore::shutdown_io() {
     rt_->work.reset();
     return;
   }
-  closing_releases_ = calls.size() + abandons.size();
-  for (const ReleaseCall& c : calls) {
-    backend_->release(c, [this](Result<ReleaseOutcome>) {
-      if (--closing_releases_ == 0) finish_close();
-    });
-  }
-  for (const AbandonCall& c : abandons) {
-    backend_->abandon(c, [this](Status) {
-      if (--closing_releases_ == 0) finish_close();
-    });
-  }
+  // The cleanups already out are waited for too (closing_call_done).
+  closing_releases_ = calls.size() + abandons.size() + abandons_out_;
+  for (const ReleaseCall& c : calls) backend_->release(c, [this](Result<ReleaseOutcome>) { closing_call_done(); });
+  for (const AbandonCall& c : abandons) backend_->abandon(c, [this](Status) { closing_call_done(); });
   if (closing_releases_ == 0) return finish_close();
   close_timer_ = std::make_unique<asio::steady_timer>(rt_->io, options_.command_timeout);
   close_timer_->async_wait([this](const error_code& ec) {
     if (!ec) finish_close();
   });
+}
+
+void ClientCore::closing_call_done() {
+  if (closing_releases_ > 0 && --closing_releases_ == 0) finish_close();
 }
 
 void ClientCore::finish_close() {

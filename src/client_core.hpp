@@ -174,6 +174,8 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   static Result<std::shared_ptr<ClientCore>> start(std::shared_ptr<ClientCore> core);
   void shutdown_io();  // I/O thread: frees what is held, fails what waits
   void finish_close();
+  // One of shutdown's calls (or a cleanup it found out) was answered.
+  void closing_call_done();
 
   // I/O thread only.
   std::shared_ptr<Hold> find_or_add_hold(const std::string& name, const std::string& owner, LockMode mode);
@@ -276,6 +278,7 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   bool closing_ = false;                                     // shutdown_io() ran: handlers still queued do nothing
   bool warned_blind_ = false;                                // logged once that waiters poll
   std::size_t closing_releases_ = 0;                         // shutdown's releases not yet answered
+  std::size_t abandons_out_ = 0;                             // cleanups sent, not yet answered (close waits)
   std::unique_ptr<boost::asio::steady_timer> close_timer_;   // bounds them
   bool closed_ = false;                                      // finish_close() ran
 

@@ -366,8 +366,13 @@ void ClientCore::abandon_until(const std::shared_ptr<Hold>& hold, AbandonCall ca
   ++hold->users;
   hold_exec(hold, [this, hold, call = std::move(call), give_up, backoff]() mutable {
     if (closing_) return abandons_queued_at_close_.push_back(std::move(call));
+    ++abandons_out_;
     backend_->abandon(call, [this, hold, call, give_up, backoff](Status s) mutable {
-      if (closing_) return;
+      --abandons_out_;
+      // Shutdown waits for it: a cleanup may take a second request (a
+      // script the server no longer has), which a closed connection would
+      // never send, leaving a place or a hand-over to hold the line.
+      if (closing_) return closing_call_done();
       --hold->users;
       hold_op_done(hold);
       if (s.ok()) return;

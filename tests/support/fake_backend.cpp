@@ -112,6 +112,22 @@ class FakeBackend final : public detail::Backend {
   void abandon(const AbandonCall& call, std::function<void(Status)> done) override {
     std::lock_guard lk(server_.mu_);
     server_.abandons_.push_back(call);
+    if (server_.hold_abandons_) {  // applied at flush(); never, if the client closes first
+      server_.held_.push_back([this, call, done = std::move(done)](bool cancel) mutable {
+        if (!cancel) {
+          std::lock_guard again(server_.mu_);
+          apply_abandon(call);
+        }
+        post([done = std::move(done), cancel] { done(cancel ? Status(Errc::cancelled, "fake: closed") : Status()); });
+      });
+      return;
+    }
+    apply_abandon(call);
+    post([done = std::move(done)] { done({}); });
+  }
+
+  // REQUIRES: server_.mu_ held.
+  void apply_abandon(const AbandonCall& call) {
     // A tombstone lives in the line's state (as in SQLite's line table).
     if (server_.lines_.count(call.name) != 0 || call.line || call.tombstone.count() > 0) {
       auto& st = server_.line(call.name);
@@ -119,7 +135,6 @@ class FakeBackend final : public detail::Backend {
     } else if (auto undo = detail::undo_of(call)) {
       (void)apply_release(*undo);
     }
-    post([done = std::move(done)] { done({}); });
   }
 
   void renew(const std::vector<RenewCall>& calls,
@@ -277,6 +292,10 @@ void FakeServer::drop_release_replies(int n) {
 void FakeServer::hold_acquire_reply(int index) {
   std::lock_guard lk(mu_);
   hold_index_ = index;
+}
+void FakeServer::hold_abandons(bool on) {
+  std::lock_guard lk(mu_);
+  hold_abandons_ = on;
 }
 void FakeServer::flush() {
   std::vector<std::function<void(bool)>> held;

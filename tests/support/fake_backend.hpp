@@ -87,6 +87,10 @@ struct FakeServer {
   // applied at once but its reply is held until flush().
   void hold_acquire_reply(int index);
   void flush();  // delivers held replies, oldest first
+  // While on, abandon calls are held, not applied: flush() applies them
+  // (answered ok); a client that closes first cancels them unapplied, as a
+  // request its closed connection never sent.
+  void hold_abandons(bool on);
   // The next `n` calls of any kind fail with `status`, applying nothing.
   void fail_calls(int n, Status status);
   // Renewals fail (unavailable) while set.
@@ -154,6 +158,7 @@ struct FakeServer {
   Status fail_status_;
   bool fail_renewals_ = false;
   bool refuse_watches_ = false;
+  bool hold_abandons_ = false;
   std::optional<std::chrono::milliseconds> ttl_ = std::chrono::milliseconds(30000);
   int acquires_ = 0, releases_ = 0, renewals_ = 0, destroyed_ = 0;
   std::vector<std::function<void(bool cancel)>> held_;

@@ -335,6 +335,34 @@ TEST(CoreDecisions, AReleaseToldBeforeTheFirstBusyAnswerWakesTheWaiter) {
   EXPECT_EQ(server.acquires(), 2);
 }
 
+// A client closed while a cleanup of its (an abandon) is still out waits
+// for it, within the command timeout: a connection closed under it would
+// never send what the cleanup still needs (Redis: the whole script after
+// NOSCRIPT), and the place it left in the line would be handed the lock,
+// holding the line for a lease.
+TEST(CoreDecisions, CloseWaitsForACleanupStillOut) {
+  FakeServer server;
+  server.caps.lines = true;
+  LockOptions fair;
+  fair.fair = true;
+  Client holder = connect(server);
+  auto held = holder.acquire("x", 0ms, fair);
+  ASSERT_TRUE(held.ok()) << held.status().to_string();
+  server.hold_abandons(true);
+  auto quitter = std::make_unique<Client>(connect(server));
+  auto r = quitter->acquire("x", 200ms, fair);  // in line, then gives up: its abandon is held
+  EXPECT_EQ(r.status().code(), Errc::timeout);
+  std::thread closer([&] { quitter.reset(); });  // waits for the abandon
+  std::this_thread::sleep_for(100ms);
+  server.hold_abandons(false);
+  server.flush();  // the cleanup lands
+  closer.join();
+  ASSERT_TRUE(held->release().ok());
+  Client next = connect(server);
+  auto got = next.acquire("x", 1s, fair);
+  EXPECT_TRUE(got.ok()) << got.status().to_string() << ": the line went to the departed waiter";
+}
+
 TEST(CoreDecisions, RenewalsFailingWhileTheLinkIsDownLoseTheLease) {
   FakeServer server;
   Client client = connect(server);
