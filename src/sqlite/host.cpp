@@ -89,7 +89,14 @@ const Identity& identity() {
   char state = 0;
   read_stat("/proc/self/stat", fresh->time, state, fresh->me.start);
   if (fresh->can_check) fresh->me.ns = link_of("/proc/self/ns/pid");
-  current.store(fresh, std::memory_order_release);
+  // Threads that came first at once: one copy wins, the others go.
+  Identity* seen = id;
+  while (!current.compare_exchange_weak(seen, fresh, std::memory_order_acq_rel, std::memory_order_acquire)) {
+    if (seen != nullptr && seen->for_pid == pid) {
+      delete fresh;
+      return *seen;
+    }
+  }
   return *fresh;
 }
 
