@@ -1,7 +1,9 @@
 #include "sqlite/wake_hub.hpp"
 
+#include <poll.h>
 #include <pthread.h>
 #include <stdlib.h>
+#include <sys/eventfd.h>
 #include <sys/inotify.h>
 #include <unistd.h>
 
@@ -12,6 +14,7 @@
 #include <map>
 #include <mutex>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace dlock::sqlite {
@@ -59,8 +62,30 @@ class Hub {
     return set_mask(it->first, it->second);
   }
 
+  // The last client to leave stops the reader (joined outside the lock):
+  // a process that no longer uses SQLite keeps no thread of it, and can
+  // fork as it could before.
   void leave(const std::shared_ptr<WakeSub>& sub) {
-    std::lock_guard lock(mu_);
+    std::unique_ptr<std::thread> reader;
+    int fd = -1, stop = -1;
+    {
+      std::lock_guard lock(mu_);
+      leave_locked(sub);
+      if (!dirs_.empty() || fd_ < 0 || pid_ != ::getpid()) return;
+      reader = std::move(reader_);
+      fd = std::exchange(fd_, -1);
+      stop = std::exchange(stop_, -1);
+      by_wd_.clear();
+    }
+    const std::uint64_t one = 1;
+    (void)!::write(stop, &one, sizeof one);
+    if (reader) reader->join();
+    ::close(fd);
+    ::close(stop);
+  }
+
+ private:
+  void leave_locked(const std::shared_ptr<WakeSub>& sub) {
     if (pid_ != ::getpid()) return;
     auto it = dirs_.find(sub->dir);
     if (it == dirs_.end()) return;
@@ -81,7 +106,6 @@ class Hub {
     dirs_.erase(it);
   }
 
- private:
   struct Dir {
     int wd = -1;
     int listening = 0;
@@ -94,18 +118,24 @@ class Hub {
     if (fd_ >= 0 && pid_ == ::getpid()) return {};
     if (fd_ >= 0) {  // inherited across a fork: nobody reads it here
       ::close(fd_);
-      fd_ = -1;
+      ::close(stop_);
+      fd_ = stop_ = -1;
+      (void)reader_.release();  // the parent's thread: not in this process
       dirs_.clear();
       by_wd_.clear();
     }
-    const int fd = inotify_init1(IN_CLOEXEC);
+    const int fd = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
     if (fd < 0)
       return {Errc::unavailable, std::string("no release notifications (inotify_init1: ") + std::strerror(errno) + ")"};
+    const int stop = ::eventfd(0, EFD_CLOEXEC);
+    if (stop < 0) {
+      ::close(fd);
+      return {Errc::unavailable, std::string("no release notifications (eventfd: ") + std::strerror(errno) + ")"};
+    }
     fd_ = fd;
+    stop_ = stop;
     pid_ = ::getpid();
-    // For the process's life: it is blocked in read() when the process
-    // exits, and touches nothing static then.
-    std::thread([this, fd] { read_loop(fd); }).detach();
+    reader_ = std::make_unique<std::thread>([this, fd, stop] { read_loop(fd, stop); });
     return {};
   }
 
@@ -120,18 +150,24 @@ class Hub {
     return {};
   }
 
-  void read_loop(int fd) {
+  void read_loop(int fd, int stop) {
     alignas(inotify_event) char buf[8192];
     for (;;) {
+      pollfd fds[2] = {{fd, POLLIN, 0}, {stop, POLLIN, 0}};
+      if (::poll(fds, 2, -1) < 0) {
+        if (errno == EINTR) continue;
+        return;
+      }
+      if (fds[1].revents != 0) return;  // the last client left
       const ssize_t n = ::read(fd, buf, sizeof buf);
-      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
       if (n <= 0) return;
       // Posted under the lock: once leave() returns, nothing more is posted
       // to that client's I/O loop (which may then go).
       std::vector<std::pair<std::shared_ptr<WakeSub>, bool>> tell;  // (sub, moved?) rung otherwise
       {
         std::lock_guard lock(mu_);
-        if (fd != fd_) return;  // an instance left behind by a fork
+        if (fd != fd_) return;  // an instance stopped, or left behind by a fork
         for (ssize_t at = 0; at + static_cast<ssize_t>(sizeof(inotify_event)) <= n;) {
           const auto* ev = reinterpret_cast<const inotify_event*>(buf + at);
           at += static_cast<ssize_t>(sizeof(inotify_event) + ev->len);
@@ -186,6 +222,8 @@ class Hub {
 
   std::mutex& mu_ = hub_mu();
   int fd_ = -1;    // under mu_
+  int stop_ = -1;  // an eventfd: written to stop the reader
+  std::unique_ptr<std::thread> reader_;
   pid_t pid_ = 0;  // the process that made fd_
   std::map<std::string, Dir> dirs_;
   std::map<int, std::string> by_wd_;
@@ -196,7 +234,7 @@ std::mutex& Hub::hub_mu() {
   return *mu;
 }
 
-// Never destroyed: its reader thread outlives every static.
+// Never destroyed: a reader may still run when statics go.
 Hub& hub() {
   static Hub* h = new Hub;
   return *h;
