@@ -414,6 +414,22 @@ TEST(SqliteAttack, ClientsComeAndGoWhileTheSharedInotifyRings) {
   EXPECT_EQ(rounds.load(), 150);
 }
 
+// The process's inotify reader goes with its last client: a process that
+// no longer uses SQLite keeps no thread of it (a child forked then may
+// start threads, under ThreadSanitizer too).
+TEST(SqliteAttack, TheLastClientToGoTakesTheInotifyReaderWithIt) {
+  TempDir dir;
+  LogSink log;
+  std::thread([] {}).join();  // ThreadSanitizer's own thread starts with the first one
+  const int before = thread_count();
+  {
+    Client a = Client::connect(url_of(dir), quiet(log));
+    Client b = Client::connect(url_of(dir), quiet(log));
+    EXPECT_GT(thread_count(), before);
+  }
+  EXPECT_EQ(thread_count(), before);
+}
+
 // --- item: another program holding the write lock -----------------------
 
 // While another program keeps the file's write lock, a write of the client
