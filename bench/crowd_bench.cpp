@@ -14,7 +14,6 @@
 // the window; the errors. Everything counted by the clients: the server's
 // own counts (Redis INFO commandstats, pg_stat_statements) are read beside
 // it by scripts/bench.
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -22,7 +21,6 @@
 #include <cstdio>
 #include <dlock/dlock.hpp>
 #include <fstream>
-#include <stdexcept>
 #include <thread>
 #include <vector>
 
@@ -105,17 +103,8 @@ int process(const Config& c, const std::string& dir, int k, long long start_ns) 
 
 int run(const Config& c, const RunFlags& run_flags, const std::string& dir) {
   const long long start_ns = mono_ns();
-  std::vector<pid_t> kids;
-  for (int k = 0; k < c.procs; ++k) {
-    const pid_t pid = fork();
-    if (pid == 0) _exit(process(c, dir, k, start_ns));
-    kids.push_back(pid);
-  }
-  for (pid_t p : kids) {
-    int st = 0;
-    waitpid(p, &st, 0);
-    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) throw std::runtime_error("a crowd process failed");
-  }
+  in_processes(
+      c.procs, [&](int k) { return process(c, dir, k, start_ns); }, "crowd process");
   std::vector<Cs> all;
   Totals t;
   for (int k = 0; k < c.procs; ++k) {

@@ -1,8 +1,5 @@
 #include "handoff.hpp"
 
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
@@ -88,17 +85,8 @@ Handoff measure_handoff(const std::string& url, const ClientOptions& options, co
 Handoff measure_handoff(const std::function<std::unique_ptr<Turns>()>& make, const std::string& dir, double seconds,
                         int procs) {
   std::filesystem::remove(dir + "/w3.counter");
-  std::vector<pid_t> kids;
-  for (int k = 0; k < procs; ++k) {
-    const pid_t pid = fork();
-    if (pid == 0) _exit(worker(make, dir, seconds, k));
-    kids.push_back(pid);
-  }
-  for (pid_t p : kids) {
-    int st = 0;
-    waitpid(p, &st, 0);
-    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) throw std::runtime_error("a W3 worker failed");
-  }
+  in_processes(
+      procs, [&](int k) { return worker(make, dir, seconds, k); }, "W3 worker");
   const std::vector<Event> evs = read_events(dir, procs);
   long long wakeups = 0;
   for (int k = 0; k < procs; ++k) wakeups += read_counter(dir + "/w3.wakeups." + std::to_string(k));

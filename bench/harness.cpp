@@ -1,6 +1,8 @@
 #include "harness.hpp"
 
 #include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -9,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <stdexcept>
 
 namespace dlock::bench {
 
@@ -127,6 +130,22 @@ int in_temp_dir(const std::string& program, const std::function<int(const std::s
   const int rc = exit_status(program, [&] { return body(tmpl); });
   std::filesystem::remove_all(tmpl);
   return rc;
+}
+
+void in_processes(int n, const std::function<int(int k)>& body, const std::string& what) {
+  std::vector<pid_t> kids;
+  for (int k = 0; k < n; ++k) {
+    const pid_t pid = fork();
+    if (pid == 0) _exit(body(k));
+    kids.push_back(pid);
+  }
+  bool failed = false;
+  for (pid_t p : kids) {
+    int st = 0;
+    waitpid(p, &st, 0);
+    failed = failed || !WIFEXITED(st) || WEXITSTATUS(st) != 0;
+  }
+  if (failed) throw std::runtime_error("a " + what + " failed");
 }
 
 }  // namespace dlock::bench

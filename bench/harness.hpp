@@ -119,5 +119,9 @@ std::string num(double v);
 int exit_status(const std::string& program, const std::function<int()>& body);
 // The same with a new temp dir for body's files, removed afterwards.
 int in_temp_dir(const std::string& program, const std::function<int(const std::string& dir)>& body);
+// Runs body(k) in `n` forked processes, k = 0..n-1, each exiting with what
+// it returns, and waits for them all. Throws std::runtime_error naming
+// `what` if one did not exit with 0.
+void in_processes(int n, const std::function<int(int k)>& body, const std::string& what);
 
 }  // namespace dlock::bench
