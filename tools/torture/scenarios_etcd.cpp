@@ -2,6 +2,7 @@
 // off from the others, the follower carrying the clients' watch streams
 // paused, an operator deleting the holder's key, the holder's rights
 // revoked mid-hold, and compaction under waiting clients.
+#include <functional>
 #include <sstream>
 
 #include "run_ctx.hpp"
@@ -55,6 +56,22 @@ void etcd_leader_kill(RunCtx& c) {
   }
 }
 
+// SIGSTOPs member `m` for 1.5-2.5 leases (`detail` tells the fault, given
+// the pause and the member's state once stopped), then SIGCONT, a leader
+// awaited, and 1-2 s of calm.
+void pause_member(RunCtx& c, int m, const std::string& kind, const std::function<std::string(ms, char)>& detail) {
+  auto& etcd = *c.etcd_cluster();
+  const auto d = ms(c.uniform(c.ttl_ms() * 3 / 2, c.ttl_ms() * 5 / 2));
+  const std::int64_t at = mono_ns();
+  etcd.pause(m);
+  c.fault_start(kind, member_label(m), detail(d, proc_state(etcd.pid(m))), at);
+  c.idle(d);
+  etcd.resume(m);
+  const bool led = etcd.wait_leader(ms(10000));
+  c.fault_end(kind, member_label(m), std::string("SIGCONT; ") + (led ? "a leader" : "NO leader after 10 s"));
+  c.idle(ms(c.uniform(1000, 2000)));
+}
+
 // SIGSTOPs a member, chosen at random (the leader a third of the time),
 // for 1.5-2.5 leases while a lock is held: its clients' calls and
 // keep-alives time out and move to the others.
@@ -65,21 +82,11 @@ void etcd_member_pause(RunCtx& c) {
     auto& etcd = *c.etcd_cluster();
     const int leader = etcd.leader();
     const int m = static_cast<int>(c.uniform(0, etcd.size() - 1));
-    const auto d = ms(c.uniform(c.ttl_ms() * 3 / 2, c.ttl_ms() * 5 / 2));
-    const std::int64_t at = mono_ns();
-    etcd.pause(m);
-    const char state = proc_state(etcd.pid(m));
-    c.fault_start("member-pause", member_label(m),
-                  "SIGSTOP etcd member pid " + std::to_string(etcd.pid(m)) + " (" + role_of(m, leader) + ") for " +
-                      std::to_string(d.count()) + " ms while " + holder_or_nobody(c, w) + " held the lock; state " +
-                      std::string(1, state),
-                  at);
-    c.idle(d);
-    etcd.resume(m);
-    const bool led = etcd.wait_leader(ms(10000));
-    c.fault_end("member-pause", member_label(m),
-                std::string("SIGCONT; ") + (led ? "a leader" : "NO leader after 10 s"));
-    c.idle(ms(c.uniform(1000, 2000)));
+    pause_member(c, m, "member-pause", [&](ms d, char state) {
+      return "SIGSTOP etcd member pid " + std::to_string(etcd.pid(m)) + " (" + role_of(m, leader) + ") for " +
+             std::to_string(d.count()) + " ms while " + holder_or_nobody(c, w) + " held the lock; state " +
+             std::string(1, state);
+    });
   }
 }
 
@@ -108,20 +115,11 @@ void etcd_stream_pause(RunCtx& c) {
       continue;
     }
     misses = 0;
-    const auto d = ms(c.uniform(c.ttl_ms() * 3 / 2, c.ttl_ms() * 5 / 2));
-    const std::int64_t at = mono_ns();
-    etcd.pause(m);
-    c.fault_start("stream-pause", member_label(m),
-                  "SIGSTOP etcd follower pid " + std::to_string(etcd.pid(m)) + ", carrying " + std::to_string(streams) +
-                      " watch stream(s), for " + std::to_string(d.count()) + " ms while " + holder_or_nobody(c, w) +
-                      " held the lock",
-                  at);
-    c.idle(d);
-    etcd.resume(m);
-    const bool led = etcd.wait_leader(ms(10000));
-    c.fault_end("stream-pause", member_label(m),
-                std::string("SIGCONT; ") + (led ? "a leader" : "NO leader after 10 s"));
-    c.idle(ms(c.uniform(1000, 2000)));
+    pause_member(c, m, "stream-pause", [&](ms d, char) {
+      return "SIGSTOP etcd follower pid " + std::to_string(etcd.pid(m)) + ", carrying " + std::to_string(streams) +
+             " watch stream(s), for " + std::to_string(d.count()) + " ms while " + holder_or_nobody(c, w) +
+             " held the lock";
+    });
   }
 }
 
