@@ -40,8 +40,7 @@ void EtcdBackend::open_watches(std::optional<std::size_t> avoid) {
         });
       },
       avoid);
-  probe_sent_ = {};
-  if (!watching_.empty()) probe_soon();
+  probe_sent_ = {};  // watch_key() arms the probe's tick again
   // Holds and observers watch again (a deletion meanwhile is found by
   // starting from the revision each last saw); waiters look again.
   for (auto& [grant, h] : held_) h.watch = watch_key(h.key, h.revision + 1, {WatchFor::Kind::hold, grant, {}});
