@@ -268,7 +268,7 @@ int without_inotify(const TempDir& dir, const std::function<int()>& body) {
                    30s);
 }
 
-TEST(SqliteAttack, WithoutInotifyTheStoreWorksAndWaitsEndAtTheLease) {
+TEST(SqliteAttack, WithoutInotifyTheStoreWorksAndAWaiterIsGranted) {
   REQUIRE_ROOT();
   TempDir dir;
   const std::string url = url_of(dir);
