@@ -128,6 +128,12 @@ struct AcquireCall {
   // node in place, because the acquire goes on waiting under the same
   // attempt id on the I/O thread (false: try once, leave nothing).
   bool keep_place = false;
+  // The call waits if busy: a backend that wakes a plain lock's waiters one
+  // at a time (Redis) queues it, so that a release wakes it alone. `waited`:
+  // an earlier attempt of the call was answered busy (a grant leaves the
+  // queue).
+  bool waits = false;
+  bool waited = false;
   // The blocking fast path returns by then, answered or not (the call's
   // deadline: the wait's end, or for a try the reply budget). Unanswered:
   // Errc::timeout, and the backend cleans up whatever the request may still
@@ -210,6 +216,9 @@ struct AbandonCall {
   // The attempts were a line's (AcquireCall::queued or shared): a place in
   // the line, or a hand-over, may be left even when nothing is in doubt.
   bool line = false;
+  // The attempts waited (AcquireCall::waits, answered busy): the caller
+  // leaves the name's waiters, passing a wake-up it was sent on.
+  bool waited = false;
 };
 
 struct RenewCall {
@@ -225,11 +234,15 @@ struct RenewCall {
 // (WAIT mode): retried like a failed renewal, never reported as renewed.
 enum class RenewOutcome { renewed, expired, taken, wrong_type, unconfirmed };
 
-// Whose release a watch waits for: every waiter of a name on Redis and SQL
-// (which do not read `attempt`), one attempt's predecessor on ZooKeeper.
+// Whose release a watch waits for: one attempt's predecessor on ZooKeeper
+// and etcd; on Redis the attempt itself (a release wakes the first plain
+// waiter alone) unless it is a line's; every waiter of a name on SQL.
 struct WatchKey {
   std::string name;
   std::uint64_t attempt = 0;
+  // It hears what every waiter of the name is told: a line's waiter (fair
+  // or shared, AcquireCall::queued: hand-overs), an observer.
+  bool broadcast = false;
 };
 
 // A waiter the line granted inside someone else's call (core/lock_line.hpp).
@@ -317,9 +330,9 @@ class Backend {
   // or changed. Where watches are keyed by name, a watch serves it;
   // ZooKeeper, whose waiters watch only their predecessor, overrides it.
   virtual void observe(const std::string& name, std::function<void(Status)> ready) {
-    watch({name, 0}, std::move(ready));
+    watch({name, 0, true}, std::move(ready));
   }
-  virtual void unobserve(const std::string& name) { unwatch({name, 0}); }
+  virtual void unobserve(const std::string& name) { unwatch({name, 0, true}); }
 
   // The blocking fast path, called on the caller's own thread (any thread,
   // concurrently: the only thread-safe calls here). One round trip, no hand-

@@ -151,7 +151,7 @@ void ClientCore::start_watch(const std::shared_ptr<AcquireOp>& op, AcquireFsm::t
   op->watching = true;
   until = std::min(until, op->wake_by);
   if (until != AcquireFsm::time_point::max()) wake_at(op, until);
-  backend_->watch({op->name, op->attempt}, [this, op](Status s) {
+  backend_->watch({op->name, op->attempt, op->queued}, [this, op](Status s) {
     if (closing_ || op->finished) return;
     op->timer.cancel();
     if (!s.ok() && s.code() != Errc::cancelled && !std::exchange(warned_blind_, true))
@@ -195,6 +195,8 @@ void ClientCore::send_attempt(const std::shared_ptr<AcquireOp>& op) {
     call.permits = op->shape.permits;
     call.queued = op->queued;
     call.info = holder_info(op->opts);
+    call.waits = op->may_wait;
+    call.waited = op->busy_sent_at != Clock::time_point{};
     op->sent_held = call.held;
     op->sent_grant = call.grant;
     op->in_flight = true;
@@ -305,7 +307,7 @@ void ClientCore::finish(const std::shared_ptr<AcquireOp>& op, Status status) {
     }
     op->in_waiters = false;
   }
-  if (op->watching) backend_->unwatch({op->name, op->attempt});
+  if (op->watching) backend_->unwatch({op->name, op->attempt, op->queued});
   if (!status.ok()) {
     // The backend removes what the attempts left: a grant in doubt (a reply
     // lost), a stray copy of a fresh attempt, a queue node.
@@ -347,6 +349,7 @@ AbandonCall ClientCore::abandon_call(const AcquireOp& op, bool in_doubt) const {
   if (op.stray) call.tombstone = op.lease;
   call.mode = op.hold->mode;
   call.line = op.queued;
+  call.waited = op.may_wait && op.busy_sent_at != Clock::time_point{};
   return call;
 }
 

@@ -19,6 +19,7 @@ std::optional<Result<Lease>> ClientCore::acquire_now(const std::string& name, mi
   call.grant = next_grant_.fetch_add(1);
   call.attempt = next_attempt_.fetch_add(1);
   call.keep_place = wait.count() > 0;
+  call.waits = call.keep_place;
   call.mode = seed.shape.mode;
   call.permits = seed.shape.permits;
   call.queued = queued(o, seed.shape);

@@ -177,8 +177,8 @@ bool own_key(std::string_view prefix, std::string_view key) {
   const auto close = rest.find('}');
   if (close == std::string_view::npos) return false;
   const std::string_view tail = rest.substr(close + 1);
-  return tail.empty() || tail == ":f" || tail == ":wake" || tail == ":q" || tail.starts_with(":t:") ||
-         tail.starts_with(":plain:") || tail.starts_with(":redisson:");
+  return tail.empty() || tail == ":f" || tail == ":wake" || tail == ":q" || tail == ":w" || tail == ":r" ||
+         tail.starts_with(":t:") || tail.starts_with(":plain:") || tail.starts_with(":redisson:");
 }
 
 }  // namespace dlock::detail

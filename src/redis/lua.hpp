@@ -9,7 +9,7 @@
 
 namespace dlock::redis::lua {
 
-extern const std::string_view acquire, release, renew;
+extern const std::string_view acquire, release, renew, leave;
 extern const std::string_view line_acquire, line_release, line_abandon, line_inspect;
 extern const std::string_view plain_acquire, plain_release, plain_inspect;
 extern const std::string_view redisson_acquire, redisson_release, redisson_inspect;

@@ -1,6 +1,7 @@
 #include <algorithm>
 #include <boost/asio/post.hpp>
 
+#include "core/token.hpp"
 #include "redis/errors.hpp"
 #include "redis/keys.hpp"
 #include "redis/line_scripts.hpp"
@@ -18,7 +19,8 @@ RedisBackend::RedisBackend(boost::asio::io_context& io, std::unique_ptr<Route> r
       wait_(wait),
       keyspace_{prefix_, route_->moves() ? detail::FenceScope::name : detail::FenceScope::prefix,
                 config_.endpoint.layout},
-      resubscribe_timer_(io) {
+      resubscribe_timer_(io),
+      waiter_id_(detail::random_token()) {
   // TLS on the fast path: one context for its connections, made as the
   // I/O thread's are. Without it (a file that cannot be loaded) the I/O
   // path reports why at connect.
@@ -61,6 +63,7 @@ void RedisBackend::close() {
   for (auto& r : retired_) r->close();
   fail_ready(Status(Errc::cancelled, "client closed"));
   watches_.clear();
+  for (auto& [attempt, t] : standby_) t->cancel();
 }
 
 detail::Capabilities RedisBackend::capabilities() const {
@@ -76,7 +79,7 @@ void RedisBackend::acquire_round(const AcquireCall& call, std::uint64_t round,
                                  std::function<void(Result<AcquireOutcome>)> done) {
   if (Status bad = check_layout(call); !bad.ok())
     return boost::asio::post(io_, [done = std::move(done), bad] { done(bad); });
-  ScriptCall sc = acquire_request(keyspace_, call, call.queued, round);
+  ScriptCall sc = acquire_request(keyspace_, call, call.queued, round, member_of(call, round));
   if (wait_.replicas > 0) {
     return eval_script(*sc.script, sc.keys, sc.args, true,
                        [this, call, done = std::move(done)](Result<Reply> r, Status replicated) mutable {
@@ -130,6 +133,16 @@ void RedisBackend::release_round(const ReleaseCall& call, std::uint64_t round,
 }
 
 void RedisBackend::abandon(const detail::AbandonCall& call, std::function<void(Status)> done) {
+  if (call.waited && !call.line && call.mode == detail::LockMode::exclusive && wake_one()) {
+    // Out of the waiters first (passing a wake-up it was sent on), then
+    // whatever the attempts may have left.
+    detail::AbandonCall rest = call;
+    rest.waited = false;
+    return leave(call.name, call.attempt, [this, rest, done = std::move(done)](Status s) mutable {
+      if (!s.ok()) return done(s);
+      abandon(rest, std::move(done));
+    });
+  }
   if (call.line || call.mode == detail::LockMode::shared) {
     // Always: a place in the line, or a hand-over it never heard of.
     ScriptCall sc = abandon_request(keyspace_, call);
@@ -252,10 +265,12 @@ ReplyHandler RedisBackend::inspected(std::function<void(Result<LockInfo>)> done)
     info.shared = shared != 0;
     info.last_fence = replies[1].type == Reply::Type::string ? std::strtoull(replies[1].str.c_str(), nullptr, 10) : 0;
     const Reply& numsub = replies[2];
-    if (is_line != 0)
-      info.waiters = static_cast<unsigned>(line);
-    else if (numsub.type == Reply::Type::array && numsub.elements.size() == 2)
-      info.waiters = static_cast<unsigned>(numsub.elements[1].integer);
+    // Not a line's: the queued plain waiters (the default layout) and the
+    // channel's listeners (the single-key layouts' waiters).
+    auto waiters = static_cast<unsigned>(line);
+    if (is_line == 0 && numsub.type == Reply::Type::array && numsub.elements.size() == 2)
+      waiters += static_cast<unsigned>(numsub.elements[1].integer);
+    info.waiters = waiters;
     done(info);
   };
 }
@@ -391,7 +406,10 @@ std::unique_ptr<detail::Backend> make_redis_backend(boost::asio::io_context& io,
 std::unique_ptr<RedlockMaster> make_redlock_master(boost::asio::io_context& io, ConnectionConfig config,
                                                    std::string key_prefix) {
   auto route = make_single_route(io, config);
-  return std::make_unique<RedisBackend>(io, std::move(route), std::move(config), std::move(key_prefix), ReplicaWait{});
+  auto master =
+      std::make_unique<RedisBackend>(io, std::move(route), std::move(config), std::move(key_prefix), ReplicaWait{});
+  master->wake_all_waiters();
+  return master;
 }
 
 std::unique_ptr<detail::Backend> make_redis_cluster_backend(boost::asio::io_context& io,

@@ -12,6 +12,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <set>
 
 #include "redis/redis_backend.hpp"
 #include "redis/route.hpp"
@@ -128,8 +129,10 @@ class RedisBackend final : public RedlockMaster {
   // The inspect script's, the fence counter's and PUBSUB NUMSUB's replies.
   static ReplyHandler inspected(std::function<void(Result<LockInfo>)> done);
 
-  // One subscription per name, whatever the attempt: a release wakes the
-  // name's waiters (ClientCore hands it to one).
+  // The dlock layout's plain waiters listen on the lock's channel for this
+  // client (waiter_channel): a release wakes the first queued waiter alone,
+  // by its attempt (lua/wake_lib.lua). A line's waiters, and every waiter
+  // of the single-key layouts, share the lock's channel.
   void watch(const detail::WatchKey& key, std::function<void(Status)> ready) override;
 
   void unwatch(const detail::WatchKey& key) override;
@@ -137,7 +140,23 @@ class RedisBackend final : public RedlockMaster {
   std::uint64_t commands_sent() const override;
   std::uint64_t reconnects() const override;
 
+  // A Redlock master: its releases wake by broadcast, as a majority of
+  // masters must agree on whom they woke, which one queue per master cannot.
+  void wake_all_waiters() { wake_one_ = false; }
+
  private:
+  // Whether this backend queues plain waiters and wakes them one at a time.
+  bool wake_one() const { return wake_one_ && !keyspace_.single_key(); }
+  // `call`'s waiter member, or empty when it joins no queue.
+  std::string member_of(const AcquireCall& call, std::uint64_t round) const;
+  // The channel `key`'s waiter listens on.
+  std::string channel_of(const detail::WatchKey& key) const;
+  // A wake-up for this client's plain waiter `attempt` of `name`: woken
+  // ('w') or asked to stand by ('s'); one for an attempt no longer
+  // watched is passed on (lua/leave.lua).
+  void on_waiter_message(const std::string& name, std::set<std::uint64_t>& attempts, std::string_view payload);
+  void leave(const std::string& name, std::uint64_t attempt, std::function<void(Status)> done);
+
   struct RenewBatch {
     std::vector<RenewOutcome> out;  // unconfirmed until a group answers
     std::size_t groups_left = 0;
@@ -166,6 +185,8 @@ class RedisBackend final : public RedlockMaster {
   struct Watch {
     std::string name;
     unsigned refs = 0;
+    bool personal = false;             // a waiter channel (channel_of): wake-ups name an attempt
+    std::set<std::uint64_t> attempts;  // personal: the attempts watching
     bool confirmed = false;
     bool resync = false;  // subscribed again after a gap: waiters retry once
     std::string node;     // the subscriber it is (to be) subscribed on
@@ -290,6 +311,12 @@ class RedisBackend final : public RedlockMaster {
   bool sharded_ = false;  // SSUBSCRIBE/SPUBLISH (a cluster that knows them); set in start()
   bool closed_ = false;
   std::map<std::string, Watch> watches_;  // by channel
+  // This client's id among a name's waiters (lua/wake_lib.lua).
+  const std::string waiter_id_;
+  bool wake_one_ = true;
+  // Stand-by looks, by attempt: after the reservation of the waiter woken
+  // before this one ends, the attempt tries again.
+  std::map<std::uint64_t, std::unique_ptr<boost::asio::steady_timer>> standby_;
   // Blocking connections of the fast path, per node address ("" for the
   // one server) (any thread; guarded by pool_mu_).
   static constexpr std::size_t kPoolIdle = 8;

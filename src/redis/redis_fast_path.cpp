@@ -14,7 +14,7 @@ std::optional<Result<AcquireOutcome>> RedisBackend::acquire_now(const AcquireCal
   if (!sync_ok()) return std::nullopt;
   if (Status bad = check_layout(call); !bad.ok()) return Result<AcquireOutcome>(bad);
   // A try leaves no place in the line behind it.
-  ScriptCall sc = acquire_request(keyspace_, call, call.queued && call.keep_place);
+  ScriptCall sc = acquire_request(keyspace_, call, call.queued && call.keep_place, 0, member_of(call, 0));
   if (wait_.replicas == 0) {
     auto r = eval_now(sc, call.deadline);
     if (!r) return std::nullopt;
@@ -55,8 +55,10 @@ RedisBackend::Sent RedisBackend::pending(std::optional<Result<std::unique_ptr<Se
 RedisBackend::Sent RedisBackend::send_acquire_now(const AcquireCall& call, std::uint64_t round,
                                                   std::chrono::steady_clock::time_point by, bool pooled_only) {
   if (!sync_ok()) return std::nullopt;
-  return pending(send_now(acquire_request(keyspace_, call, call.queued && call.keep_place, round), by, pooled_only),
-                 call);
+  return pending(
+      send_now(acquire_request(keyspace_, call, call.queued && call.keep_place, round, member_of(call, round)), by,
+               pooled_only),
+      call);
 }
 
 RedisBackend::Sent RedisBackend::send_release_now(const ReleaseCall& call, std::uint64_t round,

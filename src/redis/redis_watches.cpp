@@ -11,12 +11,28 @@
 
 namespace dlock::redis {
 
+std::string RedisBackend::member_of(const AcquireCall& call, std::uint64_t round) const {
+  if (!call.waits || round != 0 || call.queued || call.mode != detail::LockMode::exclusive || !wake_one()) return {};
+  return waiter_member(waiter_id_, call.attempt);
+}
+
+std::string RedisBackend::channel_of(const detail::WatchKey& key) const {
+  const auto keys = keyspace_.keys(key.name);
+  return key.broadcast || !wake_one() ? keys.channel : waiter_channel(keys, waiter_id_);
+}
+
 void RedisBackend::watch(const detail::WatchKey& key, std::function<void(Status)> ready) {
   const auto keys = keyspace_.keys(key.name);
   // node-redisson's own channel for the name, when it differs: watched
   // too (its releases are published there), without waiting for it.
   if (!keys.peer_channel.empty()) watch_channel(key.name, keys.peer_channel, [](Status) {});
-  watch_channel(key.name, keys.channel, std::move(ready));
+  const std::string channel = channel_of(key);
+  if (channel != keys.channel) {
+    Watch& w = watches_[channel];
+    w.personal = true;
+    w.attempts.insert(key.attempt);
+  }
+  watch_channel(key.name, channel, std::move(ready));
 }
 
 void RedisBackend::watch_channel(const std::string& name, const std::string& channel,
@@ -44,7 +60,15 @@ void RedisBackend::watch_channel(const std::string& name, const std::string& cha
 void RedisBackend::unwatch(const detail::WatchKey& key) {
   const auto keys = keyspace_.keys(key.name);
   if (!keys.peer_channel.empty()) unwatch_channel(keys.peer_channel);
-  unwatch_channel(keys.channel);
+  const std::string channel = channel_of(key);
+  if (auto it = watches_.find(channel); it != watches_.end() && it->second.personal) {
+    it->second.attempts.erase(key.attempt);
+    if (auto t = standby_.find(key.attempt); t != standby_.end()) {
+      t->second->cancel();
+      standby_.erase(t);
+    }
+  }
+  unwatch_channel(channel);
 }
 
 void RedisBackend::unwatch_channel(const std::string& channel) {
@@ -182,6 +206,7 @@ void RedisBackend::on_message(const std::string& channel, const std::string& pay
   if (it == watches_.end()) return;
   // A copy of the name: the handlers may unwatch.
   std::string name = it->second.name;
+  if (it->second.personal) return on_waiter_message(name, it->second.attempts, payload);
   // A hand-over, "h:<fence>:<lease ms>:<owner>/<grant>": its recipient
   // holds the lock now (the other waiters sleep on: it is held again,
   // for up to that lease unless renewed).
@@ -203,6 +228,39 @@ void RedisBackend::on_message(const std::string& channel, const std::string& pay
     return;
   }
   if (events_.released) events_.released({std::move(name), 0});
+}
+
+// The attempt is parsed from what this client sent (waiter_member): a
+// payload that does not parse is ignored.
+void RedisBackend::on_waiter_message(const std::string& name, std::set<std::uint64_t>& attempts,
+                                     std::string_view payload) {
+  if (payload.size() < 3 || payload[1] != ':' || (payload[0] != 'w' && payload[0] != 's')) return;
+  const bool woken = payload[0] == 'w';
+  char* end = nullptr;
+  const std::string rest(payload.substr(2));
+  const std::uint64_t attempt = std::strtoull(rest.c_str(), &end, 10);
+  if (end == rest.c_str() || (*end != '\0' && *end != ':')) return;
+  const bool watching = attempts.count(attempt) != 0;
+  if (woken) {
+    if (!watching) return leave(name, attempt, [](Status) {});  // over: the next one's turn
+    if (events_.released) events_.released({name, attempt});
+    return;
+  }
+  if (!watching || *end != ':') return;
+  const long long ms = std::strtoll(end + 1, nullptr, 10);
+  auto& timer = standby_[attempt];
+  if (!timer) timer = std::make_unique<boost::asio::steady_timer>(io_);
+  timer->expires_after(milliseconds(std::clamp(ms, 1LL, 60000LL)));
+  timer->async_wait([this, name, attempt](const boost::system::error_code& ec) {
+    if (ec || closed_) return;
+    standby_.erase(attempt);
+    if (events_.released) events_.released({name, attempt});
+  });
+}
+
+void RedisBackend::leave(const std::string& name, std::uint64_t attempt, std::function<void(Status)> done) {
+  ScriptCall sc = leave_request(keyspace_, name, waiter_member(waiter_id_, attempt));
+  eval(*sc.script, sc.keys, sc.args, [done = std::move(done)](Result<Reply> r) { done(r.status()); });
 }
 
 }  // namespace dlock::redis

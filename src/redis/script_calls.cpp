@@ -73,8 +73,21 @@ bool int_at(const Reply& r, std::size_t i, long long& out) {
   return true;
 }
 
+std::string waiter_member(const std::string& client, std::uint64_t attempt) {
+  return client + ':' + std::to_string(attempt);
+}
+
+std::string waiter_channel(const detail::LockKeys& keys, const std::string& client) {
+  return keys.channel + ':' + client;
+}
+
+ScriptCall leave_request(const detail::Keyspace& ks, const std::string& name, std::string member) {
+  auto keys = ks.keys(name);
+  return {&leave_script(), {std::move(keys.lock)}, {std::move(member), std::move(keys.channel)}};
+}
+
 ScriptCall acquire_request(const detail::Keyspace& ks, const detail::AcquireCall& call, bool queued,
-                           std::uint64_t round) {
+                           std::uint64_t round, std::string member) {
   auto keys = ks.keys(call.name);
   std::string owner = wire_owner(call.owner, call.grant);
   std::string tomb = keys.tombstone + owner;
@@ -89,10 +102,15 @@ ScriptCall acquire_request(const detail::Keyspace& ks, const detail::AcquireCall
              call.mode == detail::LockMode::shared ? "s" : "x", std::to_string(call.permits), queued ? "1" : "0",
              call.info, std::move(keys.channel)}};
   }
-  return {&acquire_script(),
-          {std::move(keys.lock), std::move(keys.fence), std::move(tomb), std::move(keys.line)},
-          {std::move(owner), std::to_string(call.lease.count()), std::to_string(call.held), std::to_string(round),
-           std::move(keys.channel), call.info, wall_ms_now()}};
+  ScriptCall sc{&acquire_script(),
+                {std::move(keys.lock), std::move(keys.fence), std::move(tomb), std::move(keys.line)},
+                {std::move(owner), std::to_string(call.lease.count()), std::to_string(call.held), std::to_string(round),
+                 std::move(keys.channel), call.info, wall_ms_now()}};
+  if (!member.empty()) {
+    sc.args.push_back(std::move(member));
+    sc.args.push_back(call.waited ? "1" : "0");
+  }
+  return sc;
 }
 
 // An exclusive hold lives in the lock hash whether a line's or not: the

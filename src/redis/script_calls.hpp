@@ -36,14 +36,22 @@ struct ScriptCall {
 // it) leaves a later round's grant alone.
 // The plain layout (keys.hpp) has no line: a line's call never gets here
 // (Capabilities::lines is false there).
+// `member`: the caller's place among the name's waiters if it will wait
+// ("<client id>:<attempt>", lua/wake_lib.lua); empty: it joins none.
 ScriptCall acquire_request(const detail::Keyspace& ks, const detail::AcquireCall& call, bool queued,
-                           std::uint64_t round = 0);
+                           std::uint64_t round = 0, std::string member = {});
 // An exclusive hold lives in the lock hash whether a line's or not: the
 // plain script releases both (and hands over to a line). Shared holds are
 // the line's.
 // `round`: only while the hold is still that Redlock round's (0: any).
 ScriptCall release_request(const detail::Keyspace& ks, const detail::ReleaseCall& call, std::uint64_t round = 0);
 ScriptCall abandon_request(const detail::Keyspace& ks, const detail::AbandonCall& call);
+// A plain waiter `member` leaves the name's waiters (lua/leave.lua).
+ScriptCall leave_request(const detail::Keyspace& ks, const std::string& name, std::string member);
+// The waiter member of `client` (RedisBackend's id) for `attempt`, and the
+// channel a release wakes that client's waiters of the lock on.
+std::string waiter_member(const std::string& client, std::uint64_t attempt);
+std::string waiter_channel(const detail::LockKeys& keys, const std::string& client);
 
 Result<detail::AcquireOutcome> parse_acquire(const Reply& r, const detail::AcquireCall& call);
 Result<detail::ReleaseOutcome> parse_release(const Reply& r);

@@ -50,9 +50,10 @@ const Script& with_sharded_publish(const Script& s) {
   static const Table known = [] {
     Table t;
     for (const Script* x :
-         {&acquire_script(), &release_script(), &renew_script(), &line_acquire_script(), &line_release_script(),
-          &line_abandon_script(), &line_inspect_script(), &plain_acquire_script(), &plain_release_script(),
-          &plain_inspect_script(), &redisson_acquire_script(), &redisson_release_script(), &redisson_inspect_script()})
+         {&acquire_script(), &release_script(), &renew_script(), &leave_script(), &line_acquire_script(),
+          &line_release_script(), &line_abandon_script(), &line_inspect_script(), &plain_acquire_script(),
+          &plain_release_script(), &plain_inspect_script(), &redisson_acquire_script(), &redisson_release_script(),
+          &redisson_inspect_script()})
       t.emplace(x, sharded_variant_of(*x));
     return t;
   }();
@@ -79,6 +80,7 @@ const Script& cached() {
 const Script& acquire_script() { return cached<&lua::acquire>(); }
 const Script& release_script() { return cached<&lua::release>(); }
 const Script& renew_script() { return cached<&lua::renew>(); }
+const Script& leave_script() { return cached<&lua::leave>(); }
 const Script& line_acquire_script() { return cached<&lua::line_acquire>(); }
 const Script& line_release_script() { return cached<&lua::line_release>(); }
 const Script& line_abandon_script() { return cached<&lua::line_abandon>(); }

@@ -23,8 +23,11 @@ const Script& with_sharded_publish(const Script& s);
 // KEYS: lock, fence counter, tombstone, line (line_scripts.hpp). ARGV:
 // owner, lease ms (digits), depth the caller holds, attempt number (0: none;
 // see RedlockMaster::acquire_round), wake channel, the holder's description,
-// the caller's wall clock in ms (inspect's "held for"). A free lock beside a live line is busy
-// (after the line is settled: an expired holder hands over).
+// the caller's wall clock in ms (inspect's "held for"), and for a caller
+// that will wait its waiter member and '1' if it was busy before
+// (lua/wake_lib.lua). A free lock beside a live line is busy (after the
+// line is settled: an expired holder hands over), and so is a free lock
+// reserved for another waiter a release woke.
 // Returns {6, 0, 0} when the caller's owner holds it shared (as the line
 // acquire), {1, fence, depth} granted, {0, holder pttl, 0} busy,
 // {2, 0, 0} lost, {3, server depth, 0} mismatch.
@@ -41,6 +44,8 @@ const Script& release_script();
 // call). ARGV: owner, lease, 'p' | 'l' per call.
 // Returns one code per key: 1 renewed, 0 gone, 2 taken, 3 wrong type.
 const Script& renew_script();
+// A plain waiter leaves (lua/leave.lua): KEYS lock; ARGV member, channel.
+const Script& leave_script();
 
 // The plain layout (keys.hpp), one string key per lock: lua/plain_*.lua
 // say what each takes and returns. Busy is {7, holder pttl, 0}: a peer's

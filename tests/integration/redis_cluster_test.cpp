@@ -26,10 +26,19 @@ std::string channel_of(const std::string& name) { return lock_key(name) + ":wake
 
 // How many clients node `i` counts on `name`'s channel: `kind` NUMSUB
 // (classic) or SHARDNUMSUB.
+// The name's channels with a subscriber on node i ("NUMSUB": classic,
+// "SHARDNUMSUB": sharded): its own (observers, a line's waiters) and each
+// waiting client's (channel_of + ":<client id>").
 int subscribers(const RedisCluster& c, int i, const char* kind, const std::string& name) {
-  const std::string r = c.cli(i, {"PUBSUB", kind, channel_of(name)});
-  const auto nl = r.find('\n');
-  return nl == std::string::npos ? -1 : std::atoi(r.c_str() + nl + 1);
+  const std::string r =
+      c.cli(i, {"PUBSUB", std::string(kind) == "NUMSUB" ? "CHANNELS" : "SHARDCHANNELS", channel_of(name) + "*"});
+  int n = 0;
+  for (std::size_t at = 0; at < r.size();) {
+    const auto end = std::min(r.find('\n', at), r.size());
+    if (end > at) ++n;
+    at = end + 1;
+  }
+  return n;
 }
 
 class RedisClusterTest : public ::testing::Test {

@@ -1,6 +1,7 @@
 -- KEYS and ARGV: line_scripts.hpp, line_abandon_script().
 --@include fence.lua
 --@include line_lib.lua
+--@include wake_lib.lua
 local lock, q, fence = KEYS[1], KEYS[3], KEYS[4]
 local me, held = ARGV[1], tonumber(ARGV[2])
 local now = L_now()
@@ -40,5 +41,9 @@ handed = L_without(handed, me)
 L_promote(st, lock, fence, now, handed)
 L_save(q, st, lock)
 L_announce(ARGV[3], handed)
-if freed and #handed == 0 then pcall(redis.call, 'publish', ARGV[3], '1') end
+if freed and #handed == 0 then
+  pcall(redis.call, 'publish', ARGV[3], '1')
+  -- A plain waiter behind the line, once nobody holds it at all.
+  if #st.s == 0 and redis.call('exists', lock) == 0 then L_wake_next(lock, ARGV[3]) end
+end
 return 1

@@ -1,9 +1,10 @@
 -- KEYS and ARGV: scripts.hpp, release_script().
 --@include fence.lua
 --@include line_settle.lua
+--@include wake_lib.lua
 local tomb = tonumber(ARGV[6]) or 0
 if tomb > 0 then redis.call('set', KEYS[2], '1', 'px', tomb) end
-local h = redis.call('hmget', KEYS[1], 'o', 'n', 'r', 'q')
+local h = redis.call('hmget', KEYS[1], 'o', 'n', 'r', 'q', 'w')
 local owner = h[1]
 if not owner then
   -- An expired holder of a line hands over at the next call.
@@ -27,6 +28,8 @@ if all or n == held then
     -- The release is done: a refused PUBLISH (an ACL user without channel
     -- rights) must not turn it into an error. Waiters then poll.
     pcall(redis.call, 'publish', ARGV[3], '1')
+    -- Plain waiters: the first one alone (wake_lib.lua).
+    if h[5] then L_wake_next(KEYS[1], ARGV[3]) end
     return {0, 0}
   end
   return {1, redis.call('hincrby', KEYS[1], 'n', -1)}

@@ -1,0 +1,236 @@
+// A crowd on one Redis name (the dlock layout's plain lock): a release wakes
+// the first queued waiter alone and keeps the lock for it a moment, so that
+// neither the herd nor the releaser's own next call gets in first; a woken
+// waiter that is gone, gives up or never comes passes its turn on.
+
+#include "integration/common.hpp"
+
+namespace dlock::test {
+namespace {
+
+std::string waiters_key(const std::string& name) { return "dlock:{" + name + "}:w"; }
+
+std::vector<std::string> queued(SyncRedis& r, const std::string& name) {
+  std::vector<std::string> out;
+  const std::string reply = r.cmd({"ZRANGE", waiters_key(name), "0", "-1"});
+  for (std::size_t at = 0; at < reply.size();) {
+    const auto end = std::min(reply.find('\n', at), reply.size());
+    if (end > at) out.push_back(reply.substr(at, end - at));
+    at = end + 1;
+  }
+  return out;
+}
+
+// Waiting clients listening on the name (each on its own channel).
+std::size_t listening(SyncRedis& r, const std::string& name) {
+  const std::string reply = r.cmd({"PUBSUB", "CHANNELS", "dlock:{" + name + "}:wake:*"});
+  std::size_t n = 0;
+  for (std::size_t at = 0; at < reply.size();) {
+    const auto end = std::min(reply.find('\n', at), reply.size());
+    if (end > at) ++n;
+    at = end + 1;
+  }
+  return n;
+}
+
+std::uint64_t wakeups(const std::vector<std::unique_ptr<Client>>& clients) {
+  std::uint64_t n = 0;
+  for (const auto& c : clients) n += c->stats().wakeups;
+  return n;
+}
+
+std::uint64_t attempts(const std::vector<std::unique_ptr<Client>>& clients) {
+  std::uint64_t n = 0;
+  for (const auto& c : clients) n += c->stats().busy_answers + c->stats().grants;
+  return n;
+}
+
+TEST(RedisCrowd, AReleaseWakesOneWaiterAndTheOthersSleep) {
+  RedisServer server;
+  LogSink log;
+  Client holder = Client::connect(server.url(), quiet(log));
+  auto lease = holder.try_acquire("c").value();
+  constexpr int kWaiters = 20;
+  std::vector<std::unique_ptr<Client>> clients;
+  std::vector<std::future<Result<Lease>>> got;
+  for (int i = 0; i < kWaiters; ++i) {
+    clients.push_back(std::make_unique<Client>(Client::connect(server.url(), quiet(log))));
+    auto p = std::make_shared<std::promise<Result<Lease>>>();
+    got.push_back(p->get_future());
+    clients.back()->async_acquire("c", 60s, {}, [p](Result<Lease> r) { p->set_value(std::move(r)); });
+  }
+  SyncRedis r(server.port());
+  ASSERT_TRUE(eventually([&] { return queued(r, "c").size() == kWaiters && listening(r, "c") == kWaiters; }, 5s))
+      << "every waiter queued and listening";
+  std::this_thread::sleep_for(200ms);  // each has looked once more after its watch was confirmed
+  const auto wakes_before = wakeups(clients), attempts_before = attempts(clients);
+
+  ASSERT_TRUE(lease.release().ok());
+  int granted = -1;
+  ASSERT_TRUE(eventually(
+      [&] {
+        for (int i = 0; i < kWaiters; ++i)
+          if (got[i].wait_for(0s) == std::future_status::ready) granted = i;
+        return granted >= 0;
+      },
+      3s))
+      << "the release reached a waiter";
+  std::this_thread::sleep_for(300ms);
+  EXPECT_EQ(wakeups(clients) - wakes_before, 1u) << "one waiter woken, not the crowd";
+  EXPECT_LE(attempts(clients) - attempts_before, 2u) << "the others sent nothing";
+  EXPECT_EQ(queued(r, "c").size(), kWaiters - 1u);
+  for (int i = 0; i < kWaiters; ++i) {
+    if (i == granted) continue;
+    EXPECT_EQ(got[i].wait_for(0s), std::future_status::timeout) << i;
+  }
+  auto next = got[granted].get();
+  ASSERT_TRUE(next.ok()) << next.status().to_string();
+  ASSERT_TRUE(next->release().ok());
+  EXPECT_TRUE(eventually(
+      [&] {
+        int ready = 0;
+        for (auto& f : got) ready += f.valid() && f.wait_for(0s) == std::future_status::ready;
+        return ready == 1;
+      },
+      3s))
+      << "the next release reached the next waiter";
+}
+
+// The releaser, looping, calls again at once: the lock is kept for the
+// waiter its release woke.
+TEST(RedisCrowd, TheReleasersNextCallDoesNotPassTheWokenWaiter) {
+  RedisServer server;
+  LogSink log;
+  Client a = Client::connect(server.url(), quiet(log));
+  Client b = Client::connect(server.url(), quiet(log));
+  Mutex ma(a, "loop"), mb(b, "loop");
+  ma.lock();
+  std::promise<void> b_got;
+  std::thread waiter([&] {
+    mb.lock();
+    b_got.set_value();
+    mb.unlock();
+  });
+  SyncRedis r(server.port());
+  // Queued and listening (a waiter not yet listening when the release
+  // comes is skipped, and queues again once it listens).
+  ASSERT_TRUE(eventually([&] { return queued(r, "loop").size() == 1 && listening(r, "loop") == 1; }, 5s));
+  ma.unlock();
+  const bool barged = ma.try_lock();  // the releaser at once: no round trip for the waiter yet
+  if (barged) ma.unlock();
+  EXPECT_FALSE(barged) << "the releaser took it again before the waiter it woke";
+  EXPECT_EQ(b_got.get_future().wait_for(3s), std::future_status::ready);
+  waiter.join();
+}
+
+// Ten clients loop on one name: every one of them gets turns (the herd let
+// the releaser keep it, and most waiters got none).
+TEST(RedisCrowd, ClientsLoopingOnOneNameAllGetTurns) {
+  RedisServer server;
+  LogSink log;
+  constexpr int kClients = 10;
+  std::vector<std::unique_ptr<Client>> clients;
+  for (int i = 0; i < kClients; ++i)
+    clients.push_back(std::make_unique<Client>(Client::connect(server.url(), quiet(log))));
+  std::vector<int> turns(kClients, 0);
+  std::atomic<bool> stop{false};
+  std::atomic<int> inside{0}, overlaps{0};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kClients; ++i) {
+    threads.emplace_back([&, i] {
+      Mutex m(*clients[i], "turns");
+      while (!stop.load()) {
+        if (!m.try_lock_for(5s)) continue;
+        if (inside.fetch_add(1) != 0) ++overlaps;
+        std::this_thread::sleep_for(5ms);
+        inside.fetch_sub(1);
+        ++turns[i];
+        m.unlock();
+      }
+    });
+  }
+  std::this_thread::sleep_for(3s);
+  stop = true;
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(overlaps.load(), 0);
+  const int least = *std::min_element(turns.begin(), turns.end());
+  const int most = *std::max_element(turns.begin(), turns.end());
+  EXPECT_GE(least, 5) << "a client starved";
+  EXPECT_LE(most, 4 * least + 4) << "turns far from even";
+}
+
+// A woken waiter that never comes (paused: its connection is up, it does
+// not act): the one behind it, told to stand by, takes the lock once the
+// reservation ends.
+TEST(RedisCrowd, AWokenWaiterThatNeverComesPassesItsTurnAfterTheReservation) {
+  RedisServer server;
+  LogSink log;
+  Client holder = Client::connect(server.url(), quiet(log));
+  Client waiter = Client::connect(server.url(), quiet(log));
+  auto lease = holder.try_acquire("p").value();
+  // The paused waiter: subscribed on its channel, first in the queue.
+  SyncRedis paused(server.port());
+  paused.cmd({"SUBSCRIBE", "dlock:{p}:wake:paused"});
+  SyncRedis r(server.port());
+  r.cmd({"ZADD", waiters_key("p"), "0", "paused:1"});
+  std::promise<Result<Lease>> got;
+  auto got_f = got.get_future();
+  waiter.async_acquire("p", 20s, {}, [&](Result<Lease> x) { got.set_value(std::move(x)); });
+  ASSERT_TRUE(eventually([&] { return queued(r, "p").size() == 2 && listening(r, "p") == 2; }, 5s));
+  const auto t0 = Clock::now();
+  ASSERT_TRUE(lease.release().ok());
+  ASSERT_EQ(got_f.wait_for(5s), std::future_status::ready);
+  auto x = got_f.get();
+  ASSERT_TRUE(x.ok()) << x.status().to_string();
+  EXPECT_LT(ms_since(t0), 2000) << "granted at the reservation's end, not the holder's lease";
+  EXPECT_TRUE(queued(r, "p").empty());
+}
+
+// A queued waiter whose client is gone (nobody listens on its channel) is
+// skipped at once.
+TEST(RedisCrowd, AQueuedWaiterWhoseClientIsGoneIsSkipped) {
+  RedisServer server;
+  LogSink log;
+  Client holder = Client::connect(server.url(), quiet(log));
+  Client waiter = Client::connect(server.url(), quiet(log));
+  auto lease = holder.try_acquire("g").value();
+  SyncRedis r(server.port());
+  r.cmd({"ZADD", waiters_key("g"), "0", "gone:1"});
+  std::promise<Result<Lease>> got;
+  auto got_f = got.get_future();
+  waiter.async_acquire("g", 20s, {}, [&](Result<Lease> x) { got.set_value(std::move(x)); });
+  ASSERT_TRUE(eventually([&] { return queued(r, "g").size() == 2 && listening(r, "g") == 1; }, 5s));
+  ASSERT_TRUE(lease.release().ok());
+  ASSERT_EQ(got_f.wait_for(3s), std::future_status::ready);
+  auto x = got_f.get();
+  ASSERT_TRUE(x.ok()) << x.status().to_string();
+  EXPECT_EQ(r.cmd({"EXISTS", "dlock:{g}:r"}), "0") << "no reservation left for the one skipped";
+  EXPECT_TRUE(queued(r, "g").empty());
+}
+
+// A waiter that gives up leaves the queue: the next release does not wake
+// (and wait out a reservation for) a waiter that is gone.
+TEST(RedisCrowd, AWaiterThatGivesUpLeavesTheQueue) {
+  RedisServer server;
+  LogSink log;
+  Client holder = Client::connect(server.url(), quiet(log));
+  Client quitter = Client::connect(server.url(), quiet(log));
+  Client waiter = Client::connect(server.url(), quiet(log));
+  auto lease = holder.try_acquire("q").value();
+  Mutex mq(quitter, "q");
+  std::thread quits([&] { EXPECT_FALSE(mq.try_lock_for(300ms)); });
+  SyncRedis r(server.port());
+  ASSERT_TRUE(eventually([&] { return queued(r, "q").size() == 1; }, 5s));
+  std::promise<Result<Lease>> got;
+  auto got_f = got.get_future();
+  waiter.async_acquire("q", 20s, {}, [&](Result<Lease> x) { got.set_value(std::move(x)); });
+  quits.join();
+  ASSERT_TRUE(eventually([&] { return queued(r, "q").size() == 1 && listening(r, "q") == 1; }, 5s))
+      << "the quitter left, the waiter stays";
+  ASSERT_TRUE(lease.release().ok());
+  ASSERT_EQ(got_f.wait_for(3s), std::future_status::ready);
+  EXPECT_TRUE(got_f.get().ok());
+}
+
+}  // namespace
+}  // namespace dlock::test
