@@ -72,8 +72,9 @@ int process(const Config& c, const std::string& dir, int k, long long start_ns) 
           bool got = false;
           try {
             got = m.try_lock_until(end);
-          } catch (const Error&) {
-            ++errors;
+          } catch (const Error& e) {
+            // The first of each process is shown: a count alone hides why.
+            if (errors.fetch_add(1) == 0) std::fprintf(stderr, "crowd client %d: %s\n", i, e.what());
             std::this_thread::sleep_for(std::chrono::milliseconds(10));
             continue;
           }

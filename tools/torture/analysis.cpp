@@ -355,6 +355,41 @@ bool explains_overlap(const std::string& kind) {
          kind == "restart" || kind == "failover" || kind == "operator-delete";
 }
 
+// Bounded barging: for each acquire, the grants to other workers between its
+// invoke and its outcome (or the end of its worker's incarnation).
+void measure_waited_through(const std::vector<Event>& events, const std::vector<Hold>& holds, std::int64_t run_end,
+                            Findings& f) {
+  std::vector<std::pair<std::int64_t, const std::string*>> grants;
+  for (const Hold& h : holds) grants.emplace_back(h.ok_t, &h.proc);
+  std::sort(grants.begin(), grants.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  auto through = [&](const std::string& proc, std::int64_t from, std::int64_t to) {
+    std::int64_t n = 0;
+    auto it =
+        std::upper_bound(grants.begin(), grants.end(), from, [](std::int64_t t, const auto& g) { return t < g.first; });
+    for (; it != grants.end() && it->first < to; ++it) n += *it->second != proc;
+    return n;
+  };
+  std::map<std::pair<std::string, int>, std::int64_t> pending;  // incarnation -> invoke t
+  std::map<std::string, bool> granted;                          // worker -> ever granted
+  for (const Event& e : events) {
+    if (e.op != "acquire" || e.proc.empty() || e.proc[0] != 'w') continue;
+    const auto key = std::make_pair(e.proc, e.inc);
+    if (e.phase == "invoke") {
+      pending[key] = e.t;
+      granted.emplace(e.proc, false);
+      continue;
+    }
+    auto it = pending.find(key);
+    if (it == pending.end()) continue;
+    f.waited_through_max = std::max(f.waited_through_max, through(e.proc, it->second, e.t));
+    if (e.phase == "ok") granted[e.proc] = true;
+    pending.erase(it);
+  }
+  for (const auto& [key, t] : pending)
+    f.waited_through_max = std::max(f.waited_through_max, through(key.first, t, run_end));
+  for (const auto& [proc, ok] : granted) f.starved += !ok;
+}
+
 Findings analyze(const std::vector<Event>& events, const RunInfo& info) {
   Findings f;
   const Index ix = index_events(events);
@@ -417,6 +452,7 @@ Findings analyze(const std::vector<Event>& events, const RunInfo& info) {
   if (!rw && !semaphore) find_foreign_releases(ix, f.holds, by_grant, f);
   find_recoveries(ix, f.holds, info, run_end, f);
   measure_liveness(ix, f.holds, run_start, run_end, f);
+  measure_waited_through(events, f.holds, run_end, f);
   if (rw || semaphore)
     f.model = {"n/a", "shared holds: judged by the " + info.recipe + " checks",
                f.ops["acquire"].invoke + f.ops["release"].invoke};

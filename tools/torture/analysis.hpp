@@ -239,6 +239,11 @@ struct Findings {
   // Holds that ended by a loss notification: told before the next grant of
   // the lock to anyone else, or after it (the holder believed too long).
   std::int64_t losses_told_first = 0, losses_told_late = 0;
+  // A crowd's fairness: the most grants to other workers while one acquire
+  // waited (from its invoke to its outcome or its worker's death), and the
+  // workers that asked and were never granted.
+  std::int64_t waited_through_max = 0;
+  std::int64_t starved = 0;
   std::int64_t grants = 0;
   double grants_per_s = 0;
   std::int64_t acquire_p50_ms = 0, acquire_p99_ms = 0, acquire_max_ms = 0;  // invoke->ok
@@ -273,7 +278,11 @@ struct Expectation {
   bool must_be_caught = false;         // a naive strategy that must fail here
   std::int64_t min_grants = 5;         // checker health: enough judged
   std::int64_t min_faults = 0;         // checker health: faults proven applied
-  std::string assumption;              // text for the report
+  // A crowd (0: not judged): the most grants one acquire may wait through,
+  // and the most wake-ups per release; no asking worker may starve.
+  std::int64_t max_waited_through = 0;
+  double max_wakeups_per_release = 0;
+  std::string assumption;  // text for the report
 };
 
 struct Verdict {

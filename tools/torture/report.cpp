@@ -99,6 +99,8 @@ std::string text_operations(const RunReport& r) {
   if (f.wakeups >= 0)
     s.add({"wake-ups", std::to_string(f.wakeups) + " waiters woken by releases, " + fixed(f.wakeups_per_release, 2) +
                            " per release (1: no herd)"});
+  s.add({"waited through", std::to_string(f.waited_through_max) + " grants to others at most during one acquire; " +
+                               std::to_string(f.starved) + " workers asked and were never granted"});
   s.add({"fenced register",
          "accepted " + std::to_string(f.fenced_accepted) + ", rejected " + std::to_string(f.fenced_rejected)});
   s.add({"model checker", std::to_string(f.model.ops_judged) + " ops judged"});

@@ -25,6 +25,8 @@ void add_operations(const Findings& f, json& j) {
   j["losses_notified"] = f.losses_notified;
   j["losses_told"] = {{"before_next_grant", f.losses_told_first}, {"after_next_grant", f.losses_told_late}};
   if (f.wakeups >= 0) j["wakeups"] = {{"total", f.wakeups}, {"per_release", f.wakeups_per_release}};
+  j["waited_through_max"] = f.waited_through_max;
+  j["starved"] = f.starved;
   j["fenced_register"] = {{"accepted", f.fenced_accepted}, {"rejected", f.fenced_rejected}};
 }
 

@@ -425,8 +425,10 @@ RunReport report_of(const RunConfig& cfg, const Scenario& scenario, const RunInf
 
 }  // namespace
 
-RunReport run_one(const RunConfig& cfg) {
-  const Scenario& scenario = checked_scenario(cfg);
+RunReport run_one(const RunConfig& asked) {
+  const Scenario& scenario = checked_scenario(asked);
+  RunConfig cfg = asked;
+  if (scenario.workers > 0) cfg.workers = scenario.workers;
   const fs::path dir(cfg.out_dir);
   RunCtx c;
   prepare_run(c, cfg, dir);

@@ -72,6 +72,12 @@ struct Scenario {
   // (RunCtx::peer_net); etcd: what the other members hear of member 0 goes
   // through one. Odd workers are clients of server 0 only.
   bool peer_proxies = false;
+  // Worker processes, when the scenario needs its own number (a crowd);
+  // 0: the run's.
+  int workers = 0;
+  // Strategies that wake one waiter per release: the expectation's crowd
+  // bounds are judged on them only; the others' crowd costs are reported.
+  std::vector<std::string> wakes_one = {};
 };
 
 // Whether `strategy` runs in `s` (a Redlock scenario needs several servers).

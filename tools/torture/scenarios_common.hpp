@@ -64,6 +64,8 @@ std::string query_or_error(PgProc& pg, const std::string& sql);
 // Contention, holders stopped, killed or answered late, and clocks that jump
 // (scenarios_core.cpp).
 void add_holder_and_clock_scenarios(std::vector<Scenario>& v);
+// A crowd of workers on one name (scenarios_core.cpp).
+void add_crowd_scenario(std::vector<Scenario>& v);
 // The lock server restarted, with or without persistence, or failed over to
 // an asynchronous replica (scenarios_core.cpp).
 void add_server_restart_scenarios(std::vector<Scenario>& v);

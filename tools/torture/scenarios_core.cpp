@@ -102,6 +102,23 @@ void kill_holder(RunCtx& c) {
   }
 }
 
+// A crowd on one name: its holders killed, and its waiters paused for a
+// lease now and then (one may be the waiter a release just woke: the next
+// must get the lock within the bound). One fault at a time: a killed
+// holder's successor must not be a paused waiter (a queue's head blocks
+// it for the pause, beyond the recovery bound, by design).
+void crowd_faults(RunCtx& c) {
+  c.idle(ms(800));
+  bool kill = true;
+  while (c.running()) {
+    const int w = c.find_worker(kill ? Phase::holding : Phase::acquiring, ms(1000));
+    if (w >= 0 && kill) c.kill(w);
+    if (w >= 0 && !kill) c.pause(w, ms(c.ttl_ms()), "waiter-pause");
+    kill = !kill;
+    c.idle(ms(c.uniform(c.ttl_ms() + 500, c.ttl_ms() + 1000)));
+  }
+}
+
 // SIGKILL the lock server while a lock is held, restart it at once.
 void restart_server(RunCtx& c) {
   c.idle(ms(500));
@@ -312,6 +329,20 @@ void add_holder_and_clock_scenarios(std::vector<Scenario>& v) {
     s.failpoints = "acquire:mid=kill:0.05";
     s.must_catch = {"setnx-del", "setnx-then-expire", "db-insert-unique"};
   }
+}
+
+void add_crowd_scenario(std::vector<Scenario>& v) {
+  Expectation e = safe(1, "a crowd: no overlap, every waiter served within the bound, one wake-up per release");
+  constexpr int kCrowd = 16;
+  e.max_waited_through = 3 * kCrowd;  // 2N, and N more for a paused waiter that lost its turn
+  e.max_wakeups_per_release = 3;
+  Scenario& s = add(v, "crowd",
+                    std::to_string(kCrowd) +
+                        " workers on one name: holders SIGKILLed and waiters SIGSTOPped for a "
+                        "lease in turn",
+                    crowd_faults, e);
+  s.workers = kCrowd;
+  s.wakes_one = {"dlock", "dlock-tls", "zk", "etcd"};
 }
 
 void add_server_restart_scenarios(std::vector<Scenario>& v) {

@@ -105,6 +105,15 @@ void check_health(const Findings& f, const Expectation& e, Verdict& v) {
     v.problems.push_back("checker health: " + plural(faults, "fault", "faults") + " applied, need " +
                          std::to_string(e.min_faults));
 
+  if (e.max_waited_through > 0 && f.waited_through_max > e.max_waited_through)
+    v.problems.push_back("crowd: a waiter waited through " + std::to_string(f.waited_through_max) +
+                         " grants to others (bound " + std::to_string(e.max_waited_through) + ")");
+  if (e.max_waited_through > 0 && f.starved > 0)
+    v.problems.push_back("crowd: " + plural(f.starved, "worker", "workers") + " asked and were never granted");
+  if (e.max_wakeups_per_release > 0 && f.wakeups_per_release > e.max_wakeups_per_release)
+    v.problems.push_back("crowd: " + std::to_string(f.wakeups_per_release) + " wake-ups per release (bound " +
+                         std::to_string(e.max_wakeups_per_release) + ")");
+
   const RecipeFindings& rf = f.recipe;
   if (rf.recipe == "fair" && rf.line_join_bound_ms > 0 && rf.line_pairs_judged == 0)
     v.problems.push_back("checker health: no waiter was in the line while a later arrival was granted");
