@@ -1,5 +1,6 @@
 #include "postgres/pg_backend.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -10,6 +11,7 @@
 #include <set>
 #include <tuple>
 
+#include "core/token.hpp"
 #include "postgres/pg_blocking.hpp"
 #include "postgres/schema.hpp"
 
@@ -121,13 +123,30 @@ Result<ReleaseOutcome> release_outcome(Result<Rows> r) {
 // A call of the name's line: fair, shared or counted (core/lock_line.hpp).
 bool is_line(const AcquireCall& call) { return call.queued || call.mode == LockMode::shared; }
 
+// This client's id among a name's waiters: 16 lowercase hex digits, so
+// that its channel is the same to LISTEN (which folds case) and pg_notify.
+std::string waiter_id() {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::uint64_t v = detail::random_u64();
+  std::string out;
+  for (int i = 0; i < 16; ++i, v >>= 4) out += kHex[v & 15];
+  return out;
+}
+
+std::string waiter_member(const std::string& client, std::uint64_t attempt) {
+  return client + ':' + std::to_string(attempt);
+}
+
 // `queued`: whether a busy answer keeps a place in the line (the fast path's
-// try without keep_place leaves nothing).
-std::vector<std::string> acquire_params(const AcquireCall& call, bool queued) {
+// try without keep_place leaves nothing). `client`: this client's waiter id
+// (a plain call that will wait joins the name's waiters).
+std::vector<std::string> acquire_params(const AcquireCall& call, bool queued, const std::string& client) {
   std::vector<std::string> p{call.name, call.owner, as_bigint(call.grant), std::to_string(call.held),
                              std::to_string(call.lease.count())};
   if (!is_line(call)) {
     p.push_back(call.info);
+    p.push_back(call.waits ? waiter_member(client, call.attempt) : std::string());
+    p.push_back(call.waited ? "true" : "false");
     return p;
   }
   p.push_back(call.mode == LockMode::shared ? "true" : "false");
@@ -172,7 +191,7 @@ class PgBackend final : public detail::Backend {
           return done(Status(Errc::wrong_type, "the lock table " + config_.table.qualified() + " has schema version " +
                                                    (v->empty() ? "(none)" : *v->front().at(0)) + "; this dlock uses " +
                                                    std::to_string(kSchemaVersion)));
-        listen_.on_notify([this](const std::string&, const std::string& payload) { on_notify(payload); });
+        listen_.on_notify([this](const std::string& chan, const std::string& payload) { on_notify(chan, payload); });
         listen_.on_down([this] { listen_lost(); });
         // Ready once the LISTEN is in place (or failed: waiters then poll),
         // so the first waiters miss no release.
@@ -186,6 +205,9 @@ class PgBackend final : public detail::Backend {
   void close() override {
     closed_ = true;
     listen_timer_.cancel();
+    unlisten_timer_.cancel();
+    for (auto& [attempt, t] : standby_) t->cancel();
+    fail_table_waiters(Status(Errc::cancelled, "client closed"));
     conn_.close();
     listen_.close();
     std::unique_lock lk(fast_mu_);
@@ -210,7 +232,7 @@ class PgBackend final : public detail::Backend {
     auto out = with_blocking([&](PgBlocking& c) {
       ++commands_;
       return c.exec(is_line(call) ? line_acquire_sql(config_.table) : acquire_sql(config_.table),
-                    acquire_params(call, queued), call.deadline);
+                    acquire_params(call, queued, waiter_id_), call.deadline);
     });
     if (!out) return std::nullopt;
     return acquire_outcome(std::move(*out), call);
@@ -238,7 +260,7 @@ class PgBackend final : public detail::Backend {
     if (call.lease.count() <= 0) return post(std::move(done), Status(Errc::invalid_argument, "lease must be > 0"));
     ++commands_;
     conn_.query(is_line(call) ? line_acquire_sql(config_.table) : acquire_sql(config_.table),
-                acquire_params(call, call.queued),
+                acquire_params(call, call.queued, waiter_id_),
                 [call, done = std::move(done)](Result<Rows> r) { done(acquire_outcome(std::move(r), call)); });
   }
 
@@ -254,6 +276,16 @@ class PgBackend final : public detail::Backend {
   // of a line (shared, or sent queued) may have left a place in it, or been
   // handed the lock: the line's abandon removes both, always.
   void abandon(const AbandonCall& call, std::function<void(Status)> done) override {
+    if (call.waited && !call.line && call.mode == LockMode::exclusive) {
+      // Out of the waiters first (passing a wake-up it was sent on), then
+      // whatever the attempts may have left.
+      AbandonCall rest = call;
+      rest.waited = false;
+      return leave(call.name, call.attempt, [this, rest, done = std::move(done)](Status s) mutable {
+        if (!s.ok()) return done(s);
+        abandon(rest, std::move(done));
+      });
+    }
     if (call.line || call.mode == LockMode::shared) {
       ++commands_;
       conn_.query(line_abandon_sql(config_.table),
@@ -317,10 +349,7 @@ class PgBackend final : public detail::Backend {
         info.holders = static_cast<unsigned>(to_int(row[6]));
         if (row[8]) info.held_for = milliseconds(to_int(row[8]));
       }
-      // A line counts its waiters; a plain lock's wait on LISTEN, which does
-      // not count listeners per name.
-      const bool line = waiters > 0 || info.shared || (row[9] && *row[9] == "t");
-      info.waiters = line ? std::optional<unsigned>(waiters) : std::nullopt;
+      info.waiters = waiters;  // the line's and the queued plain ones
       done(info);
     });
   }
@@ -336,16 +365,46 @@ class PgBackend final : public detail::Backend {
     });
   }
 
-  // Ready at once while the LISTEN is in place; otherwise the waiter is
-  // told (it then polls, each wait capped at the holder's lease).
+  // A plain waiter is woken on this client's own channel, LISTENed from
+  // the start; a line's waiter or an observer on the table's channel,
+  // LISTENed only while one watches (every client listening to it was
+  // woken by every release of every name). Ready at once while the LISTEN
+  // is in place; otherwise the waiter is told (it then polls, each wait
+  // capped at the holder's lease).
   void watch(const WatchKey& key, std::function<void(Status)> ready) override {
+    if (!key.broadcast) {
+      plain_[key.name].insert(key.attempt);
+      if (listen_pending_) return listen_waiters_.push_back(std::move(ready));
+      return post(std::move(ready), listening_ ? Status() : not_listening());
+    }
     ++watches_[key.name];
-    if (listen_pending_) return listen_waiters_.push_back(std::move(ready));
-    post(std::move(ready), listening_ ? Status() : Status(Errc::unavailable, "postgres: not listening for releases"));
+    ++broadcast_;
+    unlisten_timer_.cancel();
+    if (!table_on_ && listening_) listen_table();
+    if (listen_pending_ || table_pending_ > 0) return table_waiters_.push_back(std::move(ready));
+    post(std::move(ready), listening_ ? Status() : not_listening());
   }
   void unwatch(const WatchKey& key) override {
+    if (!key.broadcast) {
+      auto it = plain_.find(key.name);
+      if (it != plain_.end() && it->second.erase(key.attempt) > 0 && it->second.empty()) plain_.erase(it);
+      if (auto t = standby_.find(key.attempt); t != standby_.end()) {
+        t->second->cancel();
+        standby_.erase(t);
+      }
+      return;
+    }
     auto it = watches_.find(key.name);
     if (it != watches_.end() && --it->second <= 0) watches_.erase(it);
+    if (--broadcast_ > 0) return;
+    // Kept a while: a fair lock's loop would LISTEN and UNLISTEN per turn.
+    unlisten_timer_.expires_after(kUnlistenAfter);
+    unlisten_timer_.async_wait([this](const boost::system::error_code& ec) {
+      if (ec || closed_ || broadcast_ > 0 || !table_on_ || !listening_) return;
+      table_on_ = false;
+      ++commands_;
+      listen_.query("UNLISTEN " + channel(config_.table), {}, [](Result<Rows>) {});
+    });
   }
 
   std::uint64_t commands_sent() const override { return commands_.load(std::memory_order_relaxed); }
@@ -359,7 +418,8 @@ class PgBackend final : public detail::Backend {
   // A release's payload is the name; a hand-over's names its recipient
   // (the lock is held again: nobody else is woken); "\x1fc<name>" says a
   // free lock was granted (observers only).
-  void on_notify(const std::string& payload) {
+  void on_notify(const std::string& chan, const std::string& payload) {
+    if (chan == own_channel_) return on_waiter_notify(payload);
     HandOverPayload h;
     if (parse_hand_over(payload, h)) {
       // Held again: nobody else is woken, but the other waiters look again
@@ -416,10 +476,14 @@ class PgBackend final : public detail::Backend {
             s.backend_code()};
   }
 
+  static Status not_listening() { return Status(Errc::unavailable, "postgres: not listening for releases"); }
+
+  // This client's channel, then the table's if anyone watches it.
   void start_listen() {
     if (closed_) return;
     listen_pending_ = true;
-    listen_.query("LISTEN " + channel(config_.table), {}, [this](Result<Rows> r) {
+    ++commands_;
+    listen_.query("LISTEN " + own_channel_, {}, [this](Result<Rows> r) {
       listen_pending_ = false;
       auto waiters = std::move(listen_waiters_);
       listen_waiters_.clear();
@@ -428,16 +492,86 @@ class PgBackend final : public detail::Backend {
                            : Status(Errc::unavailable, "postgres: not listening for releases: " + r.status().message());
       for (auto& w : waiters) post(std::move(w), s);
       if (closed_) return;
-      if (!r.ok()) return retry_listen();
+      if (!r.ok()) {
+        fail_table_waiters(s);
+        return retry_listen();
+      }
       listening_ = true;
       backoff_ = config_.backoff_min;
+      if (broadcast_ > 0)
+        listen_table();
+      else
+        fail_table_waiters(Status());
       // Releases while nobody listened are lost: every waiter retries once.
       if (events_.resync) events_.resync();
     });
   }
 
+  // The waiters are told once the newest LISTEN is in (one behind an
+  // UNLISTEN must not take an older LISTEN's answer for its own).
+  void listen_table() {
+    table_on_ = true;
+    ++table_pending_;
+    ++commands_;
+    listen_.query("LISTEN " + channel(config_.table), {}, [this](Result<Rows> r) {
+      if (--table_pending_ > 0) return;
+      fail_table_waiters(
+          r.ok() ? Status()
+                 : Status(Errc::unavailable, "postgres: not listening for releases: " + r.status().message()));
+    });
+  }
+
+  // The table's watchers waiting for its LISTEN are told how it went.
+  void fail_table_waiters(const Status& s) {
+    auto waiters = std::move(table_waiters_);
+    table_waiters_.clear();
+    for (auto& w : waiters) post(std::move(w), s);
+  }
+
+  // "\x1fw<attempt>:<name>": this client's waiter's turn; one whose call
+  // is over passes it on. "\x1fs<attempt>:<ms>:<name>": stand by, and look
+  // again after ms (the waiter woken before it may never come).
+  void on_waiter_notify(const std::string& payload) {
+    if (payload.size() < 4 || payload[0] != '\x1f' || (payload[1] != 'w' && payload[1] != 's')) return;
+    const bool woken = payload[1] == 'w';
+    std::uint64_t attempt = 0;
+    const char* end = payload.data() + payload.size();
+    auto [p, ec] = std::from_chars(payload.data() + 2, end, attempt);
+    if (ec != std::errc() || p == end || *p != ':') return;
+    long long ms = 0;
+    if (!woken) {
+      auto [q, ec2] = std::from_chars(p + 1, end, ms);
+      if (ec2 != std::errc() || q == end || *q != ':') return;
+      p = q;
+    }
+    const std::string name(p + 1, end);
+    auto it = plain_.find(name);
+    const bool watching = it != plain_.end() && it->second.count(attempt) != 0;
+    if (woken) {
+      if (!watching) return leave(name, attempt, [](Status) {});
+      if (events_.released) events_.released({name, attempt});
+      return;
+    }
+    if (!watching) return;
+    auto& timer = standby_[attempt];
+    if (!timer) timer = std::make_unique<asio::steady_timer>(io_);
+    timer->expires_after(milliseconds(std::clamp(ms, 1LL, 60000LL)));
+    timer->async_wait([this, name, attempt](const boost::system::error_code& e) {
+      if (e || closed_) return;
+      standby_.erase(attempt);
+      if (events_.released) events_.released({name, attempt});
+    });
+  }
+
+  void leave(const std::string& name, std::uint64_t attempt, std::function<void(Status)> done) {
+    ++commands_;
+    conn_.query(leave_sql(config_.table), {name, waiter_member(waiter_id_, attempt)},
+                [done = std::move(done)](Result<Rows> r) { done(r.status()); });
+  }
+
   void listen_lost() {
     listening_ = false;
+    table_on_ = false;  // a new session listens to nothing
     if (events_.resync) events_.resync();
     retry_listen();
   }
@@ -458,7 +592,18 @@ class PgBackend final : public detail::Backend {
   asio::steady_timer listen_timer_;
   std::chrono::milliseconds backoff_{100};
   detail::BackendEvents events_;
-  std::map<std::string, int> watches_;
+  std::map<std::string, int> watches_;  // the table channel's, by name
+  int broadcast_ = 0;                   // watches of the table channel
+  int table_pending_ = 0;               // its LISTENs on their way
+  bool table_on_ = false;               // LISTENed (or on its way), not UNLISTENed
+  asio::steady_timer unlisten_timer_{io_};
+  static constexpr std::chrono::seconds kUnlistenAfter{2};
+  std::vector<std::function<void(Status)>> table_waiters_;
+  // Plain waiters by name (their attempts), woken on own_channel_.
+  const std::string waiter_id_ = waiter_id();
+  const std::string own_channel_ = waiter_channel(waiter_id_);
+  std::map<std::string, std::set<std::uint64_t>> plain_;
+  std::map<std::uint64_t, std::unique_ptr<asio::steady_timer>> standby_;
   std::atomic<std::uint64_t> commands_{0};
   static constexpr int kMaxBlocking = 8;
   std::mutex fast_mu_;

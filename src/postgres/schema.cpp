@@ -26,7 +26,7 @@ std::string schema_version_sql(const TableName& table) {
 }
 
 std::string acquire_sql(const TableName& table) {
-  return with_table("SELECT kind, fence, depth, ttl_ms FROM @T_acquire($1, $2, $3, $4, $5, $6)", table);
+  return with_table("SELECT kind, fence, depth, ttl_ms FROM @T_acquire($1, $2, $3, $4, $5, $6, $7, $8)", table);
 }
 
 std::string release_sql(const TableName& table) {
@@ -50,7 +50,8 @@ std::string inspect_sql(const TableName& table) {
       "SELECT (SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM @T_fence), f.fence, f.depth, "
       "greatest(0, ceil(extract(epoch FROM f.expires_at - clock_timestamp()) * 1000))::bigint, f.info, f.shared, "
       "(SELECT count(*) FROM h), "
-      "(SELECT count(*) FROM @T_line x, t WHERE x.name = $1 AND NOT x.holder AND x.expires_at > t.now_ts), "
+      "(SELECT count(*) FROM @T_line x, t WHERE x.name = $1 AND NOT x.holder AND x.expires_at > t.now_ts) + "
+      "(SELECT count(*) FROM @T_waiters w, t WHERE w.name = $1 AND w.expires_at > t.now_ts), "
       "greatest(0, floor(extract(epoch FROM clock_timestamp() - f.granted_at) * 1000))::bigint, "
       "coalesce((SELECT l.line FROM @T l WHERE l.name = $1), false) "
       "FROM (SELECT 1) AS one LEFT JOIN (SELECT * FROM h ORDER BY h.fence LIMIT 1) f ON true",
@@ -65,6 +66,10 @@ std::string names_sql(const TableName& table) {
       "AND left(x.name, length($1)) = $1",
       table);
 }
+
+std::string leave_sql(const TableName& table) { return with_table("SELECT @T_leave($1, $2)", table); }
+
+std::string waiter_channel(const std::string& client) { return "dlockw_" + client; }
 
 std::string line_acquire_sql(const TableName& table) {
   return with_table("SELECT kind, fence, depth, ttl_ms FROM @T_line_acquire($1, $2, $3, $4, $5, $6, $7, $8, $9)",

@@ -29,12 +29,23 @@
 //                    release (or any call) granted and its lease, at that
 //                    call's commit (version 4: the lease was added)
 //
+// A plain lock's waiters (version 6), woken one at a time:
+//   <table>_waiters  (name, member "<client id>:<attempt>") in arrival order
+//                    (ticket), each until a minute past the wait it was told
+//   <table>.waiters  some may wait: a release then wakes the first
+//   <table>.woken, woken_until  the waiter a release woke: the free row is
+//                    kept for it that long
+//   NOTIFY dlockw_<client id>, payload "\x1fw<attempt>:<name>" (woken) or
+//                    "\x1fs<attempt>:<ms>:<name>" (stand by: look again
+//                    after ms, in case the woken one never comes)
+//
 // Every object is qualified with one schema (the URL's `schema`, default
 // public), never found through search_path: roles with different
 // search_paths must share one table. Versions 1 (unqualified, no tombstones,
 // commits as the server's synchronous_commit says), 2 (no lines), 3
-// (hand-overs without their lease) and 4 (no grant times, plain grants
-// without their holder's description) are migrated in place.
+// (hand-overs without their lease), 4 (no grant times, plain grants
+// without their holder's description) and 5 (plain waiters all woken by
+// every release) are migrated in place.
 #ifndef DLOCK_POSTGRES_SCHEMA_HPP_
 #define DLOCK_POSTGRES_SCHEMA_HPP_
 
@@ -45,7 +56,7 @@
 
 namespace dlock::postgres {
 
-inline constexpr int kSchemaVersion = 5;
+inline constexpr int kSchemaVersion = 6;
 
 // One statement (a DO block) that creates whatever is missing, serialized
 // across clients by an advisory lock; idempotent.
@@ -53,9 +64,15 @@ std::string create_schema_sql(const TableName& table);
 std::string schema_version_sql(const TableName& table);  // one row: the version
 std::string names_sql(const TableName& table);           // $1: the name prefix
 
-// $1 name, $2 owner, $3 grant, $4 held, $5 lease ms -> kind, fence, depth, ttl_ms
+// $1 name, $2 owner, $3 grant, $4 held, $5 lease ms, $6 info, $7 the
+// caller's waiter member ('': it will not wait), $8 an earlier attempt was
+// busy -> kind, fence, depth, ttl_ms
 // kind: 0 busy, 1 granted, 2 lost, 3 mismatch
 std::string acquire_sql(const TableName& table);
+// $1 name, $2 member: the waiter leaves (passing on a wake-up it was sent).
+std::string leave_sql(const TableName& table);
+// The channel a client's plain waiters are woken on ("dlockw_<client>").
+std::string waiter_channel(const std::string& client);
 // $1 name, $2 owner, $3 grant, $4 held, $5 all, $6 tombstone ms (0: none)
 // -> kind, depth
 // kind: 0 released, 1 not held, 2 not owner, 3 mismatch
@@ -64,7 +81,8 @@ std::string release_sql(const TableName& table);
 // 0 expired, 1 renewed, 2 taken
 std::string renew_sql(const TableName& table);
 // $1 name -> last fence, then (if held) fence, depth, remaining ms, info
-// (NULL: a plain grant), shared; then holders, waiters (of the line)
+// (NULL: a plain grant), shared; then holders, waiters (the line's and the
+// queued plain ones)
 std::string inspect_sql(const TableName& table);
 std::string channel(const TableName& table);
 

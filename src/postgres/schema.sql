@@ -11,7 +11,7 @@ BEGIN
   PERFORM set_config('synchronous_commit', 'on', true);  -- a table lost in a crash loses its locks
   IF to_regclass('@T_meta') IS NOT NULL THEN
     SELECT value INTO v FROM @T_meta WHERE key = 'schema';
-    IF v >= 5 THEN RETURN; END IF;  -- current (or newer: refused by the version check)
+    IF v >= 6 THEN RETURN; END IF;  -- current (or newer: refused by the version check)
   END IF;
   CREATE SEQUENCE IF NOT EXISTS @T_fence NO CYCLE;
   CREATE TABLE IF NOT EXISTS @T (
@@ -65,8 +65,100 @@ BEGIN
   ALTER TABLE @T_line ADD COLUMN IF NOT EXISTS granted_at timestamptz;
   DROP FUNCTION IF EXISTS @T_acquire(text, text, bigint, int, bigint);
 
+  -- Version 6: a plain lock's waiters, woken one at a time. A caller that
+  -- will wait joins @T_waiters when busy (its member "<client id>:<attempt>",
+  -- in arrival order); a release wakes the first with a NOTIFY on its
+  -- client's own channel, dlockw_<client id>, and keeps the free row for it
+  -- for 500 ms (woken, woken_until): nobody else takes it meanwhile. The
+  -- next waiter is told to stand by and takes it if the woken one never
+  -- comes. The row's `waiters` says some may wait: a release without it
+  -- does nothing more than before. A waiter whose client is gone is dropped
+  -- when its row expires (a minute after the wait it was told).
+  ALTER TABLE @T ADD COLUMN IF NOT EXISTS waiters bool NOT NULL DEFAULT false;
+  ALTER TABLE @T ADD COLUMN IF NOT EXISTS woken text;
+  ALTER TABLE @T ADD COLUMN IF NOT EXISTS woken_until timestamptz;
+  CREATE TABLE IF NOT EXISTS @T_waiters (
+    name text NOT NULL,
+    member text NOT NULL,
+    ticket bigint NOT NULL,
+    expires_at timestamptz NOT NULL,
+    PRIMARY KEY (name, ticket),
+    UNIQUE (name, member));
+  DROP FUNCTION IF EXISTS @T_acquire(text, text, bigint, int, bigint, text);
+
+  CREATE OR REPLACE FUNCTION @T_join(p_name text, p_member text, p_ttl bigint)
+  RETURNS void LANGUAGE plpgsql AS $f$
+  BEGIN
+    IF p_member IS NULL OR p_member = '' THEN RETURN; END IF;
+    INSERT INTO @T_waiters AS x VALUES (p_name, p_member, nextval('@T_ticket'),
+        clock_timestamp() + (greatest(p_ttl, 0) + 60000) * interval '1 millisecond')
+      ON CONFLICT (name, member) DO UPDATE SET expires_at = greatest(x.expires_at, EXCLUDED.expires_at);
+    UPDATE @T l SET waiters = true WHERE l.name = p_name AND NOT l.waiters;
+  END $f$;
+
+  -- Wakes the first live waiter and keeps the row, free, for it; false if
+  -- none waits. The caller holds the name's row lock (or no row exists).
+  CREATE OR REPLACE FUNCTION @T_wake_next(p_name text)
+  RETURNS bool LANGUAGE plpgsql AS $f$
+  DECLARE
+    w @T_waiters%ROWTYPE;
+    nx @T_waiters%ROWTYPE;
+    now_ts timestamptz := clock_timestamp();
+  BEGIN
+    FOR i IN 1..16 LOOP
+      DELETE FROM @T_waiters x WHERE x.name = p_name AND x.ticket =
+          (SELECT y.ticket FROM @T_waiters y WHERE y.name = p_name ORDER BY y.ticket LIMIT 1)
+        RETURNING * INTO w;
+      IF NOT FOUND THEN RETURN false; END IF;
+      CONTINUE WHEN w.expires_at <= now_ts;
+      INSERT INTO @T AS l (name, owner, grant_id, depth, fence, expires_at, info, line, waiters, woken, woken_until)
+        VALUES (p_name, '', 0, 0, 0, '-infinity', NULL, false, true, w.member, now_ts + interval '500 milliseconds')
+        ON CONFLICT (name) DO UPDATE SET owner = '', grant_id = 0, depth = 0, expires_at = '-infinity', info = NULL,
+          waiters = true, woken = EXCLUDED.woken, woken_until = EXCLUDED.woken_until;
+      PERFORM pg_notify('dlockw_' || split_part(w.member, ':', 1),
+                        chr(31) || 'w' || split_part(w.member, ':', 2) || ':' || p_name);
+      SELECT * INTO nx FROM @T_waiters y WHERE y.name = p_name ORDER BY y.ticket LIMIT 1;
+      IF FOUND THEN
+        PERFORM pg_notify('dlockw_' || split_part(nx.member, ':', 1),
+                          chr(31) || 's' || split_part(nx.member, ':', 2) || ':500:' || p_name);
+      END IF;
+      RETURN true;
+    END LOOP;
+    RETURN false;
+  END $f$;
+
+  -- A line that emptied: a plain waiter behind it is woken (nobody holds).
+  CREATE OR REPLACE FUNCTION @T_wake_if_free(p_name text)
+  RETURNS void LANGUAGE plpgsql AS $f$
+  BEGIN
+    IF NOT EXISTS (SELECT 1 FROM @T_line x WHERE x.name = p_name)
+       AND NOT EXISTS (SELECT 1 FROM @T l WHERE l.name = p_name AND l.expires_at > clock_timestamp())
+       AND EXISTS (SELECT 1 FROM @T_waiters x WHERE x.name = p_name) THEN
+      PERFORM @T_wake_next(p_name);
+    END IF;
+  END $f$;
+
+  -- A waiter leaves (its call ended, or it was woken after it ended): if
+  -- the row was kept for it, the next one is woken now.
+  CREATE OR REPLACE FUNCTION @T_leave(p_name text, p_member text)
+  RETURNS void LANGUAGE plpgsql AS $f$
+  DECLARE
+    r @T%ROWTYPE;
+  BEGIN
+    SELECT * INTO r FROM @T l WHERE l.name = p_name FOR UPDATE;  -- the row lock first, as every call
+    DELETE FROM @T_waiters x WHERE x.name = p_name AND x.member = p_member;
+    IF r.name IS NULL OR r.woken IS DISTINCT FROM p_member THEN RETURN; END IF;
+    UPDATE @T l SET woken = NULL, woken_until = NULL WHERE l.name = p_name;
+    IF r.expires_at <= clock_timestamp() AND NOT r.line AND NOT @T_wake_next(p_name) THEN
+      DELETE FROM @T l WHERE l.name = p_name;
+    END IF;
+  END $f$;
+
+  -- p_member: the caller's place among the waiters if it will wait ('':
+  -- none); p_waited: an earlier attempt of its call was busy (a grant
+  -- leaves the waiters).
   CREATE OR REPLACE FUNCTION @T_acquire(p_name text, p_owner text, p_grant bigint, p_held int, p_lease bigint,
-                                        p_info text)
+                                        p_info text, p_member text DEFAULT '', p_waited bool DEFAULT false)
   RETURNS TABLE (kind int, fence bigint, depth int, ttl_ms bigint) LANGUAGE plpgsql AS $f$
   DECLARE
     r @T%ROWTYPE;
@@ -74,6 +166,10 @@ BEGIN
     v_until timestamptz := clock_timestamp() + p_lease * interval '1 millisecond';
     existed bool;
     f bigint;
+    v_kind int;
+    v_fence bigint;
+    v_depth int;
+    v_ttl bigint;
   BEGIN
     IF p_lease IS NULL OR p_lease <= 0 THEN RAISE EXCEPTION 'dlock: lease out of range: %', p_lease; END IF;
     -- A grant is reported only once durable: with the server's
@@ -100,7 +196,17 @@ BEGIN
         -- Shared holders or a line: a caller not in line has everyone
         -- ahead of it (core/lock_line.hpp), and decides there.
         IF existed AND r.line THEN
-          RETURN QUERY SELECT * FROM @T_line_acquire(p_name, p_owner, p_grant, 0, p_lease, false, 0, false, p_info);
+          SELECT a.kind, a.fence, a.depth, a.ttl_ms INTO v_kind, v_fence, v_depth, v_ttl
+            FROM @T_line_acquire(p_name, p_owner, p_grant, 0, p_lease, false, 0, false, p_info) a;
+          IF v_kind = 0 THEN PERFORM @T_join(p_name, p_member, v_ttl); END IF;
+          RETURN QUERY SELECT v_kind, v_fence, v_depth, v_ttl;
+          RETURN;
+        END IF;
+        -- Kept for the waiter a release woke: only it takes it meanwhile.
+        IF existed AND r.woken IS NOT NULL AND r.woken_until > now_ts AND r.woken <> p_member THEN
+          v_ttl := greatest(0, ceil(extract(epoch FROM r.woken_until - now_ts) * 1000))::bigint;
+          PERFORM @T_join(p_name, p_member, v_ttl);
+          RETURN QUERY SELECT 0, 0::bigint, 0, v_ttl;
           RETURN;
         END IF;
         IF NOT existed THEN
@@ -111,9 +217,11 @@ BEGIN
           INSERT INTO @T VALUES (p_name, p_owner, p_grant, 1, 0, v_until) ON CONFLICT (name) DO NOTHING;
           IF NOT FOUND THEN CONTINUE; END IF;  -- inserted by another session meanwhile: look again
         END IF;
+        IF p_waited THEN DELETE FROM @T_waiters x WHERE x.name = p_name AND x.member = p_member; END IF;
         f := nextval('@T_fence');
         UPDATE @T l SET owner = p_owner, grant_id = p_grant, depth = 1, fence = f, expires_at = v_until,
-            info = p_info, granted_at = now_ts
+            info = p_info, granted_at = now_ts, woken = NULL, woken_until = NULL,
+            waiters = existed AND r.waiters AND EXISTS (SELECT 1 FROM @T_waiters x WHERE x.name = p_name)
           WHERE l.name = p_name;
         RETURN QUERY SELECT 1, f, 1, 0::bigint; RETURN;
       END IF;
@@ -127,8 +235,9 @@ BEGIN
         RETURN QUERY SELECT 1, r.fence, r.depth, 0::bigint; RETURN;
       END IF;
       IF p_held > 0 THEN RETURN QUERY SELECT 2, 0::bigint, 0, 0::bigint; RETURN; END IF;
-      RETURN QUERY SELECT 0, 0::bigint, 0,
-        greatest(0, ceil(extract(epoch FROM r.expires_at - now_ts) * 1000))::bigint;
+      v_ttl := greatest(0, ceil(extract(epoch FROM r.expires_at - now_ts) * 1000))::bigint;
+      PERFORM @T_join(p_name, p_member, v_ttl);
+      RETURN QUERY SELECT 0, 0::bigint, 0, v_ttl;
       RETURN;
     END LOOP;
   END $f$;
@@ -139,6 +248,7 @@ BEGIN
   DECLARE
     r @T%ROWTYPE;
     handed int := 0;
+    woke bool := false;
   BEGIN
     IF p_tomb > 0 THEN
       PERFORM pg_advisory_xact_lock(hashtextextended('@T ' || p_name, 0));
@@ -166,8 +276,11 @@ BEGIN
           UPDATE @T l SET owner = '', grant_id = 0, depth = 0, expires_at = '-infinity', info = NULL
             WHERE l.name = p_name;
           handed := @T_line_settle(p_name, clock_timestamp(), NULL, NULL);
+          IF handed = 0 THEN PERFORM @T_wake_if_free(p_name); END IF;
         ELSE
-          DELETE FROM @T l WHERE l.name = p_name;
+          -- Its first waiter is woken alone, and the row kept for it.
+          IF r.waiters THEN woke := @T_wake_next(p_name); END IF;
+          IF NOT woke THEN DELETE FROM @T l WHERE l.name = p_name; END IF;
         END IF;
         IF handed = 0 THEN PERFORM pg_notify('@C', p_name); END IF;  -- else the hand-over's NOTIFY
         RETURN QUERY SELECT 0, 0; RETURN;
@@ -449,7 +562,10 @@ BEGIN
       IF p_all OR h.depth <= 1 THEN
         DELETE FROM @T_line x WHERE x.name = p_name AND x.owner = p_owner AND x.grant_id = p_grant;
         handed := @T_line_settle(p_name, now_ts, NULL, NULL);
-        IF handed = 0 THEN PERFORM pg_notify('@C', p_name); END IF;
+        IF handed = 0 THEN
+          PERFORM pg_notify('@C', p_name);
+          PERFORM @T_wake_if_free(p_name);
+        END IF;
         RETURN QUERY SELECT 0, 0; RETURN;
       END IF;
       UPDATE @T_line x SET depth = h.depth - 1 WHERE x.name = p_name AND x.owner = p_owner AND x.grant_id = p_grant;
@@ -507,7 +623,10 @@ BEGIN
     -- The line may have moved even when nothing was held (the abandoned
     -- waiter was its head): promote once more.
     handed := @T_line_settle(p_name, now_ts, p_owner, p_grant);
-    IF freed AND handed = 0 THEN PERFORM pg_notify('@C', p_name); END IF;
+    IF freed AND handed = 0 THEN
+      PERFORM pg_notify('@C', p_name);
+      PERFORM @T_wake_if_free(p_name);
+    END IF;
     RETURN handed;
   END $f$;
 
@@ -546,5 +665,5 @@ BEGIN
   END $f$;
 
   CREATE TABLE IF NOT EXISTS @T_meta (key text PRIMARY KEY, value bigint NOT NULL);
-  INSERT INTO @T_meta VALUES ('schema', 5) ON CONFLICT (key) DO UPDATE SET value = 5;
+  INSERT INTO @T_meta VALUES ('schema', 6) ON CONFLICT (key) DO UPDATE SET value = 6;
 END $do$

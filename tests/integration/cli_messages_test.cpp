@@ -141,15 +141,20 @@ TEST_F(CliMessages, StatusSaysWaitersAreUnknownWhereTheStoreDoesNotCountThem) {
   EXPECT_EQ(redis.inspect("w").value().waiters, 0u);
 }
 
-TEST_F(CliMessages, StatusSaysWaitersAreUnknownOnPostgres) {
+// PostgreSQL counts a plain lock's waiters (its queue, schema version 6).
+TEST_F(CliMessages, StatusCountsWaitersOnPostgres) {
   PostgresServer pg;
   LogSink log;
   auto client = Client::connect(pg.url(), quiet(log));
+  auto other = Client::connect(pg.url(), quiet(log));
   auto held = client.try_acquire("w").value();
+  auto waiting = std::async(std::launch::async, [&] { return other.acquire("w", 5s); });
+  ASSERT_TRUE(eventually([&] { return client.inspect("w").value().waiters.value_or(0) == 1; }, 5s));
   auto text = dlock({"status", "--url", pg.url(), "w"});
   EXPECT_EQ(text.exit_code, 0) << text.err;
-  EXPECT_TRUE(has(text.out, "waiters unknown")) << text.out;
-  EXPECT_FALSE(client.inspect("w").value().waiters.has_value());
+  EXPECT_TRUE(has(text.out, "1 waiting")) << text.out;
+  ASSERT_TRUE(held.release().ok());
+  EXPECT_TRUE(waiting.get().ok());
 }
 
 TEST_F(CliMessages, HintsForACorruptSqliteFileSpeakOfTheFile) {
