@@ -235,13 +235,16 @@ struct RenewCall {
 enum class RenewOutcome { renewed, expired, taken, wrong_type, unconfirmed };
 
 // Whose release a watch waits for: one attempt's predecessor on ZooKeeper
-// and etcd; on Redis the attempt itself (a release wakes the first plain
-// waiter alone) unless it is a line's; every waiter of a name on SQL.
+// and etcd; the attempt itself on Redis (a release wakes the first plain
+// waiter alone, a hand-over goes to its recipient's client) and on
+// PostgreSQL (plain waiters); every waiter of a name on SQLite. attempt 0:
+// an observer.
 struct WatchKey {
   std::string name;
   std::uint64_t attempt = 0;
   // It hears what every waiter of the name is told: a line's waiter (fair
-  // or shared, AcquireCall::queued: hand-overs), an observer.
+  // or shared, AcquireCall::queued: hand-overs), an observer. (Redis tells
+  // a line's waiter on its client's channel too.)
   bool broadcast = false;
 };
 

@@ -85,14 +85,25 @@ BEGIN
     PRIMARY KEY (name, ticket),
     UNIQUE (name, member));
   DROP FUNCTION IF EXISTS @T_acquire(text, text, bigint, int, bigint, text);
+  DROP FUNCTION IF EXISTS @T_join(text, text, bigint);
 
-  CREATE OR REPLACE FUNCTION @T_join(p_name text, p_member text, p_ttl bigint)
+  -- p_front: a caller that waited already and is not queued was taken out
+  -- by a release (woken too late for its reservation): back to the front,
+  -- so a missed turn costs it one grant, not a round of the queue.
+  CREATE OR REPLACE FUNCTION @T_join(p_name text, p_member text, p_ttl bigint, p_front bool)
   RETURNS void LANGUAGE plpgsql AS $f$
+  DECLARE
+    v_until timestamptz := clock_timestamp() + (greatest(p_ttl, 0) + 60000) * interval '1 millisecond';
   BEGIN
     IF p_member IS NULL OR p_member = '' THEN RETURN; END IF;
-    INSERT INTO @T_waiters AS x VALUES (p_name, p_member, nextval('@T_ticket'),
-        clock_timestamp() + (greatest(p_ttl, 0) + 60000) * interval '1 millisecond')
-      ON CONFLICT (name, member) DO UPDATE SET expires_at = greatest(x.expires_at, EXCLUDED.expires_at);
+    UPDATE @T_waiters x SET expires_at = greatest(x.expires_at, v_until)
+      WHERE x.name = p_name AND x.member = p_member;
+    IF NOT FOUND THEN
+      INSERT INTO @T_waiters VALUES (p_name, p_member,
+          CASE WHEN p_front THEN coalesce((SELECT min(y.ticket) FROM @T_waiters y WHERE y.name = p_name), 1) - 1
+               ELSE nextval('@T_ticket') END, v_until)
+        ON CONFLICT DO NOTHING;
+    END IF;
     UPDATE @T l SET waiters = true WHERE l.name = p_name AND NOT l.waiters;
   END $f$;
 
@@ -198,14 +209,14 @@ BEGIN
         IF existed AND r.line THEN
           SELECT a.kind, a.fence, a.depth, a.ttl_ms INTO v_kind, v_fence, v_depth, v_ttl
             FROM @T_line_acquire(p_name, p_owner, p_grant, 0, p_lease, false, 0, false, p_info) a;
-          IF v_kind = 0 THEN PERFORM @T_join(p_name, p_member, v_ttl); END IF;
+          IF v_kind = 0 THEN PERFORM @T_join(p_name, p_member, v_ttl, p_waited); END IF;
           RETURN QUERY SELECT v_kind, v_fence, v_depth, v_ttl;
           RETURN;
         END IF;
         -- Kept for the waiter a release woke: only it takes it meanwhile.
         IF existed AND r.woken IS NOT NULL AND r.woken_until > now_ts AND r.woken <> p_member THEN
           v_ttl := greatest(0, ceil(extract(epoch FROM r.woken_until - now_ts) * 1000))::bigint;
-          PERFORM @T_join(p_name, p_member, v_ttl);
+          PERFORM @T_join(p_name, p_member, v_ttl, p_waited);
           RETURN QUERY SELECT 0, 0::bigint, 0, v_ttl;
           RETURN;
         END IF;
@@ -236,7 +247,7 @@ BEGIN
       END IF;
       IF p_held > 0 THEN RETURN QUERY SELECT 2, 0::bigint, 0, 0::bigint; RETURN; END IF;
       v_ttl := greatest(0, ceil(extract(epoch FROM r.expires_at - now_ts) * 1000))::bigint;
-      PERFORM @T_join(p_name, p_member, v_ttl);
+      PERFORM @T_join(p_name, p_member, v_ttl, p_waited);
       RETURN QUERY SELECT 0, 0::bigint, 0, v_ttl;
       RETURN;
     END LOOP;

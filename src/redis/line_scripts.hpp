@@ -25,7 +25,9 @@
 namespace dlock::redis {
 
 // KEYS: lock, fence counter, tombstone, line. ARGV: owner, lease ms, held,
-// mode ('x' | 's'), permits, queued ('1' | '0'), info, channel.
+// mode ('x' | 's'), permits, queued ('1' | '0'), info, channel, and the
+// caller's client id if it will wait (its hand-over goes to that client's
+// channel, "<channel>:<id>"; '' or none: to the name's channel).
 // Returns {1, fence, depth} granted, {0, wait ms (-1: event), 0} busy,
 // {2, 0, 0} lost, {3, depth, 0} mismatch, {5, the name's permits, 0}
 // permits disagree, {6, 0 | 1, 0} a change of mode (0: holds it shared and

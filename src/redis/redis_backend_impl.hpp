@@ -129,10 +129,11 @@ class RedisBackend final : public RedlockMaster {
   // The inspect script's, the fence counter's and PUBSUB NUMSUB's replies.
   static ReplyHandler inspected(std::function<void(Result<LockInfo>)> done);
 
-  // The dlock layout's plain waiters listen on the lock's channel for this
-  // client (waiter_channel): a release wakes the first queued waiter alone,
-  // by its attempt (lua/wake_lib.lua). A line's waiters, and every waiter
-  // of the single-key layouts, share the lock's channel.
+  // The dlock layout's waiters listen on the lock's channel for this
+  // client (waiter_channel): a release wakes the first queued plain waiter
+  // alone, by its attempt (lua/wake_lib.lua), and a line's hand-over is
+  // sent to its recipient's client (lua/line_lib.lua). Observers, and every
+  // waiter of the single-key layouts, share the lock's channel.
   void watch(const detail::WatchKey& key, std::function<void(Status)> ready) override;
 
   void unwatch(const detail::WatchKey& key) override;

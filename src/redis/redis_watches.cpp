@@ -12,13 +12,17 @@
 namespace dlock::redis {
 
 std::string RedisBackend::member_of(const AcquireCall& call, std::uint64_t round) const {
-  if (!call.waits || round != 0 || call.queued || call.mode != detail::LockMode::exclusive || !wake_one()) return {};
+  if (!call.waits || round != 0 || !wake_one()) return {};
+  // A line's waiter is found by its owner; its hand-over comes to its client.
+  if (call.queued || call.mode != detail::LockMode::exclusive) return waiter_id_;
   return waiter_member(waiter_id_, call.attempt);
 }
 
+// Every waiter listens on its client's channel of the name; an observer
+// (attempt 0) on the name's own, where every change is told.
 std::string RedisBackend::channel_of(const detail::WatchKey& key) const {
   const auto keys = keyspace_.keys(key.name);
-  return key.broadcast || !wake_one() ? keys.channel : waiter_channel(keys, waiter_id_);
+  return key.attempt == 0 || !wake_one() ? keys.channel : waiter_channel(keys, waiter_id_);
 }
 
 void RedisBackend::watch(const detail::WatchKey& key, std::function<void(Status)> ready) {
@@ -206,7 +210,8 @@ void RedisBackend::on_message(const std::string& channel, const std::string& pay
   if (it == watches_.end()) return;
   // A copy of the name: the handlers may unwatch.
   std::string name = it->second.name;
-  if (it->second.personal) return on_waiter_message(name, it->second.attempts, payload);
+  // A hand-over to a line's waiter comes on its client's channel too.
+  if (it->second.personal && !payload.starts_with("h:")) return on_waiter_message(name, it->second.attempts, payload);
   // A hand-over, "h:<fence>:<lease ms>:<owner>/<grant>": its recipient
   // holds the lock now (the other waiters sleep on: it is held again,
   // for up to that lease unless renewed).

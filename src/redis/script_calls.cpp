@@ -100,7 +100,7 @@ ScriptCall acquire_request(const detail::Keyspace& ks, const detail::AcquireCall
             {std::move(keys.lock), std::move(keys.fence), std::move(tomb), std::move(keys.line)},
             {std::move(owner), std::to_string(call.lease.count()), std::to_string(call.held),
              call.mode == detail::LockMode::shared ? "s" : "x", std::to_string(call.permits), queued ? "1" : "0",
-             call.info, std::move(keys.channel)}};
+             call.info, std::move(keys.channel), std::move(member)}};
   }
   ScriptCall sc{&acquire_script(),
                 {std::move(keys.lock), std::move(keys.fence), std::move(tomb), std::move(keys.line)},

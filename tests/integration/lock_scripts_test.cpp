@@ -21,6 +21,13 @@ class LockScripts : public ::testing::Test {
                       kLock + ":t:" + owner, kLock + ":q", owner, std::to_string(lease_ms), std::to_string(held),
                       std::to_string(round), "dlock:{s}:wake"});
   }
+  // A caller that will wait: its waiter member, and whether it waited before.
+  std::string acquire_waiting(const std::string& owner, const std::string& member, bool waited) {
+    return redis.cmd({"EVAL", std::string(dlock::redis::acquire_script().body), "4", kLock, kFence,
+                      kLock + ":t:" + owner, kLock + ":q", owner, "10000", "0", "0", "dlock:{s}:wake", "", "0", member,
+                      waited ? "1" : "0"});
+  }
+  std::string queue() { return redis.cmd({"ZRANGE", kLock + ":w", "0", "-1"}); }
   std::string release(const std::string& owner, int held, int round, long long tombstone_ms = 0) {
     return redis.cmd({"EVAL", std::string(dlock::redis::release_script().body), "4", kLock, kLock + ":t:" + owner,
                       kLock + ":q", kFence, owner, std::to_string(held), "dlock:{s}:released", "0",
@@ -37,6 +44,27 @@ class LockScripts : public ::testing::Test {
   RedisServer server;
   SyncRedis redis{server.port()};
 };
+
+// The plain lock's waiters (wake_lib.lua): they queue in arrival order; a
+// release wakes the first and keeps the lock for it; a fresh caller is
+// refused meanwhile; one that missed its reservation goes back to the
+// front, not the end.
+TEST_F(LockScripts, AWaiterThatMissedItsTurnGoesBackToTheFront) {
+  EXPECT_EQ(acquire("H", 10000, 0, 0), granted(1));
+  EXPECT_EQ(acquire_waiting("A", "ca:1", false).substr(0, 2), "0\n");
+  EXPECT_EQ(acquire_waiting("B", "cb:2", false).substr(0, 2), "0\n");
+  EXPECT_EQ(queue(), "ca:1\ncb:2");
+  SyncRedis listener(server.port());
+  listener.cmd({"SUBSCRIBE", "dlock:{s}:released:ca"});  // A's client listens (release() names this channel)
+  EXPECT_EQ(release("H", 1, 0), "0\n0");
+  EXPECT_EQ(redis.cmd({"GET", kLock + ":r"}), "ca:1") << "kept for the waiter woken";
+  EXPECT_EQ(queue(), "cb:2");
+  EXPECT_EQ(acquire("F", 10000, 0, 0).substr(0, 2), "0\n") << "a fresh caller took the lock kept for A";
+  redis.cmd({"DEL", kLock + ":r"});  // A never came: its reservation ran out
+  EXPECT_EQ(acquire("F", 10000, 0, 0), granted(2)) << "barging is allowed once nobody is kept waiting";
+  EXPECT_EQ(acquire_waiting("A", "ca:1", true).substr(0, 2), "0\n");
+  EXPECT_EQ(queue(), "ca:1\ncb:2") << "A missed one turn: back to the front";
+}
 
 TEST_F(LockScripts, LateUndoOfAnEarlierAttemptLeavesTheLaterGrant) {
   EXPECT_EQ(acquire("T", 10000, 0, 1), granted(1));

@@ -113,8 +113,7 @@ TEST(PostgresCrowd, ClientsLoopingOnOneNameAllGetTurns) {
   LogSink log;
   constexpr int kClients = 8;
   std::vector<std::unique_ptr<Client>> clients;
-  for (int i = 0; i < kClients; ++i)
-    clients.push_back(std::make_unique<Client>(Client::connect(pg.url(), quiet(log))));
+  for (int i = 0; i < kClients; ++i) clients.push_back(std::make_unique<Client>(Client::connect(pg.url(), quiet(log))));
   std::vector<int> turns(kClients, 0);
   std::atomic<bool> stop{false};
   std::atomic<int> inside{0}, overlaps{0};

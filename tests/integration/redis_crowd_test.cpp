@@ -232,5 +232,48 @@ TEST(RedisCrowd, AWaiterThatGivesUpLeavesTheQueue) {
   EXPECT_TRUE(got_f.get().ok());
 }
 
+// A fair lock's hand-over goes to its recipient's client alone: no waiter
+// listens on the name's own channel, and the recipient is granted by the
+// message, without another command.
+TEST(RedisCrowd, AHandOverIsSentToItsRecipientAlone) {
+  RedisServer server;
+  LogSink log;
+  LockOptions fair;
+  fair.fair = true;
+  Client holder = Client::connect(server.url(), quiet(log));
+  auto lease = holder.try_acquire("h", fair).value();
+  constexpr int kWaiters = 10;
+  std::vector<std::unique_ptr<Client>> clients;
+  std::vector<std::future<Result<Lease>>> got;
+  for (int i = 0; i < kWaiters; ++i) {
+    clients.push_back(std::make_unique<Client>(Client::connect(server.url(), quiet(log))));
+    auto p = std::make_shared<std::promise<Result<Lease>>>();
+    got.push_back(p->get_future());
+    clients.back()->async_acquire("h", 60s, fair, [p](Result<Lease> r) { p->set_value(std::move(r)); });
+  }
+  SyncRedis r(server.port());
+  ASSERT_TRUE(eventually([&] { return holder.inspect("h").value().waiters.value_or(0) == kWaiters; }, 5s));
+  ASSERT_TRUE(eventually([&] { return listening(r, "h") == kWaiters; }, 5s));
+  const std::string numsub = r.cmd({"PUBSUB", "NUMSUB", "dlock:{h}:wake"});
+  EXPECT_EQ(numsub.substr(numsub.find('\n') + 1), "0") << "a waiter listens where every hand-over was told";
+  std::this_thread::sleep_for(200ms);
+  std::vector<std::uint64_t> sent;
+  for (const auto& c : clients) sent.push_back(c->stats().commands_sent);
+  ASSERT_TRUE(lease.release().ok());
+  int granted = -1;
+  ASSERT_TRUE(eventually(
+      [&] {
+        for (int i = 0; i < kWaiters; ++i)
+          if (got[i].valid() && got[i].wait_for(0s) == std::future_status::ready) granted = i;
+        return granted >= 0;
+      },
+      3s));
+  auto next = got[granted].get();
+  ASSERT_TRUE(next.ok()) << next.status().to_string();
+  // Its UNSUBSCRIBE only: no acquire went out.
+  EXPECT_LE(clients[granted]->stats().commands_sent, sent[granted] + 1) << "granted by the hand-over's message alone";
+  EXPECT_TRUE(next->release().ok());
+}
+
 }  // namespace
 }  // namespace dlock::test

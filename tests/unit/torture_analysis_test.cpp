@@ -171,6 +171,39 @@ History double_grant() {
 
 // --- overlaps ---------------------------------------------------------------
 
+// A crowd's fairness: the grants to others during one acquire count,
+// except those made while its own worker was stopped; a worker that asked
+// and was never granted is starved; the judge holds both to the bound.
+TEST(TortureAnalysis, WaitedThroughCountsOthersGrantsButNotThoseWhileStopped) {
+  History crowd;
+  crowd.acquire("w0/1/9", 10, 900).release("w0/1/9", 950, 960);
+  for (int i = 0; i < 6; ++i) {
+    const std::string g = "w1/1/" + std::to_string(i + 1);
+    crowd.acquire(g, 100 + 100 * i, 150 + 100 * i).release(g, 180 + 100 * i, 190 + 100 * i);
+  }
+  crowd.acquire_outcome("w2", 20, 800, "fail");  // asked, never granted
+  crowd.fault("waiter-pause", "w0", 300, 600);   // w1's grants at 350, 450, 550 are not counted
+  const Findings f = analyze(crowd.events(), run(1000));
+  EXPECT_EQ(f.waited_through_max, 6) << "w2's failed acquire saw all six";
+  EXPECT_EQ(f.starved, 1);
+  Expectation e = expect(1);
+  e.max_waited_through = 5;
+  const Verdict v = judge(f, e);
+  EXPECT_FALSE(v.pass);
+  ASSERT_EQ(v.problems.size(), 2u);
+  EXPECT_NE(v.problems[0].find("waited through 6 grants"), std::string::npos) << v.problems[0];
+  EXPECT_NE(v.problems[1].find("never granted"), std::string::npos) << v.problems[1];
+
+  History paused;
+  paused.acquire("w0/1/9", 10, 900).release("w0/1/9", 950, 960);
+  for (int i = 0; i < 6; ++i) {
+    const std::string g = "w1/1/" + std::to_string(i + 1);
+    paused.acquire(g, 100 + 100 * i, 150 + 100 * i).release(g, 180 + 100 * i, 190 + 100 * i);
+  }
+  paused.fault("waiter-pause", "w0", 300, 600);
+  EXPECT_EQ(analyze(paused.events(), run(1000)).waited_through_max, 3) << "the three made while w0 was stopped";
+}
+
 TEST(TortureAnalysis, SequentialHistoryHasNoOverlap) {
   const Findings f = analyze(sequential().events(), run(1000));
   ASSERT_EQ(f.holds.size(), 3u);

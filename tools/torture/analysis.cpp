@@ -356,17 +356,24 @@ bool explains_overlap(const std::string& kind) {
 }
 
 // Bounded barging: for each acquire, the grants to other workers between its
-// invoke and its outcome (or the end of its worker's incarnation).
-void measure_waited_through(const std::vector<Event>& events, const std::vector<Hold>& holds, std::int64_t run_end,
-                            Findings& f) {
+// invoke and its outcome (or the end of its worker's incarnation), but for
+// those made while its own worker was stopped (a stopped waiter cannot take
+// its turn: the others must go on without it).
+void measure_waited_through(const std::vector<Event>& events, const std::vector<Hold>& holds,
+                            const std::vector<FaultWindow>& faults, std::int64_t run_end, Findings& f) {
   std::vector<std::pair<std::int64_t, const std::string*>> grants;
   for (const Hold& h : holds) grants.emplace_back(h.ok_t, &h.proc);
   std::sort(grants.begin(), grants.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  auto stopped = [&](const std::string& proc, std::int64_t t) {
+    for (const FaultWindow& w : faults)
+      if (w.target == proc && w.kind.find("pause") != std::string::npos && w.start_t <= t && t <= w.end_t) return true;
+    return false;
+  };
   auto through = [&](const std::string& proc, std::int64_t from, std::int64_t to) {
     std::int64_t n = 0;
     auto it =
         std::upper_bound(grants.begin(), grants.end(), from, [](std::int64_t t, const auto& g) { return t < g.first; });
-    for (; it != grants.end() && it->first < to; ++it) n += *it->second != proc;
+    for (; it != grants.end() && it->first < to; ++it) n += *it->second != proc && !stopped(proc, it->first);
     return n;
   };
   std::map<std::pair<std::string, int>, std::int64_t> pending;  // incarnation -> invoke t
@@ -452,7 +459,7 @@ Findings analyze(const std::vector<Event>& events, const RunInfo& info) {
   if (!rw && !semaphore) find_foreign_releases(ix, f.holds, by_grant, f);
   find_recoveries(ix, f.holds, info, run_end, f);
   measure_liveness(ix, f.holds, run_start, run_end, f);
-  measure_waited_through(events, f.holds, run_end, f);
+  measure_waited_through(events, f.holds, f.faults, run_end, f);
   if (rw || semaphore)
     f.model = {"n/a", "shared holds: judged by the " + info.recipe + " checks",
                f.ops["acquire"].invoke + f.ops["release"].invoke};

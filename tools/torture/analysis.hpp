@@ -240,8 +240,9 @@ struct Findings {
   // the lock to anyone else, or after it (the holder believed too long).
   std::int64_t losses_told_first = 0, losses_told_late = 0;
   // A crowd's fairness: the most grants to other workers while one acquire
-  // waited (from its invoke to its outcome or its worker's death), and the
-  // workers that asked and were never granted.
+  // waited (from its invoke to its outcome or its worker's death; not those
+  // made while its worker was stopped), and the workers that asked and were
+  // never granted.
   std::int64_t waited_through_max = 0;
   std::int64_t starved = 0;
   std::int64_t grants = 0;

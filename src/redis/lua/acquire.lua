@@ -64,7 +64,7 @@ end
 -- is marked so that its release wakes the first of them.
 local function busy(ttl, marked)
   if member ~= '' then
-    L_join(KEYS[1], member, ttl)
+    L_join(KEYS[1], member, ttl, waited)
     if marked then redis.call('hset', KEYS[1], 'w', '1') end
   end
   return {0, ttl, 0}

@@ -74,8 +74,9 @@ end
 if queued then
   if place then
     st.w[place].e = now + lease
+    st.w[place].c = ARGV[9] or ''
   else
-    st.w[#st.w + 1] = {o = me, m = mode, t = st.k, l = lease, e = now + lease, i = info}
+    st.w[#st.w + 1] = {o = me, m = mode, t = st.k, l = lease, e = now + lease, i = info, c = ARGV[9] or ''}
     st.k = st.k + 1
   end
 end

@@ -2,7 +2,8 @@
 -- compatible). State of the line key: p = permits, k = next ticket,
 -- s = shared holders {o, n = depth, f = fence, e = expiry ms, i = info},
 -- w = waiters oldest first {o, m = 'x' | 's', t = ticket, l = lease ms,
--- e = expiry ms, i = info}. The exclusive holder is the lock hash; its
+-- e = expiry ms, i = info, c = its client's id ('' or none: an older
+-- client, told on the name's channel)}. The exclusive holder is the lock hash; its
 -- expiry is the key's own.
 local function L_now()
   local t = redis.call('time')
@@ -70,14 +71,23 @@ end
 local function L_promote(st, lock, fence, now, handed)
   while #st.w > 0 and L_compatible(st, lock, st.w[1].m) do
     local w = table.remove(st.w, 1)
-    handed[#handed + 1] = {o = w.o, l = w.l, f = L_grant(st, lock, fence, w.o, w.m, w.l, now, w.i)}
+    handed[#handed + 1] = {o = w.o, l = w.l, c = w.c, f = L_grant(st, lock, fence, w.o, w.m, w.l, now, w.i)}
   end
 end
+-- Each hand-over goes to its recipient's client alone ("<channel>:<id>");
+-- the name's own channel (observers) hears that the holders changed.
 local function L_announce(channel, handed)
+  local addressed = false
   for _, h in ipairs(handed) do
-    pcall(redis.call, 'publish', channel,
+    local to = channel
+    if h.c and h.c ~= '' then
+      to = channel .. ':' .. h.c
+      addressed = true
+    end
+    pcall(redis.call, 'publish', to,
           'h:' .. string.format('%d', h.f) .. ':' .. string.format('%d', h.l) .. ':' .. h.o)
   end
+  if addressed then pcall(redis.call, 'publish', channel, 'c') end
 end
 local function L_without(handed, me)
   local out = {}

@@ -17,12 +17,15 @@ local function L_split(member)
   return string.match(member, '^(.*):([^:]+)$')
 end
 -- Joins `member` to the waiters unless it is there; the set outlives the
--- wait it was told (ttl ms, -1: none) by a minute.
-local function L_join(lock, member, ttl)
+-- wait it was told (ttl ms, -1: none) by a minute. `front`: a caller that
+-- waited already and is not there was taken out by a release (woken, but
+-- too late for its reservation; or not yet listening): it goes back to the
+-- front, not the end, so a turn missed costs it one grant, not a round.
+local function L_join(lock, member, ttl, front)
   local w = lock .. ':w'
   if not redis.call('zscore', w, member) then
-    local last = redis.call('zrange', w, -1, -1, 'withscores')
-    redis.call('zadd', w, (tonumber(last[2]) or 0) + 1, member)
+    local edge = redis.call('zrange', w, front and 0 or -1, front and 0 or -1, 'withscores')
+    redis.call('zadd', w, (tonumber(edge[2]) or 0) + (front and -1 or 1), member)
   end
   local keep = math.max(ttl, 0) + 60000
   if redis.call('pttl', w) < keep then redis.call('pexpire', w, keep) end
