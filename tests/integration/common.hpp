@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <dlock/dlock.hpp>
@@ -69,6 +70,18 @@ inline long long read_number(const std::string& path) {
   long long v = 0;
   in >> v;
   return v;
+}
+
+// The non-empty lines of a reply (SyncRedis and redis-cli join an array's
+// elements with newlines).
+inline std::vector<std::string> reply_lines(const std::string& reply) {
+  std::vector<std::string> out;
+  for (std::size_t at = 0; at < reply.size();) {
+    const auto end = std::min(reply.find('\n', at), reply.size());
+    if (end > at) out.push_back(reply.substr(at, end - at));
+    at = end + 1;
+  }
+  return out;
 }
 
 inline long long ms_since(Clock::time_point t) {

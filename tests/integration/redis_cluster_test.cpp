@@ -32,13 +32,7 @@ std::string channel_of(const std::string& name) { return lock_key(name) + ":wake
 int subscribers(const RedisCluster& c, int i, const char* kind, const std::string& name) {
   const std::string r =
       c.cli(i, {"PUBSUB", std::string(kind) == "NUMSUB" ? "CHANNELS" : "SHARDCHANNELS", channel_of(name) + "*"});
-  int n = 0;
-  for (std::size_t at = 0; at < r.size();) {
-    const auto end = std::min(r.find('\n', at), r.size());
-    if (end > at) ++n;
-    at = end + 1;
-  }
-  return n;
+  return static_cast<int>(reply_lines(r).size());
 }
 
 class RedisClusterTest : public ::testing::Test {

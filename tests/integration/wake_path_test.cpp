@@ -39,13 +39,7 @@ std::shared_ptr<std::promise<void>> block_io_thread(const Client& client) {
 size_t subscribers(RedisServer& server, const std::string& name) {
   SyncRedis r(server.port());
   const std::string reply = r.cmd({"PUBSUB", "CHANNELS", "dlock:{" + name + "}:wake*"});
-  size_t n = 0;
-  for (std::size_t at = 0; at < reply.size();) {
-    const auto end = std::min(reply.find('\n', at), reply.size());
-    if (end > at) ++n;
-    at = end + 1;
-  }
-  return n;
+  return reply_lines(reply).size();
 }
 
 TEST(WakePath, ReleaseReachesAWaiterWhoseDeadlinePassed) {
