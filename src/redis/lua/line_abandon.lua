@@ -40,7 +40,7 @@ handed = L_without(handed, me)
 -- was its head).
 L_promote(st, lock, fence, now, handed)
 L_save(q, st, lock)
-L_announce(ARGV[3], handed)
+L_announce(ARGV[3], handed, st)
 if freed and #handed == 0 then
   pcall(redis.call, 'publish', ARGV[3], '1')
   -- A plain waiter behind the line, once nobody holds it at all.

@@ -15,7 +15,7 @@ local handed = {}
 L_promote(st, lock, fence, now, handed)
 local function done(res)
   L_save(q, st, lock)
-  L_announce(ARGV[8], handed)
+  L_announce(ARGV[8], handed, st)
   return res
 end
 local x = L_xholder(lock, now)

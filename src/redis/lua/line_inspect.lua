@@ -8,7 +8,7 @@ L_purge(st, now)
 local handed = {}
 L_promote(st, lock, fence, now, handed)
 L_save(q, st, lock)
-L_announce(ARGV[1], handed)
+L_announce(ARGV[1], handed, st)
 local x = L_xholder(lock, now)
 local first = nil
 if x then first = {f = x.f or 0, n = x.n or 0, i = x.i, e = x.e, s = 0, t = x.t} end

@@ -74,20 +74,26 @@ local function L_promote(st, lock, fence, now, handed)
     handed[#handed + 1] = {o = w.o, l = w.l, c = w.c, f = L_grant(st, lock, fence, w.o, w.m, w.l, now, w.i)}
   end
 end
--- Each hand-over goes to its recipient's client alone ("<channel>:<id>");
--- the name's own channel (observers) hears that the holders changed.
-local function L_announce(channel, handed)
-  local addressed = false
+-- Each hand-over goes to its recipient's client alone ("<channel>:<id>"),
+-- and to the client of the waiter now first in line (`st`'s): should the
+-- recipient be dead, that one looks again when its lease ends rather than
+-- at its own heartbeat. The name's own channel (observers) hears that the
+-- holders changed.
+local function L_announce(channel, handed, st)
+  local addressed, last = false, nil
   for _, h in ipairs(handed) do
     local to = channel
     if h.c and h.c ~= '' then
       to = channel .. ':' .. h.c
       addressed = true
     end
-    pcall(redis.call, 'publish', to,
-          'h:' .. string.format('%d', h.f) .. ':' .. string.format('%d', h.l) .. ':' .. h.o)
+    last = 'h:' .. string.format('%d', h.f) .. ':' .. string.format('%d', h.l) .. ':' .. h.o
+    pcall(redis.call, 'publish', to, last)
   end
-  if addressed then pcall(redis.call, 'publish', channel, 'c') end
+  if not addressed then return end
+  pcall(redis.call, 'publish', channel, 'c')
+  local head = st.w[1]
+  if head and head.c and head.c ~= '' then pcall(redis.call, 'publish', channel .. ':' .. head.c, last) end
 end
 local function L_without(handed, me)
   local out = {}

@@ -42,7 +42,7 @@ else
   end
 end
 L_save(q, st, lock)
-L_announce(ARGV[3], handed)
+L_announce(ARGV[3], handed, st)
 if freed and #handed == 0 then
   pcall(redis.call, 'publish', ARGV[3], '1')
   -- A plain waiter behind the line, once nobody holds it at all.

@@ -9,7 +9,7 @@ local function line_settle(lock, fence, q, channel, me)
   local handed = {}
   L_promote(st, lock, fence, now, handed)
   L_save(q, st, lock)
-  L_announce(channel, handed)
+  L_announce(channel, handed, st)
   local x = L_xholder(lock, now)
   if not x and #st.s == 0 and #st.w == 0 then return #handed, nil, false end
   -- An exclusive caller that holds it shared would wait for itself.
