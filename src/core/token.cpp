@@ -65,4 +65,12 @@ std::uint64_t random_u64() {
   return v;
 }
 
+std::string random_hex16() {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::uint64_t v = random_u64();
+  std::string out;
+  for (int i = 0; i < 16; ++i, v >>= 4) out += kHex[v & 15];
+  return out;
+}
+
 }  // namespace dlock::detail

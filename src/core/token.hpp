@@ -16,6 +16,10 @@ std::string random_token();
 // that must not repeat across processes started together).
 std::uint64_t random_u64();
 
+// 16 lowercase hex digits from it: a client's id among a name's waiters
+// (the same whatever folds case: PostgreSQL channel names, file names).
+std::string random_hex16();
+
 }  // namespace dlock::detail
 
 #endif  // DLOCK_CORE_TOKEN_HPP_

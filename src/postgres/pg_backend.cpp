@@ -14,6 +14,7 @@
 #include "core/token.hpp"
 #include "postgres/pg_blocking.hpp"
 #include "postgres/schema.hpp"
+#include "waiter_turns.hpp"
 
 namespace dlock::postgres {
 namespace {
@@ -123,16 +124,6 @@ Result<ReleaseOutcome> release_outcome(Result<Rows> r) {
 // A call of the name's line: fair, shared or counted (core/lock_line.hpp).
 bool is_line(const AcquireCall& call) { return call.queued || call.mode == LockMode::shared; }
 
-// This client's id among a name's waiters: 16 lowercase hex digits, so
-// that its channel is the same to LISTEN (which folds case) and pg_notify.
-std::string waiter_id() {
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::uint64_t v = detail::random_u64();
-  std::string out;
-  for (int i = 0; i < 16; ++i, v >>= 4) out += kHex[v & 15];
-  return out;
-}
-
 std::string waiter_member(const std::string& client, std::uint64_t attempt) {
   return client + ':' + std::to_string(attempt);
 }
@@ -206,7 +197,7 @@ class PgBackend final : public detail::Backend {
     closed_ = true;
     listen_timer_.cancel();
     unlisten_timer_.cancel();
-    for (auto& [attempt, t] : standby_) t->cancel();
+    turns_.close();
     fail_table_waiters(Status(Errc::cancelled, "client closed"));
     conn_.close();
     listen_.close();
@@ -373,7 +364,7 @@ class PgBackend final : public detail::Backend {
   // capped at the holder's lease).
   void watch(const WatchKey& key, std::function<void(Status)> ready) override {
     if (!key.broadcast) {
-      plain_[key.name].insert(key.attempt);
+      turns_.add(key.name, key.attempt);
       if (listen_pending_) return listen_waiters_.push_back(std::move(ready));
       return post(std::move(ready), listening_ ? Status() : not_listening());
     }
@@ -386,12 +377,7 @@ class PgBackend final : public detail::Backend {
   }
   void unwatch(const WatchKey& key) override {
     if (!key.broadcast) {
-      auto it = plain_.find(key.name);
-      if (it != plain_.end() && it->second.erase(key.attempt) > 0 && it->second.empty()) plain_.erase(it);
-      if (auto t = standby_.find(key.attempt); t != standby_.end()) {
-        t->second->cancel();
-        standby_.erase(t);
-      }
+      turns_.remove(key.name, key.attempt);
       return;
     }
     auto it = watches_.find(key.name);
@@ -528,39 +514,13 @@ class PgBackend final : public detail::Backend {
     for (auto& w : waiters) post(std::move(w), s);
   }
 
-  // "\x1fw<attempt>:<name>": this client's waiter's turn; one whose call
-  // is over passes it on. "\x1fs<attempt>:<ms>:<name>": stand by, and look
-  // again after ms (the waiter woken before it may never come).
+  // "\x1fw<attempt>:<name>": this client's waiter's turn; "\x1fs<attempt>:
+  // <ms>:<name>": stand by (waiter_turns.hpp says what each does).
   void on_waiter_notify(const std::string& payload) {
-    if (payload.size() < 4 || payload[0] != '\x1f' || (payload[1] != 'w' && payload[1] != 's')) return;
-    const bool woken = payload[1] == 'w';
-    std::uint64_t attempt = 0;
-    const char* end = payload.data() + payload.size();
-    auto [p, ec] = std::from_chars(payload.data() + 2, end, attempt);
-    if (ec != std::errc() || p == end || *p != ':') return;
-    long long ms = 0;
-    if (!woken) {
-      auto [q, ec2] = std::from_chars(p + 1, end, ms);
-      if (ec2 != std::errc() || q == end || *q != ':') return;
-      p = q;
-    }
-    const std::string name(p + 1, end);
-    auto it = plain_.find(name);
-    const bool watching = it != plain_.end() && it->second.count(attempt) != 0;
-    if (woken) {
-      if (!watching) return leave(name, attempt, [](Status) {});
-      if (events_.released) events_.released({name, attempt});
+    detail::WaiterTurns::Message m;
+    if (payload.empty() || payload[0] != '\x1f' || !detail::WaiterTurns::parse(std::string_view(payload).substr(1), m))
       return;
-    }
-    if (!watching) return;
-    auto& timer = standby_[attempt];
-    if (!timer) timer = std::make_unique<asio::steady_timer>(io_);
-    timer->expires_after(milliseconds(std::clamp(ms, 1LL, 60000LL)));
-    timer->async_wait([this, name, attempt](const boost::system::error_code& e) {
-      if (e || closed_) return;
-      standby_.erase(attempt);
-      if (events_.released) events_.released({name, attempt});
-    });
+    turns_.deliver(m);
   }
 
   void leave(const std::string& name, std::uint64_t attempt, std::function<void(Status)> done) {
@@ -599,11 +559,16 @@ class PgBackend final : public detail::Backend {
   asio::steady_timer unlisten_timer_{io_};
   static constexpr std::chrono::seconds kUnlistenAfter{2};
   std::vector<std::function<void(Status)>> table_waiters_;
-  // Plain waiters by name (their attempts), woken on own_channel_.
-  const std::string waiter_id_ = waiter_id();
+  // This client's id among a name's waiters (its channel: dlockw_<id>),
+  // and its plain waiters, woken on own_channel_.
+  const std::string waiter_id_ = detail::random_hex16();
   const std::string own_channel_ = waiter_channel(waiter_id_);
-  std::map<std::string, std::set<std::uint64_t>> plain_;
-  std::map<std::uint64_t, std::unique_ptr<asio::steady_timer>> standby_;
+  detail::WaiterTurns turns_{
+      io_,
+      [this](const std::string& name, std::uint64_t attempt) {
+        if (events_.released) events_.released({name, attempt});
+      },
+      [this](const std::string& name, std::uint64_t attempt) { leave(name, attempt, [](Status) {}); }};
   std::atomic<std::uint64_t> commands_{0};
   static constexpr int kMaxBlocking = 8;
   std::mutex fast_mu_;

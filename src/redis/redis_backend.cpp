@@ -20,7 +20,13 @@ RedisBackend::RedisBackend(boost::asio::io_context& io, std::unique_ptr<Route> r
       keyspace_{prefix_, route_->moves() ? detail::FenceScope::name : detail::FenceScope::prefix,
                 config_.endpoint.layout},
       resubscribe_timer_(io),
-      waiter_id_(detail::random_token()) {
+      waiter_id_(detail::random_token()),
+      turns_(
+          io,
+          [this](const std::string& name, std::uint64_t attempt) {
+            if (events_.released) events_.released({name, attempt});
+          },
+          [this](const std::string& name, std::uint64_t attempt) { leave(name, attempt, [](Status) {}); }) {
   // TLS on the fast path: one context for its connections, made as the
   // I/O thread's are. Without it (a file that cannot be loaded) the I/O
   // path reports why at connect.
@@ -63,7 +69,7 @@ void RedisBackend::close() {
   for (auto& r : retired_) r->close();
   fail_ready(Status(Errc::cancelled, "client closed"));
   watches_.clear();
-  for (auto& [attempt, t] : standby_) t->cancel();
+  turns_.close();
 }
 
 detail::Capabilities RedisBackend::capabilities() const {

@@ -20,6 +20,7 @@
 #include "redis/scripts.hpp"
 #include "redis/subscriber.hpp"
 #include "redis/sync_connection.hpp"
+#include "waiter_turns.hpp"
 
 namespace dlock::redis {
 
@@ -152,10 +153,10 @@ class RedisBackend final : public RedlockMaster {
   std::string member_of(const AcquireCall& call, std::uint64_t round) const;
   // The channel `key`'s waiter listens on.
   std::string channel_of(const detail::WatchKey& key) const;
-  // A wake-up for this client's plain waiter `attempt` of `name`: woken
-  // ('w') or asked to stand by ('s'); one for an attempt no longer
-  // watched is passed on (lua/leave.lua).
-  void on_waiter_message(const std::string& name, std::set<std::uint64_t>& attempts, std::string_view payload);
+  // A wake-up for one of this client's plain waiters of `name`:
+  // "w:<attempt>" (woken) or "s:<attempt>:<ms>" (stand by); turns_ says
+  // what each does (one for an attempt no longer waiting: lua/leave.lua).
+  void on_waiter_message(const std::string& name, std::string_view payload);
   void leave(const std::string& name, std::uint64_t attempt, std::function<void(Status)> done);
 
   struct RenewBatch {
@@ -186,8 +187,7 @@ class RedisBackend final : public RedlockMaster {
   struct Watch {
     std::string name;
     unsigned refs = 0;
-    bool personal = false;             // a waiter channel (channel_of): wake-ups name an attempt
-    std::set<std::uint64_t> attempts;  // personal: the attempts watching
+    bool personal = false;  // a waiter channel (channel_of): wake-ups name an attempt
     bool confirmed = false;
     bool resync = false;  // subscribed again after a gap: waiters retry once
     std::string node;     // the subscriber it is (to be) subscribed on
@@ -315,9 +315,8 @@ class RedisBackend final : public RedlockMaster {
   // This client's id among a name's waiters (lua/wake_lib.lua).
   const std::string waiter_id_;
   bool wake_one_ = true;
-  // Stand-by looks, by attempt: after the reservation of the waiter woken
-  // before this one ends, the attempt tries again.
-  std::map<std::uint64_t, std::unique_ptr<boost::asio::steady_timer>> standby_;
+  // This client's plain waiters, woken on their personal channels.
+  detail::WaiterTurns turns_;
   // Blocking connections of the fast path, per node address ("" for the
   // one server) (any thread; guarded by pool_mu_).
   static constexpr std::size_t kPoolIdle = 8;

@@ -3,6 +3,7 @@
 // sharded), watches moved when their node goes or their slot moves.
 #include <algorithm>
 #include <boost/asio/post.hpp>
+#include <charconv>
 
 #include "redis/cluster_map.hpp"
 #include "redis/errors.hpp"
@@ -32,9 +33,8 @@ void RedisBackend::watch(const detail::WatchKey& key, std::function<void(Status)
   if (!keys.peer_channel.empty()) watch_channel(key.name, keys.peer_channel, [](Status) {});
   const std::string channel = channel_of(key);
   if (channel != keys.channel) {
-    Watch& w = watches_[channel];
-    w.personal = true;
-    w.attempts.insert(key.attempt);
+    watches_[channel].personal = true;
+    turns_.add(key.name, key.attempt);
   }
   watch_channel(key.name, channel, std::move(ready));
 }
@@ -65,13 +65,8 @@ void RedisBackend::unwatch(const detail::WatchKey& key) {
   const auto keys = keyspace_.keys(key.name);
   if (!keys.peer_channel.empty()) unwatch_channel(keys.peer_channel);
   const std::string channel = channel_of(key);
-  if (auto it = watches_.find(channel); it != watches_.end() && it->second.personal) {
-    it->second.attempts.erase(key.attempt);
-    if (auto t = standby_.find(key.attempt); t != standby_.end()) {
-      t->second->cancel();
-      standby_.erase(t);
-    }
-  }
+  if (auto it = watches_.find(channel); it != watches_.end() && it->second.personal)
+    turns_.remove(key.name, key.attempt);
   unwatch_channel(channel);
 }
 
@@ -211,7 +206,7 @@ void RedisBackend::on_message(const std::string& channel, const std::string& pay
   // A copy of the name: the handlers may unwatch.
   std::string name = it->second.name;
   // A hand-over to a line's waiter comes on its client's channel too.
-  if (it->second.personal && !payload.starts_with("h:")) return on_waiter_message(name, it->second.attempts, payload);
+  if (it->second.personal && !payload.starts_with("h:")) return on_waiter_message(name, payload);
   // A hand-over, "h:<fence>:<lease ms>:<owner>/<grant>": its recipient
   // holds the lock now (the other waiters sleep on: it is held again,
   // for up to that lease unless renewed).
@@ -237,30 +232,16 @@ void RedisBackend::on_message(const std::string& channel, const std::string& pay
 
 // The attempt is parsed from what this client sent (waiter_member): a
 // payload that does not parse is ignored.
-void RedisBackend::on_waiter_message(const std::string& name, std::set<std::uint64_t>& attempts,
-                                     std::string_view payload) {
+void RedisBackend::on_waiter_message(const std::string& name, std::string_view payload) {
   if (payload.size() < 3 || payload[1] != ':' || (payload[0] != 'w' && payload[0] != 's')) return;
-  const bool woken = payload[0] == 'w';
-  char* end = nullptr;
-  const std::string rest(payload.substr(2));
-  const std::uint64_t attempt = std::strtoull(rest.c_str(), &end, 10);
-  if (end == rest.c_str() || (*end != '\0' && *end != ':')) return;
-  const bool watching = attempts.count(attempt) != 0;
-  if (woken) {
-    if (!watching) return leave(name, attempt, [](Status) {});  // over: the next one's turn
-    if (events_.released) events_.released({name, attempt});
-    return;
-  }
-  if (!watching || *end != ':') return;
-  const long long ms = std::strtoll(end + 1, nullptr, 10);
-  auto& timer = standby_[attempt];
-  if (!timer) timer = std::make_unique<boost::asio::steady_timer>(io_);
-  timer->expires_after(milliseconds(std::clamp(ms, 1LL, 60000LL)));
-  timer->async_wait([this, name, attempt](const boost::system::error_code& ec) {
-    if (ec || closed_) return;
-    standby_.erase(attempt);
-    if (events_.released) events_.released({name, attempt});
-  });
+  detail::WaiterTurns::Message m;
+  m.turn = payload[0] == 'w';
+  m.name = name;
+  const char* end = payload.data() + payload.size();
+  auto [p, ec] = std::from_chars(payload.data() + 2, end, m.attempt);
+  if (ec != std::errc() || (m.turn && p != end) || (!m.turn && (p == end || *p != ':'))) return;
+  if (!m.turn && std::from_chars(p + 1, end, m.ms).ec != std::errc()) return;
+  turns_.deliver(m);
 }
 
 void RedisBackend::leave(const std::string& name, std::uint64_t attempt, std::function<void(Status)> done) {
