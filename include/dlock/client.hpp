@@ -79,11 +79,12 @@ struct DLOCK_EXPORT LockInfo {
   unsigned reentry_count = 0;           // 0 when free (ZooKeeper: 1 when held;
                                         // the holding client counts levels)
   std::optional<unsigned> waiters = 0;  // clients waiting for its release,
-                                        // as the server sees them (Redis:
-                                        // subscribers of the name's release
-                                        // channel; ZooKeeper: queue nodes behind
-                                        // the holder's); nullopt where the store
-                                        // does not know them (SQLite, PostgreSQL)
+                                        // as the store sees them (a plain lock's
+                                        // queue: Redis, PostgreSQL, SQLite; Redis's
+                                        // single-key layouts: subscribers of the
+                                        // name's channel; ZooKeeper, etcd: queue
+                                        // nodes behind the holder's); nullopt
+                                        // where the store cannot tell
   // Shared and counted locks (SharedMutex, Semaphore): the oldest grant
   // speaks for the lock.
   std::string holder;                    // what its holder said of itself: "PROGRAM[PID]@HOST"

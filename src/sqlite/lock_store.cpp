@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <tuple>
 
 #include "core/lock_line.hpp"
 #include "core/lock_row.hpp"
@@ -95,6 +96,7 @@ Result<T> LockStore::in_transaction(bool* moved, F&& body) {
     return Status(Errc::outcome_unknown, s.message(), s.backend_code());
   }
   news_.released.insert(news_.released.end(), pending_.released.begin(), pending_.released.end());
+  news_.turns.insert(news_.turns.end(), pending_.turns.begin(), pending_.turns.end());
   pending_ = {};
   // Checked after the commit: a file still in place now was in place then
   // (its inode cannot come back to the path while this connection holds it).
@@ -144,8 +146,16 @@ Result<LockStore::Line> LockStore::load_line(const std::string& name, std::int64
   if (!rows.ok()) return rows.status();
   std::uint64_t last_ticket = 0;
   bool have_permits = false;
+  // Each process looked at once (a /proc read): a line of hundreds of
+  // waiters comes from a few processes.
+  std::map<std::tuple<pid_t, std::uint64_t, std::string>, bool> dead;
+  auto is_dead = [&](const ProcessId& p) {
+    auto [it, fresh] = dead.try_emplace({p.pid, p.start, p.ns}, false);
+    if (fresh) it->second = known_dead(p);
+    return it->second;
+  };
   for (LineRow& r : *rows) {
-    const bool live = r.boot == boot_id() && r.expires_ms > now && (r.kind == LineRow::tomb || !known_dead(r.process));
+    const bool live = r.boot == boot_id() && r.expires_ms > now && (r.kind == LineRow::tomb || !is_dead(r.process));
     if (live) {
       switch (r.kind) {
         case LineRow::holder:
@@ -209,6 +219,9 @@ Status LockStore::store_line(const std::string& name, const Line& before, const 
   if (left && !*freed)
     if (Status s = table_->count_release(name); !s.ok()) return s;
   if (left || *freed) pending_.released.push_back(name);
+  // A line that emptied: a plain waiter behind it is woken (nobody holds).
+  if ((left || *freed) && after.holders.empty() && after.line.empty() && before.row && before.row->waiters)
+    return wake_next(name, boot_ms()).status();
   return {};
 }
 
@@ -289,7 +302,8 @@ bool LockStore::someone_left(const detail::LineState& before, const detail::Line
   return before.holders.empty() && !after.holders.empty();
 }
 
-Result<AcquireOutcome> LockStore::acquire(const detail::AcquireCall& call, std::optional<ProcessId>* holder) {
+Result<AcquireOutcome> LockStore::acquire(const detail::AcquireCall& call, std::optional<ProcessId>* holder,
+                                          const std::string& member) {
   bool moved = false;
   auto out = in_transaction<AcquireOutcome>(&moved, [&]() -> Result<AcquireOutcome> {
     auto stored = table_->read(call.name);
@@ -313,19 +327,41 @@ Result<AcquireOutcome> LockStore::acquire(const detail::AcquireCall& call, std::
       if (!fence_error.ok()) return fence_error;
       if (!r.error.ok()) return r.error;
       if (Status s = store_line(call.name, *line, state, r.handed); !s.ok()) return s;
-      if (holder != nullptr && r.outcome.kind == AcquireOutcome::Kind::busy && line->exclusive_live())
-        *holder = line->row->holder;
+      const bool busy = r.outcome.kind == AcquireOutcome::Kind::busy;
+      if (holder != nullptr && busy && line->exclusive_live()) *holder = line->row->holder;
+      // A plain waiter behind a line is woken when the line empties.
+      if (busy && !call.queued && call.mode == LockMode::exclusive && !member.empty())
+        if (Status s = join(call.name, member, r.outcome.hint.after.count(), call.waited, now); !s.ok()) return s;
       return r.outcome;
+    }
+    const StoredRow* row = stored->has_value() ? &**stored : nullptr;
+    // Kept for the waiter a release woke: only it takes the free lock
+    // meanwhile; anyone else waits its turn. One that joined sleeps until
+    // its turn comes (or a lease passes: the woken one will hold it that
+    // long at most); a try looks again when the reservation ends.
+    if (live == nullptr && row != nullptr && !row->woken.empty() && row->woken != member && row->boot == boot_id() &&
+        row->woken_until > now && call.held == 0) {
+      const milliseconds left(row->woken_until - now);
+      if (Status s = join(call.name, member, left.count(), call.waited, now); !s.ok()) return s;
+      return AcquireOutcome::busy_with(detail::WaitHint::expiry(member.empty() ? left : std::max(left, call.lease)));
     }
     auto r = detail::decide_acquire(live, call, now, until(now, call.lease), fence_source(&fence_error));
     if (!fence_error.ok()) return fence_error;
     // A fresh grant stores what its holder says of itself; a level keeps it.
     if (r.write)
-      if (Status s =
-              table_->write(call.name, *r.write, live == nullptr ? std::string_view(call.info) : (*stored)->info);
+      if (Status s = table_->write(call.name, *r.write, live == nullptr ? std::string_view(call.info) : row->info);
           !s.ok())
         return s;
-    if (holder != nullptr && r.outcome.kind == AcquireOutcome::Kind::busy) *holder = (*stored)->holder;
+    if (r.outcome.kind == AcquireOutcome::Kind::busy) {
+      if (holder != nullptr) *holder = row->holder;
+      if (Status s = join(call.name, member, r.outcome.hint.after.count(), call.waited, now); !s.ok()) return s;
+    } else if (live == nullptr && r.write && row != nullptr && (row->waiters || !row->woken.empty())) {
+      // A fresh grant: the caller leaves the waiters, and the row is kept
+      // for nobody now.
+      if (call.waited && !member.empty())
+        if (Status s = table_->leave(call.name, member); !s.ok()) return s;
+      if (Status s = table_->clear_woken(call.name); !s.ok()) return s;
+    }
     return r.outcome;
   });
   if (moved && out.ok() && out->kind == AcquireOutcome::Kind::granted)
@@ -342,9 +378,61 @@ Result<ReleaseOutcome> LockStore::release_plain(const detail::ReleaseCall& call,
   if (r.write == detail::RowRelease::Write::erase) {
     s = table_->free(call.name);
     pending_.released.push_back(call.name);
+    // Its first waiter is woken alone, and the row kept for it.
+    if (s.ok() && (*stored)->waiters) s = wake_next(call.name, now).status();
   }
   if (!s.ok()) return s;
   return r.outcome;
+}
+
+// A waiter's entry lasts its wait as told (the holder's lease left) and a
+// minute more: one whose client is gone is dropped by then.
+Status LockStore::join(const std::string& name, const std::string& member, std::int64_t ttl_ms, bool front,
+                       std::int64_t now) {
+  if (member.empty()) return {};
+  return table_->join(name, member, now + std::clamp<std::int64_t>(ttl_ms, 0, detail::kNoExpiry / 4) + 60000, front);
+}
+
+Result<bool> LockStore::wake_next(const std::string& name, std::int64_t now) {
+  for (int i = 0; i < 16; ++i) {
+    auto first = table_->first_waiter(name);
+    if (!first.ok()) return first.status();
+    if (!*first) break;
+    const QueuedWaiter& w = **first;
+    if (Status s = table_->drop_waiter(name, w.ticket); !s.ok()) return s;
+    if (w.boot != boot_id() || w.expires_ms <= now || known_dead(w.process)) continue;
+    if (Status s = table_->reserve(name, w.member, now + kTurnMs); !s.ok()) return s;
+    pending_.turns.push_back({name, w.member, true});
+    auto next = table_->first_waiter(name);
+    if (!next.ok()) return next.status();
+    if (*next) pending_.turns.push_back({name, (*next)->member, false});
+    return true;
+  }
+  if (Status s = table_->clear_woken(name); !s.ok()) return s;
+  return false;
+}
+
+Status LockStore::leave_in_transaction(const std::string& name, const std::string& member, std::int64_t now) {
+  if (Status s = table_->leave(name, member); !s.ok()) return s;
+  auto stored = table_->read(name);
+  if (!stored.ok()) return stored.status();
+  if (!*stored || (*stored)->woken != member) return {};
+  if (Status s = table_->clear_woken(name); !s.ok()) return s;
+  if (LockTable::live(*stored, now) != nullptr) return {};
+  auto line = table_->has_line(name);
+  if (!line.ok()) return line.status();
+  if (*line) return {};
+  return wake_next(name, now).status();
+}
+
+Status LockStore::leave(const std::string& name, const std::string& member) {
+  bool moved = false;
+  return in_transaction<bool>(&moved,
+                              [&]() -> Result<bool> {
+                                if (Status s = leave_in_transaction(name, member, boot_ms()); !s.ok()) return s;
+                                return true;
+                              })
+      .status();
 }
 
 Result<ReleaseOutcome> LockStore::release(const detail::ReleaseCall& call) {
@@ -372,7 +460,7 @@ Result<ReleaseOutcome> LockStore::release(const detail::ReleaseCall& call) {
 }
 
 Result<bool> LockStore::abandon_needed(const detail::AbandonCall& call) {
-  if (call.in_doubt || call.tombstone.count() > 0) return true;
+  if (call.in_doubt || call.tombstone.count() > 0 || call.waited) return true;
   if (Status s = follow_file(); !s.ok()) return s;
   return table_->touches(call.name, call.owner, call.grant);
 }
@@ -381,10 +469,12 @@ Result<bool> LockStore::abandon_needed(const detail::AbandonCall& call) {
 // the level its attempt may have added: a grant whose outcome was unknown,
 // or a hand-over it never heard of (which lives in dlock_locks when
 // exclusive, where no line row is left to tell the name has a line).
-Status LockStore::abandon(const detail::AbandonCall& call) {
+Status LockStore::abandon(const detail::AbandonCall& call, const std::string& member) {
   bool moved = false;
   auto out = in_transaction<bool>(&moved, [&]() -> Result<bool> {
     const std::int64_t now = boot_ms();
+    if (call.waited && !member.empty())
+      if (Status s = leave_in_transaction(call.name, member, now); !s.ok()) return s;
     auto line = load_line(call.name, now);
     if (!line.ok()) return line.status();
     detail::LineState state = line->state;
@@ -447,14 +537,18 @@ Result<LockInfo> LockStore::inspect(const std::string& name) {
   const std::int64_t now = boot_ms();
   auto line = load_line(name, now);
   auto last = table_->last_fence();
+  Result<std::int64_t> waiting = std::int64_t{0};
+  if (line.ok() && line->row && line->row->waiters) waiting = table_->count_waiters(name);
   (void)db_->exec("COMMIT");
   if (!line.ok()) return line.status();
   if (!last.ok()) return last.status();
+  if (!waiting.ok()) return waiting.status();
   LockInfo info;
   if (!line->stored.empty()) {
-    info = detail::line_info(line->state, now);  // waiters: those in line (plain ones sleep uncounted)
+    info = detail::line_info(line->state, now);  // its waiters, and plain ones behind it
+    if (info.waiters) *info.waiters += static_cast<unsigned>(*waiting);
   } else {
-    info.waiters = std::nullopt;  // waiters sleep on a file, uncounted
+    info.waiters = static_cast<unsigned>(*waiting);  // a plain lock's queue
     if (const detail::LockRow* row = LockTable::live(line->row, now)) {
       info.held = true;
       info.fence = row->fence;

@@ -32,11 +32,18 @@ class LockStore {
   static Result<std::unique_ptr<LockStore>> open(const std::string& path, std::chrono::milliseconds busy);
 
   // `holder`: set on a busy answer to the process that holds the lock.
-  Result<detail::AcquireOutcome> acquire(const detail::AcquireCall& call, std::optional<ProcessId>* holder = nullptr);
+  // `member`: the caller's place among a plain lock's waiters if it will
+  // wait ("<client id>:<attempt>"; empty: none).
+  Result<detail::AcquireOutcome> acquire(const detail::AcquireCall& call, std::optional<ProcessId>* holder = nullptr,
+                                         const std::string& member = {});
   Result<detail::ReleaseOutcome> release(const detail::ReleaseCall& call);
   // Removes what an acquire that ended without a grant left: its place in a
   // line, a hand-over it never heard of, or a grant whose outcome was unknown.
-  Status abandon(const detail::AbandonCall& call);
+  // `member`: as acquire's; it leaves the name's waiters (AbandonCall::waited).
+  Status abandon(const detail::AbandonCall& call, const std::string& member = {});
+  // A plain waiter leaves (its client is gone, or its call ended when it was
+  // woken): if the free lock was kept for it, the next one is woken.
+  Status leave(const std::string& name, const std::string& member);
   // Whether abandon(call) has anything to do: false when the attempt left
   // nothing (a read, no transaction).
   Result<bool> abandon_needed(const detail::AbandonCall& call);
@@ -60,10 +67,18 @@ class LockStore {
   // What the calls since the last take_news() did that others must hear of:
   // names whose release counter moved (a release, a holder or waiter gone,
   // a hand-over; who got it is read back by holders()).
+  // And the turns to send: a plain waiter woken (the lock is kept for it),
+  // or told to stand by (the woken one may never come).
+  struct Turn {
+    std::string name, member;
+    bool woken = true;  // false: stand by for kTurnMs
+  };
   struct News {
     std::vector<std::string> released;
-    bool empty() const { return released.empty(); }
+    std::vector<Turn> turns;
+    bool empty() const { return released.empty() && turns.empty(); }
   };
+  static constexpr std::int64_t kTurnMs = 500;  // how long a woken waiter's lock is kept
   News take_news() { return std::exchange(news_, {}); }
 
   // Who holds `name` now (one read, no write transaction): after a release
@@ -90,6 +105,11 @@ class LockStore {
   std::function<std::uint64_t()> fence_source(Status* error);
   // A plain release inside the caller's transaction.
   Result<detail::ReleaseOutcome> release_plain(const detail::ReleaseCall& call, std::int64_t now);
+  // Inside a transaction: the first live waiter is woken and the free row
+  // kept for it; false if none waits.
+  Result<bool> wake_next(const std::string& name, std::int64_t now);
+  Status join(const std::string& name, const std::string& member, std::int64_t ttl_ms, bool front, std::int64_t now);
+  Status leave_in_transaction(const std::string& name, const std::string& member, std::int64_t now);
 
   std::string path_;
   std::chrono::milliseconds busy_;

@@ -18,9 +18,28 @@ CREATE TABLE IF NOT EXISTS dlock_locks (
   pid_ns TEXT NOT NULL DEFAULT '',
   releases INTEGER NOT NULL DEFAULT 0,
   info TEXT NOT NULL DEFAULT '',
-  granted_ms INTEGER NOT NULL DEFAULT 0
+  granted_ms INTEGER NOT NULL DEFAULT 0,
+  waiters INTEGER NOT NULL DEFAULT 0,
+  woken TEXT,
+  woken_until INTEGER NOT NULL DEFAULT 0
 ) WITHOUT ROWID;
-INSERT OR IGNORE INTO dlock_meta VALUES ('schema', 3), ('fence', 0);
+INSERT OR IGNORE INTO dlock_meta VALUES ('schema', 4), ('fence', 0);
+)sql";
+
+// Schema 4: a plain lock's waiters, woken one at a time (lock_table.hpp).
+constexpr const char* kWaiters = R"sql(
+CREATE TABLE IF NOT EXISTS dlock_waiters (
+  name TEXT NOT NULL,
+  ticket INTEGER NOT NULL,
+  member TEXT NOT NULL,
+  expires_ms INTEGER NOT NULL,
+  boot_id TEXT NOT NULL,
+  pid INTEGER NOT NULL DEFAULT 0,
+  pid_start INTEGER NOT NULL DEFAULT 0,
+  pid_ns TEXT NOT NULL DEFAULT '',
+  PRIMARY KEY (name, ticket)
+) WITHOUT ROWID;
+CREATE UNIQUE INDEX IF NOT EXISTS dlock_waiters_member ON dlock_waiters (name, member);
 )sql";
 
 // Schema 2 beside schema 1: the holder's info, and the table of lines.
@@ -57,6 +76,20 @@ Result<std::int64_t> schema_version(Database& db) {
   return *row ? version->int64(0) : std::int64_t{-1};
 }
 
+Result<bool> has_column(Database& db, const char* table, const char* column);
+
+// Schema 4 beside schema 3: the waiters' table, and the row's own columns.
+Status add_waiters(Database& db) {
+  auto has = has_column(db, "dlock_locks", "waiters");
+  if (!has.ok()) return has.status();
+  if (!*has)
+    for (const char* sql : {"ALTER TABLE dlock_locks ADD COLUMN waiters INTEGER NOT NULL DEFAULT 0",
+                            "ALTER TABLE dlock_locks ADD COLUMN woken TEXT",
+                            "ALTER TABLE dlock_locks ADD COLUMN woken_until INTEGER NOT NULL DEFAULT 0"})
+      if (Status s = db.exec(sql); !s.ok()) return s;
+  return db.exec(kWaiters);
+}
+
 Result<bool> has_column(Database& db, const char* table, const char* column) {
   auto st = db.prepare(std::string("SELECT 1 FROM pragma_table_info('") + table + "') WHERE name = ?1");
   if (!st.ok()) return st.status();
@@ -73,9 +106,9 @@ Status add_granted(Database& db, const char* table) {
   return db.exec(sql.c_str());
 }
 
-// Inside the schema's transaction: schema 1 becomes 2, 2 becomes 3 (their
-// rows keep working: new columns have defaults, the new table starts
-// empty).
+// Inside the schema's transaction: schema 1 becomes 2, 2 becomes 3, 3
+// becomes 4 (their rows keep working: new columns have defaults, the new
+// tables start empty).
 Status upgrade(Database& db) {
   auto version = schema_version(db);
   if (!version.ok()) return version.status();
@@ -89,10 +122,15 @@ Status upgrade(Database& db) {
     if (Status s = db.exec("UPDATE dlock_meta SET value = 2 WHERE key = 'schema'"); !s.ok()) return s;
     v = 2;
   }
-  if (v != 2) return {};
-  if (Status s = add_granted(db, "dlock_locks"); !s.ok()) return s;
-  if (Status s = add_granted(db, "dlock_line"); !s.ok()) return s;
-  return db.exec("UPDATE dlock_meta SET value = 3 WHERE key = 'schema'");
+  if (v == 2) {
+    if (Status s = add_granted(db, "dlock_locks"); !s.ok()) return s;
+    if (Status s = add_granted(db, "dlock_line"); !s.ok()) return s;
+    if (Status s = db.exec("UPDATE dlock_meta SET value = 3 WHERE key = 'schema'"); !s.ok()) return s;
+    v = 3;
+  }
+  if (v != 3) return {};
+  if (Status s = add_waiters(db); !s.ok()) return s;
+  return db.exec("UPDATE dlock_meta SET value = 4 WHERE key = 'schema'");
 }
 
 }  // namespace
@@ -110,6 +148,7 @@ Result<std::unique_ptr<LockTable>> LockTable::open(Database& db) {
                                           (*version >= 0 ? std::to_string(*version) : std::string("(none)")) +
                                           "; this dlock uses " + std::to_string(kSchemaVersion));
     if (Status s = db.exec(kLines); !s.ok()) return s;
+    if (Status s = db.exec(kWaiters); !s.ok()) return s;
     if (Status s = tx.commit(); !s.ok()) return s;
   }
   std::unique_ptr<LockTable> table(new LockTable(db));
@@ -124,7 +163,7 @@ Status LockTable::prepare_all() {
   } const all[] = {
       {&read_,
        "SELECT owner, grant_id, depth, fence, expires_ms, boot_id, pid, pid_start, pid_ns, releases, info, "
-       "granted_ms FROM dlock_locks WHERE name = ?1"},
+       "granted_ms, waiters, woken, woken_until FROM dlock_locks WHERE name = ?1"},
       {&write_,
        "INSERT INTO dlock_locks (name, owner, grant_id, depth, fence, expires_ms, boot_id, pid, pid_start, pid_ns, "
        "info, granted_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12) ON CONFLICT (name) DO UPDATE "
@@ -159,6 +198,29 @@ Status LockTable::prepare_all() {
        "SELECT name FROM dlock_locks WHERE owner IS NOT NULL AND substr(name, 1, length(?1)) = ?1 UNION "
        "SELECT name FROM dlock_line WHERE kind = 0 AND substr(name, 1, length(?1)) = ?1"},
       {&drop_line_, "DELETE FROM dlock_line WHERE name = ?1 AND owner = ?2 AND grant_id = ?3 AND kind = ?4"},
+      // A missed turn (?5) goes back to the front; a waiter already there
+      // keeps its place and gets the later expiry, written only when it
+      // moves by 10 s or more (so a waiter's look again writes nothing, and
+      // its transaction holds the file's write lock for no sync).
+      {&join_,
+       "INSERT INTO dlock_waiters (name, ticket, member, expires_ms, boot_id, pid, pid_start, pid_ns) VALUES (?1, "
+       "CASE WHEN ?5 THEN coalesce((SELECT min(ticket) FROM dlock_waiters WHERE name = ?1), 1) - 1 "
+       "ELSE coalesce((SELECT max(ticket) FROM dlock_waiters WHERE name = ?1), 0) + 1 END, ?2, ?3, ?4, ?6, ?7, "
+       "?8) ON CONFLICT (name, member) DO UPDATE SET expires_ms = excluded.expires_ms, boot_id = excluded.boot_id "
+       "WHERE excluded.expires_ms > expires_ms + 10000 OR excluded.boot_id <> boot_id"},
+      {&mark_waiters_,
+       "INSERT INTO dlock_locks (name, waiters) VALUES (?1, 1) ON CONFLICT (name) DO UPDATE SET waiters = 1 "
+       "WHERE waiters = 0"},
+      {&first_waiter_,
+       "SELECT ticket, member, expires_ms, boot_id, pid, pid_start, pid_ns FROM dlock_waiters WHERE name = ?1 "
+       "ORDER BY ticket LIMIT 1"},
+      {&drop_ticket_, "DELETE FROM dlock_waiters WHERE name = ?1 AND ticket = ?2"},
+      {&drop_member_, "DELETE FROM dlock_waiters WHERE name = ?1 AND member = ?2"},
+      {&count_waiters_, "SELECT count(*) FROM dlock_waiters WHERE name = ?1"},
+      {&reserve_, "UPDATE dlock_locks SET woken = ?2, woken_until = ?3, waiters = 1, boot_id = ?4 WHERE name = ?1"},
+      {&clear_woken_,
+       "UPDATE dlock_locks SET woken = NULL, woken_until = 0, waiters = EXISTS (SELECT 1 FROM dlock_waiters w "
+       "WHERE w.name = ?1) WHERE name = ?1"},
   };
   for (const auto& s : all) {
     auto st = db_.prepare(s.sql);
@@ -188,6 +250,9 @@ Result<std::optional<StoredRow>> LockTable::read(const std::string& name) {
     r.releases = read_.int64(9);
     r.info = read_.text(10);
     r.row.granted_ms = read_.int64(11);
+    r.waiters = read_.int64(12) != 0;
+    r.woken = read_.text(13);
+    r.woken_until = read_.int64(14);
     out = std::move(r);
   }
   read_.reset();
@@ -338,6 +403,70 @@ Result<std::uint64_t> LockTable::last_fence() {
   const auto v = *row ? static_cast<std::uint64_t>(fence_.int64(0)) : 0;
   fence_.reset();
   return v;
+}
+
+Status LockTable::join(const std::string& name, const std::string& member, std::int64_t expires_ms, bool front) {
+  const ProcessId& me = self();
+  join_.bind(1, name)
+      .bind(2, member)
+      .bind(3, expires_ms)
+      .bind(4, boot_id())
+      .bind(5, std::int64_t{front ? 1 : 0})
+      .bind(6, static_cast<std::int64_t>(me.pid))
+      .bind(7, static_cast<std::int64_t>(me.start))
+      .bind(8, me.ns);
+  if (Status s = join_.run(); !s.ok()) return s;
+  mark_waiters_.bind(1, name);
+  return mark_waiters_.run();
+}
+
+Result<std::optional<QueuedWaiter>> LockTable::first_waiter(const std::string& name) {
+  first_waiter_.bind(1, name);
+  auto row = first_waiter_.step();
+  if (!row.ok()) return row.status();
+  std::optional<QueuedWaiter> out;
+  if (*row) {
+    QueuedWaiter w;
+    w.ticket = first_waiter_.int64(0);
+    w.member = first_waiter_.text(1);
+    w.expires_ms = first_waiter_.int64(2);
+    w.boot = first_waiter_.text(3);
+    w.process.pid = static_cast<pid_t>(first_waiter_.int64(4));
+    w.process.start = static_cast<std::uint64_t>(first_waiter_.int64(5));
+    w.process.ns = first_waiter_.text(6);
+    out = std::move(w);
+  }
+  first_waiter_.reset();
+  return out;
+}
+
+Status LockTable::drop_waiter(const std::string& name, std::int64_t ticket) {
+  drop_ticket_.bind(1, name).bind(2, ticket);
+  return drop_ticket_.run();
+}
+
+Status LockTable::leave(const std::string& name, const std::string& member) {
+  drop_member_.bind(1, name).bind(2, member);
+  return drop_member_.run();
+}
+
+Result<std::int64_t> LockTable::count_waiters(const std::string& name) {
+  count_waiters_.bind(1, name);
+  auto row = count_waiters_.step();
+  if (!row.ok()) return row.status();
+  const std::int64_t v = *row ? count_waiters_.int64(0) : 0;
+  count_waiters_.reset();
+  return v;
+}
+
+Status LockTable::reserve(const std::string& name, const std::string& member, std::int64_t until_ms) {
+  reserve_.bind(1, name).bind(2, member).bind(3, until_ms).bind(4, boot_id());
+  return reserve_.run();
+}
+
+Status LockTable::clear_woken(const std::string& name) {
+  clear_woken_.bind(1, name);
+  return clear_woken_.run();
 }
 
 Result<std::int64_t> LockTable::releases(const std::string& name) {

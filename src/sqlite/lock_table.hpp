@@ -19,8 +19,19 @@
 //                            name's, repeated on every row. A line's
 //                            exclusive holder lives in dlock_locks, so plain
 //                            acquirers see it.
+//   dlock_waiters(name, ticket, member, ...)
+//                            a plain lock's waiters, woken one at a time:
+//                            a call that will wait joins when it finds the
+//                            lock busy (member "<client id>:<attempt>", in
+//                            ticket order). A release wakes the first live
+//                            one through its client's FIFO (wake_fifo.hpp)
+//                            and keeps the free row for it (dlock_locks'
+//                            woken, woken_until); the row's `waiters` says
+//                            some may wait, so a release without it reads
+//                            nothing more.
 //
-// Schema 1 (no lines) is upgraded in place to 2 when a file is opened.
+// Older schemas (1: no lines; 2: no grant times; 3: no waiters) are
+// upgraded in place when a file is opened.
 #ifndef DLOCK_SQLITE_LOCK_TABLE_HPP_
 #define DLOCK_SQLITE_LOCK_TABLE_HPP_
 
@@ -38,7 +49,7 @@
 
 namespace dlock::sqlite {
 
-inline constexpr std::int64_t kSchemaVersion = 3;
+inline constexpr std::int64_t kSchemaVersion = 4;
 
 struct StoredRow {
   detail::LockRow row;  // meaningful when owner is set
@@ -47,6 +58,18 @@ struct StoredRow {
   ProcessId holder;
   std::int64_t releases = 0;
   std::string info;
+  bool waiters = false;          // dlock_waiters may have rows for the name
+  std::string woken;             // the free lock is kept for this waiter
+  std::int64_t woken_until = 0;  // until then (boot clock of `boot`)
+};
+
+// A row of dlock_waiters.
+struct QueuedWaiter {
+  std::int64_t ticket = 0;
+  std::string member;
+  std::int64_t expires_ms = 0;
+  std::string boot;
+  ProcessId process;
 };
 
 // A row of dlock_line.
@@ -112,12 +135,26 @@ class LockTable {
   Status put_line(const std::string& name, const LineRow& row);
   Status drop_line(const std::string& name, const std::string& owner, std::uint64_t grant, int kind);
 
+  // A plain lock's waiters (dlock_waiters). join: adds `member` (at the
+  // front if `front`, else at the end) or extends its expiry, and marks the
+  // row.
+  Status join(const std::string& name, const std::string& member, std::int64_t expires_ms, bool front);
+  Result<std::optional<QueuedWaiter>> first_waiter(const std::string& name);
+  Status drop_waiter(const std::string& name, std::int64_t ticket);
+  Status leave(const std::string& name, const std::string& member);
+  Result<std::int64_t> count_waiters(const std::string& name);
+  // Keeps the (free) row for `member` until `until_ms`.
+  Status reserve(const std::string& name, const std::string& member, std::int64_t until_ms);
+  // Keeps it for nobody; `waiters` says whether any are left.
+  Status clear_woken(const std::string& name);
+
  private:
   explicit LockTable(Database& db) : db_(db) {}
   Status prepare_all();
   Database& db_;
   Statement read_, write_, expiry_, free_, bump_fence_, fence_, releases_, held_by_, count_release_, has_line_,
-      touches_, read_line_, put_line_, drop_line_, names_;
+      touches_, read_line_, put_line_, drop_line_, names_, join_, mark_waiters_, first_waiter_, drop_ticket_,
+      drop_member_, count_waiters_, reserve_, clear_woken_;
 };
 
 }  // namespace dlock::sqlite

@@ -10,9 +10,12 @@
 #include <mutex>
 #include <vector>
 
+#include "core/token.hpp"
 #include "sqlite/host.hpp"
 #include "sqlite/lock_store.hpp"
+#include "sqlite/wake_fifo.hpp"
 #include "sqlite/wakeups.hpp"
+#include "waiter_turns.hpp"
 
 namespace dlock::sqlite {
 namespace {
@@ -48,7 +51,14 @@ constexpr std::chrono::milliseconds kBusyRetry{10};  // an acquire that met the 
 class SqliteBackend final : public detail::Backend {
  public:
   SqliteBackend(asio::io_context& io, SqliteConfig config)
-      : io_(io), config_(std::move(config)), wakeups_(io, config_.path), retry_(io) {}
+      : io_(io),
+        config_(std::move(config)),
+        wakeups_(io, config_.path),
+        fifo_(io, config_.path, client_id_),
+        turns_(
+            io, [this](const std::string& name, std::uint64_t attempt) { on_turn(name, attempt); },
+            [this](const std::string& name, std::uint64_t attempt) { pass_turn(name, attempt); }),
+        retry_(io) {}
 
   // Leases renewed, re-entry in the row; lines in dlock_line beside it.
   detail::Capabilities capabilities() const override {
@@ -67,12 +77,23 @@ class SqliteBackend final : public detail::Backend {
       s = wakeups_.open([this] { check_releases(); }, [this] { check_file(); });
       if (s.ok() && !wakeups_.inotify_status().ok() && config_.log)
         config_.log(LogLevel::warning, "sqlite: " + wakeups_.inotify_status().message());
+      if (s.ok()) {
+        const Status door = fifo_.open([this](std::string_view line) {
+          detail::WaiterTurns::Message m;
+          if (detail::WaiterTurns::parse(line, m)) turns_.deliver(m);
+        });
+        wake_one_.store(door.ok());
+        if (!door.ok() && config_.log)
+          config_.log(LogLevel::warning, "sqlite: " + door.message() + ": every release wakes every waiter");
+      }
     }
     post(std::move(done), s);
   }
 
   void close() override {
     closed_ = true;
+    turns_.close();
+    fifo_.close();
     wakeups_.close();
     store_.reset();
     retry_.cancel();
@@ -95,10 +116,10 @@ class SqliteBackend final : public detail::Backend {
     if (!writes_.empty()) return post(std::move(done), Result<AcquireOutcome>(write_lock_busy()));
     ++commands_;
     std::optional<ProcessId> holder;
-    auto out = busy_if_locked(store_->acquire(call, &holder));
+    auto out = busy_if_locked(store_->acquire(call, &holder, member_of(call)));
     report_gone(*store_);
     deliver(*store_);
-    if (holder && watches_.count(call.name)) watch_holder(call.name, *holder);
+    if (holder && (watches_.count(call.name) || plain_.count(call.name))) watch_holder(call.name, *holder);
     post(std::move(done), std::move(out));
   }
 
@@ -112,10 +133,11 @@ class SqliteBackend final : public detail::Backend {
   // anything to remove (no write transaction for every try that was busy).
   void abandon(const AbandonCall& call, std::function<void(Status)> done) override {
     if (!store_) return post(std::move(done), call.in_doubt ? closed() : Status());
+    const std::string member = call.waited && !call.line && wake_one_ ? member_of(call.attempt) : std::string();
     auto needed = store_->abandon_needed(call);
     report_gone(*store_);
     if (needed.ok() && !*needed) return post(std::move(done), Status());
-    queue_call(std::move(done), [call](LockStore& store) { return store.abandon(call); });
+    queue_call(std::move(done), [call, member](LockStore& store) { return store.abandon(call, member); });
   }
 
   void renew(const std::vector<RenewCall>& calls,
@@ -135,9 +157,16 @@ class SqliteBackend final : public detail::Backend {
     post(std::move(done), store_->names(prefix));
   }
 
-  // A failed inotify leaves the waiter its lease-capped waits (ready gets
-  // the status: the caller then polls).
+  // A plain waiter is woken through this client's FIFO, alone. Others
+  // (a line's waiters, observers) hear every release of the file: a failed
+  // inotify leaves them their lease-capped waits (ready gets the status:
+  // the caller then polls).
   void watch(const WatchKey& key, std::function<void(Status)> ready) override {
+    if (!key.broadcast && wake_one_) {
+      turns_.add(key.name, key.attempt);
+      ++plain_[key.name];
+      return post(std::move(ready), Status());
+    }
     Status s = wakeups_.listen(true);
     Watch& w = watches_[key.name];
     watched_names_.store(watches_.size());
@@ -150,11 +179,19 @@ class SqliteBackend final : public detail::Backend {
   }
 
   void unwatch(const WatchKey& key) override {
+    if (!key.broadcast && wake_one_) {
+      turns_.remove(key.name, key.attempt);
+      if (auto p = plain_.find(key.name); p != plain_.end() && --p->second <= 0) {
+        plain_.erase(p);
+        if (!watches_.count(key.name)) wakeups_.forget_process(key.name);
+      }
+      return;
+    }
     auto it = watches_.find(key.name);
     if (it == watches_.end() || --it->second.count > 0) return;
     watches_.erase(it);
     watched_names_.store(watches_.size());
-    wakeups_.forget_process(key.name);
+    if (!plain_.count(key.name)) wakeups_.forget_process(key.name);
     if (watches_.empty()) (void)wakeups_.listen(false);
   }
 
@@ -170,7 +207,7 @@ class SqliteBackend final : public detail::Backend {
       once.queued = false;
       out = busy_if_locked(fast_->acquire(once));
     } else {
-      out = busy_if_locked(fast_->acquire(call));
+      out = busy_if_locked(fast_->acquire(call, nullptr, member_of(call)));
     }
     report_gone(*fast_);
     deliver_fast(*fast_);
@@ -201,6 +238,44 @@ class SqliteBackend final : public detail::Backend {
     int count = 0;
     std::int64_t releases = -1;  // the name's release counter when last looked at
   };
+
+  // This client's place among a plain lock's waiters for a call that will
+  // wait (a line's waiters are found by their owner).
+  std::string member_of(const AcquireCall& call) const {
+    if (!call.waits || call.queued || call.mode != detail::LockMode::exclusive || !wake_one_) return {};
+    return member_of(call.attempt);
+  }
+  std::string member_of(std::uint64_t attempt) const { return client_id_ + ':' + std::to_string(attempt); }
+
+  // A turn for one of this client's waiters.
+  void on_turn(const std::string& name, std::uint64_t attempt) {
+    if (!closed_ && events_.released) events_.released({name, attempt});
+  }
+
+  // A turn for an attempt that no longer waits: the next waiter's.
+  void pass_turn(const std::string& name, std::uint64_t attempt) {
+    queue_call(std::function<void(Status)>([](Status) {}),
+               [name, member = member_of(attempt)](LockStore& store) { return store.leave(name, member); });
+  }
+
+  // The turns the committed calls gave, sent (any thread that owns
+  // `store`): a waiter whose client is gone leaves, and the turn goes on.
+  void send_turns(LockStore& store, std::vector<LockStore::Turn> turns) {
+    for (int round = 0; round < 16 && !turns.empty(); ++round) {
+      for (const auto& t : turns) {
+        const auto colon = t.member.find(':');
+        if (colon == std::string::npos) continue;
+        std::uint64_t attempt = std::strtoull(t.member.c_str() + colon + 1, nullptr, 10);
+        const std::string line = t.woken ? detail::WaiterTurns::turn_message(attempt, t.name)
+                                         : detail::WaiterTurns::stand_by_message(attempt, LockStore::kTurnMs, t.name);
+        if (WakeFifo::send(config_.path, t.member.substr(0, colon), line) == WakeFifo::Sent::gone && t.woken) {
+          ++commands_;
+          (void)store.leave(t.name, t.member);
+        }
+      }
+      turns = store.take_news().turns;  // a leave's (its releases: none)
+    }
+  }
 
   // A write on the I/O thread: run(last) tries it once and returns false
   // (having answered nothing) if the write lock was busy and `last` is
@@ -326,6 +401,7 @@ class SqliteBackend final : public detail::Backend {
   // it now: a waiter of this client handed the lock holds it at once).
   void deliver(LockStore& store) {
     auto news = store.take_news();
+    send_turns(store, std::move(news.turns));
     std::sort(news.released.begin(), news.released.end());
     news.released.erase(std::unique(news.released.begin(), news.released.end()), news.released.end());
     for (const auto& name : news.released) announce_release(name);
@@ -335,6 +411,7 @@ class SqliteBackend final : public detail::Backend {
   void deliver_fast(LockStore& store) {
     auto news = store.take_news();
     if (news.empty()) return;
+    send_turns(store, std::move(news.turns));
     if (!news.released.empty()) wakeups_.ring();  // other processes
     // This one's waiters, through the I/O thread, if there are any: a watch
     // made after this check is followed by an attempt that sees the commit.
@@ -414,7 +491,12 @@ class SqliteBackend final : public detail::Backend {
   Wakeups wakeups_;
   std::unique_ptr<LockStore> store_;  // the I/O thread's
   detail::BackendEvents events_;
-  std::map<std::string, Watch> watches_;
+  const std::string client_id_ = detail::random_hex16();  // its FIFO's name
+  WakeFifo fifo_;
+  std::atomic<bool> wake_one_{false};  // the FIFO is open: plain waiters are woken one at a time
+  detail::WaiterTurns turns_;
+  std::map<std::string, int> plain_;           // plain waiters by name (their turns come through fifo_)
+  std::map<std::string, Watch> watches_;       // everyone else's, by name
   std::atomic<std::size_t> watched_names_{0};  // watches_.size(), for the fast path's threads
   std::atomic<std::uint64_t> commands_{0};
   bool closed_ = false;

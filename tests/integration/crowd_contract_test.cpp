@@ -1,5 +1,5 @@
 // The crowd contract, on every backend that wakes one waiter per release
-// (Redis's default layout and Cluster, PostgreSQL, ZooKeeper, etcd): a
+// (Redis's default layout and Cluster, PostgreSQL, SQLite, ZooKeeper, etcd): a
 // release wakes one waiter and the others send nothing; the releaser's
 // next call does not pass the waiter it woke; looping clients all get
 // turns. Backend-specific wake paths (a waiter that gives up, a woken one
@@ -20,7 +20,8 @@ std::vector<Backend> waking_one() {
   std::vector<Backend> out;
   for (const Backend& b : kBackends) {
     const std::string n = b.name;
-    if (n == "redis" || n == "rediss" || n == "cluster" || n == "postgres" || n == "zookeeper" || n == "etcd")
+    if (n == "redis" || n == "rediss" || n == "cluster" || n == "postgres" || n == "sqlite" || n == "zookeeper" ||
+        n == "etcd")
       out.push_back(b);
   }
   return out;

@@ -60,18 +60,6 @@ unsigned waiters(Client& c, const std::string& name) {
   return info.ok() ? info->waiters.value_or(0) : 0;
 }
 
-long long query_number(const std::string& path, const std::string& sql) {
-  sqlite3* db = nullptr;
-  if (sqlite3_open(path.c_str(), &db) != SQLITE_OK) return -1;
-  sqlite3_stmt* st = nullptr;
-  long long v = -1;
-  if (sqlite3_prepare_v2(db, sql.c_str(), -1, &st, nullptr) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
-    v = sqlite3_column_int64(st, 0);
-  sqlite3_finalize(st);
-  sqlite3_close(db);
-  return v;
-}
-
 // The file's rows, for failure messages.
 std::string dump(const std::string& path) {
   sqlite3* db = nullptr;
@@ -311,8 +299,10 @@ INSERT INTO dlock_meta VALUES ('schema', 1), ('fence', 41);
            std::to_string(until) + ", '" + sqlite::boot_id() + "')");
   LogSink log;
   Conn a = open(path, log), b = open(path, log);
-  EXPECT_EQ(query_number(path, "SELECT value FROM dlock_meta WHERE key = 'schema'"), 3);
+  EXPECT_EQ(query_number(path, "SELECT value FROM dlock_meta WHERE key = 'schema'"), 4);
   EXPECT_EQ(query_number(path, "SELECT count(*) FROM pragma_table_info('dlock_locks') WHERE name = 'info'"), 1);
+  EXPECT_EQ(query_number(path, "SELECT count(*) FROM pragma_table_info('dlock_locks') WHERE name = 'woken'"), 1);
+  EXPECT_EQ(query_number(path, "SELECT count(*) FROM sqlite_master WHERE name = 'dlock_waiters'"), 1);
   EXPECT_EQ(query_number(path, "SELECT count(*) FROM pragma_table_info('dlock_locks') WHERE name = 'granted_ms'"), 1);
   EXPECT_EQ(query_number(path, "SELECT count(*) FROM pragma_table_info('dlock_line') WHERE name = 'granted_ms'"), 1);
   auto info = a.client.inspect("old");

@@ -1,4 +1,4 @@
-// A statement run on a SQLite lock file directly, as another program would.
+// Statements run on a SQLite lock file directly, as another program would.
 #ifndef DLOCK_TESTS_INTEGRATION_SQLITE_POKE_HPP_
 #define DLOCK_TESTS_INTEGRATION_SQLITE_POKE_HPP_
 
@@ -18,6 +18,19 @@ inline void poke(const std::string& path, const std::string& sql) {
   sqlite3_free(err);
   sqlite3_close(db);
   ASSERT_EQ(rc, SQLITE_OK) << msg;
+}
+
+// The first column of the first row of `sql`; -1 if none.
+inline long long query_number(const std::string& path, const std::string& sql) {
+  sqlite3* db = nullptr;
+  if (sqlite3_open(path.c_str(), &db) != SQLITE_OK) return -1;
+  sqlite3_stmt* st = nullptr;
+  long long v = -1;
+  if (sqlite3_prepare_v2(db, sql.c_str(), -1, &st, nullptr) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
+    v = sqlite3_column_int64(st, 0);
+  sqlite3_finalize(st);
+  sqlite3_close(db);
+  return v;
 }
 
 }  // namespace dlock::test

@@ -1,0 +1,205 @@
+// A crowd on one SQLite name (a plain lock): a release wakes the first
+// queued waiter alone, through its client's FIFO beside the file
+// (sqlite/wake_fifo.hpp), and keeps the free row for it a moment; a woken
+// waiter that gives up, never comes or is gone passes its turn on. The
+// wake-one, no-barging and turns checks are in the crowd contract.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <future>
+
+#include "integration/common.hpp"
+#include "integration/sqlite_poke.hpp"
+#include "sqlite/host.hpp"
+#include "support/temp_dir.hpp"
+
+namespace dlock::test {
+namespace {
+
+constexpr const char* kSilentId = "00000000deadbeef";
+
+long long queued(const std::string& path, const std::string& name) {
+  return query_number(path, "SELECT count(*) FROM dlock_waiters WHERE name = '" + name + "'");
+}
+
+bool exists(const std::string& path) {
+  struct stat st {};
+  return ::lstat(path.c_str(), &st) == 0;
+}
+
+// First in the name's queue: a member of client kSilentId, of this (live)
+// process, attempt 1.
+void queue_silent_member(const std::string& path, const std::string& name) {
+  const sqlite::ProcessId& me = sqlite::self();
+  poke(path, "INSERT INTO dlock_waiters VALUES ('" + name + "', 0, '" + kSilentId + ":1', " +
+                 std::to_string(sqlite::boot_ms() + 3600000) + ", '" + sqlite::boot_id() + "', " +
+                 std::to_string(me.pid) + ", " + std::to_string(me.start) + ", '" + me.ns + "')");
+  poke(path, "UPDATE dlock_locks SET waiters = 1 WHERE name = '" + name + "'");
+}
+
+// A client that lives (its FIFO is read: held open) but never acts.
+struct SilentClient {
+  std::string path;
+  int fd = -1;
+  explicit SilentClient(const std::string& db) : path(db + "-waiters/" + kSilentId) {
+    ::mkfifo(path.c_str(), 0600);
+    fd = ::open(path.c_str(), O_RDWR | O_NONBLOCK);
+  }
+  ~SilentClient() {
+    ::close(fd);
+    ::unlink(path.c_str());
+  }
+  std::string read_all() const {
+    char buf[512];
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    return n > 0 ? std::string(buf, static_cast<std::size_t>(n)) : std::string();
+  }
+};
+
+struct Waiting {
+  std::promise<Result<Lease>> promise;
+  std::future<Result<Lease>> future = promise.get_future();
+  void start(Client& c, const std::string& name, milliseconds wait) {
+    c.async_acquire(name, wait, {}, [this](Result<Lease> r) { promise.set_value(std::move(r)); });
+  }
+};
+
+TEST(SqliteCrowd, AWokenWaiterThatNeverComesPassesItsTurnAfterTheReservation) {
+  TempDir dir;
+  const std::string path = dir.file("locks.db");
+  LogSink log;
+  Client holder = Client::connect("sqlite://" + path, quiet(log));
+  Client waiter = Client::connect("sqlite://" + path, quiet(log));
+  auto lease = holder.try_acquire("p").value();
+  SilentClient silent(path);
+  ASSERT_GE(silent.fd, 0);
+  queue_silent_member(path, "p");
+  Waiting w;
+  w.start(waiter, "p", 20s);
+  ASSERT_TRUE(eventually([&] { return queued(path, "p") == 2; }, 10s));
+  const auto t0 = Clock::now();
+  ASSERT_TRUE(lease.release().ok());
+  ASSERT_EQ(w.future.wait_for(5s), std::future_status::ready);
+  auto got = w.future.get();
+  ASSERT_TRUE(got.ok()) << got.status().to_string();
+  EXPECT_GE(ms_since(t0), 400) << "the row was kept for the woken one";
+  EXPECT_LT(ms_since(t0), 3000) << "granted at the reservation's end, not the holder's lease";
+  EXPECT_EQ(silent.read_all(), "w1:p\n") << "the turn went to the first waiter's own FIFO";
+  EXPECT_EQ(queued(path, "p"), 0);
+}
+
+// A queued waiter whose client is gone: no FIFO at all, or one nobody
+// reads (left by a client killed). The release skips it at once, and
+// removes the FIFO.
+TEST(SqliteCrowd, AQueuedWaiterWhoseClientIsGoneIsSkipped) {
+  for (const bool fifo_left : {false, true}) {
+    SCOPED_TRACE(fifo_left ? "its FIFO left behind" : "no FIFO");
+    TempDir dir;
+    const std::string path = dir.file("locks.db");
+    LogSink log;
+    Client holder = Client::connect("sqlite://" + path, quiet(log));
+    Client waiter = Client::connect("sqlite://" + path, quiet(log));
+    auto lease = holder.try_acquire("p").value();
+    const std::string fifo = path + "-waiters/" + kSilentId;
+    if (fifo_left) {
+      ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+    }
+    queue_silent_member(path, "p");
+    Waiting w;
+    w.start(waiter, "p", 20s);
+    ASSERT_TRUE(eventually([&] { return queued(path, "p") == 2; }, 10s));
+    const auto t0 = Clock::now();
+    ASSERT_TRUE(lease.release().ok());
+    ASSERT_EQ(w.future.wait_for(5s), std::future_status::ready);
+    auto got = w.future.get();
+    ASSERT_TRUE(got.ok()) << got.status().to_string();
+    EXPECT_LT(ms_since(t0), 350) << "not kept for a waiter nobody can wake";
+    EXPECT_FALSE(exists(fifo));
+  }
+}
+
+// A waiter that gives up leaves the queue; one woken as its call ends
+// passes the turn on: the waiter behind it is granted long before the
+// reservation would end. Released around the quitter's deadline, round
+// after round.
+TEST(SqliteCrowd, AWaiterThatGivesUpAsItIsWokenPassesTheTurnOn) {
+  TempDir dir;
+  const std::string path = dir.file("locks.db");
+  LogSink log;
+  Client holder = Client::connect("sqlite://" + path, quiet(log));
+  Client quitter = Client::connect("sqlite://" + path, quiet(log));
+  Client patient = Client::connect("sqlite://" + path, quiet(log));
+  long slowest = 0;
+  for (int round = 0; round < 12; ++round) {
+    auto lease = holder.try_acquire("q").value();
+    constexpr auto kWait = 150ms;
+    const auto q_start = Clock::now();
+    Waiting q, p;
+    q.start(quitter, "q", kWait);
+    ASSERT_TRUE(eventually([&] { return queued(path, "q") == 1; }, 5s));
+    p.start(patient, "q", 20s);
+    ASSERT_TRUE(eventually([&] { return queued(path, "q") == 2; }, 5s));
+    std::this_thread::sleep_until(q_start + kWait - 4ms + milliseconds(round % 4 * 3));
+    const auto t0 = Clock::now();
+    ASSERT_TRUE(lease.release().ok());
+    auto qr = q.future.get();
+    if (qr.ok()) {
+      ASSERT_TRUE(qr->release().ok());
+    }
+    ASSERT_EQ(p.future.wait_for(5s), std::future_status::ready);
+    auto pr = p.future.get();
+    ASSERT_TRUE(pr.ok()) << pr.status().to_string();
+    slowest = std::max<long>(slowest, ms_since(t0));
+    ASSERT_TRUE(pr->release().ok());
+  }
+  EXPECT_LT(slowest, 450) << "a turn that found its waiter gone was passed on, not left to the reservation";
+  EXPECT_TRUE(eventually([&] { return queued(path, "q") == 0; }, 2s));
+  Client again = Client::connect("sqlite://" + path, quiet(log));
+  EXPECT_TRUE(again.try_acquire("q").ok()) << "kept for nobody";
+}
+
+// A plain waiter behind a fair line is woken when the line empties.
+TEST(SqliteCrowd, APlainWaiterBehindALineIsWokenWhenItEmpties) {
+  TempDir dir;
+  const std::string path = dir.file("locks.db");
+  LogSink log;
+  Client fair_holder = Client::connect("sqlite://" + path, quiet(log));
+  Client plain = Client::connect("sqlite://" + path, quiet(log));
+  LockOptions fair;
+  fair.fair = true;
+  auto lease = fair_holder.acquire("f", 1s, fair).value();
+  Waiting w;
+  w.start(plain, "f", 20s);
+  ASSERT_TRUE(eventually([&] { return queued(path, "f") == 1; }, 5s));
+  auto info = plain.inspect("f");
+  ASSERT_TRUE(info.ok());
+  EXPECT_EQ(info->waiters.value_or(0), 1u);
+  const auto t0 = Clock::now();
+  ASSERT_TRUE(lease.release().ok());
+  ASSERT_EQ(w.future.wait_for(5s), std::future_status::ready);
+  EXPECT_TRUE(w.future.get().ok());
+  EXPECT_LT(ms_since(t0), 1000);
+}
+
+// The FIFOs: a client's is removed when it closes; one left by a client
+// that died is removed by the next client to start.
+TEST(SqliteCrowd, AClientsFifoGoesWithItAndADeadOnesWithTheNextClient) {
+  TempDir dir;
+  const std::string path = dir.file("locks.db");
+  LogSink log;
+  { Client first = Client::connect("sqlite://" + path, quiet(log)); }
+  const std::string waiters = path + "-waiters";
+  ASSERT_TRUE(exists(waiters));
+  const std::string dead = waiters + "/" + kSilentId;
+  ASSERT_EQ(::mkfifo(dead.c_str(), 0600), 0);
+  Client next = Client::connect("sqlite://" + path, quiet(log));
+  EXPECT_TRUE(eventually([&] { return !exists(dead); }, 2s)) << "a FIFO nobody reads is swept";
+  int own = 0;
+  for (const auto& e : std::filesystem::directory_iterator(waiters)) own += e.is_fifo();
+  EXPECT_EQ(own, 1) << "the live client's own";
+}
+
+}  // namespace
+}  // namespace dlock::test
