@@ -110,9 +110,15 @@ struct LockStore::Line {
   std::optional<StoredRow> row;       // dlock_locks
   detail::LineState state;            // live entries only
   std::map<LineKey, LineRow> stored;  // every dlock_line row of the name
-  // The process of each holder and waiter: a promoted waiter keeps its own.
+  // The process and client of each holder and waiter: a promoted waiter
+  // keeps its own.
   std::map<std::pair<std::string, std::uint64_t>, ProcessId> processes;
+  std::map<std::pair<std::string, std::uint64_t>, std::string> clients;
   const ProcessId& process_of(const std::string& owner, std::uint64_t grant) const;
+  std::string client_of(const std::string& owner, std::uint64_t grant, const std::string& otherwise) const {
+    auto it = clients.find({owner, grant});
+    return it != clients.end() ? it->second : otherwise;
+  }
   bool exclusive_live() const {
     return std::any_of(state.holders.begin(), state.holders.end(),
                        [](const auto& h) { return h.mode == LockMode::exclusive; });
@@ -171,6 +177,7 @@ Result<LockStore::Line> LockStore::load_line(const std::string& name, std::int64
       }
       if (r.kind != LineRow::tomb) {
         l.processes[{r.owner, r.grant}] = r.process;
+        if (!r.client.empty()) l.clients[{r.owner, r.grant}] = r.client;
         if (r.mode == LockMode::shared && !have_permits) {
           l.state.permits = r.permits;
           have_permits = true;
@@ -211,10 +218,23 @@ const ProcessId& LockStore::Line::process_of(const std::string& owner, std::uint
 }
 
 Status LockStore::store_line(const std::string& name, const Line& before, const detail::LineState& after,
-                             const std::vector<detail::Handed>& handed) {
+                             const std::vector<detail::Handed>& handed, const std::string& client) {
   auto freed = store_exclusive(name, before, after);
   if (!freed.ok()) return freed.status();
-  if (Status s = store_rows(name, before, after); !s.ok()) return s;
+  if (Status s = store_rows(name, before, after, client); !s.ok()) return s;
+  // Told to the clients it concerns alone: each recipient of a hand-over,
+  // and the waiter now first in line (it looks again by the new holder's
+  // lease, in case that one died).
+  if (!handed.empty()) {
+    std::vector<std::string> told;
+    auto tell = [&](const std::string& c) {
+      if (c.empty() || std::find(told.begin(), told.end(), c) != told.end()) return;
+      told.push_back(c);
+      pending_.turns.push_back({name, c, Turn::line});
+    };
+    for (const auto& h : handed) tell(before.client_of(h.owner, h.grant, {}));
+    if (!after.line.empty()) tell(before.client_of(after.line.front().owner, after.line.front().grant, client));
+  }
   const bool left = !handed.empty() || someone_left(before.state, after);
   if (left && !*freed)
     if (Status s = table_->count_release(name); !s.ok()) return s;
@@ -243,7 +263,8 @@ Result<bool> LockStore::store_exclusive(const std::string& name, const Line& bef
 }
 
 // Everything else lives in dlock_line: only the rows that changed are written.
-Status LockStore::store_rows(const std::string& name, const Line& before, const detail::LineState& after) {
+Status LockStore::store_rows(const std::string& name, const Line& before, const detail::LineState& after,
+                             const std::string& client) {
   std::map<LineKey, LineRow> want;
   auto add = [&](int kind, const std::string& owner, std::uint64_t grant) -> LineRow& {
     LineRow& r = want[LineKey{owner, grant, kind}];
@@ -254,6 +275,8 @@ Status LockStore::store_rows(const std::string& name, const Line& before, const 
       r.permits = after.permits;
       r.boot = boot_id();
       r.process = before.process_of(owner, grant);
+      // The caller's rows are its client's; others' keep theirs.
+      r.client = before.processes.count({owner, grant}) ? before.client_of(owner, grant, {}) : client;
     }
     return r;
   };
@@ -326,7 +349,9 @@ Result<AcquireOutcome> LockStore::acquire(const detail::AcquireCall& call, std::
       auto r = detail::line_acquire(state, call, now, fence_source(&fence_error));
       if (!fence_error.ok()) return fence_error;
       if (!r.error.ok()) return r.error;
-      if (Status s = store_line(call.name, *line, state, r.handed); !s.ok()) return s;
+      const bool line_call = call.queued || call.mode == LockMode::shared;
+      if (Status s = store_line(call.name, *line, state, r.handed, line_call ? member : std::string()); !s.ok())
+        return s;
       const bool busy = r.outcome.kind == AcquireOutcome::Kind::busy;
       if (holder != nullptr && busy && line->exclusive_live()) *holder = line->row->holder;
       // A plain waiter behind a line is woken when the line empties.
@@ -402,10 +427,10 @@ Result<bool> LockStore::wake_next(const std::string& name, std::int64_t now) {
     if (Status s = table_->drop_waiter(name, w.ticket); !s.ok()) return s;
     if (w.boot != boot_id() || w.expires_ms <= now || known_dead(w.process)) continue;
     if (Status s = table_->reserve(name, w.member, now + kTurnMs); !s.ok()) return s;
-    pending_.turns.push_back({name, w.member, true});
+    pending_.turns.push_back({name, w.member, Turn::woken});
     auto next = table_->first_waiter(name);
     if (!next.ok()) return next.status();
-    if (*next) pending_.turns.push_back({name, (*next)->member, false});
+    if (*next) pending_.turns.push_back({name, (*next)->member, Turn::stand_by});
     return true;
   }
   if (Status s = table_->clear_woken(name); !s.ok()) return s;

@@ -33,7 +33,8 @@ class LockStore {
 
   // `holder`: set on a busy answer to the process that holds the lock.
   // `member`: the caller's place among a plain lock's waiters if it will
-  // wait ("<client id>:<attempt>"; empty: none).
+  // wait ("<client id>:<attempt>"; empty: none); a line's call: the
+  // caller's client id, where its hand-over is told.
   Result<detail::AcquireOutcome> acquire(const detail::AcquireCall& call, std::optional<ProcessId>* holder = nullptr,
                                          const std::string& member = {});
   Result<detail::ReleaseOutcome> release(const detail::ReleaseCall& call);
@@ -70,8 +71,10 @@ class LockStore {
   // And the turns to send: a plain waiter woken (the lock is kept for it),
   // or told to stand by (the woken one may never come).
   struct Turn {
-    std::string name, member;
-    bool woken = true;  // false: stand by for kTurnMs
+    enum Kind { woken, stand_by, line };  // line: the name's line changed (a hand-over, a new head)
+    std::string name;
+    std::string member;  // a plain waiter's; a line's: its client id
+    Kind kind = woken;
   };
   struct News {
     std::vector<std::string> released;
@@ -97,10 +100,12 @@ class LockStore {
   Result<Line> load_line(const std::string& name, std::int64_t now);
   // Writes back what the decision changed; counts a release if someone
   // left or was handed the lock.
+  // `client`: the caller's, for the rows it adds.
   Status store_line(const std::string& name, const Line& before, const detail::LineState& after,
-                    const std::vector<detail::Handed>& handed);
+                    const std::vector<detail::Handed>& handed, const std::string& client = {});
   Result<bool> store_exclusive(const std::string& name, const Line& before, const detail::LineState& after);
-  Status store_rows(const std::string& name, const Line& before, const detail::LineState& after);
+  Status store_rows(const std::string& name, const Line& before, const detail::LineState& after,
+                    const std::string& client);
   static bool someone_left(const detail::LineState& before, const detail::LineState& after);
   std::function<std::uint64_t()> fence_source(Status* error);
   // A plain release inside the caller's transaction.

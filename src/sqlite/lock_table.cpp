@@ -63,6 +63,7 @@ CREATE TABLE IF NOT EXISTS dlock_line (
   pid_start INTEGER NOT NULL DEFAULT 0,
   pid_ns TEXT NOT NULL DEFAULT '',
   granted_ms INTEGER NOT NULL DEFAULT 0,
+  client TEXT NOT NULL DEFAULT '',
   PRIMARY KEY (name, owner, grant_id, kind)
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS dlock_line_pid ON dlock_line (pid, pid_start) WHERE kind = 0;
@@ -76,20 +77,6 @@ Result<std::int64_t> schema_version(Database& db) {
   return *row ? version->int64(0) : std::int64_t{-1};
 }
 
-Result<bool> has_column(Database& db, const char* table, const char* column);
-
-// Schema 4 beside schema 3: the waiters' table, and the row's own columns.
-Status add_waiters(Database& db) {
-  auto has = has_column(db, "dlock_locks", "waiters");
-  if (!has.ok()) return has.status();
-  if (!*has)
-    for (const char* sql : {"ALTER TABLE dlock_locks ADD COLUMN waiters INTEGER NOT NULL DEFAULT 0",
-                            "ALTER TABLE dlock_locks ADD COLUMN woken TEXT",
-                            "ALTER TABLE dlock_locks ADD COLUMN woken_until INTEGER NOT NULL DEFAULT 0"})
-      if (Status s = db.exec(sql); !s.ok()) return s;
-  return db.exec(kWaiters);
-}
-
 Result<bool> has_column(Database& db, const char* table, const char* column) {
   auto st = db.prepare(std::string("SELECT 1 FROM pragma_table_info('") + table + "') WHERE name = ?1");
   if (!st.ok()) return st.status();
@@ -97,13 +84,31 @@ Result<bool> has_column(Database& db, const char* table, const char* column) {
   return st->step();
 }
 
-// Schema 3 beside schema 2: when each holder was granted (for inspect).
-Status add_granted(Database& db, const char* table) {
-  auto has = has_column(db, table, "granted_ms");
+// A column added in place, unless a table made by a newer definition has it.
+Status add_column(Database& db, const char* table, const char* column, const char* decl) {
+  auto has = has_column(db, table, column);
   if (!has.ok()) return has.status();
   if (*has) return {};
-  const std::string sql = std::string("ALTER TABLE ") + table + " ADD COLUMN granted_ms INTEGER NOT NULL DEFAULT 0";
-  return db.exec(sql.c_str());
+  return db.exec((std::string("ALTER TABLE ") + table + " ADD COLUMN " + column + " " + decl).c_str());
+}
+
+// Schema 4 beside schema 3: the waiters' table, the row's own columns, and
+// the client of each line row.
+Status add_waiters(Database& db) {
+  struct {
+    const char *table, *column, *decl;
+  } const columns[] = {{"dlock_locks", "waiters", "INTEGER NOT NULL DEFAULT 0"},
+                       {"dlock_locks", "woken", "TEXT"},
+                       {"dlock_locks", "woken_until", "INTEGER NOT NULL DEFAULT 0"},
+                       {"dlock_line", "client", "TEXT NOT NULL DEFAULT ''"}};
+  for (const auto& c : columns)
+    if (Status s = add_column(db, c.table, c.column, c.decl); !s.ok()) return s;
+  return db.exec(kWaiters);
+}
+
+// Schema 3 beside schema 2: when each holder was granted (for inspect).
+Status add_granted(Database& db, const char* table) {
+  return add_column(db, table, "granted_ms", "INTEGER NOT NULL DEFAULT 0");
 }
 
 // Inside the schema's transaction: schema 1 becomes 2, 2 becomes 3, 3
@@ -189,11 +194,11 @@ Status LockTable::prepare_all() {
        "(SELECT 1 FROM dlock_locks WHERE name = ?1 AND owner = ?2 AND grant_id = ?3)"},
       {&read_line_,
        "SELECT kind, owner, grant_id, mode, permits, depth, fence, ticket, lease_ms, expires_ms, info, boot_id, pid, "
-       "pid_start, pid_ns, granted_ms FROM dlock_line WHERE name = ?1"},
+       "pid_start, pid_ns, granted_ms, client FROM dlock_line WHERE name = ?1"},
       {&put_line_,
        "INSERT OR REPLACE INTO dlock_line (name, kind, owner, grant_id, mode, permits, depth, fence, ticket, "
-       "lease_ms, expires_ms, info, boot_id, pid, pid_start, pid_ns, granted_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, "
-       "?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)"},
+       "lease_ms, expires_ms, info, boot_id, pid, pid_start, pid_ns, granted_ms, client) VALUES (?1, ?2, ?3, ?4, "
+       "?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)"},
       {&names_,
        "SELECT name FROM dlock_locks WHERE owner IS NOT NULL AND substr(name, 1, length(?1)) = ?1 UNION "
        "SELECT name FROM dlock_line WHERE kind = 0 AND substr(name, 1, length(?1)) = ?1"},
@@ -338,6 +343,7 @@ Result<std::vector<LineRow>> LockTable::read_line(const std::string& name) {
     r.process.start = static_cast<std::uint64_t>(read_line_.int64(13));
     r.process.ns = read_line_.text(14);
     r.granted_ms = read_line_.int64(15);
+    r.client = read_line_.text(16);
     out.push_back(std::move(r));
   }
   read_line_.reset();
@@ -361,7 +367,8 @@ Status LockTable::put_line(const std::string& name, const LineRow& r) {
       .bind(14, static_cast<std::int64_t>(r.process.pid))
       .bind(15, static_cast<std::int64_t>(r.process.start))
       .bind(16, r.process.ns)
-      .bind(17, r.granted_ms);
+      .bind(17, r.granted_ms)
+      .bind(18, r.client);
   return put_line_.run();
 }
 

@@ -18,7 +18,10 @@
 //                            with the process it belongs to; `permits` is the
 //                            name's, repeated on every row. A line's
 //                            exclusive holder lives in dlock_locks, so plain
-//                            acquirers see it.
+//                            acquirers see it. `client`: the client of the
+//                            row's waiter (schema 4): a hand-over, and a
+//                            change at the head of the line, are told to
+//                            that client alone (wake_fifo.hpp).
 //   dlock_waiters(name, ticket, member, ...)
 //                            a plain lock's waiters, woken one at a time:
 //                            a call that will wait joins when it finds the
@@ -89,12 +92,14 @@ struct LineRow {
   std::string boot;
   ProcessId process;
   std::int64_t granted_ms = 0;  // a holder's grant time (boot clock)
+  std::string client;           // the client of a waiter or holder: where its hand-over is told
 
   bool operator==(const LineRow& o) const {
     return kind == o.kind && owner == o.owner && grant == o.grant && mode == o.mode && permits == o.permits &&
            depth == o.depth && fence == o.fence && ticket == o.ticket && lease_ms == o.lease_ms &&
            expires_ms == o.expires_ms && info == o.info && boot == o.boot && granted_ms == o.granted_ms &&
-           process.pid == o.process.pid && process.start == o.process.start && process.ns == o.process.ns;
+           process.pid == o.process.pid && process.start == o.process.start && process.ns == o.process.ns &&
+           client == o.client;
   }
 };
 

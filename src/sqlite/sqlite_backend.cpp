@@ -78,10 +78,7 @@ class SqliteBackend final : public detail::Backend {
       if (s.ok() && !wakeups_.inotify_status().ok() && config_.log)
         config_.log(LogLevel::warning, "sqlite: " + wakeups_.inotify_status().message());
       if (s.ok()) {
-        const Status door = fifo_.open([this](std::string_view line) {
-          detail::WaiterTurns::Message m;
-          if (detail::WaiterTurns::parse(line, m)) turns_.deliver(m);
-        });
+        const Status door = fifo_.open([this](std::string_view line) { on_door(line); });
         wake_one_.store(door.ok());
         if (!door.ok() && config_.log)
           config_.log(LogLevel::warning, "sqlite: " + door.message() + ": every release wakes every waiter");
@@ -119,7 +116,7 @@ class SqliteBackend final : public detail::Backend {
     auto out = busy_if_locked(store_->acquire(call, &holder, member_of(call)));
     report_gone(*store_);
     deliver(*store_);
-    if (holder && (watches_.count(call.name) || plain_.count(call.name))) watch_holder(call.name, *holder);
+    if (holder && watched(call.name)) watch_holder(call.name, *holder);
     post(std::move(done), std::move(out));
   }
 
@@ -167,6 +164,10 @@ class SqliteBackend final : public detail::Backend {
       ++plain_[key.name];
       return post(std::move(ready), Status());
     }
+    if (key.attempt != 0 && wake_one_) {  // a line's waiter: told through the door too
+      ++line_[key.name];
+      return post(std::move(ready), Status());
+    }
     Status s = wakeups_.listen(true);
     Watch& w = watches_[key.name];
     watched_names_.store(watches_.size());
@@ -179,11 +180,12 @@ class SqliteBackend final : public detail::Backend {
   }
 
   void unwatch(const WatchKey& key) override {
-    if (!key.broadcast && wake_one_) {
-      turns_.remove(key.name, key.attempt);
-      if (auto p = plain_.find(key.name); p != plain_.end() && --p->second <= 0) {
-        plain_.erase(p);
-        if (!watches_.count(key.name)) wakeups_.forget_process(key.name);
+    if (wake_one_ && (!key.broadcast || key.attempt != 0)) {
+      if (!key.broadcast) turns_.remove(key.name, key.attempt);
+      auto& by_name = key.broadcast ? line_ : plain_;
+      if (auto p = by_name.find(key.name); p != by_name.end() && --p->second <= 0) {
+        by_name.erase(p);
+        if (!watched(key.name)) wakeups_.forget_process(key.name);
       }
       return;
     }
@@ -191,7 +193,7 @@ class SqliteBackend final : public detail::Backend {
     if (it == watches_.end() || --it->second.count > 0) return;
     watches_.erase(it);
     watched_names_.store(watches_.size());
-    if (!plain_.count(key.name)) wakeups_.forget_process(key.name);
+    if (!watched(key.name)) wakeups_.forget_process(key.name);
     if (watches_.empty()) (void)wakeups_.listen(false);
   }
 
@@ -240,12 +242,32 @@ class SqliteBackend final : public detail::Backend {
   };
 
   // This client's place among a plain lock's waiters for a call that will
-  // wait (a line's waiters are found by their owner).
+  // wait; for a line's call (found by its owner), the client where its
+  // hand-over is told.
   std::string member_of(const AcquireCall& call) const {
-    if (!call.waits || call.queued || call.mode != detail::LockMode::exclusive || !wake_one_) return {};
-    return member_of(call.attempt);
+    if (!wake_one_) return {};
+    if (call.queued || call.mode != detail::LockMode::exclusive) return client_id_;
+    return call.waits ? member_of(call.attempt) : std::string();
   }
   std::string member_of(std::uint64_t attempt) const { return client_id_ + ':' + std::to_string(attempt); }
+
+  bool watched(const std::string& name) const {
+    return watches_.count(name) || plain_.count(name) || line_.count(name);
+  }
+
+  // A line written to this client's door: a plain waiter's turn or
+  // stand-by, or "c:<name>", the name's line changed (a hand-over to one of
+  // this client's waiters, or one of them first in line now).
+  void on_door(std::string_view line) {
+    if (closed_) return;
+    if (line.starts_with("c:")) {
+      const std::string name(line.substr(2));
+      if (line_.count(name) || watches_.count(name)) tell(name);
+      return;
+    }
+    detail::WaiterTurns::Message m;
+    if (detail::WaiterTurns::parse(line, m)) turns_.deliver(m);
+  }
 
   // A turn for one of this client's waiters.
   void on_turn(const std::string& name, std::uint64_t attempt) {
@@ -263,12 +285,17 @@ class SqliteBackend final : public detail::Backend {
   void send_turns(LockStore& store, std::vector<LockStore::Turn> turns) {
     for (int round = 0; round < 16 && !turns.empty(); ++round) {
       for (const auto& t : turns) {
+        if (t.kind == LockStore::Turn::line) {
+          (void)WakeFifo::send(config_.path, t.member, "c:" + t.name);  // gone: its lease frees it
+          continue;
+        }
         const auto colon = t.member.find(':');
         if (colon == std::string::npos) continue;
         std::uint64_t attempt = std::strtoull(t.member.c_str() + colon + 1, nullptr, 10);
-        const std::string line = t.woken ? detail::WaiterTurns::turn_message(attempt, t.name)
-                                         : detail::WaiterTurns::stand_by_message(attempt, LockStore::kTurnMs, t.name);
-        if (WakeFifo::send(config_.path, t.member.substr(0, colon), line) == WakeFifo::Sent::gone && t.woken) {
+        const bool woken = t.kind == LockStore::Turn::woken;
+        const std::string line = woken ? detail::WaiterTurns::turn_message(attempt, t.name)
+                                       : detail::WaiterTurns::stand_by_message(attempt, LockStore::kTurnMs, t.name);
+        if (WakeFifo::send(config_.path, t.member.substr(0, colon), line) == WakeFifo::Sent::gone && woken) {
           ++commands_;
           (void)store.leave(t.name, t.member);
         }
@@ -496,7 +523,8 @@ class SqliteBackend final : public detail::Backend {
   std::atomic<bool> wake_one_{false};  // the FIFO is open: plain waiters are woken one at a time
   detail::WaiterTurns turns_;
   std::map<std::string, int> plain_;           // plain waiters by name (their turns come through fifo_)
-  std::map<std::string, Watch> watches_;       // everyone else's, by name
+  std::map<std::string, int> line_;            // a line's waiters by name (told through fifo_ too)
+  std::map<std::string, Watch> watches_;       // the others' (observers), by name: they hear every release
   std::atomic<std::size_t> watched_names_{0};  // watches_.size(), for the fast path's threads
   std::atomic<std::uint64_t> commands_{0};
   bool closed_ = false;

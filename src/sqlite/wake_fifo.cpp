@@ -32,8 +32,7 @@ Status make_dir(const std::string& db_path, const std::string& dir) {
     return {Errc::unavailable, "cannot make " + dir + ": " + std::strerror(errno)};
   }
   struct stat st {};
-  if (::lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
-    return {Errc::unavailable, dir + " is not a directory"};
+  if (::lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return {Errc::unavailable, dir + " is not a directory"};
   return {};
 }
 
@@ -66,7 +65,8 @@ Status WakeFifo::open(std::function<void(std::string_view line)> line) {
   const std::string tmp = dir_ + "/.new-" + detail::random_hex16();
   struct stat db {};
   const mode_t mode = ::stat(db_path.c_str(), &db) == 0 ? (db.st_mode & 0666) : 0644;
-  if (::mkfifo(tmp.c_str(), mode) != 0) return {Errc::unavailable, "cannot make a FIFO in " + dir_ + ": " + std::strerror(errno)};
+  if (::mkfifo(tmp.c_str(), mode) != 0)
+    return {Errc::unavailable, "cannot make a FIFO in " + dir_ + ": " + std::strerror(errno)};
   (void)::chmod(tmp.c_str(), mode);
   // Read-write: the client is its own writer too, so the FIFO never reads
   // as closed between releasers.
@@ -129,8 +129,7 @@ void WakeFifo::close() {
 
 WakeFifo::Sent WakeFifo::send(const std::string& db_path, const std::string& client_id, std::string_view line) {
   // The id came from the file: only a name this library makes is a path.
-  if (client_id.size() != 16 || client_id.find_first_not_of("0123456789abcdef") != std::string::npos)
-    return Sent::gone;
+  if (client_id.size() != 16 || client_id.find_first_not_of("0123456789abcdef") != std::string::npos) return Sent::gone;
   const std::string path = dir_of(db_path) + "/" + client_id;
   const int fd = open_for_writing(path);
   if (fd < 0) {

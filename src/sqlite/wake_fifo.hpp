@@ -11,9 +11,9 @@
 #ifndef DLOCK_SQLITE_WAKE_FIFO_HPP_
 #define DLOCK_SQLITE_WAKE_FIFO_HPP_
 
+#include <array>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
-#include <array>
 #include <functional>
 #include <string>
 #include <string_view>

@@ -13,6 +13,7 @@
 #include "integration/common.hpp"
 #include "integration/sqlite_poke.hpp"
 #include "sqlite/host.hpp"
+#include "sqlite/lock_store.hpp"
 #include "support/temp_dir.hpp"
 
 namespace dlock::test {
@@ -199,6 +200,46 @@ TEST(SqliteCrowd, AClientsFifoGoesWithItAndADeadOnesWithTheNextClient) {
   int own = 0;
   for (const auto& e : std::filesystem::directory_iterator(waiters)) own += e.is_fifo();
   EXPECT_EQ(own, 1) << "the live client's own";
+}
+
+// A fair line's hand-over is told to its recipient's client and to the
+// client now first in line (it looks again by the new holder's lease), not
+// to every client of the file: the store's own account of what to send.
+TEST(SqliteCrowd, AHandOverIsToldToItsRecipientAndTheNewHeadAlone) {
+  TempDir dir;
+  const std::string path = dir.file("locks.db");
+  std::vector<std::unique_ptr<sqlite::LockStore>> stores;
+  const std::vector<std::string> clients = {std::string(16, 'a'), std::string(16, 'b'), std::string(16, 'c'),
+                                            std::string(16, 'd')};
+  for (std::size_t i = 0; i < clients.size(); ++i) {
+    auto s = sqlite::LockStore::open(path, 1s);
+    ASSERT_TRUE(s.ok()) << s.status().to_string();
+    stores.push_back(std::move(*s));
+    detail::AcquireCall call;
+    call.name = "f";
+    call.owner = clients[i].substr(0, 1);
+    call.grant = call.attempt = i + 1;
+    call.lease = 30s;
+    call.queued = call.keep_place = call.waits = true;
+    auto out = stores[i]->acquire(call, nullptr, clients[i]);
+    ASSERT_TRUE(out.ok()) << out.status().to_string();
+    EXPECT_EQ(out->kind, i == 0 ? detail::AcquireOutcome::Kind::granted : detail::AcquireOutcome::Kind::busy);
+    (void)stores[i]->take_news();
+  }
+  detail::ReleaseCall release;
+  release.name = "f";
+  release.owner = "a";
+  release.grant = 1;
+  release.held = 1;
+  auto r = stores[0]->release(release);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  const auto turns = stores[0]->take_news().turns;
+  std::vector<std::string> told;
+  for (const auto& t : turns) {
+    EXPECT_EQ(t.kind, sqlite::LockStore::Turn::line);
+    told.push_back(t.member);
+  }
+  EXPECT_EQ(told, (std::vector<std::string>{clients[1], clients[2]})) << "the recipient, then the new head";
 }
 
 }  // namespace
