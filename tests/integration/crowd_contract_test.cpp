@@ -92,10 +92,11 @@ TEST_P(CrowdContract, TheReleasersNextCallDoesNotPassTheWaiterItWoke) {
   auto waiters = clients(1);
   Mutex ma(a, "loop"), mb(*waiters[0], "loop");
   ma.lock();
-  std::promise<void> b_got;
+  std::promise<void> b_got, looked;
   std::thread waiter([&] {
     mb.lock();
     b_got.set_value();
+    looked.get_future().wait();  // held until the releaser looked: a quick unlock is no barging
     mb.unlock();
   });
   ASSERT_TRUE(eventually([&] { return all_waiting(waiters); }, 10s));
@@ -103,6 +104,7 @@ TEST_P(CrowdContract, TheReleasersNextCallDoesNotPassTheWaiterItWoke) {
   ma.unlock();
   const bool barged = ma.try_lock();
   if (barged) ma.unlock();
+  looked.set_value();
   EXPECT_FALSE(barged) << "the releaser took it again before the waiter it woke";
   EXPECT_EQ(b_got.get_future().wait_for(10s), std::future_status::ready);
   waiter.join();
