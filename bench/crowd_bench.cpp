@@ -7,8 +7,10 @@
 //   dlock-crowd-bench --url URL --clients N [--procs 10] [--seconds 9]
 //       [--warm 3] [--hold-ms 10] [--fair 1] [--json FILE]
 //
-// Per CS: the commands the clients sent (ClientStats::commands_sent, every
-// client's, waiting ones included), the clients' wake-ups; the hand-off
+// Per CS in the window: the commands the clients sent (ClientStats::
+// commands_sent, every client's, waiting ones included; read at the
+// window's start and end, so connecting and the first joins are left out
+// with the warm-up), the clients' wake-ups; the hand-off
 // from one release to the next grant (p50, p99, across processes); how many
 // grants the longest waiter waited through; how many clients got no CS in
 // the window; the errors. Everything counted by the clients: the server's
@@ -21,6 +23,7 @@
 #include <cstdio>
 #include <dlock/dlock.hpp>
 #include <fstream>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -49,10 +52,63 @@ struct Config {
 
 // One process's share of the crowd: its clients' CS, each on a line of
 // `dir`/crowd.<k>, and its totals on the last line.
+// This process's clients' counters, read at any moment: the live ones'
+// and those of clients already gone.
+class Counters {
+ public:
+  struct Entry {
+    Entry(Counters& counters, const Client& c) : counters_(counters), c_(&c) { counters_.add(c_); }
+    ~Entry() { counters_.remove(c_); }
+    Entry(const Entry&) = delete;
+    Entry& operator=(const Entry&) = delete;
+    Counters& counters_;
+    const Client* c_;
+  };
+  void add(const Client* c) {
+    std::lock_guard lk(mu_);
+    live_.push_back(c);
+  }
+  void remove(const Client* c) {
+    std::lock_guard lk(mu_);
+    const ClientStats s = c->stats();
+    gone_.commands += static_cast<long long>(s.commands_sent);
+    gone_.wakeups += static_cast<long long>(s.wakeups);
+    std::erase(live_, c);
+  }
+  Totals now() {
+    std::lock_guard lk(mu_);
+    Totals t = gone_;
+    for (const Client* c : live_) {
+      const ClientStats s = c->stats();
+      t.commands += static_cast<long long>(s.commands_sent);
+      t.wakeups += static_cast<long long>(s.wakeups);
+    }
+    return t;
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<const Client*> live_;
+  Totals gone_;
+};
+
+void sleep_until_ns(long long at_ns) {
+  const long long left = at_ns - mono_ns();
+  if (left > 0) std::this_thread::sleep_for(std::chrono::nanoseconds(left));
+}
+
 int process(const Config& c, const std::string& dir, int k, long long start_ns) {
   const int first = k * c.clients / c.procs, last = (k + 1) * c.clients / c.procs;
   std::vector<std::vector<Cs>> logs(static_cast<std::size_t>(last - first));
-  std::atomic<long long> commands{0}, wakeups{0}, errors{0};
+  std::atomic<long long> errors{0};
+  Counters counters;
+  Totals at_from, at_to;
+  std::thread sampler([&] {
+    sleep_until_ns(start_ns + static_cast<long long>(c.warm * 1e9));
+    at_from = counters.now();
+    sleep_until_ns(start_ns + static_cast<long long>(c.seconds * 1e9));
+    at_to = counters.now();
+  });
   std::vector<std::thread> threads;
   const auto end = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(
                                       c.seconds - static_cast<double>(mono_ns() - start_ns) / 1e9));
@@ -64,6 +120,7 @@ int process(const Config& c, const std::string& dir, int k, long long start_ns) 
       o.connect_timeout = std::chrono::seconds(30);
       try {
         Client client = Client::connect(c.url, o);
+        Counters::Entry counted(counters, client);  // until the client goes
         LockOptions lo;
         lo.fair = c.fair != 0;
         Mutex m(client, c.name, lo);
@@ -85,9 +142,6 @@ int process(const Config& c, const std::string& dir, int k, long long start_ns) 
           if (!m.release().ok()) ++errors;
           log.push_back({asked, granted, released, i});
         }
-        const ClientStats s = client.stats();
-        commands += static_cast<long long>(s.commands_sent);
-        wakeups += static_cast<long long>(s.wakeups);
       } catch (const std::exception& e) {
         ++errors;
         std::fprintf(stderr, "crowd client %d: %s\n", i, e.what());
@@ -95,10 +149,12 @@ int process(const Config& c, const std::string& dir, int k, long long start_ns) 
     });
   }
   for (auto& t : threads) t.join();
+  sampler.join();
   std::ofstream out(dir + "/crowd." + std::to_string(k));
   for (const auto& log : logs)
     for (const Cs& e : log) out << e.asked << ' ' << e.got << ' ' << e.rel << ' ' << e.client << '\n';
-  out << "totals " << commands << ' ' << wakeups << ' ' << errors << '\n';
+  out << "totals " << at_to.commands - at_from.commands << ' ' << at_to.wakeups - at_from.wakeups << ' ' << errors
+      << '\n';
   return 0;
 }
 
@@ -145,8 +201,8 @@ int run(const Config& c, const RunFlags& run_flags, const std::string& dir) {
     waited_through = std::max<long long>(waited_through, static_cast<long long>(all.begin() + i - asked_at));
   }
   const long long starved = std::count(served.begin(), served.end(), 0);
-  // Commands and wake-ups are the whole run's: per CS over every CS.
-  const double cs_all = std::max<double>(1, static_cast<double>(all.size()));
+  // Commands and wake-ups are the window's: per CS granted in it.
+  const double cs_all = std::max<double>(1, static_cast<double>(in_window));
   const double window_s = c.seconds - c.warm;
   std::printf(
       "crowd N=%d P=%d %s: %.1f CS/s, %.1f commands/CS, %.2f wake-ups/CS, hand-off p50 %.2f ms p99 %.2f ms, "
