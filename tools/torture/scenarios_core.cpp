@@ -342,7 +342,7 @@ void add_crowd_scenario(std::vector<Scenario>& v) {
                         "lease in turn",
                     crowd_faults, e);
   s.workers = kCrowd;
-  s.wakes_one = {"dlock", "dlock-tls", "zk", "etcd"};
+  s.wakes_one = {"dlock", "dlock-tls", "postgres", "sqlite", "zk", "etcd"};
 }
 
 void add_server_restart_scenarios(std::vector<Scenario>& v) {
