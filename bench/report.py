@@ -1063,13 +1063,16 @@ def crowd_section(md, run):
               "thread, spread over 10 processes, all on **one name**, each looping `try_lock_until` / hold "
               "10 ms / `unlock` for 9 s; the first 3 s (the crowd connecting and joining) are left out. "
               "Commands and wake-ups are the clients' own counts (`ClientStats::commands_sent`, `wakeups`) "
-              "over the whole run, per critical section (CS); hand-off is a release to the next grant across "
+              "in the window (read from every client at its start and end), per critical section (CS); "
+              "hand-off is a release to the next grant across "
               "processes; \"waited through\" is the most grants made while one acquire waited; \"starved\" the "
-              f"clients with no CS in the window. One run per row, on this machine's {os.cpu_count()} cores, "
+              "clients with no CS in the window; KiB and sockets per client are what the clients added to "
+              "their processes (resident memory, open sockets) mid-window. "
+              f"One run per row, on this machine's {os.cpu_count()} cores, "
               "every server on the same machine (`scripts/bench --crowd`).\n")
     md.append("| backend | lock | N | CS/s | commands/CS | wake-ups/CS | hand-off p50 / p99 ms | waited through "
-              "| starved | errors |")
-    md.append("|---|---|---|---|---|---|---|---|---|---|")
+              "| starved | errors | KiB / sockets per client |")
+    md.append("|---|---|---|---|---|---|---|---|---|---|---|")
     lines = []
     backends = sorted({k[0] for k in rows}, key=["redis", "postgres", "sqlite", "zookeeper", "etcd"].index)
     for backend in backends:
@@ -1077,14 +1080,20 @@ def crowd_section(md, run):
             ns = sorted(n for b, l, n in rows if b == backend and l == lock)
             for n in ns:
                 r = rows[(backend, lock, n)]
+                per_client = (f"{r['rss_kib_per_client']:.0f} / {r['sockets_per_client']:.1f}"
+                              if "rss_kib_per_client" in r else "—")
                 md.append(f"| {backend} | {lock} | {n} | {r['cs_per_s']:.1f} | {r['commands_per_cs']:.1f} | "
                           f"{r['wakeups_per_cs']:.2f} | {r['handoff_p50_ms']:.1f} / {r['handoff_p99_ms']:.1f} | "
-                          f"{int(r['max_waited_through'])} | {int(r['starved'])} of {n} | {int(r['errors'])} |")
+                          f"{int(r['max_waited_through'])} | {int(r['starved'])} of {n} | {int(r['errors'])} | "
+                          f"{per_client} |")
             if 10 in ns and ns[-1] > 10:
                 big, ten = rows[(backend, lock, ns[-1])], rows[(backend, lock, 10)]
                 ratio = big["commands_per_cs"] / max(ten["commands_per_cs"], 1e-9)
                 lines.append((f"crowd {backend} {lock}: commands/CS at N={ns[-1]} within 1.5x of N=10",
                               f"{ratio:.2f}x", ratio <= 1.5))
+                p50 = big["handoff_p50_ms"] / max(ten["handoff_p50_ms"], 1e-9)
+                lines.append((f"crowd {backend} {lock}: hand-off p50 at N={ns[-1]} within 2x of N=10",
+                              f"{p50:.2f}x", p50 <= 2.0))
                 lines.append((f"crowd {backend} {lock}: no client starved at N={ns[-1]}",
                               f"{int(big['starved'])} starved, {int(big['errors'])} errors",
                               big["starved"] == 0 and big["errors"] == 0))

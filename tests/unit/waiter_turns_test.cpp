@@ -16,9 +16,8 @@ using namespace std::chrono_literals;
 struct Recorder {
   boost::asio::io_context io;
   std::vector<std::pair<std::string, std::uint64_t>> woke, left;
-  WaiterTurns turns{
-      io, [this](const std::string& n, std::uint64_t a) { woke.emplace_back(n, a); },
-      [this](const std::string& n, std::uint64_t a) { left.emplace_back(n, a); }};
+  WaiterTurns turns{io, [this](const std::string& n, std::uint64_t a) { woke.emplace_back(n, a); },
+                    [this](const std::string& n, std::uint64_t a) { left.emplace_back(n, a); }};
   void run_for(std::chrono::milliseconds d) {
     io.restart();
     io.run_for(d);
@@ -83,7 +82,8 @@ TEST(WaiterTurns, TheWireFormRoundTripsAndBadLinesAreRefused) {
   EXPECT_EQ(m.attempt, 3u);
   EXPECT_EQ(m.ms, 500);
   EXPECT_EQ(m.name, "n");
-  for (const char* bad : {"", "w", "w1", "w1:", "x1:n", "wx:n", "s1:n", "s1:x:n", "s1:5:", "w99999999999999999999999:n"})
+  for (const char* bad :
+       {"", "w", "w1", "w1:", "x1:n", "wx:n", "s1:n", "s1:x:n", "s1:5:", "w99999999999999999999999:n"})
     EXPECT_FALSE(WaiterTurns::parse(bad, m)) << bad;
 }
 
