@@ -141,7 +141,11 @@ Status upgrade(Database& db) {
 }  // namespace
 
 Result<std::unique_ptr<LockTable>> LockTable::open(Database& db) {
-  {
+  // A file of this schema is only read (every table of a version is made
+  // with it): a crowd of clients starting at once does not queue on the
+  // file's write lock, and none fails to start on "database is locked".
+  auto current = schema_version(db);
+  if (!current.ok() || *current != kSchemaVersion) {
     WriteTransaction tx(db);
     if (Status s = tx.begin(); !s.ok()) return s;
     if (Status s = db.exec_retrying(kSchema); !s.ok()) return s;

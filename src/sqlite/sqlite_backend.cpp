@@ -34,7 +34,6 @@ using detail::WatchKey;
 // write lock before the call is put off to a timer: dlock's own
 // transactions hold it for microseconds.
 constexpr std::chrono::milliseconds kInlineBusy{5};
-constexpr std::chrono::milliseconds kBusyRetry{10};  // an acquire that met the write lock looks again
 
 // The statements run on the I/O thread (they are local, and wait only for
 // another process's write lock, which every dlock transaction holds for
@@ -373,13 +372,14 @@ class SqliteBackend final : public detail::Backend {
   // An acquire that found the file's write lock taken (another process is
   // granting, releasing, or a program keeps the file locked) did nothing:
   // the lock is busy for now, as if held, and the caller looks again
-  // shortly. So a try answers busy and a wait ends by its deadline as a
-  // timeout, as on a frozen server (an error would end a Mutex wait in an
-  // exception).
+  // shortly, backing off with jitter (a crowd arriving at once would
+  // otherwise keep the write lock contended by its own retries). So a try
+  // answers busy and a wait ends by its deadline as a timeout, as on a
+  // frozen server (an error would end a Mutex wait in an exception).
   static AcquireOutcome write_lock_busy() {
     AcquireOutcome out;
     out.kind = AcquireOutcome::Kind::busy;
-    out.hint = detail::WaitHint::retry(kBusyRetry);
+    out.hint = detail::WaitHint::poll(milliseconds(-1));
     return out;
   }
   static Result<AcquireOutcome> busy_if_locked(Result<AcquireOutcome> r) {

@@ -8,6 +8,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <ctime>
 
 #include "core/token.hpp"
 #include "sqlite/host.hpp"
@@ -102,9 +103,16 @@ void WakeFifo::sweep() {
   DIR* d = ::opendir(dir_.c_str());
   if (d == nullptr) return;
   int looked = 0;
+  const std::time_t stale = std::time(nullptr) - 60;
   while (dirent* e = ::readdir(d)) {
-    if (e->d_name[0] == '.') continue;  // ".", "..", and FIFOs being made
     const std::string path = dir_ + "/" + e->d_name;
+    if (e->d_name[0] == '.') {  // ".", "..", and FIFOs being made: left by a crash after a minute
+      struct stat st {};
+      if (std::strncmp(e->d_name, ".new-", 5) == 0 && ::lstat(path.c_str(), &st) == 0 && S_ISFIFO(st.st_mode) &&
+          st.st_mtime < stale)
+        ::unlink(path.c_str());
+      continue;
+    }
     if (path == path_) continue;
     if (++looked > kSweepAtMost) break;
     const int fd = open_for_writing(path);

@@ -4,6 +4,7 @@
 // waiter that gives up, never comes or is gone passes its turn on. The
 // wake-one, no-barging and turns checks are in the crowd contract.
 #include <fcntl.h>
+#include <sqlite3.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -200,6 +201,32 @@ TEST(SqliteCrowd, AClientsFifoGoesWithItAndADeadOnesWithTheNextClient) {
   int own = 0;
   for (const auto& e : std::filesystem::directory_iterator(waiters)) own += e.is_fifo();
   EXPECT_EQ(own, 1) << "the live client's own";
+}
+
+// A crowd starting at once on one file: a client of a file of its schema
+// only reads it when it starts, so none waits for (or fails on) the write
+// lock another holds. Here another program keeps it for longer than the
+// clients' busy timeout.
+TEST(SqliteCrowd, ClientsStartWhileAnotherProgramKeepsTheWriteLock) {
+  TempDir dir;
+  const std::string path = dir.file("locks.db");
+  LogSink log;
+  { Client first = Client::connect("sqlite://" + path, quiet(log)); }  // the schema made
+  sqlite3* other = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &other), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(other, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr), SQLITE_OK);
+  std::vector<std::future<Status>> started;
+  for (int i = 0; i < 16; ++i)
+    started.push_back(std::async(std::launch::async, [&] {
+      auto c = Client::try_connect("sqlite://" + path + "?busy_timeout_ms=50", quiet(log));
+      return c.status();
+    }));
+  for (auto& f : started) {
+    const Status st = f.get();
+    EXPECT_TRUE(st.ok()) << st.to_string();
+  }
+  ASSERT_EQ(sqlite3_exec(other, "COMMIT", nullptr, nullptr, nullptr), SQLITE_OK);
+  sqlite3_close(other);
 }
 
 // A fair line's hand-over is told to its recipient's client and to the
