@@ -13,7 +13,9 @@
 // with the warm-up), the clients' wake-ups; the hand-off
 // from one release to the next grant (p50, p99, across processes); how many
 // grants the longest waiter waited through; how many clients got no CS in
-// the window; the errors. Everything counted by the clients: the server's
+// the window; the errors; the memory and sockets each client adds to its
+// process (read mid-window, against the process before it connected).
+// Everything counted by the clients: the server's
 // own counts (Redis INFO commandstats, pg_stat_statements) are read beside
 // it by scripts/bench.
 #include <unistd.h>
@@ -22,6 +24,7 @@
 #include <atomic>
 #include <cstdio>
 #include <dlock/dlock.hpp>
+#include <filesystem>
 #include <fstream>
 #include <mutex>
 #include <thread>
@@ -39,7 +42,34 @@ struct Cs {
 
 struct Totals {
   long long commands = 0, wakeups = 0, errors = 0;
+  long long rss_kib = 0, sockets = 0;  // what the clients added to their processes, in the window
 };
+
+// This process's resident memory (KiB) and open sockets.
+long long rss_kib() {
+  std::ifstream in("/proc/self/status");
+  std::string key;
+  long long v = 0;
+  while (in >> key) {
+    if (key == "VmRSS:") {
+      in >> v;
+      return v;
+    }
+    in.ignore(1 << 10, '\n');
+  }
+  return 0;
+}
+
+long long open_sockets() {
+  long long n = 0;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator("/proc/self/fd", ec)) {
+    std::error_code rec;
+    const auto target = std::filesystem::read_symlink(e.path(), rec);
+    n += !rec && target.string().rfind("socket:", 0) == 0;
+  }
+  return n;
+}
 
 struct Config {
   std::string url;
@@ -103,11 +133,18 @@ int process(const Config& c, const std::string& dir, int k, long long start_ns) 
   std::atomic<long long> errors{0};
   Counters counters;
   Totals at_from, at_to;
+  const long long rss_before = rss_kib(), sockets_before = open_sockets();
   std::thread sampler([&] {
     sleep_until_ns(start_ns + static_cast<long long>(c.warm * 1e9));
     at_from = counters.now();
+    // The crowd's size mid-window, every client connected and waiting.
+    sleep_until_ns(start_ns + static_cast<long long>((c.warm + c.seconds) / 2 * 1e9));
+    at_to.rss_kib = rss_kib() - rss_before;
+    at_to.sockets = open_sockets() - sockets_before;
     sleep_until_ns(start_ns + static_cast<long long>(c.seconds * 1e9));
-    at_to = counters.now();
+    const Totals end = counters.now();
+    at_to.commands = end.commands;
+    at_to.wakeups = end.wakeups;
   });
   std::vector<std::thread> threads;
   const auto end = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(
@@ -154,7 +191,7 @@ int process(const Config& c, const std::string& dir, int k, long long start_ns) 
   for (const auto& log : logs)
     for (const Cs& e : log) out << e.asked << ' ' << e.got << ' ' << e.rel << ' ' << e.client << '\n';
   out << "totals " << at_to.commands - at_from.commands << ' ' << at_to.wakeups - at_from.wakeups << ' ' << errors
-      << '\n';
+      << ' ' << at_to.rss_kib << ' ' << at_to.sockets << '\n';
   return 0;
 }
 
@@ -169,9 +206,9 @@ int run(const Config& c, const RunFlags& run_flags, const std::string& dir) {
     std::string first;
     while (in >> first) {
       if (first == "totals") {
-        long long cm = 0, w = 0, e = 0;
-        in >> cm >> w >> e;
-        t.commands += cm, t.wakeups += w, t.errors += e;
+        long long cm = 0, w = 0, e = 0, rss = 0, so = 0;
+        in >> cm >> w >> e >> rss >> so;
+        t.commands += cm, t.wakeups += w, t.errors += e, t.rss_kib += rss, t.sockets += so;
         continue;
       }
       Cs e{};
@@ -206,11 +243,13 @@ int run(const Config& c, const RunFlags& run_flags, const std::string& dir) {
   const double window_s = c.seconds - c.warm;
   std::printf(
       "crowd N=%d P=%d %s: %.1f CS/s, %.1f commands/CS, %.2f wake-ups/CS, hand-off p50 %.2f ms p99 %.2f ms, "
-      "waited through <= %lld grants, %lld of %d clients without a CS, same holder %.0f%%, %lld errors\n",
+      "waited through <= %lld grants, %lld of %d clients without a CS, same holder %.0f%%, %lld errors, "
+      "%.0f KiB and %.1f sockets per client\n",
       c.clients, c.procs, c.fair ? "fair" : "plain", static_cast<double>(in_window) / window_s,
       static_cast<double>(t.commands) / cs_all, static_cast<double>(t.wakeups) / cs_all, percentile(gaps, 0.5),
       percentile(gaps, 0.99), waited_through, starved, c.clients,
-      in_window > 1 ? 100.0 * static_cast<double>(same) / static_cast<double>(in_window - 1) : 0.0, t.errors);
+      in_window > 1 ? 100.0 * static_cast<double>(same) / static_cast<double>(in_window - 1) : 0.0, t.errors,
+      static_cast<double>(t.rss_kib) / c.clients, static_cast<double>(t.sockets) / c.clients);
   JsonLine j;
   j.str("bench", "crowd")
       .str("lock", c.fair ? "fair" : "plain")
@@ -223,7 +262,9 @@ int run(const Config& c, const RunFlags& run_flags, const std::string& dir) {
       .num("handoff_p99_ms", percentile(gaps, 0.99))
       .num("max_waited_through", waited_through)
       .num("starved", starved)
-      .num("errors", t.errors);
+      .num("errors", t.errors)
+      .num("rss_kib_per_client", static_cast<double>(t.rss_kib) / c.clients)
+      .num("sockets_per_client", static_cast<double>(t.sockets) / c.clients);
   j.write(run_flags.json);
   return 0;
 }
