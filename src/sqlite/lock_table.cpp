@@ -1,5 +1,8 @@
 #include "sqlite/lock_table.hpp"
 
+#include <chrono>
+#include <cstdlib>
+
 namespace dlock::sqlite {
 namespace {
 
@@ -138,27 +141,46 @@ Status upgrade(Database& db) {
   return db.exec("UPDATE dlock_meta SET value = 4 WHERE key = 'schema'");
 }
 
+// Makes or upgrades the schema, in one write transaction.
+Status make_schema(Database& db) {
+  WriteTransaction tx(db);
+  if (Status s = tx.begin(); !s.ok()) return s;
+  if (Status s = db.exec_retrying(kSchema); !s.ok()) return s;
+  if (Status s = upgrade(db); !s.ok()) return s;
+  auto version = schema_version(db);
+  if (!version.ok()) return version.status();
+  if (*version != kSchemaVersion)
+    return Status(Errc::wrong_type, "the lock table has schema version " +
+                                        (*version >= 0 ? std::to_string(*version) : std::string("(none)")) +
+                                        "; this dlock uses " + std::to_string(kSchemaVersion));
+  if (Status s = db.exec(kLines); !s.ok()) return s;
+  if (Status s = db.exec(kWaiters); !s.ok()) return s;
+  return tx.commit();
+}
+
+bool write_lock_taken(const Status& s) {
+  const int rc = std::atoi(s.backend_code().c_str()) & 0xff;
+  return !s.ok() && (rc == 5 /* SQLITE_BUSY */ || rc == 6 /* SQLITE_LOCKED */);
+}
+
 }  // namespace
 
 Result<std::unique_ptr<LockTable>> LockTable::open(Database& db) {
   // A file of this schema is only read (every table of a version is made
   // with it): a crowd of clients starting at once does not queue on the
   // file's write lock, and none fails to start on "database is locked".
-  auto current = schema_version(db);
-  if (!current.ok() || *current != kSchemaVersion) {
-    WriteTransaction tx(db);
-    if (Status s = tx.begin(); !s.ok()) return s;
-    if (Status s = db.exec_retrying(kSchema); !s.ok()) return s;
-    if (Status s = upgrade(db); !s.ok()) return s;
-    auto version = schema_version(db);
-    if (!version.ok()) return version.status();
-    if (*version != kSchemaVersion)
-      return Status(Errc::wrong_type, "the lock table has schema version " +
-                                          (*version >= 0 ? std::to_string(*version) : std::string("(none)")) +
-                                          "; this dlock uses " + std::to_string(kSchemaVersion));
-    if (Status s = db.exec(kLines); !s.ok()) return s;
-    if (Status s = db.exec(kWaiters); !s.ok()) return s;
-    if (Status s = tx.commit(); !s.ok()) return s;
+  // Where it must be made, the write lock is asked for briefly, and the
+  // schema read again between tries: the crowd's first made it meanwhile.
+  const auto busy = db.busy_limit();
+  const auto until = std::chrono::steady_clock::now() + busy;
+  for (;;) {
+    auto current = schema_version(db);
+    if (current.ok() && *current == kSchemaVersion) break;
+    db.set_busy_limit(std::min(busy, std::chrono::milliseconds(50)));
+    const Status made = make_schema(db);
+    db.set_busy_limit(busy);
+    if (made.ok()) break;
+    if (!write_lock_taken(made) || std::chrono::steady_clock::now() >= until) return made;
   }
   std::unique_ptr<LockTable> table(new LockTable(db));
   if (Status s = table->prepare_all(); !s.ok()) return s;
