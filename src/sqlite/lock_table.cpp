@@ -483,14 +483,17 @@ Status LockTable::leave(const std::string& name, const std::string& member) {
   return drop_member_.run();
 }
 
-Result<std::int64_t> LockTable::count_waiters(const std::string& name) {
-  count_waiters_.bind(1, name);
-  auto row = count_waiters_.step();
+// The one number `st` reads for a name (0 without a row).
+Result<std::int64_t> LockTable::number_of(Statement& st, const std::string& name) {
+  st.bind(1, name);
+  auto row = st.step();
   if (!row.ok()) return row.status();
-  const std::int64_t v = *row ? count_waiters_.int64(0) : 0;
-  count_waiters_.reset();
+  const std::int64_t v = *row ? st.int64(0) : 0;
+  st.reset();
   return v;
 }
+
+Result<std::int64_t> LockTable::count_waiters(const std::string& name) { return number_of(count_waiters_, name); }
 
 Status LockTable::reserve(const std::string& name, const std::string& member, std::int64_t until_ms) {
   reserve_.bind(1, name).bind(2, member).bind(3, until_ms).bind(4, boot_id());
@@ -502,14 +505,7 @@ Status LockTable::clear_woken(const std::string& name) {
   return clear_woken_.run();
 }
 
-Result<std::int64_t> LockTable::releases(const std::string& name) {
-  releases_.bind(1, name);
-  auto row = releases_.step();
-  if (!row.ok()) return row.status();
-  const std::int64_t v = *row ? releases_.int64(0) : 0;
-  releases_.reset();
-  return v;
-}
+Result<std::int64_t> LockTable::releases(const std::string& name) { return number_of(releases_, name); }
 
 Result<std::vector<detail::HoldRef>> LockTable::held_by(const ProcessId& holder) {
   held_by_.bind(1, static_cast<std::int64_t>(holder.pid))

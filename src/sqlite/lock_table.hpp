@@ -156,6 +156,7 @@ class LockTable {
  private:
   explicit LockTable(Database& db) : db_(db) {}
   Status prepare_all();
+  static Result<std::int64_t> number_of(Statement& st, const std::string& name);
   Database& db_;
   Statement read_, write_, expiry_, free_, bump_fence_, fence_, releases_, held_by_, count_release_, has_line_,
       touches_, read_line_, put_line_, drop_line_, names_, join_, mark_waiters_, first_waiter_, drop_ticket_,
