@@ -1098,6 +1098,24 @@ def crowd_section(md, run):
                               f"{int(big['starved'])} starved, {int(big['errors'])} errors",
                               big["starved"] == 0 and big["errors"] == 0))
     md.append("")
+    # Work per CS against N, one line per backend and lock: flat is O(1).
+    all_ns = sorted({k[2] for k in rows})
+    md.append("Commands per CS against N (flat: a crowd costs what one waiter costs), with a bar per cell:\n")
+    md.append("```text")
+    md.append(f"{'':18}" + "".join(f"{'N=' + str(n):>7}{'':9}" for n in all_ns).rstrip())
+    top = max(r["commands_per_cs"] for r in rows.values()) or 1
+    for backend in backends:
+        for lock in ("plain", "fair"):
+            cells = []
+            for n in all_ns:
+                r = rows.get((backend, lock, n))
+                if r is None:
+                    cells.append(f"{'':>16}")
+                    continue
+                bar = "#" * max(1, round(8 * r["commands_per_cs"] / top))
+                cells.append(f"{r['commands_per_cs']:>7.1f} {bar:<8}")
+            md.append((f"{backend + ' ' + lock:18}" + "".join(cells)).rstrip())
+    md.append("```\n")
     md.append("Targets (issue: a crowd costs what one waiter costs):\n")
     for name, val, ok in lines:
         md.append(f"- {'met' if ok else '**missed**'}: {name}: {val}")
