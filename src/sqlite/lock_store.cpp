@@ -119,6 +119,11 @@ struct LockStore::Line {
     auto it = clients.find({owner, grant});
     return it != clients.end() ? it->second : otherwise;
   }
+  // Read up to a window of waiters (load_line): more wait behind the one
+  // with ticket window_end.
+  bool truncated = false;
+  std::uint64_t window_end = 0;
+  bool decided_past_window(const detail::LineState& after) const;
   bool exclusive_live() const {
     return std::any_of(state.holders.begin(), state.holders.end(),
                        [](const auto& h) { return h.mode == LockMode::exclusive; });
@@ -138,7 +143,8 @@ std::function<std::uint64_t()> LockStore::fence_source(Status* error) {
 
 // Rows of another boot, expired, or of a process known dead hold nothing
 // (and are deleted by the next write).
-Result<LockStore::Line> LockStore::load_line(const std::string& name, std::int64_t now) {
+Result<LockStore::Line> LockStore::load_line(const std::string& name, std::int64_t now, std::size_t window,
+                                             const std::string& owner, std::uint64_t grant) {
   Line l;
   auto row = table_->read(name);
   if (!row.ok()) return row.status();
@@ -148,8 +154,19 @@ Result<LockStore::Line> LockStore::load_line(const std::string& name, std::int64
                                live->expires_ms, l.row->info, live->granted_ms});
     l.processes[{live->owner, live->grant}] = l.row->holder;
   }
-  auto rows = table_->read_line(name);
+  auto rows = window == kWholeLine ? table_->read_line(name) : table_->read_line_head(name, window + 1, owner, grant);
   if (!rows.ok()) return rows.status();
+  if (window != kWholeLine) {
+    // One more than the window was asked for: whether more wait behind.
+    std::vector<std::uint64_t> tickets;
+    for (const LineRow& r : *rows)
+      if (r.kind == LineRow::waiter) tickets.push_back(r.ticket);
+    std::sort(tickets.begin(), tickets.end());
+    if (tickets.size() > window) {
+      l.truncated = true;
+      l.window_end = tickets[window - 1];
+    }
+  }
   std::uint64_t last_ticket = 0;
   bool have_permits = false;
   // Each process looked at once (a /proc read): a line of hundreds of
@@ -188,8 +205,36 @@ Result<LockStore::Line> LockStore::load_line(const std::string& name, std::int64
     l.stored.emplace(std::move(key), std::move(r));
   }
   std::sort(l.state.line.begin(), l.state.line.end(), [](const auto& a, const auto& b) { return a.ticket < b.ticket; });
+  if (l.truncated) {
+    auto newest = table_->last_ticket(name);
+    if (!newest.ok()) return newest.status();
+    last_ticket = std::max(last_ticket, *newest);
+  }
   l.state.next_ticket = last_ticket + 1;
   return l;
+}
+
+// Everyone of the window gone from the line (granted, given up, dead):
+// whoever waits behind it may be next, and was not read.
+bool LockStore::Line::decided_past_window(const detail::LineState& after) const {
+  if (!truncated) return false;
+  return std::none_of(after.line.begin(), after.line.end(), [&](const auto& w) { return w.ticket <= window_end; });
+}
+
+template <class Decide>
+Result<std::pair<LockStore::Line, detail::LineState>> LockStore::decide_on_line(const std::string& name,
+                                                                                std::int64_t now,
+                                                                                const std::string& owner,
+                                                                                std::uint64_t grant, Decide&& decide) {
+  for (const std::size_t window : {kLineWindow, kWholeLine}) {
+    auto line = load_line(name, now, window, owner, grant);
+    if (!line.ok()) return line.status();
+    detail::LineState state = line->state;
+    if (Status s = decide(state); !s.ok()) return s;
+    if (window == kWholeLine || !line->decided_past_window(state))
+      return std::make_pair(std::move(*line), std::move(state));
+  }
+  return Status(Errc::server_error, "sqlite: unreachable");
 }
 
 namespace {
@@ -343,12 +388,14 @@ Result<AcquireOutcome> LockStore::acquire(const detail::AcquireCall& call, std::
     }
     Status fence_error;
     if (in_line) {
-      auto line = load_line(call.name, now);
-      if (!line.ok()) return line.status();
-      detail::LineState state = line->state;
-      auto r = detail::line_acquire(state, call, now, fence_source(&fence_error));
-      if (!fence_error.ok()) return fence_error;
-      if (!r.error.ok()) return r.error;
+      detail::LineAcquire r;
+      auto decided = decide_on_line(call.name, now, call.owner, call.grant, [&](detail::LineState& state) {
+        r = detail::line_acquire(state, call, now, fence_source(&fence_error));
+        return !fence_error.ok() ? fence_error : r.error;
+      });
+      if (!decided.ok()) return decided.status();
+      auto& [line_read, state] = *decided;
+      const Line* line = &line_read;
       const bool line_call = call.queued || call.mode == LockMode::shared;
       if (Status s = store_line(call.name, *line, state, r.handed, line_call ? member : std::string()); !s.ok())
         return s;
@@ -471,13 +518,14 @@ Result<ReleaseOutcome> LockStore::release(const detail::ReleaseCall& call) {
       in_line = *any;
     }
     if (!in_line) return release_plain(call, now);
-    auto line = load_line(call.name, now);
-    if (!line.ok()) return line.status();
-    detail::LineState state = line->state;
     Status fence_error;
-    auto r = detail::line_release(state, call, now, fence_source(&fence_error));
-    if (!fence_error.ok()) return fence_error;
-    if (Status s = store_line(call.name, *line, state, r.handed); !s.ok()) return s;
+    detail::LineRelease r;
+    auto decided = decide_on_line(call.name, now, call.owner, call.grant, [&](detail::LineState& state) {
+      r = detail::line_release(state, call, now, fence_source(&fence_error));
+      return fence_error;
+    });
+    if (!decided.ok()) return decided.status();
+    if (Status s = store_line(call.name, decided->first, decided->second, r.handed); !s.ok()) return s;
     return r.outcome;
   });
   if (moved && out.ok()) return ReleaseOutcome{ReleaseOutcome::Kind::not_held, 0};  // released in a dead file
@@ -500,13 +548,14 @@ Status LockStore::abandon(const detail::AbandonCall& call, const std::string& me
     const std::int64_t now = boot_ms();
     if (call.waited && !member.empty())
       if (Status s = leave_in_transaction(call.name, member, now); !s.ok()) return s;
-    auto line = load_line(call.name, now);
-    if (!line.ok()) return line.status();
-    detail::LineState state = line->state;
     Status fence_error;
-    auto handed = detail::line_abandon(state, call, now, fence_source(&fence_error));
-    if (!fence_error.ok()) return fence_error;
-    if (Status s = store_line(call.name, *line, state, handed); !s.ok()) return s;
+    std::vector<detail::Handed> handed;
+    auto decided = decide_on_line(call.name, now, call.owner, call.grant, [&](detail::LineState& state) {
+      handed = detail::line_abandon(state, call, now, fence_source(&fence_error));
+      return fence_error;
+    });
+    if (!decided.ok()) return decided.status();
+    if (Status s = store_line(call.name, decided->first, decided->second, handed); !s.ok()) return s;
     return true;
   });
   return out.status();
@@ -519,11 +568,14 @@ Result<std::vector<RenewOutcome>> LockStore::renew(const std::vector<detail::Ren
     const std::int64_t now = boot_ms();
     for (const detail::RenewCall& c : calls) {
       if (c.line) {
-        auto line = load_line(c.name, now);
-        if (!line.ok()) return line.status();
-        detail::LineState state = line->state;
-        out.push_back(detail::line_renew(state, c, now));
-        if (Status s = store_line(c.name, *line, state, {}); !s.ok()) return s;
+        RenewOutcome renewed{};
+        auto decided = decide_on_line(c.name, now, c.owner, c.grant, [&](detail::LineState& state) {
+          renewed = detail::line_renew(state, c, now);
+          return Status();
+        });
+        if (!decided.ok()) return decided.status();
+        out.push_back(renewed);
+        if (Status s = store_line(c.name, decided->first, decided->second, {}); !s.ok()) return s;
         continue;
       }
       auto stored = table_->read(c.name);
@@ -542,7 +594,7 @@ Result<std::vector<RenewOutcome>> LockStore::renew(const std::vector<detail::Ren
 Result<std::vector<detail::Handed>> LockStore::holders(const std::string& name) {
   if (Status s = follow_file(); !s.ok()) return s;
   if (Status s = db_->exec("BEGIN"); !s.ok()) return s;  // one snapshot for both tables
-  auto line = load_line(name, boot_ms());
+  auto line = load_line(name, boot_ms(), kLineWindow);   // every holder, not every waiter
   (void)db_->exec("COMMIT");
   if (!line.ok()) return line.status();
   std::vector<detail::Handed> out;

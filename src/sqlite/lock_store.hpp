@@ -82,6 +82,9 @@ class LockStore {
     bool empty() const { return released.empty() && turns.empty(); }
   };
   static constexpr std::int64_t kTurnMs = 500;  // how long a woken waiter's lock is kept
+  // How many of a line's waiters a call reads (load_line): its head.
+  static constexpr std::size_t kLineWindow = 32;
+  static constexpr std::size_t kWholeLine = static_cast<std::size_t>(-1);
   News take_news() { return std::exchange(news_, {}); }
 
   // Who holds `name` now (one read, no write transaction): after a release
@@ -97,7 +100,17 @@ class LockStore {
   template <class T, class F>
   Result<T> in_transaction(bool* moved, F&& body);
   struct Line;  // a name's line as read in a transaction
-  Result<Line> load_line(const std::string& name, std::int64_t now);
+  // The whole line, or (window) its holders, its first `window` waiters and
+  // owner + grant's own place: a call decides on the head of the line. One
+  // whose decision reached past the window decides again on the whole line.
+  Result<Line> load_line(const std::string& name, std::int64_t now, std::size_t window = kWholeLine,
+                         const std::string& owner = {}, std::uint64_t grant = 0);
+  // The line read for a decision, and the state `decide` left: its head
+  // first, then the whole line if the decision reached past the head.
+  template <class Decide>
+  Result<std::pair<Line, detail::LineState>> decide_on_line(const std::string& name, std::int64_t now,
+                                                            const std::string& owner, std::uint64_t grant,
+                                                            Decide&& decide);
   // Writes back what the decision changed; counts a release if someone
   // left or was handed the lock.
   // `client`: the caller's, for the rows it adds.

@@ -1,7 +1,9 @@
 #include "sqlite/lock_table.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <iterator>
 
 namespace dlock::sqlite {
 namespace {
@@ -43,6 +45,7 @@ CREATE TABLE IF NOT EXISTS dlock_waiters (
   PRIMARY KEY (name, ticket)
 ) WITHOUT ROWID;
 CREATE UNIQUE INDEX IF NOT EXISTS dlock_waiters_member ON dlock_waiters (name, member);
+CREATE INDEX IF NOT EXISTS dlock_line_ticket ON dlock_line (name, kind, ticket);
 )sql";
 
 // Schema 2 beside schema 1: the holder's info, and the table of lines.
@@ -71,6 +74,11 @@ CREATE TABLE IF NOT EXISTS dlock_line (
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS dlock_line_pid ON dlock_line (pid, pid_start) WHERE kind = 0;
 )sql";
+
+// The columns of a dlock_line row, in LockTable::rows_of's order.
+constexpr const char* kLineColumns =
+    "SELECT kind, owner, grant_id, mode, permits, depth, fence, ticket, lease_ms, expires_ms, info, boot_id, pid, "
+    "pid_start, pid_ns, granted_ms, client FROM dlock_line WHERE name = ?1";
 
 Result<std::int64_t> schema_version(Database& db) {
   auto version = db.prepare("SELECT value FROM dlock_meta WHERE key = 'schema'");
@@ -190,7 +198,7 @@ Result<std::unique_ptr<LockTable>> LockTable::open(Database& db) {
 Status LockTable::prepare_all() {
   struct {
     Statement* into;
-    const char* sql;
+    std::string sql;
   } const all[] = {
       {&read_,
        "SELECT owner, grant_id, depth, fence, expires_ms, boot_id, pid, pid_start, pid_ns, releases, info, "
@@ -218,9 +226,11 @@ Status LockTable::prepare_all() {
       {&touches_,
        "SELECT EXISTS (SELECT 1 FROM dlock_line WHERE name = ?1 AND owner = ?2 AND grant_id = ?3) OR EXISTS "
        "(SELECT 1 FROM dlock_locks WHERE name = ?1 AND owner = ?2 AND grant_id = ?3)"},
-      {&read_line_,
-       "SELECT kind, owner, grant_id, mode, permits, depth, fence, ticket, lease_ms, expires_ms, info, boot_id, pid, "
-       "pid_start, pid_ns, granted_ms, client FROM dlock_line WHERE name = ?1"},
+      {&read_line_, kLineColumns},
+      {&read_others_, kLineColumns + std::string(" AND kind IN (0, 2)")},
+      {&read_head_, kLineColumns + std::string(" AND kind = 1 ORDER BY ticket LIMIT ?2")},
+      {&read_own_, kLineColumns + std::string(" AND kind = 1 AND owner = ?2 AND grant_id = ?3")},
+      {&max_ticket_, "SELECT max(ticket) FROM dlock_line WHERE name = ?1 AND kind = 1"},
       {&put_line_,
        "INSERT OR REPLACE INTO dlock_line (name, kind, owner, grant_id, mode, permits, depth, fence, ticket, "
        "lease_ms, expires_ms, info, boot_id, pid, pid_start, pid_ns, granted_ms, client) VALUES (?1, ?2, ?3, ?4, "
@@ -345,35 +355,68 @@ Result<bool> LockTable::touches(const std::string& name, const std::string& owne
   return any;
 }
 
-Result<std::vector<LineRow>> LockTable::read_line(const std::string& name) {
-  read_line_.bind(1, name);
+Result<std::vector<LineRow>> LockTable::rows_of(Statement& st) {
   std::vector<LineRow> out;
   for (;;) {
-    auto row = read_line_.step();
-    if (!row.ok()) return row.status();
+    auto row = st.step();
+    if (!row.ok()) {
+      st.reset();
+      return row.status();
+    }
     if (!*row) break;
     LineRow r;
-    r.kind = static_cast<int>(read_line_.int64(0));
-    r.owner = read_line_.text(1);
-    r.grant = static_cast<std::uint64_t>(read_line_.int64(2));
-    r.mode = read_line_.int64(3) != 0 ? detail::LockMode::shared : detail::LockMode::exclusive;
-    r.permits = static_cast<unsigned>(read_line_.int64(4));
-    r.depth = static_cast<unsigned>(read_line_.int64(5));
-    r.fence = static_cast<std::uint64_t>(read_line_.int64(6));
-    r.ticket = static_cast<std::uint64_t>(read_line_.int64(7));
-    r.lease_ms = read_line_.int64(8);
-    r.expires_ms = read_line_.int64(9);
-    r.info = read_line_.text(10);
-    r.boot = read_line_.text(11);
-    r.process.pid = static_cast<pid_t>(read_line_.int64(12));
-    r.process.start = static_cast<std::uint64_t>(read_line_.int64(13));
-    r.process.ns = read_line_.text(14);
-    r.granted_ms = read_line_.int64(15);
-    r.client = read_line_.text(16);
+    r.kind = static_cast<int>(st.int64(0));
+    r.owner = st.text(1);
+    r.grant = static_cast<std::uint64_t>(st.int64(2));
+    r.mode = st.int64(3) != 0 ? detail::LockMode::shared : detail::LockMode::exclusive;
+    r.permits = static_cast<unsigned>(st.int64(4));
+    r.depth = static_cast<unsigned>(st.int64(5));
+    r.fence = static_cast<std::uint64_t>(st.int64(6));
+    r.ticket = static_cast<std::uint64_t>(st.int64(7));
+    r.lease_ms = st.int64(8);
+    r.expires_ms = st.int64(9);
+    r.info = st.text(10);
+    r.boot = st.text(11);
+    r.process.pid = static_cast<pid_t>(st.int64(12));
+    r.process.start = static_cast<std::uint64_t>(st.int64(13));
+    r.process.ns = st.text(14);
+    r.granted_ms = st.int64(15);
+    r.client = st.text(16);
     out.push_back(std::move(r));
   }
-  read_line_.reset();
+  st.reset();
   return out;
+}
+
+Result<std::vector<LineRow>> LockTable::read_line(const std::string& name) {
+  read_line_.bind(1, name);
+  return rows_of(read_line_);
+}
+
+Result<std::vector<LineRow>> LockTable::read_line_head(const std::string& name, std::size_t waiters,
+                                                       const std::string& owner, std::uint64_t grant) {
+  read_others_.bind(1, name);
+  auto out = rows_of(read_others_);
+  if (!out.ok()) return out;
+  read_head_.bind(1, name).bind(2, static_cast<std::int64_t>(waiters));
+  auto head = rows_of(read_head_);
+  if (!head.ok()) return head.status();
+  const bool mine_read = owner.empty() || std::any_of(head->begin(), head->end(), [&](const LineRow& r) {
+                           return r.owner == owner && r.grant == grant;
+                         });
+  out->insert(out->end(), std::make_move_iterator(head->begin()), std::make_move_iterator(head->end()));
+  if (mine_read) return out;
+  read_own_.bind(1, name).bind(2, owner).bind(3, static_cast<std::int64_t>(grant));
+  auto own = rows_of(read_own_);
+  if (!own.ok()) return own.status();
+  out->insert(out->end(), std::make_move_iterator(own->begin()), std::make_move_iterator(own->end()));
+  return out;
+}
+
+Result<std::uint64_t> LockTable::last_ticket(const std::string& name) {
+  auto n = number_of(max_ticket_, name);
+  if (!n.ok()) return n.status();
+  return static_cast<std::uint64_t>(std::max<std::int64_t>(*n, 0));
 }
 
 Status LockTable::put_line(const std::string& name, const LineRow& r) {

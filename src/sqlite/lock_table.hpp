@@ -135,6 +135,13 @@ class LockTable {
   // Whether owner + grant has any row under the name, in either table.
   Result<bool> touches(const std::string& name, const std::string& owner, std::uint64_t grant);
   Result<std::vector<LineRow>> read_line(const std::string& name);
+  // The line's head: its holders and tombstones, its first `waiters`
+  // waiters by ticket, and owner + grant's own place wherever it is (owner
+  // empty: none). A crowd's call reads a few rows, not one per waiter.
+  Result<std::vector<LineRow>> read_line_head(const std::string& name, std::size_t waiters, const std::string& owner,
+                                              std::uint64_t grant);
+  // The newest waiter's ticket (0: none).
+  Result<std::uint64_t> last_ticket(const std::string& name);
   // Names with a holder row (stale ones included) that start with `prefix`.
   Result<std::vector<std::string>> names(const std::string& prefix);
   Status put_line(const std::string& name, const LineRow& row);
@@ -157,10 +164,11 @@ class LockTable {
   explicit LockTable(Database& db) : db_(db) {}
   Status prepare_all();
   static Result<std::int64_t> number_of(Statement& st, const std::string& name);
+  static Result<std::vector<LineRow>> rows_of(Statement& st);
   Database& db_;
   Statement read_, write_, expiry_, free_, bump_fence_, fence_, releases_, held_by_, count_release_, has_line_,
-      touches_, read_line_, put_line_, drop_line_, names_, join_, mark_waiters_, first_waiter_, drop_ticket_,
-      drop_member_, count_waiters_, reserve_, clear_woken_;
+      touches_, read_line_, read_others_, read_head_, read_own_, max_ticket_, put_line_, drop_line_, names_, join_,
+      mark_waiters_, first_waiter_, drop_ticket_, drop_member_, count_waiters_, reserve_, clear_woken_;
 };
 
 }  // namespace dlock::sqlite

@@ -269,5 +269,65 @@ TEST(SqliteCrowd, AHandOverIsToldToItsRecipientAndTheNewHeadAlone) {
   EXPECT_EQ(told, (std::vector<std::string>{clients[1], clients[2]})) << "the recipient, then the new head";
 }
 
+// A line longer than the window a call reads (LockStore::kLineWindow): a
+// hand-over that reaches past it decides again on the whole line, and the
+// line keeps its order as the window moves down it.
+detail::AcquireCall line_call(const std::string& owner, std::uint64_t grant, detail::LockMode mode) {
+  detail::AcquireCall call;
+  call.name = "long";
+  call.owner = owner;
+  call.grant = call.attempt = grant;
+  call.lease = 60s;
+  call.mode = mode;
+  call.queued = call.keep_place = call.waits = true;
+  return call;
+}
+
+detail::ReleaseCall release_of(const std::string& owner, std::uint64_t grant, detail::LockMode mode) {
+  detail::ReleaseCall r;
+  r.name = "long";
+  r.owner = owner;
+  r.grant = grant;
+  r.held = 1;
+  r.mode = mode;
+  return r;
+}
+
+TEST(SqliteCrowd, AReleaseHandsOverToEveryReaderOfALineLongerThanTheWindow) {
+  TempDir dir;
+  auto store = sqlite::LockStore::open(dir.file("locks.db"), 1s).value();
+  const auto x = detail::LockMode::exclusive, sh = detail::LockMode::shared;
+  ASSERT_EQ(store->acquire(line_call("w", 1, x))->kind, detail::AcquireOutcome::Kind::granted);
+  const int readers = static_cast<int>(sqlite::LockStore::kLineWindow) + 8;
+  for (int i = 0; i < readers; ++i)
+    ASSERT_EQ(store->acquire(line_call("r" + std::to_string(i), 100 + i, sh))->kind,
+              detail::AcquireOutcome::Kind::busy);
+  auto released = store->release(release_of("w", 1, x));
+  ASSERT_TRUE(released.ok()) << released.status().to_string();
+  auto info = store->inspect("long");
+  ASSERT_TRUE(info.ok());
+  EXPECT_EQ(info->holders, static_cast<unsigned>(readers)) << "every reader granted, past the window too";
+  EXPECT_EQ(info->waiters.value_or(99), 0u);
+}
+
+TEST(SqliteCrowd, ALineLongerThanTheWindowIsServedInItsOrder) {
+  TempDir dir;
+  auto store = sqlite::LockStore::open(dir.file("locks.db"), 1s).value();
+  const auto x = detail::LockMode::exclusive;
+  const int n = static_cast<int>(sqlite::LockStore::kLineWindow) * 2 + 5;
+  for (int i = 0; i < n; ++i) ASSERT_TRUE(store->acquire(line_call("o" + std::to_string(i), 1 + i, x)).ok());
+  // The last one keeps its place when it looks again (its row is read
+  // wherever it is).
+  ASSERT_EQ(store->acquire(line_call("o" + std::to_string(n - 1), n, x))->kind, detail::AcquireOutcome::Kind::busy);
+  (void)store->take_news();
+  for (int i = 0; i + 1 < n; ++i) {
+    ASSERT_TRUE(store->release(release_of("o" + std::to_string(i), 1 + i, x)).ok());
+    auto holders = store->holders("long");
+    ASSERT_TRUE(holders.ok());
+    ASSERT_EQ(holders->size(), 1u);
+    EXPECT_EQ((*holders)[0].owner, "o" + std::to_string(i + 1)) << "handed over in the order they came";
+  }
+}
+
 }  // namespace
 }  // namespace dlock::test
