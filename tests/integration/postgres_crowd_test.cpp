@@ -97,5 +97,29 @@ TEST(PostgresCrowd, ALinesWaiterListensToTheTableWhileItWaits) {
   EXPECT_TRUE(eventually([&] { return table_listeners(pg) == 0; }, 10s)) << "still listening to every release";
 }
 
+// A waiter whose LISTEN connection is cut (its backend terminated, as an
+// operator or a pooler would) and whose turn comes while it is not
+// listening: the NOTIFY reaches nobody, but the row is kept for it, and
+// once it listens again it looks once and takes it. Not the holder's lease.
+TEST(PostgresCrowd, AWaiterWhoseListenConnectionIsCutStillGetsItsTurn) {
+  PostgresServer pg;
+  LogSink log;
+  Client holder = Client::connect(pg.url(), quiet(log));
+  Client waiter = Client::connect(pg.url(), quiet(log));
+  auto lease = holder.try_acquire("cut").value();
+  std::promise<Result<Lease>> got;
+  auto got_f = got.get_future();
+  waiter.async_acquire("cut", 30s, {}, [&](Result<Lease> x) { got.set_value(std::move(x)); });
+  ASSERT_TRUE(eventually([&] { return queued(pg, "cut") == 1; }, 10s));
+  pg.psql("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query LIKE 'LISTEN dlockw_%'");
+  const auto t0 = Clock::now();
+  ASSERT_TRUE(lease.release().ok());  // while nobody listens
+  ASSERT_EQ(got_f.wait_for(10s), std::future_status::ready);
+  auto x = got_f.get();
+  ASSERT_TRUE(x.ok()) << x.status().to_string();
+  EXPECT_LT(ms_since(t0), 5000) << "found again when it listened again, not at the holder's lease";
+  EXPECT_EQ(queued(pg, "cut"), 0);
+}
+
 }  // namespace
 }  // namespace dlock::test
