@@ -153,10 +153,11 @@ class SqliteBackend final : public detail::Backend {
     post(std::move(done), store_->names(prefix));
   }
 
-  // A plain waiter is woken through this client's FIFO, alone. Others
-  // (a line's waiters, observers) hear every release of the file: a failed
-  // inotify leaves them their lease-capped waits (ready gets the status:
-  // the caller then polls).
+  // A plain waiter is woken through this client's door (its FIFO), alone;
+  // a line's waiter hears of its hand-over there too. Observers hear every
+  // release of the file (the wake file): a failed inotify leaves them
+  // their lease-capped waits (ready gets the status: the caller then
+  // polls). Without a door, waiters wait as observers do.
   void watch(const WatchKey& key, std::function<void(Status)> ready) override {
     if (!key.broadcast && wake_one_) {
       turns_.add(key.name, key.attempt);
