@@ -1067,7 +1067,8 @@ def crowd_section(md, run):
               "hand-off is a release to the next grant across "
               "processes; \"waited through\" is the most grants made while one acquire waited; \"starved\" the "
               "clients with no CS in the window; KiB and sockets per client are what the clients added to "
-              "their processes (resident memory, open sockets) mid-window. "
+              "their processes (resident memory, open sockets) mid-window: at small N mostly each process's "
+              "first client, which starts the library; rows without them predate the column. "
               f"One run per row, on this machine's {os.cpu_count()} cores, "
               "every server on the same machine (`scripts/bench --crowd`).\n")
     md.append("| backend | lock | N | CS/s | commands/CS | wake-ups/CS | hand-off p50 / p99 ms | waited through "
