@@ -394,13 +394,12 @@ Result<AcquireOutcome> LockStore::acquire(const detail::AcquireCall& call, std::
         return !fence_error.ok() ? fence_error : r.error;
       });
       if (!decided.ok()) return decided.status();
-      auto& [line_read, state] = *decided;
-      const Line* line = &line_read;
+      const auto& [line, state] = *decided;
       const bool line_call = call.queued || call.mode == LockMode::shared;
-      if (Status s = store_line(call.name, *line, state, r.handed, line_call ? member : std::string()); !s.ok())
+      if (Status s = store_line(call.name, line, state, r.handed, line_call ? member : std::string()); !s.ok())
         return s;
       const bool busy = r.outcome.kind == AcquireOutcome::Kind::busy;
-      if (holder != nullptr && busy && line->exclusive_live()) *holder = line->row->holder;
+      if (holder != nullptr && busy && line.exclusive_live()) *holder = line.row->holder;
       // A plain waiter behind a line is woken when the line empties.
       if (busy && !call.queued && call.mode == LockMode::exclusive && !member.empty())
         if (Status s = join(call.name, member, r.outcome.hint.after.count(), call.waited, now); !s.ok()) return s;

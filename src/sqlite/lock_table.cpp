@@ -75,6 +75,16 @@ CREATE TABLE IF NOT EXISTS dlock_line (
 CREATE INDEX IF NOT EXISTS dlock_line_pid ON dlock_line (pid, pid_start) WHERE kind = 0;
 )sql";
 
+// A process as three columns from `col` on: pid, its start time, its pid
+// namespace (every table names a holder or waiter so).
+ProcessId process_at(const Statement& st, int col) {
+  ProcessId p;
+  p.pid = static_cast<pid_t>(st.int64(col));
+  p.start = static_cast<std::uint64_t>(st.int64(col + 1));
+  p.ns = st.text(col + 2);
+  return p;
+}
+
 // The columns of a dlock_line row, in LockTable::rows_of's order.
 constexpr const char* kLineColumns =
     "SELECT kind, owner, grant_id, mode, permits, depth, fence, ticket, lease_ms, expires_ms, info, boot_id, pid, "
@@ -285,9 +295,7 @@ Result<std::optional<StoredRow>> LockTable::read(const std::string& name) {
     r.row.fence = static_cast<std::uint64_t>(read_.int64(3));
     r.row.expires_ms = read_.int64(4);
     r.boot = read_.text(5);
-    r.holder.pid = static_cast<pid_t>(read_.int64(6));
-    r.holder.start = static_cast<std::uint64_t>(read_.int64(7));
-    r.holder.ns = read_.text(8);
+    r.holder = process_at(read_, 6);
     r.releases = read_.int64(9);
     r.info = read_.text(10);
     r.row.granted_ms = read_.int64(11);
@@ -377,9 +385,7 @@ Result<std::vector<LineRow>> LockTable::rows_of(Statement& st) {
     r.expires_ms = st.int64(9);
     r.info = st.text(10);
     r.boot = st.text(11);
-    r.process.pid = static_cast<pid_t>(st.int64(12));
-    r.process.start = static_cast<std::uint64_t>(st.int64(13));
-    r.process.ns = st.text(14);
+    r.process = process_at(st, 12);
     r.granted_ms = st.int64(15);
     r.client = st.text(16);
     out.push_back(std::move(r));
@@ -507,9 +513,7 @@ Result<std::optional<QueuedWaiter>> LockTable::first_waiter(const std::string& n
     w.member = first_waiter_.text(1);
     w.expires_ms = first_waiter_.int64(2);
     w.boot = first_waiter_.text(3);
-    w.process.pid = static_cast<pid_t>(first_waiter_.int64(4));
-    w.process.start = static_cast<std::uint64_t>(first_waiter_.int64(5));
-    w.process.ns = first_waiter_.text(6);
+    w.process = process_at(first_waiter_, 4);
     out = std::move(w);
   }
   first_waiter_.reset();

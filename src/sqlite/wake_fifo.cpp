@@ -21,12 +21,16 @@ namespace {
 
 constexpr int kSweepAtMost = 32;  // FIFOs looked at per open: bounded, and ahead of the crashes
 
-// The door's directory takes the lock file's permissions (and x where r):
-// whoever may use the file may wait on it.
-Status make_dir(const std::string& db_path, const std::string& dir) {
+// The lock file's permissions (0644 if it cannot be read): the doors take
+// them, and their directory x where r, so whoever may use the file may
+// wait on it.
+mode_t file_mode(const std::string& db_path) {
   struct stat db {};
-  const mode_t base = ::stat(db_path.c_str(), &db) == 0 ? (db.st_mode & 0666) : 0644;
-  const mode_t mode = base | ((base & 0444) >> 2);
+  return ::stat(db_path.c_str(), &db) == 0 ? (db.st_mode & 0666) : 0644;
+}
+
+Status make_dir(const std::string& dir, mode_t file) {
+  const mode_t mode = file | ((file & 0444) >> 2);
   if (::mkdir(dir.c_str(), mode) == 0) {
     (void)::chmod(dir.c_str(), mode);  // past the umask, as the file's
   } else if (errno != EEXIST) {
@@ -54,18 +58,16 @@ int open_for_writing(const std::string& path) {
 }  // namespace
 
 WakeFifo::WakeFifo(asio::io_context& io, const std::string& db_path, std::string client_id)
-    : dir_(dir_of(db_path)), path_(dir_ + "/" + client_id), fd_(io) {}
+    : db_path_(db_path), dir_(dir_of(db_path)), path_(dir_ + "/" + client_id), fd_(io) {}
 
 Status WakeFifo::open(std::function<void(std::string_view line)> line) {
-  const std::string db_path = dir_.substr(0, dir_.size() - std::strlen("-waiters"));
-  if (Status s = make_dir(db_path, dir_); !s.ok()) return s;
+  const mode_t mode = file_mode(db_path_);
+  if (Status s = make_dir(dir_, mode); !s.ok()) return s;
   if (Status s = check_link_owner(dir_); !s.ok()) return s;
   // Made under a temporary name and opened before it gets its own: a FIFO
   // under a client's name always has its reader, so a sweep never takes a
   // live one for a dead one.
   const std::string tmp = dir_ + "/.new-" + detail::random_hex16();
-  struct stat db {};
-  const mode_t mode = ::stat(db_path.c_str(), &db) == 0 ? (db.st_mode & 0666) : 0644;
   if (::mkfifo(tmp.c_str(), mode) != 0)
     return {Errc::unavailable, "cannot make a FIFO in " + dir_ + ": " + std::strerror(errno)};
   (void)::chmod(tmp.c_str(), mode);

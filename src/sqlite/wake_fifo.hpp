@@ -47,7 +47,7 @@ class WakeFifo {
   void read_more();
   void sweep();
 
-  std::string dir_, path_;
+  std::string db_path_, dir_, path_;
   boost::asio::posix::stream_descriptor fd_;
   std::function<void(std::string_view)> line_;
   std::array<char, 4096> buf_{};

@@ -23,6 +23,8 @@ namespace {
 
 constexpr const char* kSilentId = "00000000deadbeef";
 
+Client open_client(const std::string& path, LogSink& log) { return Client::connect("sqlite://" + path, quiet(log)); }
+
 long long queued(const std::string& path, const std::string& name) {
   return query_number(path, "SELECT count(*) FROM dlock_waiters WHERE name = '" + name + "'");
 }
@@ -75,8 +77,8 @@ struct Waiting {
 long grant_after_release(
     const std::string& path, const std::function<void()>& before_queue = [] {}) {
   LogSink log;
-  Client holder = Client::connect("sqlite://" + path, quiet(log));
-  Client waiter = Client::connect("sqlite://" + path, quiet(log));
+  Client holder = open_client(path, log);
+  Client waiter = open_client(path, log);
   auto lease = holder.try_acquire("p").value();
   before_queue();
   queue_silent_member(path, "p");
@@ -130,9 +132,9 @@ TEST(SqliteCrowd, AWaiterThatGivesUpAsItIsWokenPassesTheTurnOn) {
   TempDir dir;
   const std::string path = dir.file("locks.db");
   LogSink log;
-  Client holder = Client::connect("sqlite://" + path, quiet(log));
-  Client quitter = Client::connect("sqlite://" + path, quiet(log));
-  Client patient = Client::connect("sqlite://" + path, quiet(log));
+  Client holder = open_client(path, log);
+  Client quitter = open_client(path, log);
+  Client patient = open_client(path, log);
   long slowest = 0;
   for (int round = 0; round < 12; ++round) {
     auto lease = holder.try_acquire("q").value();
@@ -158,7 +160,7 @@ TEST(SqliteCrowd, AWaiterThatGivesUpAsItIsWokenPassesTheTurnOn) {
   }
   EXPECT_LT(slowest, 450) << "a turn that found its waiter gone was passed on, not left to the reservation";
   EXPECT_TRUE(eventually([&] { return queued(path, "q") == 0; }, 2s));
-  Client again = Client::connect("sqlite://" + path, quiet(log));
+  Client again = open_client(path, log);
   EXPECT_TRUE(again.try_acquire("q").ok()) << "kept for nobody";
 }
 
@@ -167,8 +169,8 @@ TEST(SqliteCrowd, APlainWaiterBehindALineIsWokenWhenItEmpties) {
   TempDir dir;
   const std::string path = dir.file("locks.db");
   LogSink log;
-  Client fair_holder = Client::connect("sqlite://" + path, quiet(log));
-  Client plain = Client::connect("sqlite://" + path, quiet(log));
+  Client fair_holder = open_client(path, log);
+  Client plain = open_client(path, log);
   LockOptions fair;
   fair.fair = true;
   auto lease = fair_holder.acquire("f", 1s, fair).value();
@@ -191,12 +193,12 @@ TEST(SqliteCrowd, AClientsFifoGoesWithItAndADeadOnesWithTheNextClient) {
   TempDir dir;
   const std::string path = dir.file("locks.db");
   LogSink log;
-  { Client first = Client::connect("sqlite://" + path, quiet(log)); }
+  { Client first = open_client(path, log); }
   const std::string waiters = path + "-waiters";
   ASSERT_TRUE(exists(waiters));
   const std::string dead = waiters + "/" + kSilentId;
   ASSERT_EQ(::mkfifo(dead.c_str(), 0600), 0);
-  Client next = Client::connect("sqlite://" + path, quiet(log));
+  Client next = open_client(path, log);
   EXPECT_TRUE(eventually([&] { return !exists(dead); }, 2s)) << "a FIFO nobody reads is swept";
   int own = 0;
   for (const auto& e : std::filesystem::directory_iterator(waiters)) own += e.is_fifo();
@@ -211,7 +213,7 @@ TEST(SqliteCrowd, ClientsStartWhileAnotherProgramKeepsTheWriteLock) {
   TempDir dir;
   const std::string path = dir.file("locks.db");
   LogSink log;
-  { Client first = Client::connect("sqlite://" + path, quiet(log)); }  // the schema made
+  { Client first = open_client(path, log); }  // the schema made
   sqlite3* other = nullptr;
   ASSERT_EQ(sqlite3_open(path.c_str(), &other), SQLITE_OK);
   ASSERT_EQ(sqlite3_exec(other, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr), SQLITE_OK);
