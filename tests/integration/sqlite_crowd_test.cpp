@@ -9,8 +9,10 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <future>
+#include <iterator>
 
 #include "integration/common.hpp"
 #include "integration/sqlite_poke.hpp"
@@ -121,6 +123,30 @@ TEST(SqliteCrowd, AQueuedWaiterWhoseClientIsGoneIsSkipped) {
     EXPECT_GE(took, 0);
     EXPECT_LT(took, 350) << "not kept for a waiter nobody can wake";
     EXPECT_FALSE(exists(fifo));
+  }
+}
+
+// A door replaced by something else (a regular file, a link to one): a
+// release writes nothing into it, and takes its waiter for gone.
+TEST(SqliteCrowd, ADoorThatIsNotAFifoIsNeverWrittenTo) {
+  for (const bool link : {false, true}) {
+    SCOPED_TRACE(link ? "a symbolic link to a file" : "a regular file");
+    TempDir dir;
+    const std::string path = dir.file("locks.db");
+    const std::string door = path + "-waiters/" + kSilentId, target = dir.file("victim");
+    { std::ofstream(target) << "keep"; }
+    const long took = grant_after_release(path, [&] {
+      if (link) {
+        EXPECT_EQ(::symlink(target.c_str(), door.c_str()), 0);
+      } else {
+        EXPECT_EQ(::link(target.c_str(), door.c_str()), 0);
+      }
+    });
+    EXPECT_GE(took, 0);
+    EXPECT_LT(took, 350) << "not kept for a waiter nobody can wake";
+    std::ifstream in(target);
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    EXPECT_EQ(text, "keep") << "a release wrote into what is not a door";
   }
 }
 
