@@ -240,6 +240,25 @@ TEST(TortureAnalysis, OverlapExplainedByPauseOfFirstHolder) {
   EXPECT_EQ(f.faults[0].proof, "proof of pause");
 }
 
+// A SQLite lock file deleted under its holder: a grant in the new file
+// overlaps the old holder until it is told, which explains the overlap only
+// if it was told within the recovery slack (200 ms here).
+TEST(TortureAnalysis, AFileDeletedUnderItsHolderExplainsAnOverlapOnlyUntilTheHolderIsToldInTime) {
+  for (const std::int64_t told_after : {8, 900}) {
+    SCOPED_TRACE(told_after);
+    History h;
+    h.acquire("w0/1/1", 0, 10, 7);
+    h.fault("file-delete", "server", 1000, 1001);
+    h.acquire("w1/1/1", 500, 1005, 1);  // in the new file: fence 1
+    h.lost("w0/1/1", 1000 + told_after);
+    h.release("w1/1/1", 3000, 3010);
+    const Findings f = analyze(h.events(), run(5000));
+    ASSERT_EQ(f.overlaps.size(), 1u);
+    EXPECT_EQ(f.overlaps[0].explained, told_after == 8) << f.overlaps[0].explanation;
+    EXPECT_EQ(f.unexplained_overlaps, told_after == 8 ? 0 : 1);
+  }
+}
+
 TEST(TortureAnalysis, PauseOfAnotherWorkerOrHarmlessFaultExplainsNothing) {
   History h = double_grant();
   h.fault("pause", "w1", 100, 3100).fault("partition", "server", 100, 3100);

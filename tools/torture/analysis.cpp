@@ -119,8 +119,19 @@ std::vector<FaultWindow> build_faults(const std::vector<Event>& events, std::int
 // ---------------------------------------------------------------------------
 // Checkers over holds.
 
-std::string explain(const Hold& first, const Hold& second, const std::vector<FaultWindow>& faults) {
+// `notice_ns`: how soon the holder of a deleted or replaced SQLite file must
+// be told. Its lock ends with the file, but until it is told a grant in the
+// new file overlaps it (docs/sql.md): that overlap is the fault's only if
+// the old holder was told within the bound.
+std::string explain(const Hold& first, const Hold& second, const std::vector<FaultWindow>& faults,
+                    std::int64_t notice_ns) {
   for (const FaultWindow& w : faults) {
+    if (w.kind == "file-delete" || w.kind == "file-replace") {
+      if (w.start_t <= second.ok_t && first.ok_t <= w.end_t && first.end_t - w.start_t <= notice_ns)
+        return fault_label(w) + " during " + first.grant + "'s hold, told " +
+               std::to_string(to_ms(first.end_t - w.start_t)) + " ms after";
+      continue;
+    }
     if (!explains_overlap(w.kind)) continue;
     // A server fault (a Redlock node's too) can take the lock from anyone.
     if (w.target != first.proc && w.target != "server" && w.target != "all" && w.target.rfind("node", 0) != 0) continue;
@@ -135,7 +146,8 @@ std::string explain(const Hold& first, const Hold& second, const std::vector<Fau
 // rw: only a writer's hold conflicts (readers share).
 bool conflict(const Hold& a, const Hold& b, bool rw) { return !rw || a.kind == "exclusive" || b.kind == "exclusive"; }
 
-void find_overlaps(const std::vector<Hold>& holds, const std::vector<FaultWindow>& faults, bool rw, Findings& f) {
+void find_overlaps(const std::vector<Hold>& holds, const std::vector<FaultWindow>& faults, bool rw,
+                   std::int64_t notice_ns, Findings& f) {
   std::multimap<std::int64_t, std::size_t> active;  // end_t -> hold
   std::int64_t total_ns = 0, max_ns = 0;
   for (std::size_t i = 0; i < holds.size(); ++i) {
@@ -151,7 +163,7 @@ void find_overlaps(const std::vector<Hold>& holds, const std::vector<FaultWindow
       o.second_fence = h.fence;
       o.start_t = h.ok_t;
       o.end_t = std::min(end_t, h.end_t);
-      o.explanation = explain(first, h, faults);
+      o.explanation = explain(first, h, faults, notice_ns);
       o.explained = !o.explanation.empty();
       if (!o.explained) ++f.unexplained_overlaps;
       total_ns += o.end_t - o.start_t;
@@ -443,7 +455,7 @@ Findings analyze(const std::vector<Event>& events, const RunInfo& info) {
   const bool rw = info.recipe == "rw";
   const bool semaphore = info.recipe == "semaphore";
   // A semaphore's permits overlap by design: check_capacity counts them.
-  if (!semaphore) find_overlaps(f.holds, f.faults, rw, f);
+  if (!semaphore) find_overlaps(f.holds, f.faults, rw, info.recovery_slack_ms * kNsPerMs, f);
   // A loss must reach its holder before anyone else is granted the lock.
   for (const Hold& h : f.holds) {
     if (h.end_reason != "lost") continue;
