@@ -12,6 +12,7 @@
 #include <tuple>
 
 #include "core/token.hpp"
+#include "postgres/listen_hub.hpp"
 #include "postgres/pg_blocking.hpp"
 #include "postgres/schema.hpp"
 #include "waiter_turns.hpp"
@@ -161,9 +162,10 @@ class PgBackend final : public detail::Backend {
   PgBackend(asio::io_context& io, PgBackendConfig config)
       : io_(io),
         config_(std::move(config)),
-        conn_(io, config_.connection),
-        listen_(io, config_.connection),
-        listen_timer_(io) {}
+        conn_(io, config_.connection) {}
+  ~PgBackend() override {
+    if (sink_) hub_->leave(sink_);
+  }
 
   detail::Capabilities capabilities() const override {
     detail::Capabilities caps;  // leases renewed, re-entry in the row
@@ -182,8 +184,10 @@ class PgBackend final : public detail::Backend {
           return done(Status(Errc::wrong_type, "the lock table " + config_.table.qualified() + " has schema version " +
                                                    (v->empty() ? "(none)" : *v->front().at(0)) + "; this dlock uses " +
                                                    std::to_string(kSchemaVersion)));
-        listen_.on_notify([this](const std::string& chan, const std::string& payload) { on_notify(chan, payload); });
-        listen_.on_down([this] { listen_lost(); });
+        hub_ = ListenHub::of(config_.connection, config_.backoff_min, config_.backoff_max);
+        sink_ = hub_->join(
+            io_, [this](const std::string& chan, const std::string& payload) { on_notify(chan, payload); },
+            [this](Status s) { s.ok() ? listening_again() : listen_lost(); });
         // Ready once the LISTEN is in place (or failed: waiters then poll),
         // so the first waiters miss no release.
         listen_waiters_.push_back(
@@ -195,12 +199,13 @@ class PgBackend final : public detail::Backend {
 
   void close() override {
     closed_ = true;
-    listen_timer_.cancel();
     unlisten_timer_.cancel();
     turns_.close();
-    fail_table_waiters(Status(Errc::cancelled, "client closed"));
+    if (sink_) hub_->leave(std::exchange(sink_, nullptr));
+    const Status closed(Errc::cancelled, "client closed");
+    fail_table_waiters(closed);
+    for (auto& w : std::exchange(listen_waiters_, {})) post(std::move(w), closed);
     conn_.close();
-    listen_.close();
     std::unique_lock lk(fast_mu_);
     fast_closed_ = true;
     fast_idle_cv_.notify_all();  // releases waiting for a connection give up
@@ -386,15 +391,15 @@ class PgBackend final : public detail::Backend {
     // Kept a while: a fair lock's loop would LISTEN and UNLISTEN per turn.
     unlisten_timer_.expires_after(kUnlistenAfter);
     unlisten_timer_.async_wait([this](const boost::system::error_code& ec) {
-      if (ec || closed_ || broadcast_ > 0 || !table_on_ || !listening_) return;
+      if (ec || closed_ || broadcast_ > 0 || !table_on_) return;
       table_on_ = false;
       ++commands_;
-      listen_.query("UNLISTEN " + channel(config_.table), {}, [](Result<Rows>) {});
+      hub_->unlisten(sink_, channel(config_.table));
     });
   }
 
   std::uint64_t commands_sent() const override { return commands_.load(std::memory_order_relaxed); }
-  std::uint64_t reconnects() const override { return conn_.reconnects() + listen_.reconnects(); }
+  std::uint64_t reconnects() const override { return conn_.reconnects() + (hub_ ? hub_->reconnects() : 0); }
 
  private:
   const std::string& release_sql_for(const ReleaseCall& call) const {
@@ -464,33 +469,31 @@ class PgBackend final : public detail::Backend {
 
   static Status not_listening() { return Status(Errc::unavailable, "postgres: not listening for releases"); }
 
-  // This client's channel, then the table's if anyone watches it.
+  // This client's channel, through the process's LISTEN connection (the
+  // hub LISTENs to it again after a reconnect, and says so).
   void start_listen() {
-    if (closed_) return;
     listen_pending_ = true;
     ++commands_;
-    listen_.query("LISTEN " + own_channel_, {}, [this](Result<Rows> r) {
+    hub_->listen(sink_, own_channel_, [this](Status r) {
       listen_pending_ = false;
-      auto waiters = std::move(listen_waiters_);
-      listen_waiters_.clear();
-      const Status s = r.ok()
-                           ? Status()
-                           : Status(Errc::unavailable, "postgres: not listening for releases: " + r.status().message());
-      for (auto& w : waiters) post(std::move(w), s);
-      if (closed_) return;
-      if (!r.ok()) {
-        fail_table_waiters(s);
-        return retry_listen();
-      }
-      listening_ = true;
-      backoff_ = config_.backoff_min;
-      if (broadcast_ > 0)
-        listen_table();
-      else
-        fail_table_waiters(Status());
-      // Releases while nobody listened are lost: every waiter retries once.
-      if (events_.resync) events_.resync();
+      const Status s =
+          r.ok() ? Status() : Status(Errc::unavailable, "postgres: not listening for releases: " + r.message());
+      for (auto& w : std::exchange(listen_waiters_, {})) post(std::move(w), s);
+      if (r.ok()) listening_again();  // else the hub tells once it listens again
     });
+  }
+
+  // Every channel of this client is LISTENed to (again); the table's is
+  // asked for if someone started watching meanwhile.
+  void listening_again() {
+    if (closed_) return;
+    listening_ = true;
+    if (broadcast_ > 0 && !table_on_)
+      listen_table();
+    else if (table_pending_ == 0)
+      fail_table_waiters(Status());
+    // Releases while nobody listened are lost: every waiter retries once.
+    if (events_.resync) events_.resync();
   }
 
   // The waiters are told once the newest LISTEN is in (one behind an
@@ -499,11 +502,10 @@ class PgBackend final : public detail::Backend {
     table_on_ = true;
     ++table_pending_;
     ++commands_;
-    listen_.query("LISTEN " + channel(config_.table), {}, [this](Result<Rows> r) {
+    hub_->listen(sink_, channel(config_.table), [this](Status r) {
       if (--table_pending_ > 0) return;
-      fail_table_waiters(
-          r.ok() ? Status()
-                 : Status(Errc::unavailable, "postgres: not listening for releases: " + r.status().message()));
+      fail_table_waiters(r.ok() ? Status()
+                                : Status(Errc::unavailable, "postgres: not listening for releases: " + r.message()));
     });
   }
 
@@ -529,28 +531,17 @@ class PgBackend final : public detail::Backend {
                 [done = std::move(done)](Result<Rows> r) { done(r.status()); });
   }
 
+  // The hub's connection dropped; it LISTENs again with backoff.
   void listen_lost() {
     listening_ = false;
-    table_on_ = false;  // a new session listens to nothing
     if (events_.resync) events_.resync();
-    retry_listen();
-  }
-
-  void retry_listen() {
-    if (closed_) return;
-    listen_timer_.expires_after(backoff_);
-    backoff_ = std::min(backoff_ * 2, config_.backoff_max);
-    listen_timer_.async_wait([this](const boost::system::error_code& ec) {
-      if (!ec && !closed_) start_listen();
-    });
   }
 
   asio::io_context& io_;
   PgBackendConfig config_;
-  PgConnection conn_;    // the calls
-  PgConnection listen_;  // LISTEN only
-  asio::steady_timer listen_timer_;
-  std::chrono::milliseconds backoff_{100};
+  PgConnection conn_;  // the calls
+  std::shared_ptr<ListenHub> hub_;
+  std::shared_ptr<ListenHub::Sink> sink_;  // this client in the hub; null once closed
   detail::BackendEvents events_;
   std::map<std::string, int> watches_;  // the table channel's, by name
   int broadcast_ = 0;                   // watches of the table channel

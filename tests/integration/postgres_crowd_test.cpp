@@ -2,7 +2,8 @@
 // queued waiter alone, on its client's own channel, and keeps the free row
 // for it a moment; a woken waiter that gives up, never comes or is gone
 // passes its turn on. The table's channel is listened to only by clients
-// with a line waiter or an observer.
+// with a line waiter or an observer. The clients of a process share one
+// LISTEN connection.
 #include <future>
 
 #include "integration/common.hpp"
@@ -119,6 +120,62 @@ TEST(PostgresCrowd, AWaiterWhoseListenConnectionIsCutStillGetsItsTurn) {
   ASSERT_TRUE(x.ok()) << x.status().to_string();
   EXPECT_LT(ms_since(t0), 5000) << "found again when it listened again, not at the holder's lease";
   EXPECT_EQ(queued(pg, "cut"), 0);
+}
+
+// The clients of one process LISTEN through one connection: a NOTIFY
+// signals one server backend per process, not one per waiting client. A
+// client that closes takes only its own channel with it, and a cut of the
+// shared connection is healed for every client.
+TEST(PostgresCrowd, TheClientsOfAProcessShareOneListenConnection) {
+  PostgresServer pg;
+  LogSink log;
+  constexpr int kWaiters = 5;
+  auto listeners = [&] {
+    return count_of(pg, "SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'LISTEN %' OR query LIKE 'UNLISTEN %'");
+  };
+  Client holder = Client::connect(pg.url(), quiet(log));
+  std::vector<std::unique_ptr<Client>> clients;
+  for (int i = 0; i < kWaiters; ++i) clients.push_back(std::make_unique<Client>(Client::connect(pg.url(), quiet(log))));
+  // Each waiter takes the lock in turn and gives it on at once.
+  auto wait_all = [&](const std::string& name) {
+    std::vector<std::future<Status>> got;
+    for (std::size_t i = 0; i < clients.size(); ++i)
+      got.push_back(std::async(std::launch::async, [&, i] {
+        auto l = clients[i]->acquire(name, 20s);
+        return l.ok() ? l->release() : l.status();
+      }));
+    EXPECT_TRUE(eventually([&] { return queued(pg, name) >= kWaiters; }, 10s));
+    return got;
+  };
+  auto finish = [&](Lease lease, std::vector<std::future<Status>> got) {
+    const auto t0 = Clock::now();
+    ASSERT_TRUE(lease.release().ok());
+    for (auto& f : got) {
+      ASSERT_EQ(f.wait_for(15s), std::future_status::ready);
+      const Status s = f.get();
+      EXPECT_TRUE(s.ok()) << s.to_string();
+    }
+    EXPECT_LT(ms_since(t0), 10000) << "woken, not found at a lease";
+  };
+
+  // One more waits, and its client closes while the others wait.
+  auto leaving = std::make_unique<Client>(Client::connect(pg.url(), quiet(log)));
+  Lease lease = holder.try_acquire("shared").value();
+  std::promise<Status> left;
+  leaving->async_acquire("shared", 20s, {}, [&](Result<Lease> l) { left.set_value(l.status()); });
+  auto got = wait_all("shared");
+  ASSERT_TRUE(eventually([&] { return queued(pg, "shared") == kWaiters + 1; }, 10s));
+  EXPECT_EQ(listeners(), 1) << "one LISTEN connection for the process";
+  leaving.reset();
+  EXPECT_EQ(left.get_future().get().code(), Errc::cancelled);
+  EXPECT_EQ(queued(pg, "shared"), kWaiters) << "its waiter left";
+  finish(std::move(lease), std::move(got));
+
+  pg.psql("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query LIKE 'LISTEN %' OR query LIKE 'UNLISTEN %'");
+  Lease again = holder.try_acquire("again").value();
+  auto got_again = wait_all("again");
+  finish(std::move(again), std::move(got_again));
+  EXPECT_EQ(listeners(), 1);
 }
 
 }  // namespace
