@@ -216,8 +216,9 @@ struct AbandonCall {
   // The attempts were a line's (AcquireCall::queued or shared): a place in
   // the line, or a hand-over, may be left even when nothing is in doubt.
   bool line = false;
-  // The attempts waited (AcquireCall::waits, answered busy): the caller
-  // leaves the name's waiters, passing a wake-up it was sent on.
+  // The attempts waited (AcquireCall::waits, answered busy, or one got no
+  // answer and may have joined): the caller leaves the name's waiters,
+  // passing a wake-up it was sent on.
   bool waited = false;
 };
 

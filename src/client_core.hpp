@@ -88,8 +88,9 @@ struct AcquireSeed {
   std::uint64_t grant = 0;  // 0: a new one
   bool stray = false;       // a fast attempt under `grant` has an unknown outcome
   Status error;             // the fast attempt's transient failure: counts as the first
-  // The fast attempt's id when its busy answer kept a place in a queue: the
-  // wait goes on under it (and abandons it if it ends without a grant).
+  // The fast attempt's id when its busy answer kept a place in a queue, or
+  // when it was a wait's and got no answer (it may have joined the waiters):
+  // the wait goes on under it (and abandons it if it ends without a grant).
   std::uint64_t attempt = 0;
   // When the call began (the fast attempt's start): its wait counts from
   // then. Default: when the asynchronous acquire starts.

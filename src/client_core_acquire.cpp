@@ -80,8 +80,8 @@ void ClientCore::acquire(std::string name, milliseconds wait, LockOptions option
     op->fresh_grant = seed.grant != 0 ? seed.grant : self->next_grant_.fetch_add(1);
     op->attempt = seed.attempt != 0 ? seed.attempt : self->next_attempt_.fetch_add(1);
     op->stray = seed.stray;
-    op->sent_any = seed.stray || seed.attempt != 0;     // the fast attempt may have left something
-    if (seed.attempt != 0) op->busy_sent_at = started;  // the fast attempt was answered busy
+    op->sent_any = seed.stray || seed.attempt != 0;                    // the fast attempt may have left something
+    if (seed.attempt != 0 && !seed.stray) op->busy_sent_at = started;  // the fast attempt was answered busy
     op->started = started;
     op->may_wait = wait.count() > 0;
     ++op->hold->users;
@@ -349,7 +349,8 @@ AbandonCall ClientCore::abandon_call(const AcquireOp& op, bool in_doubt) const {
   if (op.stray) call.tombstone = op.lease;
   call.mode = op.hold->mode;
   call.line = op.queued;
-  call.waited = op.may_wait && op.busy_sent_at != Clock::time_point{};
+  // An attempt that got no answer may have joined the waiters too.
+  call.waited = op.may_wait && (op.busy_sent_at != Clock::time_point{} || call.in_doubt);
   return call;
 }
 

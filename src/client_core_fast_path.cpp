@@ -36,6 +36,7 @@ std::optional<Result<Lease>> ClientCore::acquire_now(const std::string& name, mi
     // doubt, undoes this grant.
     if (r->code() == Errc::outcome_unknown) {
       seed.stray = true;
+      if (call.waits) seed.attempt = call.attempt;  // its copy may join the waiters under it
       outcome_unknown_.fetch_add(1, std::memory_order_relaxed);
     }
     seed.error = r->status();

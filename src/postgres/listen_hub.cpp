@@ -132,7 +132,8 @@ std::shared_ptr<ListenHub> ListenHub::of(const PgConfig& config, milliseconds ba
   // Leaked: a client may close after static destructors ran.
   static auto* mu = new std::mutex;
   static auto* hubs = new std::map<std::string, std::weak_ptr<ListenHub>>;
-  std::string key = std::to_string(config.connect_timeout.count()) + '/' + std::to_string(config.command_timeout.count());
+  std::string key =
+      std::to_string(config.connect_timeout.count()) + '/' + std::to_string(config.command_timeout.count());
   for (const auto& [k, v] : config.params) key += '\0' + k + '=' + v;
   std::lock_guard lk(*mu);
   for (auto it = hubs->begin(); it != hubs->end();) it = it->second.expired() ? hubs->erase(it) : std::next(it);

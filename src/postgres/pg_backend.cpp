@@ -160,9 +160,7 @@ std::vector<std::string> release_params(const ReleaseCall& call) {
 class PgBackend final : public detail::Backend {
  public:
   PgBackend(asio::io_context& io, PgBackendConfig config)
-      : io_(io),
-        config_(std::move(config)),
-        conn_(io, config_.connection) {}
+      : io_(io), config_(std::move(config)), conn_(io, config_.connection) {}
   ~PgBackend() override {
     if (sink_) hub_->leave(sink_);
   }
@@ -273,13 +271,15 @@ class PgBackend final : public detail::Backend {
   // handed the lock: the line's abandon removes both, always.
   void abandon(const AbandonCall& call, std::function<void(Status)> done) override {
     if (call.waited && !call.line && call.mode == LockMode::exclusive) {
-      // Out of the waiters first (passing a wake-up it was sent on), then
-      // whatever the attempts may have left.
+      // The undo first: its tombstone stops a copy of an attempt still on
+      // its way (one on a dropped blocking connection may yet run), and
+      // then the waiters are left (passing a wake-up it was sent on), so a
+      // place such a copy took before the undo goes too.
       AbandonCall rest = call;
       rest.waited = false;
-      return leave(call.name, call.attempt, [this, rest, done = std::move(done)](Status s) mutable {
+      return abandon(rest, [this, name = call.name, attempt = call.attempt, done = std::move(done)](Status s) mutable {
         if (!s.ok()) return done(s);
-        abandon(rest, std::move(done));
+        leave(name, attempt, std::move(done));
       });
     }
     if (call.line || call.mode == LockMode::shared) {

@@ -140,7 +140,7 @@ TEST(PostgresCrowd, TheClientsOfAProcessShareOneListenConnection) {
   auto wait_all = [&](const std::string& name) {
     std::vector<std::future<Status>> got;
     for (std::size_t i = 0; i < clients.size(); ++i)
-      got.push_back(std::async(std::launch::async, [&, i] {
+      got.push_back(std::async(std::launch::async, [&, name, i] {
         auto l = clients[i]->acquire(name, 20s);
         return l.ok() ? l->release() : l.status();
       }));
@@ -171,11 +171,42 @@ TEST(PostgresCrowd, TheClientsOfAProcessShareOneListenConnection) {
   EXPECT_EQ(queued(pg, "shared"), kWaiters) << "its waiter left";
   finish(std::move(lease), std::move(got));
 
-  pg.psql("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query LIKE 'LISTEN %' OR query LIKE 'UNLISTEN %'");
+  pg.psql(
+      "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query LIKE 'LISTEN %' OR query LIKE 'UNLISTEN %'");
   Lease again = holder.try_acquire("again").value();
   auto got_again = wait_all("again");
   finish(std::move(again), std::move(got_again));
   EXPECT_EQ(listeners(), 1);
+}
+
+// Clients come and go on many threads while releases are announced: the
+// shared LISTEN connection is made and dropped with them, and a client
+// that closes mid-wait or as its turn arrives hears nothing after it.
+TEST(PostgresCrowd, ClientsComingAndGoingShareTheListenConnectionSafely) {
+  PostgresServer pg;
+  LogSink log;
+  std::atomic<int> granted{0}, other{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 6; ++t)
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 8; ++i) {
+        Client c = Client::connect(pg.url(), quiet(log));
+        auto l = c.acquire("churn", std::chrono::milliseconds(1 + (t * 7 + i * 3) % 40));
+        if (l.ok()) {
+          ++granted;
+          if (i % 2) EXPECT_TRUE(l->release().ok());  // else dropped with its client
+        } else if (l.status().code() != Errc::timeout) {
+          ++other;
+          ADD_FAILURE() << l.status().to_string();
+        }
+      }
+    });
+  for (auto& t : threads) t.join();
+  EXPECT_GT(granted.load(), 0);
+  EXPECT_EQ(other.load(), 0);
+  EXPECT_EQ(queued(pg, "churn"), 0) << "every waiter left; left behind:\n"
+                                    << pg.psql(
+                                           "SELECT member, ticket, expires_at - now() FROM public.dlock_locks_waiters");
 }
 
 }  // namespace
