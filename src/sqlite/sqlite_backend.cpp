@@ -89,6 +89,7 @@ class SqliteBackend final : public detail::Backend {
   void close() override {
     closed_ = true;
     turns_.close();
+    door_timer_.cancel();
     fifo_.close();
     wakeups_.close();
     store_.reset();
@@ -162,10 +163,12 @@ class SqliteBackend final : public detail::Backend {
     if (!key.broadcast && wake_one_) {
       turns_.add(key.name, key.attempt);
       ++plain_[key.name];
+      check_door_soon();
       return post(std::move(ready), Status());
     }
     if (key.attempt != 0 && wake_one_) {  // a line's waiter: told through the door too
       ++line_[key.name];
+      check_door_soon();
       return post(std::move(ready), Status());
     }
     Status s = wakeups_.listen(true);
@@ -485,6 +488,29 @@ class SqliteBackend final : public detail::Backend {
     });
   }
 
+  // While waiters wait on the door, it is looked at every second: one
+  // removed or replaced (an operator cleaning up, a directory deleted) is
+  // made again and every waiter looks again, since a release that found no
+  // door passed over them.
+  void check_door_soon() {
+    if (door_check_armed_) return;
+    door_check_armed_ = true;
+    door_timer_.expires_after(kDoorCheck);
+    door_timer_.async_wait([this](const boost::system::error_code& ec) {
+      door_check_armed_ = false;
+      if (ec || closed_ || (plain_.empty() && line_.empty())) return;
+      if (!fifo_.intact()) {
+        const Status s = fifo_.reopen();
+        if (config_.log)
+          config_.log(s.ok() ? LogLevel::info : LogLevel::warning,
+                      s.ok() ? "sqlite: this client's door was removed or replaced; made again"
+                             : "sqlite: this client's door was removed and cannot be made again: " + s.message());
+        if (events_.resync) events_.resync();
+      }
+      check_door_soon();
+    });
+  }
+
   // The wake file was written: which watched names saw a release? The
   // wake-ups are posted: a waiter woken may unwatch at once.
   void check_releases() {
@@ -521,6 +547,9 @@ class SqliteBackend final : public detail::Backend {
   detail::BackendEvents events_;
   const std::string client_id_ = detail::random_hex16();  // its FIFO's name
   WakeFifo fifo_;
+  asio::steady_timer door_timer_{io_};
+  bool door_check_armed_ = false;
+  static constexpr std::chrono::seconds kDoorCheck{1};
   std::atomic<bool> wake_one_{false};  // the FIFO is open: plain waiters are woken one at a time
   detail::WaiterTurns turns_;
   std::map<std::string, int> plain_;           // plain waiters by name (their turns come through fifo_)

@@ -87,6 +87,20 @@ Status WakeFifo::open(std::function<void(std::string_view line)> line) {
   return {};
 }
 
+bool WakeFifo::intact() {
+  if (!fd_.is_open()) return true;
+  struct stat at {}, mine {};
+  return ::lstat(path_.c_str(), &at) == 0 && ::fstat(fd_.native_handle(), &mine) == 0 && at.st_ino == mine.st_ino &&
+         at.st_dev == mine.st_dev;
+}
+
+Status WakeFifo::reopen() {
+  boost::system::error_code ignored;
+  fd_.close(ignored);  // the read in progress ends with an error, and stops
+  partial_.clear();
+  return open(std::move(line_));
+}
+
 void WakeFifo::read_more() {
   fd_.async_read_some(asio::buffer(buf_), [this](const boost::system::error_code& ec, std::size_t n) {
     if (ec || closed_) return;

@@ -34,6 +34,11 @@ class WakeFifo {
   // are gone.
   Status open(std::function<void(std::string_view line)> line);
   bool is_open() const { return fd_.is_open(); }
+  // The FIFO at its path is still the one this client reads: a door removed
+  // (its directory with it) or replaced cannot be written to by releasers.
+  bool intact();
+  // Makes the door again, with the same reader.
+  Status reopen();
   // Removes the FIFO; nothing runs after.
   void close();
 

@@ -231,6 +231,43 @@ TEST(SqliteCrowd, AClientsFifoGoesWithItAndADeadOnesWithTheNextClient) {
   EXPECT_EQ(own, 1) << "the live client's own";
 }
 
+// A waiter whose door goes while it waits (the whole directory removed, or
+// the door replaced by a regular file): the release cannot reach it and
+// passes over it, but its client finds its door gone within a second,
+// makes it again, and the waiter looks again. Granted long before the
+// holder's lease (30 s) would have let it look.
+TEST(SqliteCrowd, AWaiterWhoseDoorWentMakesItAgainAndGetsItsTurn) {
+  for (const bool whole_dir : {true, false}) {
+    SCOPED_TRACE(whole_dir ? "the directory removed" : "the doors replaced by files");
+    TempDir dir;
+    const std::string path = dir.file("locks.db"), doors = path + "-waiters";
+    LogSink log;
+    Client holder = open_client(path, log);
+    Client waiter = open_client(path, log);
+    auto lease = holder.try_acquire("d").value();
+    Waiting w;
+    w.start(waiter, "d", 60s);
+    ASSERT_TRUE(eventually([&] { return queued(path, "d") == 1; }, 10s));
+    if (whole_dir) {
+      std::filesystem::remove_all(doors);
+    } else {
+      for (const auto& e : std::filesystem::directory_iterator(doors)) {
+        std::filesystem::remove(e.path());
+        std::ofstream(e.path()) << "not a door";
+      }
+    }
+    const auto t0 = Clock::now();
+    ASSERT_TRUE(lease.release().ok());
+    ASSERT_EQ(w.future.wait_for(10s), std::future_status::ready) << "not woken";
+    auto got = w.future.get();
+    ASSERT_TRUE(got.ok()) << got.status().to_string();
+    EXPECT_LT(ms_since(t0), 3000) << "found by its client's look at its door, not at the holder's lease";
+    int fifos = 0;
+    for (const auto& e : std::filesystem::directory_iterator(doors)) fifos += e.is_fifo();
+    EXPECT_GE(fifos, 1) << "the waiter's door made again";
+  }
+}
+
 // A crowd starting at once on one file: a client of a file of its schema
 // only reads it when it starts, so none waits for (or fails on) the write
 // lock another holds. Here another program keeps it for longer than the
