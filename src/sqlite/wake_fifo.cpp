@@ -89,7 +89,8 @@ Status WakeFifo::open(std::function<void(std::string_view line)> line) {
 
 bool WakeFifo::intact() {
   if (!fd_.is_open()) return true;
-  struct stat at {}, mine {};
+  struct stat at {
+  }, mine{};
   return ::lstat(path_.c_str(), &at) == 0 && ::fstat(fd_.native_handle(), &mine) == 0 && at.st_ino == mine.st_ino &&
          at.st_dev == mine.st_dev;
 }
