@@ -131,7 +131,8 @@ std::string waiter_member(const std::string& client, std::uint64_t attempt) {
 
 // `queued`: whether a busy answer keeps a place in the line (the fast path's
 // try without keep_place leaves nothing). `client`: this client's waiter id
-// (a plain call that will wait joins the name's waiters).
+// (a plain call that will wait joins the name's waiters; a line's waiter is
+// told of its hand-over on the client's channel).
 std::vector<std::string> acquire_params(const AcquireCall& call, bool queued, const std::string& client) {
   std::vector<std::string> p{call.name, call.owner, as_bigint(call.grant), std::to_string(call.held),
                              std::to_string(call.lease.count())};
@@ -145,6 +146,7 @@ std::vector<std::string> acquire_params(const AcquireCall& call, bool queued, co
   p.push_back(std::to_string(call.mode == LockMode::shared ? call.permits : 0));
   p.push_back(queued ? "true" : "false");
   p.push_back(call.info);
+  p.push_back(client);  // its hand-over is told on this client's channel
   return p;
 }
 
@@ -362,14 +364,14 @@ class PgBackend final : public detail::Backend {
   }
 
   // A plain waiter is woken on this client's own channel, LISTENed from
-  // the start; a line's waiter or an observer on the table's channel,
-  // LISTENed only while one watches (every client listening to it was
-  // woken by every release of every name). Ready at once while the LISTEN
-  // is in place; otherwise the waiter is told (it then polls, each wait
-  // capped at the holder's lease).
+  // the start, and a line's waiter is told of its hand-over there; an
+  // observer hears the table's channel, LISTENed only while one watches
+  // (every client listening to it hears every release of every name).
+  // Ready at once while the LISTEN is in place; otherwise the waiter is
+  // told (it then polls, each wait capped at the holder's lease).
   void watch(const WatchKey& key, std::function<void(Status)> ready) override {
-    if (!key.broadcast) {
-      turns_.add(key.name, key.attempt);
+    if (!key.broadcast || key.attempt != 0) {  // a plain waiter, or a line's (its hand-over)
+      if (!key.broadcast) turns_.add(key.name, key.attempt);
       if (listen_pending_) return listen_waiters_.push_back(std::move(ready));
       return post(std::move(ready), listening_ ? Status() : not_listening());
     }
@@ -381,8 +383,8 @@ class PgBackend final : public detail::Backend {
     post(std::move(ready), listening_ ? Status() : not_listening());
   }
   void unwatch(const WatchKey& key) override {
-    if (!key.broadcast) {
-      turns_.remove(key.name, key.attempt);
+    if (!key.broadcast || key.attempt != 0) {
+      if (!key.broadcast) turns_.remove(key.name, key.attempt);
       return;
     }
     auto it = watches_.find(key.name);
@@ -407,11 +409,16 @@ class PgBackend final : public detail::Backend {
   }
 
   // A release's payload is the name; a hand-over's names its recipient
-  // (the lock is held again: nobody else is woken); "\x1fc<name>" says a
-  // free lock was granted (observers only).
+  // (the lock is held again: nobody else is woken), on the recipient's
+  // client's channel; "\x1fc<name>" says the holder changed without a
+  // release (observers only).
   void on_notify(const std::string& chan, const std::string& payload) {
-    if (chan == own_channel_) return on_waiter_notify(payload);
     HandOverPayload h;
+    if (chan == own_channel_) {
+      if (!parse_hand_over(payload, h)) return on_waiter_notify(payload);
+      if (events_.handed) events_.handed({h.name, h.owner, h.grant, h.fence, milliseconds(h.lease_ms)});
+      return;
+    }
     if (parse_hand_over(payload, h)) {
       // Held again: nobody else is woken, but the other waiters look again
       // by the grant's lease (its recipient may have died).

@@ -72,7 +72,7 @@ std::string leave_sql(const TableName& table) { return with_table("SELECT @T_lea
 std::string waiter_channel(const std::string& client) { return "dlockw_" + client; }
 
 std::string line_acquire_sql(const TableName& table) {
-  return with_table("SELECT kind, fence, depth, ttl_ms FROM @T_line_acquire($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+  return with_table("SELECT kind, fence, depth, ttl_ms FROM @T_line_acquire($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
                     table);
 }
 

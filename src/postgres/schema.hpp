@@ -27,7 +27,10 @@
 //                    must not grant
 //   NOTIFY <table>_released, payload = hand_over_payload(): the waiter a
 //                    release (or any call) granted and its lease, at that
-//                    call's commit (version 4: the lease was added)
+//                    call's commit (version 4: the lease was added); since
+//                    version 7 on its client's channel, dlockw_<client id>
+//                    (<table>_line.client), and "\x1fc<name>" on the
+//                    table's for observers
 //
 // A plain lock's waiters (version 6), woken one at a time:
 //   <table>_waiters  (name, member "<client id>:<attempt>") in arrival order
@@ -44,8 +47,9 @@
 // search_paths must share one table. Versions 1 (unqualified, no tombstones,
 // commits as the server's synchronous_commit says), 2 (no lines), 3
 // (hand-overs without their lease), 4 (no grant times, plain grants
-// without their holder's description) and 5 (plain waiters all woken by
-// every release) are migrated in place.
+// without their holder's description), 5 (plain waiters all woken by
+// every release) and 6 (hand-overs told to every line's waiter) are
+// migrated in place.
 #ifndef DLOCK_POSTGRES_SCHEMA_HPP_
 #define DLOCK_POSTGRES_SCHEMA_HPP_
 
@@ -56,7 +60,7 @@
 
 namespace dlock::postgres {
 
-inline constexpr int kSchemaVersion = 6;
+inline constexpr int kSchemaVersion = 7;
 
 // One statement (a DO block) that creates whatever is missing, serialized
 // across clients by an advisory lock; idempotent.

@@ -11,7 +11,7 @@ BEGIN
   PERFORM set_config('synchronous_commit', 'on', true);  -- a table lost in a crash loses its locks
   IF to_regclass('@T_meta') IS NOT NULL THEN
     SELECT value INTO v FROM @T_meta WHERE key = 'schema';
-    IF v >= 6 THEN RETURN; END IF;  -- current (or newer: refused by the version check)
+    IF v >= 7 THEN RETURN; END IF;  -- current (or newer: refused by the version check)
   END IF;
   CREATE SEQUENCE IF NOT EXISTS @T_fence NO CYCLE;
   CREATE TABLE IF NOT EXISTS @T (
@@ -86,6 +86,13 @@ BEGIN
     UNIQUE (name, member));
   DROP FUNCTION IF EXISTS @T_acquire(text, text, bigint, int, bigint, text);
   DROP FUNCTION IF EXISTS @T_join(text, text, bigint);
+
+  -- Version 7: a line's waiter names its client, so that its hand-over is
+  -- told on that client's channel (dlockw_<client id>) alone, and observers
+  -- hear "\x1fc<name>" on the table's: a line's waiters no longer LISTEN to
+  -- every hand-over of the table. NULL (none given): the table's channel.
+  ALTER TABLE @T_line ADD COLUMN IF NOT EXISTS client text;
+  DROP FUNCTION IF EXISTS @T_line_acquire(text, text, bigint, int, bigint, bool, int, bool, text);
 
   -- p_front: a caller that waited already and is not queued was taken out
   -- by a release (woken too late for its reservation): back to the front,
@@ -369,6 +376,7 @@ BEGIN
     n int := 0;
     n_shared int;
     f bigint;
+    v_msg text;
   BEGIN
     -- The row lock first, before any change to the line: a release holding
     -- it and promoting must never wait for this call's changes.
@@ -403,10 +411,19 @@ BEGIN
         -- the name: never a plain release's payload (the bare name) in
         -- practice. The lease tells the other waiters how long a recipient
         -- that died keeps it (nothing is published when that runs out).
-        PERFORM pg_notify('@C', chr(31) || 'h' || f || ':' || w.lease_ms || ':' || w.grant_id || ':' ||
-                                octet_length(w.owner) || ':' || w.owner || p_name);
+        v_msg := chr(31) || 'h' || f || ':' || w.lease_ms || ':' || w.grant_id || ':' || octet_length(w.owner) || ':' ||
+                 w.owner || p_name;
+        PERFORM pg_notify(CASE WHEN w.client IS NULL THEN '@C' ELSE 'dlockw_' || w.client END, v_msg);
+        IF w.client IS NOT NULL THEN PERFORM pg_notify('@C', chr(31) || 'c' || p_name); END IF;  -- observers
       END IF;
     END LOOP;
+    -- The waiter now first in line hears of the last hand-over too: it
+    -- looks again by that grant's lease (a recipient that died keeps the
+    -- lock that long, and nothing is told when it runs out).
+    IF v_msg IS NOT NULL THEN
+      SELECT * INTO w FROM @T_line x WHERE x.name = p_name AND NOT x.holder ORDER BY x.ticket LIMIT 1;
+      IF FOUND AND w.client IS NOT NULL THEN PERFORM pg_notify('dlockw_' || w.client, v_msg); END IF;
+    END IF;
     PERFORM @T_line_mark(p_name, p_now);
     RETURN n;
   END $f$;
@@ -418,7 +435,8 @@ BEGIN
   -- the name's permits), 5 a change of mode (depth 1: held shared, 0: held
   -- exclusively).
   CREATE OR REPLACE FUNCTION @T_line_acquire(p_name text, p_owner text, p_grant bigint, p_held int, p_lease bigint,
-                                              p_shared bool, p_permits int, p_queued bool, p_info text)
+                                              p_shared bool, p_permits int, p_queued bool, p_info text,
+                                              p_client text DEFAULT NULL)
   RETURNS TABLE (kind int, fence bigint, depth int, ttl_ms bigint) LANGUAGE plpgsql AS $f$
   DECLARE
     now_ts timestamptz := clock_timestamp();
@@ -516,13 +534,13 @@ BEGIN
     END IF;
     IF p_queued THEN
       IF placed THEN
-        UPDATE @T_line x SET expires_at = v_until
+        UPDATE @T_line x SET expires_at = v_until, client = coalesce(p_client, x.client)
           WHERE x.name = p_name AND x.owner = p_owner AND x.grant_id = p_grant;
       ELSE
         INSERT INTO @T_line (name, owner, grant_id, shared, holder, ticket, permits, depth, fence, lease_ms, expires_at,
-                              info)
+                              info, client)
           VALUES (p_name, p_owner, p_grant, p_shared, false, nextval('@T_ticket'), v_permits, 0, 0, p_lease, v_until,
-                  coalesce(p_info, ''));
+                  coalesce(p_info, ''), p_client);
         PERFORM @T_line_mark(p_name, now_ts);
       END IF;
     END IF;
@@ -676,5 +694,5 @@ BEGIN
   END $f$;
 
   CREATE TABLE IF NOT EXISTS @T_meta (key text PRIMARY KEY, value bigint NOT NULL);
-  INSERT INTO @T_meta VALUES ('schema', 6) ON CONFLICT (key) DO UPDATE SET value = 6;
+  INSERT INTO @T_meta VALUES ('schema', 7) ON CONFLICT (key) DO UPDATE SET value = 7;
 END $do$

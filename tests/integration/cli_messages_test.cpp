@@ -139,7 +139,7 @@ TEST_F(CliMessages, StatusCountsWaitersOnSqlite) {
   EXPECT_EQ(client.inspect("w").value().waiters, 0u);
 }
 
-// PostgreSQL counts a plain lock's waiters (its queue, schema version 6).
+// PostgreSQL counts a plain lock's waiters (its queue, schema version 6 and later).
 TEST_F(CliMessages, StatusCountsWaitersOnPostgres) {
   PostgresServer pg;
   LogSink log;

@@ -366,7 +366,7 @@ TEST(PostgresLines, AVersion2TableIsMigrated) {
       "DROP SEQUENCE dlock_locks_ticket; ALTER TABLE dlock_locks DROP COLUMN info, DROP COLUMN line; "
       "UPDATE dlock_locks_meta SET value = 2");
   LineClient second(pg.url(), log);
-  EXPECT_EQ(pg.psql("SELECT value FROM dlock_locks_meta"), "6\n");
+  EXPECT_EQ(pg.psql("SELECT value FROM dlock_locks_meta"), "7\n");
   EXPECT_EQ(second.client.try_acquire("job").status().code(), Errc::busy) << "the held lock survived";
   auto queued = std::async(std::launch::async, [&] { return second.fair("job", 30s); });
   ASSERT_TRUE(eventually([&] { return second.waiters("job") == 1; }, 5s));

@@ -303,7 +303,7 @@ TEST(Postgres, AnOlderSchemaIsMigratedAndItsNoticesStayOffStderr) {
   const std::string err = ::testing::internal::GetCapturedStderr();
   ASSERT_TRUE(second.ok()) << second.status().to_string();
   EXPECT_EQ(err, "");
-  EXPECT_EQ(pg.psql("SELECT value FROM dlock_locks_meta"), "6\n");
+  EXPECT_EQ(pg.psql("SELECT value FROM dlock_locks_meta"), "7\n");
   EXPECT_EQ(second->try_acquire("job").status().code(), Errc::busy) << "the held lock survived the migration";
   std::lock_guard lk(mu);
   EXPECT_TRUE(std::any_of(lines.begin(), lines.end(),
