@@ -4,6 +4,7 @@
 
 #include <boost/asio/post.hpp>
 #include <cerrno>
+#include <condition_variable>
 #include <cstring>
 #include <mutex>
 
@@ -18,6 +19,13 @@ struct ZkSession::Bridge {
   std::mutex mu;
   asio::io_context* io = nullptr;  // guarded by mu; null once closed
   ZkSession* session = nullptr;
+  int in_flight = 0;  // guarded by mu: requests the C client has yet to complete
+  std::condition_variable answered;
+
+  void one_answered() {
+    std::lock_guard lk(mu);
+    if (--in_flight == 0) answered.notify_all();
+  }
 };
 
 struct ZkSession::Handle {
@@ -56,6 +64,10 @@ NodeStat stat_of(const Stat* s) {
 struct ZkCallbacks {
   static void post(const void* data, Reply reply) {
     std::unique_ptr<Pending> p(static_cast<Pending*>(const_cast<void*>(data)));
+    struct Counted {
+      std::shared_ptr<ZkSession::Bridge> bridge;
+      ~Counted() { bridge->one_answered(); }
+    } counted{p->bridge};  // once delivered
     reply.sent_at = p->sent_at;
     if (p->direct) return p->done(std::move(reply));
     auto& bridge = *p->bridge;
@@ -165,6 +177,15 @@ Status ZkSession::open() {
 }
 
 void ZkSession::close() {
+  {
+    // The requests out are answered first (bounded): a session closed with
+    // answers unread resets the connection, and the server may drop the
+    // close with the rest of what it had not read yet. The session then
+    // lives on to its timeout, and with it a queue node just made: a lock
+    // held by a client that is gone.
+    std::unique_lock lk(bridge_->mu);
+    bridge_->answered.wait_for(lk, kDrainAtClose, [&] { return bridge_->in_flight <= 0; });
+  }
   for (auto& c : closers_) c.thread.join();
   closers_.clear();
   std::unique_ptr<Handle> last;
@@ -201,12 +222,17 @@ template <class Call>
 void ZkSession::submit(ReplyFn done, Delivery via, Call call, bool counted) {
   if (counted) calls_.fetch_add(1, std::memory_order_relaxed);
   auto* p = new Pending{bridge_, generation_.load(), std::move(done), Clock::now(), via == Delivery::direct};
+  {
+    std::lock_guard lk(bridge_->mu);
+    ++bridge_->in_flight;
+  }
   int rc = ZINVALIDSTATE;
   {
     std::lock_guard lk(mu_);
     if (current_) rc = call(current_->zh, p);
   }
   if (rc == ZOK) return;  // the completion owns p now
+  bridge_->one_answered();
   std::unique_ptr<Pending> own(p);
   Reply r;
   r.rc = rc;

@@ -112,6 +112,9 @@ class ZkSession {
   friend struct ZkCallbacks;
 
  private:
+  // How long close() waits for the requests out to be answered.
+  static constexpr std::chrono::milliseconds kDrainAtClose{500};
+
   template <class Call>
   void submit(ReplyFn done, Delivery via, Call call, bool counted = true);
   void deliver(std::uint64_t generation, ReplyFn& done, Reply& reply);

@@ -140,6 +140,71 @@ TEST_P(CrowdContract, ClientsLoopingOnOneNameAllGetTurns) {
   EXPECT_LE(most, 4 * least + 4) << "turns far from even";
 }
 
+// Clients come and go on many threads with waits of 1 to 40 ms while a hog
+// holds the name most of the time, so that many end in doubt (a first
+// attempt unanswered by the deadline) or as they are woken, and half the
+// grants are dropped with their client: each call ends granted or timed
+// out near its deadline, and once they are gone no waiter and no holder is
+// left behind within moments (a place left would be woken and kept for
+// nobody; a ZooKeeper session closed with answers unread lived on to its
+// timeout, 10 s, its node holding the lock).
+TEST_P(CrowdContract, ClientsComingAndGoingWithTinyWaitsLeaveNoWaiterBehind) {
+  Client looker = env->client();
+  std::atomic<int> granted{0}, timed_out{0};
+  std::atomic<long> past_wait_ms{0};  // the most a call returned past its wait
+  std::atomic<bool> churning{true};
+  std::thread hog([&] {
+    LockOptions o;
+    o.holder = "hog";
+    Mutex m(looker, "churn", o);
+    while (churning.load()) {
+      if (!m.try_lock_for(200ms)) continue;
+      std::this_thread::sleep_for(15ms);
+      m.unlock();
+      std::this_thread::sleep_for(2ms);
+    }
+  });
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 6; ++t)
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 6; ++i) {
+        Client c = env->client();
+        LockOptions o;
+        o.holder = "t" + std::to_string(t) + "i" + std::to_string(i);  // names a holder left behind
+        const milliseconds wait(1 + (t * 7 + i * 3) % 40);
+        const auto t0 = Clock::now();
+        auto l = c.acquire("churn", wait, o);
+        const long past = static_cast<long>(ms_since(t0) - wait.count());
+        for (long m = past_wait_ms.load(); past > m && !past_wait_ms.compare_exchange_weak(m, past);) {
+        }
+        if (!l.ok()) {
+          EXPECT_EQ(l.status().code(), Errc::timeout) << l.status().to_string();
+          ++timed_out;
+          continue;
+        }
+        ++granted;
+        if (i % 2) {
+          EXPECT_TRUE(l->release().ok());
+        }  // else dropped with its client
+      }
+    });
+  for (auto& t : threads) t.join();
+  churning = false;
+  hog.join();
+  std::cout << "[measure] churn." << GetParam().name << ": " << granted << " granted, " << timed_out
+            << " timed out, at most " << past_wait_ms << " ms past the wait" << std::endl;
+  EXPECT_LT(past_wait_ms.load(), 1500) << "a call held far past its deadline";
+  Result<LockInfo> info = Status();
+  EXPECT_TRUE(eventually(
+      [&] {
+        info = looker.inspect("churn");
+        return info.ok() && info->waiters == 0u && !info->held;
+      },
+      3s))
+      << (info.ok() ? std::to_string(info->waiters.value_or(0)) + " waiters left; held by '" + info->holder + "'"
+                    : info.status().to_string());
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, CrowdContract, ::testing::ValuesIn(waking_one()),
                          [](const ::testing::TestParamInfo<Backend>& p) { return std::string(p.param.name); });
 

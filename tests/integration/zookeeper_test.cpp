@@ -512,6 +512,35 @@ TEST(ZooKeeper, AGrantAfterTheEnsembleRestartedWaitsForAProofAndHolds) {
   EXPECT_EQ(client.stats().leases_lost, 0u);
 }
 
+// A client closed right after an attempt it gave up on unanswered (a wait
+// of a few ms): the session must end at once, its queue node with it.
+// Closed with answers still unread, the connection was reset and the
+// server lost the close with what it had not read: the session lived on to
+// its timeout (10 s) and its node stayed in the line, holding the lock when
+// first (found by the crowd contract's churn). Now the requests out are
+// answered before the close.
+TEST(ZooKeeper, AClientClosedRightAfterAnAttemptItGaveUpOnLeavesNoNode) {
+  ZooKeeperEnsemble zk(1);
+  const std::string u = url(zk.hosts()) + "/closing";
+  Client holder = Client::connect(u, silent());
+  auto lease = holder.try_acquire("x").value();
+  ZkProbe probe(zk.hosts());
+  const std::string line = "/closing/dlock/x";
+  ASSERT_EQ(probe.children(line).size(), 1u);
+  for (int i = 0; i < 200; ++i) {
+    {
+      Client c = Client::connect(u, silent());
+      auto l = c.acquire("x", milliseconds(1 + i % 7));
+      ASSERT_FALSE(l.ok());
+      ASSERT_EQ(l.status().code(), Errc::timeout) << l.status().to_string();
+    }
+    const std::size_t nodes = probe.children(line).size();
+    if (nodes != 1) std::this_thread::sleep_for(300ms);  // a delete on its way
+    ASSERT_EQ(probe.children(line).size(), 1u) << "round " << i << ": a closed client's node stayed";
+  }
+  EXPECT_THAT(lease.release(), IsOk());
+}
+
 TEST(ZooKeeper, DigestAuthKeepsOneUsersLocksFromAnother) {
   REQUIRE_ZOOKEEPER();
   ZooKeeperEnsemble zk(1);
